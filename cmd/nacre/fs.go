@@ -1,0 +1,152 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"nacre/internal/cli"
+	"nacre/internal/layout"
+)
+
+func addStripeFlags(cmd *cobra.Command, count *int, size *string, offset *int) {
+	cmd.Flags().IntVarP(count, "stripe-count", "c", 0, "stripe count (-1: all OSTs)")
+	cmd.Flags().StringVarP(size, "stripe-size", "S", "", "stripe size (e.g. 64K, 1M, 4M)")
+	cmd.Flags().IntVarP(offset, "stripe-index", "i", -1, "first OST index (-1: any)")
+}
+
+func stripeOpts(count int, size string, offset int) (cli.StripeOpts, error) {
+	so := cli.StripeOpts{Count: count, Offset: offset}
+	if size != "" {
+		v, err := layout.ParseSize(size)
+		if err != nil {
+			return so, err
+		}
+		so.Size = v
+	}
+	return so, nil
+}
+
+func addFSCommands(root *cobra.Command, g *globals) {
+	var long bool
+	ls := &cobra.Command{Use: "ls [-l] [PATH]", Short: "List a directory", GroupID: "fs", Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p := "/"
+			if len(args) == 1 {
+				p = args[0]
+			}
+			return cli.Ls(cmd.Context(), g.env(cmd), p, long)
+		}}
+	ls.Flags().BoolVarP(&long, "long", "l", false, "long listing")
+	root.AddCommand(ls)
+
+	var parents bool
+	var mode string
+	mkdir := &cobra.Command{Use: "mkdir [-p] PATH...", Short: "Make directories", GroupID: "fs", Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := strconv.ParseUint(mode, 8, 32)
+			if err != nil {
+				return fmt.Errorf("--mode %q: want an octal mode such as 755", mode)
+			}
+			for _, p := range args {
+				if err := cli.Mkdir(cmd.Context(), g.env(cmd), p, parents, uint32(m)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}}
+	mkdir.Flags().BoolVarP(&parents, "parents", "p", false, "make parents as needed, no error if existing")
+	mkdir.Flags().StringVarP(&mode, "mode", "m", "755", "permission bits (octal)")
+	root.AddCommand(mkdir)
+
+	var pc, pi int
+	var ps string
+	put := &cobra.Command{Use: "put LOCAL PATH", Short: "Copy a local file into the file system", GroupID: "fs", Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			so, err := stripeOpts(pc, ps, pi)
+			if err != nil {
+				return err
+			}
+			return cli.Put(cmd.Context(), g.env(cmd), args[0], args[1], so)
+		}}
+	addStripeFlags(put, &pc, &ps, &pi)
+	root.AddCommand(put)
+
+	root.AddCommand(&cobra.Command{Use: "get PATH LOCAL", Short: "Copy a file out of the file system (LOCAL - for stdout)", GroupID: "fs", Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cli.Get(cmd.Context(), g.env(cmd), args[0], args[1])
+		}})
+	root.AddCommand(&cobra.Command{Use: "cat PATH...", Short: "Print files", GroupID: "fs", Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cli.Cat(cmd.Context(), g.env(cmd), args)
+		}})
+
+	var statJSON bool
+	stat := &cobra.Command{Use: "stat [--json] PATH", Short: "Show a file's attributes and FID", GroupID: "fs", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cli.Stat(cmd.Context(), g.env(cmd), args[0], statJSON)
+		}}
+	stat.Flags().BoolVar(&statJSON, "json", false, "print JSON")
+	root.AddCommand(stat)
+
+	var recursive bool
+	rm := &cobra.Command{Use: "rm [-r] PATH...", Short: "Remove files (and directories with -r)", GroupID: "fs", Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cli.Rm(cmd.Context(), g.env(cmd), args, recursive)
+		}}
+	rm.Flags().BoolVarP(&recursive, "recursive", "r", false, "remove directories and their contents")
+	root.AddCommand(rm)
+
+	root.AddCommand(&cobra.Command{Use: "mv SOURCE DEST", Short: "Rename or move a file or directory", GroupID: "fs", Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cli.Mv(cmd.Context(), g.env(cmd), args[0], args[1])
+		}})
+
+	var symbolic bool
+	ln := &cobra.Command{Use: "ln [-s] TARGET LINK", Short: "Make a hard link (or a symbolic link with -s)", GroupID: "fs", Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cli.Ln(cmd.Context(), g.env(cmd), args[0], args[1], symbolic)
+		}}
+	ln.Flags().BoolVarP(&symbolic, "symbolic", "s", false, "make a symbolic link")
+	root.AddCommand(ln)
+
+	var sc, si int
+	var ss string
+	setstripe := &cobra.Command{Use: "setstripe -c COUNT -S SIZE [-i OST] PATH",
+		Short: "Set a directory's default layout, or create a file (or relayout an empty one) with a layout", GroupID: "fs", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			so, err := stripeOpts(sc, ss, si)
+			if err != nil {
+				return err
+			}
+			return cli.SetStripe(cmd.Context(), g.env(cmd), args[0], so)
+		}}
+	addStripeFlags(setstripe, &sc, &ss, &si)
+	root.AddCommand(setstripe)
+
+	var gsJSON bool
+	getstripe := &cobra.Command{Use: "getstripe [--json] PATH", Short: "Show a file's layout (or a directory's default)", GroupID: "fs", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cli.GetStripe(cmd.Context(), g.env(cmd), args[0], gsJSON)
+		}}
+	getstripe.Flags().BoolVar(&gsJSON, "json", false, "print JSON: stripe_count, stripe_size, objects [{ost, id}]")
+	root.AddCommand(getstripe)
+
+	var dfJSON bool
+	df := &cobra.Command{Use: "df [--json]", Short: "Show space and inodes per target", GroupID: "fs", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cli.Df(cmd.Context(), g.env(cmd), dfJSON)
+		}}
+	df.Flags().BoolVar(&dfJSON, "json", false, "print JSON")
+	root.AddCommand(df)
+
+	root.AddCommand(&cobra.Command{Use: "path2fid PATH...", Short: "Print the FID of paths", GroupID: "fs", Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cli.Path2Fid(cmd.Context(), g.env(cmd), args)
+		}})
+	root.AddCommand(&cobra.Command{Use: "fid2path FID...", Short: "Print every path of FIDs", GroupID: "fs", Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cli.Fid2Path(cmd.Context(), g.env(cmd), args)
+		}})
+}

@@ -1,0 +1,72 @@
+// Command nacre is the one binary of the Nacre parallel file system: it
+// formats and serves targets, brings up a local cluster, and is the client
+// and admin CLI. Each file here wires one group of subcommands to the
+// packages under internal/; no file system logic lives in this package.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"nacre/internal/cli"
+	"nacre/internal/version"
+)
+
+// exitError carries a specific exit status.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	root := newRoot()
+	err := root.ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		var ee exitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.code)
+		}
+		fmt.Fprintln(os.Stderr, "nacre:", err)
+		os.Exit(1)
+	}
+}
+
+// globals are the flags every command sees.
+type globals struct {
+	mgs string
+}
+
+func (g *globals) env(cmd *cobra.Command) cli.Env {
+	return cli.Env{MGS: g.mgs, Out: cmd.OutOrStdout(), Err: cmd.ErrOrStderr()}
+}
+
+func newRoot() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:   "nacre",
+		Short: "Nacre: a parallel file system with Lustre's architecture",
+		Long: `Nacre is a parallel file system: a management server (MGS), metadata
+servers whose targets are Raft groups (MDT), object storage servers holding
+striped file data (OST), a client library and a FUSE mount.
+
+Start a local cluster:   nacre up --dir ./nacre-cluster
+Then use it:             export NACRE_MGS=<address printed by up>; nacre ls /`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version.Software,
+	}
+	root.PersistentFlags().StringVar(&g.mgs, "mgs", os.Getenv("NACRE_MGS"), "MGS address HOST:PORT (default $NACRE_MGS)")
+	root.AddGroup(&cobra.Group{ID: "server", Title: "Servers and clusters:"}, &cobra.Group{ID: "fs", Title: "Files:"},
+		&cobra.Group{ID: "admin", Title: "Administration and benchmarks:"})
+	addServerCommands(root, g)
+	addFSCommands(root, g)
+	addBenchCommands(root, g)
+	return root
+}

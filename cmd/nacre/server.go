@@ -1,0 +1,183 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"nacre/internal/cli"
+	"nacre/internal/localcluster"
+	"nacre/internal/obs"
+	"nacre/internal/serve"
+	"nacre/internal/target"
+)
+
+const defaultClusterDir = "nacre-cluster"
+
+func addServerCommands(root *cobra.Command, g *globals) {
+	// format
+	var f struct {
+		kind, dir, fsname, mgsnode, listen, data, metrics string
+		index                                             uint32
+	}
+	format := &cobra.Command{
+		Use:     "format --type mgs|mdt|ost --dir DIR --fsname NAME [--index N] [--mgsnode HOST:PORT]",
+		Short:   "Prepare a target directory (MGS, MDT n or OST n)",
+		GroupID: "server",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			kind := target.Kind(f.kind)
+			switch kind {
+			case target.MGS, target.MDT, target.OST:
+			default:
+				return fmt.Errorf("--type %q: use mgs, mdt or ost", f.kind)
+			}
+			if f.dir == "" {
+				return fmt.Errorf("--dir is required")
+			}
+			mgsnode := f.mgsnode
+			if mgsnode == "" {
+				mgsnode = g.mgs
+			}
+			if kind != target.MGS && mgsnode == "" {
+				return fmt.Errorf("an %s needs the MGS address: --mgsnode HOST:PORT", kind)
+			}
+			id := target.Identity{Fsname: f.fsname, Kind: kind, Index: f.index, MGSNode: mgsnode, Listen: f.listen, DataListen: f.data, MetricsListen: f.metrics}
+			if kind == target.MGS {
+				id.MGSNode = ""
+				if id.Listen == "127.0.0.1:0" {
+					return fmt.Errorf("the MGS needs a fixed address that clients can be told: --listen HOST:PORT")
+				}
+			}
+			if err := target.Format(f.dir, id); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "formatted %s in %s\n", id.Describe(), f.dir)
+			return nil
+		},
+	}
+	format.Flags().StringVar(&f.kind, "type", "", "target type: mgs, mdt or ost")
+	format.Flags().StringVar(&f.dir, "dir", "", "target directory (new or empty)")
+	format.Flags().StringVar(&f.fsname, "fsname", "nacre", "file system name (1-8 characters)")
+	format.Flags().Uint32Var(&f.index, "index", 0, "MDT or OST index")
+	format.Flags().StringVar(&f.mgsnode, "mgsnode", "", "MGS address of the file system (MDT, OST; default --mgs)")
+	format.Flags().StringVar(&f.listen, "listen", "127.0.0.1:0", "gRPC listen address (port 0: pick one at first start and keep it)")
+	format.Flags().StringVar(&f.data, "data-listen", "127.0.0.1:0", "OST data protocol listen address")
+	format.Flags().StringVar(&f.metrics, "metrics-listen", "127.0.0.1:0", "Prometheus metrics listen address")
+	root.AddCommand(format)
+
+	// serve
+	var serveDir string
+	var jsonLogs bool
+	serveCmd := &cobra.Command{
+		Use:     "serve --dir DIR",
+		Short:   "Run the target in a target directory",
+		GroupID: "server",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if serveDir == "" {
+				return fmt.Errorf("--dir is required")
+			}
+			log := obs.NewLogger(os.Stderr, jsonLogs, obs.LevelFromEnv())
+			return serve.Run(cmd.Context(), serveDir, serve.Options{Log: log})
+		},
+	}
+	serveCmd.Flags().StringVar(&serveDir, "dir", "", "target directory")
+	serveCmd.Flags().BoolVar(&jsonLogs, "json-logs", true, "log one JSON object per line")
+	root.AddCommand(serveCmd)
+
+	// up
+	var up struct {
+		dir, fsname string
+		osts        int
+		detach      bool
+	}
+	upCmd := &cobra.Command{
+		Use:     "up [--dir DIR] [--osts N] [--detach]",
+		Short:   "Format (when new) and start a local cluster: MGS, one MDT, N OSTs",
+		GroupID: "server",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			out := cmd.OutOrStdout()
+			osts := up.osts
+			if !cmd.Flags().Changed("osts") {
+				if _, err := os.Stat(filepath.Join(up.dir, "mgs")); err == nil {
+					osts = 0 // keep what the cluster has
+				}
+			}
+			start := time.Now()
+			c, err := localcluster.Up(cmd.Context(), localcluster.Options{Dir: up.dir, Fsname: up.fsname, OSTs: osts, Out: out})
+			if err != nil {
+				if c != nil {
+					localcluster.Down(up.dir, cmd.ErrOrStderr())
+				}
+				return err
+			}
+			nost := 0
+			for _, t := range c.Targets {
+				if len(t.Name) >= 3 && t.Name[:3] == "OST" {
+					nost++
+				}
+			}
+			fmt.Fprintf(out, "Nacre is up in %.1fs: MGS %s, 1 MDT, %d OSTs, data in %s\n", time.Since(start).Seconds(), c.MGS, nost, up.dir)
+			fmt.Fprintf(out, "Try:\n  export NACRE_MGS=%s\n  nacre status\n  nacre put /etc/services /services && nacre ls -l /\n", c.MGS)
+			if up.detach {
+				fmt.Fprintf(out, "Stop it with: nacre down --dir %s\n", up.dir)
+				fmt.Fprintf(out, "NACRE_MGS=%s\n", c.MGS)
+				return nil
+			}
+			fmt.Fprintln(out, "Press Ctrl-C to stop the cluster.")
+			<-cmd.Context().Done()
+			fmt.Fprintln(out, "\nstopping...")
+			return localcluster.Down(up.dir, out)
+		},
+	}
+	upCmd.Flags().StringVar(&up.dir, "dir", defaultClusterDir, "cluster directory")
+	upCmd.Flags().StringVar(&up.fsname, "fsname", "nacre", "file system name for a new cluster")
+	upCmd.Flags().IntVar(&up.osts, "osts", 2, "number of OSTs (a new cluster gets this many; an existing one grows to it)")
+	upCmd.Flags().BoolVar(&up.detach, "detach", false, "return once the cluster is ready; print NACRE_MGS=host:port last")
+	root.AddCommand(upCmd)
+
+	// down
+	var downDir string
+	downCmd := &cobra.Command{
+		Use:     "down [--dir DIR]",
+		Short:   "Stop the processes of a local cluster",
+		GroupID: "server",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return localcluster.Down(downDir, cmd.OutOrStdout())
+		},
+	}
+	downCmd.Flags().StringVar(&downDir, "dir", defaultClusterDir, "cluster directory")
+	root.AddCommand(downCmd)
+
+	// status
+	var st struct {
+		json bool
+		dir  string
+	}
+	statusCmd := &cobra.Command{
+		Use:     "status [--json] [--dir DIR]",
+		Short:   "Show every target: address, state, last heard, space, pid, metrics URL",
+		GroupID: "server",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			e := g.env(cmd)
+			if st.dir != "" {
+				addr, err := localcluster.MGSAddr(st.dir)
+				if err != nil {
+					return err
+				}
+				e.MGS = addr
+			}
+			return cli.Status(cmd.Context(), e, st.json)
+		},
+	}
+	statusCmd.Flags().BoolVar(&st.json, "json", false, "print JSON")
+	statusCmd.Flags().StringVar(&st.dir, "dir", "", "find the MGS of this local cluster directory")
+	root.AddCommand(statusCmd)
+}

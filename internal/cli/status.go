@@ -1,0 +1,258 @@
+package cli
+
+import (
+
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/layout"
+	"nacre/internal/rpc"
+)
+
+// TargetStatus is one row of `nacre status --json`.
+type TargetStatus struct {
+	Name        string  `json:"name"`
+	Kind        string  `json:"kind"`
+	Index       uint32  `json:"index"`
+	Addr        string  `json:"addr"`
+	DataAddr    string  `json:"data_addr,omitempty"`
+	State       string  `json:"state"`
+	LastHeard   string  `json:"last_heard,omitempty"`
+	AgeSeconds  float64 `json:"last_heard_seconds_ago"`
+	BytesTotal  uint64  `json:"bytes_total"`
+	BytesUsed   uint64  `json:"bytes_used"`
+	BytesAvail  uint64  `json:"bytes_avail"`
+	InodesTotal uint64  `json:"inodes_total"`
+	InodesUsed  uint64  `json:"inodes_used"`
+	Pid         int64   `json:"pid,omitempty"`
+	Host        string  `json:"host,omitempty"`
+	MetricsURL  string  `json:"metrics_url,omitempty"`
+	Leader      bool    `json:"leader"`
+	ReplicaID   uint64  `json:"replica_id,omitempty"`
+	Dir         string  `json:"dir,omitempty"`
+}
+
+// ClusterStatus is `nacre status --json`.
+type ClusterStatus struct {
+	Fsname  string         `json:"fsname"`
+	MGS     string         `json:"mgs"`
+	Targets []TargetStatus `json:"targets"`
+}
+
+func kindName(k pb.TargetKind) string {
+	switch k {
+	case pb.TargetKind_TARGET_MGS:
+		return "mgs"
+	case pb.TargetKind_TARGET_MDT:
+		return "mdt"
+	case pb.TargetKind_TARGET_OST:
+		return "ost"
+	}
+	return "unknown"
+}
+
+func targetName(fsname string, t *pb.TargetInfo) string {
+	switch t.Kind {
+	case pb.TargetKind_TARGET_MDT:
+		return fmt.Sprintf("%s-MDT%04x", fsname, t.Index)
+	case pb.TargetKind_TARGET_OST:
+		return fmt.Sprintf("%s-OST%04x", fsname, t.Index)
+	}
+	return "MGS"
+}
+
+// GetStatus asks the MGS for every target (no client connections to the
+// targets, so it works while they are down).
+func GetStatus(ctx context.Context, mgs string) (*ClusterStatus, error) {
+	if mgs == "" {
+		return nil, fmt.Errorf("no MGS address: pass --mgs HOST:PORT, --dir CLUSTER_DIR, or set NACRE_MGS")
+	}
+	cc, err := rpc.Dial(mgs)
+	if err != nil {
+		return nil, err
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	cfg, err := pb.NewMGSClient(cc).GetConfig(ctx, &pb.GetConfigRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("MGS at %s does not answer: %w (is the cluster up?)", mgs, err)
+	}
+	st := &ClusterStatus{Fsname: cfg.Fsname, MGS: mgs}
+	now := time.Unix(0, cfg.NowNs)
+	for _, t := range cfg.Targets {
+		ts := TargetStatus{Name: targetName(cfg.Fsname, t), Kind: kindName(t.Kind), Index: t.Index, Addr: t.Addr, DataAddr: t.DataAddr,
+			State: t.State, Pid: t.Pid, Host: t.Host, Leader: t.Leader || t.Kind == pb.TargetKind_TARGET_MGS, ReplicaID: t.ReplicaId, Dir: t.Dir}
+		if t.LastHeardNs != 0 {
+			lh := time.Unix(0, t.LastHeardNs)
+			ts.LastHeard = lh.Format(time.RFC3339)
+			ts.AgeSeconds = now.Sub(lh).Seconds()
+		}
+		if t.MetricsAddr != "" {
+			ts.MetricsURL = "http://" + t.MetricsAddr + "/metrics"
+		}
+		if s := t.Statfs; s != nil {
+			ts.BytesTotal, ts.BytesAvail = s.BytesTotal, s.BytesAvail
+			ts.BytesUsed = s.BytesTotal - s.BytesFree
+			ts.InodesTotal, ts.InodesUsed = s.InodesTotal, s.InodesTotal-s.InodesFree
+		}
+		st.Targets = append(st.Targets, ts)
+	}
+	sort.SliceStable(st.Targets, func(i, j int) bool {
+		a, b := st.Targets[i], st.Targets[j]
+		if a.Kind != b.Kind {
+			return order(a.Kind) < order(b.Kind)
+		}
+		return a.Index < b.Index
+	})
+	return st, nil
+}
+
+func order(k string) int {
+	switch k {
+	case "mgs":
+		return 0
+	case "mdt":
+		return 1
+	}
+	return 2
+}
+
+// Status prints the cluster's targets.
+func Status(ctx context.Context, e Env, asJSON bool) error {
+	st, err := GetStatus(ctx, e.MGS)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return JSON(e.Out, st)
+	}
+	fmt.Fprintf(e.Out, "file system %q, MGS %s\n", st.Fsname, st.MGS)
+	t := newTable(e.Out)
+	t.AppendHeader([]any{"TARGET", "ADDRESS", "STATE", "LAST HEARD", "SPACE USED", "INODES USED", "PID", "METRICS"})
+	for _, ts := range st.Targets {
+		state := ts.State
+		if ts.Kind == "mdt" && ts.Leader {
+			state += " (leader)"
+		}
+		heard := "-"
+		if ts.LastHeard != "" {
+			heard = fmt.Sprintf("%.1fs ago", ts.AgeSeconds)
+		}
+		space, inodes := "-", "-"
+		if ts.BytesTotal > 0 {
+			space = fmt.Sprintf("%s / %s", layout.FormatSize(ts.BytesUsed), layout.FormatSize(ts.BytesTotal))
+		}
+		if ts.InodesTotal > 0 {
+			inodes = fmt.Sprintf("%d / %d", ts.InodesUsed, ts.InodesTotal)
+		}
+		addr := ts.Addr
+		if ts.DataAddr != "" {
+			addr += " data " + ts.DataAddr
+		}
+		pid := "-"
+		if ts.Pid != 0 {
+			pid = fmt.Sprint(ts.Pid)
+		}
+		t.AppendRow([]any{ts.Name, addr, state, heard, space, inodes, pid, ts.MetricsURL})
+	}
+	t.Render()
+	return nil
+}
+
+// DfRow is one row of `nacre df --json`.
+type DfRow struct {
+	Name        string `json:"name"`
+	Kind        string `json:"kind"`
+	BytesTotal  uint64 `json:"bytes_total"`
+	BytesUsed   uint64 `json:"bytes_used"`
+	BytesAvail  uint64 `json:"bytes_avail"`
+	InodesTotal uint64 `json:"inodes_total"`
+	InodesUsed  uint64 `json:"inodes_used"`
+	InodesFree  uint64 `json:"inodes_free"`
+	State       string `json:"state"`
+}
+
+// DfJSON is `nacre df --json`.
+type DfJSON struct {
+	Fsname  string  `json:"fsname"`
+	Targets []DfRow `json:"targets"`
+	Total   DfRow   `json:"filesystem"`
+}
+
+// Df prints space and inodes per target and for the file system (data
+// space summed over the OSTs, inodes from the MDTs), like `lfs df`.
+func Df(ctx context.Context, e Env, asJSON bool) error {
+	st, err := GetStatus(ctx, e.MGS)
+	if err != nil {
+		return err
+	}
+	out := DfJSON{Fsname: st.Fsname, Total: DfRow{Name: st.Fsname, Kind: "filesystem"}}
+	for _, ts := range st.Targets {
+		if ts.Kind == "mgs" {
+			continue
+		}
+		if ts.State == "up" {
+			// Ask the target itself: the MGS's copy is a heartbeat old.
+			if s, err := targetStatfs(ctx, ts); err == nil {
+				ts.BytesTotal, ts.BytesAvail, ts.BytesUsed = s.BytesTotal, s.BytesAvail, s.BytesTotal-s.BytesFree
+				ts.InodesTotal, ts.InodesUsed = s.InodesTotal, s.InodesTotal-s.InodesFree
+			}
+		}
+		r := DfRow{Name: ts.Name, Kind: ts.Kind, BytesTotal: ts.BytesTotal, BytesUsed: ts.BytesUsed, BytesAvail: ts.BytesAvail,
+			InodesTotal: ts.InodesTotal, InodesUsed: ts.InodesUsed, InodesFree: ts.InodesTotal - ts.InodesUsed, State: ts.State}
+		out.Targets = append(out.Targets, r)
+		if ts.Kind == "ost" {
+			out.Total.BytesTotal += r.BytesTotal
+			out.Total.BytesUsed += r.BytesUsed
+			out.Total.BytesAvail += r.BytesAvail
+		} else {
+			out.Total.InodesTotal += r.InodesTotal
+			out.Total.InodesUsed += r.InodesUsed
+			out.Total.InodesFree += r.InodesFree
+		}
+	}
+	if asJSON {
+		return JSON(e.Out, out)
+	}
+	t := newTable(e.Out)
+	t.AppendHeader([]any{"TARGET", "SIZE", "USED", "AVAIL", "USE%", "INODES", "IUSED", "IFREE", "STATE"})
+	row := func(r DfRow) {
+		pct := "-"
+		if r.BytesTotal > 0 {
+			pct = fmt.Sprintf("%d%%", (r.BytesUsed*100+r.BytesTotal-1)/r.BytesTotal)
+		}
+		t.AppendRow([]any{r.Name, layout.FormatSize(r.BytesTotal), layout.FormatSize(r.BytesUsed), layout.FormatSize(r.BytesAvail), pct,
+			r.InodesTotal, r.InodesUsed, r.InodesFree, r.State})
+	}
+	for _, r := range out.Targets {
+		row(r)
+	}
+	t.AppendSeparator()
+	row(out.Total)
+	t.Render()
+	return nil
+}
+
+func targetStatfs(ctx context.Context, ts TargetStatus) (*pb.Statfs, error) {
+	cc, err := rpc.Dial(ts.Addr)
+	if err != nil {
+		return nil, err
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	var r *pb.StatfsReply
+	if ts.Kind == "mdt" {
+		r, err = pb.NewMDSClient(cc).Statfs(ctx, &pb.StatfsRequest{})
+	} else {
+		r, err = pb.NewOSSClient(cc).Statfs(ctx, &pb.StatfsRequest{})
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r.Statfs, nil
+}

@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/client"
+	"nacre/internal/layout"
+)
+
+// SetStripe sets a directory's default layout, sets the layout of an empty
+// file, or creates a new file with the layout (as `lfs setstripe` does).
+func SetStripe(ctx context.Context, e Env, p string, so StripeOpts) error {
+	l, err := so.layout()
+	if err != nil {
+		return err
+	}
+	if l == nil {
+		return fmt.Errorf("setstripe %s: give at least one of -c COUNT, -S SIZE, -i OST", p)
+	}
+	c, err := e.Connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ino, err := c.Resolve(ctx, p, true)
+	if errors.Is(err, syscall.ENOENT) {
+		parent, name, err := c.ResolveParent(ctx, p)
+		if err != nil {
+			return err
+		}
+		_, _, err = c.Create(ctx, fidOf(parent), name, syscall.S_IFREG|0o644, client.CreateOpts{Exclusive: true, Layout: l})
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	_, err = c.SetLayout(ctx, fidOf(ino), l)
+	return err
+}
+
+// StripeObjectJSON is one object of `getstripe --json`.
+type StripeObjectJSON struct {
+	OST int    `json:"ost"`
+	ID  string `json:"id"`
+	Seq string `json:"seq"`
+	Oid uint64 `json:"oid"`
+}
+
+// StripeJSON is the JSON form of `nacre getstripe`.
+type StripeJSON struct {
+	Path         string             `json:"path"`
+	FID          string             `json:"fid"`
+	StripeCount  int                `json:"stripe_count"`
+	StripeSize   uint64             `json:"stripe_size"`
+	StripeOffset int                `json:"stripe_offset"`
+	Generation   uint32             `json:"layout_gen"`
+	Objects      []StripeObjectJSON `json:"objects"`
+	Default      bool               `json:"default,omitempty"`
+}
+
+// GetStripe prints a file's layout or a directory's default layout.
+func GetStripe(ctx context.Context, e Env, p string, asJSON bool) error {
+	c, err := e.Connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ino, err := c.Resolve(ctx, p, true)
+	if err != nil {
+		return err
+	}
+	l := ino.Layout
+	out := StripeJSON{Path: p, FID: fidOf(ino).String(), StripeCount: layout.DefaultStripeCount, StripeSize: layout.DefaultStripeSize, StripeOffset: -1, Objects: []StripeObjectJSON{}}
+	if isDir(ino) {
+		out.Default = true
+	}
+	if l != nil {
+		out.StripeCount, out.StripeSize, out.StripeOffset, out.Generation = int(l.StripeCount), uint64(l.StripeSize), int(l.StripeOffset), l.Generation
+		for _, o := range l.Objects {
+			out.Objects = append(out.Objects, StripeObjectJSON{OST: int(o.Ost), ID: fmt.Sprintf("%#x:%#x", o.Seq, o.Oid), Seq: fmt.Sprintf("%#x", o.Seq), Oid: o.Oid})
+		}
+	}
+	if asJSON {
+		return JSON(e.Out, out)
+	}
+	if isDir(ino) {
+		if l == nil {
+			fmt.Fprintf(e.Out, "%s has no default layout; new files get the parent's or the file system default (%s x %d)\n", p, layout.FormatSize(layout.DefaultStripeSize), layout.DefaultStripeCount)
+			return nil
+		}
+		fmt.Fprintf(e.Out, "%s (default layout)\nstripe_count:  %d\nstripe_size:   %s\nstripe_offset: %d\n", p, out.StripeCount, layout.FormatSize(out.StripeSize), out.StripeOffset)
+		return nil
+	}
+	if l == nil {
+		return fmt.Errorf("%s has no layout (not a regular file?)", p)
+	}
+	fmt.Fprintf(e.Out, "%s\nlmm_fid:           %s\nlmm_stripe_count:  %d\nlmm_stripe_size:   %d (%s)\nlmm_pattern:       raid0\nlmm_layout_gen:    %d\nlmm_stripe_offset: %d\n",
+		p, out.FID, out.StripeCount, out.StripeSize, layout.FormatSize(out.StripeSize), out.Generation, firstOST(l))
+	fmt.Fprintf(e.Out, "\tobdidx\t\t objid\t\t objid\t\t group\n")
+	for _, o := range l.Objects {
+		fmt.Fprintf(e.Out, "\t%6d\t%14d\t%#14x\t%#14x\n", o.Ost, o.Oid, o.Oid, o.Seq)
+	}
+	return nil
+}
+
+func firstOST(l *pb.Layout) int {
+	if len(l.Objects) == 0 {
+		return -1
+	}
+	return int(l.Objects[0].Ost)
+}

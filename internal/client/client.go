@@ -1,0 +1,348 @@
+// Package client is Nacre's client library: the FUSE mount, the CLI, the
+// checker's tests and the benchmarks all use it.
+//
+// A Client learns the cluster from the MGS, sends namespace operations to
+// the MDT that owns a FID (FID location database), and moves file data to
+// and from the OSTs directly over the framed data protocol (internal/wire),
+// striped RAID-0 and in parallel.
+//
+// Every mutation carries (client id, request id). A call that fails in a
+// way a retry can fix (server restarting, connection lost, leader change)
+// is retried with the same request id until Config.Timeout, and the MDT's
+// reply cache makes the retry exactly-once. Each request also tells the MDT
+// the lowest request id still waiting for its reply, so the MDT can drop
+// the cached replies the client no longer needs.
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/fid"
+	"nacre/internal/rpc"
+	"nacre/internal/version"
+	"nacre/internal/wire"
+)
+
+// Config configures a Client.
+type Config struct {
+	// MGS is the management server's host:port.
+	MGS string
+	// Fsname, if set, must match the cluster's.
+	Fsname string
+	// Timeout bounds the retries of one operation (default 60 s).
+	Timeout time.Duration
+	// Cred is the identity used when a context carries none (default: the
+	// process's uid, gid and groups).
+	Cred *pb.Cred
+	Log  *slog.Logger
+}
+
+// Client is a connection to one Nacre file system. It is safe for
+// concurrent use.
+type Client struct {
+	cfg Config
+	id  uint64
+	log *slog.Logger
+
+	mgsConn *grpc.ClientConn
+	mgs     pb.MGSClient
+
+	nextReq atomic.Uint64
+	inMu    sync.Mutex
+	inFlt   map[uint64]struct{}
+
+	mu       sync.Mutex
+	fsname   string
+	mdts     map[uint32]*mdtConn
+	osts     map[uint32]*ostConn
+	fld      []*pb.SeqRange
+	cfgAt    time.Time
+	closed   bool
+	refreshM sync.Mutex
+}
+
+type mdtConn struct {
+	index uint32
+	addr  string
+	cc    *grpc.ClientConn
+	cli   pb.MDSClient
+}
+
+type ostConn struct {
+	index uint32
+	addr  string
+	wc    *wire.Client
+	up    bool
+}
+
+// New connects to the cluster whose MGS is cfg.MGS.
+func New(ctx context.Context, cfg Config) (*Client, error) {
+	if cfg.MGS == "" {
+		return nil, errors.New("no MGS address: pass --mgs HOST:PORT or set NACRE_MGS")
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 60 * time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Cred == nil {
+		cfg.Cred = ProcessCred()
+	}
+	var idb [8]byte
+	rand.Read(idb[:])
+	c := &Client{cfg: cfg, id: binary.LittleEndian.Uint64(idb[:]) | 1, log: cfg.Log,
+		inFlt: map[uint64]struct{}{}, mdts: map[uint32]*mdtConn{}, osts: map[uint32]*ostConn{}}
+	cc, err := rpc.Dial(cfg.MGS)
+	if err != nil {
+		return nil, err
+	}
+	c.mgsConn, c.mgs = cc, pb.NewMGSClient(cc)
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	h, err := c.mgs.Hello(hctx, &pb.HelloRequest{ProtocolVersion: version.Protocol, Fsname: cfg.Fsname, Who: "client"}, grpc.WaitForReady(true))
+	if err != nil {
+		cc.Close()
+		if rpc.IsVersionMismatch(err) {
+			return nil, fmt.Errorf("MGS at %s refused this client: %w", cfg.MGS, err)
+		}
+		return nil, fmt.Errorf("cannot reach the MGS at %s: %w (is the cluster up? see `nacre status`)", cfg.MGS, err)
+	}
+	if h.ProtocolVersion != version.Protocol {
+		cc.Close()
+		return nil, fmt.Errorf("MGS at %s: %s", cfg.MGS, rpc.VersionMismatch(fmt.Sprint(h.ProtocolVersion), version.Protocol, "the MGS", "this client"))
+	}
+	c.fsname = h.Fsname
+	if err := c.refresh(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// ProcessCred is the identity of the running process.
+func ProcessCred() *pb.Cred {
+	c := &pb.Cred{Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}
+	if gs, err := os.Getgroups(); err == nil {
+		for _, g := range gs {
+			c.Groups = append(c.Groups, uint32(g))
+		}
+	}
+	return c
+}
+
+// Fsname is the file system's name.
+func (c *Client) Fsname() string { return c.fsname }
+
+// ID is this client's id in the MDTs' reply caches.
+func (c *Client) ID() uint64 { return c.id }
+
+// MGS is the MGS client (for status and admin commands).
+func (c *Client) MGS() pb.MGSClient { return c.mgs }
+
+// Close drops every connection.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	for _, m := range c.mdts {
+		m.cc.Close()
+	}
+	for _, o := range c.osts {
+		o.wc.Close()
+	}
+	return c.mgsConn.Close()
+}
+
+// Config fetches the cluster configuration from the MGS.
+func (c *Client) Config(ctx context.Context) (*pb.ClusterConfig, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cfg, err := c.mgs.GetConfig(ctx, &pb.GetConfigRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("get configuration from the MGS at %s: %w", c.cfg.MGS, err)
+	}
+	return cfg, nil
+}
+
+// refresh (re)reads the configuration and connects to new or moved
+// targets. Concurrent callers share one refresh.
+func (c *Client) refresh(ctx context.Context) error {
+	c.refreshM.Lock()
+	defer c.refreshM.Unlock()
+	c.mu.Lock()
+	fresh := time.Since(c.cfgAt) < 200*time.Millisecond
+	c.mu.Unlock()
+	if fresh {
+		return nil
+	}
+	cfg, err := c.Config(ctx)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cfgAt = time.Now()
+	c.fld = cfg.Fld
+	for _, ti := range sortTargets(cfg.Targets) {
+		switch ti.Kind {
+		case pb.TargetKind_TARGET_MDT:
+			// With replicas, prefer the one that says it leads.
+			m := c.mdts[ti.Index]
+			if m != nil && (m.addr == ti.Addr || (!ti.Leader && ti.ReplicaId != 0)) {
+				continue
+			}
+			cc, err := rpc.Dial(ti.Addr)
+			if err != nil {
+				return err
+			}
+			if m != nil {
+				m.cc.Close()
+			}
+			c.mdts[ti.Index] = &mdtConn{index: ti.Index, addr: ti.Addr, cc: cc, cli: pb.NewMDSClient(cc)}
+		case pb.TargetKind_TARGET_OST:
+			o := c.osts[ti.Index]
+			if o != nil && o.addr == ti.DataAddr {
+				o.up = ti.State == "up"
+				continue
+			}
+			wc, err := wire.Dial(ti.DataAddr, wire.ClientOptions{Fsname: c.fsname, Target: fmt.Sprintf("OST%04x", ti.Index), Conns: ioParallel})
+			if err != nil {
+				return err
+			}
+			if o != nil {
+				o.wc.Close()
+			}
+			c.osts[ti.Index] = &ostConn{index: ti.Index, addr: ti.DataAddr, wc: wc, up: ti.State == "up"}
+		}
+	}
+	if len(c.mdts) == 0 {
+		return fmt.Errorf("file system %q has no MDT registered with the MGS at %s", c.fsname, c.cfg.MGS)
+	}
+	return nil
+}
+
+func sortTargets(ts []*pb.TargetInfo) []*pb.TargetInfo {
+	out := append([]*pb.TargetInfo(nil), ts...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Leader && !out[j].Leader })
+	return out
+}
+
+// mdtFor routes a FID to its MDT through the FLD.
+func (c *Client) mdtFor(f fid.FID) (*mdtConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	idx := uint32(0)
+	for _, r := range c.fld {
+		if f.Seq >= r.Start && f.Seq < r.End {
+			idx = r.Mdt
+			break
+		}
+	}
+	m := c.mdts[idx]
+	if m == nil {
+		return nil, fmt.Errorf("no connection to MDT%04x (FID %s)", idx, f)
+	}
+	return m, nil
+}
+
+func (c *Client) ost(index uint32) (*ostConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	o := c.osts[index]
+	if o == nil {
+		return nil, fmt.Errorf("OST%04x is not in the configuration", index)
+	}
+	return o, nil
+}
+
+// beginReq allocates a request id and returns the acknowledgement
+// watermark to send with it.
+func (c *Client) beginReq() (id, ackedBelow uint64) {
+	id = c.nextReq.Add(1)
+	c.inMu.Lock()
+	c.inFlt[id] = struct{}{}
+	ackedBelow = id
+	for k := range c.inFlt {
+		if k < ackedBelow {
+			ackedBelow = k
+		}
+	}
+	c.inMu.Unlock()
+	return id, ackedBelow
+}
+
+func (c *Client) endReq(id uint64) {
+	c.inMu.Lock()
+	delete(c.inFlt, id)
+	c.inMu.Unlock()
+}
+
+// retry runs f until it succeeds, fails for good, or the timeout passes.
+// Between attempts it refreshes the configuration (a target may have moved
+// or a new leader been elected).
+func (c *Client) retry(ctx context.Context, what string, f func(ctx context.Context) error) error {
+	deadline := time.Now().Add(c.cfg.Timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	backoff := 20 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		actx, cancel := context.WithDeadline(ctx, deadline)
+		err := f(actx)
+		cancel()
+		if err == nil || !rpc.Retryable(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			if err != nil && rpc.Retryable(err) {
+				return fmt.Errorf("%s: gave up after %d attempts: %w", what, attempt+1, err)
+			}
+			return err
+		}
+		if attempt == 3 {
+			c.log.Warn("retrying", "op", what, "err", err)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		if backoff < time.Second {
+			backoff *= 2
+		}
+		c.mu.Lock()
+		c.cfgAt = time.Time{}
+		c.mu.Unlock()
+		c.refresh(ctx)
+	}
+}
+
+type credKey struct{}
+
+// WithCred returns a context whose operations run as cred.
+func WithCred(ctx context.Context, cred *pb.Cred) context.Context {
+	return context.WithValue(ctx, credKey{}, cred)
+}
+
+func (c *Client) cred(ctx context.Context) *pb.Cred {
+	if v, ok := ctx.Value(credKey{}).(*pb.Cred); ok && v != nil {
+		return v
+	}
+	return c.cfg.Cred
+}

@@ -1,0 +1,446 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"syscall"
+	"time"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/fid"
+	"nacre/internal/layout"
+	"nacre/internal/rpc"
+	"nacre/internal/wire"
+)
+
+// maxFrame is the largest piece of data sent in one frame.
+const maxFrame = 1 << 20
+
+// ioParallel bounds the chunk requests of one call in flight at once.
+const ioParallel = 16
+
+// File is an open regular file. Reads and writes go to the OSTs in
+// parallel; the MDT learns the size lazily: the first write marks the size
+// dirty on the MDT (so others glimpse the OSTs), and Close makes the data
+// durable and records the exact size again (close-to-open consistency).
+type File struct {
+	c   *Client
+	fid fid.FID
+
+	mu        sync.Mutex
+	ino       *pb.Inode
+	size      uint64 // known size (own writes included)
+	dirtySet  bool
+	wrote     bool
+	touched   map[int]bool
+	lastWrite int64
+}
+
+// Open opens a regular file by FID; O_TRUNC empties it (if O_WRONLY/O_RDWR).
+func (c *Client) Open(ctx context.Context, f fid.FID, flags int) (*File, error) {
+	ino, err := c.Stat(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	if ino.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		return nil, &rpc.Errno{Op: "open " + f.String(), Errno: syscall.EISDIR}
+	}
+	if ino.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return nil, &rpc.Errno{Op: "open " + f.String(), Errno: syscall.EINVAL, Msg: "not a regular file"}
+	}
+	fl := c.OpenInode(ino)
+	if flags&syscall.O_TRUNC != 0 && flags&(syscall.O_WRONLY|syscall.O_RDWR) != 0 && ino.Size > 0 {
+		if err := fl.Truncate(ctx, 0); err != nil {
+			return nil, err
+		}
+	}
+	return fl, nil
+}
+
+// OpenInode wraps attributes already at hand (e.g. from Create).
+func (c *Client) OpenInode(ino *pb.Inode) *File {
+	return &File{c: c, fid: fid.FromPB(ino.Fid), ino: ino, size: ino.Size, touched: map[int]bool{},
+		dirtySet: ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_SIZE_DIRTY) != 0}
+}
+
+// FID is the file's identifier.
+func (f *File) FID() fid.FID { return f.fid }
+
+// Inode is the file's attributes as last known.
+func (f *File) Inode() *pb.Inode {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ino
+}
+
+func objMeta(ino *pb.Inode, stripe int) *wire.ObjMeta {
+	l := ino.Layout
+	return &wire.ObjMeta{
+		Parent: fid.FromPB(ino.Fid), StripeIndex: uint32(stripe), StripeSize: l.StripeSize,
+		StripeCount: uint32(len(l.Objects)), LayoutGen: l.Generation,
+		UID: ino.Uid, GID: ino.Gid, ProjID: ino.Projid, Valid: wire.MetaAll,
+	}
+}
+
+func objID(o *pb.StripeObject) fid.ObjID { return fid.ObjID{Seq: o.Seq, Oid: o.Oid} }
+
+// piece is one frame-sized part of a chunk.
+type piece struct {
+	stripe int
+	objOff uint64
+	bufOff uint64 // offset in the caller's buffer
+	len    uint64
+}
+
+func pieces(l *pb.Layout, off, n uint64) []piece {
+	var out []piece
+	for _, ch := range layout.Split(uint64(l.StripeSize), len(l.Objects), off, n) {
+		for done := uint64(0); done < ch.Len; {
+			m := min(ch.Len-done, maxFrame)
+			out = append(out, piece{stripe: ch.Stripe, objOff: ch.ObjOff + done, bufOff: ch.FileOff - off + done, len: m})
+			done += m
+		}
+	}
+	return out
+}
+
+// parallel runs f for 0..n-1, at most limit at a time; the first error wins.
+func parallel(ctx context.Context, n, limit int, f func(ctx context.Context, i int) error) error {
+	if n == 1 {
+		return f(ctx, 0)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	for i := 0; i < n; i++ {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := f(ctx, i); err != nil {
+				once.Do(func() { first = err; cancel() })
+			}
+		}(i)
+	}
+	wg.Wait()
+	if first == nil && ctx.Err() != nil {
+		first = ctx.Err()
+	}
+	return first
+}
+
+func (c *Client) wireFor(ost uint32) (*wire.Client, error) {
+	o, err := c.ost(ost)
+	if err != nil {
+		return nil, err
+	}
+	return o.wc, nil
+}
+
+// ReadAt reads len(p) bytes at off; holes read as zeros. It returns io.EOF
+// when it reads less than len(p) because the file ends.
+func (f *File) ReadAt(ctx context.Context, p []byte, off uint64) (int, error) {
+	f.mu.Lock()
+	ino, size := f.ino, f.size
+	f.mu.Unlock()
+	if ino.Layout == nil || len(ino.Layout.Objects) == 0 {
+		return 0, io.EOF
+	}
+	if off+uint64(len(p)) > size {
+		// Someone may have written more since we looked: ask the OSTs.
+		if s, err := f.Size(ctx); err == nil {
+			size = s
+		}
+	}
+	if off >= size {
+		return 0, io.EOF
+	}
+	want := min(uint64(len(p)), size-off)
+	buf := p[:want]
+	clear(buf)
+	ps := pieces(ino.Layout, off, want)
+	err := parallel(ctx, len(ps), ioParallel, func(ctx context.Context, i int) error {
+		pc := ps[i]
+		o := ino.Layout.Objects[pc.stripe]
+		wc, err := f.c.wireFor(o.Ost)
+		if err != nil {
+			return err
+		}
+		return f.c.retryIO(ctx, "read", func(ctx context.Context) error {
+			_, err := wc.Read(ctx, objID(o), pc.objOff, buf[pc.bufOff:pc.bufOff+pc.len])
+			return err
+		})
+	})
+	if err != nil {
+		return 0, err
+	}
+	if want < uint64(len(p)) {
+		return int(want), io.EOF
+	}
+	return int(want), nil
+}
+
+// WriteAt writes p at off, striped over the file's objects in parallel.
+func (f *File) WriteAt(ctx context.Context, p []byte, off uint64) (int, error) {
+	f.mu.Lock()
+	ino := f.ino
+	needDirty := !f.dirtySet
+	f.mu.Unlock()
+	if ino.Layout == nil || len(ino.Layout.Objects) == 0 {
+		return 0, &rpc.Errno{Op: "write " + f.fid.String(), Errno: syscall.EIO, Msg: "file has no OST objects (layout lost; run `nacre lfsck start -t layout`)"}
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if needDirty {
+		// Before any byte reaches an OST the MDT must know its size is no
+		// longer exact, or a crash here would leave a wrong size behind.
+		if _, err := f.c.mutate(ctx, "write "+f.fid.String(), f.fid, &pb.Command{Op: &pb.Command_Setattr{Setattr: &pb.SetattrOp{
+			Fid: f.fid.PB(), Valid: uint32(pb.SetattrValid_SETATTR_SET_DIRTY)}}}); err != nil {
+			return 0, err
+		}
+		f.mu.Lock()
+		f.dirtySet = true
+		f.mu.Unlock()
+	}
+	ps := pieces(ino.Layout, off, uint64(len(p)))
+	err := parallel(ctx, len(ps), ioParallel, func(ctx context.Context, i int) error {
+		pc := ps[i]
+		o := ino.Layout.Objects[pc.stripe]
+		wc, err := f.c.wireFor(o.Ost)
+		if err != nil {
+			return err
+		}
+		meta := objMeta(ino, pc.stripe)
+		return f.c.retryIO(ctx, "write", func(ctx context.Context) error {
+			return wc.Write(ctx, objID(o), pc.objOff, p[pc.bufOff:pc.bufOff+pc.len], meta)
+		})
+	})
+	if err != nil {
+		return 0, err
+	}
+	f.mu.Lock()
+	for _, pc := range ps {
+		f.touched[pc.stripe] = true
+	}
+	if end := off + uint64(len(p)); end > f.size {
+		f.size = end
+	}
+	f.wrote = true
+	f.lastWrite = time.Now().UnixNano()
+	f.mu.Unlock()
+	return len(p), nil
+}
+
+// retryIO retries an idempotent object operation while the OST is
+// unreachable (restarting), within the client's timeout.
+func (c *Client) retryIO(ctx context.Context, what string, op func(ctx context.Context) error) error {
+	deadline := time.Now().Add(c.cfg.Timeout)
+	backoff := 20 * time.Millisecond
+	for {
+		err := op(ctx)
+		if err == nil || !ioRetryable(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		if backoff < time.Second {
+			backoff *= 2
+		}
+	}
+}
+
+// ioRetryable: connection-level failures (not an errno from the OST).
+func ioRetryable(err error) bool {
+	var e *rpc.Errno
+	if ok := asErrno(err, &e); ok {
+		return false
+	}
+	return true
+}
+
+type glimpseResult struct {
+	size, blocks uint64
+	mtime        int64
+}
+
+// glimpse asks every object for its size: the file size is the largest
+// file offset any object reaches.
+func (c *Client) glimpse(ctx context.Context, ino *pb.Inode) (glimpseResult, error) {
+	l := ino.Layout
+	sizes := make([]uint64, len(l.Objects))
+	blocks := make([]uint64, len(l.Objects))
+	mtimes := make([]int64, len(l.Objects))
+	err := parallel(ctx, len(l.Objects), ioParallel, func(ctx context.Context, i int) error {
+		o := l.Objects[i]
+		wc, err := c.wireFor(o.Ost)
+		if err != nil {
+			return err
+		}
+		return c.retryIO(ctx, "getattr", func(ctx context.Context) error {
+			a, err := wc.GetAttr(ctx, objID(o))
+			if err != nil {
+				return err
+			}
+			sizes[i], blocks[i], mtimes[i] = a.Size, a.Blocks, a.MtimeNs
+			return nil
+		})
+	})
+	if err != nil {
+		return glimpseResult{}, fmt.Errorf("glimpse %s: %w", fid.FromPB(ino.Fid), err)
+	}
+	g := glimpseResult{size: layout.FileSize(uint64(l.StripeSize), sizes)}
+	for i := range sizes {
+		g.blocks += blocks[i]
+		g.mtime = max(g.mtime, mtimes[i])
+	}
+	return g, nil
+}
+
+// Size is the file's current size (from the OSTs if anyone is writing).
+func (f *File) Size(ctx context.Context) (uint64, error) {
+	ino, err := f.c.Stat(ctx, f.fid)
+	if err != nil {
+		return 0, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ino.Size = max(ino.Size, f.size)
+	f.ino, f.size = ino, ino.Size
+	return f.size, nil
+}
+
+// Truncate sets the file's size.
+func (f *File) Truncate(ctx context.Context, size uint64) error {
+	ino, err := f.c.Setattr(ctx, &pb.SetattrOp{Fid: f.fid.PB(), Valid: uint32(pb.SetattrValid_SETATTR_SIZE), Size: size})
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ino, f.size = ino, size
+	f.dirtySet = ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_SIZE_DIRTY) != 0
+	for i := range ino.Layout.GetObjects() {
+		f.touched[i] = true
+	}
+	return nil
+}
+
+func (c *Client) truncateObjects(ctx context.Context, ino *pb.Inode, size uint64) error {
+	l := ino.Layout
+	return parallel(ctx, len(l.Objects), ioParallel, func(ctx context.Context, i int) error {
+		o := l.Objects[i]
+		wc, err := c.wireFor(o.Ost)
+		if err != nil {
+			return err
+		}
+		objSize := layout.ObjectSize(uint64(l.StripeSize), len(l.Objects), i, size)
+		return c.retryIO(ctx, "truncate", func(ctx context.Context) error {
+			return wc.Truncate(ctx, objID(o), objSize, objMeta(ino, i))
+		})
+	})
+}
+
+// Punch deallocates [off, off+n) (reads return zeros); the size stays.
+func (f *File) Punch(ctx context.Context, off, n uint64) error {
+	f.mu.Lock()
+	ino := f.ino
+	f.mu.Unlock()
+	if ino.Layout == nil {
+		return nil
+	}
+	chunks := layout.Split(uint64(ino.Layout.StripeSize), len(ino.Layout.Objects), off, n)
+	return parallel(ctx, len(chunks), ioParallel, func(ctx context.Context, i int) error {
+		ch := chunks[i]
+		o := ino.Layout.Objects[ch.Stripe]
+		wc, err := f.c.wireFor(o.Ost)
+		if err != nil {
+			return err
+		}
+		return f.c.retryIO(ctx, "punch", func(ctx context.Context) error {
+			return wc.Punch(ctx, objID(o), ch.ObjOff, ch.Len)
+		})
+	})
+}
+
+// Sync makes every byte written so far durable on the OSTs. The size need
+// not be recorded: while the MDT's size is marked dirty, a reader (or the
+// client after a crash) takes it from the objects.
+func (f *File) Sync(ctx context.Context) error {
+	f.mu.Lock()
+	ino := f.ino
+	stripes := make([]int, 0, len(f.touched))
+	for s := range f.touched {
+		stripes = append(stripes, s)
+	}
+	f.mu.Unlock()
+	if len(stripes) == 0 {
+		return nil
+	}
+	err := parallel(ctx, len(stripes), ioParallel, func(ctx context.Context, i int) error {
+		o := ino.Layout.Objects[stripes[i]]
+		wc, err := f.c.wireFor(o.Ost)
+		if err != nil {
+			return err
+		}
+		return f.c.retryIO(ctx, "sync", func(ctx context.Context) error { return wc.Sync(ctx, objID(o)) })
+	})
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	for _, s := range stripes {
+		delete(f.touched, s)
+	}
+	f.mu.Unlock()
+	return nil
+}
+
+// Close makes written data durable and records the exact size and mtime
+// on the MDT, so the next opener (any client) sees every byte.
+func (f *File) Close(ctx context.Context) error {
+	f.mu.Lock()
+	wrote := f.wrote
+	f.mu.Unlock()
+	if !wrote {
+		return nil
+	}
+	if err := f.Sync(ctx); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	ino, last := f.ino, f.lastWrite
+	f.mu.Unlock()
+	g, err := f.c.glimpse(ctx, ino)
+	if err != nil {
+		return err
+	}
+	mtime := max(last, g.mtime)
+	nino, err := f.c.mutate(ctx, "close "+f.fid.String(), f.fid, &pb.Command{Op: &pb.Command_Setattr{Setattr: &pb.SetattrOp{
+		Fid: f.fid.PB(), Size: g.size, Blocks: g.blocks, MtimeNs: mtime,
+		Valid: uint32(pb.SetattrValid_SETATTR_SIZE | pb.SetattrValid_SETATTR_BLOCKS | pb.SetattrValid_SETATTR_MTIME | pb.SetattrValid_SETATTR_CLEAR_DIRTY)}}})
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.ino, f.size, f.wrote, f.dirtySet = nino.Inode, g.size, false, false
+	f.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,355 @@
+package client
+
+import (
+	"context"
+	"syscall"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/fid"
+	"nacre/internal/rpc"
+)
+
+// mutate sends one command to the MDT owning f, retrying with the same
+// request id, and turns an errno reply into an *rpc.Errno.
+func (c *Client) mutate(ctx context.Context, what string, f fid.FID, cmd *pb.Command) (*pb.Reply, error) {
+	id, ack := c.beginReq()
+	defer c.endReq(id)
+	cmd.ClientId, cmd.RequestId, cmd.AckedBelow, cmd.Cred = c.id, id, ack, c.cred(ctx)
+	var rep *pb.Reply
+	err := c.retry(ctx, what, func(ctx context.Context) error {
+		m, err := c.mdtFor(f)
+		if err != nil {
+			return err
+		}
+		rep, err = m.cli.Mutate(ctx, cmd)
+		return err
+	})
+	if err != nil {
+		return nil, &rpc.Errno{Op: what, Errno: rpc.ToErrno(err), Msg: err.Error()}
+	}
+	if rep.Errno != 0 {
+		return rep, rpc.NewErrno(what, rep.Errno, rep.Message)
+	}
+	return rep, nil
+}
+
+func (c *Client) read(ctx context.Context, what string, f fid.FID, call func(ctx context.Context, m pb.MDSClient) error) error {
+	err := c.retry(ctx, what, func(ctx context.Context) error {
+		m, err := c.mdtFor(f)
+		if err != nil {
+			return err
+		}
+		return call(ctx, m.cli)
+	})
+	if err != nil {
+		return &rpc.Errno{Op: what, Errno: rpc.ToErrno(err), Msg: err.Error()}
+	}
+	return nil
+}
+
+// CreateOpts are the optional parts of Create.
+type CreateOpts struct {
+	Exclusive bool
+	Layout    *pb.Layout // striping hint for regular files
+	Rdev      uint32
+	Symlink   string
+	Projid    uint32
+}
+
+// Create makes a file of the type in mode's S_IFMT bits (regular if 0).
+// Without Exclusive an existing regular file is returned as it is (open
+// with O_CREAT); Reply.Existed tells which happened.
+func (c *Client) Create(ctx context.Context, parent fid.FID, name string, mode uint32, o CreateOpts) (*pb.Inode, bool, error) {
+	rep, err := c.mutate(ctx, "create "+name, parent, &pb.Command{Op: &pb.Command_Create{Create: &pb.CreateOp{
+		Parent: parent.PB(), Name: name, Mode: mode, Rdev: o.Rdev, Symlink: []byte(o.Symlink),
+		Exclusive: o.Exclusive, Layout: o.Layout, Projid: o.Projid}}})
+	if err != nil {
+		return nil, false, err
+	}
+	return rep.Inode, rep.Existed, nil
+}
+
+// Mkdir makes a directory.
+func (c *Client) Mkdir(ctx context.Context, parent fid.FID, name string, mode uint32) (*pb.Inode, error) {
+	ino, _, err := c.Create(ctx, parent, name, syscall.S_IFDIR|mode&0o7777, CreateOpts{Exclusive: true})
+	return ino, err
+}
+
+// Symlink makes a symbolic link to target.
+func (c *Client) Symlink(ctx context.Context, parent fid.FID, name, target string) (*pb.Inode, error) {
+	ino, _, err := c.Create(ctx, parent, name, syscall.S_IFLNK|0o777, CreateOpts{Exclusive: true, Symlink: target})
+	return ino, err
+}
+
+// Link adds the name parent/name for the object f.
+func (c *Client) Link(ctx context.Context, f, parent fid.FID, name string) (*pb.Inode, error) {
+	rep, err := c.mutate(ctx, "link "+name, parent, &pb.Command{Op: &pb.Command_Link{Link: &pb.LinkOp{Fid: f.PB(), Parent: parent.PB(), Name: name}}})
+	if err != nil {
+		return nil, err
+	}
+	return rep.Inode, nil
+}
+
+// Unlink removes a name that is not a directory; the result is the
+// object's state after the removal (Nlink 0 when it is gone).
+func (c *Client) Unlink(ctx context.Context, parent fid.FID, name string) (*pb.Inode, error) {
+	rep, err := c.mutate(ctx, "unlink "+name, parent, &pb.Command{Op: &pb.Command_Unlink{Unlink: &pb.UnlinkOp{Parent: parent.PB(), Name: name}}})
+	if err != nil {
+		return nil, err
+	}
+	return rep.Inode, nil
+}
+
+// Rmdir removes an empty directory.
+func (c *Client) Rmdir(ctx context.Context, parent fid.FID, name string) error {
+	_, err := c.mutate(ctx, "rmdir "+name, parent, &pb.Command{Op: &pb.Command_Unlink{Unlink: &pb.UnlinkOp{Parent: parent.PB(), Name: name, Dir: true}}})
+	return err
+}
+
+// Rename flags.
+const (
+	RenameNoReplace = 1
+	RenameExchange  = 2
+)
+
+// Rename moves sp/sn to dp/dn, replacing dn unless flags say otherwise.
+func (c *Client) Rename(ctx context.Context, sp fid.FID, sn string, dp fid.FID, dn string, flags uint32) error {
+	_, err := c.mutate(ctx, "rename "+sn+" to "+dn, sp, &pb.Command{Op: &pb.Command_Rename{Rename: &pb.RenameOp{
+		SrcParent: sp.PB(), SrcName: sn, DstParent: dp.PB(), DstName: dn, Flags: flags}}})
+	return err
+}
+
+// Lookup resolves one name.
+func (c *Client) Lookup(ctx context.Context, parent fid.FID, name string) (*pb.Inode, error) {
+	var rep *pb.Reply
+	err := c.read(ctx, "lookup "+name, parent, func(ctx context.Context, m pb.MDSClient) (err error) {
+		rep, err = m.Lookup(ctx, &pb.LookupRequest{Parent: parent.PB(), Name: name, Cred: c.cred(ctx)})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if rep.Errno != 0 {
+		return nil, rpc.NewErrno("lookup "+name, rep.Errno, rep.Message)
+	}
+	return rep.Inode, nil
+}
+
+// Getattr returns an object's MDT attributes. A regular file's size is
+// exact unless Flags has SIZE_DIRTY; Stat resolves that.
+func (c *Client) Getattr(ctx context.Context, f fid.FID) (*pb.Inode, error) {
+	return c.getattr(ctx, f, false)
+}
+
+// GetattrLinks also returns the linkEA (every parent and name).
+func (c *Client) GetattrLinks(ctx context.Context, f fid.FID) (*pb.Inode, error) {
+	return c.getattr(ctx, f, true)
+}
+
+func (c *Client) getattr(ctx context.Context, f fid.FID, links bool) (*pb.Inode, error) {
+	var rep *pb.Reply
+	what := "getattr " + f.String()
+	err := c.read(ctx, what, f, func(ctx context.Context, m pb.MDSClient) (err error) {
+		rep, err = m.Getattr(ctx, &pb.GetattrRequest{Fid: f.PB(), WantLinks: links})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if rep.Errno != 0 {
+		return nil, rpc.NewErrno(what, rep.Errno, rep.Message)
+	}
+	return rep.Inode, nil
+}
+
+// Stat is Getattr with an exact size: if a writer has the file open (or
+// crashed while writing), the size comes from the OSTs (glimpse).
+func (c *Client) Stat(ctx context.Context, f fid.FID) (*pb.Inode, error) {
+	ino, err := c.Getattr(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.glimpseIfDirty(ctx, ino); err != nil {
+		return nil, err
+	}
+	return ino, nil
+}
+
+func (c *Client) glimpseIfDirty(ctx context.Context, ino *pb.Inode) error {
+	if ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_SIZE_DIRTY) == 0 || ino.Layout == nil {
+		return nil
+	}
+	g, err := c.glimpse(ctx, ino)
+	if err != nil {
+		return err
+	}
+	ino.Size, ino.Blocks = g.size, g.blocks
+	if g.mtime > ino.MtimeNs {
+		ino.MtimeNs = g.mtime
+	}
+	return nil
+}
+
+// Setattr changes attributes. A size change of a regular file truncates
+// its objects on the OSTs first, then records the size on the MDT.
+func (c *Client) Setattr(ctx context.Context, op *pb.SetattrOp) (*pb.Inode, error) {
+	f := fid.FromPB(op.Fid)
+	if op.Valid&uint32(pb.SetattrValid_SETATTR_SIZE) != 0 {
+		ino, err := c.Getattr(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		if ino.Layout != nil && ino.Mode&syscall.S_IFMT == syscall.S_IFREG {
+			if err := c.truncateObjects(ctx, ino, op.Size); err != nil {
+				return nil, err
+			}
+			if op.Valid&uint32(pb.SetattrValid_SETATTR_MTIME) == 0 {
+				op.Valid |= uint32(pb.SetattrValid_SETATTR_MTIME_NOW)
+			}
+		}
+	}
+	rep, err := c.mutate(ctx, "setattr "+f.String(), f, &pb.Command{Op: &pb.Command_Setattr{Setattr: op}})
+	if err != nil {
+		return nil, err
+	}
+	return rep.Inode, nil
+}
+
+// Readdir returns entries after cookie; eof when none follow.
+func (c *Client) Readdir(ctx context.Context, f fid.FID, cookie uint64, max int, plus bool) ([]*pb.DirEntry, bool, error) {
+	var rep *pb.ReaddirReply
+	what := "readdir " + f.String()
+	err := c.read(ctx, what, f, func(ctx context.Context, m pb.MDSClient) (err error) {
+		rep, err = m.Readdir(ctx, &pb.ReaddirRequest{Fid: f.PB(), Cookie: cookie, MaxEntries: uint32(max), Plus: plus, Cred: c.cred(ctx)})
+		return err
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if rep.Errno != 0 {
+		return nil, false, rpc.NewErrno(what, rep.Errno, "")
+	}
+	return rep.Entries, rep.Eof, nil
+}
+
+// ReadDirAll lists a whole directory.
+func (c *Client) ReadDirAll(ctx context.Context, f fid.FID, plus bool) ([]*pb.DirEntry, error) {
+	var out []*pb.DirEntry
+	var cookie uint64
+	for {
+		ents, eof, err := c.Readdir(ctx, f, cookie, 1024, plus)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ents...)
+		if len(ents) > 0 {
+			cookie = ents[len(ents)-1].Cookie
+		}
+		if eof || len(ents) == 0 {
+			return out, nil
+		}
+	}
+}
+
+// Readlink returns a symlink's target.
+func (c *Client) Readlink(ctx context.Context, f fid.FID) (string, error) {
+	ino, err := c.Getattr(ctx, f)
+	if err != nil {
+		return "", err
+	}
+	if ino.Mode&syscall.S_IFMT != syscall.S_IFLNK {
+		return "", &rpc.Errno{Op: "readlink " + f.String(), Errno: syscall.EINVAL}
+	}
+	return string(ino.Symlink), nil
+}
+
+// Setxattr sets an extended attribute (flags: 1 create, 2 replace).
+func (c *Client) Setxattr(ctx context.Context, f fid.FID, name string, value []byte, flags uint32) error {
+	_, err := c.mutate(ctx, "setxattr "+name, f, &pb.Command{Op: &pb.Command_Setxattr{Setxattr: &pb.SetxattrOp{Fid: f.PB(), Name: name, Value: value, Flags: flags}}})
+	return err
+}
+
+// Removexattr removes an extended attribute.
+func (c *Client) Removexattr(ctx context.Context, f fid.FID, name string) error {
+	_, err := c.mutate(ctx, "removexattr "+name, f, &pb.Command{Op: &pb.Command_Removexattr{Removexattr: &pb.RemovexattrOp{Fid: f.PB(), Name: name}}})
+	return err
+}
+
+// Getxattr reads an extended attribute.
+func (c *Client) Getxattr(ctx context.Context, f fid.FID, name string) ([]byte, error) {
+	var rep *pb.XattrReply
+	what := "getxattr " + name
+	err := c.read(ctx, what, f, func(ctx context.Context, m pb.MDSClient) (err error) {
+		rep, err = m.Getxattr(ctx, &pb.XattrRequest{Fid: f.PB(), Name: name, Cred: c.cred(ctx)})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if rep.Errno != 0 {
+		return nil, rpc.NewErrno(what, rep.Errno, "")
+	}
+	return rep.Value, nil
+}
+
+// Listxattr lists extended attribute names.
+func (c *Client) Listxattr(ctx context.Context, f fid.FID) ([]string, error) {
+	var rep *pb.XattrReply
+	what := "listxattr " + f.String()
+	err := c.read(ctx, what, f, func(ctx context.Context, m pb.MDSClient) (err error) {
+		rep, err = m.Listxattr(ctx, &pb.XattrRequest{Fid: f.PB(), Cred: c.cred(ctx)})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if rep.Errno != 0 {
+		return nil, rpc.NewErrno(what, rep.Errno, "")
+	}
+	return rep.Names, nil
+}
+
+// SetLayout sets a directory's default layout or an empty file's layout.
+func (c *Client) SetLayout(ctx context.Context, f fid.FID, l *pb.Layout) (*pb.Inode, error) {
+	rep, err := c.mutate(ctx, "setstripe "+f.String(), f, &pb.Command{Op: &pb.Command_SetLayout{SetLayout: &pb.SetLayoutOp{Fid: f.PB(), Layout: l}}})
+	if err != nil {
+		return nil, err
+	}
+	return rep.Inode, nil
+}
+
+// Fid2Path returns every path of f.
+func (c *Client) Fid2Path(ctx context.Context, f fid.FID) ([]string, error) {
+	var rep *pb.Fid2PathReply
+	what := "fid2path " + f.String()
+	err := c.read(ctx, what, f, func(ctx context.Context, m pb.MDSClient) (err error) {
+		rep, err = m.Fid2Path(ctx, &pb.Fid2PathRequest{Fid: f.PB()})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if rep.Errno != 0 {
+		return nil, rpc.NewErrno(what, rep.Errno, "")
+	}
+	return rep.Paths, nil
+}
+
+// MDTStatfs returns each MDT's statfs.
+func (c *Client) MDTStatfs(ctx context.Context) (map[uint32]*pb.Statfs, error) {
+	c.mu.Lock()
+	mdts := make([]*mdtConn, 0, len(c.mdts))
+	for _, m := range c.mdts {
+		mdts = append(mdts, m)
+	}
+	c.mu.Unlock()
+	out := map[uint32]*pb.Statfs{}
+	for _, m := range mdts {
+		r, err := m.cli.Statfs(ctx, &pb.StatfsRequest{})
+		if err != nil {
+			return nil, err
+		}
+		out[m.index] = r.Statfs
+	}
+	return out, nil
+}

@@ -1,0 +1,276 @@
+package mds
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"syscall"
+	"time"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/fid"
+	"nacre/internal/rpc"
+)
+
+// maintain runs the leader's bookkeeping: cluster config from the MGS,
+// FID sequences, precreate pools and the destroy queue. A follower only
+// follows the config so it is ready to lead.
+func (s *Server) maintain() {
+	defer s.wg.Done()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var lastConfig, lastDestroy time.Time
+	wasLeader := false
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+		}
+		now := time.Now()
+		if now.Sub(lastConfig) >= time.Second {
+			lastConfig = now
+			s.refreshConfig()
+		}
+		leader := s.group.IsLeader()
+		if leader != wasLeader {
+			wasLeader = leader
+			s.mu.Lock()
+			for _, o := range s.osts {
+				o.poolReady = false
+			}
+			s.mu.Unlock()
+			if leader {
+				s.log.Info("leading; checking pools and sequences", "target", s.id.Label(), "term", s.group.Term())
+			}
+		}
+		if !leader {
+			continue
+		}
+		s.ensureSequences()
+		s.tendPools()
+		if now.Sub(lastDestroy) >= 200*time.Millisecond {
+			lastDestroy = now
+			s.destroyQueued()
+		}
+		s.m.setPools(s.t.Pools())
+	}
+}
+
+func (s *Server) ctx(d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	go func() {
+		select {
+		case <-s.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// refreshConfig learns the OSTs, their addresses and states from the MGS.
+func (s *Server) refreshConfig() {
+	ctx, cancel := s.ctx(2 * time.Second)
+	defer cancel()
+	cfg, err := s.mgs.GetConfig(ctx, &pb.GetConfigRequest{})
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ti := range cfg.Targets {
+		if ti.Kind != pb.TargetKind_TARGET_OST {
+			continue
+		}
+		o := s.osts[ti.Index]
+		if o == nil {
+			o = &ostState{index: ti.Index}
+			s.osts[ti.Index] = o
+		}
+		if o.addr != ti.Addr {
+			if o.cc != nil {
+				o.cc.Close()
+			}
+			cc, err := rpc.Dial(ti.Addr)
+			if err != nil {
+				s.log.Warn("dial OST", "ost", ti.Index, "addr", ti.Addr, "err", err)
+				continue
+			}
+			o.addr, o.cc, o.cli = ti.Addr, cc, pb.NewOSSClient(cc)
+			o.poolReady = false
+		}
+		up := ti.State == "up"
+		if o.up && !up {
+			s.log.Warn("OST down; not placing new objects on it", "ost", fmt.Sprintf("OST%04x", ti.Index))
+		}
+		if !o.up && up {
+			// The OST may have restarted: clean up its pool again.
+			o.poolReady = false
+		}
+		o.up = up
+	}
+}
+
+func (s *Server) ensureSequences() {
+	if s.t.SeqRemaining() >= seqLowWater {
+		return
+	}
+	ctx, cancel := s.ctx(5 * time.Second)
+	defer cancel()
+	r, err := s.mgs.AllocSeqRange(ctx, &pb.AllocSeqRangeRequest{Mdt: s.id.Index, Count: seqGrantSize})
+	if err != nil {
+		s.log.Warn("cannot get FID sequences from the MGS", "err", err)
+		return
+	}
+	rep, err := s.propose(ctx, &pb.Command{Op: &pb.Command_SeqGrant{SeqGrant: &pb.SeqGrantOp{Start: r.Start, End: r.End}}})
+	if err != nil || rep.Errno != 0 {
+		s.log.Warn("record FID sequence grant", "err", err, "reply", rep)
+		return
+	}
+	s.log.Info("FID sequences granted", "start", fmt.Sprintf("%#x", r.Start), "end", fmt.Sprintf("%#x", r.End))
+}
+
+// tendPools starts at most one pool operation per OST at a time.
+func (s *Server) tendPools() {
+	pools := s.t.Pools()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range s.osts {
+		if !o.up || o.busy || o.cli == nil {
+			continue
+		}
+		p, exists := pools[o.index]
+		switch {
+		case !o.poolReady:
+			o.busy = true
+			go s.initPool(o, p, exists)
+		case p.Avail() < poolLow:
+			o.busy = true
+			go s.refill(o, p)
+		}
+	}
+}
+
+func (s *Server) done(o *ostState, ready bool) {
+	s.mu.Lock()
+	o.busy = false
+	if ready {
+		o.poolReady = true
+	}
+	s.mu.Unlock()
+}
+
+// initPool runs after a start or a leader change: every entry of earlier
+// terms is applied first (read barrier), then the OST destroys the
+// precreated objects the MDT never handed out, and the pool is reset.
+func (s *Server) initPool(o *ostState, p mdtPool, exists bool) {
+	ctx, cancel := s.ctx(30 * time.Second)
+	defer cancel()
+	ready := false
+	defer func() { s.done(o, ready) }()
+	if err := s.group.ReadIndex(ctx); err != nil {
+		return
+	}
+	if exists {
+		p = s.t.Pools()[o.index] // fresh after the barrier
+	}
+	seq := fid.OSTSeq(s.id.Index)
+	from := uint64(math.MaxUint64)
+	if exists {
+		from = p.Next
+	}
+	cr, err := o.cli.Cleanup(ctx, &pb.CleanupRequest{Seq: seq, From: from})
+	if err != nil {
+		s.log.Warn("orphan cleanup on OST failed; will retry", "ost", o.index, "err", err)
+		return
+	}
+	rep, err := s.propose(ctx, &pb.Command{Op: &pb.Command_PoolReset{PoolReset: &pb.PoolResetOp{Ost: o.index, Seq: seq, Start: cr.LastId + 1}}})
+	if err != nil || rep.Errno != 0 {
+		s.log.Warn("record pool reset", "ost", o.index, "err", err, "reply", rep)
+		return
+	}
+	if cr.Destroyed > 0 {
+		s.log.Info("destroyed unused precreated objects", "ost", fmt.Sprintf("OST%04x", o.index), "count", cr.Destroyed)
+	}
+	ready = true
+	np := s.t.Pools()[o.index]
+	s.refillNow(ctx, o, np)
+}
+
+func (s *Server) refill(o *ostState, p mdtPool) {
+	ctx, cancel := s.ctx(30 * time.Second)
+	defer cancel()
+	defer s.done(o, false)
+	s.refillNow(ctx, o, p)
+}
+
+func (s *Server) refillNow(ctx context.Context, o *ostState, p mdtPool) {
+	want := uint64(poolHigh) - p.Avail()
+	if want == 0 {
+		return
+	}
+	start := time.Now()
+	r, err := o.cli.Precreate(ctx, &pb.PrecreateRequest{Seq: p.Seq, Start: p.End, Count: want})
+	if err != nil {
+		s.log.Warn("precreate on OST failed; will retry", "ost", o.index, "err", err)
+		return
+	}
+	rep, err := s.propose(ctx, &pb.Command{Op: &pb.Command_PoolExtend{PoolExtend: &pb.PoolExtendOp{Ost: o.index, Seq: p.Seq, End: r.End}}})
+	if err != nil || rep.Errno != 0 {
+		s.log.Warn("record precreated objects", "ost", o.index, "err", err, "reply", rep)
+		return
+	}
+	s.m.precreated.Add(float64(r.End - p.End))
+	s.log.Debug("pool refilled", "ost", o.index, "objects", r.End-p.End, "took", time.Since(start))
+}
+
+// destroyQueued destroys the OST objects of removed files, OST by OST in
+// batches, and then drops them from the queue.
+func (s *Server) destroyQueued() {
+	q, err := s.t.DestroyQueue(8192)
+	if err != nil || len(q) == 0 {
+		s.m.destroyQueue.Set(float64(len(q)))
+		return
+	}
+	s.m.destroyQueue.Set(float64(len(q)))
+	byOST := map[uint32][]*pb.StripeObject{}
+	for _, o := range q {
+		byOST[o.Ost] = append(byOST[o.Ost], o)
+	}
+	ctx, cancel := s.ctx(10 * time.Second)
+	defer cancel()
+	var done []*pb.StripeObject
+	for idx, objs := range byOST {
+		s.mu.Lock()
+		o := s.osts[idx]
+		var cli pb.OSSClient
+		if o != nil && o.up {
+			cli = o.cli
+		}
+		s.mu.Unlock()
+		if cli == nil {
+			continue // stays queued until the OST is back
+		}
+		if _, err := cli.Destroy(ctx, &pb.DestroyRequest{Objects: objs}); err != nil {
+			s.log.Warn("destroy objects on OST", "ost", idx, "count", len(objs), "err", err)
+			continue
+		}
+		done = append(done, objs...)
+	}
+	if len(done) == 0 {
+		return
+	}
+	if _, err := s.propose(ctx, &pb.Command{Op: &pb.Command_DestroyDone{DestroyDone: &pb.DestroyDoneOp{Objects: done}}}); err != nil {
+		s.log.Warn("record destroyed objects", "count", len(done), "err", err)
+	}
+}
+
+func diskSpace(dir string) (total, free, avail uint64) {
+	var st syscall.Statfs_t
+	if syscall.Statfs(dir, &st) != nil {
+		return 0, 0, 0
+	}
+	bs := uint64(st.Bsize)
+	return st.Blocks * bs, st.Bfree * bs, st.Bavail * bs
+}

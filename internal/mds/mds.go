@@ -1,0 +1,460 @@
+// Package mds is the metadata server: the network front end of an MDT.
+//
+// Reads (lookup, getattr, readdir, xattrs, fid2path) are served from the
+// MDT's applied state. Every mutation arrives as a Command; the leader
+// stamps it with the time and the OSTs to take objects from, proposes it to
+// the MDT's Raft group (internal/raftgroup), and replies with what the
+// state machine (internal/mdt) returned when it applied the entry, so a
+// reply means the change is in the durable log.
+//
+// While it leads, the server also keeps the replicated bookkeeping going:
+// it obtains FID sequence ranges from the MGS, precreates objects on every
+// OST and records them in the pools (so a create never waits for an OST),
+// destroys the OST objects of removed files, and after a restart or
+// failover first has every OST destroy the precreated objects that were
+// never used.
+package mds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/fid"
+	"nacre/internal/kv"
+	"nacre/internal/mdt"
+	"nacre/internal/raftgroup"
+	"nacre/internal/target"
+	"nacre/internal/version"
+)
+
+// Pool sizes per OST: refill below poolLow, up to poolHigh. At 20,000
+// creates/s spread over two OSTs a full pool lasts about three seconds,
+// many times the time one precreate round trip takes.
+const (
+	poolLow      = 16384
+	poolHigh     = 32768
+	seqLowWater  = 2 * uint64(fid.Width)
+	seqGrantSize = 64
+	waitReady    = 10 * time.Second
+)
+
+// Config configures a metadata server.
+type Config struct {
+	ID    target.Identity
+	DB    *kv.DB
+	Log   *slog.Logger
+	Reg   *prometheus.Registry
+	GRPC  *grpc.Server
+	MGS   pb.MGSClient
+	Group func(sm raftgroup.StateMachine) (*raftgroup.Group, error)
+}
+
+// Server is a running metadata server.
+type Server struct {
+	pb.UnimplementedMDSServer
+	id    target.Identity
+	log   *slog.Logger
+	db    *kv.DB
+	t     *mdt.Target
+	group *raftgroup.Group
+	mgs   pb.MGSClient
+
+	linearizable bool // reads wait for the read index (replicated groups)
+
+	mu   sync.Mutex
+	osts map[uint32]*ostState
+	rr   atomic.Uint64
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+
+	m metrics
+}
+
+type ostState struct {
+	index     uint32
+	addr      string
+	cc        *grpc.ClientConn
+	cli       pb.OSSClient
+	up        bool
+	poolReady bool // orphan cleanup done during this leadership
+	busy      bool // a pool operation is running
+}
+
+// Start opens the MDT state machine, starts its Raft group and registers
+// the MDS service on cfg.GRPC.
+func Start(cfg Config) (*Server, error) {
+	t, err := mdt.Open(cfg.DB, cfg.ID, cfg.Log)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{id: cfg.ID, log: cfg.Log, db: cfg.DB, t: t, mgs: cfg.MGS, osts: map[uint32]*ostState{}, stop: make(chan struct{})}
+	s.m = newMetrics(cfg.Reg, cfg.ID.Label())
+	g, err := cfg.Group(smAdapter{t})
+	if err != nil {
+		return nil, fmt.Errorf("start raft group of %s: %w", cfg.ID.Name(), err)
+	}
+	s.group = g
+	s.linearizable = len(cfg.ID.Peers) > 1
+	pb.RegisterMDSServer(cfg.GRPC, s)
+	s.wg.Add(1)
+	go s.maintain()
+	return s, nil
+}
+
+// Target is the MDT state machine (for the checker and tools).
+func (s *Server) Target() *mdt.Target { return s.t }
+
+// Group is the MDT's Raft group.
+func (s *Server) Group() *raftgroup.Group { return s.group }
+
+// IsLeader reports whether this replica leads the MDT's group.
+func (s *Server) IsLeader() bool { return s.group.IsLeader() }
+
+// Stop stops background work and the Raft group.
+func (s *Server) Stop() {
+	close(s.stop)
+	s.wg.Wait()
+	s.group.Stop()
+	s.mu.Lock()
+	for _, o := range s.osts {
+		if o.cc != nil {
+			o.cc.Close()
+		}
+	}
+	s.mu.Unlock()
+}
+
+// LocalStatfs reports the MDT's space and inodes.
+func (s *Server) LocalStatfs() *pb.Statfs {
+	total, free, avail := diskSpace(s.db.Dir())
+	return s.t.Statfs(total, free, avail)
+}
+
+// smAdapter lets the Raft group drive the MDT.
+type smAdapter struct{ t *mdt.Target }
+
+func (a smAdapter) Apply(es []raftgroup.Entry) ([]any, error) {
+	in := make([]mdt.Entry, len(es))
+	for i, e := range es {
+		in[i] = mdt.Entry{Index: e.Index, Data: e.Data}
+	}
+	replies, err := a.t.Apply(in)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]any, len(replies))
+	for i, r := range replies {
+		if r != nil {
+			out[i] = r
+		}
+	}
+	return out, nil
+}
+
+func (a smAdapter) Applied() uint64 { return a.t.Applied() }
+
+// Snapshot is an image of the MDT's replicated key range.
+func (a smAdapter) Snapshot() (raftgroup.SnapshotData, error) {
+	return raftgroup.SnapshotKV(a.t.DB(), raftgroup.KeyRange{Lower: mdt.StateLower}), nil
+}
+
+// Restore installs an image received from the leader.
+func (a smAdapter) Restore(r raftgroup.SnapshotData) error {
+	defer r.Close()
+	return a.t.ReplaceState(func(db *kv.DB) error {
+		return raftgroup.RestoreKV(db, r, raftgroup.KeyRange{Lower: mdt.StateLower})
+	})
+}
+
+// propose sends a command through the log and returns the state machine's
+// reply. Failures that a retry can fix come back as Unavailable.
+func (s *Server) propose(ctx context.Context, cmd *pb.Command) (*pb.Reply, error) {
+	data, err := proto.Marshal(cmd)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "encode command: %v", err)
+	}
+	res, err := s.group.Propose(ctx, data)
+	if err != nil {
+		return nil, s.groupErr(err)
+	}
+	r, ok := res.(*pb.Reply)
+	if !ok || r == nil {
+		return nil, status.Errorf(codes.Internal, "no reply from the state machine")
+	}
+	return r, nil
+}
+
+func (s *Server) groupErr(err error) error {
+	var nl *raftgroup.NotLeaderError
+	switch {
+	case errors.As(err, &nl):
+		return status.Errorf(codes.Unavailable, "%s: not the leader (leader is replica %d at %s)", s.id.Label(), nl.Leader, nl.Addr)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return status.FromContextError(err).Err()
+	default:
+		return status.Errorf(codes.Unavailable, "%s: %v", s.id.Label(), err)
+	}
+}
+
+func (s *Server) Hello(ctx context.Context, r *pb.HelloRequest) (*pb.HelloReply, error) {
+	if r.Fsname != "" && r.Fsname != s.id.Fsname {
+		return nil, status.Errorf(codes.FailedPrecondition, "%s serves file system %q, not %q", s.id.Label(), s.id.Fsname, r.Fsname)
+	}
+	return &pb.HelloReply{ProtocolVersion: version.Protocol, Fsname: s.id.Fsname, Kind: pb.TargetKind_TARGET_MDT, Index: s.id.Index, Uuid: s.id.UUID}, nil
+}
+
+// Mutate is the one entry point of every namespace change.
+func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error) {
+	start := time.Now()
+	op := opName(cmd)
+	if r, ok := s.t.ReplyFor(cmd.ClientId, cmd.RequestId); ok {
+		s.m.observe(op, start, r.Errno)
+		return r, nil
+	}
+	if !s.group.IsLeader() {
+		return nil, s.groupErr(&raftgroup.NotLeaderError{Leader: s.group.Leader()})
+	}
+	cmd.NowNs = time.Now().UnixNano()
+	switch o := cmd.Op.(type) {
+	case *pb.Command_Create:
+		if err := s.waitFIDs(ctx); err != nil {
+			return nil, err
+		}
+		if isRegular(o.Create.Mode) {
+			osts, err := s.pickOSTs(ctx, o.Create.Layout)
+			if err != nil {
+				return nil, err
+			}
+			o.Create.Osts = osts
+		}
+	case *pb.Command_SetLayout:
+		osts, err := s.pickOSTs(ctx, o.SetLayout.Layout)
+		if err != nil {
+			return nil, err
+		}
+		o.SetLayout.Osts = osts
+	case *pb.Command_Link, *pb.Command_Unlink, *pb.Command_Rename, *pb.Command_Setattr, *pb.Command_Setxattr, *pb.Command_Removexattr:
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "%s: clients may not send %T", s.id.Label(), cmd.Op)
+	}
+	r, err := s.propose(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	s.m.observe(op, start, r.Errno)
+	return r, nil
+}
+
+func isRegular(mode uint32) bool {
+	return mode&syscall.S_IFMT == 0 || mode&syscall.S_IFMT == syscall.S_IFREG
+}
+
+func opName(cmd *pb.Command) string {
+	switch o := cmd.Op.(type) {
+	case *pb.Command_Create:
+		switch o.Create.Mode & syscall.S_IFMT {
+		case syscall.S_IFDIR:
+			return "mkdir"
+		case syscall.S_IFLNK:
+			return "symlink"
+		case 0, syscall.S_IFREG:
+			return "create"
+		}
+		return "mknod"
+	case *pb.Command_Link:
+		return "link"
+	case *pb.Command_Unlink:
+		if o.Unlink.Dir {
+			return "rmdir"
+		}
+		return "unlink"
+	case *pb.Command_Rename:
+		return "rename"
+	case *pb.Command_Setattr:
+		return "setattr"
+	case *pb.Command_Setxattr:
+		return "setxattr"
+	case *pb.Command_Removexattr:
+		return "removexattr"
+	case *pb.Command_SetLayout:
+		return "setlayout"
+	}
+	return "internal"
+}
+
+// waitFIDs waits (briefly, at start) until the MDT holds a FID sequence.
+func (s *Server) waitFIDs(ctx context.Context) error {
+	deadline := time.Now().Add(waitReady)
+	for s.t.SeqRemaining() == 0 {
+		if time.Now().After(deadline) {
+			return status.Errorf(codes.Unavailable, "%s has no FID sequence yet: the MGS has not answered", s.id.Label())
+		}
+		if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
+			return status.FromContextError(err).Err()
+		}
+	}
+	return nil
+}
+
+// pickOSTs orders the OSTs a new file may take objects from: round robin
+// over OSTs that are up and have precreated objects, starting at the hint's
+// stripe offset if it names one. It waits briefly when no pool is ready yet
+// (only right after a start), never during normal operation.
+func (s *Server) pickOSTs(ctx context.Context, hint *pb.Layout) ([]uint32, error) {
+	deadline := time.Now().Add(waitReady)
+	for {
+		ready := s.readyOSTs()
+		if len(ready) > 0 {
+			start := int(s.rr.Add(1) % uint64(len(ready)))
+			if hint != nil && hint.StripeOffset >= 0 {
+				for i, o := range ready {
+					if o == uint32(hint.StripeOffset) {
+						start = i
+					}
+				}
+			}
+			out := make([]uint32, 0, len(ready))
+			for i := range ready {
+				out = append(out, ready[(start+i)%len(ready)])
+			}
+			return out, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, status.Errorf(codes.ResourceExhausted, "%s: no OST is up with precreated objects; check `nacre status`", s.id.Label())
+		}
+		if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
+			return nil, status.FromContextError(err).Err()
+		}
+	}
+}
+
+func (s *Server) readyOSTs() []uint32 {
+	pools := s.t.Pools()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []uint32
+	for i, o := range s.osts {
+		if o.up && o.poolReady && pools[i].Avail() > 0 {
+			out = append(out, i)
+		}
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a] < out[b] })
+	return out
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// readBarrier makes a read linearizable in a replicated group.
+func (s *Server) readBarrier(ctx context.Context) error {
+	if !s.linearizable {
+		return nil
+	}
+	if err := s.group.ReadIndex(ctx); err != nil {
+		return s.groupErr(err)
+	}
+	return nil
+}
+
+func errnoOf(err error) int32 { return int32(mdt.ErrnoOf(err)) }
+
+func (s *Server) Lookup(ctx context.Context, r *pb.LookupRequest) (*pb.Reply, error) {
+	start := time.Now()
+	if err := s.readBarrier(ctx); err != nil {
+		return nil, err
+	}
+	ino, err := s.t.Lookup(fid.FromPB(r.Parent), r.Name, r.Cred)
+	if err != nil {
+		s.m.observe("lookup", start, errnoOf(err))
+		return &pb.Reply{Errno: errnoOf(err), Message: err.Error()}, nil
+	}
+	s.m.observe("lookup", start, 0)
+	return &pb.Reply{Inode: ino}, nil
+}
+
+func (s *Server) Getattr(ctx context.Context, r *pb.GetattrRequest) (*pb.Reply, error) {
+	start := time.Now()
+	if err := s.readBarrier(ctx); err != nil {
+		return nil, err
+	}
+	ino, err := s.t.Getattr(fid.FromPB(r.Fid), r.WantLinks)
+	if err != nil {
+		s.m.observe("getattr", start, errnoOf(err))
+		return &pb.Reply{Errno: errnoOf(err), Message: err.Error()}, nil
+	}
+	s.m.observe("getattr", start, 0)
+	return &pb.Reply{Inode: ino}, nil
+}
+
+func (s *Server) Readdir(ctx context.Context, r *pb.ReaddirRequest) (*pb.ReaddirReply, error) {
+	start := time.Now()
+	if err := s.readBarrier(ctx); err != nil {
+		return nil, err
+	}
+	ents, eof, err := s.t.Readdir(fid.FromPB(r.Fid), r.Cookie, int(r.MaxEntries), r.Plus, r.Cred)
+	s.m.observe("readdir", start, errnoOf(err))
+	if err != nil {
+		return &pb.ReaddirReply{Errno: errnoOf(err)}, nil
+	}
+	return &pb.ReaddirReply{Entries: ents, Eof: eof}, nil
+}
+
+func (s *Server) Getxattr(ctx context.Context, r *pb.XattrRequest) (*pb.XattrReply, error) {
+	if err := s.readBarrier(ctx); err != nil {
+		return nil, err
+	}
+	v, err := s.t.Getxattr(fid.FromPB(r.Fid), r.Name, r.Cred)
+	if err != nil {
+		return &pb.XattrReply{Errno: errnoOf(err)}, nil
+	}
+	return &pb.XattrReply{Value: v}, nil
+}
+
+func (s *Server) Listxattr(ctx context.Context, r *pb.XattrRequest) (*pb.XattrReply, error) {
+	if err := s.readBarrier(ctx); err != nil {
+		return nil, err
+	}
+	names, err := s.t.Listxattr(fid.FromPB(r.Fid), r.Cred)
+	if err != nil {
+		return &pb.XattrReply{Errno: errnoOf(err)}, nil
+	}
+	return &pb.XattrReply{Names: names}, nil
+}
+
+func (s *Server) Fid2Path(ctx context.Context, r *pb.Fid2PathRequest) (*pb.Fid2PathReply, error) {
+	if err := s.readBarrier(ctx); err != nil {
+		return nil, err
+	}
+	paths, err := s.t.Fid2Path(fid.FromPB(r.Fid))
+	if err != nil {
+		return &pb.Fid2PathReply{Errno: errnoOf(err)}, nil
+	}
+	return &pb.Fid2PathReply{Paths: paths}, nil
+}
+
+func (s *Server) Statfs(ctx context.Context, _ *pb.StatfsRequest) (*pb.StatfsReply, error) {
+	return &pb.StatfsReply{Statfs: s.LocalStatfs()}, nil
+}

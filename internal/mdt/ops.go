@@ -1,0 +1,734 @@
+package mdt
+
+import (
+	"errors"
+	"syscall"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/fid"
+	"nacre/internal/kv"
+	"nacre/internal/layout"
+)
+
+func (x *txn) getDir(f fid.FID, access uint32, what string) (uint64, *pb.Inode, error) {
+	local, ino, err := x.get(f)
+	if err != nil {
+		return 0, nil, err
+	}
+	if !isDir(ino) {
+		return 0, nil, errf(syscall.ENOTDIR, "%s %s is not a directory", what, f)
+	}
+	if access != 0 && !mayAccess(ino, x.cred, access) {
+		return 0, nil, errf(syscall.EACCES, "%s %s: uid %d may not modify it", what, f, x.cred.Uid)
+	}
+	return local, ino, nil
+}
+
+func (x *txn) touch(ino *pb.Inode) {
+	ino.MtimeNs = x.now
+	ino.CtimeNs = x.now
+}
+
+func (x *txn) create(op *pb.CreateOp) (*pb.Reply, error) {
+	if err := checkName(op.Name); err != nil {
+		return nil, err
+	}
+	pf := fid.FromPB(op.Parent)
+	plocal, parent, err := x.getDir(pf, accW|accX, "parent")
+	if err != nil {
+		return nil, err
+	}
+	mode := op.Mode
+	if mode&syscall.S_IFMT == 0 {
+		mode |= syscall.S_IFREG
+	}
+	cf, _, found, err := lookupName(x.b, plocal, op.Name)
+	if err != nil {
+		return nil, err
+	}
+	if found {
+		if op.Exclusive || mode&syscall.S_IFMT != syscall.S_IFREG {
+			return nil, errf(syscall.EEXIST, "create %q in %s", op.Name, pf)
+		}
+		_, existing, err := x.get(cf)
+		if err != nil {
+			return nil, err
+		}
+		if isDir(existing) {
+			return nil, errf(syscall.EISDIR, "open %q in %s for writing", op.Name, pf)
+		}
+		existing.Links = nil
+		return &pb.Reply{Inode: existing, Existed: true}, nil
+	}
+	switch mode & syscall.S_IFMT {
+	case syscall.S_IFREG, syscall.S_IFDIR, syscall.S_IFLNK, syscall.S_IFIFO, syscall.S_IFSOCK, syscall.S_IFCHR, syscall.S_IFBLK:
+	default:
+		return nil, errf(syscall.EINVAL, "create %q: unknown file type %o", op.Name, mode&syscall.S_IFMT)
+	}
+	f, err := x.allocFID()
+	if err != nil {
+		return nil, err
+	}
+	ino := &pb.Inode{
+		Fid: f.PB(), Mode: mode, Uid: x.cred.Uid, Gid: x.cred.Gid, Projid: op.Projid, Nlink: 1,
+		AtimeNs: x.now, MtimeNs: x.now, CtimeNs: x.now, BtimeNs: x.now, Rdev: op.Rdev,
+		Links: []*pb.LinkEntry{{Parent: pf.PB(), Name: op.Name}},
+	}
+	if op.Projid == 0 {
+		ino.Projid = parent.Projid
+	}
+	if parent.Mode&syscall.S_ISGID != 0 {
+		ino.Gid = parent.Gid
+		if mode&syscall.S_IFMT == syscall.S_IFDIR {
+			ino.Mode |= syscall.S_ISGID
+		}
+	}
+	switch mode & syscall.S_IFMT {
+	case syscall.S_IFDIR:
+		ino.Nlink = 2
+		ino.Size, ino.Blocks = 4096, 8
+		if parent.Layout != nil {
+			ino.Layout = proto.Clone(parent.Layout).(*pb.Layout)
+		}
+		parent.Nlink++
+	case syscall.S_IFLNK:
+		if len(op.Symlink) == 0 || len(op.Symlink) > 4095 {
+			return nil, errf(syscall.ENAMETOOLONG, "symlink target of %d bytes (1 to 4095 allowed)", len(op.Symlink))
+		}
+		ino.Symlink = op.Symlink
+		ino.Size = uint64(len(op.Symlink))
+	case syscall.S_IFREG:
+		l, err := x.newLayout(op.Layout, parent, op.Osts)
+		if err != nil {
+			return nil, err
+		}
+		ino.Layout = l
+	}
+	local := x.allocLocal()
+	x.b.Set(OIKey(f), putU64(local))
+	x.put(local, ino)
+	x.b.Set(DirentKey(plocal, op.Name), encodeDirent(f, DirentType(mode)))
+	x.t.inodes++
+	x.touch(parent)
+	x.put(plocal, parent)
+	out := proto.Clone(ino).(*pb.Inode)
+	out.Links = nil
+	return &pb.Reply{Inode: out}, nil
+}
+
+// defaultLayout resolves the stripe size, count and offset a new file in
+// parent gets: the hint's fields, else the parent's default, else the root's
+// (the file system default), else 1 MiB x 1.
+func (x *txn) defaultLayout(hint *pb.Layout, parent *pb.Inode) (uint32, int32, int32) {
+	ss, count, offset := uint32(layout.DefaultStripeSize), int32(layout.DefaultStripeCount), int32(-1)
+	def := parent.Layout
+	if def == nil {
+		def = x.t.rootLayout
+	}
+	if def != nil {
+		if def.StripeSize != 0 {
+			ss = def.StripeSize
+		}
+		if def.StripeCount != 0 {
+			count = def.StripeCount
+		}
+		offset = def.StripeOffset
+	}
+	if hint != nil {
+		if hint.StripeSize != 0 {
+			ss = hint.StripeSize
+		}
+		if hint.StripeCount != 0 {
+			count = hint.StripeCount
+		}
+		if hint.StripeOffset >= 0 && (hint.StripeSize != 0 || hint.StripeCount != 0 || hint.StripeOffset > 0) {
+			offset = hint.StripeOffset
+		}
+	}
+	return ss, count, offset
+}
+
+// newLayout builds a regular file's layout, taking one precreated object
+// from each of the first `count` OSTs of osts (the leader's order) whose
+// pool is not empty.
+func (x *txn) newLayout(hint *pb.Layout, parent *pb.Inode, osts []uint32) (*pb.Layout, error) {
+	ss, count, offset := x.defaultLayout(hint, parent)
+	return x.assignObjects(ss, count, offset, osts)
+}
+
+func (x *txn) assignObjects(ss uint32, count, offset int32, osts []uint32) (*pb.Layout, error) {
+	if err := layout.CheckStripeSize(uint64(ss)); err != nil {
+		return nil, errf(syscall.EINVAL, "%v", err)
+	}
+	want := int(count)
+	if want < 0 || want > len(osts) {
+		want = len(osts)
+	}
+	if want > layout.MaxStripeCount {
+		want = layout.MaxStripeCount
+	}
+	l := &pb.Layout{Pattern: 1, StripeSize: ss, StripeOffset: offset, Generation: 1}
+	seen := map[uint32]bool{}
+	for _, o := range osts {
+		if len(l.Objects) == want {
+			break
+		}
+		p := x.t.pools[o]
+		if p == nil || p.Next >= p.End || seen[o] {
+			continue
+		}
+		seen[o] = true
+		l.Objects = append(l.Objects, &pb.StripeObject{Ost: o, Seq: p.Seq, Oid: p.Next})
+		p.Next++
+		x.st.dirtyPools[o] = true
+	}
+	if len(l.Objects) == 0 && want != 0 {
+		return nil, errf(syscall.ENOSPC, "no precreated OST objects available (are the OSTs up?)")
+	}
+	if want == 0 && len(osts) == 0 {
+		return nil, errf(syscall.ENOSPC, "no OST is available to hold file data")
+	}
+	l.StripeCount = int32(len(l.Objects))
+	return l, nil
+}
+
+func (x *txn) link(op *pb.LinkOp) (*pb.Reply, error) {
+	if err := checkName(op.Name); err != nil {
+		return nil, err
+	}
+	f := fid.FromPB(op.Fid)
+	local, ino, err := x.get(f)
+	if err != nil {
+		return nil, err
+	}
+	if isDir(ino) {
+		return nil, errf(syscall.EPERM, "hard link to directory %s", f)
+	}
+	pf := fid.FromPB(op.Parent)
+	plocal, parent, err := x.getDir(pf, accW|accX, "parent")
+	if err != nil {
+		return nil, err
+	}
+	if _, _, found, err := lookupName(x.b, plocal, op.Name); err != nil {
+		return nil, err
+	} else if found {
+		return nil, errf(syscall.EEXIST, "link %q in %s", op.Name, pf)
+	}
+	if ino.Nlink >= maxLinks {
+		return nil, errf(syscall.EMLINK, "link to %s", f)
+	}
+	ino.Nlink++
+	ino.Links = append(ino.Links, &pb.LinkEntry{Parent: pf.PB(), Name: op.Name})
+	ino.CtimeNs = x.now
+	x.put(local, ino)
+	x.b.Set(DirentKey(plocal, op.Name), encodeDirent(f, DirentType(ino.Mode)))
+	x.touch(parent)
+	x.put(plocal, parent)
+	out := proto.Clone(ino).(*pb.Inode)
+	out.Links = nil
+	return &pb.Reply{Inode: out}, nil
+}
+
+func (x *txn) unlink(op *pb.UnlinkOp) (*pb.Reply, error) {
+	pf := fid.FromPB(op.Parent)
+	plocal, parent, err := x.getDir(pf, accW|accX, "parent")
+	if err != nil {
+		return nil, err
+	}
+	cf, _, found, err := lookupName(x.b, plocal, op.Name)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, errf(syscall.ENOENT, "remove %q from %s", op.Name, pf)
+	}
+	clocal, child, err := x.get(cf)
+	if err != nil {
+		if ErrnoOf(err) == syscall.ENOENT {
+			// A dangling entry: let the user remove the name.
+			x.b.Delete(DirentKey(plocal, op.Name))
+			x.touch(parent)
+			x.put(plocal, parent)
+			return &pb.Reply{}, nil
+		}
+		return nil, err
+	}
+	if op.Dir && !isDir(child) {
+		return nil, errf(syscall.ENOTDIR, "rmdir %q", op.Name)
+	}
+	if !op.Dir && isDir(child) {
+		return nil, errf(syscall.EISDIR, "unlink %q", op.Name)
+	}
+	if isDir(child) {
+		empty, err := dirEmpty(x.b, clocal)
+		if err != nil {
+			return nil, err
+		}
+		if !empty {
+			return nil, errf(syscall.ENOTEMPTY, "rmdir %q", op.Name)
+		}
+	}
+	if stickyDenies(parent, child, x.cred) {
+		return nil, errf(syscall.EPERM, "remove %q: sticky directory", op.Name)
+	}
+	x.b.Delete(DirentKey(plocal, op.Name))
+	x.dropName(clocal, child, pf, op.Name, parent)
+	x.touch(parent)
+	x.put(plocal, parent)
+	out := proto.Clone(child).(*pb.Inode)
+	out.Links = nil
+	return &pb.Reply{Inode: out}, nil
+}
+
+// dropName removes one name of child (whose entry is already deleted) and
+// destroys it when no name is left.
+func (x *txn) dropName(clocal uint64, child *pb.Inode, pf fid.FID, name string, parent *pb.Inode) {
+	removeLink(child, pf, name)
+	if isDir(child) {
+		child.Nlink = 0
+		if parent.Nlink > 2 {
+			parent.Nlink--
+		}
+	} else if child.Nlink > 0 {
+		child.Nlink--
+	}
+	child.CtimeNs = x.now
+	if child.Nlink == 0 {
+		x.destroy(clocal, child)
+	} else {
+		x.put(clocal, child)
+	}
+}
+
+// isAncestor reports whether dir a is d or one of d's ancestors, walking up
+// the linkEA of directories (their only back-reference).
+func (x *txn) isAncestor(a fid.FID, d fid.FID) (bool, error) {
+	cur := d
+	for depth := 0; depth < 4096; depth++ {
+		if cur == a {
+			return true, nil
+		}
+		if cur == fid.Root {
+			return false, nil
+		}
+		_, ino, err := x.get(cur)
+		if err != nil {
+			return false, err
+		}
+		if len(ino.Links) == 0 {
+			return false, errf(syscall.EIO, "directory %s has no parent reference (run `nacre lfsck start -t namespace`)", cur)
+		}
+		cur = fid.FromPB(ino.Links[0].Parent)
+	}
+	return false, errf(syscall.ELOOP, "directory chain above %s is too deep", d)
+}
+
+const (
+	renameNoReplace = 1
+	renameExchange  = 2
+)
+
+// loaded is an inode read once and written once, even when two roles of a
+// rename (source and destination parent) are the same directory.
+type loaded struct {
+	local uint64
+	ino   *pb.Inode
+}
+
+func (x *txn) rename(op *pb.RenameOp) (*pb.Reply, error) {
+	if err := checkName(op.DstName); err != nil {
+		return nil, err
+	}
+	if op.Flags&^(renameNoReplace|renameExchange) != 0 || op.Flags == renameNoReplace|renameExchange {
+		return nil, errf(syscall.EINVAL, "rename flags %#x", op.Flags)
+	}
+	spf, dpf := fid.FromPB(op.SrcParent), fid.FromPB(op.DstParent)
+	var sp, dp loaded
+	var err error
+	if sp.local, sp.ino, err = x.getDir(spf, accW|accX, "source directory"); err != nil {
+		return nil, err
+	}
+	if dpf == spf {
+		dp = sp
+	} else if dp.local, dp.ino, err = x.getDir(dpf, accW|accX, "target directory"); err != nil {
+		return nil, err
+	}
+	sf, styp, found, err := lookupName(x.b, sp.local, op.SrcName)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, errf(syscall.ENOENT, "rename %q in %s", op.SrcName, spf)
+	}
+	var s loaded
+	if s.local, s.ino, err = x.get(sf); err != nil {
+		return nil, err
+	}
+	if stickyDenies(sp.ino, s.ino, x.cred) {
+		return nil, errf(syscall.EPERM, "rename %q: sticky directory", op.SrcName)
+	}
+	df, dtyp, dfound, err := lookupName(x.b, dp.local, op.DstName)
+	if err != nil {
+		return nil, err
+	}
+	if op.Flags&renameExchange != 0 && !dfound {
+		return nil, errf(syscall.ENOENT, "exchange with %q in %s", op.DstName, dpf)
+	}
+	if dfound && op.Flags&renameNoReplace != 0 {
+		return nil, errf(syscall.EEXIST, "rename to %q in %s", op.DstName, dpf)
+	}
+	if spf == dpf && op.SrcName == op.DstName {
+		return &pb.Reply{Inode: stripLinks(s.ino)}, nil
+	}
+	if dfound && df == sf {
+		// Two names of the same file: POSIX says do nothing.
+		return &pb.Reply{Inode: stripLinks(s.ino)}, nil
+	}
+	// A directory may not move below itself.
+	if isDir(s.ino) && spf != dpf {
+		if in, err := x.isAncestor(sf, dpf); err != nil {
+			return nil, err
+		} else if in {
+			return nil, errf(syscall.EINVAL, "move directory %q into itself", op.SrcName)
+		}
+		if !mayAccess(s.ino, x.cred, accW) {
+			return nil, errf(syscall.EACCES, "move directory %q to another parent", op.SrcName)
+		}
+	}
+	var d loaded
+	if dfound {
+		if d.local, d.ino, err = x.get(df); err != nil {
+			return nil, err
+		}
+		if stickyDenies(dp.ino, d.ino, x.cred) {
+			return nil, errf(syscall.EPERM, "replace %q: sticky directory", op.DstName)
+		}
+	}
+	if op.Flags&renameExchange != 0 {
+		return x.exchange(op, spf, dpf, &sp, &dp, &s, &d, sf, df, styp, dtyp)
+	}
+	if dfound {
+		if isDir(s.ino) {
+			if !isDir(d.ino) {
+				return nil, errf(syscall.ENOTDIR, "rename directory onto %q", op.DstName)
+			}
+			empty, err := dirEmpty(x.b, d.local)
+			if err != nil {
+				return nil, err
+			}
+			if !empty {
+				return nil, errf(syscall.ENOTEMPTY, "rename onto %q", op.DstName)
+			}
+		} else if isDir(d.ino) {
+			return nil, errf(syscall.EISDIR, "rename onto directory %q", op.DstName)
+		}
+		x.dropName(d.local, d.ino, dpf, op.DstName, dp.ino)
+	}
+	x.b.Delete(DirentKey(sp.local, op.SrcName))
+	x.b.Set(DirentKey(dp.local, op.DstName), encodeDirent(sf, styp))
+	replaceLink(s.ino, spf, op.SrcName, dpf, op.DstName)
+	s.ino.CtimeNs = x.now
+	x.put(s.local, s.ino)
+	if isDir(s.ino) && spf != dpf {
+		if sp.ino.Nlink > 2 {
+			sp.ino.Nlink--
+		}
+		dp.ino.Nlink++
+	}
+	x.touch(sp.ino)
+	x.put(sp.local, sp.ino)
+	if dpf != spf {
+		x.touch(dp.ino)
+		x.put(dp.local, dp.ino)
+	}
+	return &pb.Reply{Inode: stripLinks(s.ino)}, nil
+}
+
+func (x *txn) exchange(op *pb.RenameOp, spf, dpf fid.FID, sp, dp, s, d *loaded, sf, df fid.FID, styp, dtyp uint8) (*pb.Reply, error) {
+	if isDir(d.ino) && spf != dpf {
+		if in, err := x.isAncestor(df, spf); err != nil {
+			return nil, err
+		} else if in {
+			return nil, errf(syscall.EINVAL, "exchange moves directory %q into itself", op.DstName)
+		}
+	}
+	x.b.Set(DirentKey(sp.local, op.SrcName), encodeDirent(df, dtyp))
+	x.b.Set(DirentKey(dp.local, op.DstName), encodeDirent(sf, styp))
+	replaceLink(s.ino, spf, op.SrcName, dpf, op.DstName)
+	replaceLink(d.ino, dpf, op.DstName, spf, op.SrcName)
+	s.ino.CtimeNs, d.ino.CtimeNs = x.now, x.now
+	x.put(s.local, s.ino)
+	x.put(d.local, d.ino)
+	if spf != dpf {
+		if isDir(s.ino) && !isDir(d.ino) {
+			sp.ino.Nlink--
+			dp.ino.Nlink++
+		} else if isDir(d.ino) && !isDir(s.ino) {
+			dp.ino.Nlink--
+			sp.ino.Nlink++
+		}
+	}
+	x.touch(sp.ino)
+	x.put(sp.local, sp.ino)
+	if dpf != spf {
+		x.touch(dp.ino)
+		x.put(dp.local, dp.ino)
+	}
+	return &pb.Reply{Inode: stripLinks(s.ino)}, nil
+}
+
+func stripLinks(ino *pb.Inode) *pb.Inode {
+	out := proto.Clone(ino).(*pb.Inode)
+	out.Links = nil
+	return out
+}
+
+func (x *txn) setattr(op *pb.SetattrOp) (*pb.Reply, error) {
+	f := fid.FromPB(op.Fid)
+	local, ino, err := x.get(f)
+	if err != nil {
+		return nil, err
+	}
+	c := x.cred
+	owner := c.Uid == 0 || c.Uid == ino.Uid
+	v := pb.SetattrValid(op.Valid)
+	has := func(bit pb.SetattrValid) bool { return v&bit != 0 }
+	changed := false
+	if has(pb.SetattrValid_SETATTR_MODE) {
+		if !owner {
+			return nil, errf(syscall.EPERM, "chmod %s: uid %d is not the owner", f, c.Uid)
+		}
+		mode := op.Mode & 0o7777
+		if c.Uid != 0 && mode&syscall.S_ISGID != 0 && !inGroup(c, ino.Gid) {
+			mode &^= syscall.S_ISGID
+		}
+		ino.Mode = ino.Mode&syscall.S_IFMT | mode
+		changed = true
+	}
+	if has(pb.SetattrValid_SETATTR_UID) || has(pb.SetattrValid_SETATTR_GID) {
+		if has(pb.SetattrValid_SETATTR_UID) && op.Uid != ino.Uid && c.Uid != 0 {
+			return nil, errf(syscall.EPERM, "chown %s: only root may change the owner", f)
+		}
+		if has(pb.SetattrValid_SETATTR_GID) && op.Gid != ino.Gid && c.Uid != 0 && !(c.Uid == ino.Uid && inGroup(c, op.Gid)) {
+			return nil, errf(syscall.EPERM, "chgrp %s to %d", f, op.Gid)
+		}
+		if has(pb.SetattrValid_SETATTR_UID) {
+			ino.Uid = op.Uid
+		}
+		if has(pb.SetattrValid_SETATTR_GID) {
+			ino.Gid = op.Gid
+		}
+		if isReg(ino) && !has(pb.SetattrValid_SETATTR_MODE) {
+			ino.Mode &^= syscall.S_ISUID
+			if ino.Mode&syscall.S_IXGRP != 0 {
+				ino.Mode &^= syscall.S_ISGID
+			}
+		}
+		changed = true
+	}
+	if has(pb.SetattrValid_SETATTR_SIZE) {
+		if isDir(ino) {
+			return nil, errf(syscall.EISDIR, "truncate directory %s", f)
+		}
+		if !isReg(ino) {
+			return nil, errf(syscall.EINVAL, "truncate %s: not a regular file", f)
+		}
+		if !has(pb.SetattrValid_SETATTR_CLEAR_DIRTY) && !owner && !mayAccess(ino, c, accW) {
+			return nil, errf(syscall.EACCES, "truncate %s", f)
+		}
+		if ino.Size != op.Size && !has(pb.SetattrValid_SETATTR_CLEAR_DIRTY) {
+			changed = true
+		}
+		ino.Size = op.Size
+	}
+	if has(pb.SetattrValid_SETATTR_ATIME) || has(pb.SetattrValid_SETATTR_MTIME) {
+		if !owner && !has(pb.SetattrValid_SETATTR_CLEAR_DIRTY) {
+			return nil, errf(syscall.EPERM, "set times of %s: uid %d is not the owner", f, c.Uid)
+		}
+		if has(pb.SetattrValid_SETATTR_ATIME) {
+			ino.AtimeNs = op.AtimeNs
+		}
+		if has(pb.SetattrValid_SETATTR_MTIME) {
+			ino.MtimeNs = op.MtimeNs
+		}
+		if !has(pb.SetattrValid_SETATTR_CLEAR_DIRTY) {
+			changed = true
+		}
+	}
+	if has(pb.SetattrValid_SETATTR_ATIME_NOW) || has(pb.SetattrValid_SETATTR_MTIME_NOW) {
+		if !owner && !mayAccess(ino, c, accW) {
+			return nil, errf(syscall.EACCES, "touch %s", f)
+		}
+		if has(pb.SetattrValid_SETATTR_ATIME_NOW) {
+			ino.AtimeNs = x.now
+		}
+		if has(pb.SetattrValid_SETATTR_MTIME_NOW) {
+			ino.MtimeNs = x.now
+		}
+		changed = true
+	}
+	if has(pb.SetattrValid_SETATTR_PROJID) {
+		if c.Uid != 0 {
+			return nil, errf(syscall.EPERM, "set project id of %s: root only", f)
+		}
+		ino.Projid = op.Projid
+		changed = true
+	}
+	if has(pb.SetattrValid_SETATTR_BLOCKS) {
+		ino.Blocks = op.Blocks
+	}
+	if has(pb.SetattrValid_SETATTR_SET_DIRTY) {
+		ino.Flags |= uint32(pb.InodeFlag_INODE_FLAG_SIZE_DIRTY)
+	}
+	if has(pb.SetattrValid_SETATTR_CLEAR_DIRTY) {
+		ino.Flags &^= uint32(pb.InodeFlag_INODE_FLAG_SIZE_DIRTY)
+	}
+	if has(pb.SetattrValid_SETATTR_CTIME) {
+		ino.CtimeNs = op.CtimeNs
+	} else if changed {
+		ino.CtimeNs = x.now
+	}
+	x.put(local, ino)
+	return &pb.Reply{Inode: stripLinks(ino)}, nil
+}
+
+// MaxXattrValue is the largest extended attribute value.
+const MaxXattrValue = 64 << 10
+
+func (x *txn) checkXattr(ino *pb.Inode, f fid.FID, name string) error {
+	if name == "" || len(name) > MaxNameLen {
+		return errf(syscall.ERANGE, "xattr name of %d bytes", len(name))
+	}
+	switch {
+	case hasPrefix(name, "user."):
+		if !isReg(ino) && !isDir(ino) {
+			return errf(syscall.EPERM, "user xattr on a special file %s", f)
+		}
+		if x.cred.Uid != 0 && x.cred.Uid != ino.Uid && !mayAccess(ino, x.cred, accW) {
+			return errf(syscall.EACCES, "set xattr %q on %s", name, f)
+		}
+	case hasPrefix(name, "trusted."):
+		if x.cred.Uid != 0 {
+			return errf(syscall.EPERM, "trusted xattr %q: root only", name)
+		}
+	case hasPrefix(name, "security."):
+		if x.cred.Uid != 0 && x.cred.Uid != ino.Uid {
+			return errf(syscall.EPERM, "security xattr %q on %s", name, f)
+		}
+	default:
+		return errf(syscall.EOPNOTSUPP, "xattr namespace of %q", name)
+	}
+	return nil
+}
+
+func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
+
+func (x *txn) setxattr(op *pb.SetxattrOp) (*pb.Reply, error) {
+	f := fid.FromPB(op.Fid)
+	local, ino, err := x.get(f)
+	if err != nil {
+		return nil, err
+	}
+	if err := x.checkXattr(ino, f, op.Name); err != nil {
+		return nil, err
+	}
+	if len(op.Value) > MaxXattrValue {
+		return nil, errf(syscall.E2BIG, "xattr %q value of %d bytes (limit %d)", op.Name, len(op.Value), MaxXattrValue)
+	}
+	k := xattrKey(local, op.Name)
+	_, err = x.b.Get(k)
+	exists := err == nil
+	if err != nil && !errors.Is(err, kv.ErrNotFound) {
+		return nil, errf(syscall.EIO, "read xattr: %v", err)
+	}
+	if op.Flags&1 != 0 && exists {
+		return nil, errf(syscall.EEXIST, "xattr %q on %s", op.Name, f)
+	}
+	if op.Flags&2 != 0 && !exists {
+		return nil, errf(syscall.ENODATA, "xattr %q on %s", op.Name, f)
+	}
+	x.b.Set(k, op.Value)
+	ino.CtimeNs = x.now
+	x.put(local, ino)
+	return &pb.Reply{Inode: stripLinks(ino)}, nil
+}
+
+func (x *txn) removexattr(op *pb.RemovexattrOp) (*pb.Reply, error) {
+	f := fid.FromPB(op.Fid)
+	local, ino, err := x.get(f)
+	if err != nil {
+		return nil, err
+	}
+	if err := x.checkXattr(ino, f, op.Name); err != nil {
+		return nil, err
+	}
+	k := xattrKey(local, op.Name)
+	if _, err := x.b.Get(k); errors.Is(err, kv.ErrNotFound) {
+		return nil, errf(syscall.ENODATA, "xattr %q on %s", op.Name, f)
+	}
+	x.b.Delete(k)
+	ino.CtimeNs = x.now
+	x.put(local, ino)
+	return &pb.Reply{Inode: stripLinks(ino)}, nil
+}
+
+func (x *txn) setLayout(op *pb.SetLayoutOp) (*pb.Reply, error) {
+	f := fid.FromPB(op.Fid)
+	local, ino, err := x.get(f)
+	if err != nil {
+		return nil, err
+	}
+	if x.cred.Uid != 0 && x.cred.Uid != ino.Uid {
+		return nil, errf(syscall.EPERM, "set layout of %s: uid %d is not the owner", f, x.cred.Uid)
+	}
+	l := op.Layout
+	switch {
+	case isDir(ino):
+		if l == nil || (l.StripeSize == 0 && l.StripeCount == 0 && l.StripeOffset < 0) {
+			ino.Layout = nil // back to the parent's / file system default
+		} else {
+			if l.StripeSize != 0 {
+				if err := layout.CheckStripeSize(uint64(l.StripeSize)); err != nil {
+					return nil, errf(syscall.EINVAL, "%v", err)
+				}
+			}
+			ino.Layout = &pb.Layout{Pattern: 1, StripeSize: l.StripeSize, StripeCount: l.StripeCount, StripeOffset: l.StripeOffset}
+		}
+	case isReg(ino):
+		if ino.Size > 0 || ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_SIZE_DIRTY) != 0 {
+			return nil, errf(syscall.EEXIST, "set layout of %s: the file already has data; a layout can only be set on an empty file", f)
+		}
+		if l == nil {
+			return nil, errf(syscall.EINVAL, "set layout of %s: no layout given", f)
+		}
+		ss, count, offset := uint32(layout.DefaultStripeSize), int32(layout.DefaultStripeCount), int32(-1)
+		if ino.Layout != nil {
+			ss = ino.Layout.StripeSize
+		}
+		if l.StripeSize != 0 {
+			ss = l.StripeSize
+		}
+		if l.StripeCount != 0 {
+			count = l.StripeCount
+		}
+		if l.StripeOffset >= 0 {
+			offset = l.StripeOffset
+		}
+		nl, err := x.assignObjects(ss, count, offset, op.Osts)
+		if err != nil {
+			return nil, err
+		}
+		x.queueDestroy(ino.Layout)
+		if ino.Layout != nil {
+			nl.Generation = ino.Layout.Generation + 1
+		}
+		ino.Layout = nl
+	default:
+		return nil, errf(syscall.EINVAL, "set layout of %s: not a regular file or directory", f)
+	}
+	ino.CtimeNs = x.now
+	x.put(local, ino)
+	return &pb.Reply{Inode: stripLinks(ino)}, nil
+}

@@ -1,0 +1,93 @@
+package mdt
+
+import (
+	"syscall"
+
+	"encoding/binary"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/kv"
+)
+
+// The internal commands below are proposed by the MDS leader itself; they
+// keep the replicated record of precreate pools, FID sequences and the
+// destroy queue, so that a new leader never hands out an object or a FID
+// twice.
+
+func (x *txn) poolExtend(op *pb.PoolExtendOp) (*pb.Reply, error) {
+	p := x.t.pools[op.Ost]
+	if p == nil || p.Seq != op.Seq {
+		// Extending a pool that was never reset would skip the orphan
+		// cleanup; the leader always resets first.
+		return nil, errf(syscall.EINVAL, "extend pool of OST%04x: no pool for sequence %#x", op.Ost, op.Seq)
+	}
+	if op.End > p.End {
+		p.End = op.End
+		x.st.dirtyPools[op.Ost] = true
+	}
+	return &pb.Reply{}, nil
+}
+
+func (x *txn) poolReset(op *pb.PoolResetOp) (*pb.Reply, error) {
+	p := x.t.pools[op.Ost]
+	if p == nil {
+		start := op.Start
+		if start == 0 {
+			start = 1
+		}
+		p = &PoolState{Seq: op.Seq, Next: start, End: start}
+		x.t.pools[op.Ost] = p
+	} else {
+		p.End = p.Next
+	}
+	x.st.dirtyPools[op.Ost] = true
+	return &pb.Reply{}, nil
+}
+
+func (x *txn) seqGrant(op *pb.SeqGrantOp) (*pb.Reply, error) {
+	if op.End <= op.Start {
+		return nil, errf(syscall.EINVAL, "empty sequence range [%#x, %#x)", op.Start, op.End)
+	}
+	s := &x.t.seq
+	if s.Cur >= op.Start && s.Cur < op.End {
+		return &pb.Reply{}, nil // already in use: a retried grant
+	}
+	for _, r := range s.Ranges {
+		if op.Start < r[1] && r[0] < op.End {
+			return &pb.Reply{}, nil
+		}
+	}
+	s.Ranges = append(s.Ranges, [2]uint64{op.Start, op.End})
+	x.st.dirtySeq = true
+	return &pb.Reply{}, nil
+}
+
+func (x *txn) destroyDone(op *pb.DestroyDoneOp) (*pb.Reply, error) {
+	for _, o := range op.Objects {
+		x.b.Delete(unlinkKey(o.Ost, o.Seq, o.Oid))
+	}
+	return &pb.Reply{}, nil
+}
+
+// DestroyQueue returns up to max OST objects waiting to be destroyed.
+func (t *Target) DestroyQueue(max int) ([]*pb.StripeObject, error) {
+	lo := []byte{pfxUnlink}
+	it, err := t.db.NewIter(lo, kv.PrefixEnd(lo))
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out []*pb.StripeObject
+	for it.First(); it.Valid() && len(out) < max; it.Next() {
+		k := it.Key()
+		if len(k) != 21 {
+			continue
+		}
+		out = append(out, &pb.StripeObject{
+			Ost: binary.BigEndian.Uint32(k[1:]),
+			Seq: binary.BigEndian.Uint64(k[5:]),
+			Oid: binary.BigEndian.Uint64(k[13:]),
+		})
+	}
+	return out, it.Error()
+}

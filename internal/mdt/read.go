@@ -1,0 +1,255 @@
+package mdt
+
+import (
+	"google.golang.org/protobuf/proto"
+
+	"encoding/binary"
+	"errors"
+	"strings"
+	"syscall"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/fid"
+	"nacre/internal/kv"
+)
+
+// The read side serves lookups from the applied state. Callers that need
+// linearizable reads across replicas first wait for the Raft read index.
+
+var rootCred = &pb.Cred{}
+
+func credOr(c *pb.Cred) *pb.Cred {
+	if c == nil {
+		return rootCred
+	}
+	return c
+}
+
+// Getattr returns an object's attributes; links (the linkEA) only if asked.
+func (t *Target) Getattr(f fid.FID, wantLinks bool) (*pb.Inode, error) {
+	_, ino, err := getInode(t.db, f)
+	if err != nil {
+		return nil, err
+	}
+	if !wantLinks {
+		ino.Links = nil
+	}
+	return ino, nil
+}
+
+// Lookup resolves a name in a directory.
+func (t *Target) Lookup(parent fid.FID, name string, cred *pb.Cred) (*pb.Inode, error) {
+	plocal, p, err := getInode(t.db, parent)
+	if err != nil {
+		return nil, err
+	}
+	if !isDir(p) {
+		return nil, errf(syscall.ENOTDIR, "lookup %q: %s is not a directory", name, parent)
+	}
+	if !mayAccess(p, credOr(cred), accX) {
+		return nil, errf(syscall.EACCES, "lookup %q in %s", name, parent)
+	}
+	if len(name) > MaxNameLen {
+		return nil, errf(syscall.ENAMETOOLONG, "lookup of a %d-byte name", len(name))
+	}
+	cf, _, found, err := lookupName(t.db, plocal, name)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, errf(syscall.ENOENT, "no entry %q in %s", name, parent)
+	}
+	_, ino, err := getInode(t.db, cf)
+	if err != nil {
+		if ErrnoOf(err) == syscall.ENOENT {
+			return nil, errf(syscall.ENOENT, "entry %q in %s names missing object %s (dangling; run `nacre lfsck start -t namespace`)", name, parent, cf)
+		}
+		return nil, err
+	}
+	ino.Links = nil
+	return ino, nil
+}
+
+// Readdir lists entries after cookie (0 = from the start), at most max.
+// eof is true when no entry follows the last one returned. Entries that
+// share a hash are never split across calls, so cookies stay exact.
+func (t *Target) Readdir(f fid.FID, cookie uint64, max int, plus bool, cred *pb.Cred) ([]*pb.DirEntry, bool, error) {
+	local, d, err := getInode(t.db, f)
+	if err != nil {
+		return nil, false, err
+	}
+	if !isDir(d) {
+		return nil, false, errf(syscall.ENOTDIR, "readdir %s", f)
+	}
+	if !mayAccess(d, credOr(cred), accR) {
+		return nil, false, errf(syscall.EACCES, "readdir %s", f)
+	}
+	if max <= 0 {
+		max = 1024
+	}
+	p := DirentPrefix(local)
+	it, err := t.db.NewIter(p, kv.PrefixEnd(p))
+	if err != nil {
+		return nil, false, errf(syscall.EIO, "readdir %s: %v", f, err)
+	}
+	defer it.Close()
+	var out []*pb.DirEntry
+	valid := it.First()
+	if cookie != 0 {
+		valid = it.SeekGE(binary.BigEndian.AppendUint64(append([]byte(nil), p...), cookie+1))
+	}
+	var lastHash uint64
+	for ; valid; valid = it.Next() {
+		k := it.Key()
+		if len(k) < len(p)+8 {
+			continue
+		}
+		h := binary.BigEndian.Uint64(k[len(p):])
+		if len(out) >= max && h != lastHash {
+			return out, false, nil
+		}
+		cf, typ, ok := decodeDirent(it.Value())
+		if !ok {
+			continue
+		}
+		e := &pb.DirEntry{Name: string(k[len(p)+8:]), Fid: cf.PB(), Type: uint32(typ), Cookie: h}
+		if plus {
+			if _, ino, err := getInode(t.db, cf); err == nil {
+				ino.Links = nil
+				e.Inode = ino
+			}
+		}
+		out = append(out, e)
+		lastHash = h
+	}
+	return out, true, it.Error()
+}
+
+// Getxattr returns one extended attribute.
+func (t *Target) Getxattr(f fid.FID, name string, cred *pb.Cred) ([]byte, error) {
+	local, ino, err := getInode(t.db, f)
+	if err != nil {
+		return nil, err
+	}
+	c := credOr(cred)
+	if strings.HasPrefix(name, "trusted.") && c.Uid != 0 {
+		return nil, errf(syscall.ENODATA, "xattr %q", name)
+	}
+	if strings.HasPrefix(name, "user.") && !mayAccess(ino, c, accR) {
+		return nil, errf(syscall.EACCES, "read xattr %q of %s", name, f)
+	}
+	v, err := t.db.Get(xattrKey(local, name))
+	if errors.Is(err, kv.ErrNotFound) {
+		return nil, errf(syscall.ENODATA, "no xattr %q on %s", name, f)
+	}
+	if err != nil {
+		return nil, errf(syscall.EIO, "read xattr %q of %s: %v", name, f, err)
+	}
+	return v, nil
+}
+
+// Listxattr lists extended attribute names (trusted.* only for root).
+func (t *Target) Listxattr(f fid.FID, cred *pb.Cred) ([]string, error) {
+	local, _, err := getInode(t.db, f)
+	if err != nil {
+		return nil, err
+	}
+	c := credOr(cred)
+	p := xattrPrefix(local)
+	it, err := t.db.NewIter(p, kv.PrefixEnd(p))
+	if err != nil {
+		return nil, errf(syscall.EIO, "list xattrs of %s: %v", f, err)
+	}
+	defer it.Close()
+	var names []string
+	for it.First(); it.Valid(); it.Next() {
+		n := string(it.Key()[len(p):])
+		if strings.HasPrefix(n, "trusted.") && c.Uid != 0 {
+			continue
+		}
+		names = append(names, n)
+	}
+	return names, it.Error()
+}
+
+// Fid2Path returns every path of an object (one per hard link), relative
+// to the root and starting with "/", by walking linkEA entries upwards.
+func (t *Target) Fid2Path(f fid.FID) ([]string, error) {
+	if f == fid.Root {
+		return []string{"/"}, nil
+	}
+	_, ino, err := getInode(t.db, f)
+	if err != nil {
+		return nil, err
+	}
+	if len(ino.Links) == 0 {
+		return nil, errf(syscall.ENOENT, "%s has no name (orphan)", f)
+	}
+	var paths []string
+	for _, l := range ino.Links {
+		parts := []string{l.Name}
+		cur := fid.FromPB(l.Parent)
+		ok := true
+		for depth := 0; cur != fid.Root; depth++ {
+			_, p, err := getInode(t.db, cur)
+			if err != nil || len(p.Links) == 0 || depth > 4096 {
+				ok = false
+				break
+			}
+			parts = append(parts, p.Links[0].Name)
+			cur = fid.FromPB(p.Links[0].Parent)
+		}
+		if !ok {
+			continue
+		}
+		for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {
+			parts[i], parts[j] = parts[j], parts[i]
+		}
+		paths = append(paths, "/"+strings.Join(parts, "/"))
+	}
+	if len(paths) == 0 {
+		return nil, errf(syscall.ENOENT, "no path of %s reaches the root", f)
+	}
+	return paths, nil
+}
+
+// Statfs reports inode usage; byte figures come from the store's disk.
+func (t *Target) Statfs(bytesTotal, bytesFree, bytesAvail uint64) *pb.Statfs {
+	used := t.Inodes()
+	// An MDT object costs well under 1 KiB in the store; count free inodes
+	// as the free space in KiB.
+	free := bytesAvail / 1024
+	return &pb.Statfs{
+		BytesTotal: bytesTotal, BytesFree: bytesFree, BytesAvail: bytesAvail,
+		InodesTotal: used + free, InodesFree: free,
+	}
+}
+
+// ScanInodes calls fn for every object in local-key order (one sequential
+// iteration of the object range). Undecodable records are passed with a
+// nil inode so that callers can report them.
+func (t *Target) ScanInodes(r kv.Reader, fn func(local uint64, ino *pb.Inode) error) error {
+	if r == nil {
+		r = t.db
+	}
+	lo := []byte{pfxObj}
+	it, err := r.NewIter(lo, kv.PrefixEnd(lo))
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()
+		if len(k) != 9 {
+			continue
+		}
+		ino := &pb.Inode{}
+		if proto.Unmarshal(it.Value(), ino) != nil {
+			ino = nil
+		}
+		if err := fn(binary.BigEndian.Uint64(k[1:]), ino); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}

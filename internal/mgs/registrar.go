@@ -1,0 +1,110 @@
+package mgs
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/rpc"
+)
+
+// HeartbeatInterval is how often targets report to the MGS.
+const HeartbeatInterval = time.Second
+
+// Registrar keeps one target registered with the MGS: it registers at
+// start (retrying while the MGS is unreachable), heartbeats every second,
+// and registers again when the MGS has forgotten the target.
+type Registrar struct {
+	cc     *grpc.ClientConn
+	mgs    pb.MGSClient
+	info   func() *pb.TargetInfo
+	beat   func() *pb.HeartbeatRequest
+	log    *slog.Logger
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	fatal  chan error
+	once   sync.Once
+	ready  chan struct{}
+}
+
+// StartRegistrar begins registering; info and beat are called for every
+// registration and heartbeat so that they carry fresh values.
+func StartRegistrar(mgsAddr string, info func() *pb.TargetInfo, beat func() *pb.HeartbeatRequest, log *slog.Logger) (*Registrar, error) {
+	cc, err := rpc.Dial(mgsAddr)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &Registrar{cc: cc, mgs: pb.NewMGSClient(cc), info: info, beat: beat, log: log, cancel: cancel,
+		fatal: make(chan error, 1), ready: make(chan struct{})}
+	r.wg.Add(1)
+	go r.loop(ctx, mgsAddr)
+	return r, nil
+}
+
+// Client is the MGS client the registrar uses (for config and sequences).
+func (r *Registrar) Client() pb.MGSClient { return r.mgs }
+
+// Fatal delivers an error that retrying cannot fix (wrong file system,
+// duplicate index, incompatible protocol).
+func (r *Registrar) Fatal() <-chan error { return r.fatal }
+
+// Registered is closed after the first successful registration.
+func (r *Registrar) Registered() <-chan struct{} { return r.ready }
+
+// Stop ends heartbeats.
+func (r *Registrar) Stop() {
+	r.cancel()
+	r.wg.Wait()
+	r.cc.Close()
+}
+
+func (r *Registrar) loop(ctx context.Context, addr string) {
+	defer r.wg.Done()
+	registered := false
+	warned := time.Time{}
+	t := time.NewTicker(HeartbeatInterval)
+	defer t.Stop()
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		var err error
+		if !registered {
+			_, err = r.mgs.Register(cctx, r.info())
+			if err == nil {
+				registered = true
+				r.once.Do(func() { close(r.ready) })
+			}
+		} else {
+			_, err = r.mgs.Heartbeat(cctx, r.beat())
+			if status.Code(err) == codes.NotFound {
+				registered = false
+			}
+		}
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			switch status.Code(err) {
+			case codes.FailedPrecondition, codes.AlreadyExists, codes.InvalidArgument:
+				select {
+				case r.fatal <- err:
+				default:
+				}
+				return
+			}
+			if time.Since(warned) > 10*time.Second {
+				r.log.Warn("MGS unreachable; retrying", "mgs", addr, "err", err)
+				warned = time.Now()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

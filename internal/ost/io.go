@@ -1,0 +1,318 @@
+package ost
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"nacre/internal/fid"
+	"nacre/internal/wire"
+)
+
+// open returns obj's data file from the cache, opening it if needed, with
+// a reference the caller releases. With create, a missing file is created;
+// without, a missing file gives (nil, nil): the object exists but holds no
+// data yet. A missing object is ErrNoObject.
+func (s *Store) open(obj fid.ObjID, create bool) (*fdEntry, error) {
+	if e := s.fds.get(obj); e != nil {
+		return e, nil
+	}
+	mu := s.lockFor(obj)
+	mu.Lock()
+	defer mu.Unlock()
+	if e := s.fds.get(obj); e != nil {
+		return e, nil
+	}
+	if s.isDestroying(obj) {
+		return nil, ErrNoObject
+	}
+	rec, err := s.getRecord(obj)
+	if err != nil {
+		return nil, err
+	}
+	p := s.path(obj)
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		if !create {
+			return nil, nil
+		}
+		// We hold the object's lock, so nobody else creates this file.
+		dir := s.bucketDir(obj)
+		if err := mkdirSynced(dir); err != nil {
+			return nil, err
+		}
+		f, err = os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		if err == nil {
+			s.markDirDirty(dir)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.fds.add(obj, f, hasPFID(rec)), nil
+}
+
+// checkRange refuses offsets that do not fit a file offset.
+func checkRange(off, length uint64) error {
+	if off > math.MaxInt64 || length > math.MaxInt64-off {
+		return ErrTooBig
+	}
+	return nil
+}
+
+// Read implements wire.Handler: it reads from obj at off into p and
+// returns fewer bytes than len(p) only at the object's end.
+func (s *Store) Read(obj fid.ObjID, off uint64, p []byte) (int, error) {
+	if err := s.enter(); err != nil {
+		return 0, s.ioErr("read", obj, off, err)
+	}
+	defer s.leave()
+	e, err := s.open(obj, false)
+	if err != nil {
+		return 0, s.ioErr("read", obj, off, err)
+	}
+	if e == nil {
+		return 0, nil // no data yet
+	}
+	defer s.fds.release(e)
+	if off > math.MaxInt64 {
+		return 0, nil // beyond any file
+	}
+	n, err := e.f.ReadAt(p, int64(off))
+	if err == io.EOF {
+		err = nil
+	}
+	if err != nil {
+		return n, s.ioErr("read", obj, off, err)
+	}
+	return n, nil
+}
+
+// Write implements wire.Handler: it writes data at off of obj, which must
+// exist (a write to a missing object is a dangling layout reference, made
+// visible as ENOENT, never silently created). The first write with a PFID
+// records it (not synced: see Sync).
+func (s *Store) Write(obj fid.ObjID, off uint64, data []byte, meta *wire.ObjMeta) error {
+	if err := s.enter(); err != nil {
+		return s.ioErr("write", obj, off, err)
+	}
+	defer s.leave()
+	if err := checkRange(off, uint64(len(data))); err != nil {
+		return s.ioErr("write", obj, off, err)
+	}
+	e, err := s.open(obj, true)
+	if err != nil {
+		return s.ioErr("write", obj, off, err)
+	}
+	defer s.fds.release(e)
+	if err := s.recordFirstMeta(obj, e, meta); err != nil {
+		return s.ioErr("write", obj, off, err)
+	}
+	if _, err := e.f.WriteAt(data, int64(off)); err != nil {
+		return s.ioErr("write", obj, off, err)
+	}
+	return nil
+}
+
+// Punch implements wire.Handler: it deallocates [off, off+length) of obj
+// (reads of it return zeros) without changing its size.
+func (s *Store) Punch(obj fid.ObjID, off, length uint64) error {
+	if err := s.enter(); err != nil {
+		return s.ioErr("punch", obj, off, err)
+	}
+	defer s.leave()
+	if off > math.MaxInt64 {
+		return nil // beyond any data
+	}
+	length = min(length, math.MaxInt64-off)
+	e, err := s.open(obj, false)
+	if err != nil {
+		return s.ioErr("punch", obj, off, err)
+	}
+	if e == nil || length == 0 {
+		return nil
+	}
+	defer s.fds.release(e)
+	// Nothing is allocated past the end, and a range "to infinity" would
+	// exceed the file system's largest file (EFBIG): stop at the size.
+	var st unix.Stat_t
+	err = control(e.f, "fstat", func(fd int) error { return unix.Fstat(fd, &st) })
+	if err != nil {
+		return s.ioErr("punch", obj, off, err)
+	}
+	if off >= uint64(st.Size) {
+		return nil
+	}
+	length = min(length, uint64(st.Size)-off)
+	err = control(e.f, "fallocate", func(fd int) error {
+		return unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, int64(off), int64(length))
+	})
+	if err != nil {
+		return s.ioErr("punch", obj, off, err)
+	}
+	return nil
+}
+
+// Truncate implements wire.Handler: it sets obj's size, recording meta as
+// Write does.
+func (s *Store) Truncate(obj fid.ObjID, size uint64, meta *wire.ObjMeta) error {
+	op := func(err error) error { return fmt.Errorf("truncate %s object %s to %d: %w", s.label, obj, size, err) }
+	if err := s.enter(); err != nil {
+		return op(err)
+	}
+	defer s.leave()
+	if size > math.MaxInt64 {
+		return op(ErrTooBig)
+	}
+	// Truncating to zero needs no file; anything else makes one.
+	e, err := s.open(obj, size > 0)
+	if err != nil {
+		return op(err)
+	}
+	if e != nil {
+		defer s.fds.release(e)
+	}
+	if err := s.recordFirstMeta(obj, e, meta); err != nil {
+		return op(err)
+	}
+	if e != nil {
+		if err := e.f.Truncate(int64(size)); err != nil {
+			return op(err)
+		}
+	}
+	return nil
+}
+
+// GetAttr implements wire.Handler: size, blocks and mtime of obj's data;
+// a missing object is Exists false, not an error.
+func (s *Store) GetAttr(obj fid.ObjID) (wire.ObjAttr, error) {
+	op := func(err error) error { return fmt.Errorf("getattr %s object %s: %w", s.label, obj, err) }
+	if err := s.enter(); err != nil {
+		return wire.ObjAttr{}, op(err)
+	}
+	defer s.leave()
+	e, err := s.open(obj, false)
+	if errors.Is(err, ErrNoObject) {
+		return wire.ObjAttr{}, nil
+	}
+	if err != nil {
+		return wire.ObjAttr{}, op(err)
+	}
+	if e == nil {
+		return wire.ObjAttr{Exists: true}, nil
+	}
+	defer s.fds.release(e)
+	var st unix.Stat_t
+	if err := control(e.f, "fstat", func(fd int) error { return unix.Fstat(fd, &st) }); err != nil {
+		return wire.ObjAttr{}, op(err)
+	}
+	return wire.ObjAttr{Size: uint64(st.Size), Blocks: uint64(st.Blocks), MtimeNs: st.Mtim.Nano(), Exists: true}, nil
+}
+
+// Sync implements wire.Handler: it makes obj's data and attribute record
+// durable. It fdatasyncs the file, fsyncs its directory if the file is new
+// since the last such fsync, and syncs the store's WAL if any record
+// changed since the last WAL sync.
+func (s *Store) Sync(obj fid.ObjID) error {
+	op := func(err error) error { return fmt.Errorf("sync %s object %s: %w", s.label, obj, err) }
+	if err := s.enter(); err != nil {
+		return op(err)
+	}
+	defer s.leave()
+	e, err := s.open(obj, false)
+	if err != nil {
+		return op(err)
+	}
+	if e != nil {
+		err := control(e.f, "fdatasync", unix.Fdatasync)
+		s.fds.release(e)
+		if err != nil {
+			return op(err)
+		}
+	}
+	if err := s.syncBucket(obj); err != nil {
+		return op(err)
+	}
+	if err := s.syncRecords(); err != nil {
+		return op(err)
+	}
+	return nil
+}
+
+// SetAttr implements wire.Handler: it sets the groups of obj's record that
+// meta names (owner for chown, project, or the PFID when the checker or a
+// layout change rewrites it). Not synced by itself: see Sync.
+func (s *Store) SetAttr(obj fid.ObjID, meta *wire.ObjMeta) error {
+	op := func(err error) error { return fmt.Errorf("setattr %s object %s: %w", s.label, obj, err) }
+	if err := s.enter(); err != nil {
+		return op(err)
+	}
+	defer s.leave()
+	if meta == nil {
+		return op(ErrInvalid)
+	}
+	mu := s.lockFor(obj)
+	mu.Lock()
+	defer mu.Unlock()
+	if s.isDestroying(obj) {
+		return op(ErrNoObject)
+	}
+	rec, err := s.getRecord(obj)
+	if err != nil {
+		return op(err)
+	}
+	applyMeta(rec, meta)
+	if err := s.putRecord(obj, rec); err != nil {
+		return op(err)
+	}
+	if e := s.fds.get(obj); e != nil {
+		e.hasPFID.Store(hasPFID(rec))
+		s.fds.release(e)
+	}
+	return nil
+}
+
+// recordFirstMeta records meta's PFID, layout slot and owner in obj's
+// record if it has no PFID yet: the first write through a layout names
+// the object's parent, as Lustre's filter_fid does. Later writes leave a
+// recorded PFID alone; a different one is for the checker to find.
+func (s *Store) recordFirstMeta(obj fid.ObjID, e *fdEntry, meta *wire.ObjMeta) error {
+	if meta == nil || !meta.Has(wire.MetaPFID) || meta.Parent.IsZero() || (e != nil && e.hasPFID.Load()) {
+		return nil
+	}
+	mu := s.lockFor(obj)
+	mu.Lock()
+	defer mu.Unlock()
+	if s.isDestroying(obj) {
+		return ErrNoObject
+	}
+	rec, err := s.getRecord(obj)
+	if err != nil {
+		return err
+	}
+	if hasPFID(rec) {
+		if got := fid.FromPB(rec.Parent); got != meta.Parent {
+			s.log.Debug("write names another parent than the object's PFID",
+				"object", obj.String(), "pfid", got.String(), "write_parent", meta.Parent.String())
+		}
+	} else {
+		applyMeta(rec, meta)
+		if err := s.putRecord(obj, rec); err != nil {
+			return err
+		}
+	}
+	if e != nil {
+		e.hasPFID.Store(true)
+	}
+	return nil
+}
+
+// ioErr gives an I/O error its context; the errno stays reachable.
+func (s *Store) ioErr(op string, obj fid.ObjID, off uint64, err error) error {
+	return fmt.Errorf("%s %s object %s at %d: %w", op, s.label, obj, off, err)
+}

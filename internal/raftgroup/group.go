@@ -1,0 +1,773 @@
+package raftgroup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"nacre/internal/kv"
+)
+
+// Entry is one committed log entry as the state machine sees it. Data is
+// exactly what was proposed; it is nil for raft's own entries (the empty
+// entry a new leader appends, membership changes), which the state
+// machine only records as applied.
+type Entry struct {
+	Index uint64
+	Data  []byte
+}
+
+// SnapshotData is a state machine image in transit: StateMachine.Snapshot
+// returns one, which the transport reads to the end and closes;
+// StateMachine.Restore is handed one over the received bytes. The image
+// must include the applied index it reflects (see SnapshotKV).
+type SnapshotData = io.ReadCloser
+
+// StateMachine is implemented by the MDT (and later the MGS).
+type StateMachine interface {
+	// Apply applies committed entries in log order. It must apply them
+	// atomically together with recording entries[len-1].Index as the
+	// applied index in the same store the raft log lives in, and return
+	// one result per entry (nil for Data==nil). An error is fatal for the
+	// group (store failure): the group stops and reports it.
+	//
+	// The write need not be synced: see doc.go for why a lost apply is
+	// always redone.
+	Apply(entries []Entry) ([]any, error)
+	// Applied returns the applied index recorded in the store.
+	Applied() uint64
+	// Snapshot returns a consistent image of the state. It is called from
+	// a transport goroutine, concurrently with Apply, so it must capture
+	// the state at one applied index (a kv snapshot does).
+	Snapshot() (SnapshotData, error)
+	// Restore replaces the whole state, and the applied index, by the
+	// image, atomically: after a crash the store holds either the old
+	// state or the new one. It runs on the group's loop, never
+	// concurrently with Apply.
+	Restore(SnapshotData) error
+}
+
+// Peer is one replica of the group and the address its process serves
+// the Raft service on.
+type Peer struct {
+	ID   uint64
+	Addr string
+}
+
+// Config configures one replica of one group.
+type Config struct {
+	GroupID uint64
+	// ID is this replica's id (> 0), unique in the group for all time:
+	// a replaced replica gets a new id.
+	ID uint64
+	// Peers lists all voters, this replica included, when the group is
+	// created; later starts take the configuration from the store and use
+	// Peers only for addresses. One peer means a single replica.
+	Peers []Peer
+	// Join starts a replica that an existing group is about to add (with
+	// AddVoter or AddLearner on its leader): it begins with no
+	// configuration and learns everything, usually a snapshot, from the
+	// leader.
+	Join bool
+	// DB is shared with the state machine: the raft log and hard state
+	// live under Prefix in it.
+	DB *kv.DB
+	// Prefix is reserved for the raft state in DB (the MDT gives "\x00r").
+	Prefix []byte
+	SM     StateMachine
+	// Transport carries messages to the other replicas; nil when the
+	// group has a single replica.
+	Transport Transport
+
+	TickInterval   time.Duration // default 100ms
+	ElectionTicks  int           // default 10
+	HeartbeatTicks int           // default 1
+
+	// KeepEntries is how many applied entries stay in the log behind the
+	// applied index for followers that lag (default 10,000); a follower
+	// further behind is sent a snapshot.
+	KeepEntries uint64
+	// CacheBytes bounds the in-memory copy of the log's tail (default 16 MiB).
+	CacheBytes int
+	// SnapshotDir holds received snapshot images until they are restored;
+	// empty keeps them in memory.
+	SnapshotDir string
+
+	Log *slog.Logger
+	// OnLeaderChange is called from a separate goroutine, in order, when
+	// this replica's view of the leader changes.
+	OnLeaderChange func(isLeader bool, leader uint64, term uint64)
+}
+
+// Errors returned by the group.
+var (
+	// ErrStopped: the group was stopped (or stopped itself after a fatal
+	// error); pending and later calls fail with it.
+	ErrStopped = errors.New("raftgroup: group stopped")
+	// ErrNotLeader is matched (errors.Is) by every *NotLeaderError.
+	ErrNotLeader = errors.New("raftgroup: not the leader")
+	// ErrProposalDropped: the proposal may or may not be committed, this
+	// replica cannot tell (it lost leadership, or raft refused the entry);
+	// retry, with the same request id, against the leader.
+	ErrProposalDropped = errors.New("raftgroup: proposal dropped, outcome unknown (leadership changed); retry")
+)
+
+// NotLeaderError is returned by Propose and the membership calls on a
+// replica that is not the leader. Leader is 0 when no leader is known
+// (an election is in progress); Addr is the leader's address if known.
+type NotLeaderError struct {
+	Leader uint64
+	Addr   string
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.Leader == 0 {
+		return "raftgroup: not the leader, and no leader is known (election in progress)"
+	}
+	return fmt.Sprintf("raftgroup: not the leader; the leader is replica %d at %s", e.Leader, e.Addr)
+}
+
+// Is makes errors.Is(err, ErrNotLeader) true.
+func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
+
+// Status describes a replica, for `nacre status` and tests.
+type Status struct {
+	GroupID, ID uint64
+	// State is "leader", "follower", "candidate", "pre-candidate" or "stopped".
+	State                 string
+	Leader, Term, Vote    uint64
+	Commit, Applied       uint64
+	FirstIndex, LastIndex uint64
+	Voters, Learners      []uint64
+	// Progress is the leader's view of every replica (leader only).
+	Progress map[uint64]PeerProgress
+	Stats    Stats
+}
+
+// PeerProgress is the leader's view of one replica.
+type PeerProgress struct {
+	Addr         string
+	Match, Next  uint64
+	State        string // "probe", "replicate" or "snapshot"
+	RecentActive bool
+	Learner      bool
+}
+
+// Stats counts the group's work since Start.
+type Stats struct {
+	Proposals      uint64 // entries handed to raft by this replica
+	Readies        uint64 // Ready structs handled
+	LogWrites      uint64 // batches written to the raft log
+	Syncs          uint64 // of which synced (one fsync each)
+	SyncedEntries  uint64 // entries written by synced batches
+	ApplyBatches   uint64 // StateMachine.Apply calls
+	AppliedEntries uint64 // entries given to StateMachine.Apply
+	Compactions    uint64
+	SnapshotsSent  uint64
+	SnapshotsRecv  uint64
+}
+
+// EntriesPerSync is the average number of log entries made durable by one
+// fsync: the batching the ready loop achieves.
+func (s Stats) EntriesPerSync() float64 {
+	if s.Syncs == 0 {
+		return 0
+	}
+	return float64(s.SyncedEntries) / float64(s.Syncs)
+}
+
+type stats struct {
+	proposals, readies, logWrites, syncs, syncedEntries atomic.Uint64
+	applyBatches, appliedEntries, compactions           atomic.Uint64
+	snapsSent, snapsRecv                                atomic.Uint64
+}
+
+func (s *stats) load() Stats {
+	return Stats{
+		Proposals: s.proposals.Load(), Readies: s.readies.Load(), LogWrites: s.logWrites.Load(),
+		Syncs: s.syncs.Load(), SyncedEntries: s.syncedEntries.Load(),
+		ApplyBatches: s.applyBatches.Load(), AppliedEntries: s.appliedEntries.Load(),
+		Compactions: s.compactions.Load(), SnapshotsSent: s.snapsSent.Load(), SnapshotsRecv: s.snapsRecv.Load(),
+	}
+}
+
+// Group is one running replica of one Raft group.
+type Group struct {
+	cfg  Config
+	id   uint64
+	gid  uint64
+	log  *slog.Logger
+	db   *kv.DB
+	sm   StateMachine
+	tr   Transport
+	keys keys
+
+	// Owned by the loop goroutine.
+	rn           *raft.RawNode
+	store        *logStore
+	soft         raft.SoftState
+	smApplied    uint64
+	waiters      map[uint64]*proposal // by proposal sequence
+	reads        map[uint64]*readBatch
+	nextRead     uint64
+	ticks        uint64
+	appendQ      []*pb.Message
+	applyQ       []*pb.Message
+	confHist     []confAt // configurations after the truncation point
+	smEnts       []Entry
+	spare        inboxItems
+	lastCampaign uint64
+
+	in    inbox
+	wake  chan struct{}
+	stopC chan struct{}
+	done  chan struct{}
+	err   error // fatal error, set before done is closed
+
+	seq      atomic.Uint64
+	leader   atomic.Uint64
+	isLeader atomic.Bool
+	term     atomic.Uint64
+	commit   atomic.Uint64
+	applied  atomic.Uint64
+	stats    stats
+
+	stateMu   sync.Mutex
+	leaderCh  chan struct{} // closed when the leader changes
+	appliedCh chan struct{} // closed when the applied index advances
+
+	peersMu sync.RWMutex
+	peers   map[uint64]string
+
+	statusC  chan chan Status
+	notify   *notifier
+	stopOnce sync.Once
+}
+
+type confAt struct {
+	index uint64
+	cs    *pb.ConfState
+}
+
+// Start opens the replica's raft state in cfg.DB (creating it on first
+// use) and starts it. A single-voter group is leader when Start returns.
+func Start(cfg Config) (*Group, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	g := &Group{
+		cfg:       cfg,
+		id:        cfg.ID,
+		gid:       cfg.GroupID,
+		log:       cfg.Log.With("group", cfg.GroupID, "replica", cfg.ID),
+		db:        cfg.DB,
+		sm:        cfg.SM,
+		tr:        cfg.Transport,
+		keys:      newKeys(cfg.Prefix),
+		waiters:   map[uint64]*proposal{},
+		reads:     map[uint64]*readBatch{},
+		wake:      make(chan struct{}, 1),
+		stopC:     make(chan struct{}),
+		done:      make(chan struct{}),
+		leaderCh:  make(chan struct{}),
+		appliedCh: make(chan struct{}),
+		statusC:   make(chan chan Status),
+	}
+	g.in.spools = map[uint64]*spool{}
+	// Proposal sequence numbers only need to be unique per (replica, term)
+	// (see proposal.go); starting from the clock makes them unique across
+	// restarts too, which helps when reading logs.
+	g.seq.Store(uint64(time.Now().UnixNano()))
+
+	boot := &pb.ConfState{}
+	if !cfg.Join {
+		for _, p := range cfg.Peers {
+			boot.Voters = append(boot.Voters, p.ID)
+		}
+	}
+	st, err := openLog(cfg.DB, g.keys, boot, cfg.CacheBytes)
+	if err != nil {
+		return nil, fmt.Errorf("raft group %d replica %d: %w", g.gid, g.id, err)
+	}
+	g.store = st
+	st.peers = g.encodedPeers
+	if err := g.recover(); err != nil {
+		return nil, fmt.Errorf("raft group %d replica %d: %w", g.gid, g.id, err)
+	}
+	if g.peers, err = loadPeers(cfg.DB, g.keys); err != nil {
+		return nil, err
+	}
+	changed := false
+	for _, p := range cfg.Peers {
+		if p.Addr != "" && g.peers[p.ID] != p.Addr {
+			g.peers[p.ID] = p.Addr
+			changed = true
+		}
+	}
+	if changed {
+		if err := cfg.DB.Set(g.keys.peers, encodePeers(g.peers), false); err != nil {
+			return nil, fmt.Errorf("raft group %d replica %d: write address book: %w", g.gid, g.id, err)
+		}
+	}
+
+	rc := &raft.Config{
+		ID:            g.id,
+		ElectionTick:  cfg.ElectionTicks,
+		HeartbeatTick: cfg.HeartbeatTicks,
+		Storage:       st,
+		// Raft re-delivers everything after the truncation point, not just
+		// what the state machine lacks: the loop skips entries at or below
+		// the state machine's applied index, and raft rebuilds the
+		// configuration from the conf changes it re-delivers, so no
+		// configuration has to be persisted apart from the log (doc.go).
+		Applied:                   st.trunc.GetIndex(),
+		AsyncStorageWrites:        true,
+		MaxSizePerMsg:             1 << 20,
+		MaxCommittedSizePerReady:  16 << 20,
+		MaxUncommittedEntriesSize: 64 << 20,
+		MaxInflightMsgs:           256,
+		CheckQuorum:               true,
+		PreVote:                   true,
+		ReadOnlyOption:            raft.ReadOnlySafe,
+		// Only the leader takes proposals, so that a proposal's waiter is
+		// on the replica whose log holds the entry (proposal.go).
+		DisableProposalForwarding: true,
+		StepDownOnRemoval:         true,
+		Logger:                    newRaftLogger(g.log),
+	}
+	if g.rn, err = raft.NewRawNode(rc); err != nil {
+		return nil, fmt.Errorf("raft group %d replica %d: %w", g.gid, g.id, err)
+	}
+	bs := g.rn.BasicStatus()
+	g.term.Store(bs.GetTerm())
+	g.commit.Store(bs.GetCommit())
+	g.applied.Store(g.smApplied)
+
+	if g.tr != nil {
+		if err := g.tr.Register(g.gid, handler{g}); err != nil {
+			return nil, fmt.Errorf("raft group %d replica %d: %w", g.gid, g.id, err)
+		}
+	}
+	g.notify = newNotifier(cfg.OnLeaderChange)
+	single := g.singleVoter()
+	g.log.Info("raft replica starting", "first", st.first(), "last", st.last(),
+		"term", bs.GetTerm(), "commit", bs.GetCommit(), "sm_applied", g.smApplied,
+		"voters", st.trunc.GetConfState().GetVoters())
+	go g.run()
+
+	if single {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := g.waitLeader(ctx, true); err != nil {
+			g.log.Warn("single-voter group did not become leader at start", "err", err)
+		}
+	}
+	return g, nil
+}
+
+func (c *Config) fill() error {
+	switch {
+	case c.ID == 0:
+		return errors.New("raftgroup: replica id must be > 0")
+	case c.DB == nil:
+		return errors.New("raftgroup: Config.DB is nil")
+	case c.SM == nil:
+		return errors.New("raftgroup: Config.SM is nil")
+	case len(c.Prefix) == 0:
+		return errors.New("raftgroup: Config.Prefix is empty")
+	case len(c.Peers) == 0 && !c.Join:
+		return errors.New("raftgroup: Config.Peers is empty")
+	case (len(c.Peers) > 1 || c.Join) && c.Transport == nil:
+		return errors.New("raftgroup: a group with several replicas needs a Transport")
+	}
+	if !c.Join && !slices.ContainsFunc(c.Peers, func(p Peer) bool { return p.ID == c.ID }) {
+		return fmt.Errorf("raftgroup: replica %d is not among Config.Peers", c.ID)
+	}
+	if c.TickInterval <= 0 {
+		c.TickInterval = 100 * time.Millisecond
+	}
+	if c.ElectionTicks <= 0 {
+		c.ElectionTicks = 10
+	}
+	if c.HeartbeatTicks <= 0 {
+		c.HeartbeatTicks = 1
+	}
+	if c.KeepEntries == 0 {
+		c.KeepEntries = 10000
+	}
+	if c.CacheBytes <= 0 {
+		c.CacheBytes = 16 << 20
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	return nil
+}
+
+// recover reconciles the raft log with the state machine after a crash
+// (doc.go, "Crash safety").
+func (g *Group) recover() error {
+	st := g.store
+	g.smApplied = g.sm.Applied()
+
+	var pend pb.SnapshotMetadata
+	switch err := getProto(g.db, g.keys.pending, &pend); {
+	case err == nil:
+		// A snapshot install was interrupted. Restore is atomic, so the
+		// state machine either still has its old state (drop the marker:
+		// the log was not touched) or has the image (finish the log part).
+		b := g.db.NewWriteBatch()
+		defer b.Close()
+		if g.smApplied >= pend.GetIndex() {
+			g.log.Info("finishing interrupted snapshot install", "index", pend.GetIndex(), "sm_applied", g.smApplied)
+			if err := st.resetTo(b, &pend); err != nil {
+				return err
+			}
+			hs := &pb.HardState{Term: new(st.hs.GetTerm()), Vote: new(st.hs.GetVote()), Commit: new(max(st.hs.GetCommit(), pend.GetIndex()))}
+			if err := st.setHardState(b, hs); err != nil {
+				return err
+			}
+		} else {
+			g.log.Info("discarding interrupted snapshot install", "index", pend.GetIndex(), "sm_applied", g.smApplied)
+		}
+		b.Delete(g.keys.pending)
+		if err := b.Commit(true); err != nil {
+			return fmt.Errorf("recover interrupted snapshot install: %w", err)
+		}
+	case !errors.Is(err, kv.ErrNotFound):
+		return fmt.Errorf("read pending snapshot marker: %w", err)
+	}
+
+	t, last := st.trunc.GetIndex(), st.last()
+	if g.smApplied < t {
+		return fmt.Errorf("state machine applied index %d is behind the raft log's truncation point %d: store damaged", g.smApplied, t)
+	}
+	if g.smApplied > last {
+		return fmt.Errorf("state machine applied index %d is beyond the raft log's last index %d: store damaged", g.smApplied, last)
+	}
+	// The loop applies committed entries before it persists the commit
+	// index that made them committed, and a crash can keep the first
+	// write and lose the second; everything applied was committed.
+	if c := max(g.smApplied, t); st.hs.GetCommit() < c {
+		g.log.Info("raising persisted commit index to the applied index", "commit", st.hs.GetCommit(), "applied", c)
+		st.hs = &pb.HardState{Term: new(st.hs.GetTerm()), Vote: new(st.hs.GetVote()), Commit: new(c)}
+	}
+	return nil
+}
+
+// Propose submits data as a command and waits until its entry is applied
+// on this replica; it returns the state machine's result for that entry.
+// It fails with *NotLeaderError on a follower, ErrProposalDropped if the
+// outcome became unknown, ErrStopped, or the context's error (the command
+// may still be applied later).
+func (g *Group) Propose(ctx context.Context, data []byte) (any, error) {
+	if err := g.checkLeader(); err != nil {
+		return nil, err
+	}
+	p := &proposal{seq: g.seq.Add(1), done: make(chan result, 1)}
+	p.data = encodeProposal(g.id, p.seq, data)
+	g.in.push(func(it *inboxItems) { it.props = append(it.props, p) })
+	g.signal()
+	return g.await(ctx, p)
+}
+
+func (g *Group) checkLeader() error {
+	select {
+	case <-g.done:
+		return g.stoppedErr()
+	default:
+	}
+	if !g.isLeader.Load() {
+		return g.notLeader()
+	}
+	return nil
+}
+
+func (g *Group) notLeader() *NotLeaderError {
+	l := g.leader.Load()
+	return &NotLeaderError{Leader: l, Addr: g.peerAddr(l)}
+}
+
+func (g *Group) await(ctx context.Context, p *proposal) (any, error) {
+	select {
+	case r := <-p.done:
+		return r.v, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-g.done:
+		select {
+		case r := <-p.done:
+			return r.v, r.err
+		default:
+			return nil, g.stoppedErr()
+		}
+	}
+}
+
+func (g *Group) stoppedErr() error {
+	if g.err != nil {
+		return fmt.Errorf("%w: %v", ErrStopped, g.err)
+	}
+	return ErrStopped
+}
+
+// IsLeader reports whether this replica is the leader.
+func (g *Group) IsLeader() bool { return g.isLeader.Load() }
+
+// Leader is the leader's replica id, 0 if unknown.
+func (g *Group) Leader() uint64 { return g.leader.Load() }
+
+// LeaderAddr is the leader's address, "" if unknown.
+func (g *Group) LeaderAddr() string { return g.peerAddr(g.leader.Load()) }
+
+// Term is the current term.
+func (g *Group) Term() uint64 { return g.term.Load() }
+
+// AppliedIndex is the index the state machine has applied.
+func (g *Group) AppliedIndex() uint64 { return g.applied.Load() }
+
+// ID is this replica's id.
+func (g *Group) ID() uint64 { return g.id }
+
+// Stats returns the group's counters.
+func (g *Group) Stats() Stats { return g.stats.load() }
+
+// Done is closed when the group has stopped, by Stop or by a fatal error
+// (see Err).
+func (g *Group) Done() <-chan struct{} { return g.done }
+
+// Err is the fatal error that stopped the group, nil while it runs or
+// after a clean Stop.
+func (g *Group) Err() error {
+	select {
+	case <-g.done:
+		return g.err
+	default:
+		return nil
+	}
+}
+
+// WaitLeader waits until a leader is known.
+func (g *Group) WaitLeader(ctx context.Context) error { return g.waitLeader(ctx, false) }
+
+func (g *Group) waitLeader(ctx context.Context, self bool) error {
+	for {
+		g.stateMu.Lock()
+		ch := g.leaderCh
+		g.stateMu.Unlock()
+		if l := g.leader.Load(); l != 0 && (!self || l == g.id) {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-g.done:
+			return g.stoppedErr()
+		}
+	}
+}
+
+// ReadIndex is a linearizable read barrier: it returns once this
+// replica's applied index has reached the leader's commit index as of
+// some moment after the call began, so that reads of the local state
+// that follow see every write acknowledged before the call. It works on
+// followers too (the leader answers over the transport). Raft drops read
+// requests while no leader is known; they are retried until ctx ends.
+func (g *Group) ReadIndex(ctx context.Context) error {
+	retry := time.Duration(g.cfg.ElectionTicks) * g.cfg.TickInterval
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		r := &readReq{done: make(chan readResult, 1)}
+		g.in.push(func(it *inboxItems) { it.reads = append(it.reads, r) })
+		g.signal()
+		if timer == nil {
+			timer = time.NewTimer(retry)
+		} else {
+			timer.Reset(retry)
+		}
+		select {
+		case res := <-r.done:
+			if res.retry {
+				continue
+			}
+			return g.waitApplied(ctx, res.index)
+		case <-timer.C:
+			continue
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-g.done:
+			return g.stoppedErr()
+		}
+	}
+}
+
+// WaitApplied waits until the applied index reaches index.
+func (g *Group) WaitApplied(ctx context.Context, index uint64) error {
+	return g.waitApplied(ctx, index)
+}
+
+func (g *Group) waitApplied(ctx context.Context, index uint64) error {
+	for {
+		g.stateMu.Lock()
+		ch := g.appliedCh
+		g.stateMu.Unlock()
+		if g.applied.Load() >= index {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-g.done:
+			return g.stoppedErr()
+		}
+	}
+}
+
+// Status returns the replica's state; Progress is filled on the leader.
+func (g *Group) Status() Status {
+	req := make(chan Status, 1)
+	select {
+	case g.statusC <- req:
+		return <-req
+	case <-g.done:
+		s := Status{GroupID: g.gid, ID: g.id, State: "stopped", Term: g.term.Load(),
+			Commit: g.commit.Load(), Applied: g.applied.Load(), Stats: g.stats.load()}
+		return s
+	}
+}
+
+// Stop stops the replica: pending calls fail with ErrStopped. It returns
+// the fatal error that stopped the group earlier, if any. It does not
+// close the DB.
+func (g *Group) Stop() error {
+	g.stopOnce.Do(func() { close(g.stopC) })
+	<-g.done
+	g.notify.close()
+	return g.err
+}
+
+func (g *Group) signal() {
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (g *Group) peerAddr(id uint64) string {
+	if id == 0 {
+		return ""
+	}
+	g.peersMu.RLock()
+	defer g.peersMu.RUnlock()
+	return g.peers[id]
+}
+
+// Peers returns the address book: every replica id this replica has
+// heard of and its address.
+func (g *Group) Peers() []Peer {
+	g.peersMu.RLock()
+	defer g.peersMu.RUnlock()
+	out := make([]Peer, 0, len(g.peers))
+	for id, a := range g.peers {
+		out = append(out, Peer{ID: id, Addr: a})
+	}
+	slices.SortFunc(out, func(a, b Peer) int { return cmpU64(a.ID, b.ID) })
+	return out
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// broadcast closes *ch and replaces it, waking every waiter on it.
+func (g *Group) broadcast(ch *chan struct{}) {
+	g.stateMu.Lock()
+	close(*ch)
+	*ch = make(chan struct{})
+	g.stateMu.Unlock()
+}
+
+// notifier calls OnLeaderChange in order from its own goroutine, so that
+// a slow callback never stalls the ready loop.
+type notifier struct {
+	fn   func(bool, uint64, uint64)
+	mu   sync.Mutex
+	q    []leaderEvent
+	wake chan struct{}
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+type leaderEvent struct {
+	isLeader     bool
+	leader, term uint64
+}
+
+func newNotifier(fn func(bool, uint64, uint64)) *notifier {
+	n := &notifier{fn: fn, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	if fn == nil {
+		close(n.done)
+		return n
+	}
+	go n.run()
+	return n
+}
+
+func (n *notifier) post(e leaderEvent) {
+	if n.fn == nil {
+		return
+	}
+	n.mu.Lock()
+	n.q = append(n.q, e)
+	n.mu.Unlock()
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (n *notifier) run() {
+	defer close(n.done)
+	for {
+		select {
+		case <-n.wake:
+		case <-n.stop:
+			return
+		}
+		n.mu.Lock()
+		q := n.q
+		n.q = nil
+		n.mu.Unlock()
+		for _, e := range q {
+			n.fn(e.isLeader, e.leader, e.term)
+		}
+	}
+}
+
+func (n *notifier) close() {
+	n.once.Do(func() { close(n.stop) })
+	<-n.done
+}

@@ -1,0 +1,362 @@
+package raftgroup
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+
+	"nacre/internal/kv"
+	"nacre/internal/obs"
+	"nacre/internal/rpc"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// testLog is quiet unless RAFTGROUP_TEST_LOG is set.
+func testLog() *slog.Logger {
+	if os.Getenv("RAFTGROUP_TEST_LOG") != "" {
+		return obs.NewLogger(os.Stderr, false, slog.LevelDebug)
+	}
+	return obs.Discard()
+}
+
+// testSM is the tiny state machine of the tests: it records every applied
+// command under its index and counts them, in the same kv.DB as the raft
+// log, with the applied index in the same batch.
+type testSM struct {
+	db    *kv.DB
+	count uint64 // commands applied; loop goroutine only (and Restore)
+
+	applyCalls atomic.Int64
+	// hook, if set, runs at the start of every Apply call.
+	hook func(entries []Entry) error
+}
+
+var (
+	smApplied = []byte("sm/applied")
+	smCount   = []byte("sm/count")
+	smLog     = []byte("sm/e/")
+	smRange   = KeyRange{Lower: []byte("sm/"), Upper: []byte("sm0")}
+)
+
+func newTestSM(t testing.TB, db *kv.DB) *testSM {
+	sm := &testSM{db: db}
+	sm.count = sm.get(smCount)
+	return sm
+}
+
+func (s *testSM) get(k []byte) uint64 {
+	v, err := s.db.Get(k)
+	if errors.Is(err, kv.ErrNotFound) {
+		return 0
+	}
+	if err != nil {
+		panic(err)
+	}
+	return binary.BigEndian.Uint64(v)
+}
+
+type applyResult struct {
+	Index uint64
+	Data  string
+	Count uint64
+}
+
+func (s *testSM) Apply(entries []Entry) ([]any, error) {
+	s.applyCalls.Add(1)
+	if s.hook != nil {
+		if err := s.hook(entries); err != nil {
+			return nil, err
+		}
+	}
+	b := s.db.NewWriteBatch()
+	defer b.Close()
+	res := make([]any, len(entries))
+	for i, e := range entries {
+		if e.Data == nil {
+			continue
+		}
+		s.count++
+		b.Set(binary.BigEndian.AppendUint64(append([]byte(nil), smLog...), e.Index), e.Data)
+		res[i] = applyResult{Index: e.Index, Data: string(e.Data), Count: s.count}
+	}
+	b.Set(smCount, binary.BigEndian.AppendUint64(nil, s.count))
+	b.Set(smApplied, binary.BigEndian.AppendUint64(nil, entries[len(entries)-1].Index))
+	if err := b.Commit(false); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func (s *testSM) Applied() uint64 { return s.get(smApplied) }
+
+func (s *testSM) Snapshot() (SnapshotData, error) { return SnapshotKV(s.db, smRange), nil }
+
+func (s *testSM) Restore(r SnapshotData) error {
+	if err := RestoreKV(s.db, r, smRange); err != nil {
+		return err
+	}
+	s.count = s.get(smCount)
+	return nil
+}
+
+// commands returns the applied commands in index order.
+func (s *testSM) commands(t testing.TB) []applyResult {
+	t.Helper()
+	it, err := s.db.NewIter(smLog, kv.PrefixEnd(smLog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	var out []applyResult
+	for it.First(); it.Valid(); it.Next() {
+		out = append(out, applyResult{Index: binary.BigEndian.Uint64(it.Key()[len(smLog):]), Data: string(it.Value())})
+	}
+	return out
+}
+
+// node is one replica of a test cluster: its store, gRPC server and group.
+type node struct {
+	id    uint64
+	fs    vfs.FS
+	db    *kv.DB
+	sm    *testSM
+	g     *Group
+	srv   *grpc.Server
+	ln    net.Listener
+	tr    *GRPCTransport
+	addr  string
+	serve sync.WaitGroup
+}
+
+type cluster struct {
+	t     testing.TB
+	nodes map[uint64]*node
+	peers []Peer
+	cfg   func(*Config) // adjusts every replica's config
+}
+
+// testTiming keeps elections quick but not so quick that a busy 2-core
+// machine running -race loses heartbeats.
+func testTiming(c *Config) {
+	c.TickInterval = 10 * time.Millisecond
+	c.ElectionTicks = 15
+	c.HeartbeatTicks = 1
+}
+
+// newCluster starts n replicas of group 1 on loopback.
+func newCluster(t testing.TB, n int, adjust func(*Config)) *cluster {
+	c := &cluster{t: t, nodes: map[uint64]*node{}, cfg: adjust}
+	for i := 1; i <= n; i++ {
+		nd := &node{id: uint64(i), fs: vfs.NewMem()}
+		nd.listen(t, "127.0.0.1:0")
+		c.nodes[nd.id] = nd
+		c.peers = append(c.peers, Peer{ID: nd.id, Addr: nd.addr})
+	}
+	for i := 1; i <= n; i++ {
+		c.start(uint64(i), false)
+	}
+	t.Cleanup(c.close)
+	return c
+}
+
+func (nd *node) listen(t testing.TB, addr string) {
+	t.Helper()
+	var err error
+	for range 50 {
+		if nd.ln, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // the old listener's port may linger
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd.addr = nd.ln.Addr().String()
+	nd.srv = rpc.NewServer(nil)
+	nd.tr = NewGRPCTransport(nd.srv, testLog())
+	nd.serve.Add(1)
+	go func() {
+		defer nd.serve.Done()
+		nd.srv.Serve(nd.ln)
+	}()
+}
+
+// start opens node id's store (creating it the first time) and starts its
+// replica; join starts it as a replica to be added.
+func (c *cluster) start(id uint64, join bool) *node {
+	c.t.Helper()
+	nd := c.nodes[id]
+	if nd.srv == nil {
+		nd.listen(c.t, nd.addr)
+	}
+	db, err := kv.Open("db", kv.Options{FS: nd.fs, CacheSize: 8 << 20})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	nd.db = db
+	nd.sm = newTestSM(c.t, db)
+	cfg := Config{
+		GroupID: 1, ID: id, Peers: c.peers, Join: join, DB: db, Prefix: []byte("\x00r"),
+		SM: nd.sm, Transport: nd.tr, Log: testLog(),
+	}
+	testTiming(&cfg)
+	if c.cfg != nil {
+		c.cfg(&cfg)
+	}
+	if nd.g, err = Start(cfg); err != nil {
+		c.t.Fatal(err)
+	}
+	return nd
+}
+
+// stop stops node id's replica, server and store (a clean shutdown).
+func (c *cluster) stop(id uint64) {
+	nd := c.nodes[id]
+	if nd.g == nil {
+		return
+	}
+	if err := nd.g.Stop(); err != nil {
+		c.t.Errorf("stop replica %d: %v", id, err)
+	}
+	nd.g = nil
+	nd.srv.Stop()
+	nd.serve.Wait()
+	nd.tr.Close()
+	nd.srv, nd.tr = nil, nil
+	if err := nd.db.Close(); err != nil {
+		c.t.Errorf("close store %d: %v", id, err)
+	}
+	nd.db = nil
+}
+
+func (c *cluster) close() {
+	for id := range c.nodes {
+		c.stop(id)
+	}
+}
+
+// addNode creates node id (not yet started) listening on loopback.
+func (c *cluster) addNode(id uint64) *node {
+	nd := &node{id: id, fs: vfs.NewMem()}
+	nd.listen(c.t, "127.0.0.1:0")
+	c.nodes[id] = nd
+	return nd
+}
+
+// leader waits until one running replica leads in the highest term any
+// replica has seen, and returns it.
+func (c *cluster) leader() *node {
+	c.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var best *node
+		var maxTerm uint64
+		for _, nd := range c.nodes {
+			if nd.g == nil {
+				continue
+			}
+			maxTerm = max(maxTerm, nd.g.Term())
+			if nd.g.IsLeader() && (best == nil || nd.g.Term() > best.g.Term()) {
+				best = nd
+			}
+		}
+		if best != nil && best.g.Term() == maxTerm {
+			return best
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c.t.Fatal("no leader elected within 10s")
+	return nil
+}
+
+func (c *cluster) followers() []*node {
+	var out []*node
+	for _, nd := range c.nodes {
+		if nd.g != nil && !nd.g.IsLeader() {
+			out = append(out, nd)
+		}
+	}
+	return out
+}
+
+// propose proposes on the current leader, following redirects.
+func (c *cluster) propose(ctx context.Context, data string) (applyResult, error) {
+	for {
+		l := c.leader()
+		v, err := l.g.Propose(ctx, []byte(data))
+		if err == nil {
+			return v.(applyResult), nil
+		}
+		if ctx.Err() != nil || !(errors.Is(err, ErrNotLeader) || errors.Is(err, ErrProposalDropped)) {
+			return applyResult{}, err
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitApplied waits until every running replica applied index i.
+func (c *cluster) waitApplied(i uint64) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, nd := range c.nodes {
+		if nd.g == nil {
+			continue
+		}
+		if err := nd.g.WaitApplied(ctx, i); err != nil {
+			c.t.Fatalf("replica %d did not apply %d (at %d): %v", nd.id, i, nd.g.AppliedIndex(), err)
+		}
+	}
+}
+
+// sameCommands checks that every running replica applied the same commands.
+func (c *cluster) sameCommands() []applyResult {
+	c.t.Helper()
+	var ref []applyResult
+	var refID uint64
+	for _, nd := range c.nodes {
+		if nd.g == nil {
+			continue
+		}
+		got := nd.sm.commands(c.t)
+		if ref == nil {
+			ref, refID = got, nd.id
+			continue
+		}
+		if fmt.Sprint(got) != fmt.Sprint(ref) {
+			c.t.Fatalf("replica %d applied %d commands, replica %d %d; they differ", nd.id, len(got), refID, len(ref))
+		}
+	}
+	return ref
+}
+
+// openSingle starts a single-replica group on db.
+func openSingle(t testing.TB, db *kv.DB, adjust func(*Config)) (*Group, *testSM) {
+	t.Helper()
+	sm := newTestSM(t, db)
+	cfg := Config{GroupID: 7, ID: 1, Peers: []Peer{{ID: 1}}, DB: db, Prefix: []byte("\x00r"), SM: sm, Log: testLog()}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	g, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, sm
+}
+
+var _ io.Reader = (*chunkReader)(nil)

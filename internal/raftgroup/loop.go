@@ -1,0 +1,717 @@
+package raftgroup
+
+import (
+	"encoding/binary"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
+	"google.golang.org/protobuf/proto"
+
+	"nacre/internal/kv"
+)
+
+// The ready loop. See doc.go ("Threading model") for the shape; in short,
+// one goroutine owns the RawNode, runs raft with AsyncStorageWrites and
+// acts as both of raft's storage "threads" itself, in this order:
+//
+//  1. take everything queued by other goroutines (messages, proposals,
+//     reads, transport reports) and Step it;
+//  2. take a Ready: send network messages at once, queue the local
+//     append and apply work;
+//  3. if there is apply work, apply it (it is durable already) and go
+//     back to 1, so that the callers just answered can queue their next
+//     proposals before the fsync below;
+//  4. otherwise write all queued append work in one batch with one fsync,
+//     then deliver the responses raft attached to it.
+
+func (g *Group) run() {
+	var err error
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic in raft loop: %v\n%s", r, debug.Stack())
+		}
+		g.shutdown(err)
+		close(g.done)
+	}()
+	err = g.loop()
+}
+
+func (g *Group) loop() error {
+	ticker := time.NewTicker(g.cfg.TickInterval)
+	defer ticker.Stop()
+	g.nextRead = uint64(time.Now().UnixNano())
+	g.maybeCampaign()
+	for {
+		if len(g.applyQ) > 0 || len(g.appendQ) > 0 || g.rn.HasReady() {
+			select {
+			case <-g.stopC:
+				return nil
+			case <-ticker.C:
+				g.tick()
+			case req := <-g.statusC:
+				req <- g.status()
+			default:
+			}
+		} else {
+			select {
+			case <-g.stopC:
+				return nil
+			case <-ticker.C:
+				g.tick()
+			case req := <-g.statusC:
+				req <- g.status()
+			case <-g.wake:
+			}
+		}
+		g.drain()
+		if err := g.process(); err != nil {
+			return err
+		}
+	}
+}
+
+// drain steps everything other goroutines queued.
+func (g *Group) drain() {
+	it := g.in.take(g.spare)
+	if it.empty() {
+		g.spare = it
+		return
+	}
+	for _, r := range it.reports {
+		switch {
+		case r.unreachable:
+			g.rn.ReportUnreachable(r.id)
+		case r.snapFailed:
+			g.rn.ReportSnapshot(r.id, raft.SnapshotFailure)
+		default:
+			g.rn.ReportSnapshot(r.id, raft.SnapshotFinish)
+		}
+	}
+	for _, m := range it.msgs {
+		if err := g.rn.Step(m); err != nil {
+			g.log.Debug("raft refused a message", "type", m.GetType(), "from", m.GetFrom(), "err", err)
+		}
+	}
+	if len(it.props) > 0 {
+		g.propose(it.props)
+	}
+	if len(it.reads) > 0 {
+		g.nextRead++
+		g.reads[g.nextRead] = &readBatch{reqs: append([]*readReq(nil), it.reads...), tick: g.ticks}
+		g.rn.ReadIndex(binary.BigEndian.AppendUint64(nil, g.nextRead))
+	}
+	it.clear()
+	g.spare = it
+}
+
+// propose hands queued proposals to raft: all commands in one MsgProp (one
+// append, one Ready), membership changes one by one.
+func (g *Group) propose(props []*proposal) {
+	bs := g.rn.BasicStatus()
+	if bs.RaftState != raft.StateLeader {
+		err := g.notLeader()
+		for _, p := range props {
+			p.finish(nil, err)
+		}
+		return
+	}
+	term := bs.GetTerm()
+	ents := make([]*pb.Entry, 0, len(props))
+	cmds := make([]*proposal, 0, len(props))
+	for _, p := range props {
+		if p.cc != nil {
+			g.proposeConfChange(p, term)
+			continue
+		}
+		ents = append(ents, &pb.Entry{Data: p.data})
+		cmds = append(cmds, p)
+	}
+	if len(ents) == 0 {
+		return
+	}
+	if err := g.rn.Step(&pb.Message{Type: pb.MsgProp.Enum(), From: new(g.id), Entries: ents}); err != nil {
+		err = fmt.Errorf("%w: %v", ErrProposalDropped, err)
+		for _, p := range cmds {
+			p.finish(nil, err)
+		}
+		return
+	}
+	g.stats.proposals.Add(uint64(len(cmds)))
+	for _, p := range cmds {
+		p.term = term
+		g.waiters[p.seq] = p
+	}
+}
+
+func (g *Group) proposeConfChange(p *proposal, term uint64) {
+	data, err := proto.Marshal(p.cc)
+	if err != nil {
+		p.finish(nil, fmt.Errorf("encode membership change: %w", err))
+		return
+	}
+	m := &pb.Message{Type: pb.MsgProp.Enum(), From: new(g.id),
+		Entries: []*pb.Entry{{Type: pb.EntryConfChangeV2.Enum(), Data: data}}}
+	if err := g.rn.Step(m); err != nil {
+		p.finish(nil, fmt.Errorf("%w: %v", ErrProposalDropped, err))
+		return
+	}
+	// Raft replaces a change it refuses by an empty entry in place.
+	if m.GetEntries()[0].GetType() != pb.EntryConfChangeV2 {
+		p.finish(nil, ErrMembershipBusy)
+		return
+	}
+	g.stats.proposals.Add(1)
+	p.term = term
+	g.waiters[p.seq] = p
+}
+
+// process does one step of work: take a Ready if there is one, then apply
+// or persist.
+func (g *Group) process() error {
+	if g.rn.HasReady() {
+		g.handleReady(g.rn.Ready())
+	}
+	if len(g.applyQ) > 0 {
+		return g.applyStage()
+	}
+	if len(g.appendQ) > 0 {
+		return g.persistStage()
+	}
+	return nil
+}
+
+func (g *Group) handleReady(rd raft.Ready) {
+	g.stats.readies.Add(1)
+	if rd.SoftState != nil {
+		g.onSoftState(*rd.SoftState)
+	}
+	if hs := rd.HardState; !raft.IsEmptyHardState(hs) {
+		g.term.Store(hs.GetTerm())
+		g.commit.Store(hs.GetCommit())
+	}
+	for _, rs := range rd.ReadStates {
+		if len(rs.RequestCtx) != 8 {
+			continue
+		}
+		id := binary.BigEndian.Uint64(rs.RequestCtx)
+		if b := g.reads[id]; b != nil {
+			delete(g.reads, id)
+			for _, r := range b.reqs {
+				r.done <- readResult{index: rs.Index}
+			}
+		}
+	}
+	for _, m := range rd.Messages {
+		switch m.GetTo() {
+		case raft.LocalAppendThread:
+			g.appendQ = append(g.appendQ, m)
+		case raft.LocalApplyThread:
+			g.applyQ = append(g.applyQ, m)
+		case g.id:
+			// Not produced with AsyncStorageWrites; step it next round.
+			g.in.push(func(it *inboxItems) { it.msgs = append(it.msgs, m) })
+			g.signal()
+		default:
+			g.send(m)
+		}
+	}
+}
+
+func (g *Group) onSoftState(ss raft.SoftState) {
+	prev := g.soft
+	g.soft = ss
+	wasLeader, isLeader := prev.RaftState == raft.StateLeader, ss.RaftState == raft.StateLeader
+	term := g.rn.BasicStatus().GetTerm()
+	g.term.Store(term)
+	g.leader.Store(ss.Lead)
+	g.isLeader.Store(isLeader)
+	if wasLeader && !isLeader {
+		// The entries of pending proposals may still commit under the
+		// next leader, or be overwritten; this replica will not learn
+		// which in time, so tell the callers now (the MDT's reply cache
+		// makes their retries exactly-once).
+		g.failWaiters(ErrProposalDropped)
+	}
+	if prev.Lead != ss.Lead || wasLeader != isLeader {
+		g.log.Info("leader changed", "leader", ss.Lead, "term", term, "state", stateName(ss.RaftState))
+		// Read requests in flight may have been dropped with the old
+		// leader: have the callers ask again right away.
+		for id, b := range g.reads {
+			for _, r := range b.reqs {
+				r.done <- readResult{retry: true}
+			}
+			delete(g.reads, id)
+		}
+		g.broadcast(&g.leaderCh)
+		g.notify.post(leaderEvent{isLeader: isLeader, leader: ss.Lead, term: term})
+	}
+}
+
+func (g *Group) failWaiters(err error) {
+	for seq, p := range g.waiters {
+		p.finish(nil, err)
+		delete(g.waiters, seq)
+	}
+}
+
+// send hands a message to the transport, which never blocks.
+func (g *Group) send(m *pb.Message) {
+	if g.tr == nil {
+		return
+	}
+	to := m.GetTo()
+	addr := g.peerAddr(to)
+	if addr == "" {
+		g.log.Debug("no address for replica; message dropped", "to", to, "type", m.GetType())
+		g.in.push(func(it *inboxItems) { it.reports = append(it.reports, report{id: to, unreachable: true}) })
+		return
+	}
+	if m.GetType() == pb.MsgSnap {
+		g.stats.snapsSent.Add(1)
+		g.log.Info("sending snapshot", "to", to, "index", m.GetSnapshot().GetMetadata().GetIndex())
+	}
+	g.tr.Send(g.gid, Peer{ID: to, Addr: addr}, m)
+}
+
+// persistStage writes all queued append work in one batch, synced if any
+// of it carries responses (which promise durability), then delivers the
+// responses.
+func (g *Group) persistStage() error {
+	msgs := g.appendQ
+	g.appendQ = nil
+	b := g.db.NewWriteBatch()
+	nents, sync := 0, false
+	commit := func() error {
+		defer b.Close()
+		if b.Empty() {
+			return nil
+		}
+		if err := b.Commit(sync); err != nil {
+			return fmt.Errorf("write raft log: %w", err)
+		}
+		g.stats.logWrites.Add(1)
+		if sync {
+			g.stats.syncs.Add(1)
+			g.stats.syncedEntries.Add(uint64(nents))
+		}
+		return nil
+	}
+	for _, m := range msgs {
+		if !raft.IsEmptySnap(m.GetSnapshot()) {
+			// Earlier appends go first: the install rewrites the log.
+			if err := commit(); err != nil {
+				return err
+			}
+			b, nents, sync = g.db.NewWriteBatch(), 0, false
+			if err := g.installSnapshot(b, m.GetSnapshot()); err != nil {
+				b.Close()
+				return err
+			}
+		}
+		if err := g.store.append(b, m.GetEntries()); err != nil {
+			b.Close()
+			return err
+		}
+		nents += len(m.GetEntries())
+		if m.Term != nil {
+			hs := &pb.HardState{Term: new(m.GetTerm()), Vote: new(m.GetVote()), Commit: new(m.GetCommit())}
+			if err := g.store.setHardState(b, hs); err != nil {
+				b.Close()
+				return err
+			}
+		}
+		if len(m.GetResponses()) > 0 {
+			sync = true
+		}
+	}
+	if err := commit(); err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		for _, r := range m.GetResponses() {
+			g.deliverLocal(r)
+		}
+	}
+	return nil
+}
+
+// deliverLocal routes a response raft attached to storage work.
+func (g *Group) deliverLocal(r *pb.Message) {
+	if r.GetTo() != g.id {
+		g.send(r)
+		return
+	}
+	if err := g.rn.Step(r); err != nil {
+		g.log.Debug("raft refused a storage response", "type", r.GetType(), "err", err)
+	}
+}
+
+// installSnapshot makes the state machine and the log jump to a snapshot
+// received from the leader. The state machine's Restore is atomic; the
+// pending marker, written before it and removed in the same batch as the
+// log reset, lets a restart finish or forget an install that a crash
+// interrupted (Group.recover).
+func (g *Group) installSnapshot(b *kv.Batch, snap *pb.Snapshot) error {
+	meta := snap.GetMetadata()
+	idx := meta.GetIndex()
+	sp := g.takeSpool(idx)
+	if sp == nil {
+		return fmt.Errorf("install snapshot at %d: no image was received for it", idx)
+	}
+	defer sp.release()
+	mv, err := proto.Marshal(meta)
+	if err != nil {
+		return err
+	}
+	// Not synced: the WAL keeps writes in order, so the marker is
+	// durable whenever Restore's writes are.
+	if err := g.db.Set(g.keys.pending, mv, false); err != nil {
+		return fmt.Errorf("install snapshot at %d: write marker: %w", idx, err)
+	}
+	if g.smApplied < idx {
+		rc, err := sp.open()
+		if err != nil {
+			return fmt.Errorf("install snapshot at %d: %w", idx, err)
+		}
+		err = g.sm.Restore(rc)
+		rc.Close()
+		if err != nil {
+			return fmt.Errorf("install snapshot at %d: restore state machine: %w", idx, err)
+		}
+		a := g.sm.Applied()
+		if a < idx {
+			return fmt.Errorf("install snapshot at %d: the image reflects index %d only", idx, a)
+		}
+		g.smApplied = a
+	}
+	if err := g.store.resetTo(b, meta); err != nil {
+		return err
+	}
+	if err := b.Delete(g.keys.pending); err != nil {
+		return err
+	}
+	g.mergePeers(snap.GetData())
+	g.confHist = nil
+	g.stats.snapsRecv.Add(1)
+	g.log.Info("installed snapshot", "index", idx, "term", meta.GetTerm(), "sm_applied", g.smApplied,
+		"voters", meta.GetConfState().GetVoters())
+	g.applied.Store(g.smApplied)
+	g.broadcast(&g.appliedCh)
+	return nil
+}
+
+// applyStage applies all queued committed entries with one Apply call.
+func (g *Group) applyStage() error {
+	msgs := g.applyQ
+	g.applyQ = nil
+	var ents []*pb.Entry
+	if len(msgs) == 1 {
+		ents = msgs[0].GetEntries()
+	} else {
+		for _, m := range msgs {
+			ents = append(ents, m.GetEntries()...)
+		}
+	}
+	if len(ents) == 0 {
+		for _, m := range msgs {
+			for _, r := range m.GetResponses() {
+				g.deliverLocal(r)
+			}
+		}
+		return nil
+	}
+	// Entries at or below the state machine's applied index are raft
+	// re-delivering what a restart or a snapshot already covers.
+	prevApplied := g.smApplied
+	sm := g.smEnts[:0]
+	for _, e := range ents {
+		if e.GetIndex() <= prevApplied {
+			continue
+		}
+		se := Entry{Index: e.GetIndex()}
+		if e.GetType() == pb.EntryNormal && len(e.GetData()) > 0 {
+			_, _, payload, err := decodeProposal(e.GetData())
+			if err != nil {
+				return fmt.Errorf("entry %d: %w", e.GetIndex(), err)
+			}
+			se.Data = payload
+		}
+		sm = append(sm, se)
+	}
+	var results []any
+	if len(sm) > 0 {
+		var err error
+		results, err = g.sm.Apply(sm)
+		if err != nil {
+			return fmt.Errorf("apply entries [%d, %d]: %w", sm[0].Index, sm[len(sm)-1].Index, err)
+		}
+		if len(results) != len(sm) {
+			return fmt.Errorf("apply entries [%d, %d]: state machine returned %d results for %d entries",
+				sm[0].Index, sm[len(sm)-1].Index, len(results), len(sm))
+		}
+		g.smApplied = sm[len(sm)-1].Index
+		g.stats.applyBatches.Add(1)
+		g.stats.appliedEntries.Add(uint64(len(sm)))
+	}
+	clear(sm)
+	g.smEnts = sm[:0]
+
+	ri, answered := 0, 0
+	for _, e := range ents {
+		var res any
+		if e.GetIndex() > prevApplied {
+			res = results[ri]
+			ri++
+		}
+		switch e.GetType() {
+		case pb.EntryNormal:
+			if len(e.GetData()) == 0 {
+				continue
+			}
+			id, seq, _, _ := decodeProposal(e.GetData())
+			if g.resolve(id, seq, e.GetTerm(), res, nil) {
+				answered++
+			}
+		case pb.EntryConfChange, pb.EntryConfChangeV2:
+			if err := g.applyConfChange(e); err != nil {
+				return err
+			}
+		}
+	}
+	g.store.applied = ents[len(ents)-1].GetIndex()
+	for _, m := range msgs {
+		for _, r := range m.GetResponses() {
+			g.deliverLocal(r)
+		}
+	}
+	g.applied.Store(g.smApplied)
+	g.broadcast(&g.appliedCh)
+	if err := g.maybeCompact(); err != nil {
+		return err
+	}
+	if answered > 0 {
+		// Let the callers just answered run before the next fsync, so
+		// that their next proposals join it instead of waiting a whole
+		// cycle (doc.go, "Batching").
+		runtime.Gosched()
+	}
+	return nil
+}
+
+// resolve hands an applied entry's result to the proposal waiting for it.
+func (g *Group) resolve(id, seq, term uint64, v any, err error) bool {
+	if id != g.id {
+		return false
+	}
+	if p := g.waiters[seq]; p != nil && p.term == term {
+		delete(g.waiters, seq)
+		p.finish(v, err)
+		return true
+	}
+	return false
+}
+
+func (g *Group) applyConfChange(e *pb.Entry) error {
+	var cc pb.ConfChangeI
+	var ctx []byte
+	switch e.GetType() {
+	case pb.EntryConfChange:
+		var c pb.ConfChange
+		if err := proto.Unmarshal(e.GetData(), &c); err != nil {
+			return fmt.Errorf("entry %d: decode conf change: %w", e.GetIndex(), err)
+		}
+		cc, ctx = &c, c.GetContext()
+	default:
+		var c pb.ConfChangeV2
+		if err := proto.Unmarshal(e.GetData(), &c); err != nil {
+			return fmt.Errorf("entry %d: decode conf change: %w", e.GetIndex(), err)
+		}
+		cc, ctx = &c, c.GetContext()
+	}
+	cs := g.rn.ApplyConfChange(cc)
+	g.store.conf = cs
+	g.confHist = append(g.confHist, confAt{index: e.GetIndex(), cs: cs})
+	id, seq, peer := decodeChangeContext(ctx)
+	if peer != nil && peer.Addr != "" {
+		g.setPeerAddr(peer.Id, peer.Addr)
+	}
+	g.log.Info("membership changed", "index", e.GetIndex(), "change", raft.DescribeConfChange(cc),
+		"voters", cs.GetVoters(), "learners", cs.GetLearners())
+	g.resolve(id, seq, e.GetTerm(), nil, nil)
+	return nil
+}
+
+// confAt is the configuration as of index i (i at or after the
+// truncation point and at most the applied index).
+func (g *Group) confAt(i uint64) *pb.ConfState {
+	cs := g.store.trunc.GetConfState()
+	for _, c := range g.confHist {
+		if c.index > i {
+			break
+		}
+		cs = c.cs
+	}
+	return cs
+}
+
+// maybeCompact drops log entries more than KeepEntries behind the applied
+// index, a quarter of KeepEntries at a time.
+func (g *Group) maybeCompact() error {
+	keep := g.cfg.KeepEntries
+	applied := g.store.applied
+	t := g.store.trunc.GetIndex()
+	if applied <= keep || applied-keep < t+max(keep/4, 1) {
+		return nil
+	}
+	c := applied - keep
+	cs := g.confAt(c)
+	b := g.db.NewWriteBatch()
+	defer b.Close()
+	if err := g.store.compact(b, c, cs); err != nil {
+		return err
+	}
+	// Not synced: losing it only keeps more log.
+	if err := b.Commit(false); err != nil {
+		return fmt.Errorf("compact raft log to %d: %w", c, err)
+	}
+	i := 0
+	for i < len(g.confHist) && g.confHist[i].index <= c {
+		i++
+	}
+	g.confHist = g.confHist[i:]
+	g.stats.compactions.Add(1)
+	return nil
+}
+
+func (g *Group) tick() {
+	g.ticks++
+	g.rn.Tick()
+	// Raft drops read requests silently in some states (no leader yet);
+	// hand those back to their callers to retry.
+	for id, b := range g.reads {
+		if g.ticks-b.tick > uint64(2*g.cfg.ElectionTicks) {
+			for _, r := range b.reqs {
+				r.done <- readResult{retry: true}
+			}
+			delete(g.reads, id)
+		}
+	}
+	g.maybeCampaign()
+}
+
+// maybeCampaign makes a replica that is the only voter leader without
+// waiting for an election timeout (a single-replica MDT starts in one
+// fsync, not a second or two).
+func (g *Group) maybeCampaign() {
+	if g.soft.RaftState == raft.StateLeader || !g.singleVoter() || g.ticks < g.lastCampaign+2 && g.lastCampaign > 0 {
+		return
+	}
+	bs := g.rn.BasicStatus()
+	if bs.Applied < bs.GetCommit() {
+		// Raft refuses to campaign with unapplied conf changes; wait.
+		return
+	}
+	g.lastCampaign = g.ticks + 1
+	if err := g.rn.Campaign(); err != nil {
+		g.log.Debug("campaign failed", "err", err)
+	}
+}
+
+// singleVoter reports whether this replica is the group's only voter.
+func (g *Group) singleVoter() bool {
+	cs := g.store.conf
+	return len(cs.GetVoters()) == 1 && cs.GetVoters()[0] == g.id && len(cs.GetVotersOutgoing()) == 0
+}
+
+func (g *Group) status() Status {
+	st := g.rn.Status()
+	s := Status{
+		GroupID: g.gid, ID: g.id, State: stateName(st.RaftState),
+		Leader: st.Lead, Term: st.GetTerm(), Vote: st.GetVote(), Commit: st.GetCommit(),
+		Applied: g.applied.Load(), FirstIndex: g.store.first(), LastIndex: g.store.last(),
+		Stats: g.stats.load(),
+	}
+	for id := range st.Config.Voters.IDs() {
+		s.Voters = append(s.Voters, id)
+	}
+	for id := range st.Config.Learners {
+		s.Learners = append(s.Learners, id)
+	}
+	slices.Sort(s.Voters)
+	slices.Sort(s.Learners)
+	if st.Progress != nil {
+		s.Progress = make(map[uint64]PeerProgress, len(st.Progress))
+		for id, pr := range st.Progress {
+			s.Progress[id] = PeerProgress{
+				Addr: g.peerAddr(id), Match: pr.Match, Next: pr.Next, State: progressName(pr.State),
+				RecentActive: pr.RecentActive, Learner: pr.IsLearner,
+			}
+		}
+	}
+	return s
+}
+
+func stateName(s raft.StateType) string {
+	switch s {
+	case raft.StateLeader:
+		return "leader"
+	case raft.StateFollower:
+		return "follower"
+	case raft.StateCandidate:
+		return "candidate"
+	case raft.StatePreCandidate:
+		return "pre-candidate"
+	}
+	return s.String()
+}
+
+func progressName(s tracker.StateType) string {
+	switch s {
+	case tracker.StateProbe:
+		return "probe"
+	case tracker.StateReplicate:
+		return "replicate"
+	case tracker.StateSnapshot:
+		return "snapshot"
+	}
+	return s.String()
+}
+
+// shutdown runs on the loop goroutine as it exits.
+func (g *Group) shutdown(err error) {
+	if err != nil {
+		g.err = err
+		g.log.Error("raft group stopped by a fatal error", "err", err)
+	}
+	stopped := g.stoppedErr()
+	g.failWaiters(stopped)
+	for id, b := range g.reads {
+		for _, r := range b.reqs {
+			r.done <- readResult{retry: true}
+		}
+		delete(g.reads, id)
+	}
+	it := g.in.take(inboxItems{})
+	for _, p := range it.props {
+		p.finish(nil, stopped)
+	}
+	if g.tr != nil {
+		g.tr.Unregister(g.gid)
+	}
+	g.in.mu.Lock()
+	g.in.closed = true
+	for idx, sp := range g.in.spools {
+		sp.release()
+		delete(g.in.spools, idx)
+	}
+	g.in.mu.Unlock()
+	g.isLeader.Store(false)
+	g.leader.Store(0)
+	g.broadcast(&g.leaderCh)
+}

@@ -1,0 +1,242 @@
+// Package rpc sets up Nacre's gRPC servers and client connections and holds
+// the one table that translates between POSIX errno values, gRPC status
+// codes and Go errors.
+//
+// Every call carries the caller's protocol version in the metadata key
+// "nacre-protocol"; a server that speaks another version refuses the call
+// with FailedPrecondition and a message naming both versions, and so does a
+// client that learns the server's version from Hello.
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime/debug"
+	"strconv"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"nacre/internal/version"
+)
+
+const versionKey = "nacre-protocol"
+
+// Observer is told about every served call (for metrics).
+type Observer func(method string, d time.Duration, err error)
+
+// NewServer returns a gRPC server that checks protocol versions, turns
+// handler panics into Internal errors, and reports calls to obs (may be nil).
+func NewServer(obs Observer) *grpc.Server {
+	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+		if err := checkVersion(ctx); err != nil {
+			return nil, err
+		}
+		start := time.Now()
+		defer func() {
+			if r := recover(); r != nil {
+				err = status.Errorf(codes.Internal, "%s panicked: %v\n%s", info.FullMethod, r, debug.Stack())
+			}
+			if obs != nil {
+				obs(info.FullMethod, time.Since(start), err)
+			}
+		}()
+		return h(ctx, req)
+	}
+	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		if err := checkVersion(ss.Context()); err != nil {
+			return err
+		}
+		return h(srv, ss)
+	}
+	return grpc.NewServer(
+		grpc.UnaryInterceptor(unary),
+		grpc.StreamInterceptor(stream),
+		grpc.MaxRecvMsgSize(64<<20),
+		grpc.MaxSendMsgSize(64<<20),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	)
+}
+
+func checkVersion(ctx context.Context) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	v := md.Get(versionKey)
+	if len(v) == 0 {
+		return status.Errorf(codes.FailedPrecondition,
+			"incompatible peer: it sent no Nacre protocol version; this server speaks protocol %d", version.Protocol)
+	}
+	n, err := strconv.Atoi(v[0])
+	if err != nil || n != version.Protocol {
+		return status.Errorf(codes.FailedPrecondition, "%s", VersionMismatch(v[0], version.Protocol, "client", "server"))
+	}
+	return nil
+}
+
+// VersionMismatch formats the refusal message used on both sides.
+func VersionMismatch(peer string, ours int, peerRole, ourRole string) string {
+	return fmt.Sprintf("incompatible protocol versions: %s speaks Nacre protocol %s, %s speaks protocol %d; run the same Nacre release on both",
+		peerRole, peer, ourRole, ours)
+}
+
+// Dial returns a client connection to addr. It does not wait for the
+// server: the first call does, within its deadline.
+func Dial(addr string) (*grpc.ClientConn, error) {
+	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, inv grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		ctx = metadata.AppendToOutgoingContext(ctx, versionKey, strconv.Itoa(version.Protocol))
+		return inv(ctx, method, req, reply, cc, opts...)
+	}
+	stream := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, s grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		ctx = metadata.AppendToOutgoingContext(ctx, versionKey, strconv.Itoa(version.Protocol))
+		return s(ctx, desc, cc, method, opts...)
+	}
+	bc := backoff.DefaultConfig
+	bc.BaseDelay = 50 * time.Millisecond
+	bc.MaxDelay = time.Second
+	cc, err := grpc.NewClient("passthrough:///"+addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithUnaryInterceptor(unary),
+		grpc.WithStreamInterceptor(stream),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bc, MinConnectTimeout: 2 * time.Second}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
+			var d net.Dialer
+			c, err := d.DialContext(ctx, "tcp", a)
+			if tc, ok := c.(*net.TCPConn); ok {
+				tc.SetNoDelay(true)
+			}
+			return c, err
+		}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	return cc, nil
+}
+
+// Errno is a POSIX error with context, as returned by client calls.
+type Errno struct {
+	Op    string // what was attempted, e.g. "create /a/b"
+	Errno syscall.Errno
+	Msg   string // server detail, may be empty
+}
+
+func (e *Errno) Error() string {
+	s := e.Errno.Error()
+	if e.Msg != "" {
+		s = e.Msg
+	}
+	if e.Op == "" {
+		return s
+	}
+	return e.Op + ": " + s
+}
+
+// Unwrap lets errors.Is(err, syscall.ENOENT) work.
+func (e *Errno) Unwrap() error { return e.Errno }
+
+// NewErrno wraps an in-band errno; 0 gives nil.
+func NewErrno(op string, errno int32, msg string) error {
+	if errno == 0 {
+		return nil
+	}
+	return &Errno{Op: op, Errno: syscall.Errno(errno), Msg: msg}
+}
+
+// codeErrno is the one table between gRPC codes and errno values.
+var codeErrno = []struct {
+	code  codes.Code
+	errno syscall.Errno
+}{
+	{codes.NotFound, syscall.ENOENT},
+	{codes.AlreadyExists, syscall.EEXIST},
+	{codes.PermissionDenied, syscall.EACCES},
+	{codes.InvalidArgument, syscall.EINVAL},
+	{codes.ResourceExhausted, syscall.ENOSPC},
+	{codes.Unimplemented, syscall.ENOSYS},
+	{codes.Canceled, syscall.EINTR},
+	{codes.DeadlineExceeded, syscall.ETIMEDOUT},
+	{codes.FailedPrecondition, syscall.EPROTO},
+	{codes.Unavailable, syscall.EIO},
+	{codes.OutOfRange, syscall.EFBIG},
+	{codes.Aborted, syscall.EAGAIN},
+	{codes.DataLoss, syscall.EIO},
+	{codes.Internal, syscall.EIO},
+	{codes.Unknown, syscall.EIO},
+}
+
+// ToErrno maps any error to the errno a POSIX caller should see.
+func ToErrno(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return e
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return syscall.ETIMEDOUT
+	}
+	if errors.Is(err, context.Canceled) {
+		return syscall.EINTR
+	}
+	if s, ok := status.FromError(err); ok {
+		for _, m := range codeErrno {
+			if m.code == s.Code() {
+				return m.errno
+			}
+		}
+	}
+	return syscall.EIO
+}
+
+// Status turns a server-side error into a gRPC status error, keeping the
+// errno's meaning in the code.
+func Status(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		for _, m := range codeErrno {
+			if m.errno == e {
+				return status.Error(m.code, err.Error())
+			}
+		}
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+// Retryable reports whether a call failed for a reason that a retry with
+// the same request id can fix (server restarting, connection lost).
+func Retryable(err error) bool {
+	s, ok := status.FromError(err)
+	if !ok {
+		return false
+	}
+	switch s.Code() {
+	case codes.Unavailable:
+		return true
+	case codes.Aborted:
+		return true
+	}
+	return false
+}
+
+// IsVersionMismatch reports whether err is a protocol version refusal.
+func IsVersionMismatch(err error) bool {
+	s, ok := status.FromError(err)
+	return ok && s.Code() == codes.FailedPrecondition
+}

@@ -1,0 +1,311 @@
+// Package serve runs the target in a target directory: it loads and checks
+// the identity, opens the store, binds the listeners (keeping the ports of
+// earlier starts), starts the MGS, MDS or OSS, registers with the MGS and
+// heartbeats, serves metrics, and shuts down cleanly when asked.
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/kv"
+	"nacre/internal/mds"
+	"nacre/internal/mgs"
+	"nacre/internal/obs"
+	"nacre/internal/oss"
+	"nacre/internal/raftgroup"
+	"nacre/internal/rpc"
+	"nacre/internal/target"
+	"nacre/internal/version"
+)
+
+// PidFile is the name of the file holding the serving process's pid.
+const PidFile = "serve.pid"
+
+// LogFile is where `nacre up` sends a target's log.
+const LogFile = "serve.log"
+
+// Options configure Run.
+type Options struct {
+	Log *slog.Logger
+	// Ready, if set, is called once the target serves.
+	Ready func(id target.Identity)
+}
+
+// Run serves the target in dir until ctx is done or a fatal error occurs.
+func Run(ctx context.Context, dir string, o Options) error {
+	id, err := target.Load(dir)
+	if err != nil {
+		return err
+	}
+	log := o.Log.With("target", id.Name())
+	if err := claimPid(dir); err != nil {
+		return err
+	}
+	defer os.Remove(filepath.Join(dir, PidFile))
+
+	ln, err := listen(id.Listen, id, "gRPC")
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	var dataLn net.Listener
+	if id.Kind == target.OST {
+		if dataLn, err = listen(id.DataListen, id, "data"); err != nil {
+			return err
+		}
+		defer dataLn.Close()
+	}
+	reg := obs.NewRegistry()
+	metricsAddr := id.MetricsListen
+	if metricsAddr == "" {
+		metricsAddr = "127.0.0.1:0"
+	}
+	mh, err := obs.Serve(metricsAddr, reg)
+	if err != nil {
+		return fmt.Errorf("%s: %w", id.Name(), err)
+	}
+	defer mh.Close()
+	// Keep the ports the first start picked, so that restarts keep them.
+	changed := false
+	for _, p := range []struct {
+		cur *string
+		ln  net.Listener
+		adr string
+	}{{&id.Listen, ln, ""}, {&id.DataListen, dataLn, ""}, {&id.MetricsListen, nil, mh.Addr()}} {
+		a := p.adr
+		if p.ln != nil {
+			a = p.ln.Addr().String()
+		}
+		if a != "" && *p.cur != a {
+			*p.cur, changed = a, true
+		}
+	}
+	if changed {
+		if err := target.Save(dir, id); err != nil {
+			return err
+		}
+	}
+
+	db, err := kv.Open(target.StoreDir(dir), kv.Options{})
+	if err != nil {
+		return fmt.Errorf("%s: %w", id.Name(), err)
+	}
+	closeDB := true
+	defer func() {
+		if closeDB {
+			db.Close()
+		}
+	}()
+	if id.Kind != target.OST {
+		if err := target.CheckStore(db, id); err != nil {
+			return err
+		}
+	}
+	host, _ := os.Hostname()
+	info := &pb.TargetInfo{
+		Fsname: id.Fsname, Index: id.Index, Uuid: id.UUID, Addr: ln.Addr().String(), MetricsAddr: mh.Addr(),
+		Pid: int64(os.Getpid()), Host: host, ProtocolVersion: version.Protocol, Dir: absDir(dir), ReplicaId: id.ReplicaID,
+	}
+	fatal := make(chan error, 1)
+	var stop func()
+	switch id.Kind {
+	case target.MGS:
+		srv, err := mgs.New(mgs.Config{ID: id, DB: db, Log: log, Reg: reg, Self: mgs.SelfInfo(id, ln.Addr().String(), mh.Addr(), absDir(dir))})
+		if err != nil {
+			return err
+		}
+		g := rpc.NewServer(nil)
+		srv.Attach(g)
+		go serveGRPC(g, ln, fatal)
+		stop = func() { stopGRPC(g) }
+	case target.MDT:
+		info.Kind = pb.TargetKind_TARGET_MDT
+		stop, err = runMDS(id, db, ln, reg, log, info, fatal)
+		if err != nil {
+			return err
+		}
+	case target.OST:
+		db.Close()
+		closeDB = false
+		info.Kind = pb.TargetKind_TARGET_OST
+		info.DataAddr = dataLn.Addr().String()
+		srv, err := oss.Start(oss.Config{Dir: dir, ID: id, Log: log, Reg: reg, GRPC: ln, Data: dataLn})
+		if err != nil {
+			return err
+		}
+		r, err := mgs.StartRegistrar(id.MGSNode, func() *pb.TargetInfo { return info },
+			func() *pb.HeartbeatRequest {
+				return &pb.HeartbeatRequest{Kind: info.Kind, Index: id.Index, Uuid: id.UUID, Statfs: srv.Statfs()}
+			}, log)
+		if err != nil {
+			srv.Stop()
+			return err
+		}
+		go forward(r.Fatal(), fatal)
+		stop = func() { r.Stop(); srv.Stop() }
+	}
+	log.Info("serving", "addr", ln.Addr().String(), "data_addr", info.DataAddr, "metrics", mh.URL(), "pid", os.Getpid(), "version", version.Software)
+	if o.Ready != nil {
+		o.Ready(id)
+	}
+	select {
+	case <-ctx.Done():
+		log.Info("stopping")
+		stop()
+		return nil
+	case err := <-fatal:
+		stop()
+		return fmt.Errorf("%s: %w", id.Name(), err)
+	}
+}
+
+func runMDS(id target.Identity, db *kv.DB, ln net.Listener, reg *prometheus.Registry, log *slog.Logger, info *pb.TargetInfo, fatal chan error) (func(), error) {
+	mgsConn, err := rpc.Dial(id.MGSNode)
+	if err != nil {
+		return nil, err
+	}
+	g := rpc.NewServer(nil)
+	srv, err := mds.Start(mds.Config{ID: id, DB: db, Log: log, Reg: reg, GRPC: g, MGS: pb.NewMGSClient(mgsConn),
+		Group: groupFor(id, db, log, g)})
+	if err != nil {
+		mgsConn.Close()
+		return nil, err
+	}
+	go serveGRPC(g, ln, fatal)
+	r, err := mgs.StartRegistrar(id.MGSNode,
+		func() *pb.TargetInfo {
+			ti := proto.Clone(info).(*pb.TargetInfo)
+			ti.Leader = srv.IsLeader()
+			return ti
+		},
+		func() *pb.HeartbeatRequest {
+			return &pb.HeartbeatRequest{Kind: info.Kind, Index: id.Index, Uuid: id.UUID, Statfs: srv.LocalStatfs(), Leader: srv.IsLeader(), ReplicaId: id.ReplicaID}
+		}, log)
+	if err != nil {
+		g.Stop()
+		srv.Stop()
+		mgsConn.Close()
+		return nil, err
+	}
+	go forward(r.Fatal(), fatal)
+	return func() {
+		r.Stop()
+		stopGRPC(g)
+		srv.Stop()
+		mgsConn.Close()
+	}, nil
+}
+
+// stopGRPC drains calls for a moment, then cuts the rest.
+func stopGRPC(g *grpc.Server) {
+	done := make(chan struct{})
+	go func() { g.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		g.Stop()
+	}
+}
+
+func forward(from <-chan error, to chan<- error) {
+	if err, ok := <-from; ok {
+		select {
+		case to <- err:
+		default:
+		}
+	}
+}
+
+func serveGRPC(g *grpc.Server, ln net.Listener, fatal chan<- error) {
+	if err := g.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		select {
+		case fatal <- fmt.Errorf("gRPC server: %w", err):
+		default:
+		}
+	}
+}
+
+func absDir(d string) string {
+	if a, err := filepath.Abs(d); err == nil {
+		return a
+	}
+	return d
+}
+
+func listen(addr string, id target.Identity, what string) (net.Listener, error) {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("%s: cannot listen on %s for its %s service: the port is in use by another process; stop it or change \"listen\" in %s",
+				id.Name(), addr, what, target.IdentityFile)
+		}
+		return nil, fmt.Errorf("%s: listen on %s: %w", id.Name(), addr, err)
+	}
+	return ln, nil
+}
+
+// claimPid records our pid, refusing if another live process serves dir.
+func claimPid(dir string) error {
+	p := filepath.Join(dir, PidFile)
+	if pid, err := ReadPid(dir); err == nil && pid != os.Getpid() && Alive(pid) {
+		return fmt.Errorf("%s is already served by process %d; stop it first (nacre down, or kill %d)", dir, pid, pid)
+	}
+	return os.WriteFile(p, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
+}
+
+// ReadPid reads the pid file of a target directory.
+func ReadPid(dir string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(dir, PidFile))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
+// Alive reports whether a process exists.
+func Alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// groupFor builds the Raft group constructor of an MDT.
+func groupFor(id target.Identity, db *kv.DB, log *slog.Logger, g *grpc.Server) func(sm raftgroup.StateMachine) (*raftgroup.Group, error) {
+	return func(sm raftgroup.StateMachine) (*raftgroup.Group, error) {
+		rid := id.ReplicaID
+		if rid == 0 {
+			rid = 1
+		}
+		peers := []raftgroup.Peer{{ID: rid, Addr: id.Listen}}
+		if len(id.Peers) > 1 {
+			peers = peers[:0]
+			for pid, addr := range id.Peers {
+				peers = append(peers, raftgroup.Peer{ID: pid, Addr: addr})
+			}
+		}
+		return raftgroup.Start(raftgroup.Config{
+			GroupID: uint64(id.Index) + 1, ID: rid, Peers: peers, DB: db, Prefix: []byte("\x00r"), SM: sm,
+			Log: log, TickInterval: 100 * time.Millisecond,
+		})
+	}
+}

@@ -1,0 +1,234 @@
+// Package target manages a target directory: the identity file that
+// `nacre format` writes (file system name, role, index, format version,
+// addresses) and the checks that stop a server from opening a directory,
+// or a store, that belongs to another target, file system or format.
+//
+// Layout of a target directory:
+//
+//	nacre-target.json   identity (this package)
+//	store/              pebble store (MGS config, MDT metadata + raft log, OST attributes)
+//	objects/            OST only: object data as sparse files
+//	serve.pid           pid of the process serving it (nacre up / nacre down)
+//	serve.log           that process's log (nacre up)
+package target
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"nacre/internal/kv"
+	"nacre/internal/version"
+)
+
+// Kind is a target's role.
+type Kind string
+
+const (
+	MGS Kind = "mgs"
+	MDT Kind = "mdt"
+	OST Kind = "ost"
+)
+
+// IdentityFile is the name of the identity file inside a target directory.
+const IdentityFile = "nacre-target.json"
+
+// Identity is what `nacre format` records about a target.
+type Identity struct {
+	Fsname        string    `json:"fsname"`
+	Kind          Kind      `json:"kind"`
+	Index         uint32    `json:"index"`
+	UUID          string    `json:"uuid"`
+	FormatVersion int       `json:"format_version"`
+	Created       time.Time `json:"created"`
+	// MGSNode is the MGS address (MDT and OST only).
+	MGSNode string `json:"mgs_node,omitempty"`
+	// Listen is the gRPC address; port 0 picks a free port at the first
+	// start, which is then written back so restarts keep it.
+	Listen string `json:"listen"`
+	// DataListen is the OST's framed data protocol address.
+	DataListen string `json:"data_listen,omitempty"`
+	// MetricsListen is the Prometheus HTTP address.
+	MetricsListen string `json:"metrics_listen,omitempty"`
+	// ReplicaID and Peers describe the target's Raft group (MDT, MGS):
+	// replica ids to raft addresses. Empty means one replica.
+	ReplicaID uint64            `json:"replica_id,omitempty"`
+	Peers     map[uint64]string `json:"peers,omitempty"`
+}
+
+// Name is the Lustre-style target name, e.g. nacre-MDT0000.
+func (id Identity) Name() string {
+	switch id.Kind {
+	case MGS:
+		return "MGS"
+	case MDT:
+		return fmt.Sprintf("%s-MDT%04x", id.Fsname, id.Index)
+	case OST:
+		return fmt.Sprintf("%s-OST%04x", id.Fsname, id.Index)
+	}
+	return fmt.Sprintf("%s-%s%04x", id.Fsname, id.Kind, id.Index)
+}
+
+// Describe names the target for error messages.
+func (id Identity) Describe() string {
+	return fmt.Sprintf("%s of file system %q (format version %d)", id.Label(), id.Fsname, id.FormatVersion)
+}
+
+// Label is MGS, MDT0000 or OST0001.
+func (id Identity) Label() string {
+	if id.Kind == MGS {
+		return "MGS"
+	}
+	return fmt.Sprintf("%s%04x", upper(id.Kind), id.Index)
+}
+
+func upper(k Kind) string {
+	switch k {
+	case MDT:
+		return "MDT"
+	case OST:
+		return "OST"
+	}
+	return string(k)
+}
+
+// NewUUID returns a random identifier for a new target.
+func NewUUID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// ErrNotFormatted is returned by Load for a directory without identity.
+var ErrNotFormatted = errors.New("not a formatted Nacre target")
+
+// Format writes the identity of a new target into dir. It refuses a
+// directory that already holds a target (of any kind, file system or
+// format version) or other files.
+func Format(dir string, id Identity) error {
+	if id.Fsname == "" || len(id.Fsname) > 8 {
+		return fmt.Errorf("format %s: file system name %q must be 1 to 8 characters", dir, id.Fsname)
+	}
+	if id.UUID == "" {
+		id.UUID = NewUUID()
+	}
+	id.FormatVersion = version.Format
+	if id.Created.IsZero() {
+		id.Created = time.Now().UTC()
+	}
+	old, err := Load(dir)
+	switch {
+	case err == nil:
+		return fmt.Errorf("refusing to format %s as %s: it already holds %s; use another directory or remove this one first",
+			dir, id.Describe(), old.Describe())
+	case errors.Is(err, ErrNotFormatted):
+		entries, rerr := os.ReadDir(dir)
+		if rerr == nil && len(entries) > 0 {
+			return fmt.Errorf("refusing to format %s: the directory is not empty and holds no Nacre target; use an empty directory", dir)
+		}
+	case errors.Is(err, os.ErrNotExist):
+	default:
+		return fmt.Errorf("refusing to format %s as %s: %w", dir, id.Describe(), err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("format %s: %w", dir, err)
+	}
+	return Save(dir, id)
+}
+
+// Save rewrites the identity file atomically (write, fsync, rename).
+func Save(dir string, id Identity) error {
+	data, err := json.MarshalIndent(id, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, IdentityFile+".tmp")
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("write identity of %s: %w", dir, err)
+	}
+	if _, err := f.Write(append(data, '\n')); err != nil {
+		f.Close()
+		return fmt.Errorf("write identity of %s: %w", dir, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("sync identity of %s: %w", dir, err)
+	}
+	f.Close()
+	if err := os.Rename(tmp, filepath.Join(dir, IdentityFile)); err != nil {
+		return fmt.Errorf("write identity of %s: %w", dir, err)
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Load reads and checks the identity of the target in dir.
+func Load(dir string) (Identity, error) {
+	var id Identity
+	st, err := os.Stat(dir)
+	if err != nil {
+		return id, fmt.Errorf("target directory %s: %w", dir, err)
+	}
+	if !st.IsDir() {
+		return id, fmt.Errorf("target directory %s is not a directory", dir)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, IdentityFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return id, fmt.Errorf("%s: %w (no %s); run `nacre format` first", dir, ErrNotFormatted, IdentityFile)
+	}
+	if err != nil {
+		return id, fmt.Errorf("read identity of %s: %w", dir, err)
+	}
+	if err := json.Unmarshal(data, &id); err != nil {
+		return id, fmt.Errorf("identity file %s is corrupt: %v; restore it from a backup or reformat the target", filepath.Join(dir, IdentityFile), err)
+	}
+	if id.FormatVersion != version.Format {
+		return id, fmt.Errorf("%s holds a target of format version %d, but this nacre (%s) reads format version %d; use a nacre release that reads version %d",
+			dir, id.FormatVersion, version.Software, version.Format, id.FormatVersion)
+	}
+	switch id.Kind {
+	case MGS, MDT, OST:
+	default:
+		return id, fmt.Errorf("identity file of %s names unknown kind %q", dir, id.Kind)
+	}
+	return id, nil
+}
+
+// StoreDir is where the target's pebble store lives.
+func StoreDir(dir string) string { return filepath.Join(dir, "store") }
+
+// identityKey is the store key under which CheckStore records the owner.
+var identityKey = []byte("\x00identity")
+
+// CheckStore makes sure the store belongs to this target: on first use it
+// records the identity; later it refuses a store of another target, file
+// system or format version.
+func CheckStore(db *kv.DB, id Identity) error {
+	want := fmt.Sprintf("%s|%s|%d|%s|%d", id.Fsname, id.Kind, id.Index, id.UUID, id.FormatVersion)
+	got, err := db.Get(identityKey)
+	if errors.Is(err, kv.ErrNotFound) {
+		return db.Set(identityKey, []byte(want), true)
+	}
+	if err != nil {
+		return fmt.Errorf("read store identity in %s: %w", db.Dir(), err)
+	}
+	if string(got) != want {
+		return fmt.Errorf("store %s belongs to another target (%s), not to %s (%s|%s|%d|%s|%d); the directory was mixed up: restore the right store or reformat",
+			db.Dir(), got, id.Describe(), id.Fsname, id.Kind, id.Index, id.UUID, id.FormatVersion)
+	}
+	return nil
+}

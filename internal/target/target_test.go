@@ -1,0 +1,75 @@
+package target
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"nacre/internal/kv"
+)
+
+func TestFormatRefusesAnotherTarget(t *testing.T) {
+	dir := t.TempDir()
+	a := Identity{Fsname: "alpha", Kind: MDT, Index: 0, Listen: "127.0.0.1:0"}
+	if err := Format(dir, a); err != nil {
+		t.Fatal(err)
+	}
+	err := Format(dir, Identity{Fsname: "beta", Kind: OST, Index: 1})
+	if err == nil || !strings.Contains(err.Error(), "MDT0000") || !strings.Contains(err.Error(), "OST0001") ||
+		!strings.Contains(err.Error(), `"alpha"`) || !strings.Contains(err.Error(), `"beta"`) {
+		t.Fatalf("want refusal naming both targets and file systems, got %v", err)
+	}
+	got, err := Load(dir)
+	if err != nil || got.Fsname != "alpha" || got.Kind != MDT {
+		t.Fatalf("identity changed: %+v %v", got, err)
+	}
+}
+
+func TestLoadRefusesOtherFormatVersion(t *testing.T) {
+	dir := t.TempDir()
+	if err := Format(dir, Identity{Fsname: "x", Kind: OST}); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, IdentityFile)
+	data, _ := os.ReadFile(p)
+	os.WriteFile(p, []byte(strings.Replace(string(data), `"format_version": 1`, `"format_version": 7`, 1)), 0o644)
+	_, err := Load(dir)
+	if err == nil || !strings.Contains(err.Error(), "format version 7") || !strings.Contains(err.Error(), "version 1") {
+		t.Fatalf("want a message naming both versions, got %v", err)
+	}
+	if err := Format(dir, Identity{Fsname: "x", Kind: OST}); err == nil || !strings.Contains(err.Error(), "format version 7") {
+		t.Fatalf("format over a newer target: %v", err)
+	}
+}
+
+func TestFormatRefusesNonEmptyDirAndBadNames(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "data"), nil, 0o644)
+	if err := Format(dir, Identity{Fsname: "x", Kind: MGS}); err == nil || !strings.Contains(err.Error(), "not empty") {
+		t.Fatalf("non-empty dir: %v", err)
+	}
+	if err := Format(t.TempDir(), Identity{Fsname: "muchtoolongname", Kind: MGS}); err == nil {
+		t.Fatal("long fsname accepted")
+	}
+	if _, err := Load(t.TempDir()); err == nil || !strings.Contains(err.Error(), "nacre format") {
+		t.Fatalf("unformatted dir: %v", err)
+	}
+}
+
+func TestCheckStoreRefusesForeignStore(t *testing.T) {
+	db, _ := kv.OpenMem()
+	defer db.Close()
+	a := Identity{Fsname: "a", Kind: MDT, UUID: "u1", FormatVersion: 1}
+	if err := CheckStore(db, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckStore(db, a); err != nil {
+		t.Fatalf("same target refused: %v", err)
+	}
+	b := a
+	b.UUID = "u2"
+	if err := CheckStore(db, b); err == nil || !strings.Contains(err.Error(), "another target") {
+		t.Fatalf("foreign store accepted: %v", err)
+	}
+}

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what Nacre needs on Debian 12 (run as root or with sudo):
+# the FUSE 3 tools, and the tools its tests and benchmarks drive.
+# Go itself must be 1.26 or newer (https://go.dev/dl); the Go modules are
+# fetched by `go build` from the module proxy.
+set -euo pipefail
+need=(fuse3 attr fio bonnie++ stress-ng)
+missing=()
+for p in "${need[@]}"; do
+  dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+fi
+if ! command -v go >/dev/null; then
+  echo "Go is not installed: get Go 1.26 or newer from https://go.dev/dl and put it on PATH" >&2
+  exit 1
+fi

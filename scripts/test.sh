@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The whole test suite: vet, then every package's tests, with the race
+# detector. Integration tests (internal/itest) start real server processes
+# on loopback and stop them by pid when they end.
+# NACRE_ITEST_LONG=1 runs the longer variants.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+go vet ./...
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change:"; echo "$unformatted"; exit 1
+fi
+go test -race -count=1 -timeout 15m ./...
