@@ -302,10 +302,14 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 				crcRetried = true
 				continue
 			}
-			return &rpc.Errno{Op: c.opName(cl), Errno: syscall.EIO,
-				Msg: fmt.Sprintf("reply from %s failed its CRC32C twice", c.addr)}
-		case errors.Is(err, ErrClosed), ctx.Err() != nil, errors.Is(err, os.ErrDeadlineExceeded):
+			se = &serverError{errno: syscall.EIO, msg: fmt.Sprintf("the reply from %s failed its CRC32C twice", c.addr)}
+			return &rpc.Errno{Op: c.opName(cl), Errno: se.errno, Msg: se.Error()}
+		case errors.Is(err, ErrClosed), ctx.Err() != nil:
 			return fmt.Errorf("%s: %w", c.opName(cl), err)
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			// Our own Timeout, not the caller's: a hung server. Resending
+			// would only double the wait.
+			return fmt.Errorf("%s: no reply from %s within %v: %w", c.opName(cl), c.addr, c.opts.Timeout, err)
 		case !connRetried:
 			connRetried = true
 			continue

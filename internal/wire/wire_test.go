@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -469,5 +470,18 @@ func TestClosedClientRefusesCalls(t *testing.T) {
 	c.Close()
 	if _, err := c.GetAttr(ctxT(t), objA); !errors.Is(err, ErrClosed) {
 		t.Fatalf("want ErrClosed, got %v", err)
+	}
+}
+
+func TestHungServerHitsTheClientTimeout(t *testing.T) {
+	g := newGate(newMem(objA))
+	s, c := serve(t, g, ServerOptions{}, ClientOptions{Timeout: 50 * time.Millisecond})
+	defer g.open()
+	_, err := c.Read(ctxT(t), objA, 0, make([]byte, 10))
+	if !errors.Is(err, os.ErrDeadlineExceeded) || !strings.Contains(err.Error(), s.Addr().String()) {
+		t.Fatalf("want a timeout naming the server, got %v", err)
+	}
+	if st := s.Stats(); st.Accepted != 1 {
+		t.Fatalf("a timed-out request was resent: %d connections", st.Accepted)
 	}
 }
