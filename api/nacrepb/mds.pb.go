@@ -355,6 +355,8 @@ type Command_SetLayout struct {
 }
 
 type Command_PoolExtend struct {
+	// Field numbers 40-49 are reserved for the checker's repair and fault
+	// commands (api/lfsck.proto), 50-59 for open files and locks (FUSE).
 	// Internal commands, proposed by the MDS itself (client_id 0).
 	PoolExtend *PoolExtendOp `protobuf:"bytes,30,opt,name=pool_extend,json=poolExtend,proto3,oneof"`
 }

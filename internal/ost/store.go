@@ -463,12 +463,14 @@ func (s *Store) Statfs() (*nacrepb.Statfs, error) {
 		return nil, fmt.Errorf("statfs %s: %s: %w", s.label, s.objDir, err)
 	}
 	bs := uint64(st.Bsize)
-	free := st.Files - min(st.Files, s.Objects())
+	// Inodes of an OST are its objects (as `lfs df -i` shows them): used
+	// is the object count, free what the local file system could still
+	// hold, since every written object becomes one local file.
 	return &nacrepb.Statfs{
 		BytesTotal:  st.Blocks * bs,
 		BytesFree:   st.Bfree * bs,
 		BytesAvail:  st.Bavail * bs,
-		InodesTotal: st.Files,
-		InodesFree:  min(free, st.Ffree),
+		InodesTotal: s.Objects() + st.Ffree,
+		InodesFree:  st.Ffree,
 	}, nil
 }

@@ -259,7 +259,8 @@ type confAt struct {
 }
 
 // Start opens the replica's raft state in cfg.DB (creating it on first
-// use) and starts it. A single-voter group is leader when Start returns.
+// use) and starts it. A single-voter group is leader when Start returns,
+// and its state machine has applied every command acknowledged before.
 func Start(cfg Config) (*Group, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
@@ -365,10 +366,18 @@ func Start(cfg Config) (*Group, error) {
 	go g.run()
 
 	if single {
+		// Become leader and apply everything committed before the
+		// restart (its commit index may not have been persisted; the
+		// new term's first entry commits it), so that the state machine
+		// reflects every acknowledged command when Start returns.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := g.waitLeader(ctx, true); err != nil {
-			g.log.Warn("single-voter group did not become leader at start", "err", err)
+		err := g.waitLeader(ctx, true)
+		if err == nil {
+			err = g.ReadIndex(ctx)
+		}
+		if err != nil {
+			g.log.Warn("single-voter group is not serving after start", "err", err)
 		}
 	}
 	return g, nil
