@@ -133,6 +133,10 @@ type Command struct {
 	//	*Command_PoolReset
 	//	*Command_SeqGrant
 	//	*Command_DestroyDone
+	//	*Command_OpenUnlink
+	//	*Command_OpenRename
+	//	*Command_Tmpfile
+	//	*Command_OrphanRelease
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -318,6 +322,42 @@ func (x *Command) GetDestroyDone() *DestroyDoneOp {
 	return nil
 }
 
+func (x *Command) GetOpenUnlink() *OpenUnlinkOp {
+	if x != nil {
+		if x, ok := x.Op.(*Command_OpenUnlink); ok {
+			return x.OpenUnlink
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetOpenRename() *OpenRenameOp {
+	if x != nil {
+		if x, ok := x.Op.(*Command_OpenRename); ok {
+			return x.OpenRename
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetTmpfile() *TmpfileOp {
+	if x != nil {
+		if x, ok := x.Op.(*Command_Tmpfile); ok {
+			return x.Tmpfile
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetOrphanRelease() *OrphanReleaseOp {
+	if x != nil {
+		if x, ok := x.Op.(*Command_OrphanRelease); ok {
+			return x.OrphanRelease
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -373,6 +413,23 @@ type Command_DestroyDone struct {
 	DestroyDone *DestroyDoneOp `protobuf:"bytes,33,opt,name=destroy_done,json=destroyDone,proto3,oneof"`
 }
 
+type Command_OpenUnlink struct {
+	// Open files (FUSE mounts, api/lock.proto service OpenFiles).
+	OpenUnlink *OpenUnlinkOp `protobuf:"bytes,50,opt,name=open_unlink,json=openUnlink,proto3,oneof"`
+}
+
+type Command_OpenRename struct {
+	OpenRename *OpenRenameOp `protobuf:"bytes,51,opt,name=open_rename,json=openRename,proto3,oneof"`
+}
+
+type Command_Tmpfile struct {
+	Tmpfile *TmpfileOp `protobuf:"bytes,52,opt,name=tmpfile,proto3,oneof"`
+}
+
+type Command_OrphanRelease struct {
+	OrphanRelease *OrphanReleaseOp `protobuf:"bytes,53,opt,name=orphan_release,json=orphanRelease,proto3,oneof"`
+}
+
 func (*Command_Create) isCommand_Op() {}
 
 func (*Command_Link) isCommand_Op() {}
@@ -396,6 +453,14 @@ func (*Command_PoolReset) isCommand_Op() {}
 func (*Command_SeqGrant) isCommand_Op() {}
 
 func (*Command_DestroyDone) isCommand_Op() {}
+
+func (*Command_OpenUnlink) isCommand_Op() {}
+
+func (*Command_OpenRename) isCommand_Op() {}
+
+func (*Command_Tmpfile) isCommand_Op() {}
+
+func (*Command_OrphanRelease) isCommand_Op() {}
 
 // CreateOp makes a regular file, directory, symlink or special file,
 // depending on the S_IFMT bits of mode.
@@ -1234,6 +1299,242 @@ func (x *DestroyDoneOp) GetObjects() []*StripeObject {
 	return nil
 }
 
+// OpenUnlinkOp is an unlink by a client that has files open: when the last
+// name of one of the `open` objects goes, the object is not destroyed but
+// kept as an open-unlinked orphan (Lustre's PENDING) until the client
+// releases it (OrphanReleaseOp) or its session is gone (internal/mdt/open.go).
+type OpenUnlinkOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Unlink        *UnlinkOp              `protobuf:"bytes,1,opt,name=unlink,proto3" json:"unlink,omitempty"`
+	Open          []*FID                 `protobuf:"bytes,2,rep,name=open,proto3" json:"open,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpenUnlinkOp) Reset() {
+	*x = OpenUnlinkOp{}
+	mi := &file_mds_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpenUnlinkOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpenUnlinkOp) ProtoMessage() {}
+
+func (x *OpenUnlinkOp) ProtoReflect() protoreflect.Message {
+	mi := &file_mds_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpenUnlinkOp.ProtoReflect.Descriptor instead.
+func (*OpenUnlinkOp) Descriptor() ([]byte, []int) {
+	return file_mds_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *OpenUnlinkOp) GetUnlink() *UnlinkOp {
+	if x != nil {
+		return x.Unlink
+	}
+	return nil
+}
+
+func (x *OpenUnlinkOp) GetOpen() []*FID {
+	if x != nil {
+		return x.Open
+	}
+	return nil
+}
+
+// OpenRenameOp is a rename by a client that has files open: a replaced
+// destination that is one of `open` is kept as an orphan (see OpenUnlinkOp).
+type OpenRenameOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rename        *RenameOp              `protobuf:"bytes,1,opt,name=rename,proto3" json:"rename,omitempty"`
+	Open          []*FID                 `protobuf:"bytes,2,rep,name=open,proto3" json:"open,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpenRenameOp) Reset() {
+	*x = OpenRenameOp{}
+	mi := &file_mds_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpenRenameOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpenRenameOp) ProtoMessage() {}
+
+func (x *OpenRenameOp) ProtoReflect() protoreflect.Message {
+	mi := &file_mds_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpenRenameOp.ProtoReflect.Descriptor instead.
+func (*OpenRenameOp) Descriptor() ([]byte, []int) {
+	return file_mds_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *OpenRenameOp) GetRename() *RenameOp {
+	if x != nil {
+		return x.Rename
+	}
+	return nil
+}
+
+func (x *OpenRenameOp) GetOpen() []*FID {
+	if x != nil {
+		return x.Open
+	}
+	return nil
+}
+
+// TmpfileOp makes a regular file in no directory (O_TMPFILE): an orphan
+// from birth, owned by the client, destroyed when it releases it unless
+// it was linked into a directory meanwhile.
+type TmpfileOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Parent        *FID                   `protobuf:"bytes,1,opt,name=parent,proto3" json:"parent,omitempty"`
+	Mode          uint32                 `protobuf:"varint,2,opt,name=mode,proto3" json:"mode,omitempty"`
+	Layout        *Layout                `protobuf:"bytes,3,opt,name=layout,proto3" json:"layout,omitempty"`
+	Projid        uint32                 `protobuf:"varint,4,opt,name=projid,proto3" json:"projid,omitempty"`
+	Osts          []uint32               `protobuf:"varint,5,rep,packed,name=osts,proto3" json:"osts,omitempty"` // leader, as in CreateOp
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TmpfileOp) Reset() {
+	*x = TmpfileOp{}
+	mi := &file_mds_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TmpfileOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TmpfileOp) ProtoMessage() {}
+
+func (x *TmpfileOp) ProtoReflect() protoreflect.Message {
+	mi := &file_mds_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TmpfileOp.ProtoReflect.Descriptor instead.
+func (*TmpfileOp) Descriptor() ([]byte, []int) {
+	return file_mds_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *TmpfileOp) GetParent() *FID {
+	if x != nil {
+		return x.Parent
+	}
+	return nil
+}
+
+func (x *TmpfileOp) GetMode() uint32 {
+	if x != nil {
+		return x.Mode
+	}
+	return 0
+}
+
+func (x *TmpfileOp) GetLayout() *Layout {
+	if x != nil {
+		return x.Layout
+	}
+	return nil
+}
+
+func (x *TmpfileOp) GetProjid() uint32 {
+	if x != nil {
+		return x.Projid
+	}
+	return 0
+}
+
+func (x *TmpfileOp) GetOsts() []uint32 {
+	if x != nil {
+		return x.Osts
+	}
+	return nil
+}
+
+// OrphanReleaseOp: the client closed these files for the last time; each
+// orphan among them whose link count is still zero is destroyed. Internal
+// (client_id 0) releases any client's orphans (the MDS's orphan reaper).
+type OrphanReleaseOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Fids          []*FID                 `protobuf:"bytes,1,rep,name=fids,proto3" json:"fids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OrphanReleaseOp) Reset() {
+	*x = OrphanReleaseOp{}
+	mi := &file_mds_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OrphanReleaseOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OrphanReleaseOp) ProtoMessage() {}
+
+func (x *OrphanReleaseOp) ProtoReflect() protoreflect.Message {
+	mi := &file_mds_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OrphanReleaseOp.ProtoReflect.Descriptor instead.
+func (*OrphanReleaseOp) Descriptor() ([]byte, []int) {
+	return file_mds_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *OrphanReleaseOp) GetFids() []*FID {
+	if x != nil {
+		return x.Fids
+	}
+	return nil
+}
+
 type Reply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Errno         int32                  `protobuf:"varint,1,opt,name=errno,proto3" json:"errno,omitempty"`     // 0 or a POSIX errno
@@ -1247,7 +1548,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_mds_proto_msgTypes[13]
+	mi := &file_mds_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1259,7 +1560,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[13]
+	mi := &file_mds_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1272,7 +1573,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{13}
+	return file_mds_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Reply) GetErrno() int32 {
@@ -1321,7 +1622,7 @@ type LookupRequest struct {
 
 func (x *LookupRequest) Reset() {
 	*x = LookupRequest{}
-	mi := &file_mds_proto_msgTypes[14]
+	mi := &file_mds_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1333,7 +1634,7 @@ func (x *LookupRequest) String() string {
 func (*LookupRequest) ProtoMessage() {}
 
 func (x *LookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[14]
+	mi := &file_mds_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1346,7 +1647,7 @@ func (x *LookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupRequest.ProtoReflect.Descriptor instead.
 func (*LookupRequest) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{14}
+	return file_mds_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *LookupRequest) GetParent() *FID {
@@ -1380,7 +1681,7 @@ type GetattrRequest struct {
 
 func (x *GetattrRequest) Reset() {
 	*x = GetattrRequest{}
-	mi := &file_mds_proto_msgTypes[15]
+	mi := &file_mds_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1392,7 +1693,7 @@ func (x *GetattrRequest) String() string {
 func (*GetattrRequest) ProtoMessage() {}
 
 func (x *GetattrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[15]
+	mi := &file_mds_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1405,7 +1706,7 @@ func (x *GetattrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetattrRequest.ProtoReflect.Descriptor instead.
 func (*GetattrRequest) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{15}
+	return file_mds_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetattrRequest) GetFid() *FID {
@@ -1435,7 +1736,7 @@ type ReaddirRequest struct {
 
 func (x *ReaddirRequest) Reset() {
 	*x = ReaddirRequest{}
-	mi := &file_mds_proto_msgTypes[16]
+	mi := &file_mds_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1447,7 +1748,7 @@ func (x *ReaddirRequest) String() string {
 func (*ReaddirRequest) ProtoMessage() {}
 
 func (x *ReaddirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[16]
+	mi := &file_mds_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1460,7 +1761,7 @@ func (x *ReaddirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReaddirRequest.ProtoReflect.Descriptor instead.
 func (*ReaddirRequest) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{16}
+	return file_mds_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReaddirRequest) GetFid() *FID {
@@ -1511,7 +1812,7 @@ type DirEntry struct {
 
 func (x *DirEntry) Reset() {
 	*x = DirEntry{}
-	mi := &file_mds_proto_msgTypes[17]
+	mi := &file_mds_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1523,7 +1824,7 @@ func (x *DirEntry) String() string {
 func (*DirEntry) ProtoMessage() {}
 
 func (x *DirEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[17]
+	mi := &file_mds_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1536,7 +1837,7 @@ func (x *DirEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DirEntry.ProtoReflect.Descriptor instead.
 func (*DirEntry) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{17}
+	return file_mds_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DirEntry) GetName() string {
@@ -1585,7 +1886,7 @@ type ReaddirReply struct {
 
 func (x *ReaddirReply) Reset() {
 	*x = ReaddirReply{}
-	mi := &file_mds_proto_msgTypes[18]
+	mi := &file_mds_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1597,7 +1898,7 @@ func (x *ReaddirReply) String() string {
 func (*ReaddirReply) ProtoMessage() {}
 
 func (x *ReaddirReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[18]
+	mi := &file_mds_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1610,7 +1911,7 @@ func (x *ReaddirReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReaddirReply.ProtoReflect.Descriptor instead.
 func (*ReaddirReply) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{18}
+	return file_mds_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReaddirReply) GetErrno() int32 {
@@ -1645,7 +1946,7 @@ type XattrRequest struct {
 
 func (x *XattrRequest) Reset() {
 	*x = XattrRequest{}
-	mi := &file_mds_proto_msgTypes[19]
+	mi := &file_mds_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1657,7 +1958,7 @@ func (x *XattrRequest) String() string {
 func (*XattrRequest) ProtoMessage() {}
 
 func (x *XattrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[19]
+	mi := &file_mds_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1670,7 +1971,7 @@ func (x *XattrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XattrRequest.ProtoReflect.Descriptor instead.
 func (*XattrRequest) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{19}
+	return file_mds_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *XattrRequest) GetFid() *FID {
@@ -1705,7 +2006,7 @@ type XattrReply struct {
 
 func (x *XattrReply) Reset() {
 	*x = XattrReply{}
-	mi := &file_mds_proto_msgTypes[20]
+	mi := &file_mds_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1717,7 +2018,7 @@ func (x *XattrReply) String() string {
 func (*XattrReply) ProtoMessage() {}
 
 func (x *XattrReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[20]
+	mi := &file_mds_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1730,7 +2031,7 @@ func (x *XattrReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XattrReply.ProtoReflect.Descriptor instead.
 func (*XattrReply) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{20}
+	return file_mds_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *XattrReply) GetErrno() int32 {
@@ -1763,7 +2064,7 @@ type Fid2PathRequest struct {
 
 func (x *Fid2PathRequest) Reset() {
 	*x = Fid2PathRequest{}
-	mi := &file_mds_proto_msgTypes[21]
+	mi := &file_mds_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1775,7 +2076,7 @@ func (x *Fid2PathRequest) String() string {
 func (*Fid2PathRequest) ProtoMessage() {}
 
 func (x *Fid2PathRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[21]
+	mi := &file_mds_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1788,7 +2089,7 @@ func (x *Fid2PathRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fid2PathRequest.ProtoReflect.Descriptor instead.
 func (*Fid2PathRequest) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{21}
+	return file_mds_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Fid2PathRequest) GetFid() *FID {
@@ -1808,7 +2109,7 @@ type Fid2PathReply struct {
 
 func (x *Fid2PathReply) Reset() {
 	*x = Fid2PathReply{}
-	mi := &file_mds_proto_msgTypes[22]
+	mi := &file_mds_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1820,7 +2121,7 @@ func (x *Fid2PathReply) String() string {
 func (*Fid2PathReply) ProtoMessage() {}
 
 func (x *Fid2PathReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[22]
+	mi := &file_mds_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1833,7 +2134,7 @@ func (x *Fid2PathReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fid2PathReply.ProtoReflect.Descriptor instead.
 func (*Fid2PathReply) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{22}
+	return file_mds_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Fid2PathReply) GetErrno() int32 {
@@ -1854,7 +2155,7 @@ var File_mds_proto protoreflect.FileDescriptor
 
 const file_mds_proto_rawDesc = "" +
 	"\n" +
-	"\tmds.proto\x12\bnacre.v1\x1a\fcommon.proto\"\x99\x06\n" +
+	"\tmds.proto\x12\bnacre.v1\x1a\fcommon.proto\"\x84\b\n" +
 	"\aCommand\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x1d\n" +
 	"\n" +
@@ -1878,7 +2179,13 @@ const file_mds_proto_rawDesc = "" +
 	"\n" +
 	"pool_reset\x18\x1f \x01(\v2\x15.nacre.v1.PoolResetOpH\x00R\tpoolReset\x123\n" +
 	"\tseq_grant\x18  \x01(\v2\x14.nacre.v1.SeqGrantOpH\x00R\bseqGrant\x12<\n" +
-	"\fdestroy_done\x18! \x01(\v2\x17.nacre.v1.DestroyDoneOpH\x00R\vdestroyDoneB\x04\n" +
+	"\fdestroy_done\x18! \x01(\v2\x17.nacre.v1.DestroyDoneOpH\x00R\vdestroyDone\x129\n" +
+	"\vopen_unlink\x182 \x01(\v2\x16.nacre.v1.OpenUnlinkOpH\x00R\n" +
+	"openUnlink\x129\n" +
+	"\vopen_rename\x183 \x01(\v2\x16.nacre.v1.OpenRenameOpH\x00R\n" +
+	"openRename\x12/\n" +
+	"\atmpfile\x184 \x01(\v2\x13.nacre.v1.TmpfileOpH\x00R\atmpfile\x12B\n" +
+	"\x0eorphan_release\x185 \x01(\v2\x19.nacre.v1.OrphanReleaseOpH\x00R\rorphanReleaseB\x04\n" +
 	"\x02op\"\xfb\x01\n" +
 	"\bCreateOp\x12%\n" +
 	"\x06parent\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
@@ -1945,7 +2252,21 @@ const file_mds_proto_rawDesc = "" +
 	"\x05start\x18\x01 \x01(\x04R\x05start\x12\x10\n" +
 	"\x03end\x18\x02 \x01(\x04R\x03end\"A\n" +
 	"\rDestroyDoneOp\x120\n" +
-	"\aobjects\x18\x01 \x03(\v2\x16.nacre.v1.StripeObjectR\aobjects\"\x8e\x01\n" +
+	"\aobjects\x18\x01 \x03(\v2\x16.nacre.v1.StripeObjectR\aobjects\"]\n" +
+	"\fOpenUnlinkOp\x12*\n" +
+	"\x06unlink\x18\x01 \x01(\v2\x12.nacre.v1.UnlinkOpR\x06unlink\x12!\n" +
+	"\x04open\x18\x02 \x03(\v2\r.nacre.v1.FIDR\x04open\"]\n" +
+	"\fOpenRenameOp\x12*\n" +
+	"\x06rename\x18\x01 \x01(\v2\x12.nacre.v1.RenameOpR\x06rename\x12!\n" +
+	"\x04open\x18\x02 \x03(\v2\r.nacre.v1.FIDR\x04open\"\x9c\x01\n" +
+	"\tTmpfileOp\x12%\n" +
+	"\x06parent\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
+	"\x04mode\x18\x02 \x01(\rR\x04mode\x12(\n" +
+	"\x06layout\x18\x03 \x01(\v2\x10.nacre.v1.LayoutR\x06layout\x12\x16\n" +
+	"\x06projid\x18\x04 \x01(\rR\x06projid\x12\x12\n" +
+	"\x04osts\x18\x05 \x03(\rR\x04osts\"4\n" +
+	"\x0fOrphanReleaseOp\x12!\n" +
+	"\x04fids\x18\x01 \x03(\v2\r.nacre.v1.FIDR\x04fids\"\x8e\x01\n" +
 	"\x05Reply\x12\x14\n" +
 	"\x05errno\x18\x01 \x01(\x05R\x05errno\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12%\n" +
@@ -2030,7 +2351,7 @@ func file_mds_proto_rawDescGZIP() []byte {
 }
 
 var file_mds_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_mds_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_mds_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_mds_proto_goTypes = []any{
 	(SetattrValid)(0),       // 0: nacre.v1.SetattrValid
 	(*Command)(nil),         // 1: nacre.v1.Command
@@ -2046,28 +2367,32 @@ var file_mds_proto_goTypes = []any{
 	(*PoolResetOp)(nil),     // 11: nacre.v1.PoolResetOp
 	(*SeqGrantOp)(nil),      // 12: nacre.v1.SeqGrantOp
 	(*DestroyDoneOp)(nil),   // 13: nacre.v1.DestroyDoneOp
-	(*Reply)(nil),           // 14: nacre.v1.Reply
-	(*LookupRequest)(nil),   // 15: nacre.v1.LookupRequest
-	(*GetattrRequest)(nil),  // 16: nacre.v1.GetattrRequest
-	(*ReaddirRequest)(nil),  // 17: nacre.v1.ReaddirRequest
-	(*DirEntry)(nil),        // 18: nacre.v1.DirEntry
-	(*ReaddirReply)(nil),    // 19: nacre.v1.ReaddirReply
-	(*XattrRequest)(nil),    // 20: nacre.v1.XattrRequest
-	(*XattrReply)(nil),      // 21: nacre.v1.XattrReply
-	(*Fid2PathRequest)(nil), // 22: nacre.v1.Fid2PathRequest
-	(*Fid2PathReply)(nil),   // 23: nacre.v1.Fid2PathReply
-	(*Cred)(nil),            // 24: nacre.v1.Cred
-	(*FID)(nil),             // 25: nacre.v1.FID
-	(*Layout)(nil),          // 26: nacre.v1.Layout
-	(*StripeObject)(nil),    // 27: nacre.v1.StripeObject
-	(*Inode)(nil),           // 28: nacre.v1.Inode
-	(*HelloRequest)(nil),    // 29: nacre.v1.HelloRequest
-	(*StatfsRequest)(nil),   // 30: nacre.v1.StatfsRequest
-	(*HelloReply)(nil),      // 31: nacre.v1.HelloReply
-	(*StatfsReply)(nil),     // 32: nacre.v1.StatfsReply
+	(*OpenUnlinkOp)(nil),    // 14: nacre.v1.OpenUnlinkOp
+	(*OpenRenameOp)(nil),    // 15: nacre.v1.OpenRenameOp
+	(*TmpfileOp)(nil),       // 16: nacre.v1.TmpfileOp
+	(*OrphanReleaseOp)(nil), // 17: nacre.v1.OrphanReleaseOp
+	(*Reply)(nil),           // 18: nacre.v1.Reply
+	(*LookupRequest)(nil),   // 19: nacre.v1.LookupRequest
+	(*GetattrRequest)(nil),  // 20: nacre.v1.GetattrRequest
+	(*ReaddirRequest)(nil),  // 21: nacre.v1.ReaddirRequest
+	(*DirEntry)(nil),        // 22: nacre.v1.DirEntry
+	(*ReaddirReply)(nil),    // 23: nacre.v1.ReaddirReply
+	(*XattrRequest)(nil),    // 24: nacre.v1.XattrRequest
+	(*XattrReply)(nil),      // 25: nacre.v1.XattrReply
+	(*Fid2PathRequest)(nil), // 26: nacre.v1.Fid2PathRequest
+	(*Fid2PathReply)(nil),   // 27: nacre.v1.Fid2PathReply
+	(*Cred)(nil),            // 28: nacre.v1.Cred
+	(*FID)(nil),             // 29: nacre.v1.FID
+	(*Layout)(nil),          // 30: nacre.v1.Layout
+	(*StripeObject)(nil),    // 31: nacre.v1.StripeObject
+	(*Inode)(nil),           // 32: nacre.v1.Inode
+	(*HelloRequest)(nil),    // 33: nacre.v1.HelloRequest
+	(*StatfsRequest)(nil),   // 34: nacre.v1.StatfsRequest
+	(*HelloReply)(nil),      // 35: nacre.v1.HelloReply
+	(*StatfsReply)(nil),     // 36: nacre.v1.StatfsReply
 }
 var file_mds_proto_depIdxs = []int32{
-	24, // 0: nacre.v1.Command.cred:type_name -> nacre.v1.Cred
+	28, // 0: nacre.v1.Command.cred:type_name -> nacre.v1.Cred
 	2,  // 1: nacre.v1.Command.create:type_name -> nacre.v1.CreateOp
 	3,  // 2: nacre.v1.Command.link:type_name -> nacre.v1.LinkOp
 	4,  // 3: nacre.v1.Command.unlink:type_name -> nacre.v1.UnlinkOp
@@ -2080,54 +2405,65 @@ var file_mds_proto_depIdxs = []int32{
 	11, // 10: nacre.v1.Command.pool_reset:type_name -> nacre.v1.PoolResetOp
 	12, // 11: nacre.v1.Command.seq_grant:type_name -> nacre.v1.SeqGrantOp
 	13, // 12: nacre.v1.Command.destroy_done:type_name -> nacre.v1.DestroyDoneOp
-	25, // 13: nacre.v1.CreateOp.parent:type_name -> nacre.v1.FID
-	26, // 14: nacre.v1.CreateOp.layout:type_name -> nacre.v1.Layout
-	25, // 15: nacre.v1.LinkOp.fid:type_name -> nacre.v1.FID
-	25, // 16: nacre.v1.LinkOp.parent:type_name -> nacre.v1.FID
-	25, // 17: nacre.v1.UnlinkOp.parent:type_name -> nacre.v1.FID
-	25, // 18: nacre.v1.RenameOp.src_parent:type_name -> nacre.v1.FID
-	25, // 19: nacre.v1.RenameOp.dst_parent:type_name -> nacre.v1.FID
-	25, // 20: nacre.v1.SetattrOp.fid:type_name -> nacre.v1.FID
-	25, // 21: nacre.v1.SetxattrOp.fid:type_name -> nacre.v1.FID
-	25, // 22: nacre.v1.RemovexattrOp.fid:type_name -> nacre.v1.FID
-	25, // 23: nacre.v1.SetLayoutOp.fid:type_name -> nacre.v1.FID
-	26, // 24: nacre.v1.SetLayoutOp.layout:type_name -> nacre.v1.Layout
-	27, // 25: nacre.v1.DestroyDoneOp.objects:type_name -> nacre.v1.StripeObject
-	28, // 26: nacre.v1.Reply.inode:type_name -> nacre.v1.Inode
-	25, // 27: nacre.v1.LookupRequest.parent:type_name -> nacre.v1.FID
-	24, // 28: nacre.v1.LookupRequest.cred:type_name -> nacre.v1.Cred
-	25, // 29: nacre.v1.GetattrRequest.fid:type_name -> nacre.v1.FID
-	25, // 30: nacre.v1.ReaddirRequest.fid:type_name -> nacre.v1.FID
-	24, // 31: nacre.v1.ReaddirRequest.cred:type_name -> nacre.v1.Cred
-	25, // 32: nacre.v1.DirEntry.fid:type_name -> nacre.v1.FID
-	28, // 33: nacre.v1.DirEntry.inode:type_name -> nacre.v1.Inode
-	18, // 34: nacre.v1.ReaddirReply.entries:type_name -> nacre.v1.DirEntry
-	25, // 35: nacre.v1.XattrRequest.fid:type_name -> nacre.v1.FID
-	24, // 36: nacre.v1.XattrRequest.cred:type_name -> nacre.v1.Cred
-	25, // 37: nacre.v1.Fid2PathRequest.fid:type_name -> nacre.v1.FID
-	29, // 38: nacre.v1.MDS.Hello:input_type -> nacre.v1.HelloRequest
-	1,  // 39: nacre.v1.MDS.Mutate:input_type -> nacre.v1.Command
-	15, // 40: nacre.v1.MDS.Lookup:input_type -> nacre.v1.LookupRequest
-	16, // 41: nacre.v1.MDS.Getattr:input_type -> nacre.v1.GetattrRequest
-	17, // 42: nacre.v1.MDS.Readdir:input_type -> nacre.v1.ReaddirRequest
-	20, // 43: nacre.v1.MDS.Getxattr:input_type -> nacre.v1.XattrRequest
-	20, // 44: nacre.v1.MDS.Listxattr:input_type -> nacre.v1.XattrRequest
-	22, // 45: nacre.v1.MDS.Fid2Path:input_type -> nacre.v1.Fid2PathRequest
-	30, // 46: nacre.v1.MDS.Statfs:input_type -> nacre.v1.StatfsRequest
-	31, // 47: nacre.v1.MDS.Hello:output_type -> nacre.v1.HelloReply
-	14, // 48: nacre.v1.MDS.Mutate:output_type -> nacre.v1.Reply
-	14, // 49: nacre.v1.MDS.Lookup:output_type -> nacre.v1.Reply
-	14, // 50: nacre.v1.MDS.Getattr:output_type -> nacre.v1.Reply
-	19, // 51: nacre.v1.MDS.Readdir:output_type -> nacre.v1.ReaddirReply
-	21, // 52: nacre.v1.MDS.Getxattr:output_type -> nacre.v1.XattrReply
-	21, // 53: nacre.v1.MDS.Listxattr:output_type -> nacre.v1.XattrReply
-	23, // 54: nacre.v1.MDS.Fid2Path:output_type -> nacre.v1.Fid2PathReply
-	32, // 55: nacre.v1.MDS.Statfs:output_type -> nacre.v1.StatfsReply
-	47, // [47:56] is the sub-list for method output_type
-	38, // [38:47] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	14, // 13: nacre.v1.Command.open_unlink:type_name -> nacre.v1.OpenUnlinkOp
+	15, // 14: nacre.v1.Command.open_rename:type_name -> nacre.v1.OpenRenameOp
+	16, // 15: nacre.v1.Command.tmpfile:type_name -> nacre.v1.TmpfileOp
+	17, // 16: nacre.v1.Command.orphan_release:type_name -> nacre.v1.OrphanReleaseOp
+	29, // 17: nacre.v1.CreateOp.parent:type_name -> nacre.v1.FID
+	30, // 18: nacre.v1.CreateOp.layout:type_name -> nacre.v1.Layout
+	29, // 19: nacre.v1.LinkOp.fid:type_name -> nacre.v1.FID
+	29, // 20: nacre.v1.LinkOp.parent:type_name -> nacre.v1.FID
+	29, // 21: nacre.v1.UnlinkOp.parent:type_name -> nacre.v1.FID
+	29, // 22: nacre.v1.RenameOp.src_parent:type_name -> nacre.v1.FID
+	29, // 23: nacre.v1.RenameOp.dst_parent:type_name -> nacre.v1.FID
+	29, // 24: nacre.v1.SetattrOp.fid:type_name -> nacre.v1.FID
+	29, // 25: nacre.v1.SetxattrOp.fid:type_name -> nacre.v1.FID
+	29, // 26: nacre.v1.RemovexattrOp.fid:type_name -> nacre.v1.FID
+	29, // 27: nacre.v1.SetLayoutOp.fid:type_name -> nacre.v1.FID
+	30, // 28: nacre.v1.SetLayoutOp.layout:type_name -> nacre.v1.Layout
+	31, // 29: nacre.v1.DestroyDoneOp.objects:type_name -> nacre.v1.StripeObject
+	4,  // 30: nacre.v1.OpenUnlinkOp.unlink:type_name -> nacre.v1.UnlinkOp
+	29, // 31: nacre.v1.OpenUnlinkOp.open:type_name -> nacre.v1.FID
+	5,  // 32: nacre.v1.OpenRenameOp.rename:type_name -> nacre.v1.RenameOp
+	29, // 33: nacre.v1.OpenRenameOp.open:type_name -> nacre.v1.FID
+	29, // 34: nacre.v1.TmpfileOp.parent:type_name -> nacre.v1.FID
+	30, // 35: nacre.v1.TmpfileOp.layout:type_name -> nacre.v1.Layout
+	29, // 36: nacre.v1.OrphanReleaseOp.fids:type_name -> nacre.v1.FID
+	32, // 37: nacre.v1.Reply.inode:type_name -> nacre.v1.Inode
+	29, // 38: nacre.v1.LookupRequest.parent:type_name -> nacre.v1.FID
+	28, // 39: nacre.v1.LookupRequest.cred:type_name -> nacre.v1.Cred
+	29, // 40: nacre.v1.GetattrRequest.fid:type_name -> nacre.v1.FID
+	29, // 41: nacre.v1.ReaddirRequest.fid:type_name -> nacre.v1.FID
+	28, // 42: nacre.v1.ReaddirRequest.cred:type_name -> nacre.v1.Cred
+	29, // 43: nacre.v1.DirEntry.fid:type_name -> nacre.v1.FID
+	32, // 44: nacre.v1.DirEntry.inode:type_name -> nacre.v1.Inode
+	22, // 45: nacre.v1.ReaddirReply.entries:type_name -> nacre.v1.DirEntry
+	29, // 46: nacre.v1.XattrRequest.fid:type_name -> nacre.v1.FID
+	28, // 47: nacre.v1.XattrRequest.cred:type_name -> nacre.v1.Cred
+	29, // 48: nacre.v1.Fid2PathRequest.fid:type_name -> nacre.v1.FID
+	33, // 49: nacre.v1.MDS.Hello:input_type -> nacre.v1.HelloRequest
+	1,  // 50: nacre.v1.MDS.Mutate:input_type -> nacre.v1.Command
+	19, // 51: nacre.v1.MDS.Lookup:input_type -> nacre.v1.LookupRequest
+	20, // 52: nacre.v1.MDS.Getattr:input_type -> nacre.v1.GetattrRequest
+	21, // 53: nacre.v1.MDS.Readdir:input_type -> nacre.v1.ReaddirRequest
+	24, // 54: nacre.v1.MDS.Getxattr:input_type -> nacre.v1.XattrRequest
+	24, // 55: nacre.v1.MDS.Listxattr:input_type -> nacre.v1.XattrRequest
+	26, // 56: nacre.v1.MDS.Fid2Path:input_type -> nacre.v1.Fid2PathRequest
+	34, // 57: nacre.v1.MDS.Statfs:input_type -> nacre.v1.StatfsRequest
+	35, // 58: nacre.v1.MDS.Hello:output_type -> nacre.v1.HelloReply
+	18, // 59: nacre.v1.MDS.Mutate:output_type -> nacre.v1.Reply
+	18, // 60: nacre.v1.MDS.Lookup:output_type -> nacre.v1.Reply
+	18, // 61: nacre.v1.MDS.Getattr:output_type -> nacre.v1.Reply
+	23, // 62: nacre.v1.MDS.Readdir:output_type -> nacre.v1.ReaddirReply
+	25, // 63: nacre.v1.MDS.Getxattr:output_type -> nacre.v1.XattrReply
+	25, // 64: nacre.v1.MDS.Listxattr:output_type -> nacre.v1.XattrReply
+	27, // 65: nacre.v1.MDS.Fid2Path:output_type -> nacre.v1.Fid2PathReply
+	36, // 66: nacre.v1.MDS.Statfs:output_type -> nacre.v1.StatfsReply
+	58, // [58:67] is the sub-list for method output_type
+	49, // [49:58] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_mds_proto_init() }
@@ -2149,6 +2485,10 @@ func file_mds_proto_init() {
 		(*Command_PoolReset)(nil),
 		(*Command_SeqGrant)(nil),
 		(*Command_DestroyDone)(nil),
+		(*Command_OpenUnlink)(nil),
+		(*Command_OpenRename)(nil),
+		(*Command_Tmpfile)(nil),
+		(*Command_OrphanRelease)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2156,7 +2496,7 @@ func file_mds_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mds_proto_rawDesc), len(file_mds_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

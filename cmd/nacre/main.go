@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -63,6 +64,27 @@ Then use it:             export NACRE_MGS=<address printed by up>; nacre ls /`,
 		Version:       version.Software,
 	}
 	root.PersistentFlags().StringVar(&g.mgs, "mgs", os.Getenv("NACRE_MGS"), "MGS address HOST:PORT (default $NACRE_MGS)")
+	var cpuprofile string
+	var profFile *os.File
+	root.PersistentFlags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of this command to FILE")
+	root.PersistentFlags().MarkHidden("cpuprofile")
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if cpuprofile == "" {
+			return nil
+		}
+		f, err := os.Create(cpuprofile)
+		if err != nil {
+			return err
+		}
+		profFile = f
+		return pprof.StartCPUProfile(f)
+	}
+	root.PersistentPostRun = func(cmd *cobra.Command, _ []string) {
+		if profFile != nil {
+			pprof.StopCPUProfile()
+			profFile.Close()
+		}
+	}
 	root.AddGroup(&cobra.Group{ID: "server", Title: "Servers and clusters:"}, &cobra.Group{ID: "fs", Title: "Files:"},
 		&cobra.Group{ID: "admin", Title: "Administration and benchmarks:"})
 	addServerCommands(root, g)

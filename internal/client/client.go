@@ -20,6 +20,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"sort"
@@ -31,6 +32,7 @@ import (
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/fid"
+	"nacre/internal/mdsapi"
 	"nacre/internal/rpc"
 	"nacre/internal/version"
 	"nacre/internal/wire"
@@ -75,10 +77,10 @@ type Client struct {
 }
 
 type mdtConn struct {
-	index uint32
-	addr  string
-	cc    *grpc.ClientConn
-	cli   pb.MDSClient
+	index  uint32
+	addr   string
+	cli    pb.MDSClient
+	closer io.Closer
 }
 
 type ostConn struct {
@@ -162,7 +164,7 @@ func (c *Client) Close() error {
 	}
 	c.closed = true
 	for _, m := range c.mdts {
-		m.cc.Close()
+		m.closer.Close()
 	}
 	for _, o := range c.osts {
 		o.wc.Close()
@@ -205,17 +207,29 @@ func (c *Client) refresh(ctx context.Context) error {
 		case pb.TargetKind_TARGET_MDT:
 			// With replicas, prefer the one that says it leads.
 			m := c.mdts[ti.Index]
-			if m != nil && (m.addr == ti.Addr || (!ti.Leader && ti.ReplicaId != 0)) {
+			addr := ti.Addr
+			if ti.DataAddr != "" {
+				addr = ti.DataAddr
+			}
+			if m != nil && (m.addr == addr || (!ti.Leader && ti.ReplicaId != 0)) {
 				continue
 			}
-			cc, err := rpc.Dial(ti.Addr)
-			if err != nil {
-				return err
+			nm := &mdtConn{index: ti.Index, addr: addr}
+			if ti.DataAddr != "" {
+				// The metadata hot path uses framed RPC (internal/frpc).
+				fc := mdsapi.NewClient(ti.DataAddr, c.fsname)
+				nm.cli, nm.closer = fc, fc
+			} else {
+				cc, err := rpc.Dial(ti.Addr)
+				if err != nil {
+					return err
+				}
+				nm.cli, nm.closer = pb.NewMDSClient(cc), cc
 			}
 			if m != nil {
-				m.cc.Close()
+				m.closer.Close()
 			}
-			c.mdts[ti.Index] = &mdtConn{index: ti.Index, addr: ti.Addr, cc: cc, cli: pb.NewMDSClient(cc)}
+			c.mdts[ti.Index] = nm
 		case pb.TargetKind_TARGET_OST:
 			o := c.osts[ti.Index]
 			if o != nil && o.addr == ti.DataAddr {

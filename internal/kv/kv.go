@@ -38,6 +38,8 @@ type Options struct {
 	CacheSize int64
 	// ReadOnly opens the store without writing to it.
 	ReadOnly bool
+	// MemTableSize is the size of one memtable (0: 32 MiB).
+	MemTableSize uint64
 }
 
 // DB is an open store.
@@ -64,13 +66,17 @@ func Open(dir string, o Options) (*DB, error) {
 		size = 64 << 20
 	}
 	cache := pebble.NewCache(size)
+	memtable := o.MemTableSize
+	if memtable == 0 {
+		memtable = 32 << 20
+	}
 	opts := &pebble.Options{
 		FS:                    o.FS,
 		Cache:                 cache,
 		ReadOnly:              o.ReadOnly,
 		Logger:                quietLogger{},
 		FormatMajorVersion:    pebble.FormatNewest,
-		MemTableSize:          32 << 20,
+		MemTableSize:          memtable,
 		L0CompactionThreshold: 4,
 		// Keep the WAL files for reuse so that a sync is an fdatasync of a
 		// preallocated file, not a size change.

@@ -135,7 +135,7 @@ func format(o Options) error {
 		if err := target.Format(mgsDir, mgsID); err != nil {
 			return err
 		}
-		if err := target.Format(filepath.Join(o.Dir, "mdt0"), target.Identity{Fsname: o.Fsname, Kind: target.MDT, Index: 0, MGSNode: addr, Listen: "127.0.0.1:0"}); err != nil {
+		if err := target.Format(filepath.Join(o.Dir, "mdt0"), target.Identity{Fsname: o.Fsname, Kind: target.MDT, Index: 0, MGSNode: addr, Listen: "127.0.0.1:0", DataListen: "127.0.0.1:0"}); err != nil {
 			return err
 		}
 		fmt.Fprintf(o.Out, "formatted new file system %q in %s\n", o.Fsname, o.Dir)

@@ -41,7 +41,7 @@ func (s *Server) maintain() {
 			}
 			s.mu.Unlock()
 			if leader {
-				s.log.Info("leading; checking pools and sequences", "target", s.id.Label(), "term", s.group.Term())
+				s.log.Info("leading; checking pools and sequences", "term", s.group.Term())
 			}
 		}
 		if !leader {

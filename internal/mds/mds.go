@@ -111,6 +111,7 @@ func Start(cfg Config) (*Server, error) {
 	s.group = g
 	s.linearizable = len(cfg.ID.Peers) > 1
 	pb.RegisterMDSServer(cfg.GRPC, s)
+	s.startClientServices(cfg.GRPC) // locks, sessions, open files (open.go)
 	s.wg.Add(1)
 	go s.maintain()
 	return s, nil

@@ -102,11 +102,13 @@ type applyState struct {
 
 func (t *Target) applyCmd(b *kv.Batch, st *applyState, cmd *pb.Command, index uint64) *pb.Reply {
 	if cmd.ClientId != 0 {
-		trimReplies(b, cmd.ClientId, cmd.AckedBelow)
-		if v, err := b.Get(replyKey(cmd.ClientId, cmd.RequestId)); err == nil {
-			r := &pb.Reply{}
-			if proto.Unmarshal(v, r) == nil {
-				return r
+		t.trimReplies(b, cmd.ClientId, cmd.AckedBelow)
+		if t.hasReply(cmd.ClientId, cmd.RequestId) {
+			if v, err := b.Get(replyKey(cmd.ClientId, cmd.RequestId)); err == nil {
+				r := &pb.Reply{}
+				if proto.Unmarshal(v, r) == nil {
+					return r
+				}
 			}
 		}
 	}
@@ -121,35 +123,44 @@ func (t *Target) applyCmd(b *kv.Batch, st *applyState, cmd *pb.Command, index ui
 	r.Index = index
 	if cmd.ClientId != 0 {
 		b.Set(replyKey(cmd.ClientId, cmd.RequestId), mustMarshal(r))
+		t.noteReply(cmd.ClientId, cmd.RequestId)
 	}
 	return r
 }
 
-// trimReplies drops cached replies the client has acknowledged.
-func trimReplies(b *kv.Batch, client, ackedBelow uint64) {
-	if ackedBelow == 0 {
-		return
-	}
-	k := ackKey(client)
-	v, _ := b.Get(k)
-	w := u64(v)
+// trimReplies drops cached replies the client has acknowledged. The
+// watermark and the index of cached ids are in memory only: the index is
+// rebuilt from the cached replies at open, and a watermark lost in a
+// restart only delays trimming until the client's next request.
+func (t *Target) trimReplies(b *kv.Batch, client, ackedBelow uint64) {
+	w := t.c.acks[client]
 	if ackedBelow <= w {
 		return
 	}
-	if ackedBelow-w > 1024 {
-		b.DeleteRange(replyKey(client, w), replyKey(client, ackedBelow))
-	} else {
-		for id := w; id < ackedBelow; id++ {
-			b.Delete(replyKey(client, id))
+	if ids := t.c.replies[client]; len(ids) > 0 {
+		for id := range ids {
+			if id < ackedBelow {
+				b.Delete(replyKey(client, id))
+				delete(ids, id)
+			}
+		}
+		if len(ids) == 0 {
+			delete(t.c.replies, client)
 		}
 	}
-	b.Set(k, putU64(ackedBelow))
+	t.c.acks[client] = ackedBelow
 }
 
 // ReplyFor returns the cached reply of a request that was already applied,
 // so that a retry gets its original answer without a new log entry.
 func (t *Target) ReplyFor(client, req uint64) (*pb.Reply, bool) {
 	if client == 0 {
+		return nil, false
+	}
+	t.mu.RLock()
+	has := t.hasReply(client, req)
+	t.mu.RUnlock()
+	if !has {
 		return nil, false
 	}
 	v, err := t.db.Get(replyKey(client, req))
@@ -199,13 +210,22 @@ func (x *txn) run() (*pb.Reply, error) {
 		return x.seqGrant(op.SeqGrant)
 	case *pb.Command_DestroyDone:
 		return x.destroyDone(op.DestroyDone)
+	case *pb.Command_OpenUnlink, *pb.Command_OpenRename, *pb.Command_Tmpfile, *pb.Command_OrphanRelease:
+		return x.openFiles()
 	}
 	return nil, errf(syscall.EINVAL, "unknown command")
 }
 
 // get loads an object by FID through the OI and checks its LMA.
 func (x *txn) get(f fid.FID) (uint64, *pb.Inode, error) {
-	return getInode(x.b, f)
+	if local, ino, ok := x.t.cachedGet(f); ok {
+		return local, ino, nil
+	}
+	local, ino, err := getInode(x.b, f)
+	if err == nil {
+		x.t.cacheInode(local, proto.Clone(ino).(*pb.Inode))
+	}
+	return local, ino, err
 }
 
 func getInode(r kv.Reader, f fid.FID) (uint64, *pb.Inode, error) {
@@ -236,6 +256,7 @@ func getInode(r kv.Reader, f fid.FID) (uint64, *pb.Inode, error) {
 
 func (x *txn) put(local uint64, ino *pb.Inode) {
 	x.b.Set(ObjKey(local), mustMarshal(ino))
+	x.t.cacheInode(local, proto.Clone(ino).(*pb.Inode))
 	if local == rootLocal {
 		x.t.rootLayout = ino.Layout
 	}
@@ -296,6 +317,7 @@ func (x *txn) allocFID() (fid.FID, error) {
 // destroy removes an object whose last name is gone: OI, object, xattrs,
 // and queues its OST objects for destruction.
 func (x *txn) destroy(local uint64, ino *pb.Inode) {
+	x.t.uncacheInode(fid.FromPB(ino.Fid))
 	x.b.Delete(OIKey(fid.FromPB(ino.Fid)))
 	x.b.Delete(ObjKey(local))
 	x.deleteXattrs(local)

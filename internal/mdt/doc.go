@@ -24,7 +24,6 @@
 //	    fidseq                                  FID allocation state (seqState)
 //	    pool/<ost u32>                          precreate pool of one OST (poolState)
 //	    inodes                                  number of objects (u64)
-//	    ack/<client u64>                        reply-cache trim watermark of a client
 //	"I" FID(16)                               OI: FID -> local key (u64)
 //	"O" local(8)                              object: nacrepb.Inode (LMA = Inode.fid,
 //	                                           linkEA = Inode.links, layout EA = Inode.layout)

@@ -36,10 +36,6 @@ func poolKey(ost uint32) []byte {
 	return binary.BigEndian.AppendUint32(k, ost)
 }
 
-func ackKey(client uint64) []byte {
-	return binary.BigEndian.AppendUint64(metaKey("ack/"), client)
-}
-
 // OIKey is the OI key of f.
 func OIKey(f fid.FID) []byte {
 	k := make([]byte, 1+fid.Size)

@@ -25,9 +25,22 @@ func credOr(c *pb.Cred) *pb.Cred {
 	return c
 }
 
+// readInode serves a read from the inode cache when it can. Readers never
+// fill the cache: a value read from the store could be older than one a
+// concurrent apply is caching.
+func (t *Target) readInode(f fid.FID) (uint64, *pb.Inode, error) {
+	t.mu.RLock()
+	local, ino, ok := t.cachedGet(f)
+	t.mu.RUnlock()
+	if ok {
+		return local, ino, nil
+	}
+	return getInode(t.db, f)
+}
+
 // Getattr returns an object's attributes; links (the linkEA) only if asked.
 func (t *Target) Getattr(f fid.FID, wantLinks bool) (*pb.Inode, error) {
-	_, ino, err := getInode(t.db, f)
+	_, ino, err := t.readInode(f)
 	if err != nil {
 		return nil, err
 	}
@@ -39,7 +52,7 @@ func (t *Target) Getattr(f fid.FID, wantLinks bool) (*pb.Inode, error) {
 
 // Lookup resolves a name in a directory.
 func (t *Target) Lookup(parent fid.FID, name string, cred *pb.Cred) (*pb.Inode, error) {
-	plocal, p, err := getInode(t.db, parent)
+	plocal, p, err := t.readInode(parent)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +72,7 @@ func (t *Target) Lookup(parent fid.FID, name string, cred *pb.Cred) (*pb.Inode, 
 	if !found {
 		return nil, errf(syscall.ENOENT, "no entry %q in %s", name, parent)
 	}
-	_, ino, err := getInode(t.db, cf)
+	_, ino, err := t.readInode(cf)
 	if err != nil {
 		if ErrnoOf(err) == syscall.ENOENT {
 			return nil, errf(syscall.ENOENT, "entry %q in %s names missing object %s (dangling; run `nacre lfsck start -t namespace`)", name, parent, cf)
@@ -74,7 +87,7 @@ func (t *Target) Lookup(parent fid.FID, name string, cred *pb.Cred) (*pb.Inode, 
 // eof is true when no entry follows the last one returned. Entries that
 // share a hash are never split across calls, so cookies stay exact.
 func (t *Target) Readdir(f fid.FID, cookie uint64, max int, plus bool, cred *pb.Cred) ([]*pb.DirEntry, bool, error) {
-	local, d, err := getInode(t.db, f)
+	local, d, err := t.readInode(f)
 	if err != nil {
 		return nil, false, err
 	}
@@ -114,7 +127,7 @@ func (t *Target) Readdir(f fid.FID, cookie uint64, max int, plus bool, cred *pb.
 		}
 		e := &pb.DirEntry{Name: string(k[len(p)+8:]), Fid: cf.PB(), Type: uint32(typ), Cookie: h}
 		if plus {
-			if _, ino, err := getInode(t.db, cf); err == nil {
+			if _, ino, err := t.readInode(cf); err == nil {
 				ino.Links = nil
 				e.Inode = ino
 			}

@@ -35,6 +35,7 @@ type Target struct {
 	// rootLayout is the file system's default layout (the root's), read
 	// by every create whose directory has none.
 	rootLayout *pb.Layout
+	c          caches
 }
 
 // rootLocal is the root directory's local key.
@@ -106,7 +107,7 @@ func Open(db *kv.DB, id target.Identity, log *slog.Logger) (*Target, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	t := &Target{db: db, id: id, log: log, pools: map[uint32]*PoolState{}}
+	t := &Target{db: db, id: id, log: log, pools: map[uint32]*PoolState{}, c: newCaches()}
 	if _, err := db.Get(keyNextLocal); errors.Is(err, kv.ErrNotFound) {
 		if err := t.bootstrap(); err != nil {
 			return nil, err
@@ -146,6 +147,9 @@ func (t *Target) bootstrap() error {
 func (t *Target) load() error {
 	if _, root, err := getInode(t.db, fid.Root); err == nil {
 		t.rootLayout = root.Layout
+	}
+	if err := t.loadReplyIndex(); err != nil {
+		return fmt.Errorf("load reply cache index: %w", err)
 	}
 	t.applied = t.getU64(keyApplied)
 	t.nextLocal = t.getU64(keyNextLocal)
@@ -258,5 +262,6 @@ func (t *Target) ReplaceState(restore func(db *kv.DB) error) error {
 		return err
 	}
 	t.pools = map[uint32]*PoolState{}
+	t.invalidate()
 	return t.load()
 }

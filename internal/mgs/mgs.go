@@ -178,7 +178,7 @@ func (s *Server) Register(ctx context.Context, ti *pb.TargetInfo) (*pb.RegisterR
 	}
 	e.info = ti
 	e.lastHeard = now
-	s.log.Info("target registered", "target", label(ti.Kind, ti.Index), "addr", ti.Addr, "data_addr", ti.DataAddr, "pid", ti.Pid)
+	s.log.Info("target registered", "registered", label(ti.Kind, ti.Index), "addr", ti.Addr, "data_addr", ti.DataAddr, "pid", ti.Pid)
 	return &pb.RegisterReply{Fsname: s.cfg.ID.Fsname}, nil
 }
 

@@ -194,7 +194,7 @@ func Open(dir string, id target.Identity, opts Options) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	log = log.With("target", disk.Name())
+	// The caller names the target in its logger.
 	s := &Store{
 		dir:        dir,
 		objDir:     objDir,

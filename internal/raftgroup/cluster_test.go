@@ -12,271 +12,284 @@ import (
 )
 
 func TestThreeReplicasElectReplicateAndRedirect(t *testing.T) {
-	c := newCluster(t, 3, nil)
-	l := c.leader()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	transports(t, func(t *testing.T, kind string) {
+		c := newCluster(t, kind, 3, nil)
+		l := c.leader()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
 
-	var wg sync.WaitGroup
-	var last uint64
-	var mu sync.Mutex
-	for w := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 25 {
-				v, err := l.g.Propose(ctx, fmt.Appendf(nil, "w%d-%d", w, i))
-				if err != nil {
-					t.Error(err)
-					return
+		var wg sync.WaitGroup
+		var last uint64
+		var mu sync.Mutex
+		for w := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range 25 {
+					v, err := l.g.Propose(ctx, fmt.Appendf(nil, "w%d-%d", w, i))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					last = max(last, v.(applyResult).Index)
+					mu.Unlock()
 				}
-				mu.Lock()
-				last = max(last, v.(applyResult).Index)
-				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		c.waitApplied(last)
+		if n := len(c.sameCommands()); n != 100 {
+			t.Fatalf("replicas applied %d commands, want 100", n)
+		}
+
+		for _, f := range c.followers() {
+			_, err := f.g.Propose(ctx, []byte("on a follower"))
+			var nl *NotLeaderError
+			if !errors.As(err, &nl) || !errors.Is(err, ErrNotLeader) {
+				t.Fatalf("Propose on follower %d: %v, want *NotLeaderError", f.id, err)
 			}
-		}()
-	}
-	wg.Wait()
-	c.waitApplied(last)
-	if n := len(c.sameCommands()); n != 100 {
-		t.Fatalf("replicas applied %d commands, want 100", n)
-	}
-
-	for _, f := range c.followers() {
-		_, err := f.g.Propose(ctx, []byte("on a follower"))
-		var nl *NotLeaderError
-		if !errors.As(err, &nl) || !errors.Is(err, ErrNotLeader) {
-			t.Fatalf("Propose on follower %d: %v, want *NotLeaderError", f.id, err)
-		}
-		if nl.Leader != l.id || nl.Addr != l.addr {
-			t.Fatalf("follower %d redirects to %d at %q, want %d at %q", f.id, nl.Leader, nl.Addr, l.id, l.addr)
-		}
-	}
-
-	// The leader hears every replica's acknowledgement soon after.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		st := l.g.Status()
-		if st.State != "leader" || len(st.Progress) != 3 || len(st.Voters) != 3 {
-			t.Fatalf("leader status %+v", st)
-		}
-		behind := ""
-		for id, pr := range st.Progress {
-			if pr.Match < last || pr.State != "replicate" {
-				behind = fmt.Sprintf("replica %d at match %d (%s), want >= %d", id, pr.Match, pr.State, last)
+			if nl.Leader != l.id || nl.Addr != l.addr {
+				t.Fatalf("follower %d redirects to %d at %q, want %d at %q", f.id, nl.Leader, nl.Addr, l.id, l.addr)
 			}
 		}
-		if behind == "" {
-			break
+
+		// The leader hears every replica's acknowledgement soon after.
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			st := l.g.Status()
+			if st.State != "leader" || len(st.Progress) != 3 || len(st.Voters) != 3 {
+				t.Fatalf("leader status %+v", st)
+			}
+			behind := ""
+			for id, pr := range st.Progress {
+				if pr.Match < last || pr.State != "replicate" {
+					behind = fmt.Sprintf("replica %d at match %d (%s), want >= %d", id, pr.Match, pr.State, last)
+				}
+			}
+			if behind == "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("leader sees " + behind)
+			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("leader sees " + behind)
-		}
-	}
+	})
 }
 
 func TestLeaderStopsNewLeaderTakesOverAndOldOneCatchesUp(t *testing.T) {
-	c := newCluster(t, 3, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for i := range 20 {
-		if _, err := c.propose(ctx, fmt.Sprintf("a%d", i)); err != nil {
-			t.Fatal(err)
+	transports(t, func(t *testing.T, kind string) {
+		c := newCluster(t, kind, 3, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		for i := range 20 {
+			if _, err := c.propose(ctx, fmt.Sprintf("a%d", i)); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	old := c.leader()
-	oldTerm := old.g.Term()
-	c.stop(old.id)
+		old := c.leader()
+		oldTerm := old.g.Term()
+		c.stop(old.id)
 
-	start := time.Now()
-	nl := c.leader()
-	t.Logf("new leader %d elected %v after the old one stopped", nl.id, time.Since(start))
-	if nl.id == old.id || nl.g.Term() <= oldTerm {
-		t.Fatalf("leader %d term %d after stopping %d (term %d)", nl.id, nl.g.Term(), old.id, oldTerm)
-	}
-	var last uint64
-	for i := range 20 {
-		r, err := c.propose(ctx, fmt.Sprintf("b%d", i))
-		if err != nil {
-			t.Fatal(err)
+		start := time.Now()
+		nl := c.leader()
+		t.Logf("new leader %d elected %v after the old one stopped", nl.id, time.Since(start))
+		if nl.id == old.id || nl.g.Term() <= oldTerm {
+			t.Fatalf("leader %d term %d after stopping %d (term %d)", nl.id, nl.g.Term(), old.id, oldTerm)
 		}
-		last = r.Index
-	}
+		var last uint64
+		for i := range 20 {
+			r, err := c.propose(ctx, fmt.Sprintf("b%d", i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = r.Index
+		}
 
-	c.start(old.id, false)
-	c.waitApplied(last)
-	if n := len(c.sameCommands()); n != 40 {
-		t.Fatalf("replicas applied %d commands, want 40", n)
-	}
+		c.start(old.id, false)
+		c.waitApplied(last)
+		if n := len(c.sameCommands()); n != 40 {
+			t.Fatalf("replicas applied %d commands, want 40", n)
+		}
+	})
 }
 
 func TestReadIndexOnFollowerSeesAcknowledgedWrites(t *testing.T) {
-	c := newCluster(t, 3, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	f := c.followers()[0]
-	// Hold the follower's applies so that it lags behind the leader's
-	// commit index: ReadIndex must wait for them.
-	release := make(chan struct{})
-	var once sync.Once
-	f.sm.hook = func([]Entry) error {
-		<-release
-		return nil
-	}
-	var last uint64
-	for i := range 10 {
-		r, err := c.propose(ctx, fmt.Sprintf("x%d", i))
-		if err != nil {
+	transports(t, func(t *testing.T, kind string) {
+		c := newCluster(t, kind, 3, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		f := c.followers()[0]
+		// Hold the follower's applies so that it lags behind the leader's
+		// commit index: ReadIndex must wait for them.
+		release := make(chan struct{})
+		var once sync.Once
+		defer once.Do(func() { close(release) })
+		f.sm.setHook(func([]Entry) error {
+			<-release
+			return nil
+		})
+		var last uint64
+		for i := range 10 {
+			r, err := c.propose(ctx, fmt.Sprintf("x%d", i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = r.Index
+		}
+		done := make(chan error, 1)
+		go func() { done <- f.g.ReadIndex(ctx) }()
+		select {
+		case err := <-done:
+			t.Fatalf("ReadIndex returned (%v) while the follower had applied %d of %d", err, f.g.AppliedIndex(), last)
+		case <-time.After(100 * time.Millisecond):
+		}
+		once.Do(func() { close(release) })
+		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		last = r.Index
-	}
-	done := make(chan error, 1)
-	go func() { done <- f.g.ReadIndex(ctx) }()
-	select {
-	case err := <-done:
-		t.Fatalf("ReadIndex returned (%v) while the follower had applied %d of %d", err, f.g.AppliedIndex(), last)
-	case <-time.After(100 * time.Millisecond):
-	}
-	once.Do(func() { close(release) })
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if got := f.g.AppliedIndex(); got < last {
-		t.Fatalf("ReadIndex returned at applied %d, before the acknowledged write at %d", got, last)
-	}
-	f.sm.hook = nil
+		if got := f.g.AppliedIndex(); got < last {
+			t.Fatalf("ReadIndex returned at applied %d, before the acknowledged write at %d", got, last)
+		}
+		f.sm.setHook(nil)
+	})
 }
 
 // TestPartitionedLeaderFailsPendingProposalsFast cuts the leader off: a
 // proposal waiting on it must fail with ErrProposalDropped once it steps
 // down (CheckQuorum), and the others elect a new leader.
 func TestPartitionedLeaderFailsPendingProposalsFast(t *testing.T) {
-	c := newCluster(t, 3, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := c.propose(ctx, "before"); err != nil {
-		t.Fatal(err)
-	}
-	l := c.leader()
-	cut := func(group uint64, to Peer, m *pb.Message) bool { return false }
-	l.tr.SetFilter(cut)
-	for _, f := range c.followers() {
-		lid := l.id
-		f.tr.SetFilter(func(group uint64, to Peer, m *pb.Message) bool { return to.ID != lid })
-	}
-	start := time.Now()
-	_, err := l.g.Propose(ctx, []byte("lost"))
-	if !errors.Is(err, ErrProposalDropped) {
-		t.Fatalf("Propose on a cut-off leader: %v, want ErrProposalDropped", err)
-	}
-	t.Logf("cut-off leader failed the pending proposal after %v", time.Since(start))
-
-	// The majority side elects a leader and takes writes.
-	deadline := time.Now().Add(10 * time.Second)
-	var nl *node
-	for nl == nil && time.Now().Before(deadline) {
-		for _, f := range c.nodes {
-			if f.id != l.id && f.g.IsLeader() {
-				nl = f
-			}
+	transports(t, func(t *testing.T, kind string) {
+		c := newCluster(t, kind, 3, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if _, err := c.propose(ctx, "before"); err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if nl == nil {
-		t.Fatal("majority side elected no leader")
-	}
-	if _, err := nl.g.Propose(ctx, []byte("majority")); err != nil {
-		t.Fatal(err)
-	}
-	// Heal: the old leader rejoins as a follower and catches up.
-	for _, nd := range c.nodes {
-		nd.tr.SetFilter(nil)
-	}
-	r, err := c.propose(ctx, "healed")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.waitApplied(r.Index)
-	c.sameCommands()
-}
+		l := c.leader()
+		cut := func(group uint64, to Peer, m *pb.Message) bool { return false }
+		l.tr.SetFilter(cut)
+		for _, f := range c.followers() {
+			lid := l.id
+			f.tr.SetFilter(func(group uint64, to Peer, m *pb.Message) bool { return to.ID != lid })
+		}
+		start := time.Now()
+		_, err := l.g.Propose(ctx, []byte("lost"))
+		if !errors.Is(err, ErrProposalDropped) {
+			t.Fatalf("Propose on a cut-off leader: %v, want ErrProposalDropped", err)
+		}
+		t.Logf("cut-off leader failed the pending proposal after %v", time.Since(start))
 
-func TestLaggingReplicaCatchesUpBySnapshot(t *testing.T) {
-	c := newCluster(t, 3, func(cfg *Config) { cfg.KeepEntries = 10 })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := c.propose(ctx, "first"); err != nil {
-		t.Fatal(err)
-	}
-	lag := c.followers()[0]
-	c.stop(lag.id)
-	var last uint64
-	for i := range 200 {
-		r, err := c.propose(ctx, fmt.Sprintf("p%d", i))
+		// The majority side elects a leader and takes writes.
+		deadline := time.Now().Add(10 * time.Second)
+		var nl *node
+		for nl == nil && time.Now().Before(deadline) {
+			for _, f := range c.nodes {
+				if f.id != l.id && f.g.IsLeader() {
+					nl = f
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if nl == nil {
+			t.Fatal("majority side elected no leader")
+		}
+		if _, err := nl.g.Propose(ctx, []byte("majority")); err != nil {
+			t.Fatal(err)
+		}
+		// Heal: the old leader rejoins as a follower and catches up.
+		for _, nd := range c.nodes {
+			nd.tr.SetFilter(nil)
+		}
+		r, err := c.propose(ctx, "healed")
 		if err != nil {
 			t.Fatal(err)
 		}
-		last = r.Index
-	}
-	if st := c.leader().g.Status(); st.FirstIndex <= 2 {
-		t.Fatalf("leader log starts at %d; compaction did not run", st.FirstIndex)
-	}
-	c.start(lag.id, false)
-	c.waitApplied(last)
-	if n := len(c.sameCommands()); n != 201 {
-		t.Fatalf("replicas applied %d commands, want 201", n)
-	}
-	if got := lag.g.Stats().SnapshotsRecv; got == 0 {
-		t.Fatal("the lagging replica caught up without a snapshot; the test did not exercise snapshots")
-	}
-	// It keeps following the log after the snapshot.
-	r, err := c.propose(ctx, "after")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.waitApplied(r.Index)
-	c.sameCommands()
+		c.waitApplied(r.Index)
+		c.sameCommands()
+	})
+}
+
+func TestLaggingReplicaCatchesUpBySnapshot(t *testing.T) {
+	transports(t, func(t *testing.T, kind string) {
+		c := newCluster(t, kind, 3, func(cfg *Config) { cfg.KeepEntries = 10 })
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if _, err := c.propose(ctx, "first"); err != nil {
+			t.Fatal(err)
+		}
+		lag := c.followers()[0]
+		c.stop(lag.id)
+		var last uint64
+		for i := range 200 {
+			r, err := c.propose(ctx, fmt.Sprintf("p%d", i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = r.Index
+		}
+		if st := c.leader().g.Status(); st.FirstIndex <= 2 {
+			t.Fatalf("leader log starts at %d; compaction did not run", st.FirstIndex)
+		}
+		c.start(lag.id, false)
+		c.waitApplied(last)
+		if n := len(c.sameCommands()); n != 201 {
+			t.Fatalf("replicas applied %d commands, want 201", n)
+		}
+		if got := lag.g.Stats().SnapshotsRecv; got == 0 {
+			t.Fatal("the lagging replica caught up without a snapshot; the test did not exercise snapshots")
+		}
+		// It keeps following the log after the snapshot.
+		r, err := c.propose(ctx, "after")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.waitApplied(r.Index)
+		c.sameCommands()
+	})
 }
 
 func TestAddVoterThenRemoveTheOldLeader(t *testing.T) {
-	c := newCluster(t, 3, func(cfg *Config) { cfg.KeepEntries = 10 })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for i := range 50 {
-		if _, err := c.propose(ctx, fmt.Sprintf("p%d", i)); err != nil {
+	transports(t, func(t *testing.T, kind string) {
+		c := newCluster(t, kind, 3, func(cfg *Config) { cfg.KeepEntries = 10 })
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		for i := range 50 {
+			if _, err := c.propose(ctx, fmt.Sprintf("p%d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		nd := c.addNode(4)
+		c.start(4, true)
+		l := c.leader()
+		if err := l.g.AddVoter(ctx, 4, nd.addr); err != nil {
 			t.Fatal(err)
 		}
-	}
-	nd := c.addNode(4)
-	c.start(4, true)
-	l := c.leader()
-	if err := l.g.AddVoter(ctx, 4, nd.addr); err != nil {
-		t.Fatal(err)
-	}
-	r, err := c.propose(ctx, "with four")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.waitApplied(r.Index)
-	c.sameCommands()
-	if st := l.g.Status(); len(st.Voters) != 4 {
-		t.Fatalf("voters after AddVoter: %v", st.Voters)
-	}
+		r, err := c.propose(ctx, "with four")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.waitApplied(r.Index)
+		c.sameCommands()
+		if st := l.g.Status(); len(st.Voters) != 4 {
+			t.Fatalf("voters after AddVoter: %v", st.Voters)
+		}
 
-	// Remove the leader itself: it steps down, the others carry on.
-	if err := l.g.RemovePeer(ctx, l.id); err != nil {
-		t.Fatal(err)
-	}
-	c.stop(l.id)
-	delete(c.nodes, l.id)
-	r, err = c.propose(ctx, "without the old leader")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.waitApplied(r.Index)
-	if n := len(c.sameCommands()); n != 52 {
-		t.Fatalf("replicas applied %d commands, want 52", n)
-	}
-	if st := c.leader().g.Status(); len(st.Voters) != 3 {
-		t.Fatalf("voters after RemovePeer: %v", st.Voters)
-	}
+		// Remove the leader itself: it steps down, the others carry on.
+		if err := l.g.RemovePeer(ctx, l.id); err != nil {
+			t.Fatal(err)
+		}
+		c.stop(l.id)
+		delete(c.nodes, l.id)
+		r, err = c.propose(ctx, "without the old leader")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.waitApplied(r.Index)
+		if n := len(c.sameCommands()); n != 52 {
+			t.Fatalf("replicas applied %d commands, want 52", n)
+		}
+		if st := c.leader().g.Status(); len(st.Voters) != 3 {
+			t.Fatalf("voters after RemovePeer: %v", st.Voters)
+		}
+	})
 }

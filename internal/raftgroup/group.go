@@ -345,7 +345,7 @@ func Start(cfg Config) (*Group, error) {
 		StepDownOnRemoval:         true,
 		Logger:                    newRaftLogger(g.log),
 	}
-	if g.rn, err = raft.NewRawNode(rc); err != nil {
+	if g.rn, err = newRawNode(rc); err != nil {
 		return nil, fmt.Errorf("raft group %d replica %d: %w", g.gid, g.id, err)
 	}
 	bs := g.rn.BasicStatus()
@@ -381,6 +381,17 @@ func Start(cfg Config) (*Group, error) {
 		}
 	}
 	return g, nil
+}
+
+// newRawNode turns raft's panics on an inconsistent stored state into an
+// error for Start.
+func newRawNode(rc *raft.Config) (rn *raft.RawNode, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("raft refused the stored state: %v", r)
+		}
+	}()
+	return raft.NewRawNode(rc)
 }
 
 func (c *Config) fill() error {
@@ -469,6 +480,12 @@ func (g *Group) recover() error {
 	if c := max(g.smApplied, t); st.hs.GetCommit() < c {
 		g.log.Info("raising persisted commit index to the applied index", "commit", st.hs.GetCommit(), "applied", c)
 		st.hs = &pb.HardState{Term: new(st.hs.GetTerm()), Vote: new(st.hs.GetVote()), Commit: new(c)}
+	}
+	// The term is never below the last entry's. Only a lost batch after a
+	// snapshot install can leave it so; a vote cast in the lost term was
+	// never sent, so forgetting it is safe.
+	if lt, _ := st.Term(last); st.hs.GetTerm() < lt {
+		st.hs = &pb.HardState{Term: new(lt), Vote: new(uint64(0)), Commit: new(st.hs.GetCommit())}
 	}
 	return nil
 }

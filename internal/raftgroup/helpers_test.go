@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -42,7 +41,15 @@ type testSM struct {
 
 	applyCalls atomic.Int64
 	// hook, if set, runs at the start of every Apply call.
-	hook func(entries []Entry) error
+	hook atomic.Pointer[func(entries []Entry) error]
+}
+
+func (s *testSM) setHook(f func(entries []Entry) error) {
+	if f == nil {
+		s.hook.Store(nil)
+		return
+	}
+	s.hook.Store(&f)
 }
 
 var (
@@ -77,8 +84,8 @@ type applyResult struct {
 
 func (s *testSM) Apply(entries []Entry) ([]any, error) {
 	s.applyCalls.Add(1)
-	if s.hook != nil {
-		if err := s.hook(entries); err != nil {
+	if h := s.hook.Load(); h != nil {
+		if err := (*h)(entries); err != nil {
 			return nil, err
 		}
 	}
@@ -128,25 +135,42 @@ func (s *testSM) commands(t testing.TB) []applyResult {
 	return out
 }
 
-// node is one replica of a test cluster: its store, gRPC server and group.
+// node is one replica of a test cluster: its store, transport and group.
 type node struct {
 	id    uint64
-	fs    vfs.FS
+	fs    vfs.FS // the store's file system; nil: the real disk in dir
+	dir   string
 	db    *kv.DB
 	sm    *testSM
 	g     *Group
-	srv   *grpc.Server
-	ln    net.Listener
-	tr    *GRPCTransport
 	addr  string
+	tr    testTransport
+	srv   *grpc.Server // gRPC clusters only
 	serve sync.WaitGroup
 }
 
+type testTransport interface {
+	Transport
+	SetFilter(Filter)
+	Close() error
+}
+
+// cluster is replicas of group 1 in this process, over real gRPC on
+// loopback or over a MemNetwork.
 type cluster struct {
-	t     testing.TB
-	nodes map[uint64]*node
-	peers []Peer
-	cfg   func(*Config) // adjusts every replica's config
+	t      testing.TB
+	mem    *MemNetwork // nil: gRPC
+	onDisk bool        // stores on the real disk, for benchmarks
+	nodes  map[uint64]*node
+	peers  []Peer
+	cfg    func(*Config) // adjusts every replica's config
+}
+
+// transports runs a cluster test over both transports.
+func transports(t *testing.T, test func(t *testing.T, kind string)) {
+	for _, kind := range []string{"grpc", "mem"} {
+		t.Run(kind, func(t *testing.T) { test(t, kind) })
+	}
 }
 
 // testTiming keeps elections quick but not so quick that a busy 2-core
@@ -157,13 +181,15 @@ func testTiming(c *Config) {
 	c.HeartbeatTicks = 1
 }
 
-// newCluster starts n replicas of group 1 on loopback.
-func newCluster(t testing.TB, n int, adjust func(*Config)) *cluster {
-	c := &cluster{t: t, nodes: map[uint64]*node{}, cfg: adjust}
+// newCluster starts n replicas of group 1 over the transport kind
+// ("grpc" or "mem"; "grpc-disk" puts the stores on the real disk).
+func newCluster(t testing.TB, kind string, n int, adjust func(*Config)) *cluster {
+	c := &cluster{t: t, nodes: map[uint64]*node{}, cfg: adjust, onDisk: kind == "grpc-disk"}
+	if kind == "mem" {
+		c.mem = NewMemNetwork()
+	}
 	for i := 1; i <= n; i++ {
-		nd := &node{id: uint64(i), fs: vfs.NewMem()}
-		nd.listen(t, "127.0.0.1:0")
-		c.nodes[nd.id] = nd
+		nd := c.addNode(uint64(i))
 		c.peers = append(c.peers, Peer{ID: nd.id, Addr: nd.addr})
 	}
 	for i := 1; i <= n; i++ {
@@ -173,26 +199,49 @@ func newCluster(t testing.TB, n int, adjust func(*Config)) *cluster {
 	return c
 }
 
-func (nd *node) listen(t testing.TB, addr string) {
-	t.Helper()
+// attach gives nd a transport at nd.addr (a fresh one if empty).
+func (c *cluster) attach(nd *node) {
+	c.t.Helper()
+	if c.mem != nil {
+		if nd.addr == "" {
+			nd.addr = fmt.Sprintf("mem-%d", nd.id)
+		}
+		nd.tr = c.mem.Transport(nd.addr)
+		return
+	}
+	addr := nd.addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	var ln net.Listener
 	var err error
 	for range 50 {
-		if nd.ln, err = net.Listen("tcp", addr); err == nil {
+		if ln, err = net.Listen("tcp", addr); err == nil {
 			break
 		}
 		time.Sleep(20 * time.Millisecond) // the old listener's port may linger
 	}
 	if err != nil {
-		t.Fatal(err)
+		c.t.Fatal(err)
 	}
-	nd.addr = nd.ln.Addr().String()
+	nd.addr = ln.Addr().String()
 	nd.srv = rpc.NewServer(nil)
 	nd.tr = NewGRPCTransport(nd.srv, testLog())
 	nd.serve.Add(1)
 	go func() {
 		defer nd.serve.Done()
-		nd.srv.Serve(nd.ln)
+		nd.srv.Serve(ln)
 	}()
+}
+
+func (c *cluster) detach(nd *node) {
+	if nd.srv != nil {
+		nd.srv.Stop()
+		nd.serve.Wait()
+		nd.srv = nil
+	}
+	nd.tr.Close()
+	nd.tr = nil
 }
 
 // start opens node id's store (creating it the first time) and starts its
@@ -200,10 +249,14 @@ func (nd *node) listen(t testing.TB, addr string) {
 func (c *cluster) start(id uint64, join bool) *node {
 	c.t.Helper()
 	nd := c.nodes[id]
-	if nd.srv == nil {
-		nd.listen(c.t, nd.addr)
+	if nd.tr == nil {
+		c.attach(nd)
 	}
-	db, err := kv.Open("db", kv.Options{FS: nd.fs, CacheSize: 8 << 20})
+	dir := "db"
+	if nd.fs == nil {
+		dir = nd.dir
+	}
+	db, err := kv.Open(dir, kv.Options{FS: nd.fs, CacheSize: 8 << 20})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -233,10 +286,7 @@ func (c *cluster) stop(id uint64) {
 		c.t.Errorf("stop replica %d: %v", id, err)
 	}
 	nd.g = nil
-	nd.srv.Stop()
-	nd.serve.Wait()
-	nd.tr.Close()
-	nd.srv, nd.tr = nil, nil
+	c.detach(nd)
 	if err := nd.db.Close(); err != nil {
 		c.t.Errorf("close store %d: %v", id, err)
 	}
@@ -249,10 +299,13 @@ func (c *cluster) close() {
 	}
 }
 
-// addNode creates node id (not yet started) listening on loopback.
+// addNode creates node id, with its transport, not yet started.
 func (c *cluster) addNode(id uint64) *node {
 	nd := &node{id: id, fs: vfs.NewMem()}
-	nd.listen(c.t, "127.0.0.1:0")
+	if c.onDisk {
+		nd.fs, nd.dir = nil, c.t.TempDir()
+	}
+	c.attach(nd)
 	c.nodes[id] = nd
 	return nd
 }
@@ -283,7 +336,9 @@ func (c *cluster) leader() *node {
 	return nil
 }
 
+// followers returns the replicas that follow the current leader.
 func (c *cluster) followers() []*node {
+	c.leader()
 	var out []*node
 	for _, nd := range c.nodes {
 		if nd.g != nil && !nd.g.IsLeader() {
@@ -358,5 +413,3 @@ func openSingle(t testing.TB, db *kv.DB, adjust func(*Config)) (*Group, *testSM)
 	}
 	return g, sm
 }
-
-var _ io.Reader = (*chunkReader)(nil)

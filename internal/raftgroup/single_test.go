@@ -2,6 +2,7 @@ package raftgroup
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 
 	"nacre/internal/kv"
 )
@@ -101,12 +104,12 @@ func TestEmptyCommandIsDistinctFromRaftEntries(t *testing.T) {
 	var mu sync.Mutex
 	var seen []Entry
 	g, sm := openSingle(t, db, nil)
-	sm.hook = func(es []Entry) error {
+	sm.setHook(func(es []Entry) error {
 		mu.Lock()
 		seen = append(seen, es...)
 		mu.Unlock()
 		return nil
-	}
+	})
 	defer g.Stop()
 	if _, err := g.Propose(context.Background(), nil); err != nil {
 		t.Fatal(err)
@@ -206,14 +209,14 @@ func TestCrashLosesNothingAcknowledgedAndReappliesCommittedEntries(t *testing.T)
 	// the synced log, and its apply is not in the store.
 	entered, release := make(chan uint64, 1), make(chan struct{})
 	var once sync.Once
-	sm.hook = func(es []Entry) error {
+	sm.setHook(func(es []Entry) error {
 		for _, e := range es {
 			if string(e.Data) == "held" {
 				once.Do(func() { entered <- e.Index; <-release })
 			}
 		}
 		return nil
-	}
+	})
 	done := make(chan error, 1)
 	go func() {
 		_, err := g.Propose(ctx, []byte("held"))
@@ -273,7 +276,7 @@ func TestApplyErrorStopsTheGroupAndFailsPendingProposals(t *testing.T) {
 	defer db.Close()
 	g, sm := openSingle(t, db, nil)
 	boom := errors.New("disk on fire")
-	sm.hook = func([]Entry) error { return boom }
+	sm.setHook(func([]Entry) error { return boom })
 	_, err := g.Propose(context.Background(), []byte("x"))
 	if !errors.Is(err, ErrStopped) {
 		t.Fatalf("Propose: %v, want ErrStopped", err)
@@ -351,4 +354,62 @@ func TestOnLeaderChangeIsCalledInOrder(t *testing.T) {
 		t.Fatal("no leader event")
 	}
 	g.Stop()
+}
+
+// TestRestartFinishesOrForgetsAnInterruptedSnapshotInstall plants the
+// pending-install marker that a crash during a snapshot install leaves,
+// with the state machine either restored (its applied index reached the
+// snapshot) or not.
+func TestRestartFinishesOrForgetsAnInterruptedSnapshotInstall(t *testing.T) {
+	for _, restored := range []bool{true, false} {
+		t.Run(fmt.Sprintf("restored=%v", restored), func(t *testing.T) {
+			fs := vfs.NewMem()
+			db, err := kv.Open("db", kv.Options{FS: fs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			g, _ := openSingle(t, db, nil)
+			for i := range 10 {
+				if _, err := g.Propose(context.Background(), fmt.Appendf(nil, "%d", i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			applied, term := g.AppliedIndex(), g.Term()
+			g.Stop()
+
+			const snapIndex = 50
+			k := newKeys([]byte("\x00r"))
+			meta := &pb.SnapshotMetadata{Index: new(uint64(snapIndex)), Term: new(term + 5),
+				ConfState: &pb.ConfState{Voters: []uint64{1}}}
+			mv, _ := proto.Marshal(meta)
+			db.Set(k.pending, mv, true)
+			if restored {
+				// What Restore would have written: the image's state and
+				// applied index.
+				db.Set(smApplied, binary.BigEndian.AppendUint64(nil, snapIndex), true)
+			}
+
+			g, _ = openSingle(t, db, nil)
+			defer g.Stop()
+			if _, err := db.Get(k.pending); !errors.Is(err, kv.ErrNotFound) {
+				t.Fatal("the pending marker survived the restart")
+			}
+			st := g.Status()
+			if restored {
+				if st.FirstIndex != snapIndex+1 || st.Term <= term+5 {
+					t.Fatalf("after a finished install: log starts at %d (want %d), term %d (want > %d)", st.FirstIndex, snapIndex+1, st.Term, term+5)
+				}
+			} else if st.FirstIndex != 1 || st.Applied < applied {
+				t.Fatalf("after a forgotten install: log starts at %d, applied %d; want the old log", st.FirstIndex, st.Applied)
+			}
+			v, err := g.Propose(context.Background(), []byte("next"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if restored && v.(applyResult).Index <= snapIndex {
+				t.Fatalf("first entry after the install at %d", v.(applyResult).Index)
+			}
+		})
+	}
 }

@@ -98,8 +98,12 @@ func (h handler) ReceiveSnapshot(m *pb.Message, r io.Reader) error {
 		sp.release()
 		return ErrStopped
 	}
-	if old := g.in.spools[idx]; old != nil {
-		old.release()
+	// Keep only the newest image: raft never goes back to an older one.
+	for i, old := range g.in.spools {
+		if i <= idx {
+			old.release()
+			delete(g.in.spools, i)
+		}
 	}
 	g.in.spools[idx] = sp
 	g.in.it.msgs = append(g.in.it.msgs, m)

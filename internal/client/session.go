@@ -1,0 +1,449 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/fid"
+	"nacre/internal/rpc"
+)
+
+// Session is what a mounted client holds with the MDSs beyond single
+// requests (api/lock.proto): a session stream per MDT that keeps its
+// locks and open-unlinked files alive and brings cache invalidations from
+// other clients, file locks served by the MDS, and the namespace commands
+// of open files. A client's locks are dropped when its session ends
+// (Close, process exit, network cut longer than ldlm.SessionTimeout).
+type Session struct {
+	c       *Client
+	name    string
+	onInval func([]fid.FID)
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu   sync.Mutex
+	mdts map[uint32]*sessMDT
+
+	waitSeq atomic.Uint64
+}
+
+type sessMDT struct {
+	index uint32
+	addr  string
+	cc    *grpc.ClientConn
+	ldlm  pb.LDLMClient
+	open  pb.OpenFilesClient
+	up    chan struct{} // closed once the first session stream is open
+	once  sync.Once
+}
+
+// pingInterval matches ldlm.PingInterval (the server ends a session that
+// is silent for four of them).
+const pingInterval = 5 * time.Second
+
+// StartSession opens the client's session with every MDT. onInval is
+// called with the files another client changed (its caches of them must
+// go) before the change is acknowledged; it may be nil.
+func (c *Client) StartSession(ctx context.Context, name string, onInval func([]fid.FID)) (*Session, error) {
+	s := &Session{c: c, name: name, onInval: onInval, mdts: map[uint32]*sessMDT{}}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	cfg, err := c.Config(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, ti := range sortTargets(cfg.Targets) {
+		if ti.Kind != pb.TargetKind_TARGET_MDT || s.mdts[ti.Index] != nil {
+			continue
+		}
+		m, err := s.dial(ti.Index, ti.Addr)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.wg.Add(1)
+		go s.run(m)
+	}
+	if len(s.mdts) == 0 {
+		return nil, fmt.Errorf("no MDT in the configuration of %s", c.Fsname())
+	}
+	// Wait (briefly) for the sessions, so that the first lock works.
+	t := time.NewTimer(10 * time.Second)
+	defer t.Stop()
+	for _, m := range s.mdts {
+		select {
+		case <-m.up:
+		case <-t.C:
+			c.log.Warn("session with an MDT not open yet; continuing", "mdt", m.index)
+		case <-ctx.Done():
+			s.Close()
+			return nil, ctx.Err()
+		}
+	}
+	return s, nil
+}
+
+func (s *Session) dial(index uint32, addr string) (*sessMDT, error) {
+	cc, err := rpc.Dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	m := &sessMDT{index: index, addr: addr, cc: cc, ldlm: pb.NewLDLMClient(cc), open: pb.NewOpenFilesClient(cc), up: make(chan struct{})}
+	s.mu.Lock()
+	s.mdts[index] = m
+	s.mu.Unlock()
+	return m, nil
+}
+
+// Close ends the sessions: the MDSs drop this client's locks.
+func (s *Session) Close() error {
+	s.cancel()
+	s.wg.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.mdts {
+		m.cc.Close()
+	}
+	return nil
+}
+
+// run keeps one MDT's session stream open until Close.
+func (s *Session) run(m *sessMDT) {
+	defer s.wg.Done()
+	backoff := 100 * time.Millisecond
+	for s.ctx.Err() == nil {
+		start := time.Now()
+		err := s.stream(m)
+		if s.ctx.Err() != nil {
+			return
+		}
+		if time.Since(start) > 10*time.Second {
+			backoff = 100 * time.Millisecond
+		}
+		s.c.log.Warn("session with MDT ended; reconnecting", "mdt", m.index, "err", err)
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+		s.redial(m)
+	}
+}
+
+// redial follows an MDT that moved (a new leader).
+func (s *Session) redial(m *sessMDT) {
+	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
+	defer cancel()
+	cfg, err := s.c.Config(ctx)
+	if err != nil {
+		return
+	}
+	for _, ti := range sortTargets(cfg.Targets) {
+		if ti.Kind == pb.TargetKind_TARGET_MDT && ti.Index == m.index && ti.Addr != m.addr {
+			cc, err := rpc.Dial(ti.Addr)
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			m.cc.Close()
+			m.addr, m.cc, m.ldlm, m.open = ti.Addr, cc, pb.NewLDLMClient(cc), pb.NewOpenFilesClient(cc)
+			s.mu.Unlock()
+			return
+		}
+	}
+}
+
+func (s *Session) stream(m *sessMDT) error {
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	s.mu.Lock()
+	cli := m.ldlm
+	s.mu.Unlock()
+	st, err := cli.Session(ctx, grpc.WaitForReady(true))
+	if err != nil {
+		return err
+	}
+	var sendMu sync.Mutex
+	send := func(u *pb.SessionUp) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return st.Send(u)
+	}
+	if err := send(&pb.SessionUp{ClientId: s.c.id, Name: s.name}); err != nil {
+		return err
+	}
+	go func() {
+		t := time.NewTicker(pingInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if send(&pb.SessionUp{}) != nil {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	for {
+		d, err := st.Recv()
+		if err != nil {
+			return err
+		}
+		if d.Seq == 0 {
+			// The server's welcome: the session is registered.
+			m.once.Do(func() { close(m.up) })
+			continue
+		}
+		if len(d.Invalidate) > 0 && s.onInval != nil {
+			fids := make([]fid.FID, len(d.Invalidate))
+			for i, f := range d.Invalidate {
+				fids[i] = fid.FromPB(f)
+			}
+			s.onInval(fids)
+		}
+		if err := send(&pb.SessionUp{Ack: d.Seq}); err != nil {
+			return err
+		}
+	}
+}
+
+// mdt returns the session's connection to the MDT that owns f.
+func (s *Session) mdt(f fid.FID) (*sessMDT, error) {
+	mc, err := s.c.mdtFor(f)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.mdts[mc.index]
+	if m == nil {
+		return nil, fmt.Errorf("no session with MDT%04x", mc.index)
+	}
+	return m, nil
+}
+
+func (s *Session) clients(f fid.FID) (pb.LDLMClient, pb.OpenFilesClient, error) {
+	m, err := s.mdt(f)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return m.ldlm, m.open, nil
+}
+
+// mutate is Client.mutate through the OpenFiles service.
+func (s *Session) mutate(ctx context.Context, what string, f fid.FID, cmd *pb.Command) (*pb.Reply, error) {
+	c := s.c
+	id, ack := c.beginReq()
+	defer c.endReq(id)
+	cmd.ClientId, cmd.RequestId, cmd.AckedBelow, cmd.Cred = c.id, id, ack, c.cred(ctx)
+	var rep *pb.Reply
+	err := c.retry(ctx, what, func(ctx context.Context) error {
+		_, open, err := s.clients(f)
+		if err != nil {
+			return err
+		}
+		rep, err = open.Mutate(ctx, cmd)
+		return err
+	})
+	if err != nil {
+		return nil, &rpc.Errno{Op: what, Errno: rpc.ToErrno(err), Msg: err.Error()}
+	}
+	if rep.Errno != 0 {
+		return rep, rpc.NewErrno(what, rep.Errno, rep.Message)
+	}
+	return rep, nil
+}
+
+func pbFIDs(fs []fid.FID) []*pb.FID {
+	out := make([]*pb.FID, len(fs))
+	for i, f := range fs {
+		out[i] = f.PB()
+	}
+	return out
+}
+
+// Unlink removes a name; if it was the last name of one of open (files
+// this client has open), the object is kept as an orphan until
+// ReleaseOrphans. The result is the object's state after the removal.
+func (s *Session) Unlink(ctx context.Context, parent fid.FID, name string, open []fid.FID) (*pb.Inode, error) {
+	rep, err := s.mutate(ctx, "unlink "+name, parent, &pb.Command{Op: &pb.Command_OpenUnlink{OpenUnlink: &pb.OpenUnlinkOp{
+		Unlink: &pb.UnlinkOp{Parent: parent.PB(), Name: name}, Open: pbFIDs(open)}}})
+	if err != nil {
+		return nil, err
+	}
+	return rep.Inode, nil
+}
+
+// Rename is Client.Rename keeping a replaced file that is one of open as
+// an orphan.
+func (s *Session) Rename(ctx context.Context, sp fid.FID, sn string, dp fid.FID, dn string, flags uint32, open []fid.FID) error {
+	_, err := s.mutate(ctx, "rename "+sn+" to "+dn, sp, &pb.Command{Op: &pb.Command_OpenRename{OpenRename: &pb.OpenRenameOp{
+		Rename: &pb.RenameOp{SrcParent: sp.PB(), SrcName: sn, DstParent: dp.PB(), DstName: dn, Flags: flags}, Open: pbFIDs(open)}}})
+	return err
+}
+
+// Tmpfile makes a regular file in no directory (O_TMPFILE), an orphan of
+// this client until it is linked somewhere or released.
+func (s *Session) Tmpfile(ctx context.Context, parent fid.FID, mode uint32, l *pb.Layout) (*pb.Inode, error) {
+	rep, err := s.mutate(ctx, "tmpfile", parent, &pb.Command{Op: &pb.Command_Tmpfile{Tmpfile: &pb.TmpfileOp{
+		Parent: parent.PB(), Mode: mode, Layout: l}}})
+	if err != nil {
+		return nil, err
+	}
+	return rep.Inode, nil
+}
+
+// ReleaseOrphans tells the MDT this client closed the files for the last
+// time: the orphans among them are destroyed.
+func (s *Session) ReleaseOrphans(ctx context.Context, fids []fid.FID) error {
+	if len(fids) == 0 {
+		return nil
+	}
+	_, err := s.mutate(ctx, "release", fids[0], &pb.Command{Op: &pb.Command_OrphanRelease{OrphanRelease: &pb.OrphanReleaseOp{Fids: pbFIDs(fids)}}})
+	return err
+}
+
+// LockSpec describes a file lock request or a held lock.
+type LockSpec struct {
+	Flock  bool        // BSD flock (whole file); else POSIX byte range
+	Owner  uint64      // lock owner (from the kernel)
+	Handle uint64      // open file it comes through
+	Pid    uint32      // for F_GETLK
+	Type   pb.LockType // LOCK_UNLOCK releases
+	Start  uint64
+	End    uint64 // inclusive; 1<<63-1 = to the end of the file
+}
+
+func (s *Session) lockReq(f fid.FID, l LockSpec) *pb.LockRequest {
+	return &pb.LockRequest{ClientId: s.c.id, Fid: f.PB(), Flock: l.Flock, Owner: l.Owner, Handle: l.Handle, Pid: l.Pid,
+		Type: l.Type, Start: l.Start, End: l.End}
+}
+
+// SetLock takes, changes or releases a lock. Without wait a conflict is
+// EAGAIN. With wait it blocks until granted; closing interrupt cancels the
+// wait (EINTR, unless the lock was granted first). Errors are
+// syscall.Errno values.
+func (s *Session) SetLock(ctx context.Context, f fid.FID, l LockSpec, wait bool, interrupt <-chan struct{}) error {
+	ld, _, err := s.clients(f)
+	if err != nil {
+		return syscall.ENOLCK
+	}
+	req := s.lockReq(f, l)
+	if !wait {
+		return s.lockCall(ctx, ld, req)
+	}
+	req.Wait = true
+	req.WaitId = s.waitSeq.Add(1)
+	done := make(chan error, 1)
+	go func() {
+		// A session may be reconnecting; waiting needs one.
+		for i := 0; ; i++ {
+			err := s.lockCall(ctx, ld, req)
+			if errors.Is(err, errNoSession) && i < 50 {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			done <- err
+			return
+		}
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-interrupt:
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		ld.CancelWait(cctx, &pb.CancelWaitRequest{ClientId: s.c.id, WaitId: req.WaitId})
+		cancel()
+		return <-done
+	}
+}
+
+var errNoSession = errors.New("no session")
+
+func (s *Session) lockCall(ctx context.Context, ld pb.LDLMClient, req *pb.LockRequest) error {
+	r, err := ld.Lock(ctx, req, grpc.WaitForReady(true))
+	if err != nil {
+		if status.Code(err) == codes.FailedPrecondition {
+			return errNoSession
+		}
+		s.c.log.Warn("lock request failed", "err", err)
+		return syscall.ENOLCK
+	}
+	if r.Errno != 0 {
+		return syscall.Errno(r.Errno)
+	}
+	return nil
+}
+
+// GetLock returns the first lock that conflicts with l (F_GETLK); found
+// is false if there is none.
+func (s *Session) GetLock(ctx context.Context, f fid.FID, l LockSpec) (LockSpec, bool, error) {
+	ld, _, err := s.clients(f)
+	if err != nil {
+		return LockSpec{}, false, syscall.ENOLCK
+	}
+	r, err := ld.GetLock(ctx, s.lockReq(f, l), grpc.WaitForReady(true))
+	if err != nil {
+		return LockSpec{}, false, syscall.ENOLCK
+	}
+	if r.Errno != 0 {
+		return LockSpec{}, false, syscall.Errno(r.Errno)
+	}
+	if r.Type == pb.LockType_LOCK_UNLOCK {
+		return LockSpec{}, false, nil
+	}
+	return LockSpec{Flock: l.Flock, Type: r.Type, Start: r.Start, End: r.End, Pid: r.Pid}, true, nil
+}
+
+// ReleaseLocks drops on f the POSIX locks of posixOwner, the flock locks
+// of flockOwner and every lock taken through handle (0 selects nothing).
+func (s *Session) ReleaseLocks(ctx context.Context, f fid.FID, posixOwner, flockOwner, handle uint64) error {
+	ld, _, err := s.clients(f)
+	if err != nil {
+		return err
+	}
+	_, err = ld.ReleaseLocks(ctx, &pb.ReleaseLocksRequest{ClientId: s.c.id, Fid: f.PB(), PosixOwner: posixOwner, FlockOwner: flockOwner, Handle: handle})
+	return err
+}
+
+// Invalidate makes every other client drop what it caches of fids, and
+// returns once they acknowledged (or after a short timeout).
+func (s *Session) Invalidate(ctx context.Context, fids []fid.FID) error {
+	if len(fids) == 0 {
+		return nil
+	}
+	byMDT := map[*sessMDT][]fid.FID{}
+	for _, f := range fids {
+		m, err := s.mdt(f)
+		if err != nil {
+			return err
+		}
+		byMDT[m] = append(byMDT[m], f)
+	}
+	for m, fs := range byMDT {
+		s.mu.Lock()
+		ld := m.ldlm
+		s.mu.Unlock()
+		if _, err := ld.Invalidate(ctx, &pb.InvalidateRequest{ClientId: s.c.id, Fids: pbFIDs(fs)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

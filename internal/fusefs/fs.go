@@ -1,0 +1,417 @@
+// Package fusefs mounts a Nacre file system through FUSE: a go-fuse raw
+// API (fuse.RawFileSystem) adapter over the client library.
+//
+// # Inodes
+//
+// The kernel names inodes by node ids that this package hands out; a
+// table maps each node id to its FID, with the kernel's lookup count
+// (FORGET removes the entry when the count reaches zero). Node id 1 is the
+// root; 2 and 3 are the virtual directories .nacre and .nacre/fid. The
+// inode number users see (st_ino) is derived from the FID, as Lustre's
+// fid_flatten does: seq<<24 + oid, with the sequence's high bits folded
+// in; object ids stay below 2^17, so numbers are unique and stable across
+// mounts and clients.
+//
+// # Caching and consistency
+//
+// Attributes and entries are cached by the kernel for the mount's
+// timeouts (1 s by default); data in the kernel page cache. Writes are
+// written through to the OSTs before write(2) returns. Close-to-open
+// consistency between clients:
+//
+//   - close (FUSE FLUSH) of a file this client wrote makes the data
+//     durable, records the size and mtime on the MDT (client.File.Close)
+//     and has the MDS tell every other mounted client to drop its cached
+//     attributes and pages of the file (LDLM Invalidate), waiting for
+//     their acknowledgement;
+//   - open fetches fresh attributes from the MDT; if size or mtime differ
+//     from what the kernel holds, the kernel's attributes are invalidated
+//     and its page cache is not kept (no FOPEN_KEEP_CACHE).
+//
+// # Open-unlinked files
+//
+// While this client has files open, it sends unlink and rename through
+// the OpenFiles service with the FIDs it holds open, so the MDT keeps a
+// file whose last name goes as an orphan; the last close releases it
+// (internal/mdt/open.go). O_TMPFILE files are such orphans from birth.
+//
+// # Locks
+//
+// flock(2) and POSIX/OFD byte-range locks go to the MDS that owns the
+// file (internal/ldlm), so they are coherent across clients. close(2)
+// (FLUSH) releases the caller's POSIX locks on the file, the last close
+// of an open file (RELEASE) its flock and OFD locks; a client's locks go
+// when its session ends (unmount or death of the mount process).
+//
+// Errors are the client library's errno values; this package maps
+// nothing else (errno.go).
+package fusefs
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/client"
+	"nacre/internal/fid"
+)
+
+// Reserved node ids.
+const (
+	rootID    = fuse.FUSE_ROOT_ID
+	nacreID   = 2 // .nacre
+	fidDirID  = 3 // .nacre/fid
+	firstNode = 16
+)
+
+// Names of the virtual directories.
+const (
+	nacreDirName = ".nacre"
+	fidDirName   = "fid"
+)
+
+// Options configure a mount.
+type Options struct {
+	// Timeouts of the kernel's caches (defaults: 1 s, 1 s, 0).
+	AttrTimeout     time.Duration
+	EntryTimeout    time.Duration
+	NegativeTimeout time.Duration
+	// Name identifies this mount in the MDS's logs.
+	Name string
+	Log  *slog.Logger
+}
+
+// FS is a mounted Nacre file system. It implements fuse.RawFileSystem.
+type FS struct {
+	fuse.RawFileSystem
+	c    *client.Client
+	sess *client.Session
+	o    Options
+	log  *slog.Logger
+	srv  *fuse.Server
+
+	mu      sync.Mutex
+	nodes   map[uint64]*node
+	byFID   map[fid.FID]*node
+	nextID  uint64
+	handles map[uint64]*handle
+	nextFh  uint64
+	files   map[fid.FID]*openFile
+	// epoch counts unlinks and renames sent while files were open: a file
+	// open across one may have become an orphan.
+	epoch uint64
+
+	groupsMu sync.Mutex
+	groups   map[uint32]groupsEntry
+
+	statfsMu sync.Mutex
+	statfs   *pb.Statfs
+	statfsAt time.Time
+}
+
+type groupsEntry struct {
+	uid    uint32
+	groups []uint32
+	at     time.Time
+}
+
+// node is one inode the kernel knows.
+type node struct {
+	id      uint64
+	fid     fid.FID
+	lookups uint64
+	// What the kernel was last told of a regular file (close-to-open).
+	kSize  uint64
+	kMtime int64
+	kValid bool
+}
+
+// New returns the file system over c. Start a session (c.StartSession)
+// with fs.Invalidate as its callback and hand it over with SetSession
+// before mounting.
+func New(c *client.Client, o Options) *FS {
+	if o.AttrTimeout == 0 {
+		o.AttrTimeout = time.Second
+	}
+	if o.EntryTimeout == 0 {
+		o.EntryTimeout = time.Second
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	fs := &FS{
+		RawFileSystem: fuse.NewDefaultRawFileSystem(),
+		c:             c, o: o, log: o.Log,
+		nodes:   map[uint64]*node{},
+		byFID:   map[fid.FID]*node{},
+		nextID:  firstNode,
+		handles: map[uint64]*handle{},
+		nextFh:  1,
+		files:   map[fid.FID]*openFile{},
+		groups:  map[uint32]groupsEntry{},
+	}
+	root := &node{id: rootID, fid: fid.Root, lookups: 1}
+	fs.nodes[rootID] = root
+	fs.byFID[fid.Root] = root
+	return fs
+}
+
+// SetSession gives the file system its session with the MDSs.
+func (fs *FS) SetSession(s *client.Session) { fs.sess = s }
+
+func (fs *FS) String() string { return "nacre" }
+
+// Init is called by the server before the first request.
+func (fs *FS) Init(s *fuse.Server) { fs.srv = s }
+
+// Ino is the inode number of a FID (Lustre's fid_flatten).
+func Ino(f fid.FID) uint64 {
+	seq := f.Seq
+	ino := seq<<24 + (seq>>24)&0xffffff0000 + uint64(f.Oid)
+	if ino == 0 {
+		return uint64(f.Oid)
+	}
+	return ino
+}
+
+const (
+	nacreIno  = 0xfffffffffffffff0
+	fidDirIno = 0xfffffffffffffff1
+)
+
+// ctx is the context of a request: the caller's identity. Namespace
+// operations are never cancelled by FUSE interrupts (a mutation applied
+// but reported EINTR would confuse programs); only lock waits are.
+func (fs *FS) ctx(h *fuse.InHeader) context.Context {
+	cred := &pb.Cred{Uid: h.Uid, Gid: h.Gid}
+	if h.Uid != 0 && h.Pid != 0 {
+		cred.Groups = fs.supplementary(h.Pid, h.Uid)
+	}
+	return client.WithCred(context.Background(), cred)
+}
+
+// supplementary returns the supplementary groups of a process (from
+// /proc), cached for a second.
+func (fs *FS) supplementary(pid, uid uint32) []uint32 {
+	fs.groupsMu.Lock()
+	e, ok := fs.groups[pid]
+	fs.groupsMu.Unlock()
+	if ok && e.uid == uid && time.Since(e.at) < time.Second {
+		return e.groups
+	}
+	var gs []uint32
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "Groups:"); ok {
+				for _, f := range strings.Fields(rest) {
+					if g, err := strconv.ParseUint(f, 10, 32); err == nil {
+						gs = append(gs, uint32(g))
+					}
+				}
+				break
+			}
+		}
+	}
+	fs.groupsMu.Lock()
+	if len(fs.groups) > 4096 {
+		clear(fs.groups)
+	}
+	fs.groups[pid] = groupsEntry{uid: uid, groups: gs, at: time.Now()}
+	fs.groupsMu.Unlock()
+	return gs
+}
+
+func (fs *FS) node(id uint64) *node {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.nodes[id]
+}
+
+// fidOf returns the FID of a real node.
+func (fs *FS) fidOf(id uint64) (fid.FID, fuse.Status) {
+	n := fs.node(id)
+	if n == nil || id == nacreID || id == fidDirID {
+		if id == nacreID || id == fidDirID {
+			return fid.FID{}, fuse.EPERM
+		}
+		return fid.FID{}, fuse.ENOENT
+	}
+	return n.fid, fuse.OK
+}
+
+// register records one more kernel lookup of ino's FID and returns its
+// node.
+func (fs *FS) register(ino *pb.Inode) *node {
+	f := fid.FromPB(ino.Fid)
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	n := fs.byFID[f]
+	if n == nil {
+		n = &node{id: fs.nextID, fid: f}
+		fs.nextID++
+		fs.nodes[n.id] = n
+		fs.byFID[f] = n
+	}
+	n.lookups++
+	return n
+}
+
+// Forget drops kernel lookups of a node.
+func (fs *FS) Forget(id, nlookup uint64) {
+	if id < firstNode {
+		return
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	n := fs.nodes[id]
+	if n == nil {
+		return
+	}
+	if n.lookups > nlookup {
+		n.lookups -= nlookup
+		return
+	}
+	delete(fs.nodes, id)
+	if fs.byFID[n.fid] == n {
+		delete(fs.byFID, n.fid)
+	}
+}
+
+// Nodes is the number of inodes the kernel holds (for tests).
+func (fs *FS) Nodes() int {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return len(fs.nodes)
+}
+
+func blksize(ino *pb.Inode) uint32 {
+	if ino.Mode&syscall.S_IFMT == syscall.S_IFREG && ino.Layout != nil && ino.Layout.StripeSize > 0 {
+		return min(ino.Layout.StripeSize, 4<<20)
+	}
+	return 4096
+}
+
+func splitNs(ns int64) (uint64, uint32) {
+	s, n := ns/1e9, ns%1e9
+	if n < 0 {
+		s, n = s-1, n+1e9
+	}
+	return uint64(s), uint32(n)
+}
+
+// fillAttr converts MDT attributes and notes what the kernel is told.
+func (fs *FS) fillAttr(n *node, ino *pb.Inode, a *fuse.Attr) {
+	a.Ino = Ino(fid.FromPB(ino.Fid))
+	a.Size = ino.Size
+	a.Blocks = ino.Blocks
+	a.Atime, a.Atimensec = splitNs(ino.AtimeNs)
+	a.Mtime, a.Mtimensec = splitNs(ino.MtimeNs)
+	a.Ctime, a.Ctimensec = splitNs(ino.CtimeNs)
+	a.Mode = ino.Mode
+	a.Nlink = ino.Nlink
+	a.Uid, a.Gid = ino.Uid, ino.Gid
+	a.Rdev = ino.Rdev
+	a.Blksize = blksize(ino)
+	if n != nil && ino.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		fs.mu.Lock()
+		n.kSize, n.kMtime, n.kValid = ino.Size, ino.MtimeNs, true
+		fs.mu.Unlock()
+	}
+}
+
+func (fs *FS) fillEntry(ino *pb.Inode, out *fuse.EntryOut) *node {
+	n := fs.register(ino)
+	out.NodeId = n.id
+	out.Generation = 0
+	out.SetEntryTimeout(fs.o.EntryTimeout)
+	out.SetAttrTimeout(fs.o.AttrTimeout)
+	fs.fillAttr(n, ino, &out.Attr)
+	return n
+}
+
+// virtAttr fills the attributes of a virtual directory.
+func virtAttr(id uint64, a *fuse.Attr) {
+	a.Mode = syscall.S_IFDIR | 0o555
+	a.Nlink = 2
+	a.Size = 4096
+	a.Blksize = 4096
+	if id == nacreID {
+		a.Ino = nacreIno
+		a.Nlink = 3
+	} else {
+		a.Ino = fidDirIno
+	}
+}
+
+// attr fetches a FID's attributes with an exact size.
+func (fs *FS) attr(ctx context.Context, f fid.FID) (*pb.Inode, error) {
+	ino, err := fs.c.Getattr(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	if err := fs.c.Glimpse(ctx, ino); err != nil {
+		return nil, err
+	}
+	return ino, nil
+}
+
+// Invalidate drops what the kernel caches of files another client
+// changed (the session's callback).
+func (fs *FS) Invalidate(fids []fid.FID) {
+	if fs.srv == nil {
+		return
+	}
+	for _, f := range fids {
+		fs.mu.Lock()
+		n := fs.byFID[f]
+		var id uint64
+		if n != nil {
+			id = n.id
+			n.kValid = false
+		}
+		fs.mu.Unlock()
+		if id != 0 {
+			fs.srv.InodeNotify(id, 0, 0)
+		}
+	}
+}
+
+// OnUnmount is called after the last request.
+func (fs *FS) OnUnmount() {}
+
+// Close flushes what open files still hold (after an unmount, with the
+// kernel gone) and releases their orphans.
+func (fs *FS) Close() {
+	fs.mu.Lock()
+	var files []*openFile
+	for _, of := range fs.files {
+		files = append(files, of)
+	}
+	fs.files = map[fid.FID]*openFile{}
+	fs.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var orphans []fid.FID
+	for _, of := range files {
+		of.rw.Lock()
+		if of.f != nil && of.f.Wrote() {
+			if err := of.f.Close(ctx); err != nil {
+				fs.log.Warn("record size at unmount", "fid", of.fid, "err", err)
+			}
+		}
+		of.rw.Unlock()
+		orphans = append(orphans, of.fid)
+	}
+	if fs.sess != nil && len(orphans) > 0 {
+		fs.sess.ReleaseOrphans(ctx, orphans)
+	}
+}

@@ -1,0 +1,149 @@
+package mds
+
+import (
+	"context"
+	"os"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/ldlm"
+	"nacre/internal/raftgroup"
+)
+
+// Services for mounted clients (api/lock.proto): the lock manager and
+// sessions (internal/ldlm), the open-file commands, and the reaper of
+// open-unlinked orphans whose client is gone.
+
+// OrphanGrace is how long the orphans of a client without a session are
+// kept: long enough for a client to reconnect after an MDS restart or a
+// network hiccup. NACRE_ORPHAN_GRACE (a Go duration) overrides it (tests).
+var OrphanGrace = 60 * time.Second
+
+// clientServices maps a *Server to its *ldlm.Server.
+var clientServices sync.Map
+
+// openFiles implements the OpenFiles service.
+type openFiles struct {
+	pb.UnimplementedOpenFilesServer
+	s *Server
+}
+
+// startClientServices registers the LDLM and OpenFiles services on g and
+// starts the orphan reaper.
+func (s *Server) startClientServices(g *grpc.Server) {
+	lm := ldlm.NewServer(s.log)
+	clientServices.Store(s, lm)
+	pb.RegisterLDLMServer(g, lm)
+	pb.RegisterOpenFilesServer(g, &openFiles{s: s})
+	grace := OrphanGrace
+	if v := os.Getenv("NACRE_ORPHAN_GRACE"); v != "" {
+		if d, err := time.ParseDuration(v); err == nil {
+			grace = d
+		}
+	}
+	s.wg.Add(1)
+	go s.reapOrphans(lm, grace)
+}
+
+// LDLM is the lock manager service (for tests and tools).
+func (s *Server) LDLM() *ldlm.Server {
+	v, _ := clientServices.Load(s)
+	lm, _ := v.(*ldlm.Server)
+	return lm
+}
+
+// Mutate proposes an open-file command, as MDS.Mutate does for the others.
+func (o *openFiles) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error) {
+	s := o.s
+	start := time.Now()
+	if r, ok := s.t.ReplyFor(cmd.ClientId, cmd.RequestId); ok {
+		return r, nil
+	}
+	if !s.group.IsLeader() {
+		return nil, s.groupErr(&raftgroup.NotLeaderError{Leader: s.group.Leader()})
+	}
+	cmd.NowNs = time.Now().UnixNano()
+	op := "internal"
+	switch c := cmd.Op.(type) {
+	case *pb.Command_OpenUnlink:
+		op = "unlink"
+	case *pb.Command_OpenRename:
+		op = "rename"
+	case *pb.Command_OrphanRelease:
+		op = "release"
+	case *pb.Command_Tmpfile:
+		op = "tmpfile"
+		if err := s.waitFIDs(ctx); err != nil {
+			return nil, err
+		}
+		osts, err := s.pickOSTs(ctx, c.Tmpfile.Layout)
+		if err != nil {
+			return nil, err
+		}
+		c.Tmpfile.Osts = osts
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "%s: OpenFiles.Mutate does not take %T", s.id.Label(), cmd.Op)
+	}
+	r, err := s.propose(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	s.m.observe(op, start, r.Errno)
+	return r, nil
+}
+
+// reapOrphans destroys, while leading, the open-unlinked orphans of
+// clients that have had no session for the grace period. A new leader
+// (or a restarted MDS) first waits a whole grace period, so clients can
+// open their sessions again.
+func (s *Server) reapOrphans(lm *ldlm.Server, grace time.Duration) {
+	defer s.wg.Done()
+	tick := time.NewTicker(max(grace/4, 50*time.Millisecond))
+	defer tick.Stop()
+	var leadingSince time.Time
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+		}
+		if !s.group.IsLeader() {
+			leadingSince = time.Time{}
+			continue
+		}
+		now := time.Now()
+		if leadingSince.IsZero() {
+			leadingSince = now
+		}
+		if now.Sub(leadingSince) < grace {
+			continue
+		}
+		orphans, err := s.t.Orphans(1024)
+		if err != nil || len(orphans) == 0 {
+			continue
+		}
+		var reap []*pb.FID
+		for _, o := range orphans {
+			gone, since := lm.ClientGone(o.Client)
+			if gone && now.Sub(since) >= grace {
+				reap = append(reap, o.FID.PB())
+			}
+		}
+		if len(reap) == 0 {
+			continue
+		}
+		ctx, cancel := s.ctx(10 * time.Second)
+		r, err := s.propose(ctx, &pb.Command{Op: &pb.Command_OrphanRelease{OrphanRelease: &pb.OrphanReleaseOp{Fids: reap}}})
+		cancel()
+		if err != nil || r.Errno != 0 {
+			s.log.Warn("reap orphans of departed clients", "count", len(reap), "err", err, "reply", r)
+			continue
+		}
+		s.log.Info("destroyed open-unlinked files of clients that are gone", "count", len(reap))
+	}
+}

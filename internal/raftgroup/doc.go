@@ -1,0 +1,155 @@
+// Package raftgroup hosts one replica of one Raft group on etcd raft
+// (go.etcd.io/raft/v3): the metadata target (MDT) runs its deterministic
+// state machine on it, with one replica by default and three for high
+// availability. A Group is started with Start and used with Propose (a
+// command, answered with the state machine's result once it is applied
+// on this replica), ReadIndex (a linearizable read barrier), Status and
+// the membership calls. Several groups can live in one process: each has
+// its own key prefix in the store, and one Transport serves them all
+// (every message names its group).
+//
+// # Threading model
+//
+// One goroutine, the loop, owns the RawNode and the log storage. Other
+// goroutines never touch them: Propose, ReadIndex, the transport's
+// receivers and its failure reports append to a mutex-protected inbox and
+// wake the loop, which swaps the whole inbox out at once. Raft runs with
+// AsyncStorageWrites, and the loop plays both of raft's storage
+// "threads" itself, in this order:
+//
+//  1. Step everything the inbox holds. All queued proposals become one
+//     MsgProp, hence one append and one fsync.
+//  2. Take a Ready. Messages to other replicas go to the transport at once:
+//     the leader's appends leave before its own fsync, so leader and
+//     followers write in parallel. Append and apply work is queued.
+//  3. If there is apply work, apply it with one StateMachine.Apply call,
+//     answer the waiting callers, yield the processor so that they can
+//     queue their next proposals, and go back to 1. Committed entries are
+//     durable already, so applying them need not wait for the fsync of
+//     newer entries; answering first is what lets the callers' next
+//     proposals join the next fsync instead of the one after.
+//  4. Otherwise write all queued append work (entries, hard state,
+//     snapshot) in one batch, synced when raft attached responses to it
+//     (acknowledgements and votes, which promise durability), then deliver
+//     those responses.
+//
+// Ticks, Status requests and Stop are served between steps. Apply
+// results reach callers over buffered channels, and OnLeaderChange runs
+// on a goroutine of its own, so no caller can stall the loop. The gRPC
+// transport (grpc.go) has one ordered, bounded queue and sender goroutine
+// per remote process; Send never blocks, and a message it cannot queue or
+// deliver is reported to raft as unreachable. MemNetwork is its in-memory
+// twin (the same queues, no sockets); the cluster tests run over both.
+//
+// Stats counts Ready structs, synced batches and the entries they made
+// durable: Stats.EntriesPerSync is the batching achieved.
+//
+// # What is stored where
+//
+// The raft state of a group lives under Config.Prefix (P below) in the
+// kv.DB it shares with the state machine:
+//
+//	P 'v'             log format version (uint64, big endian): 1
+//	P 'h'             HardState (term, vote, commit), raftpb encoding
+//	P 's'             truncation point: SnapshotMetadata (index, term, and
+//	                  the configuration as of index); the log holds the
+//	                  entries after index
+//	P 'l' <index>     one log entry per key, raftpb.Entry encoding; the
+//	                  index is 8 bytes big endian, so keys sort by index
+//	P 'p'             present only while a snapshot install is under way:
+//	                  the SnapshotMetadata being installed
+//	P 'a'             address book: replica id -> address (RaftPeers)
+//
+// A new group writes P 'v' and a truncation point at index 0 that holds
+// the initial voters (how etcd raft recommends bootstrapping: no
+// synthetic configuration entries). The state machine's keys, including
+// its applied index, are its own business and lie outside P. Every
+// entry's data starts with a proposal header (proposal.go) that Apply
+// never sees.
+//
+// Memory holds the term of every retained entry (so raft's Term calls
+// never read the disk) and the bodies of the newest entries up to
+// Config.CacheBytes (so appends are read back, for replication and apply,
+// without a disk read); older bodies are read from the store.
+//
+// The log is compacted after apply: entries more than Config.KeepEntries
+// behind the applied index are deleted with one range deletion, a quarter
+// of KeepEntries at a time, and the truncation point moves up with the
+// configuration as of it. A follower that needs a deleted entry gets a
+// snapshot.
+//
+// # Crash safety
+//
+// The argument rests on one property of the store: its write-ahead log
+// keeps writes in order, and a crash keeps a prefix of it. So a write
+// made without sync is durable as soon as any later synced write is.
+//
+//   - Entries and the hard state are synced before any message or local
+//     step that relies on them: raft attaches acknowledgements, votes and
+//     the leader's self-acknowledgement (which advances the commit index)
+//     to the append work, and they are delivered only after the batch
+//     commits.
+//   - The state machine applies only committed entries that are durable
+//     in the local log, writing its state and applied index atomically,
+//     without sync. If a crash loses an apply, the entry is still in the
+//     log and is applied again: at start raft is told that only the
+//     truncation point is applied, re-delivers everything after it, and
+//     the loop skips what the state machine's applied index already
+//     covers. Propose answers only after apply, which is after commit, so
+//     nothing acknowledged can be lost while the store survives.
+//   - The commit index may reach the store after the applies it allowed
+//     (step 3 runs before step 4). At start, Group.recover raises the
+//     persisted commit index to the applied index: whatever was applied
+//     was committed.
+//   - Compaction deletes only applied entries and is written after the
+//     apply that covers them, so the state machine is never behind the
+//     truncation point; a lost compaction only leaves a longer log.
+//   - A snapshot install writes the P 'p' marker, then the state machine
+//     restores the image (Restore is atomic), then one batch resets the
+//     log to the snapshot and deletes the marker. At start a marker means
+//     the install was interrupted: if the state machine's applied index
+//     reached the snapshot, the log reset is redone, otherwise the marker
+//     is dropped and the old log, never touched, is used.
+//   - The configuration is not stored apart from the log. The truncation
+//     point carries it as of its index, and raft rebuilds later changes
+//     from the entries it re-delivers at start; raft refuses to campaign
+//     while committed configuration changes are unapplied, so a restarted
+//     replica never acts on a stale configuration.
+//
+// # Proposals, reads and leadership
+//
+// Only the leader takes proposals (raft's forwarding is off): a follower
+// answers *NotLeaderError with the leader's id and address, and clients
+// follow the redirect. Each proposal carries (replica id, sequence) in a
+// header, and its result goes to the waiter whose id, sequence and term
+// match the applied entry (proposal.go). When this replica loses
+// leadership, pending proposals fail at once with ErrProposalDropped:
+// their entries may still commit under the next leader, which the MDT's
+// reply cache makes harmless for a retry. ReadIndex uses raft's ReadIndex
+// (ReadOnlySafe: one heartbeat round to a quorum), batched per loop
+// iteration, on the leader or on followers. PreVote and CheckQuorum are
+// on: a cut-off leader steps down after an election timeout and fails its
+// pending proposals. A single-voter group campaigns at once, and Start
+// returns when it leads and has applied everything committed before.
+//
+// # Snapshots and membership
+//
+// Raft's snapshot is metadata only (snapshot.go); the state machine image
+// is streamed by the transport when it sends the MsgSnap, spooled by the
+// receiver, and restored by the loop. AddVoter, AddLearner and RemovePeer
+// propose single-step ConfChangeV2 changes and return once the change is
+// applied on the leader; the new replica's address travels in the change.
+//
+// # Not done yet
+//
+//   - Lease-based reads (ReadOnlyLeaseBased) to save the heartbeat round
+//     of ReadIndex on the leader.
+//   - Leadership transfer (for rolling restarts) and automatic promotion
+//     of caught-up learners.
+//   - Images for multi-gigabyte state: RestoreKV builds one batch in
+//     memory; a pebble checkpoint or SSTable ingestion would scale.
+//   - Many groups per process share nothing but the transport: each has
+//     its own loop goroutine and ticker; hundreds of groups would want a
+//     shared scheduler and quiescence of idle groups.
+//   - Prometheus metrics (Stats has the counters).
+package raftgroup
