@@ -129,6 +129,9 @@ type Command struct {
 	//	*Command_Setxattr
 	//	*Command_Removexattr
 	//	*Command_SetLayout
+	//	*Command_LfsckRepair
+	//	*Command_LfsckState
+	//	*Command_Fault
 	//	*Command_PoolExtend
 	//	*Command_PoolReset
 	//	*Command_SeqGrant
@@ -286,6 +289,33 @@ func (x *Command) GetSetLayout() *SetLayoutOp {
 	return nil
 }
 
+func (x *Command) GetLfsckRepair() *LfsckRepairOp {
+	if x != nil {
+		if x, ok := x.Op.(*Command_LfsckRepair); ok {
+			return x.LfsckRepair
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetLfsckState() *LfsckStateOp {
+	if x != nil {
+		if x, ok := x.Op.(*Command_LfsckState); ok {
+			return x.LfsckState
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetFault() *FaultOp {
+	if x != nil {
+		if x, ok := x.Op.(*Command_Fault); ok {
+			return x.Fault
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetPoolExtend() *PoolExtendOp {
 	if x != nil {
 		if x, ok := x.Op.(*Command_PoolExtend); ok {
@@ -394,9 +424,21 @@ type Command_SetLayout struct {
 	SetLayout *SetLayoutOp `protobuf:"bytes,17,opt,name=set_layout,json=setLayout,proto3,oneof"`
 }
 
-type Command_PoolExtend struct {
+type Command_LfsckRepair struct {
 	// Field numbers 40-49 are reserved for the checker's repair and fault
 	// commands (api/lfsck.proto), 50-59 for open files and locks (FUSE).
+	LfsckRepair *LfsckRepairOp `protobuf:"bytes,40,opt,name=lfsck_repair,json=lfsckRepair,proto3,oneof"`
+}
+
+type Command_LfsckState struct {
+	LfsckState *LfsckStateOp `protobuf:"bytes,41,opt,name=lfsck_state,json=lfsckState,proto3,oneof"`
+}
+
+type Command_Fault struct {
+	Fault *FaultOp `protobuf:"bytes,42,opt,name=fault,proto3,oneof"`
+}
+
+type Command_PoolExtend struct {
 	// Internal commands, proposed by the MDS itself (client_id 0).
 	PoolExtend *PoolExtendOp `protobuf:"bytes,30,opt,name=pool_extend,json=poolExtend,proto3,oneof"`
 }
@@ -445,6 +487,12 @@ func (*Command_Setxattr) isCommand_Op() {}
 func (*Command_Removexattr) isCommand_Op() {}
 
 func (*Command_SetLayout) isCommand_Op() {}
+
+func (*Command_LfsckRepair) isCommand_Op() {}
+
+func (*Command_LfsckState) isCommand_Op() {}
+
+func (*Command_Fault) isCommand_Op() {}
 
 func (*Command_PoolExtend) isCommand_Op() {}
 
@@ -2155,7 +2203,7 @@ var File_mds_proto protoreflect.FileDescriptor
 
 const file_mds_proto_rawDesc = "" +
 	"\n" +
-	"\tmds.proto\x12\bnacre.v1\x1a\fcommon.proto\"\x84\b\n" +
+	"\tmds.proto\x12\bnacre.v1\x1a\fcommon.proto\x1a\vlfsck.proto\"\xa8\t\n" +
 	"\aCommand\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x1d\n" +
 	"\n" +
@@ -2173,7 +2221,11 @@ const file_mds_proto_rawDesc = "" +
 	"\bsetxattr\x18\x0f \x01(\v2\x14.nacre.v1.SetxattrOpH\x00R\bsetxattr\x12;\n" +
 	"\vremovexattr\x18\x10 \x01(\v2\x17.nacre.v1.RemovexattrOpH\x00R\vremovexattr\x126\n" +
 	"\n" +
-	"set_layout\x18\x11 \x01(\v2\x15.nacre.v1.SetLayoutOpH\x00R\tsetLayout\x129\n" +
+	"set_layout\x18\x11 \x01(\v2\x15.nacre.v1.SetLayoutOpH\x00R\tsetLayout\x12<\n" +
+	"\flfsck_repair\x18( \x01(\v2\x17.nacre.v1.LfsckRepairOpH\x00R\vlfsckRepair\x129\n" +
+	"\vlfsck_state\x18) \x01(\v2\x16.nacre.v1.LfsckStateOpH\x00R\n" +
+	"lfsckState\x12)\n" +
+	"\x05fault\x18* \x01(\v2\x11.nacre.v1.FaultOpH\x00R\x05fault\x129\n" +
 	"\vpool_extend\x18\x1e \x01(\v2\x16.nacre.v1.PoolExtendOpH\x00R\n" +
 	"poolExtend\x126\n" +
 	"\n" +
@@ -2382,14 +2434,17 @@ var file_mds_proto_goTypes = []any{
 	(*Fid2PathRequest)(nil), // 26: nacre.v1.Fid2PathRequest
 	(*Fid2PathReply)(nil),   // 27: nacre.v1.Fid2PathReply
 	(*Cred)(nil),            // 28: nacre.v1.Cred
-	(*FID)(nil),             // 29: nacre.v1.FID
-	(*Layout)(nil),          // 30: nacre.v1.Layout
-	(*StripeObject)(nil),    // 31: nacre.v1.StripeObject
-	(*Inode)(nil),           // 32: nacre.v1.Inode
-	(*HelloRequest)(nil),    // 33: nacre.v1.HelloRequest
-	(*StatfsRequest)(nil),   // 34: nacre.v1.StatfsRequest
-	(*HelloReply)(nil),      // 35: nacre.v1.HelloReply
-	(*StatfsReply)(nil),     // 36: nacre.v1.StatfsReply
+	(*LfsckRepairOp)(nil),   // 29: nacre.v1.LfsckRepairOp
+	(*LfsckStateOp)(nil),    // 30: nacre.v1.LfsckStateOp
+	(*FaultOp)(nil),         // 31: nacre.v1.FaultOp
+	(*FID)(nil),             // 32: nacre.v1.FID
+	(*Layout)(nil),          // 33: nacre.v1.Layout
+	(*StripeObject)(nil),    // 34: nacre.v1.StripeObject
+	(*Inode)(nil),           // 35: nacre.v1.Inode
+	(*HelloRequest)(nil),    // 36: nacre.v1.HelloRequest
+	(*StatfsRequest)(nil),   // 37: nacre.v1.StatfsRequest
+	(*HelloReply)(nil),      // 38: nacre.v1.HelloReply
+	(*StatfsReply)(nil),     // 39: nacre.v1.StatfsReply
 }
 var file_mds_proto_depIdxs = []int32{
 	28, // 0: nacre.v1.Command.cred:type_name -> nacre.v1.Cred
@@ -2401,69 +2456,72 @@ var file_mds_proto_depIdxs = []int32{
 	7,  // 6: nacre.v1.Command.setxattr:type_name -> nacre.v1.SetxattrOp
 	8,  // 7: nacre.v1.Command.removexattr:type_name -> nacre.v1.RemovexattrOp
 	9,  // 8: nacre.v1.Command.set_layout:type_name -> nacre.v1.SetLayoutOp
-	10, // 9: nacre.v1.Command.pool_extend:type_name -> nacre.v1.PoolExtendOp
-	11, // 10: nacre.v1.Command.pool_reset:type_name -> nacre.v1.PoolResetOp
-	12, // 11: nacre.v1.Command.seq_grant:type_name -> nacre.v1.SeqGrantOp
-	13, // 12: nacre.v1.Command.destroy_done:type_name -> nacre.v1.DestroyDoneOp
-	14, // 13: nacre.v1.Command.open_unlink:type_name -> nacre.v1.OpenUnlinkOp
-	15, // 14: nacre.v1.Command.open_rename:type_name -> nacre.v1.OpenRenameOp
-	16, // 15: nacre.v1.Command.tmpfile:type_name -> nacre.v1.TmpfileOp
-	17, // 16: nacre.v1.Command.orphan_release:type_name -> nacre.v1.OrphanReleaseOp
-	29, // 17: nacre.v1.CreateOp.parent:type_name -> nacre.v1.FID
-	30, // 18: nacre.v1.CreateOp.layout:type_name -> nacre.v1.Layout
-	29, // 19: nacre.v1.LinkOp.fid:type_name -> nacre.v1.FID
-	29, // 20: nacre.v1.LinkOp.parent:type_name -> nacre.v1.FID
-	29, // 21: nacre.v1.UnlinkOp.parent:type_name -> nacre.v1.FID
-	29, // 22: nacre.v1.RenameOp.src_parent:type_name -> nacre.v1.FID
-	29, // 23: nacre.v1.RenameOp.dst_parent:type_name -> nacre.v1.FID
-	29, // 24: nacre.v1.SetattrOp.fid:type_name -> nacre.v1.FID
-	29, // 25: nacre.v1.SetxattrOp.fid:type_name -> nacre.v1.FID
-	29, // 26: nacre.v1.RemovexattrOp.fid:type_name -> nacre.v1.FID
-	29, // 27: nacre.v1.SetLayoutOp.fid:type_name -> nacre.v1.FID
-	30, // 28: nacre.v1.SetLayoutOp.layout:type_name -> nacre.v1.Layout
-	31, // 29: nacre.v1.DestroyDoneOp.objects:type_name -> nacre.v1.StripeObject
-	4,  // 30: nacre.v1.OpenUnlinkOp.unlink:type_name -> nacre.v1.UnlinkOp
-	29, // 31: nacre.v1.OpenUnlinkOp.open:type_name -> nacre.v1.FID
-	5,  // 32: nacre.v1.OpenRenameOp.rename:type_name -> nacre.v1.RenameOp
-	29, // 33: nacre.v1.OpenRenameOp.open:type_name -> nacre.v1.FID
-	29, // 34: nacre.v1.TmpfileOp.parent:type_name -> nacre.v1.FID
-	30, // 35: nacre.v1.TmpfileOp.layout:type_name -> nacre.v1.Layout
-	29, // 36: nacre.v1.OrphanReleaseOp.fids:type_name -> nacre.v1.FID
-	32, // 37: nacre.v1.Reply.inode:type_name -> nacre.v1.Inode
-	29, // 38: nacre.v1.LookupRequest.parent:type_name -> nacre.v1.FID
-	28, // 39: nacre.v1.LookupRequest.cred:type_name -> nacre.v1.Cred
-	29, // 40: nacre.v1.GetattrRequest.fid:type_name -> nacre.v1.FID
-	29, // 41: nacre.v1.ReaddirRequest.fid:type_name -> nacre.v1.FID
-	28, // 42: nacre.v1.ReaddirRequest.cred:type_name -> nacre.v1.Cred
-	29, // 43: nacre.v1.DirEntry.fid:type_name -> nacre.v1.FID
-	32, // 44: nacre.v1.DirEntry.inode:type_name -> nacre.v1.Inode
-	22, // 45: nacre.v1.ReaddirReply.entries:type_name -> nacre.v1.DirEntry
-	29, // 46: nacre.v1.XattrRequest.fid:type_name -> nacre.v1.FID
-	28, // 47: nacre.v1.XattrRequest.cred:type_name -> nacre.v1.Cred
-	29, // 48: nacre.v1.Fid2PathRequest.fid:type_name -> nacre.v1.FID
-	33, // 49: nacre.v1.MDS.Hello:input_type -> nacre.v1.HelloRequest
-	1,  // 50: nacre.v1.MDS.Mutate:input_type -> nacre.v1.Command
-	19, // 51: nacre.v1.MDS.Lookup:input_type -> nacre.v1.LookupRequest
-	20, // 52: nacre.v1.MDS.Getattr:input_type -> nacre.v1.GetattrRequest
-	21, // 53: nacre.v1.MDS.Readdir:input_type -> nacre.v1.ReaddirRequest
-	24, // 54: nacre.v1.MDS.Getxattr:input_type -> nacre.v1.XattrRequest
-	24, // 55: nacre.v1.MDS.Listxattr:input_type -> nacre.v1.XattrRequest
-	26, // 56: nacre.v1.MDS.Fid2Path:input_type -> nacre.v1.Fid2PathRequest
-	34, // 57: nacre.v1.MDS.Statfs:input_type -> nacre.v1.StatfsRequest
-	35, // 58: nacre.v1.MDS.Hello:output_type -> nacre.v1.HelloReply
-	18, // 59: nacre.v1.MDS.Mutate:output_type -> nacre.v1.Reply
-	18, // 60: nacre.v1.MDS.Lookup:output_type -> nacre.v1.Reply
-	18, // 61: nacre.v1.MDS.Getattr:output_type -> nacre.v1.Reply
-	23, // 62: nacre.v1.MDS.Readdir:output_type -> nacre.v1.ReaddirReply
-	25, // 63: nacre.v1.MDS.Getxattr:output_type -> nacre.v1.XattrReply
-	25, // 64: nacre.v1.MDS.Listxattr:output_type -> nacre.v1.XattrReply
-	27, // 65: nacre.v1.MDS.Fid2Path:output_type -> nacre.v1.Fid2PathReply
-	36, // 66: nacre.v1.MDS.Statfs:output_type -> nacre.v1.StatfsReply
-	58, // [58:67] is the sub-list for method output_type
-	49, // [49:58] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	29, // 9: nacre.v1.Command.lfsck_repair:type_name -> nacre.v1.LfsckRepairOp
+	30, // 10: nacre.v1.Command.lfsck_state:type_name -> nacre.v1.LfsckStateOp
+	31, // 11: nacre.v1.Command.fault:type_name -> nacre.v1.FaultOp
+	10, // 12: nacre.v1.Command.pool_extend:type_name -> nacre.v1.PoolExtendOp
+	11, // 13: nacre.v1.Command.pool_reset:type_name -> nacre.v1.PoolResetOp
+	12, // 14: nacre.v1.Command.seq_grant:type_name -> nacre.v1.SeqGrantOp
+	13, // 15: nacre.v1.Command.destroy_done:type_name -> nacre.v1.DestroyDoneOp
+	14, // 16: nacre.v1.Command.open_unlink:type_name -> nacre.v1.OpenUnlinkOp
+	15, // 17: nacre.v1.Command.open_rename:type_name -> nacre.v1.OpenRenameOp
+	16, // 18: nacre.v1.Command.tmpfile:type_name -> nacre.v1.TmpfileOp
+	17, // 19: nacre.v1.Command.orphan_release:type_name -> nacre.v1.OrphanReleaseOp
+	32, // 20: nacre.v1.CreateOp.parent:type_name -> nacre.v1.FID
+	33, // 21: nacre.v1.CreateOp.layout:type_name -> nacre.v1.Layout
+	32, // 22: nacre.v1.LinkOp.fid:type_name -> nacre.v1.FID
+	32, // 23: nacre.v1.LinkOp.parent:type_name -> nacre.v1.FID
+	32, // 24: nacre.v1.UnlinkOp.parent:type_name -> nacre.v1.FID
+	32, // 25: nacre.v1.RenameOp.src_parent:type_name -> nacre.v1.FID
+	32, // 26: nacre.v1.RenameOp.dst_parent:type_name -> nacre.v1.FID
+	32, // 27: nacre.v1.SetattrOp.fid:type_name -> nacre.v1.FID
+	32, // 28: nacre.v1.SetxattrOp.fid:type_name -> nacre.v1.FID
+	32, // 29: nacre.v1.RemovexattrOp.fid:type_name -> nacre.v1.FID
+	32, // 30: nacre.v1.SetLayoutOp.fid:type_name -> nacre.v1.FID
+	33, // 31: nacre.v1.SetLayoutOp.layout:type_name -> nacre.v1.Layout
+	34, // 32: nacre.v1.DestroyDoneOp.objects:type_name -> nacre.v1.StripeObject
+	4,  // 33: nacre.v1.OpenUnlinkOp.unlink:type_name -> nacre.v1.UnlinkOp
+	32, // 34: nacre.v1.OpenUnlinkOp.open:type_name -> nacre.v1.FID
+	5,  // 35: nacre.v1.OpenRenameOp.rename:type_name -> nacre.v1.RenameOp
+	32, // 36: nacre.v1.OpenRenameOp.open:type_name -> nacre.v1.FID
+	32, // 37: nacre.v1.TmpfileOp.parent:type_name -> nacre.v1.FID
+	33, // 38: nacre.v1.TmpfileOp.layout:type_name -> nacre.v1.Layout
+	32, // 39: nacre.v1.OrphanReleaseOp.fids:type_name -> nacre.v1.FID
+	35, // 40: nacre.v1.Reply.inode:type_name -> nacre.v1.Inode
+	32, // 41: nacre.v1.LookupRequest.parent:type_name -> nacre.v1.FID
+	28, // 42: nacre.v1.LookupRequest.cred:type_name -> nacre.v1.Cred
+	32, // 43: nacre.v1.GetattrRequest.fid:type_name -> nacre.v1.FID
+	32, // 44: nacre.v1.ReaddirRequest.fid:type_name -> nacre.v1.FID
+	28, // 45: nacre.v1.ReaddirRequest.cred:type_name -> nacre.v1.Cred
+	32, // 46: nacre.v1.DirEntry.fid:type_name -> nacre.v1.FID
+	35, // 47: nacre.v1.DirEntry.inode:type_name -> nacre.v1.Inode
+	22, // 48: nacre.v1.ReaddirReply.entries:type_name -> nacre.v1.DirEntry
+	32, // 49: nacre.v1.XattrRequest.fid:type_name -> nacre.v1.FID
+	28, // 50: nacre.v1.XattrRequest.cred:type_name -> nacre.v1.Cred
+	32, // 51: nacre.v1.Fid2PathRequest.fid:type_name -> nacre.v1.FID
+	36, // 52: nacre.v1.MDS.Hello:input_type -> nacre.v1.HelloRequest
+	1,  // 53: nacre.v1.MDS.Mutate:input_type -> nacre.v1.Command
+	19, // 54: nacre.v1.MDS.Lookup:input_type -> nacre.v1.LookupRequest
+	20, // 55: nacre.v1.MDS.Getattr:input_type -> nacre.v1.GetattrRequest
+	21, // 56: nacre.v1.MDS.Readdir:input_type -> nacre.v1.ReaddirRequest
+	24, // 57: nacre.v1.MDS.Getxattr:input_type -> nacre.v1.XattrRequest
+	24, // 58: nacre.v1.MDS.Listxattr:input_type -> nacre.v1.XattrRequest
+	26, // 59: nacre.v1.MDS.Fid2Path:input_type -> nacre.v1.Fid2PathRequest
+	37, // 60: nacre.v1.MDS.Statfs:input_type -> nacre.v1.StatfsRequest
+	38, // 61: nacre.v1.MDS.Hello:output_type -> nacre.v1.HelloReply
+	18, // 62: nacre.v1.MDS.Mutate:output_type -> nacre.v1.Reply
+	18, // 63: nacre.v1.MDS.Lookup:output_type -> nacre.v1.Reply
+	18, // 64: nacre.v1.MDS.Getattr:output_type -> nacre.v1.Reply
+	23, // 65: nacre.v1.MDS.Readdir:output_type -> nacre.v1.ReaddirReply
+	25, // 66: nacre.v1.MDS.Getxattr:output_type -> nacre.v1.XattrReply
+	25, // 67: nacre.v1.MDS.Listxattr:output_type -> nacre.v1.XattrReply
+	27, // 68: nacre.v1.MDS.Fid2Path:output_type -> nacre.v1.Fid2PathReply
+	39, // 69: nacre.v1.MDS.Statfs:output_type -> nacre.v1.StatfsReply
+	61, // [61:70] is the sub-list for method output_type
+	52, // [52:61] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_mds_proto_init() }
@@ -2472,6 +2530,7 @@ func file_mds_proto_init() {
 		return
 	}
 	file_common_proto_init()
+	file_lfsck_proto_init()
 	file_mds_proto_msgTypes[0].OneofWrappers = []any{
 		(*Command_Create)(nil),
 		(*Command_Link)(nil),
@@ -2481,6 +2540,9 @@ func file_mds_proto_init() {
 		(*Command_Setxattr)(nil),
 		(*Command_Removexattr)(nil),
 		(*Command_SetLayout)(nil),
+		(*Command_LfsckRepair)(nil),
+		(*Command_LfsckState)(nil),
+		(*Command_Fault)(nil),
 		(*Command_PoolExtend)(nil),
 		(*Command_PoolReset)(nil),
 		(*Command_SeqGrant)(nil),

@@ -558,6 +558,745 @@ func (x *GetObjectsReply) GetAttrs() []*ObjectAttr {
 	return nil
 }
 
+// LfsckCheckRequest asks an OST to compare objects of seq with the
+// records the MDT expects: digests[i] is the CRC-64 of the record object
+// oids[i] should hold (internal/ost.RecordDigest). oids are ascending.
+type LfsckCheckRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Oids          []uint64               `protobuf:"varint,2,rep,packed,name=oids,proto3" json:"oids,omitempty"`
+	Digests       []uint64               `protobuf:"fixed64,3,rep,packed,name=digests,proto3" json:"digests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LfsckCheckRequest) Reset() {
+	*x = LfsckCheckRequest{}
+	mi := &file_oss_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LfsckCheckRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LfsckCheckRequest) ProtoMessage() {}
+
+func (x *LfsckCheckRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_oss_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LfsckCheckRequest.ProtoReflect.Descriptor instead.
+func (*LfsckCheckRequest) Descriptor() ([]byte, []int) {
+	return file_oss_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *LfsckCheckRequest) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *LfsckCheckRequest) GetOids() []uint64 {
+	if x != nil {
+		return x.Oids
+	}
+	return nil
+}
+
+func (x *LfsckCheckRequest) GetDigests() []uint64 {
+	if x != nil {
+		return x.Digests
+	}
+	return nil
+}
+
+// LfsckCheckReply lists the objects that differ: missing (indexes into the
+// request) and mismatched (indexes, with the records found). An object
+// whose record has no PFID yet (never written) matches.
+type LfsckCheckReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Missing       []uint32               `protobuf:"varint,1,rep,packed,name=missing,proto3" json:"missing,omitempty"`
+	Mismatched    []uint32               `protobuf:"varint,2,rep,packed,name=mismatched,proto3" json:"mismatched,omitempty"`
+	Attrs         []*ObjectAttr          `protobuf:"bytes,3,rep,name=attrs,proto3" json:"attrs,omitempty"` // one per mismatched index
+	Uninitialized uint64                 `protobuf:"varint,4,opt,name=uninitialized,proto3" json:"uninitialized,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LfsckCheckReply) Reset() {
+	*x = LfsckCheckReply{}
+	mi := &file_oss_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LfsckCheckReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LfsckCheckReply) ProtoMessage() {}
+
+func (x *LfsckCheckReply) ProtoReflect() protoreflect.Message {
+	mi := &file_oss_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LfsckCheckReply.ProtoReflect.Descriptor instead.
+func (*LfsckCheckReply) Descriptor() ([]byte, []int) {
+	return file_oss_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *LfsckCheckReply) GetMissing() []uint32 {
+	if x != nil {
+		return x.Missing
+	}
+	return nil
+}
+
+func (x *LfsckCheckReply) GetMismatched() []uint32 {
+	if x != nil {
+		return x.Mismatched
+	}
+	return nil
+}
+
+func (x *LfsckCheckReply) GetAttrs() []*ObjectAttr {
+	if x != nil {
+		return x.Attrs
+	}
+	return nil
+}
+
+func (x *LfsckCheckReply) GetUninitialized() uint64 {
+	if x != nil {
+		return x.Uninitialized
+	}
+	return 0
+}
+
+// LfsckOrphansRequest: objects of seq in [from, to) whose bit is clear in
+// referenced (bit i = oid from+i, LSB first) are returned, at most max.
+type LfsckOrphansRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	From          uint64                 `protobuf:"varint,2,opt,name=from,proto3" json:"from,omitempty"`
+	To            uint64                 `protobuf:"varint,3,opt,name=to,proto3" json:"to,omitempty"`
+	Referenced    []byte                 `protobuf:"bytes,4,opt,name=referenced,proto3" json:"referenced,omitempty"`
+	Max           uint32                 `protobuf:"varint,5,opt,name=max,proto3" json:"max,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LfsckOrphansRequest) Reset() {
+	*x = LfsckOrphansRequest{}
+	mi := &file_oss_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LfsckOrphansRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LfsckOrphansRequest) ProtoMessage() {}
+
+func (x *LfsckOrphansRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_oss_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LfsckOrphansRequest.ProtoReflect.Descriptor instead.
+func (*LfsckOrphansRequest) Descriptor() ([]byte, []int) {
+	return file_oss_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *LfsckOrphansRequest) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *LfsckOrphansRequest) GetFrom() uint64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *LfsckOrphansRequest) GetTo() uint64 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
+func (x *LfsckOrphansRequest) GetReferenced() []byte {
+	if x != nil {
+		return x.Referenced
+	}
+	return nil
+}
+
+func (x *LfsckOrphansRequest) GetMax() uint32 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+type LfsckOrphansReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Objects       []*ObjectAttr          `protobuf:"bytes,1,rep,name=objects,proto3" json:"objects,omitempty"`
+	Next          uint64                 `protobuf:"varint,2,opt,name=next,proto3" json:"next,omitempty"` // continue from here (== to when done)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LfsckOrphansReply) Reset() {
+	*x = LfsckOrphansReply{}
+	mi := &file_oss_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LfsckOrphansReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LfsckOrphansReply) ProtoMessage() {}
+
+func (x *LfsckOrphansReply) ProtoReflect() protoreflect.Message {
+	mi := &file_oss_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LfsckOrphansReply.ProtoReflect.Descriptor instead.
+func (*LfsckOrphansReply) Descriptor() ([]byte, []int) {
+	return file_oss_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *LfsckOrphansReply) GetObjects() []*ObjectAttr {
+	if x != nil {
+		return x.Objects
+	}
+	return nil
+}
+
+func (x *LfsckOrphansReply) GetNext() uint64 {
+	if x != nil {
+		return x.Next
+	}
+	return 0
+}
+
+// LfsckObjRepair changes one object's record if its current record still
+// has the digest expect (or is absent, with create).
+type LfsckObjRepair struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Oid           uint64                 `protobuf:"varint,2,opt,name=oid,proto3" json:"oid,omitempty"`
+	Expect        uint64                 `protobuf:"fixed64,3,opt,name=expect,proto3" json:"expect,omitempty"`
+	Create        bool                   `protobuf:"varint,4,opt,name=create,proto3" json:"create,omitempty"` // the object must be absent; create it
+	Record        *ObjectAttr            `protobuf:"bytes,5,opt,name=record,proto3" json:"record,omitempty"`  // PFID, layout and owner fields to store
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LfsckObjRepair) Reset() {
+	*x = LfsckObjRepair{}
+	mi := &file_oss_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LfsckObjRepair) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LfsckObjRepair) ProtoMessage() {}
+
+func (x *LfsckObjRepair) ProtoReflect() protoreflect.Message {
+	mi := &file_oss_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LfsckObjRepair.ProtoReflect.Descriptor instead.
+func (*LfsckObjRepair) Descriptor() ([]byte, []int) {
+	return file_oss_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *LfsckObjRepair) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *LfsckObjRepair) GetOid() uint64 {
+	if x != nil {
+		return x.Oid
+	}
+	return 0
+}
+
+func (x *LfsckObjRepair) GetExpect() uint64 {
+	if x != nil {
+		return x.Expect
+	}
+	return 0
+}
+
+func (x *LfsckObjRepair) GetCreate() bool {
+	if x != nil {
+		return x.Create
+	}
+	return false
+}
+
+func (x *LfsckObjRepair) GetRecord() *ObjectAttr {
+	if x != nil {
+		return x.Record
+	}
+	return nil
+}
+
+type LfsckObjRepairRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*LfsckObjRepair      `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LfsckObjRepairRequest) Reset() {
+	*x = LfsckObjRepairRequest{}
+	mi := &file_oss_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LfsckObjRepairRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LfsckObjRepairRequest) ProtoMessage() {}
+
+func (x *LfsckObjRepairRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_oss_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LfsckObjRepairRequest.ProtoReflect.Descriptor instead.
+func (*LfsckObjRepairRequest) Descriptor() ([]byte, []int) {
+	return file_oss_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *LfsckObjRepairRequest) GetItems() []*LfsckObjRepair {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+type LfsckObjRepairReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Done          []bool                 `protobuf:"varint,1,rep,packed,name=done,proto3" json:"done,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LfsckObjRepairReply) Reset() {
+	*x = LfsckObjRepairReply{}
+	mi := &file_oss_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LfsckObjRepairReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LfsckObjRepairReply) ProtoMessage() {}
+
+func (x *LfsckObjRepairReply) ProtoReflect() protoreflect.Message {
+	mi := &file_oss_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LfsckObjRepairReply.ProtoReflect.Descriptor instead.
+func (*LfsckObjRepairReply) Descriptor() ([]byte, []int) {
+	return file_oss_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *LfsckObjRepairReply) GetDone() []bool {
+	if x != nil {
+		return x.Done
+	}
+	return nil
+}
+
+type LfsckDigestRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LfsckDigestRequest) Reset() {
+	*x = LfsckDigestRequest{}
+	mi := &file_oss_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LfsckDigestRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LfsckDigestRequest) ProtoMessage() {}
+
+func (x *LfsckDigestRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_oss_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LfsckDigestRequest.ProtoReflect.Descriptor instead.
+func (*LfsckDigestRequest) Descriptor() ([]byte, []int) {
+	return file_oss_proto_rawDescGZIP(), []int{16}
+}
+
+type LfsckDigestReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Digest        uint64                 `protobuf:"fixed64,1,opt,name=digest,proto3" json:"digest,omitempty"`
+	Keys          uint64                 `protobuf:"varint,2,opt,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LfsckDigestReply) Reset() {
+	*x = LfsckDigestReply{}
+	mi := &file_oss_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LfsckDigestReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LfsckDigestReply) ProtoMessage() {}
+
+func (x *LfsckDigestReply) ProtoReflect() protoreflect.Message {
+	mi := &file_oss_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LfsckDigestReply.ProtoReflect.Descriptor instead.
+func (*LfsckDigestReply) Descriptor() ([]byte, []int) {
+	return file_oss_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *LfsckDigestReply) GetDigest() uint64 {
+	if x != nil {
+		return x.Digest
+	}
+	return 0
+}
+
+func (x *LfsckDigestReply) GetKeys() uint64 {
+	if x != nil {
+		return x.Keys
+	}
+	return 0
+}
+
+// FaultObjectRequest damages one object: kind is one of "delete",
+// "set_record" (store record as given), "clear_pfid".
+type FaultObjectRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Object        *StripeObject          `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
+	Record        *ObjectAttr            `protobuf:"bytes,3,opt,name=record,proto3" json:"record,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FaultObjectRequest) Reset() {
+	*x = FaultObjectRequest{}
+	mi := &file_oss_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FaultObjectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FaultObjectRequest) ProtoMessage() {}
+
+func (x *FaultObjectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_oss_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FaultObjectRequest.ProtoReflect.Descriptor instead.
+func (*FaultObjectRequest) Descriptor() ([]byte, []int) {
+	return file_oss_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *FaultObjectRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *FaultObjectRequest) GetObject() *StripeObject {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+func (x *FaultObjectRequest) GetRecord() *ObjectAttr {
+	if x != nil {
+		return x.Record
+	}
+	return nil
+}
+
+type FaultObjectReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FaultObjectReply) Reset() {
+	*x = FaultObjectReply{}
+	mi := &file_oss_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FaultObjectReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FaultObjectReply) ProtoMessage() {}
+
+func (x *FaultObjectReply) ProtoReflect() protoreflect.Message {
+	mi := &file_oss_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FaultObjectReply.ProtoReflect.Descriptor instead.
+func (*FaultObjectReply) Descriptor() ([]byte, []int) {
+	return file_oss_proto_rawDescGZIP(), []int{19}
+}
+
+// FaultArmRequest arms (or with action "off" disarms) a named fault point
+// (internal/fault): action is error, delay, crash or panic; count bounds
+// how often it fires (0: always).
+type FaultArmRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Point         string                 `protobuf:"bytes,1,opt,name=point,proto3" json:"point,omitempty"`
+	Action        string                 `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"`
+	DelayMs       int64                  `protobuf:"varint,3,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
+	Count         uint32                 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
+	Message       string                 `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FaultArmRequest) Reset() {
+	*x = FaultArmRequest{}
+	mi := &file_oss_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FaultArmRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FaultArmRequest) ProtoMessage() {}
+
+func (x *FaultArmRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_oss_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FaultArmRequest.ProtoReflect.Descriptor instead.
+func (*FaultArmRequest) Descriptor() ([]byte, []int) {
+	return file_oss_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *FaultArmRequest) GetPoint() string {
+	if x != nil {
+		return x.Point
+	}
+	return ""
+}
+
+func (x *FaultArmRequest) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *FaultArmRequest) GetDelayMs() int64 {
+	if x != nil {
+		return x.DelayMs
+	}
+	return 0
+}
+
+func (x *FaultArmRequest) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *FaultArmRequest) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+type FaultArmReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Armed         []string               `protobuf:"bytes,1,rep,name=armed,proto3" json:"armed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FaultArmReply) Reset() {
+	*x = FaultArmReply{}
+	mi := &file_oss_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FaultArmReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FaultArmReply) ProtoMessage() {}
+
+func (x *FaultArmReply) ProtoReflect() protoreflect.Message {
+	mi := &file_oss_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FaultArmReply.ProtoReflect.Descriptor instead.
+func (*FaultArmReply) Descriptor() ([]byte, []int) {
+	return file_oss_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *FaultArmReply) GetArmed() []string {
+	if x != nil {
+		return x.Armed
+	}
+	return nil
+}
+
 var File_oss_proto protoreflect.FileDescriptor
 
 const file_oss_proto_rawDesc = "" +
@@ -601,7 +1340,56 @@ const file_oss_proto_rawDesc = "" +
 	"\x11GetObjectsRequest\x120\n" +
 	"\aobjects\x18\x01 \x03(\v2\x16.nacre.v1.StripeObjectR\aobjects\"=\n" +
 	"\x0fGetObjectsReply\x12*\n" +
-	"\x05attrs\x18\x01 \x03(\v2\x14.nacre.v1.ObjectAttrR\x05attrs2\xf9\x02\n" +
+	"\x05attrs\x18\x01 \x03(\v2\x14.nacre.v1.ObjectAttrR\x05attrs\"S\n" +
+	"\x11LfsckCheckRequest\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04oids\x18\x02 \x03(\x04R\x04oids\x12\x18\n" +
+	"\adigests\x18\x03 \x03(\x06R\adigests\"\x9d\x01\n" +
+	"\x0fLfsckCheckReply\x12\x18\n" +
+	"\amissing\x18\x01 \x03(\rR\amissing\x12\x1e\n" +
+	"\n" +
+	"mismatched\x18\x02 \x03(\rR\n" +
+	"mismatched\x12*\n" +
+	"\x05attrs\x18\x03 \x03(\v2\x14.nacre.v1.ObjectAttrR\x05attrs\x12$\n" +
+	"\runinitialized\x18\x04 \x01(\x04R\runinitialized\"}\n" +
+	"\x13LfsckOrphansRequest\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\x04R\x04from\x12\x0e\n" +
+	"\x02to\x18\x03 \x01(\x04R\x02to\x12\x1e\n" +
+	"\n" +
+	"referenced\x18\x04 \x01(\fR\n" +
+	"referenced\x12\x10\n" +
+	"\x03max\x18\x05 \x01(\rR\x03max\"W\n" +
+	"\x11LfsckOrphansReply\x12.\n" +
+	"\aobjects\x18\x01 \x03(\v2\x14.nacre.v1.ObjectAttrR\aobjects\x12\x12\n" +
+	"\x04next\x18\x02 \x01(\x04R\x04next\"\x92\x01\n" +
+	"\x0eLfsckObjRepair\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x10\n" +
+	"\x03oid\x18\x02 \x01(\x04R\x03oid\x12\x16\n" +
+	"\x06expect\x18\x03 \x01(\x06R\x06expect\x12\x16\n" +
+	"\x06create\x18\x04 \x01(\bR\x06create\x12,\n" +
+	"\x06record\x18\x05 \x01(\v2\x14.nacre.v1.ObjectAttrR\x06record\"G\n" +
+	"\x15LfsckObjRepairRequest\x12.\n" +
+	"\x05items\x18\x01 \x03(\v2\x18.nacre.v1.LfsckObjRepairR\x05items\")\n" +
+	"\x13LfsckObjRepairReply\x12\x12\n" +
+	"\x04done\x18\x01 \x03(\bR\x04done\"\x14\n" +
+	"\x12LfsckDigestRequest\">\n" +
+	"\x10LfsckDigestReply\x12\x16\n" +
+	"\x06digest\x18\x01 \x01(\x06R\x06digest\x12\x12\n" +
+	"\x04keys\x18\x02 \x01(\x04R\x04keys\"\x86\x01\n" +
+	"\x12FaultObjectRequest\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12.\n" +
+	"\x06object\x18\x02 \x01(\v2\x16.nacre.v1.StripeObjectR\x06object\x12,\n" +
+	"\x06record\x18\x03 \x01(\v2\x14.nacre.v1.ObjectAttrR\x06record\"\x12\n" +
+	"\x10FaultObjectReply\"\x8a\x01\n" +
+	"\x0fFaultArmRequest\x12\x14\n" +
+	"\x05point\x18\x01 \x01(\tR\x05point\x12\x16\n" +
+	"\x06action\x18\x02 \x01(\tR\x06action\x12\x19\n" +
+	"\bdelay_ms\x18\x03 \x01(\x03R\adelayMs\x12\x14\n" +
+	"\x05count\x18\x04 \x01(\rR\x05count\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\"%\n" +
+	"\rFaultArmReply\x12\x14\n" +
+	"\x05armed\x18\x01 \x03(\tR\x05armed2\xac\x06\n" +
 	"\x03OSS\x125\n" +
 	"\x05Hello\x12\x16.nacre.v1.HelloRequest\x1a\x14.nacre.v1.HelloReply\x12A\n" +
 	"\tPrecreate\x12\x1a.nacre.v1.PrecreateRequest\x1a\x18.nacre.v1.PrecreateReply\x12;\n" +
@@ -609,7 +1397,14 @@ const file_oss_proto_rawDesc = "" +
 	"\aDestroy\x12\x18.nacre.v1.DestroyRequest\x1a\x16.nacre.v1.DestroyReply\x128\n" +
 	"\x06Statfs\x12\x17.nacre.v1.StatfsRequest\x1a\x15.nacre.v1.StatfsReply\x12D\n" +
 	"\n" +
-	"GetObjects\x12\x1b.nacre.v1.GetObjectsRequest\x1a\x19.nacre.v1.GetObjectsReplyB\x13Z\x11nacre/api/nacrepbb\x06proto3"
+	"GetObjects\x12\x1b.nacre.v1.GetObjectsRequest\x1a\x19.nacre.v1.GetObjectsReply\x12D\n" +
+	"\n" +
+	"LfsckCheck\x12\x1b.nacre.v1.LfsckCheckRequest\x1a\x19.nacre.v1.LfsckCheckReply\x12J\n" +
+	"\fLfsckOrphans\x12\x1d.nacre.v1.LfsckOrphansRequest\x1a\x1b.nacre.v1.LfsckOrphansReply\x12M\n" +
+	"\vLfsckRepair\x12\x1f.nacre.v1.LfsckObjRepairRequest\x1a\x1d.nacre.v1.LfsckObjRepairReply\x12G\n" +
+	"\vLfsckDigest\x12\x1c.nacre.v1.LfsckDigestRequest\x1a\x1a.nacre.v1.LfsckDigestReply\x12G\n" +
+	"\vFaultObject\x12\x1c.nacre.v1.FaultObjectRequest\x1a\x1a.nacre.v1.FaultObjectReply\x12>\n" +
+	"\bFaultArm\x12\x19.nacre.v1.FaultArmRequest\x1a\x17.nacre.v1.FaultArmReplyB\x13Z\x11nacre/api/nacrepbb\x06proto3"
 
 var (
 	file_oss_proto_rawDescOnce sync.Once
@@ -623,46 +1418,77 @@ func file_oss_proto_rawDescGZIP() []byte {
 	return file_oss_proto_rawDescData
 }
 
-var file_oss_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_oss_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_oss_proto_goTypes = []any{
-	(*ObjectAttr)(nil),        // 0: nacre.v1.ObjectAttr
-	(*PrecreateRequest)(nil),  // 1: nacre.v1.PrecreateRequest
-	(*PrecreateReply)(nil),    // 2: nacre.v1.PrecreateReply
-	(*CleanupRequest)(nil),    // 3: nacre.v1.CleanupRequest
-	(*CleanupReply)(nil),      // 4: nacre.v1.CleanupReply
-	(*DestroyRequest)(nil),    // 5: nacre.v1.DestroyRequest
-	(*DestroyReply)(nil),      // 6: nacre.v1.DestroyReply
-	(*GetObjectsRequest)(nil), // 7: nacre.v1.GetObjectsRequest
-	(*GetObjectsReply)(nil),   // 8: nacre.v1.GetObjectsReply
-	(*FID)(nil),               // 9: nacre.v1.FID
-	(*StripeObject)(nil),      // 10: nacre.v1.StripeObject
-	(*HelloRequest)(nil),      // 11: nacre.v1.HelloRequest
-	(*StatfsRequest)(nil),     // 12: nacre.v1.StatfsRequest
-	(*HelloReply)(nil),        // 13: nacre.v1.HelloReply
-	(*StatfsReply)(nil),       // 14: nacre.v1.StatfsReply
+	(*ObjectAttr)(nil),            // 0: nacre.v1.ObjectAttr
+	(*PrecreateRequest)(nil),      // 1: nacre.v1.PrecreateRequest
+	(*PrecreateReply)(nil),        // 2: nacre.v1.PrecreateReply
+	(*CleanupRequest)(nil),        // 3: nacre.v1.CleanupRequest
+	(*CleanupReply)(nil),          // 4: nacre.v1.CleanupReply
+	(*DestroyRequest)(nil),        // 5: nacre.v1.DestroyRequest
+	(*DestroyReply)(nil),          // 6: nacre.v1.DestroyReply
+	(*GetObjectsRequest)(nil),     // 7: nacre.v1.GetObjectsRequest
+	(*GetObjectsReply)(nil),       // 8: nacre.v1.GetObjectsReply
+	(*LfsckCheckRequest)(nil),     // 9: nacre.v1.LfsckCheckRequest
+	(*LfsckCheckReply)(nil),       // 10: nacre.v1.LfsckCheckReply
+	(*LfsckOrphansRequest)(nil),   // 11: nacre.v1.LfsckOrphansRequest
+	(*LfsckOrphansReply)(nil),     // 12: nacre.v1.LfsckOrphansReply
+	(*LfsckObjRepair)(nil),        // 13: nacre.v1.LfsckObjRepair
+	(*LfsckObjRepairRequest)(nil), // 14: nacre.v1.LfsckObjRepairRequest
+	(*LfsckObjRepairReply)(nil),   // 15: nacre.v1.LfsckObjRepairReply
+	(*LfsckDigestRequest)(nil),    // 16: nacre.v1.LfsckDigestRequest
+	(*LfsckDigestReply)(nil),      // 17: nacre.v1.LfsckDigestReply
+	(*FaultObjectRequest)(nil),    // 18: nacre.v1.FaultObjectRequest
+	(*FaultObjectReply)(nil),      // 19: nacre.v1.FaultObjectReply
+	(*FaultArmRequest)(nil),       // 20: nacre.v1.FaultArmRequest
+	(*FaultArmReply)(nil),         // 21: nacre.v1.FaultArmReply
+	(*FID)(nil),                   // 22: nacre.v1.FID
+	(*StripeObject)(nil),          // 23: nacre.v1.StripeObject
+	(*HelloRequest)(nil),          // 24: nacre.v1.HelloRequest
+	(*StatfsRequest)(nil),         // 25: nacre.v1.StatfsRequest
+	(*HelloReply)(nil),            // 26: nacre.v1.HelloReply
+	(*StatfsReply)(nil),           // 27: nacre.v1.StatfsReply
 }
 var file_oss_proto_depIdxs = []int32{
-	9,  // 0: nacre.v1.ObjectAttr.parent:type_name -> nacre.v1.FID
-	10, // 1: nacre.v1.DestroyRequest.objects:type_name -> nacre.v1.StripeObject
-	10, // 2: nacre.v1.GetObjectsRequest.objects:type_name -> nacre.v1.StripeObject
+	22, // 0: nacre.v1.ObjectAttr.parent:type_name -> nacre.v1.FID
+	23, // 1: nacre.v1.DestroyRequest.objects:type_name -> nacre.v1.StripeObject
+	23, // 2: nacre.v1.GetObjectsRequest.objects:type_name -> nacre.v1.StripeObject
 	0,  // 3: nacre.v1.GetObjectsReply.attrs:type_name -> nacre.v1.ObjectAttr
-	11, // 4: nacre.v1.OSS.Hello:input_type -> nacre.v1.HelloRequest
-	1,  // 5: nacre.v1.OSS.Precreate:input_type -> nacre.v1.PrecreateRequest
-	3,  // 6: nacre.v1.OSS.Cleanup:input_type -> nacre.v1.CleanupRequest
-	5,  // 7: nacre.v1.OSS.Destroy:input_type -> nacre.v1.DestroyRequest
-	12, // 8: nacre.v1.OSS.Statfs:input_type -> nacre.v1.StatfsRequest
-	7,  // 9: nacre.v1.OSS.GetObjects:input_type -> nacre.v1.GetObjectsRequest
-	13, // 10: nacre.v1.OSS.Hello:output_type -> nacre.v1.HelloReply
-	2,  // 11: nacre.v1.OSS.Precreate:output_type -> nacre.v1.PrecreateReply
-	4,  // 12: nacre.v1.OSS.Cleanup:output_type -> nacre.v1.CleanupReply
-	6,  // 13: nacre.v1.OSS.Destroy:output_type -> nacre.v1.DestroyReply
-	14, // 14: nacre.v1.OSS.Statfs:output_type -> nacre.v1.StatfsReply
-	8,  // 15: nacre.v1.OSS.GetObjects:output_type -> nacre.v1.GetObjectsReply
-	10, // [10:16] is the sub-list for method output_type
-	4,  // [4:10] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	0,  // 4: nacre.v1.LfsckCheckReply.attrs:type_name -> nacre.v1.ObjectAttr
+	0,  // 5: nacre.v1.LfsckOrphansReply.objects:type_name -> nacre.v1.ObjectAttr
+	0,  // 6: nacre.v1.LfsckObjRepair.record:type_name -> nacre.v1.ObjectAttr
+	13, // 7: nacre.v1.LfsckObjRepairRequest.items:type_name -> nacre.v1.LfsckObjRepair
+	23, // 8: nacre.v1.FaultObjectRequest.object:type_name -> nacre.v1.StripeObject
+	0,  // 9: nacre.v1.FaultObjectRequest.record:type_name -> nacre.v1.ObjectAttr
+	24, // 10: nacre.v1.OSS.Hello:input_type -> nacre.v1.HelloRequest
+	1,  // 11: nacre.v1.OSS.Precreate:input_type -> nacre.v1.PrecreateRequest
+	3,  // 12: nacre.v1.OSS.Cleanup:input_type -> nacre.v1.CleanupRequest
+	5,  // 13: nacre.v1.OSS.Destroy:input_type -> nacre.v1.DestroyRequest
+	25, // 14: nacre.v1.OSS.Statfs:input_type -> nacre.v1.StatfsRequest
+	7,  // 15: nacre.v1.OSS.GetObjects:input_type -> nacre.v1.GetObjectsRequest
+	9,  // 16: nacre.v1.OSS.LfsckCheck:input_type -> nacre.v1.LfsckCheckRequest
+	11, // 17: nacre.v1.OSS.LfsckOrphans:input_type -> nacre.v1.LfsckOrphansRequest
+	14, // 18: nacre.v1.OSS.LfsckRepair:input_type -> nacre.v1.LfsckObjRepairRequest
+	16, // 19: nacre.v1.OSS.LfsckDigest:input_type -> nacre.v1.LfsckDigestRequest
+	18, // 20: nacre.v1.OSS.FaultObject:input_type -> nacre.v1.FaultObjectRequest
+	20, // 21: nacre.v1.OSS.FaultArm:input_type -> nacre.v1.FaultArmRequest
+	26, // 22: nacre.v1.OSS.Hello:output_type -> nacre.v1.HelloReply
+	2,  // 23: nacre.v1.OSS.Precreate:output_type -> nacre.v1.PrecreateReply
+	4,  // 24: nacre.v1.OSS.Cleanup:output_type -> nacre.v1.CleanupReply
+	6,  // 25: nacre.v1.OSS.Destroy:output_type -> nacre.v1.DestroyReply
+	27, // 26: nacre.v1.OSS.Statfs:output_type -> nacre.v1.StatfsReply
+	8,  // 27: nacre.v1.OSS.GetObjects:output_type -> nacre.v1.GetObjectsReply
+	10, // 28: nacre.v1.OSS.LfsckCheck:output_type -> nacre.v1.LfsckCheckReply
+	12, // 29: nacre.v1.OSS.LfsckOrphans:output_type -> nacre.v1.LfsckOrphansReply
+	15, // 30: nacre.v1.OSS.LfsckRepair:output_type -> nacre.v1.LfsckObjRepairReply
+	17, // 31: nacre.v1.OSS.LfsckDigest:output_type -> nacre.v1.LfsckDigestReply
+	19, // 32: nacre.v1.OSS.FaultObject:output_type -> nacre.v1.FaultObjectReply
+	21, // 33: nacre.v1.OSS.FaultArm:output_type -> nacre.v1.FaultArmReply
+	22, // [22:34] is the sub-list for method output_type
+	10, // [10:22] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_oss_proto_init() }
@@ -677,7 +1503,7 @@ func file_oss_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_oss_proto_rawDesc), len(file_oss_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,12 +22,18 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	OSS_Hello_FullMethodName      = "/nacre.v1.OSS/Hello"
-	OSS_Precreate_FullMethodName  = "/nacre.v1.OSS/Precreate"
-	OSS_Cleanup_FullMethodName    = "/nacre.v1.OSS/Cleanup"
-	OSS_Destroy_FullMethodName    = "/nacre.v1.OSS/Destroy"
-	OSS_Statfs_FullMethodName     = "/nacre.v1.OSS/Statfs"
-	OSS_GetObjects_FullMethodName = "/nacre.v1.OSS/GetObjects"
+	OSS_Hello_FullMethodName        = "/nacre.v1.OSS/Hello"
+	OSS_Precreate_FullMethodName    = "/nacre.v1.OSS/Precreate"
+	OSS_Cleanup_FullMethodName      = "/nacre.v1.OSS/Cleanup"
+	OSS_Destroy_FullMethodName      = "/nacre.v1.OSS/Destroy"
+	OSS_Statfs_FullMethodName       = "/nacre.v1.OSS/Statfs"
+	OSS_GetObjects_FullMethodName   = "/nacre.v1.OSS/GetObjects"
+	OSS_LfsckCheck_FullMethodName   = "/nacre.v1.OSS/LfsckCheck"
+	OSS_LfsckOrphans_FullMethodName = "/nacre.v1.OSS/LfsckOrphans"
+	OSS_LfsckRepair_FullMethodName  = "/nacre.v1.OSS/LfsckRepair"
+	OSS_LfsckDigest_FullMethodName  = "/nacre.v1.OSS/LfsckDigest"
+	OSS_FaultObject_FullMethodName  = "/nacre.v1.OSS/FaultObject"
+	OSS_FaultArm_FullMethodName     = "/nacre.v1.OSS/FaultArm"
 )
 
 // OSSClient is the client API for OSS service.
@@ -45,6 +51,17 @@ type OSSClient interface {
 	Statfs(ctx context.Context, in *StatfsRequest, opts ...grpc.CallOption) (*StatfsReply, error)
 	// GetObjects returns the attributes of many objects at once (checker).
 	GetObjects(ctx context.Context, in *GetObjectsRequest, opts ...grpc.CallOption) (*GetObjectsReply, error)
+	// The checker's calls (internal/lfsck): compare batches of objects with
+	// what the MDT expects, list objects no layout references, repair
+	// records under a condition, summarise the store for tests.
+	LfsckCheck(ctx context.Context, in *LfsckCheckRequest, opts ...grpc.CallOption) (*LfsckCheckReply, error)
+	LfsckOrphans(ctx context.Context, in *LfsckOrphansRequest, opts ...grpc.CallOption) (*LfsckOrphansReply, error)
+	LfsckRepair(ctx context.Context, in *LfsckObjRepairRequest, opts ...grpc.CallOption) (*LfsckObjRepairReply, error)
+	LfsckDigest(ctx context.Context, in *LfsckDigestRequest, opts ...grpc.CallOption) (*LfsckDigestReply, error)
+	// Fault injection (nacre fault): damage one object's record, arm a
+	// named fault point in the OSS process.
+	FaultObject(ctx context.Context, in *FaultObjectRequest, opts ...grpc.CallOption) (*FaultObjectReply, error)
+	FaultArm(ctx context.Context, in *FaultArmRequest, opts ...grpc.CallOption) (*FaultArmReply, error)
 }
 
 type oSSClient struct {
@@ -115,6 +132,66 @@ func (c *oSSClient) GetObjects(ctx context.Context, in *GetObjectsRequest, opts 
 	return out, nil
 }
 
+func (c *oSSClient) LfsckCheck(ctx context.Context, in *LfsckCheckRequest, opts ...grpc.CallOption) (*LfsckCheckReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LfsckCheckReply)
+	err := c.cc.Invoke(ctx, OSS_LfsckCheck_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *oSSClient) LfsckOrphans(ctx context.Context, in *LfsckOrphansRequest, opts ...grpc.CallOption) (*LfsckOrphansReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LfsckOrphansReply)
+	err := c.cc.Invoke(ctx, OSS_LfsckOrphans_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *oSSClient) LfsckRepair(ctx context.Context, in *LfsckObjRepairRequest, opts ...grpc.CallOption) (*LfsckObjRepairReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LfsckObjRepairReply)
+	err := c.cc.Invoke(ctx, OSS_LfsckRepair_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *oSSClient) LfsckDigest(ctx context.Context, in *LfsckDigestRequest, opts ...grpc.CallOption) (*LfsckDigestReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LfsckDigestReply)
+	err := c.cc.Invoke(ctx, OSS_LfsckDigest_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *oSSClient) FaultObject(ctx context.Context, in *FaultObjectRequest, opts ...grpc.CallOption) (*FaultObjectReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FaultObjectReply)
+	err := c.cc.Invoke(ctx, OSS_FaultObject_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *oSSClient) FaultArm(ctx context.Context, in *FaultArmRequest, opts ...grpc.CallOption) (*FaultArmReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FaultArmReply)
+	err := c.cc.Invoke(ctx, OSS_FaultArm_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // OSSServer is the server API for OSS service.
 // All implementations must embed UnimplementedOSSServer
 // for forward compatibility.
@@ -130,6 +207,17 @@ type OSSServer interface {
 	Statfs(context.Context, *StatfsRequest) (*StatfsReply, error)
 	// GetObjects returns the attributes of many objects at once (checker).
 	GetObjects(context.Context, *GetObjectsRequest) (*GetObjectsReply, error)
+	// The checker's calls (internal/lfsck): compare batches of objects with
+	// what the MDT expects, list objects no layout references, repair
+	// records under a condition, summarise the store for tests.
+	LfsckCheck(context.Context, *LfsckCheckRequest) (*LfsckCheckReply, error)
+	LfsckOrphans(context.Context, *LfsckOrphansRequest) (*LfsckOrphansReply, error)
+	LfsckRepair(context.Context, *LfsckObjRepairRequest) (*LfsckObjRepairReply, error)
+	LfsckDigest(context.Context, *LfsckDigestRequest) (*LfsckDigestReply, error)
+	// Fault injection (nacre fault): damage one object's record, arm a
+	// named fault point in the OSS process.
+	FaultObject(context.Context, *FaultObjectRequest) (*FaultObjectReply, error)
+	FaultArm(context.Context, *FaultArmRequest) (*FaultArmReply, error)
 	mustEmbedUnimplementedOSSServer()
 }
 
@@ -157,6 +245,24 @@ func (UnimplementedOSSServer) Statfs(context.Context, *StatfsRequest) (*StatfsRe
 }
 func (UnimplementedOSSServer) GetObjects(context.Context, *GetObjectsRequest) (*GetObjectsReply, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method GetObjects not implemented")
+}
+func (UnimplementedOSSServer) LfsckCheck(context.Context, *LfsckCheckRequest) (*LfsckCheckReply, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method LfsckCheck not implemented")
+}
+func (UnimplementedOSSServer) LfsckOrphans(context.Context, *LfsckOrphansRequest) (*LfsckOrphansReply, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method LfsckOrphans not implemented")
+}
+func (UnimplementedOSSServer) LfsckRepair(context.Context, *LfsckObjRepairRequest) (*LfsckObjRepairReply, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method LfsckRepair not implemented")
+}
+func (UnimplementedOSSServer) LfsckDigest(context.Context, *LfsckDigestRequest) (*LfsckDigestReply, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method LfsckDigest not implemented")
+}
+func (UnimplementedOSSServer) FaultObject(context.Context, *FaultObjectRequest) (*FaultObjectReply, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method FaultObject not implemented")
+}
+func (UnimplementedOSSServer) FaultArm(context.Context, *FaultArmRequest) (*FaultArmReply, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method FaultArm not implemented")
 }
 func (UnimplementedOSSServer) mustEmbedUnimplementedOSSServer() {}
 func (UnimplementedOSSServer) testEmbeddedByValue()             {}
@@ -287,6 +393,114 @@ func _OSS_GetObjects_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OSS_LfsckCheck_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LfsckCheckRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OSSServer).LfsckCheck(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OSS_LfsckCheck_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OSSServer).LfsckCheck(ctx, req.(*LfsckCheckRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OSS_LfsckOrphans_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LfsckOrphansRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OSSServer).LfsckOrphans(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OSS_LfsckOrphans_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OSSServer).LfsckOrphans(ctx, req.(*LfsckOrphansRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OSS_LfsckRepair_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LfsckObjRepairRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OSSServer).LfsckRepair(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OSS_LfsckRepair_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OSSServer).LfsckRepair(ctx, req.(*LfsckObjRepairRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OSS_LfsckDigest_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LfsckDigestRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OSSServer).LfsckDigest(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OSS_LfsckDigest_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OSSServer).LfsckDigest(ctx, req.(*LfsckDigestRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OSS_FaultObject_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FaultObjectRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OSSServer).FaultObject(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OSS_FaultObject_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OSSServer).FaultObject(ctx, req.(*FaultObjectRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OSS_FaultArm_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FaultArmRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OSSServer).FaultArm(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OSS_FaultArm_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OSSServer).FaultArm(ctx, req.(*FaultArmRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // OSS_ServiceDesc is the grpc.ServiceDesc for OSS service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -317,6 +531,30 @@ var OSS_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetObjects",
 			Handler:    _OSS_GetObjects_Handler,
+		},
+		{
+			MethodName: "LfsckCheck",
+			Handler:    _OSS_LfsckCheck_Handler,
+		},
+		{
+			MethodName: "LfsckOrphans",
+			Handler:    _OSS_LfsckOrphans_Handler,
+		},
+		{
+			MethodName: "LfsckRepair",
+			Handler:    _OSS_LfsckRepair_Handler,
+		},
+		{
+			MethodName: "LfsckDigest",
+			Handler:    _OSS_LfsckDigest_Handler,
+		},
+		{
+			MethodName: "FaultObject",
+			Handler:    _OSS_FaultObject_Handler,
+		},
+		{
+			MethodName: "FaultArm",
+			Handler:    _OSS_FaultArm_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

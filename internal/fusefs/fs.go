@@ -192,11 +192,16 @@ const (
 // operations are never cancelled by FUSE interrupts (a mutation applied
 // but reported EINTR would confuse programs); only lock waits are.
 func (fs *FS) ctx(h *fuse.InHeader) context.Context {
+	return client.WithCred(context.Background(), fs.cred(h))
+}
+
+// cred is the caller's identity, with its supplementary groups.
+func (fs *FS) cred(h *fuse.InHeader) *pb.Cred {
 	cred := &pb.Cred{Uid: h.Uid, Gid: h.Gid}
 	if h.Uid != 0 && h.Pid != 0 {
 		cred.Groups = fs.supplementary(h.Pid, h.Uid)
 	}
-	return client.WithCred(context.Background(), cred)
+	return cred
 }
 
 // supplementary returns the supplementary groups of a process (from

@@ -126,6 +126,16 @@ func TestCLIErrorsNameTheProblem(t *testing.T) {
 		{[]string{"serve", "--dir", t.TempDir()}, "", "nacre format"},
 		{[]string{"down", "--dir", t.TempDir()}, "", "not a local Nacre cluster"},
 	}
+	formatted := t.TempDir()
+	if out, err := exec.Command(bin, "format", "--type", "mdt", "--fsname", "alpha", "--dir", formatted, "--mgsnode", "127.0.0.1:1").CombinedOutput(); err != nil {
+		t.Fatalf("format: %v %s", err, out)
+	}
+	cases = append(cases, struct {
+		args []string
+		env  string
+		want string
+	}{[]string{"format", "--type", "ost", "--fsname", "beta", "--index", "1", "--dir", formatted, "--mgsnode", "127.0.0.1:1"}, "",
+		`already holds MDT0000 of file system "alpha"`})
 	for _, c := range cases {
 		cmd := exec.Command(bin, c.args...)
 		cmd.Env = append(os.Environ(), c.env)

@@ -1,0 +1,168 @@
+package fusefs
+
+import (
+	"context"
+	"sync"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/client"
+	"nacre/internal/fid"
+)
+
+// Directory offsets: 1 and 2 follow "." and ".."; every other offset is
+// the MDT's cookie of the entry it follows (a 63-bit name hash, always at
+// least 16), so a listing resumes exactly where it stopped, after a seek
+// too, while other clients add and remove entries.
+
+// dirPage is how many entries one MDT readdir returns.
+const dirPage = 256
+
+// dirHandle caches the last page of entries read from the MDT.
+type dirHandle struct {
+	mu    sync.Mutex
+	f     fid.FID
+	virt  bool
+	after uint64 // the page follows this cookie
+	plus  bool
+	page  []*pb.DirEntry
+	eof   bool
+}
+
+// OpenDir opens a directory for reading.
+func (fs *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	d := &dirHandle{}
+	switch in.NodeId {
+	case nacreID, fidDirID:
+		d.virt = true
+	default:
+		n := fs.node(in.NodeId)
+		if n == nil {
+			return fuse.ENOENT
+		}
+		cred := fs.cred(&in.InHeader)
+		ino, err := fs.c.Getattr(client.WithCred(context.Background(), cred), n.fid)
+		if err != nil {
+			return fs.status("opendir", err)
+		}
+		if ino.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+			return fuse.ENOTDIR
+		}
+		if !mayAccess(ino, cred, 4) {
+			return fuse.EACCES
+		}
+		d.f = n.fid
+	}
+	fs.mu.Lock()
+	h := &handle{id: fs.nextFh, dir: d}
+	fs.nextFh++
+	fs.handles[h.id] = h
+	fs.mu.Unlock()
+	out.Fh = h.id
+	return fuse.OK
+}
+
+// ReleaseDir closes a directory.
+func (fs *FS) ReleaseDir(in *fuse.ReleaseIn) {
+	fs.mu.Lock()
+	delete(fs.handles, in.Fh)
+	fs.mu.Unlock()
+}
+
+// FsyncDir: directory changes are durable when they return.
+func (fs *FS) FsyncDir(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status { return fuse.OK }
+
+// entries returns the entries after cookie, from the cached page when it
+// covers them.
+func (fs *FS) entries(ctx context.Context, d *dirHandle, cookie uint64, plus bool) ([]*pb.DirEntry, bool, error) {
+	if d.page != nil && d.plus == plus {
+		if d.after == cookie {
+			return d.page, d.eof, nil
+		}
+		for i, e := range d.page {
+			if e.Cookie == cookie {
+				if i+1 < len(d.page) || d.eof {
+					return d.page[i+1:], d.eof, nil
+				}
+				break
+			}
+		}
+	}
+	ents, eof, err := fs.c.Readdir(ctx, d.f, cookie, dirPage, plus)
+	if err != nil {
+		return nil, false, err
+	}
+	d.after, d.plus, d.page, d.eof = cookie, plus, ents, eof
+	return ents, eof, nil
+}
+
+// ReadDir lists entries.
+func (fs *FS) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	return fs.readDir(in, out, false)
+}
+
+// ReadDirPlus lists entries with their attributes (each one a lookup).
+func (fs *FS) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	return fs.readDir(in, out, true)
+}
+
+func (fs *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.Status {
+	h := fs.handle(in.Fh)
+	if h == nil || h.dir == nil {
+		return fuse.EBADF
+	}
+	d := h.dir
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	off := in.Offset
+	add := func(e fuse.DirEntry) (*fuse.EntryOut, bool) {
+		if plus {
+			eo := out.AddDirLookupEntry(e)
+			return eo, eo != nil
+		}
+		return nil, out.AddDirEntry(e)
+	}
+	if off == 0 {
+		if _, ok := add(fuse.DirEntry{Name: ".", Mode: syscall.S_IFDIR, Off: 1}); !ok {
+			return fuse.OK
+		}
+	}
+	if off <= 1 {
+		if _, ok := add(fuse.DirEntry{Name: "..", Mode: syscall.S_IFDIR, Off: 2}); !ok {
+			return fuse.OK
+		}
+	}
+	if d.virt {
+		return fuse.OK // .nacre lists nothing; fid/ holds every FID
+	}
+	cookie := off
+	if cookie <= 2 {
+		cookie = 0
+	}
+	ctx := fs.ctx(&in.InHeader)
+	for {
+		ents, eof, err := fs.entries(ctx, d, cookie, plus)
+		if err != nil {
+			return fs.status("readdir", err)
+		}
+		for _, e := range ents {
+			de := fuse.DirEntry{Name: e.Name, Mode: e.Type << 12, Ino: Ino(fid.FromPB(e.Fid)), Off: e.Cookie}
+			eo, ok := add(de)
+			if !ok {
+				return fuse.OK
+			}
+			if eo != nil && e.Inode != nil {
+				ino := e.Inode
+				if err := fs.c.Glimpse(ctx, ino); err == nil {
+					fs.fillEntry(ino, eo)
+				}
+			}
+			cookie = e.Cookie
+		}
+		if eof || len(ents) == 0 {
+			return fuse.OK
+		}
+	}
+}

@@ -1,0 +1,406 @@
+package fusefs
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/client"
+	"nacre/internal/fid"
+)
+
+// openFile is a regular file this mount has open, shared by all of its
+// handles so that their writes and sizes agree.
+type openFile struct {
+	fid fid.FID
+	f   *client.File
+	// rw: writes, truncates and punches share it; flush (which records
+	// the size and clears the MDT's dirty flag) excludes them.
+	rw     sync.RWMutex
+	refs   int  // handles (under FS.mu)
+	orphan bool // may be an orphan: release it at the last close (FS.mu)
+	locked atomic.Bool
+}
+
+// handle is an open file or directory (a FUSE file handle).
+type handle struct {
+	id  uint64
+	n   *node
+	of  *openFile
+	dir *dirHandle
+}
+
+func (fs *FS) handle(fh uint64) *handle {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.handles[fh]
+}
+
+// openFIDs lists the files this mount has open.
+func (fs *FS) openFIDs() []fid.FID {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if len(fs.files) == 0 {
+		return nil
+	}
+	out := make([]fid.FID, 0, len(fs.files))
+	for f := range fs.files {
+		out = append(out, f)
+	}
+	return out
+}
+
+func (fs *FS) markOrphan(f fid.FID) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if of := fs.files[f]; of != nil {
+		of.orphan = true
+	}
+}
+
+func (fs *FS) markMaybeOrphans(fids []fid.FID) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for _, f := range fids {
+		if of := fs.files[f]; of != nil {
+			of.orphan = true
+		}
+	}
+}
+
+// openHandle opens a handle on a regular file with fresh attributes. It
+// reports whether the kernel may keep its page cache: only if the file
+// did not change since the kernel last heard of it.
+func (fs *FS) openHandle(n *node, ino *pb.Inode) (*handle, bool) {
+	f := fid.FromPB(ino.Fid)
+	fs.mu.Lock()
+	of := fs.files[f]
+	if of == nil {
+		of = &openFile{fid: f, f: fs.c.OpenInode(ino)}
+		fs.files[f] = of
+	} else {
+		of.f.Refresh(ino)
+	}
+	of.refs++
+	dirty := ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_SIZE_DIRTY) != 0
+	keep := n.kValid && n.kSize == ino.Size && n.kMtime == ino.MtimeNs && !dirty
+	stale := n.kValid && !keep
+	h := &handle{id: fs.nextFh, n: n, of: of}
+	fs.nextFh++
+	fs.handles[h.id] = h
+	n.kSize, n.kMtime, n.kValid = ino.Size, ino.MtimeNs, true
+	fs.mu.Unlock()
+	if stale && fs.srv != nil {
+		// The kernel's size may be stale (its attribute timeout has not
+		// run out): make it ask again before the first read.
+		fs.srv.InodeNotify(n.id, -1, 0)
+	}
+	return h, keep
+}
+
+func openFlags(keep bool) uint32 {
+	fl := uint32(fuse.FOPEN_PARALLEL_DIRECT_WRITES)
+	if keep {
+		fl |= fuse.FOPEN_KEEP_CACHE
+	}
+	return fl
+}
+
+// Open opens a regular file (close-to-open: with fresh attributes).
+func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	if in.NodeId == nacreID || in.NodeId == fidDirID {
+		return fuse.Status(syscall.EISDIR)
+	}
+	n := fs.node(in.NodeId)
+	if n == nil {
+		return fuse.ENOENT
+	}
+	cred := fs.cred(&in.InHeader)
+	ctx := client.WithCred(context.Background(), cred)
+	ino, err := fs.attr(ctx, n.fid)
+	if err != nil {
+		return fs.status("open", err)
+	}
+	switch ino.Mode & syscall.S_IFMT {
+	case syscall.S_IFREG:
+	case syscall.S_IFDIR:
+		return fuse.Status(syscall.EISDIR)
+	default:
+		return fuse.Status(syscall.ENXIO)
+	}
+	if !mayAccess(ino, cred, openMask(in.Flags)) {
+		return fuse.EACCES
+	}
+	h, keep := fs.openHandle(n, ino)
+	if in.Flags&syscall.O_TRUNC != 0 && in.Flags&syscall.O_ACCMODE != syscall.O_RDONLY && ino.Size > 0 {
+		if st := fs.truncateHandle(ctx, h, 0); !st.Ok() {
+			fs.dropHandle(h)
+			return st
+		}
+		keep = false
+	}
+	out.Fh = h.id
+	out.OpenFlags = openFlags(keep)
+	return fuse.OK
+}
+
+func (fs *FS) truncateHandle(ctx context.Context, h *handle, size uint64) fuse.Status {
+	h.of.rw.RLock()
+	err := h.of.f.Truncate(ctx, size)
+	h.of.rw.RUnlock()
+	if err != nil {
+		return fs.status("truncate", err)
+	}
+	if fs.sess != nil {
+		fs.sess.Invalidate(ctx, []fid.FID{h.of.fid})
+	}
+	return fuse.OK
+}
+
+// dropHandle forgets a handle whose open failed.
+func (fs *FS) dropHandle(h *handle) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	delete(fs.handles, h.id)
+	if h.of != nil {
+		h.of.refs--
+		if h.of.refs == 0 && fs.files[h.of.fid] == h.of {
+			delete(fs.files, h.of.fid)
+		}
+	}
+}
+
+// Create makes (or, without O_EXCL, opens an existing) regular file.
+func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	pf, st := fs.fidOf(in.NodeId)
+	if !st.Ok() {
+		return st
+	}
+	if in.NodeId == rootID && name == nacreDirName {
+		return fuse.Status(syscall.EISDIR)
+	}
+	cred := fs.cred(&in.InHeader)
+	ctx := client.WithCred(context.Background(), cred)
+	ino, existed, err := fs.c.Create(ctx, pf, name, in.Mode, client.CreateOpts{Exclusive: in.Flags&syscall.O_EXCL != 0})
+	if err != nil {
+		return fs.status("create", err)
+	}
+	if existed {
+		if err := fs.c.Glimpse(ctx, ino); err != nil {
+			return fs.status("create", err)
+		}
+		if !mayAccess(ino, cred, openMask(in.Flags)) {
+			return fuse.EACCES
+		}
+	}
+	n := fs.fillEntry(ino, &out.EntryOut)
+	h, keep := fs.openHandle(n, ino)
+	if existed && in.Flags&syscall.O_TRUNC != 0 && in.Flags&syscall.O_ACCMODE != syscall.O_RDONLY && ino.Size > 0 {
+		if st := fs.truncateHandle(ctx, h, 0); !st.Ok() {
+			fs.dropHandle(h)
+			return st
+		}
+		keep = false
+	}
+	out.OpenOut.Fh = h.id
+	out.OpenOut.OpenFlags = openFlags(keep && existed)
+	return fuse.OK
+}
+
+// Tmpfile makes an unnamed file (O_TMPFILE): an orphan until it is linked
+// or closed.
+func (fs *FS) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
+	pf, st := fs.fidOf(in.NodeId)
+	if !st.Ok() {
+		return st
+	}
+	if fs.sess == nil {
+		return fuse.Status(syscall.EOPNOTSUPP)
+	}
+	ctx := fs.ctx(&in.InHeader)
+	ino, err := fs.sess.Tmpfile(ctx, pf, in.Mode&0o7777, nil)
+	if err != nil {
+		return fs.status("tmpfile", err)
+	}
+	n := fs.fillEntry(ino, &out.EntryOut)
+	h, _ := fs.openHandle(n, ino)
+	fs.mu.Lock()
+	h.of.orphan = true
+	fs.mu.Unlock()
+	out.OpenOut.Fh = h.id
+	out.OpenOut.OpenFlags = openFlags(false)
+	return fuse.OK
+}
+
+// Read reads from the OSTs (the kernel page cache is in front).
+func (fs *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
+	h := fs.handle(in.Fh)
+	if h == nil || h.of == nil {
+		return nil, fuse.EBADF
+	}
+	sz := min(int(in.Size), len(buf))
+	n, err := h.of.f.ReadAt(context.Background(), buf[:sz], in.Offset)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fs.status("read", err)
+	}
+	return fuse.ReadResultData(buf[:n]), fuse.OK
+}
+
+// Write writes through to the OSTs.
+func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
+	h := fs.handle(in.Fh)
+	if h == nil || h.of == nil {
+		return 0, fuse.EBADF
+	}
+	of := h.of
+	of.rw.RLock()
+	n, err := of.f.WriteAt(fs.ctx(&in.InHeader), data, in.Offset)
+	of.rw.RUnlock()
+	if err != nil {
+		return 0, fs.status("write", err)
+	}
+	return uint32(n), fuse.OK
+}
+
+// Flush is close(2): the caller's POSIX locks on the file go, and data
+// this mount wrote is made durable with its size and mtime recorded, and
+// other clients drop their caches of the file (close-to-open).
+func (fs *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
+	h := fs.handle(in.Fh)
+	if h == nil || h.of == nil {
+		return fuse.OK
+	}
+	ctx := context.Background()
+	of := h.of
+	if of.locked.Load() && in.LockOwner != 0 && fs.sess != nil {
+		fs.sess.ReleaseLocks(ctx, of.fid, in.LockOwner, 0, 0)
+	}
+	return fs.flushFile(ctx, of)
+}
+
+func (fs *FS) flushFile(ctx context.Context, of *openFile) fuse.Status {
+	if !of.f.Wrote() {
+		return fuse.OK
+	}
+	of.rw.Lock()
+	err := of.f.Close(ctx)
+	of.rw.Unlock()
+	if err != nil {
+		return fs.status("close", err)
+	}
+	if fs.sess != nil {
+		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := fs.sess.Invalidate(ictx, []fid.FID{of.fid}); err != nil {
+			fs.log.Warn("tell other clients of a change", "fid", of.fid, "err", err)
+		}
+		cancel()
+	}
+	return fuse.OK
+}
+
+// Fsync makes the file's written data durable (fdatasync too: the size
+// needs no separate sync, the MDT takes it from the objects while dirty).
+func (fs *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
+	h := fs.handle(in.Fh)
+	if h == nil || h.of == nil {
+		return fuse.OK
+	}
+	return fs.status("fsync", h.of.f.Sync(context.Background()))
+}
+
+// Release is the last close of an open file: its flock and OFD locks go,
+// and at the last handle the file is flushed (mmap writes may arrive
+// after close) and released if it became an orphan.
+func (fs *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
+	fs.mu.Lock()
+	h := fs.handles[in.Fh]
+	delete(fs.handles, in.Fh)
+	if h == nil || h.of == nil {
+		fs.mu.Unlock()
+		return
+	}
+	of := h.of
+	of.refs--
+	last := of.refs == 0
+	if last && fs.files[of.fid] == of {
+		delete(fs.files, of.fid)
+	}
+	orphan := of.orphan
+	fs.mu.Unlock()
+	ctx, cancelCtx := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancelCtx()
+	if of.locked.Load() && fs.sess != nil {
+		var flockOwner uint64
+		if in.ReleaseFlags&fuse.FUSE_RELEASE_FLOCK_UNLOCK != 0 {
+			flockOwner = in.LockOwner
+		}
+		fs.sess.ReleaseLocks(ctx, of.fid, 0, flockOwner, in.Fh)
+	}
+	if !last {
+		return
+	}
+	if st := fs.flushFile(ctx, of); !st.Ok() {
+		fs.log.Warn("flush at release failed", "fid", of.fid, "status", st)
+	}
+	if orphan && fs.sess != nil {
+		if err := fs.sess.ReleaseOrphans(ctx, []fid.FID{of.fid}); err != nil {
+			fs.log.Warn("release open-unlinked file", "fid", of.fid, "err", err)
+		}
+	}
+}
+
+// Fallocate supports mode 0 (extends the size; space is not reserved),
+// FALLOC_FL_KEEP_SIZE (nothing to do), PUNCH_HOLE and ZERO_RANGE.
+func (fs *FS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
+	const (
+		keepSize  = 0x01
+		punchHole = 0x02
+		zeroRange = 0x10
+	)
+	h := fs.handle(in.Fh)
+	if h == nil || h.of == nil {
+		return fuse.EBADF
+	}
+	of := h.of
+	ctx := fs.ctx(&in.InHeader)
+	end := in.Offset + in.Length
+	extend := func() fuse.Status {
+		if in.Mode&keepSize != 0 {
+			return fuse.OK
+		}
+		size, err := of.f.Size(ctx)
+		if err != nil {
+			return fs.status("fallocate", err)
+		}
+		if end <= size {
+			return fuse.OK
+		}
+		of.rw.RLock()
+		err = of.f.Truncate(ctx, end)
+		of.rw.RUnlock()
+		return fs.status("fallocate", err)
+	}
+	switch in.Mode &^ keepSize {
+	case 0:
+		return extend()
+	case punchHole, zeroRange:
+		if in.Mode&punchHole != 0 && in.Mode&keepSize == 0 {
+			return fuse.EINVAL
+		}
+		of.rw.RLock()
+		err := of.f.Punch(ctx, in.Offset, in.Length)
+		of.rw.RUnlock()
+		if err != nil {
+			return fs.status("punch", err)
+		}
+		return extend()
+	}
+	return fuse.Status(syscall.EOPNOTSUPP)
+}

@@ -1,0 +1,386 @@
+package fusefs
+
+import (
+	"context"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/client"
+	"nacre/internal/fid"
+)
+
+const virtTimeout = time.Hour
+
+// Lookup resolves a name; .nacre in the root and .nacre/fid/<FID> are
+// virtual (Lustre's .lustre/fid).
+func (fs *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+	switch h.NodeId {
+	case nacreID:
+		if name != fidDirName {
+			return fuse.ENOENT
+		}
+		out.NodeId = fidDirID
+		out.SetEntryTimeout(virtTimeout)
+		out.SetAttrTimeout(virtTimeout)
+		virtAttr(fidDirID, &out.Attr)
+		return fuse.OK
+	case fidDirID:
+		f, err := fid.Parse(name)
+		if err != nil {
+			return fuse.ENOENT
+		}
+		ino, err := fs.attr(fs.ctx(h), f)
+		if err != nil {
+			return fs.status("lookup fid", err)
+		}
+		fs.fillEntry(ino, out)
+		return fuse.OK
+	case rootID:
+		if name == nacreDirName {
+			out.NodeId = nacreID
+			out.SetEntryTimeout(virtTimeout)
+			out.SetAttrTimeout(virtTimeout)
+			virtAttr(nacreID, &out.Attr)
+			return fuse.OK
+		}
+	}
+	pf, st := fs.fidOf(h.NodeId)
+	if !st.Ok() {
+		return st
+	}
+	ctx := fs.ctx(h)
+	ino, err := fs.c.Lookup(ctx, pf, name)
+	if err != nil {
+		st := fs.status("lookup", err)
+		if st == fuse.ENOENT && fs.o.NegativeTimeout > 0 {
+			out.NodeId = 0
+			out.SetEntryTimeout(fs.o.NegativeTimeout)
+			return fuse.OK
+		}
+		return st
+	}
+	if err := fs.c.Glimpse(ctx, ino); err != nil {
+		return fs.status("lookup", err)
+	}
+	fs.fillEntry(ino, out)
+	return fuse.OK
+}
+
+// GetAttr returns fresh attributes (exact size).
+func (fs *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
+	if in.NodeId == nacreID || in.NodeId == fidDirID {
+		virtAttr(in.NodeId, &out.Attr)
+		out.SetTimeout(virtTimeout)
+		return fuse.OK
+	}
+	n := fs.node(in.NodeId)
+	if n == nil {
+		return fuse.ENOENT
+	}
+	ino, err := fs.attr(fs.ctx(&in.InHeader), n.fid)
+	if err != nil {
+		return fs.status("getattr", err)
+	}
+	fs.fillAttr(n, ino, &out.Attr)
+	out.SetTimeout(fs.o.AttrTimeout)
+	return fuse.OK
+}
+
+// SetAttr changes attributes; a size change truncates the file's objects.
+func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
+	n := fs.node(in.NodeId)
+	if n == nil || in.NodeId == nacreID || in.NodeId == fidDirID {
+		return fuse.EPERM
+	}
+	ctx := fs.ctx(&in.InHeader)
+	f := n.fid
+	op := &pb.SetattrOp{Fid: f.PB()}
+	v := in.Valid
+	if v&fuse.FATTR_MODE != 0 {
+		op.Valid |= uint32(pb.SetattrValid_SETATTR_MODE)
+		op.Mode = in.Mode & 0o7777
+	}
+	if v&fuse.FATTR_UID != 0 {
+		op.Valid |= uint32(pb.SetattrValid_SETATTR_UID)
+		op.Uid = in.Uid
+	}
+	if v&fuse.FATTR_GID != 0 {
+		op.Valid |= uint32(pb.SetattrValid_SETATTR_GID)
+		op.Gid = in.Gid
+	}
+	if v&fuse.FATTR_ATIME != 0 {
+		if v&fuse.FATTR_ATIME_NOW != 0 {
+			op.Valid |= uint32(pb.SetattrValid_SETATTR_ATIME_NOW)
+		} else {
+			op.Valid |= uint32(pb.SetattrValid_SETATTR_ATIME)
+			op.AtimeNs = int64(in.Atime)*1e9 + int64(in.Atimensec)
+		}
+	}
+	if v&fuse.FATTR_MTIME != 0 {
+		if v&fuse.FATTR_MTIME_NOW != 0 {
+			op.Valid |= uint32(pb.SetattrValid_SETATTR_MTIME_NOW)
+		} else {
+			op.Valid |= uint32(pb.SetattrValid_SETATTR_MTIME)
+			op.MtimeNs = int64(in.Mtime)*1e9 + int64(in.Mtimensec)
+		}
+	}
+	if v&fuse.FATTR_CTIME != 0 {
+		op.Valid |= uint32(pb.SetattrValid_SETATTR_CTIME)
+		op.CtimeNs = int64(in.Ctime)*1e9 + int64(in.Ctimensec)
+	}
+	var ino *pb.Inode
+	var err error
+	if v&fuse.FATTR_SIZE != 0 {
+		if err = fs.truncate(ctx, f, in.Size); err != nil {
+			return fs.status("truncate", err)
+		}
+		if fs.sess != nil {
+			fs.sess.Invalidate(ctx, []fid.FID{f})
+		}
+	}
+	if op.Valid != 0 {
+		ino, err = fs.c.Setattr(ctx, op)
+		if err != nil && op.Valid == uint32(pb.SetattrValid_SETATTR_MODE) && errnoIs(err, syscall.EPERM) {
+			// The kernel clears set-user-ID and set-group-ID bits when a
+			// non-owner writes or truncates; the MDT lets only owners
+			// chmod, so such a pure clearing is done with root's rights.
+			if cur, gerr := fs.c.Getattr(ctx, f); gerr == nil && cur.Mode&0o7777&^(syscall.S_ISUID|syscall.S_ISGID) == op.Mode &&
+				cur.Mode&0o7777 != op.Mode {
+				ino, err = fs.c.Setattr(client.WithCred(ctx, &pb.Cred{}), op)
+			}
+		}
+		if err != nil {
+			return fs.status("setattr", err)
+		}
+	}
+	if ino == nil || ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_SIZE_DIRTY) != 0 {
+		if ino, err = fs.attr(ctx, f); err != nil {
+			return fs.status("setattr", err)
+		}
+	}
+	fs.fillAttr(n, ino, &out.Attr)
+	out.SetTimeout(fs.o.AttrTimeout)
+	return fuse.OK
+}
+
+func errnoIs(err error, e syscall.Errno) bool {
+	var x syscall.Errno
+	return asErrno(err, &x) && x == e
+}
+
+// truncate sets a file's size, through its open file if this mount has
+// one (so that file knows its new size).
+func (fs *FS) truncate(ctx context.Context, f fid.FID, size uint64) error {
+	fs.mu.Lock()
+	of := fs.files[f]
+	fs.mu.Unlock()
+	if of != nil {
+		of.rw.RLock()
+		defer of.rw.RUnlock()
+		return of.f.Truncate(ctx, size)
+	}
+	_, err := fs.c.Setattr(ctx, &pb.SetattrOp{Fid: f.PB(), Valid: uint32(pb.SetattrValid_SETATTR_SIZE), Size: size})
+	return err
+}
+
+func (fs *FS) create(h *fuse.InHeader, name string, mode uint32, o client.CreateOpts, out *fuse.EntryOut) fuse.Status {
+	pf, st := fs.fidOf(h.NodeId)
+	if !st.Ok() {
+		return st
+	}
+	if h.NodeId == rootID && name == nacreDirName {
+		return fuse.Status(syscall.EEXIST)
+	}
+	o.Exclusive = true
+	ino, _, err := fs.c.Create(fs.ctx(h), pf, name, mode, o)
+	if err != nil {
+		return fs.status("create", err)
+	}
+	fs.fillEntry(ino, out)
+	return fuse.OK
+}
+
+// Mknod makes a regular file, FIFO, socket or device node.
+func (fs *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
+	return fs.create(&in.InHeader, name, in.Mode, client.CreateOpts{Rdev: in.Rdev}, out)
+}
+
+// Mkdir makes a directory.
+func (fs *FS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
+	return fs.create(&in.InHeader, name, syscall.S_IFDIR|in.Mode&0o7777, client.CreateOpts{}, out)
+}
+
+// Symlink makes a symbolic link.
+func (fs *FS) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
+	return fs.create(h, name, syscall.S_IFLNK|0o777, client.CreateOpts{Symlink: target}, out)
+}
+
+// Readlink returns a symlink's target.
+func (fs *FS) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.Status) {
+	f, st := fs.fidOf(h.NodeId)
+	if !st.Ok() {
+		return nil, st
+	}
+	t, err := fs.c.Readlink(fs.ctx(h), f)
+	if err != nil {
+		return nil, fs.status("readlink", err)
+	}
+	return []byte(t), fuse.OK
+}
+
+// Link adds a hard link.
+func (fs *FS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
+	pf, st := fs.fidOf(in.NodeId)
+	if !st.Ok() {
+		return st
+	}
+	f, st := fs.fidOf(in.Oldnodeid)
+	if !st.Ok() {
+		return st
+	}
+	ctx := fs.ctx(&in.InHeader)
+	ino, err := fs.c.Link(ctx, f, pf, name)
+	if err != nil {
+		return fs.status("link", err)
+	}
+	if err := fs.c.Glimpse(ctx, ino); err != nil {
+		return fs.status("link", err)
+	}
+	fs.fillEntry(ino, out)
+	return fuse.OK
+}
+
+// Unlink removes a name. While files are open here, the MDT is told which,
+// so that a file losing its last name stays until its last close.
+func (fs *FS) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	pf, st := fs.fidOf(h.NodeId)
+	if !st.Ok() {
+		return st
+	}
+	ctx := fs.ctx(h)
+	open := fs.openFIDs()
+	if len(open) == 0 || fs.sess == nil {
+		_, err := fs.c.Unlink(ctx, pf, name)
+		return fs.status("unlink", err)
+	}
+	if len(open) > maxOpenList {
+		// Send only the file the name names, if it is open here.
+		ino, err := fs.c.Lookup(ctx, pf, name)
+		if err != nil {
+			return fs.status("unlink", err)
+		}
+		open = fs.filterOpen(open, fid.FromPB(ino.Fid))
+	}
+	ino, err := fs.sess.Unlink(ctx, pf, name, open)
+	if err != nil {
+		return fs.status("unlink", err)
+	}
+	if ino != nil && ino.Nlink == 0 {
+		fs.markOrphan(fid.FromPB(ino.Fid))
+	}
+	return fuse.OK
+}
+
+// maxOpenList bounds the open FIDs sent with an unlink or rename.
+const maxOpenList = 1024
+
+func (fs *FS) filterOpen(open []fid.FID, f fid.FID) []fid.FID {
+	for _, o := range open {
+		if o == f {
+			return []fid.FID{f}
+		}
+	}
+	return nil
+}
+
+// Rmdir removes an empty directory.
+func (fs *FS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	pf, st := fs.fidOf(h.NodeId)
+	if !st.Ok() {
+		return st
+	}
+	return fs.status("rmdir", fs.c.Rmdir(fs.ctx(h), pf, name))
+}
+
+// Rename moves a name (RENAME_NOREPLACE and RENAME_EXCHANGE too).
+func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
+	sp, st := fs.fidOf(in.NodeId)
+	if !st.Ok() {
+		return st
+	}
+	dp, st := fs.fidOf(in.Newdir)
+	if !st.Ok() {
+		return st
+	}
+	if in.Flags&^uint32(client.RenameNoReplace|client.RenameExchange) != 0 {
+		return fuse.EINVAL // RENAME_WHITEOUT
+	}
+	if in.Newdir == rootID && newName == nacreDirName {
+		return fuse.EPERM
+	}
+	ctx := fs.ctx(&in.InHeader)
+	open := fs.openFIDs()
+	if len(open) == 0 || fs.sess == nil || in.Flags&client.RenameExchange != 0 {
+		return fs.status("rename", fs.c.Rename(ctx, sp, oldName, dp, newName, in.Flags))
+	}
+	if len(open) > maxOpenList {
+		ino, err := fs.c.Lookup(ctx, dp, newName)
+		if err != nil {
+			open = nil
+		} else {
+			open = fs.filterOpen(open, fid.FromPB(ino.Fid))
+		}
+	}
+	fs.markMaybeOrphans(open)
+	return fs.status("rename", fs.sess.Rename(ctx, sp, oldName, dp, newName, in.Flags, open))
+}
+
+// Access checks permissions (without default_permissions the kernel asks).
+func (fs *FS) Access(cancel <-chan struct{}, in *fuse.AccessIn) fuse.Status {
+	if in.NodeId == nacreID || in.NodeId == fidDirID {
+		if in.Mask&fuse.W_OK != 0 {
+			return fuse.EACCES
+		}
+		return fuse.OK
+	}
+	f, st := fs.fidOf(in.NodeId)
+	if !st.Ok() {
+		return st
+	}
+	cred := fs.cred(&in.InHeader)
+	ino, err := fs.c.Getattr(client.WithCred(context.Background(), cred), f)
+	if err != nil {
+		return fs.status("access", err)
+	}
+	if !mayAccess(ino, cred, in.Mask) {
+		return fuse.EACCES
+	}
+	return fuse.OK
+}
+
+// StatFs sums the OSTs' space and the MDTs' inodes (cached for a second).
+func (fs *FS) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
+	fs.statfsMu.Lock()
+	defer fs.statfsMu.Unlock()
+	if fs.statfs == nil || time.Since(fs.statfsAt) > time.Second {
+		s, err := fs.c.Statfs(context.Background())
+		if err != nil {
+			return fs.status("statfs", err)
+		}
+		fs.statfs, fs.statfsAt = s, time.Now()
+	}
+	s := fs.statfs
+	const bs = 4096
+	out.Bsize = bs
+	out.Frsize = bs
+	out.Blocks = s.BytesTotal / bs
+	out.Bfree = s.BytesFree / bs
+	out.Bavail = s.BytesAvail / bs
+	out.Files = s.InodesTotal
+	out.Ffree = s.InodesFree
+	out.NameLen = 255
+	return fuse.OK
+}

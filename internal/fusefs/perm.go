@@ -1,0 +1,62 @@
+package fusefs
+
+import (
+	"errors"
+	"syscall"
+
+	pb "nacre/api/nacrepb"
+)
+
+func asErrno(err error, e *syscall.Errno) bool { return errors.As(err, e) }
+
+func inGroup(c *pb.Cred, gid uint32) bool {
+	if c.Gid == gid {
+		return true
+	}
+	for _, g := range c.Groups {
+		if g == gid {
+			return true
+		}
+	}
+	return false
+}
+
+// mayAccess applies the POSIX permission bits (R_OK 4, W_OK 2, X_OK 1),
+// as the MDT does: root may do anything but execute a file no one may
+// execute.
+func mayAccess(ino *pb.Inode, c *pb.Cred, mask uint32) bool {
+	mask &= 7
+	if c.Uid == 0 {
+		if mask&1 == 0 || ino.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+			return true
+		}
+		return ino.Mode&0o111 != 0
+	}
+	var bits uint32
+	switch {
+	case c.Uid == ino.Uid:
+		bits = ino.Mode >> 6
+	case inGroup(c, ino.Gid):
+		bits = ino.Mode >> 3
+	default:
+		bits = ino.Mode
+	}
+	return bits&mask == mask
+}
+
+// openMask is the access an open(2) with these flags needs.
+func openMask(flags uint32) uint32 {
+	var m uint32
+	switch flags & syscall.O_ACCMODE {
+	case syscall.O_RDONLY:
+		m = 4
+	case syscall.O_WRONLY:
+		m = 2
+	case syscall.O_RDWR:
+		m = 6
+	}
+	if flags&syscall.O_TRUNC != 0 {
+		m |= 2
+	}
+	return m
+}

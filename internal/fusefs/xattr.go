@@ -1,0 +1,189 @@
+package fusefs
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/fid"
+	"nacre/internal/layout"
+)
+
+// LovXattr is the virtual extended attribute that shows and sets a file's
+// layout (Lustre's lustre.lov), as text:
+//
+//	stripe_count=2 stripe_size=1048576 stripe_offset=-1 pattern=raid0 generation=1 objects=0:0x100000000:0x5,1:0x100000000:0x7
+//
+// Setting it takes stripe_count, stripe_size (K/M/G suffixes allowed) and
+// stripe_offset and ignores the other keys, so a value read from one
+// file can be set on another: on an empty regular file (new objects) or on
+// a directory (its default layout for new files). It is not listed by
+// listxattr, so copying tools do not try to set it on files with data.
+const LovXattr = "nacre.lov"
+
+func formatLov(ino *pb.Inode) (string, bool) {
+	l := ino.Layout
+	if l == nil {
+		return "", false
+	}
+	var b strings.Builder
+	count := l.StripeCount
+	if len(l.Objects) > 0 {
+		count = int32(len(l.Objects))
+	}
+	fmt.Fprintf(&b, "stripe_count=%d stripe_size=%d stripe_offset=%d", count, l.StripeSize, l.StripeOffset)
+	if ino.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		fmt.Fprintf(&b, " pattern=raid0 generation=%d objects=", l.Generation)
+		for i, o := range l.Objects {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, "%d:%#x:%#x", o.Ost, o.Seq, o.Oid)
+		}
+	}
+	return b.String(), true
+}
+
+func parseLov(v string) (*pb.Layout, error) {
+	l := &pb.Layout{StripeOffset: -1}
+	for _, kv := range strings.Fields(strings.TrimRight(v, "\x00")) {
+		k, val, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("%q is not key=value", kv)
+		}
+		switch k {
+		case "stripe_count", "lmm_stripe_count":
+			n, err := strconv.ParseInt(val, 10, 32)
+			if err != nil || n < -1 {
+				return nil, fmt.Errorf("stripe_count %q", val)
+			}
+			l.StripeCount = int32(n)
+		case "stripe_size", "lmm_stripe_size":
+			n, err := layout.ParseSize(val)
+			if err != nil || n > 1<<32-1 {
+				return nil, fmt.Errorf("stripe_size %q", val)
+			}
+			l.StripeSize = uint32(n)
+		case "stripe_offset", "lmm_stripe_offset":
+			n, err := strconv.ParseInt(val, 10, 32)
+			if err != nil || n < -1 {
+				return nil, fmt.Errorf("stripe_offset %q", val)
+			}
+			l.StripeOffset = int32(n)
+		}
+	}
+	return l, nil
+}
+
+func (fs *FS) xattrFID(h *fuse.InHeader) (fid.FID, fuse.Status) {
+	if h.NodeId == nacreID || h.NodeId == fidDirID {
+		return fid.FID{}, fuse.ENODATA
+	}
+	return fs.fidOf(h.NodeId)
+}
+
+func copyOut(v []byte, dest []byte) (uint32, fuse.Status) {
+	if len(dest) < len(v) {
+		return uint32(len(v)), fuse.ERANGE
+	}
+	copy(dest, v)
+	return uint32(len(v)), fuse.OK
+}
+
+// GetXAttr reads an extended attribute (and nacre.lov).
+func (fs *FS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (uint32, fuse.Status) {
+	f, st := fs.xattrFID(h)
+	if !st.Ok() {
+		return 0, st
+	}
+	ctx := fs.ctx(h)
+	if attr == LovXattr {
+		ino, err := fs.c.Getattr(ctx, f)
+		if err != nil {
+			return 0, fs.status("getxattr", err)
+		}
+		s, ok := formatLov(ino)
+		if !ok {
+			return 0, fuse.ENODATA
+		}
+		return copyOut([]byte(s), dest)
+	}
+	v, err := fs.c.Getxattr(ctx, f, attr)
+	if err != nil {
+		return 0, fs.status("getxattr", err)
+	}
+	return copyOut(v, dest)
+}
+
+// ListXAttr lists extended attribute names.
+func (fs *FS) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
+	f, st := fs.xattrFID(h)
+	if st == fuse.ENODATA {
+		return 0, fuse.OK
+	}
+	if !st.Ok() {
+		return 0, st
+	}
+	names, err := fs.c.Listxattr(fs.ctx(h), f)
+	if err != nil {
+		return 0, fs.status("listxattr", err)
+	}
+	var b []byte
+	for _, n := range names {
+		b = append(b, n...)
+		b = append(b, 0)
+	}
+	return copyOut(b, dest)
+}
+
+// SetXAttr sets an extended attribute; nacre.lov sets the layout.
+func (fs *FS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string, data []byte) fuse.Status {
+	f, st := fs.xattrFID(&in.InHeader)
+	if st == fuse.ENODATA {
+		return fuse.EPERM
+	}
+	if !st.Ok() {
+		return st
+	}
+	ctx := fs.ctx(&in.InHeader)
+	if attr == LovXattr {
+		l, err := parseLov(string(data))
+		if err != nil {
+			fs.log.Info("bad nacre.lov value", "err", err)
+			return fuse.EINVAL
+		}
+		_, err = fs.c.SetLayout(ctx, f, l)
+		if err == nil {
+			fs.mu.Lock()
+			of := fs.files[f]
+			fs.mu.Unlock()
+			if of != nil {
+				// The open file must write to the new objects.
+				if ino, gerr := fs.c.Getattr(ctx, f); gerr == nil {
+					of.f.Refresh(ino)
+				}
+			}
+		}
+		return fs.status("setxattr", err)
+	}
+	return fs.status("setxattr", fs.c.Setxattr(ctx, f, attr, data, in.Flags))
+}
+
+// RemoveXAttr removes an extended attribute.
+func (fs *FS) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string) fuse.Status {
+	f, st := fs.xattrFID(h)
+	if st == fuse.ENODATA {
+		return fuse.EPERM
+	}
+	if !st.Ok() {
+		return st
+	}
+	if attr == LovXattr {
+		return fuse.EPERM
+	}
+	return fs.status("removexattr", fs.c.Removexattr(fs.ctx(h), f, attr))
+}

@@ -1,0 +1,163 @@
+package itest
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"nacre/internal/cli"
+	"nacre/internal/localcluster"
+	"nacre/internal/serve"
+	"nacre/internal/testcluster"
+)
+
+// TestUpCtrlCStopsAndRestartKeepsData runs `nacre up` in the foreground
+// as a user would, stores a file, stops it with SIGINT (Ctrl-C), checks
+// every target process is gone, and brings the same directory up again
+// (detached) to read the file back.
+func TestUpCtrlCStopsAndRestartKeepsData(t *testing.T) {
+	bin := testcluster.Binary(t)
+	dir := t.TempDir()
+	t.Cleanup(func() { localcluster.Down(dir, io.Discard) })
+	up := exec.Command(bin, "up", "--dir", dir, "--osts", "1")
+	stdout, _ := up.StdoutPipe()
+	up.Stderr = os.Stderr
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	mgs := ""
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "  export NACRE_MGS=") {
+			mgs = strings.TrimPrefix(line, "  export NACRE_MGS=")
+		}
+		if strings.Contains(line, "Press Ctrl-C") {
+			break
+		}
+	}
+	if mgs == "" {
+		up.Process.Kill()
+		t.Fatal("nacre up did not print the MGS address")
+	}
+	go io.Copy(io.Discard, stdout)
+	run := func(args ...string) string {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "NACRE_MGS="+mgs)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("nacre %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	src := filepath.Join(t.TempDir(), "f")
+	os.WriteFile(src, []byte("kept across restarts\n"), 0o644)
+	run("put", src, "/f")
+	pids := map[string]int{}
+	dirs, _ := localcluster.Dirs(dir)
+	for _, d := range dirs {
+		pid, err := serve.ReadPid(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids[d] = pid
+	}
+	up.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- up.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("nacre up exited with %v after Ctrl-C", err)
+		}
+	case <-time.After(30 * time.Second):
+		up.Process.Kill()
+		t.Fatal("nacre up did not stop after Ctrl-C")
+	}
+	for d, pid := range pids {
+		if serve.Alive(pid) && !zombieProc(pid) {
+			t.Fatalf("%s (pid %d) still running after Ctrl-C", filepath.Base(d), pid)
+		}
+	}
+	out, err := exec.Command(bin, "up", "--dir", dir, "--detach").CombinedOutput()
+	if err != nil {
+		t.Fatalf("second up: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	last := lines[len(lines)-1]
+	if last != "NACRE_MGS="+mgs {
+		t.Fatalf("detached up must end with NACRE_MGS=%s (same MGS as before), got %q", mgs, last)
+	}
+	if got := run("cat", "/f"); got != "kept across restarts\n" {
+		t.Fatalf("after restart: %q", got)
+	}
+	if out, err := exec.Command(bin, "down", "--dir", dir).CombinedOutput(); err != nil || !strings.Contains(string(out), "stopped") {
+		t.Fatalf("down: %v %s", err, out)
+	}
+}
+
+func zombieProc(pid int) bool {
+	b, err := os.ReadFile("/proc/" + itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(f) > 0 && f[0] == "Z"
+}
+
+// TestStatusShowsDeadTargetDown kills an OST and waits for the MGS to
+// report it down, then brings it back.
+func TestStatusShowsDeadTargetDown(t *testing.T) {
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 2})
+	cl.Kill("ost1", syscall.SIGKILL)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		out, err := cl.Run("status", "--json")
+		if err != nil {
+			t.Fatalf("status: %v %s", err, out)
+		}
+		var st cli.ClusterStatus
+		json.Unmarshal([]byte(out), &st)
+		state := ""
+		for _, ts := range st.Targets {
+			if ts.Name == "nacre-OST0001" {
+				state = ts.State
+			}
+		}
+		if state == "down" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("OST0001 still %q 15 s after SIGKILL", state)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	// Files can still be created: the MDS skips the dead OST.
+	// The MDS follows the MGS's view within a second or two.
+	var gs cli.StripeJSON
+	for i := 0; ; i++ {
+		name := "/wide" + itoa(i)
+		out, err := cl.Run("setstripe", "-c", "-1", name)
+		if err != nil {
+			t.Fatalf("create with an OST down: %v %s", err, out)
+		}
+		out, _ = cl.Run("getstripe", "--json", name)
+		json.Unmarshal([]byte(out), &gs)
+		if gs.StripeCount == 1 && gs.Objects[0].OST == 0 {
+			break
+		}
+		if i > 40 {
+			t.Fatalf("with OST0001 down, wide files still get %+v", gs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cl.Restart()
+}

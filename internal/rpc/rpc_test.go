@@ -1,0 +1,79 @@
+package rpc
+
+import (
+	"context"
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	pb "nacre/api/nacrepb"
+)
+
+type mgsStub struct{ pb.UnimplementedMGSServer }
+
+func (mgsStub) Hello(context.Context, *pb.HelloRequest) (*pb.HelloReply, error) {
+	return &pb.HelloReply{Fsname: "x"}, nil
+}
+
+func serve(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := NewServer(nil)
+	pb.RegisterMGSServer(g, mgsStub{})
+	go g.Serve(ln)
+	t.Cleanup(g.Stop)
+	return ln.Addr().String()
+}
+
+func TestMatchingVersionsTalk(t *testing.T) {
+	cc, err := Dial(serve(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	if _, err := pb.NewMGSClient(cc).Hello(context.Background(), &pb.HelloRequest{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOtherProtocolVersionRefusedNamingBoth(t *testing.T) {
+	addr := serve(t)
+	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	c := pb.NewMGSClient(cc)
+	_, err = c.Hello(context.Background(), &pb.HelloRequest{})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "no Nacre protocol version") {
+		t.Fatalf("peer without a version: %v", err)
+	}
+	ctx := metadata.AppendToOutgoingContext(context.Background(), versionKey, "99")
+	_, err = c.Hello(ctx, &pb.HelloRequest{})
+	if !IsVersionMismatch(err) || !strings.Contains(err.Error(), "protocol 99") || !strings.Contains(err.Error(), "protocol 1") {
+		t.Fatalf("version 99: %v", err)
+	}
+}
+
+func TestErrnoTable(t *testing.T) {
+	for _, e := range []syscall.Errno{syscall.ENOENT, syscall.EEXIST, syscall.EACCES, syscall.ENOSPC, syscall.EINVAL} {
+		if got := ToErrno(Status(e)); got != e {
+			t.Errorf("%v -> %v -> %v", e, Status(e), got)
+		}
+	}
+	if !Retryable(status.Error(codes.Unavailable, "x")) || Retryable(status.Error(codes.NotFound, "x")) {
+		t.Error("Retryable")
+	}
+	if ToErrno(NewErrno("op", int32(syscall.ENOTEMPTY), "")) != syscall.ENOTEMPTY || NewErrno("op", 0, "") != nil {
+		t.Error("NewErrno")
+	}
+}
