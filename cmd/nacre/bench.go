@@ -1,6 +1,8 @@
 package main
 
 import (
+	"time"
+
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -45,4 +47,44 @@ func addBenchCommands(root *cobra.Command, g *globals) {
 	mdCmd.Flags().BoolVar(&md.json, "json", false, "print JSON")
 	benchCmd.AddCommand(mdCmd)
 	root.AddCommand(benchCmd)
+}
+
+func addStatsCommands(root *cobra.Command, g *globals) {
+	var st struct {
+		json     bool
+		interval time.Duration
+	}
+	stats := &cobra.Command{
+		Use:     "stats [--json] [TARGET]",
+		Short:   "Per-target operation counts, rates and latencies, bytes and queue depths",
+		GroupID: "admin",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			only := ""
+			if len(args) == 1 {
+				only = args[0]
+			}
+			return cli.Stats(cmd.Context(), g.env(cmd), only, st.interval, st.json)
+		},
+	}
+	stats.Flags().BoolVar(&st.json, "json", false, "print JSON")
+	stats.Flags().DurationVar(&st.interval, "interval", time.Second, "rates are measured over this interval")
+	root.AddCommand(stats)
+
+	var tp struct {
+		interval time.Duration
+		n        int
+	}
+	top := &cobra.Command{
+		Use:     "top",
+		Short:   "Live per-target rates in the terminal",
+		GroupID: "admin",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return cli.Top(cmd.Context(), g.env(cmd), tp.interval, tp.n)
+		},
+	}
+	top.Flags().DurationVar(&tp.interval, "interval", time.Second, "refresh interval")
+	top.Flags().IntVarP(&tp.n, "iterations", "n", 0, "stop after N refreshes (0: until Ctrl-C)")
+	root.AddCommand(top)
 }

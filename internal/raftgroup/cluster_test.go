@@ -45,11 +45,12 @@ func TestThreeReplicasElectReplicateAndRedirect(t *testing.T) {
 
 		for _, f := range c.followers() {
 			_, err := f.g.Propose(ctx, []byte("on a follower"))
-			var nl *NotLeaderError
-			if !errors.As(err, &nl) || !errors.Is(err, ErrNotLeader) {
-				t.Fatalf("Propose on follower %d: %v, want *NotLeaderError", f.id, err)
+			var nl NotLeaderError
+			var pnl *NotLeaderError
+			if !errors.As(err, &nl) || !errors.As(err, &pnl) || !errors.Is(err, ErrNotLeader) {
+				t.Fatalf("Propose on follower %d: %v, want NotLeaderError", f.id, err)
 			}
-			if nl.Leader != l.id || nl.Addr != l.addr {
+			if nl.Leader != l.id || nl.Addr != l.addr || *pnl != nl {
 				t.Fatalf("follower %d redirects to %d at %q, want %d at %q", f.id, nl.Leader, nl.Addr, l.id, l.addr)
 			}
 		}
@@ -235,8 +236,9 @@ func TestLaggingReplicaCatchesUpBySnapshot(t *testing.T) {
 		if n := len(c.sameCommands()); n != 201 {
 			t.Fatalf("replicas applied %d commands, want 201", n)
 		}
-		if got := lag.g.Stats().SnapshotsRecv; got == 0 {
-			t.Fatal("the lagging replica caught up without a snapshot; the test did not exercise snapshots")
+		if st := lag.g.Status(); st.Stats.SnapshotsRecv == 0 || st.FirstIndex <= 2 {
+			t.Fatalf("the lagging replica caught up without a snapshot (log [%d, %d], %d snapshots; leader's log starts at %d)",
+				st.FirstIndex, st.LastIndex, st.Stats.SnapshotsRecv, c.leader().g.Status().FirstIndex)
 		}
 		// It keeps following the log after the snapshot.
 		r, err := c.propose(ctx, "after")
@@ -291,5 +293,51 @@ func TestAddVoterThenRemoveTheOldLeader(t *testing.T) {
 		if st := c.leader().g.Status(); len(st.Voters) != 3 {
 			t.Fatalf("voters after RemovePeer: %v", st.Voters)
 		}
+	})
+}
+
+// TestGrownGroupRestartsWithItsCurrentConfiguration grows a single replica
+// to three, then restarts the first one: its truncation point still says
+// it is alone, and only the re-delivered log says otherwise. It must not
+// lead alone, and Start must not wait for it to.
+func TestGrownGroupRestartsWithItsCurrentConfiguration(t *testing.T) {
+	transports(t, func(t *testing.T, kind string) {
+		c := newCluster(t, kind, 1, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		for id := uint64(2); id <= 3; id++ {
+			nd := c.addNode(id)
+			c.start(id, true)
+			if err := c.nodes[1].g.AddVoter(ctx, id, nd.addr); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r, err := c.propose(ctx, "three")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.waitApplied(r.Index)
+		c.stop(2)
+		c.stop(3)
+		c.stop(1)
+
+		start := time.Now()
+		nd := c.start(1, false)
+		if took := time.Since(start); took > 2*time.Second {
+			t.Fatalf("Start took %v", took)
+		}
+		time.Sleep(300 * time.Millisecond) // several election timeouts
+		if nd.g.IsLeader() {
+			t.Fatal("replica 1 leads alone although the group has three voters")
+		}
+		if st := nd.g.Status(); len(st.Voters) != 3 {
+			t.Fatalf("restarted replica sees voters %v", st.Voters)
+		}
+		c.start(2, false)
+		r, err = c.propose(ctx, "two of three")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.waitApplied(r.Index)
 	})
 }

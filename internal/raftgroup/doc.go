@@ -33,6 +33,9 @@
 //     (acknowledgements and votes, which promise durability), then deliver
 //     those responses.
 //
+// A follower persists before it applies: its acknowledgement is what the
+// leader's commit waits for, and no caller waits for its applies.
+//
 // Ticks, Status requests and Stop are served between steps. Apply
 // results reach callers over buffered channels, and OnLeaderChange runs
 // on a goroutine of its own, so no caller can stall the loop. The gRPC
@@ -60,9 +63,13 @@
 //	                  the SnapshotMetadata being installed
 //	P 'a'             address book: replica id -> address (RaftPeers)
 //
-// A new group writes P 'v' and a truncation point at index 0 that holds
-// the initial voters (how etcd raft recommends bootstrapping: no
-// synthetic configuration entries). The state machine's keys, including
+// A new group writes P 'v' and a truncation point at index 1, term 1,
+// that holds the initial voters (etcd raft's recommended bootstrap, with
+// no synthetic configuration entries). Index 1 rather than 0 means that
+// no log anywhere starts at the beginning, so a replica added later
+// always receives a snapshot, which carries the configuration, instead of
+// replaying entries that never mention the initial voters. A replica
+// started with Config.Join begins empty, at 0, and waits for it. The state machine's keys, including
 // its applied index, are its own business and lie outside P. Every
 // entry's data starts with a proposal header (proposal.go) that Apply
 // never sees.
@@ -119,7 +126,7 @@
 // # Proposals, reads and leadership
 //
 // Only the leader takes proposals (raft's forwarding is off): a follower
-// answers *NotLeaderError with the leader's id and address, and clients
+// answers NotLeaderError with the leader's id and address, and clients
 // follow the redirect. Each proposal carries (replica id, sequence) in a
 // header, and its result goes to the waiter whose id, sequence and term
 // match the applied entry (proposal.go). When this replica loses
@@ -127,7 +134,10 @@
 // their entries may still commit under the next leader, which the MDT's
 // reply cache makes harmless for a retry. ReadIndex uses raft's ReadIndex
 // (ReadOnlySafe: one heartbeat round to a quorum), batched per loop
-// iteration, on the leader or on followers. PreVote and CheckQuorum are
+// iteration, on the leader or on followers; on a new leader it also waits
+// for the first entry of the leader's term, because raft answers a single
+// voter at once with a commit index that may not yet cover entries
+// acknowledged before a restart. PreVote and CheckQuorum are
 // on: a cut-off leader steps down after an election timeout and fails its
 // pending proposals. A single-voter group campaigns at once, and Start
 // returns when it leads and has applied everything committed before.

@@ -71,7 +71,8 @@ type Config struct {
 	ID uint64
 	// Peers lists all voters, this replica included, when the group is
 	// created; later starts take the configuration from the store and use
-	// Peers only for addresses. One peer means a single replica.
+	// Peers only for addresses (and may list any replicas, or none). One
+	// peer means a single replica.
 	Peers []Peer
 	// Join starts a replica that an existing group is about to add (with
 	// AddVoter or AddLearner on its leader): it begins with no
@@ -113,7 +114,7 @@ var (
 	// ErrStopped: the group was stopped (or stopped itself after a fatal
 	// error); pending and later calls fail with it.
 	ErrStopped = errors.New("raftgroup: group stopped")
-	// ErrNotLeader is matched (errors.Is) by every *NotLeaderError.
+	// ErrNotLeader is matched (errors.Is) by every NotLeaderError.
 	ErrNotLeader = errors.New("raftgroup: not the leader")
 	// ErrProposalDropped: the proposal may or may not be committed, this
 	// replica cannot tell (it lost leadership, or raft refused the entry);
@@ -124,12 +125,14 @@ var (
 // NotLeaderError is returned by Propose and the membership calls on a
 // replica that is not the leader. Leader is 0 when no leader is known
 // (an election is in progress); Addr is the leader's address if known.
+// errors.Is(err, ErrNotLeader) matches it, and errors.As fills either a
+// NotLeaderError or a *NotLeaderError variable.
 type NotLeaderError struct {
 	Leader uint64
 	Addr   string
 }
 
-func (e *NotLeaderError) Error() string {
+func (e NotLeaderError) Error() string {
 	if e.Leader == 0 {
 		return "raftgroup: not the leader, and no leader is known (election in progress)"
 	}
@@ -137,7 +140,16 @@ func (e *NotLeaderError) Error() string {
 }
 
 // Is makes errors.Is(err, ErrNotLeader) true.
-func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
+func (e NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
+
+// As lets errors.As fill a *NotLeaderError variable too.
+func (e NotLeaderError) As(target any) bool {
+	if p, ok := target.(**NotLeaderError); ok {
+		*p = &e
+		return true
+	}
+	return false
+}
 
 // Status describes a replica, for `nacre status` and tests.
 type Status struct {
@@ -222,7 +234,10 @@ type Group struct {
 	ticks        uint64
 	appendQ      []*pb.Message
 	applyQ       []*pb.Message
-	confHist     []confAt // configurations after the truncation point
+	confHist     []confAt  // configurations after the truncation point
+	readFloor    uint64    // leader: index of its term's first entry
+	replayTo     uint64    // the commit index at start
+	replayed     chan bool // gets singleVoter() once raft applied through replayTo
 	smEnts       []Entry
 	spare        inboxItems
 	lastCampaign uint64
@@ -282,6 +297,7 @@ func Start(cfg Config) (*Group, error) {
 		leaderCh:  make(chan struct{}),
 		appliedCh: make(chan struct{}),
 		statusC:   make(chan chan Status),
+		replayed:  make(chan bool, 1),
 	}
 	g.in.spools = map[uint64]*spool{}
 	// Proposal sequence numbers only need to be unique per (replica, term)
@@ -295,7 +311,7 @@ func Start(cfg Config) (*Group, error) {
 			boot.Voters = append(boot.Voters, p.ID)
 		}
 	}
-	st, err := openLog(cfg.DB, g.keys, boot, cfg.CacheBytes)
+	st, err := openLog(cfg.DB, g.keys, boot, cfg.CacheBytes, cfg.ID, cfg.Join)
 	if err != nil {
 		return nil, fmt.Errorf("raft group %d replica %d: %w", g.gid, g.id, err)
 	}
@@ -359,12 +375,26 @@ func Start(cfg Config) (*Group, error) {
 		}
 	}
 	g.notify = newNotifier(cfg.OnLeaderChange)
-	single := g.singleVoter()
+	g.replayTo = bs.GetCommit()
+	replayed := g.replayed
 	g.log.Info("raft replica starting", "first", st.first(), "last", st.last(),
 		"term", bs.GetTerm(), "commit", bs.GetCommit(), "sm_applied", g.smApplied,
 		"voters", st.trunc.GetConfState().GetVoters())
 	go g.run()
 
+	// Wait until raft has re-delivered what was committed before: only
+	// then is the configuration known (it may have changed after the
+	// truncation point).
+	var single bool
+	select {
+	case single = <-replayed:
+	case <-g.done:
+		return nil, fmt.Errorf("raft group %d replica %d: stopped while starting: %w", g.gid, g.id, g.Stop())
+	}
+	if !single && g.tr == nil {
+		g.Stop()
+		return nil, fmt.Errorf("raft group %d replica %d: the group has other replicas, and Config.Transport is nil", g.gid, g.id)
+	}
 	if single {
 		// Become leader and apply everything committed before the
 		// restart (its commit index may not have been persisted; the
@@ -404,13 +434,8 @@ func (c *Config) fill() error {
 		return errors.New("raftgroup: Config.SM is nil")
 	case len(c.Prefix) == 0:
 		return errors.New("raftgroup: Config.Prefix is empty")
-	case len(c.Peers) == 0 && !c.Join:
-		return errors.New("raftgroup: Config.Peers is empty")
 	case (len(c.Peers) > 1 || c.Join) && c.Transport == nil:
 		return errors.New("raftgroup: a group with several replicas needs a Transport")
-	}
-	if !c.Join && !slices.ContainsFunc(c.Peers, func(p Peer) bool { return p.ID == c.ID }) {
-		return fmt.Errorf("raftgroup: replica %d is not among Config.Peers", c.ID)
 	}
 	if c.TickInterval <= 0 {
 		c.TickInterval = 100 * time.Millisecond
@@ -468,10 +493,13 @@ func (g *Group) recover() error {
 	}
 
 	t, last := st.trunc.GetIndex(), st.last()
-	if g.smApplied < t {
+	// A new group's truncation point is past an entry nobody applies
+	// (storage.go, openLog); compactions and snapshots never stop there.
+	fresh := t == bootIndex && g.smApplied == 0
+	if g.smApplied < t && !fresh {
 		return fmt.Errorf("state machine applied index %d is behind the raft log's truncation point %d: store damaged", g.smApplied, t)
 	}
-	if g.smApplied > last {
+	if g.smApplied > last && !fresh {
 		return fmt.Errorf("state machine applied index %d is beyond the raft log's last index %d: store damaged", g.smApplied, last)
 	}
 	// The loop applies committed entries before it persists the commit
@@ -492,7 +520,7 @@ func (g *Group) recover() error {
 
 // Propose submits data as a command and waits until its entry is applied
 // on this replica; it returns the state machine's result for that entry.
-// It fails with *NotLeaderError on a follower, ErrProposalDropped if the
+// It fails with NotLeaderError on a follower, ErrProposalDropped if the
 // outcome became unknown, ErrStopped, or the context's error (the command
 // may still be applied later).
 func (g *Group) Propose(ctx context.Context, data []byte) (any, error) {
@@ -518,9 +546,9 @@ func (g *Group) checkLeader() error {
 	return nil
 }
 
-func (g *Group) notLeader() *NotLeaderError {
+func (g *Group) notLeader() NotLeaderError {
 	l := g.leader.Load()
-	return &NotLeaderError{Leader: l, Addr: g.peerAddr(l)}
+	return NotLeaderError{Leader: l, Addr: g.peerAddr(l)}
 }
 
 func (g *Group) await(ctx context.Context, p *proposal) (any, error) {

@@ -24,12 +24,15 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// testLog is quiet unless RAFTGROUP_TEST_LOG is set.
+// testLog is quiet unless RAFTGROUP_TEST_LOG is set (to "debug" or "info").
 func testLog() *slog.Logger {
-	if os.Getenv("RAFTGROUP_TEST_LOG") != "" {
-		return obs.NewLogger(os.Stderr, false, slog.LevelDebug)
+	switch os.Getenv("RAFTGROUP_TEST_LOG") {
+	case "":
+		return obs.Discard()
+	case "info":
+		return obs.NewLogger(os.Stderr, false, slog.LevelInfo)
 	}
-	return obs.Discard()
+	return obs.NewLogger(os.Stderr, false, slog.LevelDebug)
 }
 
 // testSM is the tiny state machine of the tests: it records every applied

@@ -29,6 +29,9 @@ import (
 //     proposals before the fsync below;
 //  4. otherwise write all queued append work in one batch with one fsync,
 //     then deliver the responses raft attached to it.
+//
+// A follower does 4 before 3: its acknowledgement is what the leader
+// waits for, and nobody waits for its applies.
 
 func (g *Group) run() {
 	var err error
@@ -46,7 +49,7 @@ func (g *Group) loop() error {
 	ticker := time.NewTicker(g.cfg.TickInterval)
 	defer ticker.Stop()
 	g.nextRead = uint64(time.Now().UnixNano())
-	g.maybeCampaign()
+	g.checkReplayed()
 	for {
 		if len(g.applyQ) > 0 || len(g.appendQ) > 0 || g.rn.HasReady() {
 			select {
@@ -177,6 +180,13 @@ func (g *Group) process() error {
 	if g.rn.HasReady() {
 		g.handleReady(g.rn.Ready())
 	}
+	if g.soft.RaftState != raft.StateLeader && len(g.appendQ) > 0 {
+		// A follower's acknowledgement gates the leader's commit, and no
+		// caller waits on its applies: persist (and acknowledge) first.
+		if err := g.persistStage(); err != nil {
+			return err
+		}
+	}
 	if len(g.applyQ) > 0 {
 		return g.applyStage()
 	}
@@ -190,6 +200,22 @@ func (g *Group) handleReady(rd raft.Ready) {
 	g.stats.readies.Add(1)
 	if rd.SoftState != nil {
 		g.onSoftState(*rd.SoftState)
+		if g.soft.RaftState == raft.StateLeader && g.readFloor == 0 {
+			// A new leader's first entry is in this Ready. Reads wait for
+			// it: raft answers a single voter's ReadIndex with its commit
+			// index even before that entry commits, when the commit index
+			// may still miss entries committed (and acknowledged) in
+			// earlier terms.
+			term := g.term.Load()
+			for _, e := range rd.Entries {
+				if e.GetTerm() == term {
+					g.readFloor = e.GetIndex()
+					break
+				}
+			}
+		} else if g.soft.RaftState != raft.StateLeader {
+			g.readFloor = 0
+		}
 	}
 	if hs := rd.HardState; !raft.IsEmptyHardState(hs) {
 		g.term.Store(hs.GetTerm())
@@ -202,8 +228,9 @@ func (g *Group) handleReady(rd raft.Ready) {
 		id := binary.BigEndian.Uint64(rs.RequestCtx)
 		if b := g.reads[id]; b != nil {
 			delete(g.reads, id)
+			idx := max(rs.Index, g.readFloor)
 			for _, r := range b.reqs {
-				r.done <- readResult{index: rs.Index}
+				r.done <- readResult{index: idx}
 			}
 		}
 	}
@@ -495,6 +522,12 @@ func (g *Group) applyStage() error {
 	if err := g.maybeCompact(); err != nil {
 		return err
 	}
+	g.checkReplayed()
+	if g.soft.RaftState != raft.StateLeader {
+		// A restarted single voter campaigns as soon as raft has
+		// re-applied its configuration changes.
+		g.maybeCampaign()
+	}
 	if answered > 0 {
 		// Let the callers just answered run before the next fsync, so
 		// that their next proposals join it instead of waiting a whole
@@ -602,6 +635,17 @@ func (g *Group) tick() {
 			delete(g.reads, id)
 		}
 	}
+	g.maybeCampaign()
+}
+
+// checkReplayed tells Start, once, that raft has applied everything that
+// was committed at start, and whether this replica is the only voter.
+func (g *Group) checkReplayed() {
+	if g.replayed == nil || g.store.applied < g.replayTo {
+		return
+	}
+	g.replayed <- g.singleVoter()
+	g.replayed = nil
 	g.maybeCampaign()
 }
 

@@ -400,7 +400,7 @@ func TestRestartFinishesOrForgetsAnInterruptedSnapshotInstall(t *testing.T) {
 				if st.FirstIndex != snapIndex+1 || st.Term <= term+5 {
 					t.Fatalf("after a finished install: log starts at %d (want %d), term %d (want > %d)", st.FirstIndex, snapIndex+1, st.Term, term+5)
 				}
-			} else if st.FirstIndex != 1 || st.Applied < applied {
+			} else if st.FirstIndex != bootIndex+1 || st.Applied < applied {
 				t.Fatalf("after a forgotten install: log starts at %d, applied %d; want the old log", st.FirstIndex, st.Applied)
 			}
 			v, err := g.Propose(context.Background(), []byte("next"))
@@ -411,5 +411,51 @@ func TestRestartFinishesOrForgetsAnInterruptedSnapshotInstall(t *testing.T) {
 				t.Fatalf("first entry after the install at %d", v.(applyResult).Index)
 			}
 		})
+	}
+}
+
+// TestRestartAppliesAcknowledgedEntriesBeforeStartReturns recreates what
+// a crash can leave: the last entries durable in the log, but neither
+// their applies nor the commit index that covered them. Start of a single
+// voter must not return (nor ReadIndex answer) before they are applied
+// again; the raised commit index alone does not cover them.
+func TestRestartAppliesAcknowledgedEntriesBeforeStartReturns(t *testing.T) {
+	fs := vfs.NewMem()
+	db, err := kv.Open("db", kv.Options{FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	g, sm := openSingle(t, db, nil)
+	var last uint64
+	for i := range 20 {
+		v, err := g.Propose(context.Background(), fmt.Appendf(nil, "c%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = v.(applyResult).Index
+	}
+	g.Stop()
+
+	// Lose the applies of the last 5 commands and the commit index of
+	// the last 10 entries.
+	for i := last - 4; i <= last; i++ {
+		db.Delete(binary.BigEndian.AppendUint64(append([]byte(nil), smLog...), i), false)
+	}
+	db.Set(smApplied, binary.BigEndian.AppendUint64(nil, last-5), false)
+	db.Set(smCount, binary.BigEndian.AppendUint64(nil, sm.count-5), false)
+	k := newKeys([]byte("\x00r"))
+	var hs pb.HardState
+	if err := getProto(db, k.hardState, &hs); err != nil {
+		t.Fatal(err)
+	}
+	hs.Commit = new(last - 10)
+	hv, _ := proto.Marshal(&hs)
+	db.Set(k.hardState, hv, true)
+
+	g, sm = openSingle(t, db, nil)
+	defer g.Stop()
+	if n := len(sm.commands(t)); n != 20 {
+		t.Fatalf("Start returned with %d of 20 acknowledged commands applied", n)
 	}
 }

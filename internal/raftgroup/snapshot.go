@@ -165,14 +165,7 @@ func RestoreKV(db *kv.DB, r io.Reader, ranges ...KeyRange) error {
 	b := db.NewWriteBatch()
 	defer b.Close()
 	for _, rg := range ranges {
-		lo, hi := rg.Lower, rg.Upper
-		if lo == nil {
-			lo = []byte{}
-		}
-		if hi == nil {
-			return fmt.Errorf("raftgroup: RestoreKV needs bounded ranges")
-		}
-		if err := b.DeleteRange(lo, hi); err != nil {
+		if err := deleteRange(db, b, rg); err != nil {
 			return err
 		}
 	}
@@ -220,6 +213,38 @@ func RestoreKV(db *kv.DB, r io.Reader, ranges ...KeyRange) error {
 		return fmt.Errorf("restore snapshot image: %w", err)
 	}
 	return nil
+}
+
+// deleteRange stages the deletion of every key in r. An open upper bound
+// becomes a range deletion up to a key of 64 0xff bytes plus point
+// deletions of the (unlikely) keys beyond it.
+func deleteRange(db *kv.DB, b *kv.Batch, r KeyRange) error {
+	lo, hi := r.Lower, r.Upper
+	if lo == nil {
+		lo = []byte{}
+	}
+	if hi == nil {
+		hi = bytes.Repeat([]byte{0xff}, 64)
+		it, err := db.NewIter(hi, nil)
+		if err != nil {
+			return err
+		}
+		for it.First(); it.Valid(); it.Next() {
+			if err := b.Delete(it.Key()); err != nil {
+				it.Close()
+				return err
+			}
+		}
+		err = it.Error()
+		it.Close()
+		if err != nil {
+			return fmt.Errorf("restore snapshot image: %w", err)
+		}
+	}
+	if bytes.Compare(lo, hi) >= 0 {
+		return nil
+	}
+	return b.DeleteRange(lo, hi)
 }
 
 func readChunk(br *imageReader, buf []byte) ([]byte, error) {

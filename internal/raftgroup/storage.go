@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -25,6 +26,12 @@ const (
 	sufPending   = 'p'
 	sufPeers     = 'a'
 	sufLog       = 'l'
+)
+
+// The truncation point of a new group (see openLog).
+const (
+	bootIndex = 1
+	bootTerm  = 1
 )
 
 // keys builds the keys of one group's raft state.
@@ -331,7 +338,8 @@ func (s *logStore) compact(b *kv.Batch, c uint64, cs *pb.ConfState) error {
 	}
 	s.terms = append([]uint64(nil), s.terms[c-t:]...)
 	s.trunc = meta
-	if over := int(uint64(len(s.cache)) - (s.last() - c)); over > 0 {
+	if keep := s.last() - c; uint64(len(s.cache)) > keep {
+		over := len(s.cache) - int(keep)
 		for _, e := range s.cache[:over] {
 			s.cacheBytes -= entryCost(e)
 		}
@@ -344,24 +352,40 @@ func (s *logStore) compact(b *kv.Batch, c uint64, cs *pb.ConfState) error {
 // boot is the configuration a brand-new group starts with (empty when the
 // replica joins an existing group and learns its configuration from the
 // leader).
-func openLog(db *kv.DB, k keys, boot *pb.ConfState, maxCache int) (*logStore, error) {
+func openLog(db *kv.DB, k keys, boot *pb.ConfState, maxCache int, self uint64, join bool) (*logStore, error) {
 	s := &logStore{db: db, keys: k, maxCache: maxCache, hs: &pb.HardState{}}
 	v, err := db.Get(k.version)
 	switch {
 	case errors.Is(err, kv.ErrNotFound):
+		if !join && !slices.Contains(boot.GetVoters(), self) {
+			return nil, fmt.Errorf("a new group needs its replicas in Config.Peers, and replica %d is not among %v (or set Config.Join)", self, boot.GetVoters())
+		}
 		// A new group: record the format and the initial configuration
-		// as the truncation point at index 0, which is how etcd raft
-		// recommends bootstrapping (no synthetic conf change entries).
+		// as a truncation point, which is how etcd raft recommends
+		// bootstrapping (no synthetic conf change entries). The point is
+		// at index 1, not 0, so that no entry before the first real one
+		// exists anywhere: a replica that joins later cannot replay the
+		// log from the start without knowing the initial voters (it
+		// would apply "add me" to an empty configuration and lead
+		// alone); it needs entry 1, finds it compacted, and gets a
+		// snapshot, whose metadata holds the configuration. CockroachDB
+		// bootstraps ranges the same way. A joining replica starts at 0
+		// with no configuration and waits for that snapshot.
 		b := db.NewWriteBatch()
 		defer b.Close()
 		b.Set(k.version, binary.BigEndian.AppendUint64(nil, logFormat))
-		meta := pb.EnsureSnapshotMetadata(&pb.SnapshotMetadata{ConfState: proto.Clone(pb.EnsureConfState(boot)).(*pb.ConfState)})
+		meta := &pb.SnapshotMetadata{ConfState: proto.Clone(pb.EnsureConfState(boot)).(*pb.ConfState)}
+		if len(boot.GetVoters()) > 0 {
+			meta.Index, meta.Term = new(uint64(bootIndex)), new(uint64(bootTerm))
+		}
+		meta = pb.EnsureSnapshotMetadata(meta)
 		mv, _ := proto.Marshal(meta)
 		b.Set(k.trunc, mv)
 		if err := b.Commit(true); err != nil {
 			return nil, fmt.Errorf("initialise raft log: %w", err)
 		}
 		s.trunc = meta
+		s.applied = meta.GetIndex()
 		s.conf = meta.GetConfState()
 		return s, nil
 	case err != nil:

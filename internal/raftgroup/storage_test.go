@@ -47,14 +47,25 @@ func describe(t *testing.T, s *logStore, lo, hi uint64) string {
 // checks that a reopened store says the same.
 func TestLogStoreServesEntriesFromCacheAndStoreAlike(t *testing.T) {
 	db, _ := kv.OpenMem()
-	defer db.Close()
 	k := newKeys([]byte("\x00r"))
-	s, err := openLog(db, k, &pb.ConfState{Voters: []uint64{1}}, 1)
+	s, err := openLog(db, k, &pb.ConfState{Voters: []uint64{1}}, 1, 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A new group starts after a truncation point at 1 (see openLog);
+	// the test starts from a joiner's empty log instead.
+	if f, _ := s.FirstIndex(); f != bootIndex+1 {
+		t.Fatalf("first index of a new group's log %d", f)
+	}
+	db.Close()
+	db, _ = kv.OpenMem()
+	defer db.Close()
+	s, err = openLog(db, k, nil, 1, 4, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if f, _ := s.FirstIndex(); f != 1 {
-		t.Fatalf("first index of a new log %d", f)
+		t.Fatalf("first index of a joiner's log %d", f)
 	}
 	appendAndCommit(t, s, ent(1, 1, "a"), ent(2, 1, "b"), ent(3, 1, "c"), ent(4, 1, "d"))
 	// A new leader overwrites the uncommitted tail with a shorter one.
@@ -92,7 +103,7 @@ func TestLogStoreServesEntriesFromCacheAndStoreAlike(t *testing.T) {
 		t.Fatalf("term of the truncation point %d", tm)
 	}
 
-	re, err := openLog(db, k, nil, 1<<20)
+	re, err := openLog(db, k, nil, 1<<20, 4, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +124,7 @@ func TestLogStoreRefusesAnotherFormat(t *testing.T) {
 	defer db.Close()
 	k := newKeys([]byte("\x00r"))
 	db.Set(k.version, []byte{0, 0, 0, 0, 0, 0, 0, 9}, true)
-	if _, err := openLog(db, k, nil, 1); err == nil {
+	if _, err := openLog(db, k, nil, 1, 1, true); err == nil {
 		t.Fatal("opened a raft log of format 9")
 	}
 }
@@ -182,5 +193,28 @@ func TestKVImageRestoresExactlyTheRangesAndDetectsDamage(t *testing.T) {
 	}
 	if err := RestoreKV(dst, bytes.NewReader(data), KeyRange{Lower: []byte("sm/1"), Upper: []byte("sm/2")}); !errors.Is(err, ErrBadImage) {
 		t.Fatalf("restore of keys outside the ranges: %v, want ErrBadImage", err)
+	}
+
+	// An open upper bound (the MDT's state runs to the end of the key
+	// space) replaces everything from the lower bound on.
+	dst.Set([]byte("zz-outside"), []byte("gone now"), false)
+	dst.Set(bytes.Repeat([]byte{0xff}, 70), []byte("gone too"), false)
+	open := KeyRange{Lower: []byte("sm/")}
+	img = SnapshotKV(src, open)
+	data, err = io.ReadAll(img)
+	img.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := RestoreKV(dst, bytes.NewReader(data), open); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range [][]byte{[]byte("zz-outside"), bytes.Repeat([]byte{0xff}, 70)} {
+		if _, err := dst.Get(k); !errors.Is(err, kv.ErrNotFound) {
+			t.Fatalf("key %q survived a restore of an open range", k[:min(len(k), 10)])
+		}
+	}
+	if _, err := dst.Get([]byte("sm/late")); err != nil {
+		t.Fatal("restore of an open range lost a key")
 	}
 }

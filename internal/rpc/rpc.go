@@ -34,12 +34,34 @@ const versionKey = "nacre-protocol"
 // Observer is told about every served call (for metrics).
 type Observer func(method string, d time.Duration, err error)
 
+// ServerOption tunes NewServer.
+type ServerOption func(*serverOpts)
+
+type serverOpts struct{ inflight Gauge }
+
+// Gauge is the part of a Prometheus gauge the server needs.
+type Gauge interface {
+	Inc()
+	Dec()
+}
+
+// WithInFlight counts the calls being served (the RPC queue depth).
+func WithInFlight(g Gauge) ServerOption { return func(o *serverOpts) { o.inflight = g } }
+
 // NewServer returns a gRPC server that checks protocol versions, turns
 // handler panics into Internal errors, and reports calls to obs (may be nil).
-func NewServer(obs Observer) *grpc.Server {
+func NewServer(obs Observer, opts ...ServerOption) *grpc.Server {
+	var so serverOpts
+	for _, o := range opts {
+		o(&so)
+	}
 	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
 		if err := checkVersion(ctx); err != nil {
 			return nil, err
+		}
+		if so.inflight != nil {
+			so.inflight.Inc()
+			defer so.inflight.Dec()
 		}
 		start := time.Now()
 		defer func() {

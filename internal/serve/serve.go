@@ -80,6 +80,11 @@ func Run(ctx context.Context, dir string, o Options) error {
 		defer dataLn.Close()
 	}
 	reg := obs.NewRegistry()
+	sm := obs.NewServerMetrics(reg, id.Name())
+	ln = sm.Listen(ln)
+	if dataLn != nil {
+		dataLn = sm.Listen(dataLn)
+	}
 	metricsAddr := id.MetricsListen
 	if metricsAddr == "" {
 		metricsAddr = "127.0.0.1:0"
@@ -145,14 +150,14 @@ func Run(ctx context.Context, dir string, o Options) error {
 		if err != nil {
 			return err
 		}
-		g := rpc.NewServer(nil)
+		g := rpc.NewServer(nil, rpc.WithInFlight(sm.InFlight.WithLabelValues("grpc")))
 		srv.Attach(g)
 		go serveGRPC(g, ln, fatal)
 		stop = func() { stopGRPC(g) }
 	case target.MDT:
 		info.Kind = pb.TargetKind_TARGET_MDT
 		info.DataAddr = dataLn.Addr().String()
-		stop, err = runMDS(id, db, ln, dataLn, reg, log, info, fatal)
+		stop, err = runMDS(id, db, ln, dataLn, reg, sm, log, info, fatal)
 		if err != nil {
 			return err
 		}
@@ -191,12 +196,12 @@ func Run(ctx context.Context, dir string, o Options) error {
 	}
 }
 
-func runMDS(id target.Identity, db *kv.DB, ln, dataLn net.Listener, reg *prometheus.Registry, log *slog.Logger, info *pb.TargetInfo, fatal chan error) (func(), error) {
+func runMDS(id target.Identity, db *kv.DB, ln, dataLn net.Listener, reg *prometheus.Registry, sm *obs.ServerMetrics, log *slog.Logger, info *pb.TargetInfo, fatal chan error) (func(), error) {
 	mgsConn, err := rpc.Dial(id.MGSNode)
 	if err != nil {
 		return nil, err
 	}
-	g := rpc.NewServer(nil)
+	g := rpc.NewServer(nil, rpc.WithInFlight(sm.InFlight.WithLabelValues("grpc")))
 	srv, err := mds.Start(mds.Config{ID: id, DB: db, Log: log, Reg: reg, GRPC: g, MGS: pb.NewMGSClient(mgsConn),
 		Group: groupFor(id, db, log, g)})
 	if err != nil {
@@ -205,7 +210,7 @@ func runMDS(id target.Identity, db *kv.DB, ln, dataLn net.Listener, reg *prometh
 	}
 	go serveGRPC(g, ln, fatal)
 	// The metadata hot path: framed RPC on the data port (internal/frpc).
-	fs := frpc.Serve(dataLn, mdsapi.Methods(srv), frpc.ServerOptions{Fsname: id.Fsname, Log: log})
+	fs := frpc.Serve(dataLn, countInFlight(mdsapi.Methods(srv), sm.InFlight.WithLabelValues("frpc")), frpc.ServerOptions{Fsname: id.Fsname, Log: log})
 	r, err := mgs.StartRegistrar(id.MGSNode,
 		func() *pb.TargetInfo {
 			ti := proto.Clone(info).(*pb.TargetInfo)
@@ -230,6 +235,19 @@ func runMDS(id target.Identity, db *kv.DB, ln, dataLn net.Listener, reg *prometh
 		srv.Stop()
 		mgsConn.Close()
 	}, nil
+}
+
+// countInFlight wraps every method so the gauge tracks calls being served.
+func countInFlight(m map[uint16]frpc.Method, g prometheus.Gauge) map[uint16]frpc.Method {
+	out := make(map[uint16]frpc.Method, len(m))
+	for id, f := range m {
+		out[id] = func(ctx context.Context, payload []byte) (proto.Message, error) {
+			g.Inc()
+			defer g.Dec()
+			return f(ctx, payload)
+		}
+	}
+	return out
 }
 
 // stopGRPC drains calls for a moment, then cuts the rest.

@@ -1,0 +1,271 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jedib0t/go-pretty/v6/table"
+	"github.com/jedib0t/go-pretty/v6/text"
+
+	"nacre/internal/layout"
+	"nacre/internal/obs"
+)
+
+// OpStat is one operation type of one target over the sampling interval.
+type OpStat struct {
+	Count  float64 `json:"count"`
+	Rate   float64 `json:"per_sec"`
+	MeanUs float64 `json:"mean_us"`
+}
+
+// TargetStats is `nacre stats --json` for one target.
+type TargetStats struct {
+	Name       string             `json:"name"`
+	Kind       string             `json:"kind"`
+	MetricsURL string             `json:"metrics_url"`
+	Ops        map[string]OpStat  `json:"ops"`
+	Counters   map[string]float64 `json:"counters"`
+	Rates      map[string]float64 `json:"per_sec"`
+	Gauges     map[string]float64 `json:"gauges"`
+	Error      string             `json:"error,omitempty"`
+}
+
+// StatsJSON is `nacre stats --json`.
+type StatsJSON struct {
+	Fsname   string        `json:"fsname"`
+	Interval float64       `json:"interval_seconds"`
+	Targets  []TargetStats `json:"targets"`
+}
+
+// opSeries names the operation counter and latency histogram of a kind.
+var opSeries = map[string][2]string{
+	"mdt": {"nacre_mds_ops_total", "nacre_mds_op_seconds"},
+	"ost": {"nacre_ost_ops_total", "nacre_ost_op_duration_seconds"},
+}
+
+// counterSeries are shown as totals and rates.
+var counterSeries = []struct{ name, label string }{
+	{"nacre_ost_read_bytes_total", "data_read_bytes"},
+	{"nacre_ost_write_bytes_total", "data_written_bytes"},
+	{"nacre_disk_read_bytes_total", "disk_read_bytes"},
+	{"nacre_disk_written_bytes_total", "disk_written_bytes"},
+	{"nacre_net_received_bytes_total", "net_received_bytes"},
+	{"nacre_net_sent_bytes_total", "net_sent_bytes"},
+	{"nacre_mds_op_errors_total", "errors"},
+	{"nacre_ost_op_errors_total", "errors"},
+	{"nacre_ost_crc_errors_total", "crc_errors"},
+	{"nacre_mds_precreated_objects_total", "precreated_objects"},
+}
+
+var gaugeSeries = []struct{ name, label string }{
+	{"nacre_rpc_inflight", "rpc_inflight"},
+	{"nacre_mds_destroy_queue_objects", "destroy_queue"},
+	{"nacre_mds_precreate_pool_objects", "precreate_pool"},
+	{"nacre_ost_objects", "objects"},
+	{"nacre_ost_data_connections", "data_connections"},
+}
+
+// CollectStats samples every target's metrics twice, interval apart.
+func CollectStats(ctx context.Context, mgs, only string, interval time.Duration) (*StatsJSON, error) {
+	st, err := GetStatus(ctx, mgs)
+	if err != nil {
+		return nil, err
+	}
+	var targets []TargetStatus
+	for _, t := range st.Targets {
+		if t.MetricsURL == "" || (only != "" && !strings.EqualFold(only, t.Name) && !strings.HasSuffix(strings.ToUpper(t.Name), strings.ToUpper(only))) {
+			continue
+		}
+		targets = append(targets, t)
+	}
+	if only != "" && len(targets) == 0 {
+		return nil, fmt.Errorf("no target %q; `nacre status` lists them", only)
+	}
+	first := make([]*obs.Scrape, len(targets))
+	errs := make([]error, len(targets))
+	for i, t := range targets {
+		first[i], errs[i] = obs.Fetch(ctx, t.MetricsURL)
+	}
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(interval):
+	}
+	out := &StatsJSON{Fsname: st.Fsname, Interval: interval.Seconds()}
+	for i, t := range targets {
+		ts := TargetStats{Name: t.Name, Kind: t.Kind, MetricsURL: t.MetricsURL, Ops: map[string]OpStat{},
+			Counters: map[string]float64{}, Rates: map[string]float64{}, Gauges: map[string]float64{}}
+		second, err := obs.Fetch(ctx, t.MetricsURL)
+		if err == nil {
+			err = errs[i]
+		}
+		if err != nil {
+			ts.Error = err.Error()
+			out.Targets = append(out.Targets, ts)
+			continue
+		}
+		diffStats(&ts, first[i], second)
+		out.Targets = append(out.Targets, ts)
+	}
+	return out, nil
+}
+
+func diffStats(ts *TargetStats, a, b *obs.Scrape) {
+	dt := b.At.Sub(a.At).Seconds()
+	if s, ok := opSeries[ts.Kind]; ok {
+		for _, op := range b.LabelValues(s[0], "op") {
+			m := map[string]string{"op": op}
+			n := b.Sum(s[0], m)
+			dn := n - a.Sum(s[0], m)
+			dsum := b.Sum(s[1]+"_sum", m) - a.Sum(s[1]+"_sum", m)
+			dcnt := b.Sum(s[1]+"_count", m) - a.Sum(s[1]+"_count", m)
+			os := OpStat{Count: n, Rate: round1(dn / dt)}
+			if dcnt > 0 {
+				os.MeanUs = round1(dsum / dcnt * 1e6)
+			}
+			ts.Ops[op] = os
+		}
+	}
+	for _, c := range counterSeries {
+		v := b.Sum(c.name, nil)
+		if v == 0 && a.Sum(c.name, nil) == 0 && !hasSeries(b, c.name) {
+			continue
+		}
+		ts.Counters[c.label] += v
+		ts.Rates[c.label] += round1((v - a.Sum(c.name, nil)) / dt)
+	}
+	for _, g := range gaugeSeries {
+		if hasSeries(b, g.name) {
+			ts.Gauges[g.label] = b.Sum(g.name, nil)
+		}
+	}
+}
+
+func hasSeries(s *obs.Scrape, name string) bool {
+	for _, x := range s.Samples {
+		if x.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func round1(v float64) float64 { return math.Round(v*10) / 10 }
+
+// Stats prints per-target counters and rates, like `lctl get_param *.stats`.
+func Stats(ctx context.Context, e Env, only string, interval time.Duration, asJSON bool) error {
+	s, err := CollectStats(ctx, e.MGS, only, interval)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return JSON(e.Out, s)
+	}
+	for _, ts := range s.Targets {
+		fmt.Fprintf(e.Out, "%s (%s)  %s\n", ts.Name, ts.Kind, ts.MetricsURL)
+		if ts.Error != "" {
+			fmt.Fprintf(e.Out, "  unreachable: %s\n\n", ts.Error)
+			continue
+		}
+		if len(ts.Ops) > 0 {
+			t := newTable(e.Out)
+			t.AppendHeader(table.Row{"OPERATION", "SAMPLES", "PER SEC", "MEAN µs"})
+			for _, op := range sortedKeys(ts.Ops) {
+				o := ts.Ops[op]
+				t.AppendRow(table.Row{op, int64(o.Count), fmt.Sprintf("%.1f", o.Rate), fmt.Sprintf("%.1f", o.MeanUs)})
+			}
+			t.SetColumnConfigs([]table.ColumnConfig{{Number: 2, Align: text.AlignRight}, {Number: 3, Align: text.AlignRight}, {Number: 4, Align: text.AlignRight}})
+			t.Render()
+		}
+		for _, k := range sortedKeys(ts.Counters) {
+			fmt.Fprintf(e.Out, "  %-22s %16.0f  %12.1f/s\n", k, ts.Counters[k], ts.Rates[k])
+		}
+		for _, k := range sortedKeys(ts.Gauges) {
+			fmt.Fprintf(e.Out, "  %-22s %16.0f\n", k, ts.Gauges[k])
+		}
+		fmt.Fprintln(e.Out)
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Top shows live per-target rates until ctx is done. On a terminal the
+// table is redrawn in place; otherwise one block per interval is printed.
+func Top(ctx context.Context, e Env, interval time.Duration, iterations int) error {
+	tty := isTerminal(e.Out)
+	for i := 0; iterations == 0 || i < iterations; i++ {
+		s, err := CollectStats(ctx, e.MGS, "", interval)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if tty {
+			fmt.Fprint(e.Out, "\033[H\033[2J")
+		}
+		fmt.Fprintf(e.Out, "nacre top — %s — %s, every %s (Ctrl-C to quit)\n", s.Fsname, time.Now().Format("15:04:05"), interval)
+		t := newTable(e.Out)
+		t.AppendHeader(table.Row{"TARGET", "OPS/S", "BUSIEST OPS", "DATA R/W /s", "DISK R/W /s", "NET IN/OUT /s", "INFLIGHT"})
+		for _, ts := range s.Targets {
+			if ts.Error != "" {
+				t.AppendRow(table.Row{ts.Name, "-", "unreachable", "", "", "", ""})
+				continue
+			}
+			var total float64
+			type kv struct {
+				op string
+				r  float64
+			}
+			var ops []kv
+			for op, o := range ts.Ops {
+				total += o.Rate
+				if o.Rate > 0 {
+					ops = append(ops, kv{op, o.Rate})
+				}
+			}
+			sort.Slice(ops, func(i, j int) bool { return ops[i].r > ops[j].r })
+			var busy []string
+			for j, o := range ops {
+				if j == 3 {
+					break
+				}
+				busy = append(busy, fmt.Sprintf("%s %.0f", o.op, o.r))
+			}
+			rw := func(r, w string) string {
+				return layout.FormatSize(uint64(ts.Rates[r])) + "/" + layout.FormatSize(uint64(ts.Rates[w]))
+			}
+			t.AppendRow(table.Row{ts.Name, fmt.Sprintf("%.0f", total), strings.Join(busy, ", "),
+				rw("data_read_bytes", "data_written_bytes"), rw("disk_read_bytes", "disk_written_bytes"),
+				rw("net_received_bytes", "net_sent_bytes"), ts.Gauges["rpc_inflight"]})
+		}
+		t.Render()
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
