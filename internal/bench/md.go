@@ -1,6 +1,9 @@
-// Package bench holds Nacre's benchmarks: mdtest-like metadata phases,
-// and the result model they share (per-phase rates and latency
-// percentiles, as tables and JSON).
+// Package bench holds Nacre's benchmarks and the result model they share:
+// per-phase rates and latency percentiles, per-second timelines with the
+// servers' disk and network throughput, and their tables, CSV, JSON and
+// plots. Every benchmark runs against the Nacre client library or, with a
+// path, against any mounted file system, so that figures can be put side
+// by side with the local disk and other file systems.
 package bench
 
 import (
@@ -11,154 +14,345 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	pb "nacre/api/nacrepb"
-	"nacre/internal/client"
 	"nacre/internal/fid"
 )
 
-// MDOptions configure the metadata benchmark.
+// MDOptions configure the metadata benchmark (mdtest-like).
 type MDOptions struct {
-	MGS       string
-	Workers   int  // concurrent workers, each with its own client (as mdtest ranks)
-	Items     int  // files per worker
-	SharedDir bool // all workers in one directory (else one directory each)
-	// StripeCount of the benchmark's files (0: file system default).
-	StripeCount int
-	// Progress receives a line per finished phase (nil: none).
-	Progress io.Writer
+	MGS string // cluster to drive through the client library
+	// Path, if set, runs the benchmark with system calls in this directory
+	// of any mounted file system instead.
+	Path      string
+	Workers   int  // concurrent workers (each its own client, like mdtest ranks)
+	Items     int  // files (and directories) per worker
+	SharedDir bool // all workers in one directory tree (else one each)
+	// Depth and Branch build a directory tree under each worker's
+	// directory (mdtest -z, -b); items spread over the leaves.
+	Depth, Branch int
+	Iterations    int
+	// Phases selects "dir" and/or "file" phases (default both).
+	Phases []string
+	// WriteBytes are written into each file at create (mdtest -w);
+	// ReadBytes are read back in the read phase (mdtest -e).
+	WriteBytes, ReadBytes int
+	StripeCount           int           // layout of the benchmark's files (client library only)
+	PhaseGap              time.Duration // pause between phases (FUSE attribute caches)
+	Progress              io.Writer
+	Timeline              *Timeline
 }
 
-// Phase is one measured phase.
+// Phase is one measured phase (aggregated over iterations).
 type Phase struct {
 	Name      string  `json:"name"`
 	Ops       int     `json:"ops"`
 	Errors    int     `json:"errors"`
 	Seconds   float64 `json:"seconds"`
 	OpsPerSec float64 `json:"ops_per_sec"`
+	MinRate   float64 `json:"min_ops_per_sec"`
+	MaxRate   float64 `json:"max_ops_per_sec"`
+	StddevRt  float64 `json:"stddev_ops_per_sec"`
 	MeanUs    float64 `json:"mean_us"`
 	MinUs     float64 `json:"min_us"`
 	P50Us     float64 `json:"p50_us"`
 	P99Us     float64 `json:"p99_us"`
 	MaxUs     float64 `json:"max_us"`
+	lat       []time.Duration
 }
 
 // MDResult is the outcome of RunMD.
 type MDResult struct {
-	Benchmark string    `json:"benchmark"`
-	Target    string    `json:"target"`
-	Workers   int       `json:"workers"`
-	Items     int       `json:"items_per_worker"`
-	SharedDir bool      `json:"shared_dir"`
-	Stripes   int       `json:"stripe_count"`
-	Start     time.Time `json:"start"`
-	Phases    []Phase   `json:"phases"`
+	Benchmark  string    `json:"benchmark"`
+	Target     string    `json:"target"`
+	Workers    int       `json:"workers"`
+	Items      int       `json:"items_per_worker"`
+	SharedDir  bool      `json:"shared_dir"`
+	Depth      int       `json:"depth"`
+	Branch     int       `json:"branch"`
+	Stripes    int       `json:"stripe_count"`
+	Iterations int       `json:"iterations"`
+	Start      time.Time `json:"start"`
+	Phases     []Phase   `json:"phases"`
+	Runs       [][]Phase `json:"runs"`
 }
 
-// worker is one mdtest rank.
 type worker struct {
-	c   *client.Client
-	dir fid.FID
-	pfx string
+	b      Backend
+	base   Dir   // the worker's directory (or the shared one)
+	leaves []Dir // where its items go
+	id     int
 }
 
-// RunMD runs file create, stat and remove through the client library.
+func (w *worker) dir(i int) Dir { return w.leaves[i%len(w.leaves)] }
+
+func newBackend(ctx context.Context, o MDOptions) (Backend, error) {
+	if o.Path != "" {
+		return PathBackend{Root: o.Path}, nil
+	}
+	if o.MGS == "" {
+		return nil, fmt.Errorf("no target: pass --mgs HOST:PORT (or set NACRE_MGS), or --path DIR for a mounted file system")
+	}
+	return NewClientBackend(ctx, o.MGS)
+}
+
+func rootOf(b Backend) Dir {
+	switch x := b.(type) {
+	case *ClientBackend:
+		return x.Root
+	case PathBackend:
+		return x.Root
+	}
+	return nil
+}
+
+// RunMD runs the metadata phases and returns their figures.
 func RunMD(ctx context.Context, o MDOptions) (*MDResult, error) {
 	if o.Workers <= 0 || o.Items <= 0 {
 		return nil, fmt.Errorf("--workers and --items must be at least 1 (got %d and %d)", o.Workers, o.Items)
 	}
-	res := &MDResult{Benchmark: "md", Target: "nacre client library (" + o.MGS + ")", Workers: o.Workers, Items: o.Items,
-		SharedDir: o.SharedDir, Stripes: o.StripeCount, Start: time.Now()}
+	if o.Depth < 0 || o.Branch < 0 || (o.Depth > 0 && o.Branch < 1) {
+		return nil, fmt.Errorf("--depth %d --branch %d: a tree needs depth ≥ 0 and branch ≥ 1", o.Depth, o.Branch)
+	}
+	if o.Iterations <= 0 {
+		o.Iterations = 1
+	}
+	if len(o.Phases) == 0 {
+		o.Phases = []string{"dir", "file"}
+	}
+	for _, p := range o.Phases {
+		if p != "dir" && p != "file" {
+			return nil, fmt.Errorf("--phases %q: use dir, file or both (dir,file)", p)
+		}
+	}
+	if o.Path != "" {
+		if err := checkPath(o.Path); err != nil {
+			return nil, err
+		}
+	}
+	res := &MDResult{Benchmark: "md", Workers: o.Workers, Items: o.Items, SharedDir: o.SharedDir,
+		Depth: o.Depth, Branch: o.Branch, Stripes: o.StripeCount, Iterations: o.Iterations, Start: time.Now()}
 	ws := make([]*worker, o.Workers)
-	for i := range ws {
-		c, err := client.New(ctx, client.Config{MGS: o.MGS})
-		if err != nil {
-			closeAll(ws)
-			return nil, err
-		}
-		ws[i] = &worker{c: c, pfx: fmt.Sprintf("f.%d.", i)}
-	}
-	defer closeAll(ws)
-	c := ws[0].c
-	var rb [4]byte
-	rand.Read(rb[:])
-	baseName := "nacre-bench-md-" + hex.EncodeToString(rb[:])
-	base, err := c.Mkdir(ctx, fid.Root, baseName, 0o755)
-	if err != nil {
-		return nil, fmt.Errorf("make benchmark directory: %w", err)
-	}
-	defer cleanup(context.Background(), c, baseName, ws, o)
-	if o.StripeCount != 0 {
-		if _, err := c.SetLayout(ctx, fid.FromPB(base.Fid), &pb.Layout{StripeCount: int32(o.StripeCount), StripeOffset: -1}); err != nil {
-			return nil, err
-		}
-	}
-	for i, w := range ws {
-		w.dir = fid.FromPB(base.Fid)
-		if !o.SharedDir {
-			d, err := c.Mkdir(ctx, w.dir, fmt.Sprintf("w%d", i), 0o755)
-			if err != nil {
-				return nil, err
+	defer func() {
+		for _, w := range ws {
+			if w != nil {
+				w.b.Close()
 			}
-			w.dir = fid.FromPB(d.Fid)
 		}
+	}()
+	for i := range ws {
+		b, err := newBackend(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		ws[i] = &worker{b: b, id: i}
 	}
-	phases := []struct {
-		name string
-		op   func(ctx context.Context, w *worker, i int) error
-	}{
-		{"file_create", func(ctx context.Context, w *worker, i int) error {
-			_, _, err := w.c.Create(ctx, w.dir, fmt.Sprint(w.pfx, i), syscall.S_IFREG|0o644, client.CreateOpts{Exclusive: true})
-			return err
-		}},
-		{"file_stat", func(ctx context.Context, w *worker, i int) error {
-			_, err := w.c.Lookup(ctx, w.dir, fmt.Sprint(w.pfx, i))
-			return err
-		}},
-		{"file_remove", func(ctx context.Context, w *worker, i int) error {
-			_, err := w.c.Unlink(ctx, w.dir, fmt.Sprint(w.pfx, i))
-			return err
-		}},
+	res.Target = ws[0].b.Name()
+	if o.MGS != "" && o.Path == "" {
+		res.Target += " (" + o.MGS + ")"
 	}
-	for _, ph := range phases {
-		p, err := runPhase(ctx, ph.name, ws, o.Items, ph.op)
+	if o.Timeline != nil {
+		o.Timeline.Start(ctx)
+		defer o.Timeline.Stop()
+	}
+	for it := 0; it < o.Iterations; it++ {
+		run, err := runMDOnce(ctx, o, ws, it)
 		if err != nil {
 			return res, err
 		}
-		res.Phases = append(res.Phases, p)
-		if o.Progress != nil {
-			fmt.Fprintf(o.Progress, "%-12s %10.0f ops/s  mean %8.1f us  p99 %8.1f us\n", p.Name, p.OpsPerSec, p.MeanUs, p.P99Us)
+		res.Runs = append(res.Runs, run)
+	}
+	res.Phases = aggregate(res.Runs)
+	for i := range res.Runs {
+		for j := range res.Runs[i] {
+			res.Runs[i][j].lat = nil
 		}
 	}
 	return res, nil
 }
 
-func closeAll(ws []*worker) {
-	for _, w := range ws {
-		if w != nil {
-			w.c.Close()
+func runMDOnce(ctx context.Context, o MDOptions, ws []*worker, iter int) ([]Phase, error) {
+	b0 := ws[0].b
+	var rb [4]byte
+	rand.Read(rb[:])
+	baseName := fmt.Sprintf("nacre-bench-md-%s-%d", hex.EncodeToString(rb[:]), iter)
+	base, err := b0.Mkdir(ctx, rootOf(b0), baseName)
+	if err != nil {
+		return nil, fmt.Errorf("make the benchmark directory: %w", err)
+	}
+	if cb, ok := b0.(*ClientBackend); ok && o.StripeCount != 0 {
+		if _, err := cb.Client().SetLayout(ctx, base.(fid.FID), &pb.Layout{StripeCount: int32(o.StripeCount), StripeOffset: -1}); err != nil {
+			return nil, err
 		}
 	}
-}
-
-func cleanup(ctx context.Context, c *client.Client, baseName string, ws []*worker, o MDOptions) {
-	if !o.SharedDir {
-		base, err := c.Lookup(ctx, fid.Root, baseName)
-		if err == nil {
-			for i := range ws {
-				c.Rmdir(ctx, fid.FromPB(base.Fid), fmt.Sprintf("w%d", i))
+	var phases []Phase
+	// The tree: one per worker (or one shared), measured as mdtest does.
+	var treeDirs [][]treeDir
+	treeRoots := make([]Dir, len(ws))
+	for i, w := range ws {
+		if o.SharedDir {
+			treeRoots[i] = base
+			continue
+		}
+		d, err := b0.Mkdir(ctx, base, fmt.Sprintf("w%d", i))
+		if err != nil {
+			return nil, err
+		}
+		treeRoots[i] = d
+		_ = w
+	}
+	owners := len(ws)
+	if o.SharedDir {
+		owners = 1
+	}
+	treeDirs = make([][]treeDir, owners)
+	for i := 0; i < owners; i++ {
+		treeDirs[i] = planTree(o.Depth, o.Branch)
+	}
+	leafOf := func(i int, dirs []treeDir, handles []Dir) []Dir {
+		var leaves []Dir
+		for k, d := range dirs {
+			if d.depth == o.Depth {
+				leaves = append(leaves, handles[k])
 			}
 		}
+		if len(leaves) == 0 {
+			leaves = []Dir{treeRoots[i]}
+		}
+		return leaves
 	}
-	c.Rmdir(ctx, fid.Root, baseName)
+	handles := make([][]Dir, owners)
+	if o.Depth > 0 {
+		p, err := runPhase(ctx, o, "tree_create", ws[:owners], len(treeDirs[0]), func(ctx context.Context, w *worker, k int) error {
+			d := treeDirs[w.id][k]
+			parent := treeRoots[w.id]
+			if d.parent >= 0 {
+				parent = handles[w.id][d.parent]
+			}
+			h, err := w.b.Mkdir(ctx, parent, d.name)
+			handles[w.id][k] = h
+			return err
+		}, func(w *worker) { handles[w.id] = make([]Dir, len(treeDirs[w.id])) })
+		if err != nil {
+			return phases, err
+		}
+		phases = append(phases, p)
+	}
+	for i, w := range ws {
+		owner := i
+		if o.SharedDir {
+			owner = 0
+		}
+		w.base = treeRoots[i]
+		w.leaves = leafOf(owner, treeDirs[owner], handles[owner])
+	}
+	data := make([]byte, o.WriteBytes)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	name := func(kind string, w *worker, i int) string { return fmt.Sprintf("%s.%d.%d", kind, w.id, i) }
+	type step struct {
+		name string
+		op   func(ctx context.Context, w *worker, i int) error
+	}
+	var steps []step
+	for _, ph := range o.Phases {
+		switch ph {
+		case "dir":
+			steps = append(steps,
+				step{"dir_create", func(ctx context.Context, w *worker, i int) error {
+					_, err := w.b.Mkdir(ctx, w.dir(i), name("d", w, i))
+					return err
+				}},
+				step{"dir_stat", func(ctx context.Context, w *worker, i int) error { return w.b.Stat(ctx, w.dir(i), name("d", w, i)) }},
+				step{"dir_remove", func(ctx context.Context, w *worker, i int) error { return w.b.Rmdir(ctx, w.dir(i), name("d", w, i)) }})
+		case "file":
+			steps = append(steps,
+				step{"file_create", func(ctx context.Context, w *worker, i int) error {
+					return w.b.Create(ctx, w.dir(i), name("f", w, i), data)
+				}},
+				step{"file_stat", func(ctx context.Context, w *worker, i int) error { return w.b.Stat(ctx, w.dir(i), name("f", w, i)) }},
+				step{"file_read", func(ctx context.Context, w *worker, i int) error {
+					buf := make([]byte, o.ReadBytes)
+					return w.b.Read(ctx, w.dir(i), name("f", w, i), buf)
+				}},
+				step{"file_remove", func(ctx context.Context, w *worker, i int) error { return w.b.Unlink(ctx, w.dir(i), name("f", w, i)) }})
+		}
+	}
+	for n, s := range steps {
+		if n > 0 && o.PhaseGap > 0 {
+			time.Sleep(o.PhaseGap)
+		}
+		p, err := runPhase(ctx, o, s.name, ws, o.Items, s.op, nil)
+		if err != nil {
+			return phases, err
+		}
+		phases = append(phases, p)
+	}
+	if o.Depth > 0 {
+		p, err := runPhase(ctx, o, "tree_remove", ws[:owners], len(treeDirs[0]), func(ctx context.Context, w *worker, k int) error {
+			// Deepest first: walk the plan backwards.
+			j := len(treeDirs[w.id]) - 1 - k
+			d := treeDirs[w.id][j]
+			parent := treeRoots[w.id]
+			if d.parent >= 0 {
+				parent = handles[w.id][d.parent]
+			}
+			return w.b.Rmdir(ctx, parent, d.name)
+		}, nil)
+		if err != nil {
+			return phases, err
+		}
+		phases = append(phases, p)
+	}
+	if !o.SharedDir {
+		for i := range ws {
+			b0.Rmdir(ctx, base, fmt.Sprintf("w%d", i))
+		}
+	}
+	b0.Rmdir(ctx, rootOf(b0), baseName)
+	return phases, nil
 }
 
-// runPhase runs op for every item of every worker, all workers at once, and
-// measures the rate over the slowest worker (as mdtest does).
-func runPhase(ctx context.Context, name string, ws []*worker, items int, op func(context.Context, *worker, int) error) (Phase, error) {
+// treeDir is one directory of a planned tree: its parent's position in
+// the plan (-1: the tree root), its name and depth.
+type treeDir struct {
+	parent int
+	name   string
+	depth  int
+}
+
+// planTree lists a tree of the given depth and branching, parents first.
+func planTree(depth, branch int) []treeDir {
+	var out []treeDir
+	level := []int{-1}
+	for d := 1; d <= depth; d++ {
+		var next []int
+		for _, p := range level {
+			for b := 0; b < branch; b++ {
+				out = append(out, treeDir{parent: p, name: fmt.Sprintf("t%d.%d", d, b), depth: d})
+				next = append(next, len(out)-1)
+			}
+		}
+		level = next
+	}
+	return out
+}
+
+// runPhase runs op for every item of every worker, all workers at once,
+// and measures the rate over the slowest worker (as mdtest does).
+func runPhase(ctx context.Context, o MDOptions, name string, ws []*worker, items int, op func(context.Context, *worker, int) error, setup func(*worker)) (Phase, error) {
+	if setup != nil {
+		for _, w := range ws {
+			setup(w)
+		}
+	}
+	if o.Timeline != nil {
+		o.Timeline.SetPhase(name)
+	}
 	lat := make([][]time.Duration, len(ws))
 	errs := make([]int, len(ws))
 	var firstErr error
@@ -170,7 +364,7 @@ func runPhase(ctx context.Context, name string, ws []*worker, items int, op func
 		go func(wi int, w *worker) {
 			defer wg.Done()
 			l := make([]time.Duration, 0, items)
-			for i := 0; i < items; i++ {
+			for i := 0; i < items && ctx.Err() == nil; i++ {
 				t0 := time.Now()
 				if err := op(ctx, w, i); err != nil {
 					errs[wi]++
@@ -178,6 +372,9 @@ func runPhase(ctx context.Context, name string, ws []*worker, items int, op func
 					continue
 				}
 				l = append(l, time.Since(t0))
+				if o.Timeline != nil {
+					o.Timeline.Add(1)
+				}
 			}
 			lat[wi] = l
 		}(wi, w)
@@ -192,6 +389,12 @@ func runPhase(ctx context.Context, name string, ws []*worker, items int, op func
 	}
 	p := Summarize(name, all, elapsed)
 	p.Errors = nerr
+	if o.Progress != nil {
+		fmt.Fprintf(o.Progress, "%-12s %10.0f ops/s  mean %8.1f µs  p99 %8.1f µs  (%d ops)\n", p.Name, p.OpsPerSec, p.MeanUs, p.P99Us, p.Ops)
+	}
+	if ctx.Err() != nil {
+		return p, ctx.Err()
+	}
 	if nerr > 0 {
 		return p, fmt.Errorf("%d of %d operations failed; first: %w", nerr, len(ws)*items, firstErr)
 	}
@@ -200,20 +403,78 @@ func runPhase(ctx context.Context, name string, ws []*worker, items int, op func
 
 // Summarize computes a phase's rate and latency figures.
 func Summarize(name string, lat []time.Duration, elapsed time.Duration) Phase {
-	p := Phase{Name: name, Ops: len(lat), Seconds: elapsed.Seconds()}
+	p := Phase{Name: name, Ops: len(lat), Seconds: elapsed.Seconds(), lat: lat}
 	if len(lat) == 0 {
 		return p
 	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	sorted := append([]time.Duration(nil), lat...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
 	var sum time.Duration
-	for _, d := range lat {
+	for _, d := range sorted {
 		sum += d
 	}
 	us := func(d time.Duration) float64 { return math.Round(float64(d.Nanoseconds())/10) / 100 }
-	pct := func(q float64) time.Duration { return lat[min(len(lat)-1, int(q*float64(len(lat))))] }
-	p.OpsPerSec = math.Round(float64(len(lat))/elapsed.Seconds()*10) / 10
-	p.MeanUs = us(sum / time.Duration(len(lat)))
-	p.MinUs, p.MaxUs = us(lat[0]), us(lat[len(lat)-1])
+	pct := func(q float64) time.Duration { return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))] }
+	p.OpsPerSec = math.Round(float64(len(sorted))/elapsed.Seconds()*10) / 10
+	p.MinRate, p.MaxRate = p.OpsPerSec, p.OpsPerSec
+	p.MeanUs = us(sum / time.Duration(len(sorted)))
+	p.MinUs, p.MaxUs = us(sorted[0]), us(sorted[len(sorted)-1])
 	p.P50Us, p.P99Us = us(pct(0.50)), us(pct(0.99))
 	return p
+}
+
+// aggregate folds the iterations of each phase: mean, min, max and
+// standard deviation of the rate; latencies over all samples.
+func aggregate(runs [][]Phase) []Phase {
+	if len(runs) == 1 {
+		return runs[0]
+	}
+	var order []string
+	by := map[string][]Phase{}
+	for _, r := range runs {
+		for _, p := range r {
+			if _, ok := by[p.Name]; !ok {
+				order = append(order, p.Name)
+			}
+			by[p.Name] = append(by[p.Name], p)
+		}
+	}
+	var out []Phase
+	for _, name := range order {
+		ps := by[name]
+		var lat []time.Duration
+		var secs float64
+		errs := 0
+		for _, p := range ps {
+			lat = append(lat, p.lat...)
+			secs += p.Seconds
+			errs += p.Errors
+		}
+		a := Summarize(name, lat, time.Duration(secs*float64(time.Second)))
+		a.Errors = errs
+		var sum, sq float64
+		a.MinRate, a.MaxRate = math.Inf(1), 0
+		for _, p := range ps {
+			sum += p.OpsPerSec
+			a.MinRate = math.Min(a.MinRate, p.OpsPerSec)
+			a.MaxRate = math.Max(a.MaxRate, p.OpsPerSec)
+		}
+		mean := sum / float64(len(ps))
+		for _, p := range ps {
+			sq += (p.OpsPerSec - mean) * (p.OpsPerSec - mean)
+		}
+		a.OpsPerSec = math.Round(mean*10) / 10
+		a.StddevRt = math.Round(math.Sqrt(sq/float64(len(ps)))*10) / 10
+		out = append(out, a)
+	}
+	return out
+}
+
+// PhaseNames lists the phases of a result, for tests and tools.
+func (r *MDResult) PhaseNames() string {
+	var n []string
+	for _, p := range r.Phases {
+		n = append(n, p.Name)
+	}
+	return strings.Join(n, ",")
 }
