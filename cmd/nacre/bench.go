@@ -4,7 +4,6 @@ import (
 	"strings"
 	"time"
 
-
 	"github.com/spf13/cobra"
 
 	"nacre/internal/bench"
