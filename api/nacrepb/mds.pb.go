@@ -513,16 +513,19 @@ func (*Command_OrphanRelease) isCommand_Op() {}
 // CreateOp makes a regular file, directory, symlink or special file,
 // depending on the S_IFMT bits of mode.
 type CreateOp struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Parent        *FID                   `protobuf:"bytes,1,opt,name=parent,proto3" json:"parent,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Mode          uint32                 `protobuf:"varint,3,opt,name=mode,proto3" json:"mode,omitempty"`
-	Rdev          uint32                 `protobuf:"varint,4,opt,name=rdev,proto3" json:"rdev,omitempty"`
-	Symlink       []byte                 `protobuf:"bytes,5,opt,name=symlink,proto3" json:"symlink,omitempty"`
-	Exclusive     bool                   `protobuf:"varint,6,opt,name=exclusive,proto3" json:"exclusive,omitempty"` // O_EXCL: EEXIST if the name exists
-	Layout        *Layout                `protobuf:"bytes,7,opt,name=layout,proto3" json:"layout,omitempty"`        // striping hint (regular files)
-	Projid        uint32                 `protobuf:"varint,8,opt,name=projid,proto3" json:"projid,omitempty"`
-	Osts          []uint32               `protobuf:"varint,9,rep,packed,name=osts,proto3" json:"osts,omitempty"` // leader: OSTs to take objects from, in order
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Parent    *FID                   `protobuf:"bytes,1,opt,name=parent,proto3" json:"parent,omitempty"`
+	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Mode      uint32                 `protobuf:"varint,3,opt,name=mode,proto3" json:"mode,omitempty"`
+	Rdev      uint32                 `protobuf:"varint,4,opt,name=rdev,proto3" json:"rdev,omitempty"`
+	Symlink   []byte                 `protobuf:"bytes,5,opt,name=symlink,proto3" json:"symlink,omitempty"`
+	Exclusive bool                   `protobuf:"varint,6,opt,name=exclusive,proto3" json:"exclusive,omitempty"` // O_EXCL: EEXIST if the name exists
+	Layout    *Layout                `protobuf:"bytes,7,opt,name=layout,proto3" json:"layout,omitempty"`        // striping hint (regular files)
+	Projid    uint32                 `protobuf:"varint,8,opt,name=projid,proto3" json:"projid,omitempty"`
+	Osts      []uint32               `protobuf:"varint,9,rep,packed,name=osts,proto3" json:"osts,omitempty"` // leader: OSTs to take objects from, in order
+	// delay_layout: make a regular file without OST objects (Lustre's
+	// O_LOV_DELAY_CREATE); its layout is set before its first write.
+	DelayLayout   bool `protobuf:"varint,10,opt,name=delay_layout,json=delayLayout,proto3" json:"delay_layout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -618,6 +621,13 @@ func (x *CreateOp) GetOsts() []uint32 {
 		return x.Osts
 	}
 	return nil
+}
+
+func (x *CreateOp) GetDelayLayout() bool {
+	if x != nil {
+		return x.DelayLayout
+	}
+	return false
 }
 
 type LinkOp struct {
@@ -2238,7 +2248,7 @@ const file_mds_proto_rawDesc = "" +
 	"openRename\x12/\n" +
 	"\atmpfile\x184 \x01(\v2\x13.nacre.v1.TmpfileOpH\x00R\atmpfile\x12B\n" +
 	"\x0eorphan_release\x185 \x01(\v2\x19.nacre.v1.OrphanReleaseOpH\x00R\rorphanReleaseB\x04\n" +
-	"\x02op\"\xfb\x01\n" +
+	"\x02op\"\x9e\x02\n" +
 	"\bCreateOp\x12%\n" +
 	"\x06parent\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -2248,7 +2258,9 @@ const file_mds_proto_rawDesc = "" +
 	"\texclusive\x18\x06 \x01(\bR\texclusive\x12(\n" +
 	"\x06layout\x18\a \x01(\v2\x10.nacre.v1.LayoutR\x06layout\x12\x16\n" +
 	"\x06projid\x18\b \x01(\rR\x06projid\x12\x12\n" +
-	"\x04osts\x18\t \x03(\rR\x04osts\"d\n" +
+	"\x04osts\x18\t \x03(\rR\x04osts\x12!\n" +
+	"\fdelay_layout\x18\n" +
+	" \x01(\bR\vdelayLayout\"d\n" +
 	"\x06LinkOp\x12\x1f\n" +
 	"\x03fid\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x03fid\x12%\n" +
 	"\x06parent\x18\x02 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +

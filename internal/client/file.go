@@ -198,6 +198,16 @@ func (f *File) WriteAt(ctx context.Context, p []byte, off uint64) (int, error) {
 	ino := f.ino
 	needDirty := !f.dirtySet
 	f.mu.Unlock()
+	if ino.Layout == nil && len(p) > 0 {
+		// A file created with a delayed layout gets the default one now.
+		nino, err := f.c.SetLayout(ctx, f.fid, &pb.Layout{StripeOffset: -1})
+		if err != nil {
+			return 0, err
+		}
+		f.mu.Lock()
+		f.ino, ino = nino, nino
+		f.mu.Unlock()
+	}
 	if ino.Layout == nil || len(ino.Layout.Objects) == 0 {
 		return 0, &rpc.Errno{Op: "write " + f.fid.String(), Errno: syscall.EIO, Msg: "file has no OST objects (layout lost; run `nacre lfsck start -t layout`)"}
 	}

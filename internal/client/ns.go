@@ -54,6 +54,9 @@ type CreateOpts struct {
 	Rdev      uint32
 	Symlink   string
 	Projid    uint32
+	// DelayLayout creates a regular file without OST objects; the first
+	// write gives it its layout (Lustre's O_LOV_DELAY_CREATE).
+	DelayLayout bool
 }
 
 // Create makes a file of the type in mode's S_IFMT bits (regular if 0).
@@ -62,7 +65,7 @@ type CreateOpts struct {
 func (c *Client) Create(ctx context.Context, parent fid.FID, name string, mode uint32, o CreateOpts) (*pb.Inode, bool, error) {
 	rep, err := c.mutate(ctx, "create "+name, parent, &pb.Command{Op: &pb.Command_Create{Create: &pb.CreateOp{
 		Parent: parent.PB(), Name: name, Mode: mode, Rdev: o.Rdev, Symlink: []byte(o.Symlink),
-		Exclusive: o.Exclusive, Layout: o.Layout, Projid: o.Projid}}})
+		Exclusive: o.Exclusive, Layout: o.Layout, Projid: o.Projid, DelayLayout: o.DelayLayout}}})
 	if err != nil {
 		return nil, false, err
 	}

@@ -100,6 +100,9 @@ func (x *txn) create(op *pb.CreateOp) (*pb.Reply, error) {
 		ino.Symlink = op.Symlink
 		ino.Size = uint64(len(op.Symlink))
 	case syscall.S_IFREG:
+		if op.DelayLayout {
+			break
+		}
 		l, err := x.newLayout(op.Layout, parent, op.Osts)
 		if err != nil {
 			return nil, err
@@ -703,18 +706,17 @@ func (x *txn) setLayout(op *pb.SetLayoutOp) (*pb.Reply, error) {
 		if l == nil {
 			return nil, errf(syscall.EINVAL, "set layout of %s: no layout given", f)
 		}
-		ss, count, offset := uint32(layout.DefaultStripeSize), int32(layout.DefaultStripeCount), int32(-1)
-		if ino.Layout != nil {
+		// Unset fields come from the file's directory, as at create (a
+		// file with a delayed layout gets its directory's default here).
+		parent := &pb.Inode{}
+		if len(ino.Links) > 0 {
+			if _, p, err := x.get(fid.FromPB(ino.Links[0].Parent)); err == nil {
+				parent = p
+			}
+		}
+		ss, count, offset := x.defaultLayout(l, parent)
+		if ino.Layout != nil && l.StripeSize == 0 {
 			ss = ino.Layout.StripeSize
-		}
-		if l.StripeSize != 0 {
-			ss = l.StripeSize
-		}
-		if l.StripeCount != 0 {
-			count = l.StripeCount
-		}
-		if l.StripeOffset >= 0 {
-			offset = l.StripeOffset
 		}
 		nl, err := x.assignObjects(ss, count, offset, op.Osts)
 		if err != nil {

@@ -289,3 +289,25 @@ func TestReplicasApplyingSameLogAreIdentical(t *testing.T) {
 		t.Fatal("replicas applying the same log in different batch sizes diverged")
 	}
 }
+
+// TestDelayedLayoutComesFromTheDirectory: a file made without objects gets
+// its directory's default layout when it is first given one.
+func TestDelayedLayoutComesFromTheDirectory(t *testing.T) {
+	d := newDirect(t, 3)
+	dir, _ := d.Do(&pb.Command{Op: &pb.Command_Create{Create: &pb.CreateOp{Parent: fid.Root.PB(), Name: "d", Mode: syscall.S_IFDIR | 0o755}}})
+	d.Do(&pb.Command{Op: &pb.Command_SetLayout{SetLayout: &pb.SetLayoutOp{Fid: dir.Inode.Fid, Layout: &pb.Layout{StripeCount: 2, StripeSize: 131072, StripeOffset: -1}}}})
+	before := d.T.Pools()
+	r, _ := d.Do(&pb.Command{Op: &pb.Command_Create{Create: &pb.CreateOp{Parent: dir.Inode.Fid, Name: "f", Mode: 0o644, DelayLayout: true, Osts: []uint32{0, 1, 2}}}})
+	if r.Errno != 0 || r.Inode.Layout != nil {
+		t.Fatalf("delayed create: %v", r)
+	}
+	for ost, p := range d.T.Pools() {
+		if p.Next != before[ost].Next {
+			t.Fatal("a delayed create took OST objects")
+		}
+	}
+	r, _ = d.Do(&pb.Command{Op: &pb.Command_SetLayout{SetLayout: &pb.SetLayoutOp{Fid: r.Inode.Fid, Layout: &pb.Layout{StripeOffset: -1}, Osts: []uint32{0, 1, 2}}}})
+	if r.Errno != 0 || len(r.Inode.Layout.Objects) != 2 || r.Inode.Layout.StripeSize != 131072 {
+		t.Fatalf("layout on first write: %v", r)
+	}
+}
