@@ -15,6 +15,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
 fi
+# The PyPI package darshan reads Darshan logs for `nacre bench age --darshan`
+# (and its tests use the sample logs it ships).
+if ! python3 -c 'import darshan' 2>/dev/null; then
+  python3 -m pip --version >/dev/null 2>&1 || { SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo; $SUDO apt-get install -y -qq python3-pip; }
+  python3 -m pip install -q darshan==3.5.0 || python3 -m pip install -q --break-system-packages darshan==3.5.0
+fi
 if ! command -v go >/dev/null; then
   echo "Go is not installed: get Go 1.26 or newer from https://go.dev/dl and put it on PATH" >&2
   exit 1

@@ -178,8 +178,10 @@ func (b *pathIO) Open(_ context.Context, name string) (ioFile, error) {
 	return osFile{f}, err
 }
 
-func (b *pathIO) Remove(_ context.Context, name string) error { return os.Remove(filepath.Join(b.dir, name)) }
-func (b *pathIO) Close() error                                  { return os.Remove(b.dir) }
+func (b *pathIO) Remove(_ context.Context, name string) error {
+	return os.Remove(filepath.Join(b.dir, name))
+}
+func (b *pathIO) Close() error { return os.Remove(b.dir) }
 
 // RunIO runs the I/O matrix.
 func RunIO(ctx context.Context, o IOOptions) (*IOResult, error) {
