@@ -99,3 +99,23 @@ func TestMDRefusesBadOptions(t *testing.T) {
 		}
 	}
 }
+
+func TestCompareAlternatesAndComputesRatios(t *testing.T) {
+	a, _ := ParseTarget("path:" + t.TempDir())
+	b, _ := ParseTarget("path:" + t.TempDir())
+	r, err := RunCompare(context.Background(), CompareOptions{A: a, B: b, Rounds: 3, Bench: "md", MD: MDOptions{Workers: 1, Items: 30, Phases: []string{"file"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Rows) != 4 {
+		t.Fatalf("%d rows", len(r.Rows))
+	}
+	for _, row := range r.Rows {
+		if len(row.Ratios) != 3 || len(row.A) != 3 || row.MinRatio > row.Median || row.MaxRatio < row.Median || row.Median <= 0 {
+			t.Fatalf("row %+v", row)
+		}
+	}
+	if _, err := ParseTarget("ftp:x"); err == nil {
+		t.Fatal("bad target accepted")
+	}
+}
