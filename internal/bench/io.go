@@ -85,8 +85,9 @@ type ioBackend interface {
 // --- client library ---
 
 type clientIO struct {
-	c   *client.Client
-	dir fid.FID
+	c       *client.Client
+	dir     fid.FID
+	dirName string
 }
 
 type clientFile struct{ f *client.File }
@@ -137,7 +138,11 @@ func (b *clientIO) Remove(ctx context.Context, name string) error {
 	return err
 }
 
-func (b *clientIO) Close() error { return b.c.Close() }
+// Close removes the benchmark directory, then drops the connections.
+func (b *clientIO) Close() error {
+	b.c.Rmdir(context.Background(), fid.Root, b.dirName)
+	return b.c.Close()
+}
 
 // --- mounted path ---
 
@@ -240,8 +245,7 @@ func RunIO(ctx context.Context, o IOOptions) (*IOResult, error) {
 			c.Close()
 			return nil, err
 		}
-		b = &clientIO{c: c, dir: fid.FromPB(d.Fid)}
-		defer c.Rmdir(context.Background(), fid.Root, dirName)
+		b = &clientIO{c: c, dir: fid.FromPB(d.Fid), dirName: dirName}
 	}
 	defer b.Close()
 	if o.MGS != "" {

@@ -91,7 +91,7 @@ func TestKill9KeepsEverythingAcknowledged(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		data := readAll(t, vctx, c.OpenInode(st))
+		data := readFileAll(t, vctx, c.OpenInode(st))
 		if sha256.Sum256(data) != want {
 			t.Fatalf("%s: content after crash differs from what was fsync'ed (%d bytes now)", name, len(data))
 		}

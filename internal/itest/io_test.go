@@ -60,7 +60,7 @@ func TestStripedIOMatchesReference(t *testing.T) {
 				if ino2.Size != uint64(len(ref)) {
 					t.Fatalf("size after close %d, want %d", ino2.Size, len(ref))
 				}
-				got := readAll(t, ctx, c2.OpenInode(ino2))
+				got := readFileAll(t, ctx, c2.OpenInode(ino2))
 				if !bytes.Equal(got, ref) {
 					t.Fatalf("content differs from reference at byte %d", firstDiff(got, ref))
 				}
@@ -124,7 +124,7 @@ func exercise(t *testing.T, ctx context.Context, c *client.Client, ino *pb.Inode
 	return ref
 }
 
-func readAll(t *testing.T, ctx context.Context, f *client.File) []byte {
+func readFileAll(t *testing.T, ctx context.Context, f *client.File) []byte {
 	t.Helper()
 	var out []byte
 	buf := make([]byte, 5<<20+3) // not a multiple of any stripe size

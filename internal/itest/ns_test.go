@@ -157,3 +157,5 @@ func itoa(i int) string {
 	}
 	return string(b)
 }
+
+func fidOf(ino *pb.Inode) fid.FID { return fid.FromPB(ino.Fid) }
