@@ -2,6 +2,7 @@ package itest
 
 import (
 	"context"
+	"os"
 	"syscall"
 	"testing"
 
@@ -89,6 +90,9 @@ func TestReaddirOfLargeDirectoryIsCompleteAndStable(t *testing.T) {
 	n := 20000
 	if testing.Short() {
 		n = 3000
+	}
+	if os.Getenv("NACRE_ITEST_LONG") != "" {
+		n = 1000000 // the million-entry directory
 	}
 	cl := testcluster.Start(t, testcluster.Options{OSTs: 1})
 	c := cl.Client(t)
