@@ -136,6 +136,7 @@ type Command struct {
 	//	*Command_PoolReset
 	//	*Command_SeqGrant
 	//	*Command_DestroyDone
+	//	*Command_TrimReplies
 	//	*Command_OpenUnlink
 	//	*Command_OpenRename
 	//	*Command_Tmpfile
@@ -352,6 +353,15 @@ func (x *Command) GetDestroyDone() *DestroyDoneOp {
 	return nil
 }
 
+func (x *Command) GetTrimReplies() *TrimRepliesOp {
+	if x != nil {
+		if x, ok := x.Op.(*Command_TrimReplies); ok {
+			return x.TrimReplies
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetOpenUnlink() *OpenUnlinkOp {
 	if x != nil {
 		if x, ok := x.Op.(*Command_OpenUnlink); ok {
@@ -455,6 +465,10 @@ type Command_DestroyDone struct {
 	DestroyDone *DestroyDoneOp `protobuf:"bytes,33,opt,name=destroy_done,json=destroyDone,proto3,oneof"`
 }
 
+type Command_TrimReplies struct {
+	TrimReplies *TrimRepliesOp `protobuf:"bytes,34,opt,name=trim_replies,json=trimReplies,proto3,oneof"`
+}
+
 type Command_OpenUnlink struct {
 	// Open files (FUSE mounts, api/lock.proto service OpenFiles).
 	OpenUnlink *OpenUnlinkOp `protobuf:"bytes,50,opt,name=open_unlink,json=openUnlink,proto3,oneof"`
@@ -501,6 +515,8 @@ func (*Command_PoolReset) isCommand_Op() {}
 func (*Command_SeqGrant) isCommand_Op() {}
 
 func (*Command_DestroyDone) isCommand_Op() {}
+
+func (*Command_TrimReplies) isCommand_Op() {}
 
 func (*Command_OpenUnlink) isCommand_Op() {}
 
@@ -1595,11 +1611,12 @@ func (x *OrphanReleaseOp) GetFids() []*FID {
 
 type Reply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Errno         int32                  `protobuf:"varint,1,opt,name=errno,proto3" json:"errno,omitempty"`     // 0 or a POSIX errno
-	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`  // detail for people when errno != 0
-	Inode         *Inode                 `protobuf:"bytes,3,opt,name=inode,proto3" json:"inode,omitempty"`      // the object operated on or created
-	Existed       bool                   `protobuf:"varint,4,opt,name=existed,proto3" json:"existed,omitempty"` // create without O_EXCL found the name
-	Index         uint64                 `protobuf:"varint,5,opt,name=index,proto3" json:"index,omitempty"`     // raft index that applied it
+	Errno         int32                  `protobuf:"varint,1,opt,name=errno,proto3" json:"errno,omitempty"`                 // 0 or a POSIX errno
+	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`              // detail for people when errno != 0
+	Inode         *Inode                 `protobuf:"bytes,3,opt,name=inode,proto3" json:"inode,omitempty"`                  // the object operated on or created
+	Existed       bool                   `protobuf:"varint,4,opt,name=existed,proto3" json:"existed,omitempty"`             // create without O_EXCL found the name
+	Index         uint64                 `protobuf:"varint,5,opt,name=index,proto3" json:"index,omitempty"`                 // raft index that applied it
+	TimeNs        int64                  `protobuf:"varint,6,opt,name=time_ns,json=timeNs,proto3" json:"time_ns,omitempty"` // the command's time (reply cache expiry)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1669,6 +1686,59 @@ func (x *Reply) GetIndex() uint64 {
 	return 0
 }
 
+func (x *Reply) GetTimeNs() int64 {
+	if x != nil {
+		return x.TimeNs
+	}
+	return 0
+}
+
+// TrimRepliesOp drops cached replies of commands older than before_ns:
+// clients that went away never acknowledge their last replies.
+type TrimRepliesOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BeforeNs      int64                  `protobuf:"varint,1,opt,name=before_ns,json=beforeNs,proto3" json:"before_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TrimRepliesOp) Reset() {
+	*x = TrimRepliesOp{}
+	mi := &file_mds_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrimRepliesOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrimRepliesOp) ProtoMessage() {}
+
+func (x *TrimRepliesOp) ProtoReflect() protoreflect.Message {
+	mi := &file_mds_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrimRepliesOp.ProtoReflect.Descriptor instead.
+func (*TrimRepliesOp) Descriptor() ([]byte, []int) {
+	return file_mds_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *TrimRepliesOp) GetBeforeNs() int64 {
+	if x != nil {
+		return x.BeforeNs
+	}
+	return 0
+}
+
 type LookupRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Parent        *FID                   `protobuf:"bytes,1,opt,name=parent,proto3" json:"parent,omitempty"`
@@ -1680,7 +1750,7 @@ type LookupRequest struct {
 
 func (x *LookupRequest) Reset() {
 	*x = LookupRequest{}
-	mi := &file_mds_proto_msgTypes[18]
+	mi := &file_mds_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1692,7 +1762,7 @@ func (x *LookupRequest) String() string {
 func (*LookupRequest) ProtoMessage() {}
 
 func (x *LookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[18]
+	mi := &file_mds_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1705,7 +1775,7 @@ func (x *LookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupRequest.ProtoReflect.Descriptor instead.
 func (*LookupRequest) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{18}
+	return file_mds_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *LookupRequest) GetParent() *FID {
@@ -1739,7 +1809,7 @@ type GetattrRequest struct {
 
 func (x *GetattrRequest) Reset() {
 	*x = GetattrRequest{}
-	mi := &file_mds_proto_msgTypes[19]
+	mi := &file_mds_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1751,7 +1821,7 @@ func (x *GetattrRequest) String() string {
 func (*GetattrRequest) ProtoMessage() {}
 
 func (x *GetattrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[19]
+	mi := &file_mds_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1764,7 +1834,7 @@ func (x *GetattrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetattrRequest.ProtoReflect.Descriptor instead.
 func (*GetattrRequest) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{19}
+	return file_mds_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetattrRequest) GetFid() *FID {
@@ -1794,7 +1864,7 @@ type ReaddirRequest struct {
 
 func (x *ReaddirRequest) Reset() {
 	*x = ReaddirRequest{}
-	mi := &file_mds_proto_msgTypes[20]
+	mi := &file_mds_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1806,7 +1876,7 @@ func (x *ReaddirRequest) String() string {
 func (*ReaddirRequest) ProtoMessage() {}
 
 func (x *ReaddirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[20]
+	mi := &file_mds_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1819,7 +1889,7 @@ func (x *ReaddirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReaddirRequest.ProtoReflect.Descriptor instead.
 func (*ReaddirRequest) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{20}
+	return file_mds_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReaddirRequest) GetFid() *FID {
@@ -1870,7 +1940,7 @@ type DirEntry struct {
 
 func (x *DirEntry) Reset() {
 	*x = DirEntry{}
-	mi := &file_mds_proto_msgTypes[21]
+	mi := &file_mds_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1882,7 +1952,7 @@ func (x *DirEntry) String() string {
 func (*DirEntry) ProtoMessage() {}
 
 func (x *DirEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[21]
+	mi := &file_mds_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1895,7 +1965,7 @@ func (x *DirEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DirEntry.ProtoReflect.Descriptor instead.
 func (*DirEntry) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{21}
+	return file_mds_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DirEntry) GetName() string {
@@ -1944,7 +2014,7 @@ type ReaddirReply struct {
 
 func (x *ReaddirReply) Reset() {
 	*x = ReaddirReply{}
-	mi := &file_mds_proto_msgTypes[22]
+	mi := &file_mds_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1956,7 +2026,7 @@ func (x *ReaddirReply) String() string {
 func (*ReaddirReply) ProtoMessage() {}
 
 func (x *ReaddirReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[22]
+	mi := &file_mds_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1969,7 +2039,7 @@ func (x *ReaddirReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReaddirReply.ProtoReflect.Descriptor instead.
 func (*ReaddirReply) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{22}
+	return file_mds_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReaddirReply) GetErrno() int32 {
@@ -2004,7 +2074,7 @@ type XattrRequest struct {
 
 func (x *XattrRequest) Reset() {
 	*x = XattrRequest{}
-	mi := &file_mds_proto_msgTypes[23]
+	mi := &file_mds_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2016,7 +2086,7 @@ func (x *XattrRequest) String() string {
 func (*XattrRequest) ProtoMessage() {}
 
 func (x *XattrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[23]
+	mi := &file_mds_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2029,7 +2099,7 @@ func (x *XattrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XattrRequest.ProtoReflect.Descriptor instead.
 func (*XattrRequest) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{23}
+	return file_mds_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *XattrRequest) GetFid() *FID {
@@ -2064,7 +2134,7 @@ type XattrReply struct {
 
 func (x *XattrReply) Reset() {
 	*x = XattrReply{}
-	mi := &file_mds_proto_msgTypes[24]
+	mi := &file_mds_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2076,7 +2146,7 @@ func (x *XattrReply) String() string {
 func (*XattrReply) ProtoMessage() {}
 
 func (x *XattrReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[24]
+	mi := &file_mds_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2089,7 +2159,7 @@ func (x *XattrReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XattrReply.ProtoReflect.Descriptor instead.
 func (*XattrReply) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{24}
+	return file_mds_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *XattrReply) GetErrno() int32 {
@@ -2122,7 +2192,7 @@ type Fid2PathRequest struct {
 
 func (x *Fid2PathRequest) Reset() {
 	*x = Fid2PathRequest{}
-	mi := &file_mds_proto_msgTypes[25]
+	mi := &file_mds_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2134,7 +2204,7 @@ func (x *Fid2PathRequest) String() string {
 func (*Fid2PathRequest) ProtoMessage() {}
 
 func (x *Fid2PathRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[25]
+	mi := &file_mds_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2147,7 +2217,7 @@ func (x *Fid2PathRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fid2PathRequest.ProtoReflect.Descriptor instead.
 func (*Fid2PathRequest) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{25}
+	return file_mds_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Fid2PathRequest) GetFid() *FID {
@@ -2167,7 +2237,7 @@ type Fid2PathReply struct {
 
 func (x *Fid2PathReply) Reset() {
 	*x = Fid2PathReply{}
-	mi := &file_mds_proto_msgTypes[26]
+	mi := &file_mds_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2179,7 +2249,7 @@ func (x *Fid2PathReply) String() string {
 func (*Fid2PathReply) ProtoMessage() {}
 
 func (x *Fid2PathReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[26]
+	mi := &file_mds_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2192,7 +2262,7 @@ func (x *Fid2PathReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fid2PathReply.ProtoReflect.Descriptor instead.
 func (*Fid2PathReply) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{26}
+	return file_mds_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Fid2PathReply) GetErrno() int32 {
@@ -2213,7 +2283,7 @@ var File_mds_proto protoreflect.FileDescriptor
 
 const file_mds_proto_rawDesc = "" +
 	"\n" +
-	"\tmds.proto\x12\bnacre.v1\x1a\fcommon.proto\x1a\vlfsck.proto\"\xa8\t\n" +
+	"\tmds.proto\x12\bnacre.v1\x1a\fcommon.proto\x1a\vlfsck.proto\"\xe6\t\n" +
 	"\aCommand\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x1d\n" +
 	"\n" +
@@ -2241,7 +2311,8 @@ const file_mds_proto_rawDesc = "" +
 	"\n" +
 	"pool_reset\x18\x1f \x01(\v2\x15.nacre.v1.PoolResetOpH\x00R\tpoolReset\x123\n" +
 	"\tseq_grant\x18  \x01(\v2\x14.nacre.v1.SeqGrantOpH\x00R\bseqGrant\x12<\n" +
-	"\fdestroy_done\x18! \x01(\v2\x17.nacre.v1.DestroyDoneOpH\x00R\vdestroyDone\x129\n" +
+	"\fdestroy_done\x18! \x01(\v2\x17.nacre.v1.DestroyDoneOpH\x00R\vdestroyDone\x12<\n" +
+	"\ftrim_replies\x18\" \x01(\v2\x17.nacre.v1.TrimRepliesOpH\x00R\vtrimReplies\x129\n" +
 	"\vopen_unlink\x182 \x01(\v2\x16.nacre.v1.OpenUnlinkOpH\x00R\n" +
 	"openUnlink\x129\n" +
 	"\vopen_rename\x183 \x01(\v2\x16.nacre.v1.OpenRenameOpH\x00R\n" +
@@ -2330,13 +2401,16 @@ const file_mds_proto_rawDesc = "" +
 	"\x06projid\x18\x04 \x01(\rR\x06projid\x12\x12\n" +
 	"\x04osts\x18\x05 \x03(\rR\x04osts\"4\n" +
 	"\x0fOrphanReleaseOp\x12!\n" +
-	"\x04fids\x18\x01 \x03(\v2\r.nacre.v1.FIDR\x04fids\"\x8e\x01\n" +
+	"\x04fids\x18\x01 \x03(\v2\r.nacre.v1.FIDR\x04fids\"\xa7\x01\n" +
 	"\x05Reply\x12\x14\n" +
 	"\x05errno\x18\x01 \x01(\x05R\x05errno\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12%\n" +
 	"\x05inode\x18\x03 \x01(\v2\x0f.nacre.v1.InodeR\x05inode\x12\x18\n" +
 	"\aexisted\x18\x04 \x01(\bR\aexisted\x12\x14\n" +
-	"\x05index\x18\x05 \x01(\x04R\x05index\"n\n" +
+	"\x05index\x18\x05 \x01(\x04R\x05index\x12\x17\n" +
+	"\atime_ns\x18\x06 \x01(\x03R\x06timeNs\",\n" +
+	"\rTrimRepliesOp\x12\x1b\n" +
+	"\tbefore_ns\x18\x01 \x01(\x03R\bbeforeNs\"n\n" +
 	"\rLookupRequest\x12%\n" +
 	"\x06parent\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\"\n" +
@@ -2415,7 +2489,7 @@ func file_mds_proto_rawDescGZIP() []byte {
 }
 
 var file_mds_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_mds_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_mds_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_mds_proto_goTypes = []any{
 	(SetattrValid)(0),       // 0: nacre.v1.SetattrValid
 	(*Command)(nil),         // 1: nacre.v1.Command
@@ -2436,30 +2510,31 @@ var file_mds_proto_goTypes = []any{
 	(*TmpfileOp)(nil),       // 16: nacre.v1.TmpfileOp
 	(*OrphanReleaseOp)(nil), // 17: nacre.v1.OrphanReleaseOp
 	(*Reply)(nil),           // 18: nacre.v1.Reply
-	(*LookupRequest)(nil),   // 19: nacre.v1.LookupRequest
-	(*GetattrRequest)(nil),  // 20: nacre.v1.GetattrRequest
-	(*ReaddirRequest)(nil),  // 21: nacre.v1.ReaddirRequest
-	(*DirEntry)(nil),        // 22: nacre.v1.DirEntry
-	(*ReaddirReply)(nil),    // 23: nacre.v1.ReaddirReply
-	(*XattrRequest)(nil),    // 24: nacre.v1.XattrRequest
-	(*XattrReply)(nil),      // 25: nacre.v1.XattrReply
-	(*Fid2PathRequest)(nil), // 26: nacre.v1.Fid2PathRequest
-	(*Fid2PathReply)(nil),   // 27: nacre.v1.Fid2PathReply
-	(*Cred)(nil),            // 28: nacre.v1.Cred
-	(*LfsckRepairOp)(nil),   // 29: nacre.v1.LfsckRepairOp
-	(*LfsckStateOp)(nil),    // 30: nacre.v1.LfsckStateOp
-	(*FaultOp)(nil),         // 31: nacre.v1.FaultOp
-	(*FID)(nil),             // 32: nacre.v1.FID
-	(*Layout)(nil),          // 33: nacre.v1.Layout
-	(*StripeObject)(nil),    // 34: nacre.v1.StripeObject
-	(*Inode)(nil),           // 35: nacre.v1.Inode
-	(*HelloRequest)(nil),    // 36: nacre.v1.HelloRequest
-	(*StatfsRequest)(nil),   // 37: nacre.v1.StatfsRequest
-	(*HelloReply)(nil),      // 38: nacre.v1.HelloReply
-	(*StatfsReply)(nil),     // 39: nacre.v1.StatfsReply
+	(*TrimRepliesOp)(nil),   // 19: nacre.v1.TrimRepliesOp
+	(*LookupRequest)(nil),   // 20: nacre.v1.LookupRequest
+	(*GetattrRequest)(nil),  // 21: nacre.v1.GetattrRequest
+	(*ReaddirRequest)(nil),  // 22: nacre.v1.ReaddirRequest
+	(*DirEntry)(nil),        // 23: nacre.v1.DirEntry
+	(*ReaddirReply)(nil),    // 24: nacre.v1.ReaddirReply
+	(*XattrRequest)(nil),    // 25: nacre.v1.XattrRequest
+	(*XattrReply)(nil),      // 26: nacre.v1.XattrReply
+	(*Fid2PathRequest)(nil), // 27: nacre.v1.Fid2PathRequest
+	(*Fid2PathReply)(nil),   // 28: nacre.v1.Fid2PathReply
+	(*Cred)(nil),            // 29: nacre.v1.Cred
+	(*LfsckRepairOp)(nil),   // 30: nacre.v1.LfsckRepairOp
+	(*LfsckStateOp)(nil),    // 31: nacre.v1.LfsckStateOp
+	(*FaultOp)(nil),         // 32: nacre.v1.FaultOp
+	(*FID)(nil),             // 33: nacre.v1.FID
+	(*Layout)(nil),          // 34: nacre.v1.Layout
+	(*StripeObject)(nil),    // 35: nacre.v1.StripeObject
+	(*Inode)(nil),           // 36: nacre.v1.Inode
+	(*HelloRequest)(nil),    // 37: nacre.v1.HelloRequest
+	(*StatfsRequest)(nil),   // 38: nacre.v1.StatfsRequest
+	(*HelloReply)(nil),      // 39: nacre.v1.HelloReply
+	(*StatfsReply)(nil),     // 40: nacre.v1.StatfsReply
 }
 var file_mds_proto_depIdxs = []int32{
-	28, // 0: nacre.v1.Command.cred:type_name -> nacre.v1.Cred
+	29, // 0: nacre.v1.Command.cred:type_name -> nacre.v1.Cred
 	2,  // 1: nacre.v1.Command.create:type_name -> nacre.v1.CreateOp
 	3,  // 2: nacre.v1.Command.link:type_name -> nacre.v1.LinkOp
 	4,  // 3: nacre.v1.Command.unlink:type_name -> nacre.v1.UnlinkOp
@@ -2468,72 +2543,73 @@ var file_mds_proto_depIdxs = []int32{
 	7,  // 6: nacre.v1.Command.setxattr:type_name -> nacre.v1.SetxattrOp
 	8,  // 7: nacre.v1.Command.removexattr:type_name -> nacre.v1.RemovexattrOp
 	9,  // 8: nacre.v1.Command.set_layout:type_name -> nacre.v1.SetLayoutOp
-	29, // 9: nacre.v1.Command.lfsck_repair:type_name -> nacre.v1.LfsckRepairOp
-	30, // 10: nacre.v1.Command.lfsck_state:type_name -> nacre.v1.LfsckStateOp
-	31, // 11: nacre.v1.Command.fault:type_name -> nacre.v1.FaultOp
+	30, // 9: nacre.v1.Command.lfsck_repair:type_name -> nacre.v1.LfsckRepairOp
+	31, // 10: nacre.v1.Command.lfsck_state:type_name -> nacre.v1.LfsckStateOp
+	32, // 11: nacre.v1.Command.fault:type_name -> nacre.v1.FaultOp
 	10, // 12: nacre.v1.Command.pool_extend:type_name -> nacre.v1.PoolExtendOp
 	11, // 13: nacre.v1.Command.pool_reset:type_name -> nacre.v1.PoolResetOp
 	12, // 14: nacre.v1.Command.seq_grant:type_name -> nacre.v1.SeqGrantOp
 	13, // 15: nacre.v1.Command.destroy_done:type_name -> nacre.v1.DestroyDoneOp
-	14, // 16: nacre.v1.Command.open_unlink:type_name -> nacre.v1.OpenUnlinkOp
-	15, // 17: nacre.v1.Command.open_rename:type_name -> nacre.v1.OpenRenameOp
-	16, // 18: nacre.v1.Command.tmpfile:type_name -> nacre.v1.TmpfileOp
-	17, // 19: nacre.v1.Command.orphan_release:type_name -> nacre.v1.OrphanReleaseOp
-	32, // 20: nacre.v1.CreateOp.parent:type_name -> nacre.v1.FID
-	33, // 21: nacre.v1.CreateOp.layout:type_name -> nacre.v1.Layout
-	32, // 22: nacre.v1.LinkOp.fid:type_name -> nacre.v1.FID
-	32, // 23: nacre.v1.LinkOp.parent:type_name -> nacre.v1.FID
-	32, // 24: nacre.v1.UnlinkOp.parent:type_name -> nacre.v1.FID
-	32, // 25: nacre.v1.RenameOp.src_parent:type_name -> nacre.v1.FID
-	32, // 26: nacre.v1.RenameOp.dst_parent:type_name -> nacre.v1.FID
-	32, // 27: nacre.v1.SetattrOp.fid:type_name -> nacre.v1.FID
-	32, // 28: nacre.v1.SetxattrOp.fid:type_name -> nacre.v1.FID
-	32, // 29: nacre.v1.RemovexattrOp.fid:type_name -> nacre.v1.FID
-	32, // 30: nacre.v1.SetLayoutOp.fid:type_name -> nacre.v1.FID
-	33, // 31: nacre.v1.SetLayoutOp.layout:type_name -> nacre.v1.Layout
-	34, // 32: nacre.v1.DestroyDoneOp.objects:type_name -> nacre.v1.StripeObject
-	4,  // 33: nacre.v1.OpenUnlinkOp.unlink:type_name -> nacre.v1.UnlinkOp
-	32, // 34: nacre.v1.OpenUnlinkOp.open:type_name -> nacre.v1.FID
-	5,  // 35: nacre.v1.OpenRenameOp.rename:type_name -> nacre.v1.RenameOp
-	32, // 36: nacre.v1.OpenRenameOp.open:type_name -> nacre.v1.FID
-	32, // 37: nacre.v1.TmpfileOp.parent:type_name -> nacre.v1.FID
-	33, // 38: nacre.v1.TmpfileOp.layout:type_name -> nacre.v1.Layout
-	32, // 39: nacre.v1.OrphanReleaseOp.fids:type_name -> nacre.v1.FID
-	35, // 40: nacre.v1.Reply.inode:type_name -> nacre.v1.Inode
-	32, // 41: nacre.v1.LookupRequest.parent:type_name -> nacre.v1.FID
-	28, // 42: nacre.v1.LookupRequest.cred:type_name -> nacre.v1.Cred
-	32, // 43: nacre.v1.GetattrRequest.fid:type_name -> nacre.v1.FID
-	32, // 44: nacre.v1.ReaddirRequest.fid:type_name -> nacre.v1.FID
-	28, // 45: nacre.v1.ReaddirRequest.cred:type_name -> nacre.v1.Cred
-	32, // 46: nacre.v1.DirEntry.fid:type_name -> nacre.v1.FID
-	35, // 47: nacre.v1.DirEntry.inode:type_name -> nacre.v1.Inode
-	22, // 48: nacre.v1.ReaddirReply.entries:type_name -> nacre.v1.DirEntry
-	32, // 49: nacre.v1.XattrRequest.fid:type_name -> nacre.v1.FID
-	28, // 50: nacre.v1.XattrRequest.cred:type_name -> nacre.v1.Cred
-	32, // 51: nacre.v1.Fid2PathRequest.fid:type_name -> nacre.v1.FID
-	36, // 52: nacre.v1.MDS.Hello:input_type -> nacre.v1.HelloRequest
-	1,  // 53: nacre.v1.MDS.Mutate:input_type -> nacre.v1.Command
-	19, // 54: nacre.v1.MDS.Lookup:input_type -> nacre.v1.LookupRequest
-	20, // 55: nacre.v1.MDS.Getattr:input_type -> nacre.v1.GetattrRequest
-	21, // 56: nacre.v1.MDS.Readdir:input_type -> nacre.v1.ReaddirRequest
-	24, // 57: nacre.v1.MDS.Getxattr:input_type -> nacre.v1.XattrRequest
-	24, // 58: nacre.v1.MDS.Listxattr:input_type -> nacre.v1.XattrRequest
-	26, // 59: nacre.v1.MDS.Fid2Path:input_type -> nacre.v1.Fid2PathRequest
-	37, // 60: nacre.v1.MDS.Statfs:input_type -> nacre.v1.StatfsRequest
-	38, // 61: nacre.v1.MDS.Hello:output_type -> nacre.v1.HelloReply
-	18, // 62: nacre.v1.MDS.Mutate:output_type -> nacre.v1.Reply
-	18, // 63: nacre.v1.MDS.Lookup:output_type -> nacre.v1.Reply
-	18, // 64: nacre.v1.MDS.Getattr:output_type -> nacre.v1.Reply
-	23, // 65: nacre.v1.MDS.Readdir:output_type -> nacre.v1.ReaddirReply
-	25, // 66: nacre.v1.MDS.Getxattr:output_type -> nacre.v1.XattrReply
-	25, // 67: nacre.v1.MDS.Listxattr:output_type -> nacre.v1.XattrReply
-	27, // 68: nacre.v1.MDS.Fid2Path:output_type -> nacre.v1.Fid2PathReply
-	39, // 69: nacre.v1.MDS.Statfs:output_type -> nacre.v1.StatfsReply
-	61, // [61:70] is the sub-list for method output_type
-	52, // [52:61] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	19, // 16: nacre.v1.Command.trim_replies:type_name -> nacre.v1.TrimRepliesOp
+	14, // 17: nacre.v1.Command.open_unlink:type_name -> nacre.v1.OpenUnlinkOp
+	15, // 18: nacre.v1.Command.open_rename:type_name -> nacre.v1.OpenRenameOp
+	16, // 19: nacre.v1.Command.tmpfile:type_name -> nacre.v1.TmpfileOp
+	17, // 20: nacre.v1.Command.orphan_release:type_name -> nacre.v1.OrphanReleaseOp
+	33, // 21: nacre.v1.CreateOp.parent:type_name -> nacre.v1.FID
+	34, // 22: nacre.v1.CreateOp.layout:type_name -> nacre.v1.Layout
+	33, // 23: nacre.v1.LinkOp.fid:type_name -> nacre.v1.FID
+	33, // 24: nacre.v1.LinkOp.parent:type_name -> nacre.v1.FID
+	33, // 25: nacre.v1.UnlinkOp.parent:type_name -> nacre.v1.FID
+	33, // 26: nacre.v1.RenameOp.src_parent:type_name -> nacre.v1.FID
+	33, // 27: nacre.v1.RenameOp.dst_parent:type_name -> nacre.v1.FID
+	33, // 28: nacre.v1.SetattrOp.fid:type_name -> nacre.v1.FID
+	33, // 29: nacre.v1.SetxattrOp.fid:type_name -> nacre.v1.FID
+	33, // 30: nacre.v1.RemovexattrOp.fid:type_name -> nacre.v1.FID
+	33, // 31: nacre.v1.SetLayoutOp.fid:type_name -> nacre.v1.FID
+	34, // 32: nacre.v1.SetLayoutOp.layout:type_name -> nacre.v1.Layout
+	35, // 33: nacre.v1.DestroyDoneOp.objects:type_name -> nacre.v1.StripeObject
+	4,  // 34: nacre.v1.OpenUnlinkOp.unlink:type_name -> nacre.v1.UnlinkOp
+	33, // 35: nacre.v1.OpenUnlinkOp.open:type_name -> nacre.v1.FID
+	5,  // 36: nacre.v1.OpenRenameOp.rename:type_name -> nacre.v1.RenameOp
+	33, // 37: nacre.v1.OpenRenameOp.open:type_name -> nacre.v1.FID
+	33, // 38: nacre.v1.TmpfileOp.parent:type_name -> nacre.v1.FID
+	34, // 39: nacre.v1.TmpfileOp.layout:type_name -> nacre.v1.Layout
+	33, // 40: nacre.v1.OrphanReleaseOp.fids:type_name -> nacre.v1.FID
+	36, // 41: nacre.v1.Reply.inode:type_name -> nacre.v1.Inode
+	33, // 42: nacre.v1.LookupRequest.parent:type_name -> nacre.v1.FID
+	29, // 43: nacre.v1.LookupRequest.cred:type_name -> nacre.v1.Cred
+	33, // 44: nacre.v1.GetattrRequest.fid:type_name -> nacre.v1.FID
+	33, // 45: nacre.v1.ReaddirRequest.fid:type_name -> nacre.v1.FID
+	29, // 46: nacre.v1.ReaddirRequest.cred:type_name -> nacre.v1.Cred
+	33, // 47: nacre.v1.DirEntry.fid:type_name -> nacre.v1.FID
+	36, // 48: nacre.v1.DirEntry.inode:type_name -> nacre.v1.Inode
+	23, // 49: nacre.v1.ReaddirReply.entries:type_name -> nacre.v1.DirEntry
+	33, // 50: nacre.v1.XattrRequest.fid:type_name -> nacre.v1.FID
+	29, // 51: nacre.v1.XattrRequest.cred:type_name -> nacre.v1.Cred
+	33, // 52: nacre.v1.Fid2PathRequest.fid:type_name -> nacre.v1.FID
+	37, // 53: nacre.v1.MDS.Hello:input_type -> nacre.v1.HelloRequest
+	1,  // 54: nacre.v1.MDS.Mutate:input_type -> nacre.v1.Command
+	20, // 55: nacre.v1.MDS.Lookup:input_type -> nacre.v1.LookupRequest
+	21, // 56: nacre.v1.MDS.Getattr:input_type -> nacre.v1.GetattrRequest
+	22, // 57: nacre.v1.MDS.Readdir:input_type -> nacre.v1.ReaddirRequest
+	25, // 58: nacre.v1.MDS.Getxattr:input_type -> nacre.v1.XattrRequest
+	25, // 59: nacre.v1.MDS.Listxattr:input_type -> nacre.v1.XattrRequest
+	27, // 60: nacre.v1.MDS.Fid2Path:input_type -> nacre.v1.Fid2PathRequest
+	38, // 61: nacre.v1.MDS.Statfs:input_type -> nacre.v1.StatfsRequest
+	39, // 62: nacre.v1.MDS.Hello:output_type -> nacre.v1.HelloReply
+	18, // 63: nacre.v1.MDS.Mutate:output_type -> nacre.v1.Reply
+	18, // 64: nacre.v1.MDS.Lookup:output_type -> nacre.v1.Reply
+	18, // 65: nacre.v1.MDS.Getattr:output_type -> nacre.v1.Reply
+	24, // 66: nacre.v1.MDS.Readdir:output_type -> nacre.v1.ReaddirReply
+	26, // 67: nacre.v1.MDS.Getxattr:output_type -> nacre.v1.XattrReply
+	26, // 68: nacre.v1.MDS.Listxattr:output_type -> nacre.v1.XattrReply
+	28, // 69: nacre.v1.MDS.Fid2Path:output_type -> nacre.v1.Fid2PathReply
+	40, // 70: nacre.v1.MDS.Statfs:output_type -> nacre.v1.StatfsReply
+	62, // [62:71] is the sub-list for method output_type
+	53, // [53:62] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_mds_proto_init() }
@@ -2559,6 +2635,7 @@ func file_mds_proto_init() {
 		(*Command_PoolReset)(nil),
 		(*Command_SeqGrant)(nil),
 		(*Command_DestroyDone)(nil),
+		(*Command_TrimReplies)(nil),
 		(*Command_OpenUnlink)(nil),
 		(*Command_OpenRename)(nil),
 		(*Command_Tmpfile)(nil),
@@ -2570,7 +2647,7 @@ func file_mds_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mds_proto_rawDesc), len(file_mds_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

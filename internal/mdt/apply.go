@@ -121,6 +121,7 @@ func (t *Target) applyCmd(b *kv.Batch, st *applyState, cmd *pb.Command, index ui
 		r = errReply(err)
 	}
 	r.Index = index
+	r.TimeNs = cmd.NowNs
 	if cmd.ClientId != 0 {
 		b.Set(replyKey(cmd.ClientId, cmd.RequestId), mustMarshal(r))
 		t.noteReply(cmd.ClientId, cmd.RequestId)
@@ -210,6 +211,14 @@ func (x *txn) run() (*pb.Reply, error) {
 		return x.seqGrant(op.SeqGrant)
 	case *pb.Command_DestroyDone:
 		return x.destroyDone(op.DestroyDone)
+	case *pb.Command_TrimReplies:
+		return x.trimOldReplies(op.TrimReplies)
+	case *pb.Command_LfsckRepair:
+		return x.lfsckRepair(op.LfsckRepair)
+	case *pb.Command_LfsckState:
+		return x.lfsckState(op.LfsckState)
+	case *pb.Command_Fault:
+		return x.lfsckFault(op.Fault)
 	case *pb.Command_OpenUnlink, *pb.Command_OpenRename, *pb.Command_Tmpfile, *pb.Command_OrphanRelease:
 		return x.openFiles()
 	}

@@ -3,6 +3,8 @@ package mdt
 import (
 	"syscall"
 
+	"google.golang.org/protobuf/proto"
+
 	"encoding/binary"
 
 	pb "nacre/api/nacrepb"
@@ -90,4 +92,36 @@ func (t *Target) DestroyQueue(max int) ([]*pb.StripeObject, error) {
 		})
 	}
 	return out, it.Error()
+}
+
+// trimOldReplies drops cached replies older than the cut-off, of every
+// client. Replies are only needed while their client may still retry.
+func (x *txn) trimOldReplies(op *pb.TrimRepliesOp) (*pb.Reply, error) {
+	lo := []byte{pfxReply}
+	it, err := x.b.NewIter(lo, kv.PrefixEnd(lo))
+	if err != nil {
+		return nil, errf(syscall.EIO, "scan reply cache: %v", err)
+	}
+	var drop [][]byte
+	for it.First(); it.Valid(); it.Next() {
+		r := &pb.Reply{}
+		if proto.Unmarshal(it.Value(), r) != nil || r.TimeNs < op.BeforeNs {
+			drop = append(drop, append([]byte(nil), it.Key()...))
+		}
+	}
+	it.Close()
+	for _, k := range drop {
+		x.b.Delete(k)
+		if len(k) == 17 {
+			client, req := binary.BigEndian.Uint64(k[1:]), binary.BigEndian.Uint64(k[9:])
+			if ids := x.t.c.replies[client]; ids != nil {
+				delete(ids, req)
+				if len(ids) == 0 {
+					delete(x.t.c.replies, client)
+					delete(x.t.c.acks, client)
+				}
+			}
+		}
+	}
+	return &pb.Reply{}, nil
 }

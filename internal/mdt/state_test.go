@@ -1,6 +1,8 @@
 package mdt
 
 import (
+	"time"
+
 	"bytes"
 	"fmt"
 	"syscall"
@@ -309,5 +311,29 @@ func TestDelayedLayoutComesFromTheDirectory(t *testing.T) {
 	r, _ = d.Do(&pb.Command{Op: &pb.Command_SetLayout{SetLayout: &pb.SetLayoutOp{Fid: r.Inode.Fid, Layout: &pb.Layout{StripeOffset: -1}, Osts: []uint32{0, 1, 2}}}})
 	if r.Errno != 0 || len(r.Inode.Layout.Objects) != 2 || r.Inode.Layout.StripeSize != 131072 {
 		t.Fatalf("layout on first write: %v", r)
+	}
+}
+
+// TestOldRepliesExpire: replies of clients that went away are dropped by
+// time, the recent ones kept (a retry still gets its answer).
+func TestOldRepliesExpire(t *testing.T) {
+	d := newDirect(t, 1)
+	d.Now = func() time.Time { return time.Unix(1000, 0) }
+	create(t, d, 5, 1, fid.Root, "old", nil, []uint32{0})
+	d.Now = func() time.Time { return time.Unix(5000, 0) }
+	create(t, d, 6, 1, fid.Root, "new", nil, []uint32{0})
+	d.Do(&pb.Command{Op: &pb.Command_TrimReplies{TrimReplies: &pb.TrimRepliesOp{BeforeNs: time.Unix(3000, 0).UnixNano()}}})
+	if _, ok := d.T.ReplyFor(5, 1); ok {
+		t.Fatal("an expired reply was kept")
+	}
+	if _, ok := d.T.ReplyFor(6, 1); !ok {
+		t.Fatal("a recent reply was dropped")
+	}
+	// After a restart the index is rebuilt from what the store holds.
+	if err := d.T.loadReplyIndex(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := d.T.ReplyFor(5, 1); ok {
+		t.Fatal("expired reply back after reload")
 	}
 }
