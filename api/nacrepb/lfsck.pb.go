@@ -88,10 +88,13 @@ type LfsckRepair struct {
 	Muts      []*LfsckMut            `protobuf:"bytes,4,rep,name=muts,proto3" json:"muts,omitempty"`
 	// report_key makes a report count once per run: apply records it under
 	// the component and skips a report whose key is already recorded.
-	ReportKey     []byte `protobuf:"bytes,5,opt,name=report_key,json=reportKey,proto3" json:"report_key,omitempty"`
-	InodesDelta   int32  `protobuf:"zigzag32,6,opt,name=inodes_delta,json=inodesDelta,proto3" json:"inodes_delta,omitempty"` // change of the MDT's object count
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ReportKey   []byte `protobuf:"bytes,5,opt,name=report_key,json=reportKey,proto3" json:"report_key,omitempty"`
+	InodesDelta int32  `protobuf:"zigzag32,6,opt,name=inodes_delta,json=inodesDelta,proto3" json:"inodes_delta,omitempty"` // change of the MDT's object count
+	// repaired_elsewhere: the repair was made on an OST already; count the
+	// kinds as found and repaired (conditions still apply).
+	RepairedElsewhere bool `protobuf:"varint,7,opt,name=repaired_elsewhere,json=repairedElsewhere,proto3" json:"repaired_elsewhere,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *LfsckRepair) Reset() {
@@ -164,6 +167,13 @@ func (x *LfsckRepair) GetInodesDelta() int32 {
 		return x.InodesDelta
 	}
 	return 0
+}
+
+func (x *LfsckRepair) GetRepairedElsewhere() bool {
+	if x != nil {
+		return x.RepairedElsewhere
+	}
+	return false
 }
 
 // LfsckCond holds when key is absent (absent) or its value's CRC-64
@@ -1308,7 +1318,7 @@ type LfsckTraceItem struct {
 	Kind          uint32                 `protobuf:"varint,1,opt,name=kind,proto3" json:"kind,omitempty"` // 1 entry names child, 2 child claims name, 3 object to recheck
 	Child         *FID                   `protobuf:"bytes,2,opt,name=child,proto3" json:"child,omitempty"`
 	Parent        *FID                   `protobuf:"bytes,3,opt,name=parent,proto3" json:"parent,omitempty"`
-	Name          string                 `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	Name          []byte                 `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`    // as stored: garbage need not be UTF-8
 	Type          uint32                 `protobuf:"varint,5,opt,name=type,proto3" json:"type,omitempty"`   // entry type (kind 1) or the child's type (kind 2)
 	Local         uint64                 `protobuf:"varint,6,opt,name=local,proto3" json:"local,omitempty"` // the object (kind 2, 3) or the directory (kind 1)
 	Flags         uint32                 `protobuf:"varint,7,opt,name=flags,proto3" json:"flags,omitempty"`
@@ -1367,11 +1377,11 @@ func (x *LfsckTraceItem) GetParent() *FID {
 	return nil
 }
 
-func (x *LfsckTraceItem) GetName() string {
+func (x *LfsckTraceItem) GetName() []byte {
 	if x != nil {
 		return x.Name
 	}
-	return ""
+	return nil
 }
 
 func (x *LfsckTraceItem) GetType() uint32 {
@@ -2101,7 +2111,7 @@ const file_lfsck_proto_rawDesc = "" +
 	"\n" +
 	"\vlfsck.proto\x12\bnacre.v1\x1a\fcommon.proto\x1a\toss.proto\"@\n" +
 	"\rLfsckRepairOp\x12/\n" +
-	"\arepairs\x18\x01 \x03(\v2\x15.nacre.v1.LfsckRepairR\arepairs\"\xd6\x01\n" +
+	"\arepairs\x18\x01 \x03(\v2\x15.nacre.v1.LfsckRepairR\arepairs\"\x85\x02\n" +
 	"\vLfsckRepair\x12\x1c\n" +
 	"\tcomponent\x18\x01 \x01(\rR\tcomponent\x12\x14\n" +
 	"\x05kinds\x18\x02 \x03(\rR\x05kinds\x12)\n" +
@@ -2109,7 +2119,8 @@ const file_lfsck_proto_rawDesc = "" +
 	"\x04muts\x18\x04 \x03(\v2\x12.nacre.v1.LfsckMutR\x04muts\x12\x1d\n" +
 	"\n" +
 	"report_key\x18\x05 \x01(\fR\treportKey\x12!\n" +
-	"\finodes_delta\x18\x06 \x01(\x11R\vinodesDelta\"M\n" +
+	"\finodes_delta\x18\x06 \x01(\x11R\vinodesDelta\x12-\n" +
+	"\x12repaired_elsewhere\x18\a \x01(\bR\x11repairedElsewhere\"M\n" +
 	"\tLfsckCond\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x16\n" +
 	"\x06absent\x18\x02 \x01(\bR\x06absent\x12\x16\n" +
@@ -2215,7 +2226,7 @@ const file_lfsck_proto_rawDesc = "" +
 	"\x04kind\x18\x01 \x01(\rR\x04kind\x12#\n" +
 	"\x05child\x18\x02 \x01(\v2\r.nacre.v1.FIDR\x05child\x12%\n" +
 	"\x06parent\x18\x03 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
-	"\x04name\x18\x04 \x01(\tR\x04name\x12\x12\n" +
+	"\x04name\x18\x04 \x01(\fR\x04name\x12\x12\n" +
 	"\x04type\x18\x05 \x01(\rR\x04type\x12\x14\n" +
 	"\x05local\x18\x06 \x01(\x04R\x05local\x12\x14\n" +
 	"\x05flags\x18\a \x01(\rR\x05flags\"\xe0\x02\n" +

@@ -46,8 +46,11 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type LDLMClient interface {
 	// Session is open for as long as a client is mounted. The first message
-	// names the client; the server sends invalidations down, the client
-	// acknowledges them up. When the stream ends (unmount, client process
+	// names the client; the server answers with seq 0 once the session is
+	// registered, then sends invalidations down, which the client
+	// acknowledges up (and pings every 5 s). Only the MDT's leader serves
+	// sessions and locks (others answer Unavailable), and it ends the
+	// sessions when it stops leading. When the stream ends (unmount, client process
 	// gone, network cut), the server drops every lock of the client and
 	// cancels its waiting requests; its open-unlinked files are reaped after
 	// a grace period unless a new session of the same client appears.
@@ -146,8 +149,11 @@ func (c *lDLMClient) Invalidate(ctx context.Context, in *InvalidateRequest, opts
 // for forward compatibility.
 type LDLMServer interface {
 	// Session is open for as long as a client is mounted. The first message
-	// names the client; the server sends invalidations down, the client
-	// acknowledges them up. When the stream ends (unmount, client process
+	// names the client; the server answers with seq 0 once the session is
+	// registered, then sends invalidations down, which the client
+	// acknowledges up (and pings every 5 s). Only the MDT's leader serves
+	// sessions and locks (others answer Unavailable), and it ends the
+	// sessions when it stops leading. When the stream ends (unmount, client process
 	// gone, network cut), the server drops every lock of the client and
 	// cancels its waiting requests; its open-unlinked files are reaped after
 	// a grace period unless a new session of the same client appears.

@@ -249,6 +249,7 @@ type HeartbeatRequest struct {
 	Statfs        *Statfs                `protobuf:"bytes,4,opt,name=statfs,proto3" json:"statfs,omitempty"`
 	Leader        bool                   `protobuf:"varint,5,opt,name=leader,proto3" json:"leader,omitempty"`
 	ReplicaId     uint64                 `protobuf:"varint,6,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
+	Term          uint64                 `protobuf:"varint,7,opt,name=term,proto3" json:"term,omitempty"` // raft term of the replica (which of two claimed leaders is current)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -321,6 +322,13 @@ func (x *HeartbeatRequest) GetLeader() bool {
 func (x *HeartbeatRequest) GetReplicaId() uint64 {
 	if x != nil {
 		return x.ReplicaId
+	}
+	return 0
+}
+
+func (x *HeartbeatRequest) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
 	}
 	return 0
 }
@@ -577,6 +585,176 @@ func (x *AllocSeqRangeRequest) GetCount() uint64 {
 	return 0
 }
 
+type DeregisterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          TargetKind             `protobuf:"varint,1,opt,name=kind,proto3,enum=nacre.v1.TargetKind" json:"kind,omitempty"`
+	Index         uint32                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	ReplicaId     uint64                 `protobuf:"varint,3,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeregisterRequest) Reset() {
+	*x = DeregisterRequest{}
+	mi := &file_mgs_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeregisterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeregisterRequest) ProtoMessage() {}
+
+func (x *DeregisterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mgs_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeregisterRequest.ProtoReflect.Descriptor instead.
+func (*DeregisterRequest) Descriptor() ([]byte, []int) {
+	return file_mgs_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *DeregisterRequest) GetKind() TargetKind {
+	if x != nil {
+		return x.Kind
+	}
+	return TargetKind_TARGET_UNKNOWN
+}
+
+func (x *DeregisterRequest) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *DeregisterRequest) GetReplicaId() uint64 {
+	if x != nil {
+		return x.ReplicaId
+	}
+	return 0
+}
+
+// MGSCommand is one entry of the MGS's Raft log: the MGS configuration
+// (registered targets, the sequence controller, the FLD) is a replicated
+// state machine, one replica by default and three for high availability
+// (internal/mgs). Apply reads only the command and the replicated state.
+type MGSCommand struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Op:
+	//
+	//	*MGSCommand_Register
+	//	*MGSCommand_AllocSeq
+	//	*MGSCommand_Deregister
+	Op            isMGSCommand_Op `protobuf_oneof:"op"`
+	NowNs         int64           `protobuf:"varint,10,opt,name=now_ns,json=nowNs,proto3" json:"now_ns,omitempty"` // the leader's clock when it proposed the command
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MGSCommand) Reset() {
+	*x = MGSCommand{}
+	mi := &file_mgs_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MGSCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MGSCommand) ProtoMessage() {}
+
+func (x *MGSCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_mgs_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MGSCommand.ProtoReflect.Descriptor instead.
+func (*MGSCommand) Descriptor() ([]byte, []int) {
+	return file_mgs_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *MGSCommand) GetOp() isMGSCommand_Op {
+	if x != nil {
+		return x.Op
+	}
+	return nil
+}
+
+func (x *MGSCommand) GetRegister() *TargetInfo {
+	if x != nil {
+		if x, ok := x.Op.(*MGSCommand_Register); ok {
+			return x.Register
+		}
+	}
+	return nil
+}
+
+func (x *MGSCommand) GetAllocSeq() *AllocSeqRangeRequest {
+	if x != nil {
+		if x, ok := x.Op.(*MGSCommand_AllocSeq); ok {
+			return x.AllocSeq
+		}
+	}
+	return nil
+}
+
+func (x *MGSCommand) GetDeregister() *DeregisterRequest {
+	if x != nil {
+		if x, ok := x.Op.(*MGSCommand_Deregister); ok {
+			return x.Deregister
+		}
+	}
+	return nil
+}
+
+func (x *MGSCommand) GetNowNs() int64 {
+	if x != nil {
+		return x.NowNs
+	}
+	return 0
+}
+
+type isMGSCommand_Op interface {
+	isMGSCommand_Op()
+}
+
+type MGSCommand_Register struct {
+	Register *TargetInfo `protobuf:"bytes,1,opt,name=register,proto3,oneof"`
+}
+
+type MGSCommand_AllocSeq struct {
+	AllocSeq *AllocSeqRangeRequest `protobuf:"bytes,2,opt,name=alloc_seq,json=allocSeq,proto3,oneof"`
+}
+
+type MGSCommand_Deregister struct {
+	Deregister *DeregisterRequest `protobuf:"bytes,3,opt,name=deregister,proto3,oneof"`
+}
+
+func (*MGSCommand_Register) isMGSCommand_Op() {}
+
+func (*MGSCommand_AllocSeq) isMGSCommand_Op() {}
+
+func (*MGSCommand_Deregister) isMGSCommand_Op() {}
+
 var File_mgs_proto protoreflect.FileDescriptor
 
 const file_mgs_proto_rawDesc = "" +
@@ -604,7 +782,7 @@ const file_mgs_proto_rawDesc = "" +
 	"\x06statfs\x18\x16 \x01(\v2\x10.nacre.v1.StatfsR\x06statfs\x12#\n" +
 	"\rregistered_ns\x18\x17 \x01(\x03R\fregisteredNs\"'\n" +
 	"\rRegisterReply\x12\x16\n" +
-	"\x06fsname\x18\x01 \x01(\tR\x06fsname\"\xc7\x01\n" +
+	"\x06fsname\x18\x01 \x01(\tR\x06fsname\"\xdb\x01\n" +
 	"\x10HeartbeatRequest\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.nacre.v1.TargetKindR\x04kind\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\rR\x05index\x12\x12\n" +
@@ -612,7 +790,8 @@ const file_mgs_proto_rawDesc = "" +
 	"\x06statfs\x18\x04 \x01(\v2\x10.nacre.v1.StatfsR\x06statfs\x12\x16\n" +
 	"\x06leader\x18\x05 \x01(\bR\x06leader\x12\x1d\n" +
 	"\n" +
-	"replica_id\x18\x06 \x01(\x04R\treplicaId\"\x10\n" +
+	"replica_id\x18\x06 \x01(\x04R\treplicaId\x12\x12\n" +
+	"\x04term\x18\a \x01(\x04R\x04term\"\x10\n" +
 	"\x0eHeartbeatReply\"\x12\n" +
 	"\x10GetConfigRequest\"D\n" +
 	"\bSeqRange\x12\x14\n" +
@@ -626,13 +805,30 @@ const file_mgs_proto_rawDesc = "" +
 	"\x06now_ns\x18\x04 \x01(\x03R\x05nowNs\">\n" +
 	"\x14AllocSeqRangeRequest\x12\x10\n" +
 	"\x03mdt\x18\x01 \x01(\rR\x03mdt\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x04R\x05count2\xc1\x02\n" +
+	"\x05count\x18\x02 \x01(\x04R\x05count\"r\n" +
+	"\x11DeregisterRequest\x12(\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x14.nacre.v1.TargetKindR\x04kind\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\rR\x05index\x12\x1d\n" +
+	"\n" +
+	"replica_id\x18\x03 \x01(\x04R\treplicaId\"\xdb\x01\n" +
+	"\n" +
+	"MGSCommand\x122\n" +
+	"\bregister\x18\x01 \x01(\v2\x14.nacre.v1.TargetInfoH\x00R\bregister\x12=\n" +
+	"\talloc_seq\x18\x02 \x01(\v2\x1e.nacre.v1.AllocSeqRangeRequestH\x00R\ballocSeq\x12=\n" +
+	"\n" +
+	"deregister\x18\x03 \x01(\v2\x1b.nacre.v1.DeregisterRequestH\x00R\n" +
+	"deregister\x12\x15\n" +
+	"\x06now_ns\x18\n" +
+	" \x01(\x03R\x05nowNsB\x04\n" +
+	"\x02op2\x85\x03\n" +
 	"\x03MGS\x125\n" +
 	"\x05Hello\x12\x16.nacre.v1.HelloRequest\x1a\x14.nacre.v1.HelloReply\x129\n" +
 	"\bRegister\x12\x14.nacre.v1.TargetInfo\x1a\x17.nacre.v1.RegisterReply\x12A\n" +
 	"\tHeartbeat\x12\x1a.nacre.v1.HeartbeatRequest\x1a\x18.nacre.v1.HeartbeatReply\x12@\n" +
 	"\tGetConfig\x12\x1a.nacre.v1.GetConfigRequest\x1a\x17.nacre.v1.ClusterConfig\x12C\n" +
-	"\rAllocSeqRange\x12\x1e.nacre.v1.AllocSeqRangeRequest\x1a\x12.nacre.v1.SeqRangeB\x13Z\x11nacre/api/nacrepbb\x06proto3"
+	"\rAllocSeqRange\x12\x1e.nacre.v1.AllocSeqRangeRequest\x1a\x12.nacre.v1.SeqRange\x12B\n" +
+	"\n" +
+	"Deregister\x12\x1b.nacre.v1.DeregisterRequest\x1a\x17.nacre.v1.RegisterReplyB\x13Z\x11nacre/api/nacrepbb\x06proto3"
 
 var (
 	file_mgs_proto_rawDescOnce sync.Once
@@ -646,7 +842,7 @@ func file_mgs_proto_rawDescGZIP() []byte {
 	return file_mgs_proto_rawDescData
 }
 
-var file_mgs_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_mgs_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_mgs_proto_goTypes = []any{
 	(*TargetInfo)(nil),           // 0: nacre.v1.TargetInfo
 	(*RegisterReply)(nil),        // 1: nacre.v1.RegisterReply
@@ -656,33 +852,41 @@ var file_mgs_proto_goTypes = []any{
 	(*SeqRange)(nil),             // 5: nacre.v1.SeqRange
 	(*ClusterConfig)(nil),        // 6: nacre.v1.ClusterConfig
 	(*AllocSeqRangeRequest)(nil), // 7: nacre.v1.AllocSeqRangeRequest
-	(TargetKind)(0),              // 8: nacre.v1.TargetKind
-	(*Statfs)(nil),               // 9: nacre.v1.Statfs
-	(*HelloRequest)(nil),         // 10: nacre.v1.HelloRequest
-	(*HelloReply)(nil),           // 11: nacre.v1.HelloReply
+	(*DeregisterRequest)(nil),    // 8: nacre.v1.DeregisterRequest
+	(*MGSCommand)(nil),           // 9: nacre.v1.MGSCommand
+	(TargetKind)(0),              // 10: nacre.v1.TargetKind
+	(*Statfs)(nil),               // 11: nacre.v1.Statfs
+	(*HelloRequest)(nil),         // 12: nacre.v1.HelloRequest
+	(*HelloReply)(nil),           // 13: nacre.v1.HelloReply
 }
 var file_mgs_proto_depIdxs = []int32{
-	8,  // 0: nacre.v1.TargetInfo.kind:type_name -> nacre.v1.TargetKind
-	9,  // 1: nacre.v1.TargetInfo.statfs:type_name -> nacre.v1.Statfs
-	8,  // 2: nacre.v1.HeartbeatRequest.kind:type_name -> nacre.v1.TargetKind
-	9,  // 3: nacre.v1.HeartbeatRequest.statfs:type_name -> nacre.v1.Statfs
+	10, // 0: nacre.v1.TargetInfo.kind:type_name -> nacre.v1.TargetKind
+	11, // 1: nacre.v1.TargetInfo.statfs:type_name -> nacre.v1.Statfs
+	10, // 2: nacre.v1.HeartbeatRequest.kind:type_name -> nacre.v1.TargetKind
+	11, // 3: nacre.v1.HeartbeatRequest.statfs:type_name -> nacre.v1.Statfs
 	0,  // 4: nacre.v1.ClusterConfig.targets:type_name -> nacre.v1.TargetInfo
 	5,  // 5: nacre.v1.ClusterConfig.fld:type_name -> nacre.v1.SeqRange
-	10, // 6: nacre.v1.MGS.Hello:input_type -> nacre.v1.HelloRequest
-	0,  // 7: nacre.v1.MGS.Register:input_type -> nacre.v1.TargetInfo
-	2,  // 8: nacre.v1.MGS.Heartbeat:input_type -> nacre.v1.HeartbeatRequest
-	4,  // 9: nacre.v1.MGS.GetConfig:input_type -> nacre.v1.GetConfigRequest
-	7,  // 10: nacre.v1.MGS.AllocSeqRange:input_type -> nacre.v1.AllocSeqRangeRequest
-	11, // 11: nacre.v1.MGS.Hello:output_type -> nacre.v1.HelloReply
-	1,  // 12: nacre.v1.MGS.Register:output_type -> nacre.v1.RegisterReply
-	3,  // 13: nacre.v1.MGS.Heartbeat:output_type -> nacre.v1.HeartbeatReply
-	6,  // 14: nacre.v1.MGS.GetConfig:output_type -> nacre.v1.ClusterConfig
-	5,  // 15: nacre.v1.MGS.AllocSeqRange:output_type -> nacre.v1.SeqRange
-	11, // [11:16] is the sub-list for method output_type
-	6,  // [6:11] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	10, // 6: nacre.v1.DeregisterRequest.kind:type_name -> nacre.v1.TargetKind
+	0,  // 7: nacre.v1.MGSCommand.register:type_name -> nacre.v1.TargetInfo
+	7,  // 8: nacre.v1.MGSCommand.alloc_seq:type_name -> nacre.v1.AllocSeqRangeRequest
+	8,  // 9: nacre.v1.MGSCommand.deregister:type_name -> nacre.v1.DeregisterRequest
+	12, // 10: nacre.v1.MGS.Hello:input_type -> nacre.v1.HelloRequest
+	0,  // 11: nacre.v1.MGS.Register:input_type -> nacre.v1.TargetInfo
+	2,  // 12: nacre.v1.MGS.Heartbeat:input_type -> nacre.v1.HeartbeatRequest
+	4,  // 13: nacre.v1.MGS.GetConfig:input_type -> nacre.v1.GetConfigRequest
+	7,  // 14: nacre.v1.MGS.AllocSeqRange:input_type -> nacre.v1.AllocSeqRangeRequest
+	8,  // 15: nacre.v1.MGS.Deregister:input_type -> nacre.v1.DeregisterRequest
+	13, // 16: nacre.v1.MGS.Hello:output_type -> nacre.v1.HelloReply
+	1,  // 17: nacre.v1.MGS.Register:output_type -> nacre.v1.RegisterReply
+	3,  // 18: nacre.v1.MGS.Heartbeat:output_type -> nacre.v1.HeartbeatReply
+	6,  // 19: nacre.v1.MGS.GetConfig:output_type -> nacre.v1.ClusterConfig
+	5,  // 20: nacre.v1.MGS.AllocSeqRange:output_type -> nacre.v1.SeqRange
+	1,  // 21: nacre.v1.MGS.Deregister:output_type -> nacre.v1.RegisterReply
+	16, // [16:22] is the sub-list for method output_type
+	10, // [10:16] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_mgs_proto_init() }
@@ -691,13 +895,18 @@ func file_mgs_proto_init() {
 		return
 	}
 	file_common_proto_init()
+	file_mgs_proto_msgTypes[9].OneofWrappers = []any{
+		(*MGSCommand_Register)(nil),
+		(*MGSCommand_AllocSeq)(nil),
+		(*MGSCommand_Deregister)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mgs_proto_rawDesc), len(file_mgs_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

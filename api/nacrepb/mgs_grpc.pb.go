@@ -27,6 +27,7 @@ const (
 	MGS_Heartbeat_FullMethodName     = "/nacre.v1.MGS/Heartbeat"
 	MGS_GetConfig_FullMethodName     = "/nacre.v1.MGS/GetConfig"
 	MGS_AllocSeqRange_FullMethodName = "/nacre.v1.MGS/AllocSeqRange"
+	MGS_Deregister_FullMethodName    = "/nacre.v1.MGS/Deregister"
 )
 
 // MGSClient is the client API for MGS service.
@@ -43,6 +44,9 @@ type MGSClient interface {
 	// AllocSeqRange grants a range of FID sequences to an MDT (durable
 	// before the reply) and records it in the FLD.
 	AllocSeqRange(ctx context.Context, in *AllocSeqRangeRequest, opts ...grpc.CallOption) (*SeqRange, error)
+	// Deregister forgets a replica that left its group (nacre replica
+	// remove), so that it is no longer listed.
+	Deregister(ctx context.Context, in *DeregisterRequest, opts ...grpc.CallOption) (*RegisterReply, error)
 }
 
 type mGSClient struct {
@@ -103,6 +107,16 @@ func (c *mGSClient) AllocSeqRange(ctx context.Context, in *AllocSeqRangeRequest,
 	return out, nil
 }
 
+func (c *mGSClient) Deregister(ctx context.Context, in *DeregisterRequest, opts ...grpc.CallOption) (*RegisterReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RegisterReply)
+	err := c.cc.Invoke(ctx, MGS_Deregister_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MGSServer is the server API for MGS service.
 // All implementations must embed UnimplementedMGSServer
 // for forward compatibility.
@@ -117,6 +131,9 @@ type MGSServer interface {
 	// AllocSeqRange grants a range of FID sequences to an MDT (durable
 	// before the reply) and records it in the FLD.
 	AllocSeqRange(context.Context, *AllocSeqRangeRequest) (*SeqRange, error)
+	// Deregister forgets a replica that left its group (nacre replica
+	// remove), so that it is no longer listed.
+	Deregister(context.Context, *DeregisterRequest) (*RegisterReply, error)
 	mustEmbedUnimplementedMGSServer()
 }
 
@@ -141,6 +158,9 @@ func (UnimplementedMGSServer) GetConfig(context.Context, *GetConfigRequest) (*Cl
 }
 func (UnimplementedMGSServer) AllocSeqRange(context.Context, *AllocSeqRangeRequest) (*SeqRange, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method AllocSeqRange not implemented")
+}
+func (UnimplementedMGSServer) Deregister(context.Context, *DeregisterRequest) (*RegisterReply, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Deregister not implemented")
 }
 func (UnimplementedMGSServer) mustEmbedUnimplementedMGSServer() {}
 func (UnimplementedMGSServer) testEmbeddedByValue()             {}
@@ -253,6 +273,24 @@ func _MGS_AllocSeqRange_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MGS_Deregister_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeregisterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MGSServer).Deregister(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MGS_Deregister_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MGSServer).Deregister(ctx, req.(*DeregisterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MGS_ServiceDesc is the grpc.ServiceDesc for MGS service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -279,6 +317,10 @@ var MGS_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AllocSeqRange",
 			Handler:    _MGS_AllocSeqRange_Handler,
+		},
+		{
+			MethodName: "Deregister",
+			Handler:    _MGS_Deregister_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

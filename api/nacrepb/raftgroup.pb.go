@@ -321,6 +321,462 @@ func (x *RaftPeers) GetPeers() []*RaftPeer {
 	return nil
 }
 
+type RaftMembersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         uint64                 `protobuf:"varint,1,opt,name=group,proto3" json:"group,omitempty"` // 0: the only group the process hosts
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RaftMembersRequest) Reset() {
+	*x = RaftMembersRequest{}
+	mi := &file_raftgroup_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RaftMembersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RaftMembersRequest) ProtoMessage() {}
+
+func (x *RaftMembersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raftgroup_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RaftMembersRequest.ProtoReflect.Descriptor instead.
+func (*RaftMembersRequest) Descriptor() ([]byte, []int) {
+	return file_raftgroup_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RaftMembersRequest) GetGroup() uint64 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+type RaftMember struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Addr          string                 `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"`
+	Role          string                 `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`         // "voter" | "learner"
+	Match         uint64                 `protobuf:"varint,4,opt,name=match,proto3" json:"match,omitempty"`      // leader's view: highest log index known replicated
+	Progress      string                 `protobuf:"bytes,5,opt,name=progress,proto3" json:"progress,omitempty"` // leader's view: probe | replicate | snapshot
+	Active        bool                   `protobuf:"varint,6,opt,name=active,proto3" json:"active,omitempty"`    // leader's view: heard from recently
+	Leader        bool                   `protobuf:"varint,7,opt,name=leader,proto3" json:"leader,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RaftMember) Reset() {
+	*x = RaftMember{}
+	mi := &file_raftgroup_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RaftMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RaftMember) ProtoMessage() {}
+
+func (x *RaftMember) ProtoReflect() protoreflect.Message {
+	mi := &file_raftgroup_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RaftMember.ProtoReflect.Descriptor instead.
+func (*RaftMember) Descriptor() ([]byte, []int) {
+	return file_raftgroup_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RaftMember) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *RaftMember) GetAddr() string {
+	if x != nil {
+		return x.Addr
+	}
+	return ""
+}
+
+func (x *RaftMember) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *RaftMember) GetMatch() uint64 {
+	if x != nil {
+		return x.Match
+	}
+	return 0
+}
+
+func (x *RaftMember) GetProgress() string {
+	if x != nil {
+		return x.Progress
+	}
+	return ""
+}
+
+func (x *RaftMember) GetActive() bool {
+	if x != nil {
+		return x.Active
+	}
+	return false
+}
+
+func (x *RaftMember) GetLeader() bool {
+	if x != nil {
+		return x.Leader
+	}
+	return false
+}
+
+type RaftMembersReply struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Group             uint64                 `protobuf:"varint,1,opt,name=group,proto3" json:"group,omitempty"`
+	Replica           uint64                 `protobuf:"varint,2,opt,name=replica,proto3" json:"replica,omitempty"` // the replica that answers
+	State             string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`      // its role: leader, follower, candidate, ...
+	Leader            uint64                 `protobuf:"varint,4,opt,name=leader,proto3" json:"leader,omitempty"`
+	Term              uint64                 `protobuf:"varint,5,opt,name=term,proto3" json:"term,omitempty"`
+	Commit            uint64                 `protobuf:"varint,6,opt,name=commit,proto3" json:"commit,omitempty"`
+	Applied           uint64                 `protobuf:"varint,7,opt,name=applied,proto3" json:"applied,omitempty"`
+	FirstIndex        uint64                 `protobuf:"varint,8,opt,name=first_index,json=firstIndex,proto3" json:"first_index,omitempty"`
+	LastIndex         uint64                 `protobuf:"varint,9,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
+	SnapshotsSent     uint64                 `protobuf:"varint,10,opt,name=snapshots_sent,json=snapshotsSent,proto3" json:"snapshots_sent,omitempty"`
+	SnapshotsReceived uint64                 `protobuf:"varint,11,opt,name=snapshots_received,json=snapshotsReceived,proto3" json:"snapshots_received,omitempty"`
+	Lease             bool                   `protobuf:"varint,12,opt,name=lease,proto3" json:"lease,omitempty"`
+	Members           []*RaftMember          `protobuf:"bytes,13,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *RaftMembersReply) Reset() {
+	*x = RaftMembersReply{}
+	mi := &file_raftgroup_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RaftMembersReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RaftMembersReply) ProtoMessage() {}
+
+func (x *RaftMembersReply) ProtoReflect() protoreflect.Message {
+	mi := &file_raftgroup_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RaftMembersReply.ProtoReflect.Descriptor instead.
+func (*RaftMembersReply) Descriptor() ([]byte, []int) {
+	return file_raftgroup_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RaftMembersReply) GetGroup() uint64 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+func (x *RaftMembersReply) GetReplica() uint64 {
+	if x != nil {
+		return x.Replica
+	}
+	return 0
+}
+
+func (x *RaftMembersReply) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *RaftMembersReply) GetLeader() uint64 {
+	if x != nil {
+		return x.Leader
+	}
+	return 0
+}
+
+func (x *RaftMembersReply) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *RaftMembersReply) GetCommit() uint64 {
+	if x != nil {
+		return x.Commit
+	}
+	return 0
+}
+
+func (x *RaftMembersReply) GetApplied() uint64 {
+	if x != nil {
+		return x.Applied
+	}
+	return 0
+}
+
+func (x *RaftMembersReply) GetFirstIndex() uint64 {
+	if x != nil {
+		return x.FirstIndex
+	}
+	return 0
+}
+
+func (x *RaftMembersReply) GetLastIndex() uint64 {
+	if x != nil {
+		return x.LastIndex
+	}
+	return 0
+}
+
+func (x *RaftMembersReply) GetSnapshotsSent() uint64 {
+	if x != nil {
+		return x.SnapshotsSent
+	}
+	return 0
+}
+
+func (x *RaftMembersReply) GetSnapshotsReceived() uint64 {
+	if x != nil {
+		return x.SnapshotsReceived
+	}
+	return 0
+}
+
+func (x *RaftMembersReply) GetLease() bool {
+	if x != nil {
+		return x.Lease
+	}
+	return false
+}
+
+func (x *RaftMembersReply) GetMembers() []*RaftMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+type RaftAddRequest struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Group            uint64                 `protobuf:"varint,1,opt,name=group,proto3" json:"group,omitempty"`
+	Id               uint64                 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`                                                         // new replica id: never reused within the group
+	Addr             string                 `protobuf:"bytes,3,opt,name=addr,proto3" json:"addr,omitempty"`                                                      // where its process serves the Raft service
+	Learner          bool                   `protobuf:"varint,4,opt,name=learner,proto3" json:"learner,omitempty"`                                               // stay a learner (no vote)
+	CatchUpTimeoutMs uint32                 `protobuf:"varint,5,opt,name=catch_up_timeout_ms,json=catchUpTimeoutMs,proto3" json:"catch_up_timeout_ms,omitempty"` // wait this long for catch-up (default 60 s)
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *RaftAddRequest) Reset() {
+	*x = RaftAddRequest{}
+	mi := &file_raftgroup_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RaftAddRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RaftAddRequest) ProtoMessage() {}
+
+func (x *RaftAddRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raftgroup_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RaftAddRequest.ProtoReflect.Descriptor instead.
+func (*RaftAddRequest) Descriptor() ([]byte, []int) {
+	return file_raftgroup_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RaftAddRequest) GetGroup() uint64 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+func (x *RaftAddRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *RaftAddRequest) GetAddr() string {
+	if x != nil {
+		return x.Addr
+	}
+	return ""
+}
+
+func (x *RaftAddRequest) GetLearner() bool {
+	if x != nil {
+		return x.Learner
+	}
+	return false
+}
+
+func (x *RaftAddRequest) GetCatchUpTimeoutMs() uint32 {
+	if x != nil {
+		return x.CatchUpTimeoutMs
+	}
+	return 0
+}
+
+type RaftRemoveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         uint64                 `protobuf:"varint,1,opt,name=group,proto3" json:"group,omitempty"`
+	Id            uint64                 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RaftRemoveRequest) Reset() {
+	*x = RaftRemoveRequest{}
+	mi := &file_raftgroup_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RaftRemoveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RaftRemoveRequest) ProtoMessage() {}
+
+func (x *RaftRemoveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raftgroup_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RaftRemoveRequest.ProtoReflect.Descriptor instead.
+func (*RaftRemoveRequest) Descriptor() ([]byte, []int) {
+	return file_raftgroup_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *RaftRemoveRequest) GetGroup() uint64 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+func (x *RaftRemoveRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+type RaftTransferRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         uint64                 `protobuf:"varint,1,opt,name=group,proto3" json:"group,omitempty"`
+	To            uint64                 `protobuf:"varint,2,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RaftTransferRequest) Reset() {
+	*x = RaftTransferRequest{}
+	mi := &file_raftgroup_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RaftTransferRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RaftTransferRequest) ProtoMessage() {}
+
+func (x *RaftTransferRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raftgroup_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RaftTransferRequest.ProtoReflect.Descriptor instead.
+func (*RaftTransferRequest) Descriptor() ([]byte, []int) {
+	return file_raftgroup_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RaftTransferRequest) GetGroup() uint64 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+func (x *RaftTransferRequest) GetTo() uint64 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
 var File_raftgroup_proto protoreflect.FileDescriptor
 
 const file_raftgroup_proto_rawDesc = "" +
@@ -340,10 +796,56 @@ const file_raftgroup_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\"5\n" +
 	"\tRaftPeers\x12(\n" +
-	"\x05peers\x18\x01 \x03(\v2\x12.nacre.v1.RaftPeerR\x05peers2v\n" +
+	"\x05peers\x18\x01 \x03(\v2\x12.nacre.v1.RaftPeerR\x05peers\"*\n" +
+	"\x12RaftMembersRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\x04R\x05group\"\xa6\x01\n" +
+	"\n" +
+	"RaftMember\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
+	"\x04addr\x18\x02 \x01(\tR\x04addr\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\x12\x14\n" +
+	"\x05match\x18\x04 \x01(\x04R\x05match\x12\x1a\n" +
+	"\bprogress\x18\x05 \x01(\tR\bprogress\x12\x16\n" +
+	"\x06active\x18\x06 \x01(\bR\x06active\x12\x16\n" +
+	"\x06leader\x18\a \x01(\bR\x06leader\"\x92\x03\n" +
+	"\x10RaftMembersReply\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\x04R\x05group\x12\x18\n" +
+	"\areplica\x18\x02 \x01(\x04R\areplica\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x16\n" +
+	"\x06leader\x18\x04 \x01(\x04R\x06leader\x12\x12\n" +
+	"\x04term\x18\x05 \x01(\x04R\x04term\x12\x16\n" +
+	"\x06commit\x18\x06 \x01(\x04R\x06commit\x12\x18\n" +
+	"\aapplied\x18\a \x01(\x04R\aapplied\x12\x1f\n" +
+	"\vfirst_index\x18\b \x01(\x04R\n" +
+	"firstIndex\x12\x1d\n" +
+	"\n" +
+	"last_index\x18\t \x01(\x04R\tlastIndex\x12%\n" +
+	"\x0esnapshots_sent\x18\n" +
+	" \x01(\x04R\rsnapshotsSent\x12-\n" +
+	"\x12snapshots_received\x18\v \x01(\x04R\x11snapshotsReceived\x12\x14\n" +
+	"\x05lease\x18\f \x01(\bR\x05lease\x12.\n" +
+	"\amembers\x18\r \x03(\v2\x14.nacre.v1.RaftMemberR\amembers\"\x93\x01\n" +
+	"\x0eRaftAddRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\x04R\x05group\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\x12\x12\n" +
+	"\x04addr\x18\x03 \x01(\tR\x04addr\x12\x18\n" +
+	"\alearner\x18\x04 \x01(\bR\alearner\x12-\n" +
+	"\x13catch_up_timeout_ms\x18\x05 \x01(\rR\x10catchUpTimeoutMs\"9\n" +
+	"\x11RaftRemoveRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\x04R\x05group\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\";\n" +
+	"\x13RaftTransferRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\x04R\x05group\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\x04R\x02to2v\n" +
 	"\x04Raft\x120\n" +
 	"\x04Send\x12\x13.nacre.v1.RaftBatch\x1a\x11.nacre.v1.RaftAck(\x01\x12<\n" +
-	"\bSnapshot\x12\x1b.nacre.v1.RaftSnapshotChunk\x1a\x11.nacre.v1.RaftAck(\x01B\x13Z\x11nacre/api/nacrepbb\x06proto3"
+	"\bSnapshot\x12\x1b.nacre.v1.RaftSnapshotChunk\x1a\x11.nacre.v1.RaftAck(\x012\xab\x02\n" +
+	"\tRaftAdmin\x12C\n" +
+	"\aMembers\x12\x1c.nacre.v1.RaftMembersRequest\x1a\x1a.nacre.v1.RaftMembersReply\x12B\n" +
+	"\n" +
+	"AddReplica\x12\x18.nacre.v1.RaftAddRequest\x1a\x1a.nacre.v1.RaftMembersReply\x12H\n" +
+	"\rRemoveReplica\x12\x1b.nacre.v1.RaftRemoveRequest\x1a\x1a.nacre.v1.RaftMembersReply\x12K\n" +
+	"\x0eTransferLeader\x12\x1d.nacre.v1.RaftTransferRequest\x1a\x1a.nacre.v1.RaftMembersReplyB\x13Z\x11nacre/api/nacrepbb\x06proto3"
 
 var (
 	file_raftgroup_proto_rawDescOnce sync.Once
@@ -357,27 +859,42 @@ func file_raftgroup_proto_rawDescGZIP() []byte {
 	return file_raftgroup_proto_rawDescData
 }
 
-var file_raftgroup_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_raftgroup_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_raftgroup_proto_goTypes = []any{
-	(*RaftMessage)(nil),       // 0: nacre.v1.RaftMessage
-	(*RaftBatch)(nil),         // 1: nacre.v1.RaftBatch
-	(*RaftSnapshotChunk)(nil), // 2: nacre.v1.RaftSnapshotChunk
-	(*RaftAck)(nil),           // 3: nacre.v1.RaftAck
-	(*RaftPeer)(nil),          // 4: nacre.v1.RaftPeer
-	(*RaftPeers)(nil),         // 5: nacre.v1.RaftPeers
+	(*RaftMessage)(nil),         // 0: nacre.v1.RaftMessage
+	(*RaftBatch)(nil),           // 1: nacre.v1.RaftBatch
+	(*RaftSnapshotChunk)(nil),   // 2: nacre.v1.RaftSnapshotChunk
+	(*RaftAck)(nil),             // 3: nacre.v1.RaftAck
+	(*RaftPeer)(nil),            // 4: nacre.v1.RaftPeer
+	(*RaftPeers)(nil),           // 5: nacre.v1.RaftPeers
+	(*RaftMembersRequest)(nil),  // 6: nacre.v1.RaftMembersRequest
+	(*RaftMember)(nil),          // 7: nacre.v1.RaftMember
+	(*RaftMembersReply)(nil),    // 8: nacre.v1.RaftMembersReply
+	(*RaftAddRequest)(nil),      // 9: nacre.v1.RaftAddRequest
+	(*RaftRemoveRequest)(nil),   // 10: nacre.v1.RaftRemoveRequest
+	(*RaftTransferRequest)(nil), // 11: nacre.v1.RaftTransferRequest
 }
 var file_raftgroup_proto_depIdxs = []int32{
-	0, // 0: nacre.v1.RaftBatch.messages:type_name -> nacre.v1.RaftMessage
-	4, // 1: nacre.v1.RaftPeers.peers:type_name -> nacre.v1.RaftPeer
-	1, // 2: nacre.v1.Raft.Send:input_type -> nacre.v1.RaftBatch
-	2, // 3: nacre.v1.Raft.Snapshot:input_type -> nacre.v1.RaftSnapshotChunk
-	3, // 4: nacre.v1.Raft.Send:output_type -> nacre.v1.RaftAck
-	3, // 5: nacre.v1.Raft.Snapshot:output_type -> nacre.v1.RaftAck
-	4, // [4:6] is the sub-list for method output_type
-	2, // [2:4] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	0,  // 0: nacre.v1.RaftBatch.messages:type_name -> nacre.v1.RaftMessage
+	4,  // 1: nacre.v1.RaftPeers.peers:type_name -> nacre.v1.RaftPeer
+	7,  // 2: nacre.v1.RaftMembersReply.members:type_name -> nacre.v1.RaftMember
+	1,  // 3: nacre.v1.Raft.Send:input_type -> nacre.v1.RaftBatch
+	2,  // 4: nacre.v1.Raft.Snapshot:input_type -> nacre.v1.RaftSnapshotChunk
+	6,  // 5: nacre.v1.RaftAdmin.Members:input_type -> nacre.v1.RaftMembersRequest
+	9,  // 6: nacre.v1.RaftAdmin.AddReplica:input_type -> nacre.v1.RaftAddRequest
+	10, // 7: nacre.v1.RaftAdmin.RemoveReplica:input_type -> nacre.v1.RaftRemoveRequest
+	11, // 8: nacre.v1.RaftAdmin.TransferLeader:input_type -> nacre.v1.RaftTransferRequest
+	3,  // 9: nacre.v1.Raft.Send:output_type -> nacre.v1.RaftAck
+	3,  // 10: nacre.v1.Raft.Snapshot:output_type -> nacre.v1.RaftAck
+	8,  // 11: nacre.v1.RaftAdmin.Members:output_type -> nacre.v1.RaftMembersReply
+	8,  // 12: nacre.v1.RaftAdmin.AddReplica:output_type -> nacre.v1.RaftMembersReply
+	8,  // 13: nacre.v1.RaftAdmin.RemoveReplica:output_type -> nacre.v1.RaftMembersReply
+	8,  // 14: nacre.v1.RaftAdmin.TransferLeader:output_type -> nacre.v1.RaftMembersReply
+	9,  // [9:15] is the sub-list for method output_type
+	3,  // [3:9] is the sub-list for method input_type
+	3,  // [3:3] is the sub-list for extension type_name
+	3,  // [3:3] is the sub-list for extension extendee
+	0,  // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_raftgroup_proto_init() }
@@ -391,9 +908,9 @@ func file_raftgroup_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftgroup_proto_rawDesc), len(file_raftgroup_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   12,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_raftgroup_proto_goTypes,
 		DependencyIndexes: file_raftgroup_proto_depIdxs,

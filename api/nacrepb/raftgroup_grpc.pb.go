@@ -169,3 +169,245 @@ var Raft_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "raftgroup.proto",
 }
+
+const (
+	RaftAdmin_Members_FullMethodName        = "/nacre.v1.RaftAdmin/Members"
+	RaftAdmin_AddReplica_FullMethodName     = "/nacre.v1.RaftAdmin/AddReplica"
+	RaftAdmin_RemoveReplica_FullMethodName  = "/nacre.v1.RaftAdmin/RemoveReplica"
+	RaftAdmin_TransferLeader_FullMethodName = "/nacre.v1.RaftAdmin/TransferLeader"
+)
+
+// RaftAdminClient is the client API for RaftAdmin service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// RaftAdmin manages the Raft groups a process hosts (`nacre replica`).
+// Changes must be sent to the group's leader; another replica answers
+// Unavailable with "not the leader (leader is replica N at ADDR)".
+type RaftAdminClient interface {
+	// Members describes the group as this replica sees it (on the leader:
+	// every replica's progress).
+	Members(ctx context.Context, in *RaftMembersRequest, opts ...grpc.CallOption) (*RaftMembersReply, error)
+	// AddReplica adds a replica that was started to join (it begins empty
+	// and catches up, usually by snapshot): first as a learner, then, once
+	// its log has caught up with the leader's, as a voter (unless learner).
+	AddReplica(ctx context.Context, in *RaftAddRequest, opts ...grpc.CallOption) (*RaftMembersReply, error)
+	// RemoveReplica removes a voter or learner. A leader that removes
+	// itself hands over leadership first.
+	RemoveReplica(ctx context.Context, in *RaftRemoveRequest, opts ...grpc.CallOption) (*RaftMembersReply, error)
+	// TransferLeader hands leadership to another voter (0: the most
+	// up-to-date one) and returns once it leads.
+	TransferLeader(ctx context.Context, in *RaftTransferRequest, opts ...grpc.CallOption) (*RaftMembersReply, error)
+}
+
+type raftAdminClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewRaftAdminClient(cc grpc.ClientConnInterface) RaftAdminClient {
+	return &raftAdminClient{cc}
+}
+
+func (c *raftAdminClient) Members(ctx context.Context, in *RaftMembersRequest, opts ...grpc.CallOption) (*RaftMembersReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RaftMembersReply)
+	err := c.cc.Invoke(ctx, RaftAdmin_Members_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *raftAdminClient) AddReplica(ctx context.Context, in *RaftAddRequest, opts ...grpc.CallOption) (*RaftMembersReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RaftMembersReply)
+	err := c.cc.Invoke(ctx, RaftAdmin_AddReplica_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *raftAdminClient) RemoveReplica(ctx context.Context, in *RaftRemoveRequest, opts ...grpc.CallOption) (*RaftMembersReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RaftMembersReply)
+	err := c.cc.Invoke(ctx, RaftAdmin_RemoveReplica_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *raftAdminClient) TransferLeader(ctx context.Context, in *RaftTransferRequest, opts ...grpc.CallOption) (*RaftMembersReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RaftMembersReply)
+	err := c.cc.Invoke(ctx, RaftAdmin_TransferLeader_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// RaftAdminServer is the server API for RaftAdmin service.
+// All implementations must embed UnimplementedRaftAdminServer
+// for forward compatibility.
+//
+// RaftAdmin manages the Raft groups a process hosts (`nacre replica`).
+// Changes must be sent to the group's leader; another replica answers
+// Unavailable with "not the leader (leader is replica N at ADDR)".
+type RaftAdminServer interface {
+	// Members describes the group as this replica sees it (on the leader:
+	// every replica's progress).
+	Members(context.Context, *RaftMembersRequest) (*RaftMembersReply, error)
+	// AddReplica adds a replica that was started to join (it begins empty
+	// and catches up, usually by snapshot): first as a learner, then, once
+	// its log has caught up with the leader's, as a voter (unless learner).
+	AddReplica(context.Context, *RaftAddRequest) (*RaftMembersReply, error)
+	// RemoveReplica removes a voter or learner. A leader that removes
+	// itself hands over leadership first.
+	RemoveReplica(context.Context, *RaftRemoveRequest) (*RaftMembersReply, error)
+	// TransferLeader hands leadership to another voter (0: the most
+	// up-to-date one) and returns once it leads.
+	TransferLeader(context.Context, *RaftTransferRequest) (*RaftMembersReply, error)
+	mustEmbedUnimplementedRaftAdminServer()
+}
+
+// UnimplementedRaftAdminServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedRaftAdminServer struct{}
+
+func (UnimplementedRaftAdminServer) Members(context.Context, *RaftMembersRequest) (*RaftMembersReply, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Members not implemented")
+}
+func (UnimplementedRaftAdminServer) AddReplica(context.Context, *RaftAddRequest) (*RaftMembersReply, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AddReplica not implemented")
+}
+func (UnimplementedRaftAdminServer) RemoveReplica(context.Context, *RaftRemoveRequest) (*RaftMembersReply, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RemoveReplica not implemented")
+}
+func (UnimplementedRaftAdminServer) TransferLeader(context.Context, *RaftTransferRequest) (*RaftMembersReply, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method TransferLeader not implemented")
+}
+func (UnimplementedRaftAdminServer) mustEmbedUnimplementedRaftAdminServer() {}
+func (UnimplementedRaftAdminServer) testEmbeddedByValue()                   {}
+
+// UnsafeRaftAdminServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to RaftAdminServer will
+// result in compilation errors.
+type UnsafeRaftAdminServer interface {
+	mustEmbedUnimplementedRaftAdminServer()
+}
+
+func RegisterRaftAdminServer(s grpc.ServiceRegistrar, srv RaftAdminServer) {
+	// If the following call pancis, it indicates UnimplementedRaftAdminServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&RaftAdmin_ServiceDesc, srv)
+}
+
+func _RaftAdmin_Members_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RaftMembersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RaftAdminServer).Members(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RaftAdmin_Members_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RaftAdminServer).Members(ctx, req.(*RaftMembersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RaftAdmin_AddReplica_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RaftAddRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RaftAdminServer).AddReplica(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RaftAdmin_AddReplica_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RaftAdminServer).AddReplica(ctx, req.(*RaftAddRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RaftAdmin_RemoveReplica_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RaftRemoveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RaftAdminServer).RemoveReplica(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RaftAdmin_RemoveReplica_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RaftAdminServer).RemoveReplica(ctx, req.(*RaftRemoveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RaftAdmin_TransferLeader_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RaftTransferRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RaftAdminServer).TransferLeader(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RaftAdmin_TransferLeader_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RaftAdminServer).TransferLeader(ctx, req.(*RaftTransferRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// RaftAdmin_ServiceDesc is the grpc.ServiceDesc for RaftAdmin service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var RaftAdmin_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "nacre.v1.RaftAdmin",
+	HandlerType: (*RaftAdminServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Members",
+			Handler:    _RaftAdmin_Members_Handler,
+		},
+		{
+			MethodName: "AddReplica",
+			Handler:    _RaftAdmin_AddReplica_Handler,
+		},
+		{
+			MethodName: "RemoveReplica",
+			Handler:    _RaftAdmin_RemoveReplica_Handler,
+		},
+		{
+			MethodName: "TransferLeader",
+			Handler:    _RaftAdmin_TransferLeader_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "raftgroup.proto",
+}

@@ -86,6 +86,7 @@ with --path it uses system calls in a directory of any mounted file system
 	benchCmd.AddCommand(ioCommand(g))
 	benchCmd.AddCommand(ageCommand(g))
 	benchCmd.AddCommand(compareCommand())
+	benchCmd.AddCommand(lfsckBenchCommands(g)...) // popd, lfsck (bench_lfsck.go)
 	root.AddCommand(benchCmd)
 }
 

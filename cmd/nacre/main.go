@@ -90,5 +90,9 @@ Then use it:             export NACRE_MGS=<address printed by up>; nacre ls /`,
 	addServerCommands(root, g)
 	addFSCommands(root, g)
 	addBenchCommands(root, g)
+	addCheckerCommands(root, g) // lfsck, fault, mdt (lfsck.go)
+	addStatsCommands(root, g)
+	addMountCommands(root, g)
+	addReplicaCommands(root, g)
 	return root
 }

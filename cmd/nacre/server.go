@@ -22,6 +22,8 @@ func addServerCommands(root *cobra.Command, g *globals) {
 	var f struct {
 		kind, dir, fsname, mgsnode, listen, data, metrics string
 		index                                             uint32
+		replica                                           uint64
+		peers, created                                    string
 	}
 	format := &cobra.Command{
 		Use:     "format --type mgs|mdt|ost --dir DIR --fsname NAME [--index N] [--mgsnode HOST:PORT]",
@@ -46,6 +48,9 @@ func addServerCommands(root *cobra.Command, g *globals) {
 				return fmt.Errorf("an %s needs the MGS address: --mgsnode HOST:PORT", kind)
 			}
 			id := target.Identity{Fsname: f.fsname, Kind: kind, Index: f.index, MGSNode: mgsnode, Listen: f.listen, DataListen: f.data, MetricsListen: f.metrics}
+			if err := setReplica(&id, f.replica, f.peers, f.created); err != nil { // replica.go
+				return err
+			}
 			if kind == target.MGS {
 				id.MGSNode = ""
 				if id.Listen == "127.0.0.1:0" {
@@ -67,6 +72,9 @@ func addServerCommands(root *cobra.Command, g *globals) {
 	format.Flags().StringVar(&f.listen, "listen", "127.0.0.1:0", "gRPC listen address (port 0: pick one at first start and keep it)")
 	format.Flags().StringVar(&f.data, "data-listen", "127.0.0.1:0", "OST data protocol listen address")
 	format.Flags().StringVar(&f.metrics, "metrics-listen", "127.0.0.1:0", "Prometheus metrics listen address")
+	format.Flags().Uint64Var(&f.replica, "replica-id", 0, "MGS, MDT: this replica's id in its Raft group (with --peers)")
+	format.Flags().StringVar(&f.peers, "peers", "", "MGS, MDT: the group's replicas as ID=HOST:PORT,... (their --listen); a replica not listed joins the group (nacre replica add)")
+	format.Flags().StringVar(&f.created, "created", "", "with --peers: the creation time, RFC 3339, the same for every replica of one MDT (the root directory's times; default: the Unix epoch)")
 	root.AddCommand(format)
 
 	// serve
@@ -91,12 +99,13 @@ func addServerCommands(root *cobra.Command, g *globals) {
 
 	// up
 	var up struct {
-		dir, fsname string
-		osts        int
-		detach      bool
+		dir, fsname    string
+		osts, replicas int
+		detach         bool
+		mount          string
 	}
 	upCmd := &cobra.Command{
-		Use:     "up [--dir DIR] [--osts N] [--detach]",
+		Use:     "up [--dir DIR] [--osts N] [--replicas N] [--detach]",
 		Short:   "Format (when new) and start a local cluster: MGS, one MDT, N OSTs",
 		GroupID: "server",
 		Args:    cobra.NoArgs,
@@ -109,7 +118,7 @@ func addServerCommands(root *cobra.Command, g *globals) {
 				}
 			}
 			start := time.Now()
-			c, err := localcluster.Up(cmd.Context(), localcluster.Options{Dir: up.dir, Fsname: up.fsname, OSTs: osts, Out: out})
+			c, err := localcluster.Up(cmd.Context(), localcluster.Options{Dir: up.dir, Fsname: up.fsname, OSTs: osts, Out: out, Replicas: up.replicas, Mount: up.mount})
 			if err != nil {
 				if c != nil {
 					localcluster.Down(up.dir, cmd.ErrOrStderr())
@@ -122,7 +131,11 @@ func addServerCommands(root *cobra.Command, g *globals) {
 					nost++
 				}
 			}
-			fmt.Fprintf(out, "Nacre is up in %.1fs: MGS %s, 1 MDT, %d OSTs, data in %s\n", time.Since(start).Seconds(), c.MGS, nost, up.dir)
+			mdt := "1 MDT"
+			if n := localcluster.Replicas(c); n > 1 {
+				mdt = fmt.Sprintf("1 MDT (MGS and MDT: %d replicas each)", n)
+			}
+			fmt.Fprintf(out, "Nacre is up in %.1fs: MGS %s, %s, %d OSTs, data in %s\n", time.Since(start).Seconds(), c.MGS, mdt, nost, up.dir)
 			fmt.Fprintf(out, "Try:\n  export NACRE_MGS=%s\n  nacre status\n  nacre put /etc/services /services && nacre ls -l /\n", c.MGS)
 			if up.detach {
 				fmt.Fprintf(out, "Stop it with: nacre down --dir %s\n", up.dir)
@@ -138,6 +151,8 @@ func addServerCommands(root *cobra.Command, g *globals) {
 	upCmd.Flags().StringVar(&up.dir, "dir", defaultClusterDir, "cluster directory")
 	upCmd.Flags().StringVar(&up.fsname, "fsname", "nacre", "file system name for a new cluster")
 	upCmd.Flags().IntVar(&up.osts, "osts", 2, "number of OSTs (a new cluster gets this many; an existing one grows to it)")
+	upCmd.Flags().IntVar(&up.replicas, "replicas", 1, "replicas of the MGS and of each MDT of a new cluster, each its own process (3 for high availability)")
+	upCmd.Flags().StringVar(&up.mount, "mount", "", "also mount the file system at this directory (unmounted by down or Ctrl-C)")
 	upCmd.Flags().BoolVar(&up.detach, "detach", false, "return once the cluster is ready; print NACRE_MGS=host:port last")
 	root.AddCommand(upCmd)
 

@@ -84,7 +84,7 @@ func GetStatus(ctx context.Context, mgs string) (*ClusterStatus, error) {
 	now := time.Unix(0, cfg.NowNs)
 	for _, t := range cfg.Targets {
 		ts := TargetStatus{Name: targetName(cfg.Fsname, t), Kind: kindName(t.Kind), Index: t.Index, Addr: t.Addr, DataAddr: t.DataAddr,
-			State: t.State, Pid: t.Pid, Host: t.Host, Leader: t.Leader || t.Kind == pb.TargetKind_TARGET_MGS, ReplicaID: t.ReplicaId, Dir: t.Dir}
+			State: t.State, Pid: t.Pid, Host: t.Host, Leader: t.Leader || (t.Kind == pb.TargetKind_TARGET_MGS && t.ReplicaId == 0), ReplicaID: t.ReplicaId, Dir: t.Dir}
 		if t.LastHeardNs != 0 {
 			lh := time.Unix(0, t.LastHeardNs)
 			ts.LastHeard = lh.Format(time.RFC3339)
@@ -105,7 +105,10 @@ func GetStatus(ctx context.Context, mgs string) (*ClusterStatus, error) {
 		if a.Kind != b.Kind {
 			return order(a.Kind) < order(b.Kind)
 		}
-		return a.Index < b.Index
+		if a.Index != b.Index {
+			return a.Index < b.Index
+		}
+		return a.ReplicaID < b.ReplicaID
 	})
 	return st, nil
 }
@@ -134,8 +137,12 @@ func Status(ctx context.Context, e Env, asJSON bool) error {
 	t.AppendHeader([]any{"TARGET", "ADDRESS", "STATE", "LAST HEARD", "SPACE USED", "INODES USED", "PID", "METRICS"})
 	for _, ts := range st.Targets {
 		state := ts.State
-		if ts.Kind == "mdt" && ts.Leader {
+		if ts.Leader && (ts.Kind == "mdt" || ts.ReplicaID != 0) {
 			state += " (leader)"
+		}
+		name := ts.Name
+		if ts.ReplicaID != 0 {
+			name += fmt.Sprintf(" r%d", ts.ReplicaID) // a replica of a Raft group
 		}
 		heard := "-"
 		if ts.LastHeard != "" {
@@ -156,7 +163,7 @@ func Status(ctx context.Context, e Env, asJSON bool) error {
 		if ts.Pid != 0 {
 			pid = fmt.Sprint(ts.Pid)
 		}
-		t.AppendRow([]any{ts.Name, addr, state, heard, space, inodes, pid, ts.MetricsURL})
+		t.AppendRow([]any{name, addr, state, heard, space, inodes, pid, ts.MetricsURL})
 	}
 	t.Render()
 	return nil
@@ -191,8 +198,8 @@ func Df(ctx context.Context, e Env, asJSON bool) error {
 	}
 	out := DfJSON{Fsname: st.Fsname, Total: DfRow{Name: st.Fsname, Kind: "filesystem"}}
 	for _, ts := range st.Targets {
-		if ts.Kind == "mgs" {
-			continue
+		if ts.Kind == "mgs" || (ts.ReplicaID != 0 && !ts.Leader) {
+			continue // replicas of one target: count its leader only
 		}
 		if ts.State == "up" {
 			// Ask the target itself: the MGS's copy is a heartbeat old.

@@ -32,7 +32,6 @@ import (
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/fid"
-	"nacre/internal/mdsapi"
 	"nacre/internal/rpc"
 	"nacre/internal/version"
 	"nacre/internal/wire"
@@ -50,6 +49,10 @@ type Config struct {
 	// process's uid, gid and groups).
 	Cred *pb.Cred
 	Log  *slog.Logger
+	// FollowerReads spreads metadata reads over every replica of an MDT
+	// instead of sending them to the leader; they stay linearizable
+	// (replicas.go). Default: NACRE_FOLLOWER_READS=1 turns it on.
+	FollowerReads bool
 }
 
 // Client is a connection to one Nacre file system. It is safe for
@@ -103,6 +106,9 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	if cfg.Cred == nil {
 		cfg.Cred = ProcessCred()
+	}
+	if !cfg.FollowerReads {
+		cfg.FollowerReads = followerReadsFromEnv()
 	}
 	var idb [8]byte
 	rand.Read(idb[:])
@@ -202,34 +208,13 @@ func (c *Client) refresh(ctx context.Context) error {
 	defer c.mu.Unlock()
 	c.cfgAt = time.Now()
 	c.fld = cfg.Fld
+	mdtReps := map[uint32][]*pb.TargetInfo{}
 	for _, ti := range sortTargets(cfg.Targets) {
 		switch ti.Kind {
 		case pb.TargetKind_TARGET_MDT:
-			// With replicas, prefer the one that says it leads.
-			m := c.mdts[ti.Index]
-			addr := ti.Addr
-			if ti.DataAddr != "" {
-				addr = ti.DataAddr
-			}
-			if m != nil && (m.addr == addr || (!ti.Leader && ti.ReplicaId != 0)) {
-				continue
-			}
-			nm := &mdtConn{index: ti.Index, addr: addr}
-			if ti.DataAddr != "" {
-				// The metadata hot path uses framed RPC (internal/frpc).
-				fc := mdsapi.NewClient(ti.DataAddr, c.fsname)
-				nm.cli, nm.closer = fc, fc
-			} else {
-				cc, err := rpc.Dial(ti.Addr)
-				if err != nil {
-					return err
-				}
-				nm.cli, nm.closer = pb.NewMDSClient(cc), cc
-			}
-			if m != nil {
-				m.closer.Close()
-			}
-			c.mdts[ti.Index] = nm
+			// Every replica of the MDT; the group routes to the leader
+			// (replicas.go).
+			mdtReps[ti.Index] = append(mdtReps[ti.Index], ti)
 		case pb.TargetKind_TARGET_OST:
 			o := c.osts[ti.Index]
 			if o != nil && o.addr == ti.DataAddr {
@@ -245,6 +230,18 @@ func (c *Client) refresh(ctx context.Context) error {
 			}
 			c.osts[ti.Index] = &ostConn{index: ti.Index, addr: ti.DataAddr, wc: wc, up: ti.State == "up"}
 		}
+	}
+	for idx, tis := range mdtReps {
+		m := c.mdts[idx]
+		if m == nil {
+			g := newMDTGroup(idx, c.fsname, c.cfg.FollowerReads)
+			m = &mdtConn{index: idx, cli: g, closer: g}
+			c.mdts[idx] = m
+		}
+		if err := m.cli.(*mdtGroup).update(tis); err != nil {
+			return err
+		}
+		m.addr = m.cli.(*mdtGroup).describe()
 	}
 	if len(c.mdts) == 0 {
 		return fmt.Errorf("file system %q has no MDT registered with the MGS at %s", c.fsname, c.cfg.MGS)
@@ -337,7 +334,9 @@ func (c *Client) retry(ctx context.Context, what string, f func(ctx context.Cont
 			return ctx.Err()
 		case <-t.C:
 		}
-		if backoff < time.Second {
+		// Short pauses: a new leader is usually elected within one to two
+		// seconds, and the client should notice it soon after.
+		if backoff < 250*time.Millisecond {
 			backoff *= 2
 		}
 		c.mu.Lock()

@@ -137,15 +137,23 @@ func (s *Session) run(m *sessMDT) {
 			return
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 2*time.Second)
+		// Short pauses: after a leader change the new leader is usually
+		// there within a second or two, and locks wait for the session.
+		backoff = min(2*backoff, 500*time.Millisecond)
 		s.redial(m)
 	}
 }
 
 // redial follows an MDT that moved (a new leader).
 func (s *Session) redial(m *sessMDT) {
+	// A replicated MDT: the leader the client's requests found is the
+	// freshest news (replicas.go); the MGS's is a heartbeat old.
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 	defer cancel()
+	if a := s.c.probeLeader(ctx, m.index); a != "" {
+		s.follow(m, a)
+		return
+	}
 	cfg, err := s.c.Config(ctx)
 	if err != nil {
 		return
@@ -163,6 +171,26 @@ func (s *Session) redial(m *sessMDT) {
 			return
 		}
 	}
+}
+
+// follow moves the session with one MDT to the replica at addr (its
+// leader); the old connection's stream ends, and run opens a new one.
+func (s *Session) follow(m *sessMDT, addr string) {
+	s.mu.Lock()
+	same := addr == "" || addr == m.addr
+	s.mu.Unlock()
+	if same {
+		return
+	}
+	cc, err := rpc.Dial(addr)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	old := m.cc
+	m.addr, m.cc, m.ldlm, m.open = addr, cc, pb.NewLDLMClient(cc), pb.NewOpenFilesClient(cc)
+	s.mu.Unlock()
+	old.Close()
 }
 
 func (s *Session) stream(m *sessMDT) error {
@@ -260,6 +288,15 @@ func (s *Session) mutate(ctx context.Context, what string, f fid.FID, cmd *pb.Co
 			return err
 		}
 		rep, err = open.Mutate(ctx, cmd)
+		if rpc.Retryable(err) {
+			// The replica does not lead, or is gone: move the session
+			// (locks, open files) to the leader before retrying. The
+			// replicas say which one leads; a hint in the error may name
+			// a leader that has just died.
+			if m, merr := s.mdt(f); merr == nil {
+				s.follow(m, c.probeLeader(ctx, m.index))
+			}
+		}
 		return err
 	})
 	if err != nil {
@@ -279,12 +316,17 @@ func pbFIDs(fs []fid.FID) []*pb.FID {
 	return out
 }
 
-// Unlink removes a name; if it was the last name of one of open (files
-// this client has open), the object is kept as an orphan until
-// ReleaseOrphans. The result is the object's state after the removal.
-func (s *Session) Unlink(ctx context.Context, parent fid.FID, name string, open []fid.FID) (*pb.Inode, error) {
-	rep, err := s.mutate(ctx, "unlink "+name, parent, &pb.Command{Op: &pb.Command_OpenUnlink{OpenUnlink: &pb.OpenUnlinkOp{
-		Unlink: &pb.UnlinkOp{Parent: parent.PB(), Name: name}, Open: pbFIDs(open)}}})
+// Unlink removes a name (dir: an empty directory, as rmdir); if it was
+// the last name of one of open (files and directories this client has
+// open), the object is kept as an orphan until ReleaseOrphans. The result
+// is the object's state after the removal.
+func (s *Session) Unlink(ctx context.Context, parent fid.FID, name string, dir bool, open []fid.FID) (*pb.Inode, error) {
+	what := "unlink "
+	if dir {
+		what = "rmdir "
+	}
+	rep, err := s.mutate(ctx, what+name, parent, &pb.Command{Op: &pb.Command_OpenUnlink{OpenUnlink: &pb.OpenUnlinkOp{
+		Unlink: &pb.UnlinkOp{Parent: parent.PB(), Name: name, Dir: dir}, Open: pbFIDs(open)}}})
 	if err != nil {
 		return nil, err
 	}
@@ -336,18 +378,35 @@ func (s *Session) lockReq(f fid.FID, l LockSpec) *pb.LockRequest {
 		Type: l.Type, Start: l.Start, End: l.End}
 }
 
+// ldlmCall runs a call on the lock manager of f's MDT, again while it is
+// unavailable (a new leader, the session reconnecting) for up to 10 s.
+func (s *Session) ldlmCall(ctx context.Context, f fid.FID, call func(ld pb.LDLMClient) error) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ld, _, err := s.clients(f)
+		if err != nil {
+			return err
+		}
+		err = call(ld)
+		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 // SetLock takes, changes or releases a lock. Without wait a conflict is
 // EAGAIN. With wait it blocks until granted; closing interrupt cancels the
 // wait (EINTR, unless the lock was granted first). Errors are
 // syscall.Errno values.
 func (s *Session) SetLock(ctx context.Context, f fid.FID, l LockSpec, wait bool, interrupt <-chan struct{}) error {
-	ld, _, err := s.clients(f)
-	if err != nil {
-		return syscall.ENOLCK
-	}
 	req := s.lockReq(f, l)
 	if !wait {
-		return s.lockCall(ctx, ld, req)
+		return s.lockCall(ctx, f, req)
 	}
 	req.Wait = true
 	req.WaitId = s.waitSeq.Add(1)
@@ -355,7 +414,7 @@ func (s *Session) SetLock(ctx context.Context, f fid.FID, l LockSpec, wait bool,
 	go func() {
 		// A session may be reconnecting; waiting needs one.
 		for i := 0; ; i++ {
-			err := s.lockCall(ctx, ld, req)
+			err := s.lockCall(ctx, f, req)
 			if errors.Is(err, errNoSession) && i < 50 {
 				time.Sleep(100 * time.Millisecond)
 				continue
@@ -369,7 +428,10 @@ func (s *Session) SetLock(ctx context.Context, f fid.FID, l LockSpec, wait bool,
 		return err
 	case <-interrupt:
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		ld.CancelWait(cctx, &pb.CancelWaitRequest{ClientId: s.c.id, WaitId: req.WaitId})
+		s.ldlmCall(cctx, f, func(ld pb.LDLMClient) error {
+			_, err := ld.CancelWait(cctx, &pb.CancelWaitRequest{ClientId: s.c.id, WaitId: req.WaitId})
+			return err
+		})
 		cancel()
 		return <-done
 	}
@@ -377,8 +439,12 @@ func (s *Session) SetLock(ctx context.Context, f fid.FID, l LockSpec, wait bool,
 
 var errNoSession = errors.New("no session")
 
-func (s *Session) lockCall(ctx context.Context, ld pb.LDLMClient, req *pb.LockRequest) error {
-	r, err := ld.Lock(ctx, req, grpc.WaitForReady(true))
+func (s *Session) lockCall(ctx context.Context, f fid.FID, req *pb.LockRequest) error {
+	var r *pb.LockReply
+	err := s.ldlmCall(ctx, f, func(ld pb.LDLMClient) (err error) {
+		r, err = ld.Lock(ctx, req, grpc.WaitForReady(true))
+		return err
+	})
 	if err != nil {
 		if status.Code(err) == codes.FailedPrecondition {
 			return errNoSession
@@ -395,11 +461,11 @@ func (s *Session) lockCall(ctx context.Context, ld pb.LDLMClient, req *pb.LockRe
 // GetLock returns the first lock that conflicts with l (F_GETLK); found
 // is false if there is none.
 func (s *Session) GetLock(ctx context.Context, f fid.FID, l LockSpec) (LockSpec, bool, error) {
-	ld, _, err := s.clients(f)
-	if err != nil {
-		return LockSpec{}, false, syscall.ENOLCK
-	}
-	r, err := ld.GetLock(ctx, s.lockReq(f, l), grpc.WaitForReady(true))
+	var r *pb.LockReply
+	err := s.ldlmCall(ctx, f, func(ld pb.LDLMClient) (err error) {
+		r, err = ld.GetLock(ctx, s.lockReq(f, l), grpc.WaitForReady(true))
+		return err
+	})
 	if err != nil {
 		return LockSpec{}, false, syscall.ENOLCK
 	}
@@ -415,12 +481,10 @@ func (s *Session) GetLock(ctx context.Context, f fid.FID, l LockSpec) (LockSpec,
 // ReleaseLocks drops on f the POSIX locks of posixOwner, the flock locks
 // of flockOwner and every lock taken through handle (0 selects nothing).
 func (s *Session) ReleaseLocks(ctx context.Context, f fid.FID, posixOwner, flockOwner, handle uint64) error {
-	ld, _, err := s.clients(f)
-	if err != nil {
+	return s.ldlmCall(ctx, f, func(ld pb.LDLMClient) error {
+		_, err := ld.ReleaseLocks(ctx, &pb.ReleaseLocksRequest{ClientId: s.c.id, Fid: f.PB(), PosixOwner: posixOwner, FlockOwner: flockOwner, Handle: handle})
 		return err
-	}
-	_, err = ld.ReleaseLocks(ctx, &pb.ReleaseLocksRequest{ClientId: s.c.id, Fid: f.PB(), PosixOwner: posixOwner, FlockOwner: flockOwner, Handle: handle})
-	return err
+	})
 }
 
 // Invalidate makes every other client drop what it caches of fids, and
@@ -437,11 +501,12 @@ func (s *Session) Invalidate(ctx context.Context, fids []fid.FID) error {
 		}
 		byMDT[m] = append(byMDT[m], f)
 	}
-	for m, fs := range byMDT {
-		s.mu.Lock()
-		ld := m.ldlm
-		s.mu.Unlock()
-		if _, err := ld.Invalidate(ctx, &pb.InvalidateRequest{ClientId: s.c.id, Fids: pbFIDs(fs)}); err != nil {
+	for _, fs := range byMDT {
+		err := s.ldlmCall(ctx, fs[0], func(ld pb.LDLMClient) error {
+			_, err := ld.Invalidate(ctx, &pb.InvalidateRequest{ClientId: s.c.id, Fids: pbFIDs(fs)})
+			return err
+		})
+		if err != nil {
 			return err
 		}
 	}

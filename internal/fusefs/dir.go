@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
@@ -19,6 +20,13 @@ import (
 
 // dirPage is how many entries one MDT readdir returns.
 const dirPage = 256
+
+// openDir is a directory this mount has open (it may become an orphan,
+// as an open file may).
+type openDir struct {
+	refs   int
+	orphan bool
+}
 
 // dirHandle caches the last page of entries read from the MDT.
 type dirHandle struct {
@@ -43,6 +51,8 @@ func (fs *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut
 			return fuse.ENOENT
 		}
 		cred := fs.cred(&in.InHeader)
+		fs.beginOpen(n.fid)
+		defer fs.endOpen(n.fid)
 		ino, err := fs.c.Getattr(client.WithCred(context.Background(), cred), n.fid)
 		if err != nil {
 			return fs.status("opendir", err)
@@ -56,6 +66,15 @@ func (fs *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut
 		d.f = n.fid
 	}
 	fs.mu.Lock()
+	if !d.virt {
+		od := fs.dirs[d.f]
+		if od == nil {
+			od = &openDir{orphan: fs.inherit[d.f]}
+			delete(fs.inherit, d.f)
+			fs.dirs[d.f] = od
+		}
+		od.refs++
+	}
 	h := &handle{id: fs.nextFh, dir: d}
 	fs.nextFh++
 	fs.handles[h.id] = h
@@ -67,8 +86,45 @@ func (fs *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut
 // ReleaseDir closes a directory.
 func (fs *FS) ReleaseDir(in *fuse.ReleaseIn) {
 	fs.mu.Lock()
+	h := fs.handles[in.Fh]
 	delete(fs.handles, in.Fh)
+	if h == nil || h.dir == nil || h.dir.virt {
+		fs.mu.Unlock()
+		return
+	}
+	f := h.dir.f
+	od := fs.dirs[f]
+	release := false
+	if od != nil {
+		od.refs--
+		if od.refs <= 0 {
+			delete(fs.dirs, f)
+			release = od.orphan
+			if release && fs.opening[f] > 0 {
+				fs.inherit[f] = true
+				release = false
+			}
+		}
+	}
+	var released chan struct{}
+	if release {
+		released = make(chan struct{})
+		fs.releasing[f] = released
+	}
 	fs.mu.Unlock()
+	if release && fs.sess != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		if err := fs.sess.ReleaseOrphans(ctx, []fid.FID{f}); err != nil {
+			fs.log.Warn("release removed directory", "fid", f, "err", err)
+		}
+		cancel()
+	}
+	if release {
+		fs.mu.Lock()
+		delete(fs.releasing, f)
+		fs.mu.Unlock()
+		close(released)
+	}
 }
 
 // FsyncDir: directory changes are durable when they return.

@@ -24,6 +24,7 @@ type openFile struct {
 	// rw: writes, truncates and punches share it; flush (which records
 	// the size and clears the MDT's dirty flag) excludes them.
 	rw     sync.RWMutex
+	wb     *writeBehind
 	refs   int  // handles (under FS.mu)
 	orphan bool // may be an orphan: release it at the last close (FS.mu)
 	locked atomic.Bool
@@ -31,10 +32,17 @@ type openFile struct {
 
 // handle is an open file or directory (a FUSE file handle).
 type handle struct {
-	id  uint64
-	n   *node
-	of  *openFile
-	dir *dirHandle
+	id    uint64
+	n     *node
+	of    *openFile
+	dir   *dirHandle
+	flags uint32 // open(2) flags
+}
+
+// syncWrites: the handle's writes are written through (and for O_SYNC
+// and O_DSYNC made durable) before they are acknowledged.
+func (h *handle) syncWrites() bool {
+	return h.flags&(syscall.O_SYNC|syscall.O_DSYNC|syscall.O_DIRECT) != 0
 }
 
 func (fs *FS) handle(fh uint64) *handle {
@@ -47,14 +55,50 @@ func (fs *FS) handle(fh uint64) *handle {
 func (fs *FS) openFIDs() []fid.FID {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	if len(fs.files) == 0 {
+	if len(fs.files) == 0 && len(fs.opening) == 0 && len(fs.dirs) == 0 {
 		return nil
 	}
-	out := make([]fid.FID, 0, len(fs.files))
+	out := make([]fid.FID, 0, len(fs.files)+len(fs.opening)+len(fs.dirs))
 	for f := range fs.files {
 		out = append(out, f)
 	}
+	for f := range fs.dirs {
+		if fs.files[f] == nil {
+			out = append(out, f)
+		}
+	}
+	for f := range fs.opening {
+		if fs.files[f] == nil {
+			out = append(out, f)
+		}
+	}
 	return out
+}
+
+// beginOpen registers an open in progress and waits for the unlinks and
+// renames that started before it (they could not know of it).
+func (fs *FS) beginOpen(f fid.FID) {
+	fs.mu.Lock()
+	for fs.releasing[f] != nil {
+		ch := fs.releasing[f]
+		fs.mu.Unlock()
+		<-ch
+		fs.mu.Lock()
+	}
+	fs.opening[f]++
+	fs.mu.Unlock()
+	fs.nsGate.Lock()
+	fs.nsGate.Unlock()
+}
+
+func (fs *FS) endOpen(f fid.FID) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.opening[f] <= 1 {
+		delete(fs.opening, f)
+	} else {
+		fs.opening[f]--
+	}
 }
 
 func (fs *FS) markOrphan(f fid.FID) {
@@ -62,6 +106,9 @@ func (fs *FS) markOrphan(f fid.FID) {
 	defer fs.mu.Unlock()
 	if of := fs.files[f]; of != nil {
 		of.orphan = true
+	}
+	if od := fs.dirs[f]; od != nil {
+		od.orphan = true
 	}
 }
 
@@ -72,18 +119,22 @@ func (fs *FS) markMaybeOrphans(fids []fid.FID) {
 		if of := fs.files[f]; of != nil {
 			of.orphan = true
 		}
+		if od := fs.dirs[f]; od != nil {
+			od.orphan = true
+		}
 	}
 }
 
 // openHandle opens a handle on a regular file with fresh attributes. It
 // reports whether the kernel may keep its page cache: only if the file
 // did not change since the kernel last heard of it.
-func (fs *FS) openHandle(n *node, ino *pb.Inode) (*handle, bool) {
+func (fs *FS) openHandle(n *node, ino *pb.Inode, flags uint32) (*handle, bool) {
 	f := fid.FromPB(ino.Fid)
 	fs.mu.Lock()
 	of := fs.files[f]
 	if of == nil {
-		of = &openFile{fid: f, f: fs.c.OpenInode(ino)}
+		of = &openFile{fid: f, f: fs.c.OpenInode(ino), orphan: fs.inherit[f], wb: newWriteBehind()}
+		delete(fs.inherit, f)
 		fs.files[f] = of
 	} else {
 		of.f.Refresh(ino)
@@ -92,7 +143,7 @@ func (fs *FS) openHandle(n *node, ino *pb.Inode) (*handle, bool) {
 	dirty := ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_SIZE_DIRTY) != 0
 	keep := n.kValid && n.kSize == ino.Size && n.kMtime == ino.MtimeNs && !dirty
 	stale := n.kValid && !keep
-	h := &handle{id: fs.nextFh, n: n, of: of}
+	h := &handle{id: fs.nextFh, n: n, of: of, flags: flags}
 	fs.nextFh++
 	fs.handles[h.id] = h
 	n.kSize, n.kMtime, n.kValid = ino.Size, ino.MtimeNs, true
@@ -124,9 +175,16 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 	}
 	cred := fs.cred(&in.InHeader)
 	ctx := client.WithCred(context.Background(), cred)
-	ino, err := fs.attr(ctx, n.fid)
-	if err != nil {
-		return fs.status("open", err)
+	fs.beginOpen(n.fid)
+	defer fs.endOpen(n.fid)
+	// Attributes fetched moments ago (by the lookup of this open) serve;
+	// others are fetched again (close-to-open).
+	_, ino := fs.cached(in.NodeId, true)
+	if ino == nil {
+		var err error
+		if ino, err = fs.attr(ctx, n.fid); err != nil {
+			return fs.status("open", err)
+		}
 	}
 	switch ino.Mode & syscall.S_IFMT {
 	case syscall.S_IFREG:
@@ -138,7 +196,7 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 	if !mayAccess(ino, cred, openMask(in.Flags)) {
 		return fuse.EACCES
 	}
-	h, keep := fs.openHandle(n, ino)
+	h, keep := fs.openHandle(n, ino, in.Flags)
 	if in.Flags&syscall.O_TRUNC != 0 && in.Flags&syscall.O_ACCMODE != syscall.O_RDONLY && ino.Size > 0 {
 		if st := fs.truncateHandle(ctx, h, 0); !st.Ok() {
 			fs.dropHandle(h)
@@ -152,6 +210,8 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 }
 
 func (fs *FS) truncateHandle(ctx context.Context, h *handle, size uint64) fuse.Status {
+	defer fs.forgetFIDAttrs(h.of.fid)
+	h.of.wb.fence(false)
 	h.of.rw.RLock()
 	err := h.of.f.Truncate(ctx, size)
 	h.of.rw.RUnlock()
@@ -201,7 +261,7 @@ func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out
 		}
 	}
 	n := fs.fillEntry(ino, &out.EntryOut)
-	h, keep := fs.openHandle(n, ino)
+	h, keep := fs.openHandle(n, ino, in.Flags)
 	if existed && in.Flags&syscall.O_TRUNC != 0 && in.Flags&syscall.O_ACCMODE != syscall.O_RDONLY && ino.Size > 0 {
 		if st := fs.truncateHandle(ctx, h, 0); !st.Ok() {
 			fs.dropHandle(h)
@@ -230,7 +290,7 @@ func (fs *FS) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.Creat
 		return fs.status("tmpfile", err)
 	}
 	n := fs.fillEntry(ino, &out.EntryOut)
-	h, _ := fs.openHandle(n, ino)
+	h, _ := fs.openHandle(n, ino, in.Flags)
 	fs.mu.Lock()
 	h.of.orphan = true
 	fs.mu.Unlock()
@@ -245,6 +305,9 @@ func (fs *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Re
 	if h == nil || h.of == nil {
 		return nil, fuse.EBADF
 	}
+	if h.of.wb.busy() {
+		h.of.wb.fence(false)
+	}
 	sz := min(int(in.Size), len(buf))
 	n, err := h.of.f.ReadAt(context.Background(), buf[:sz], in.Offset)
 	if err != nil && !errors.Is(err, io.EOF) {
@@ -253,20 +316,40 @@ func (fs *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Re
 	return fuse.ReadResultData(buf[:n]), fuse.OK
 }
 
-// Write writes through to the OSTs.
+// Write writes to the OSTs, in the background unless the file was opened
+// O_SYNC, O_DSYNC or O_DIRECT (writeback.go).
 func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
 	h := fs.handle(in.Fh)
 	if h == nil || h.of == nil {
 		return 0, fuse.EBADF
 	}
 	of := h.of
-	of.rw.RLock()
-	n, err := of.f.WriteAt(fs.ctx(&in.InHeader), data, in.Offset)
-	of.rw.RUnlock()
-	if err != nil {
+	ctx := fs.ctx(&in.InHeader)
+	off := in.Offset // in is reused once Write returns
+	write := func(p []byte) error {
+		of.rw.RLock()
+		defer of.rw.RUnlock()
+		_, err := of.f.WriteAt(ctx, p, off)
+		return err
+	}
+	if !h.syncWrites() {
+		if err := fs.writeAsync(of, data, off, write); err != nil {
+			return 0, fs.status("write", err)
+		}
+		return uint32(len(data)), fuse.OK
+	}
+	if err := of.wb.fence(true); err != nil {
 		return 0, fs.status("write", err)
 	}
-	return uint32(n), fuse.OK
+	if err := write(data); err != nil {
+		return 0, fs.status("write", err)
+	}
+	if h.flags&(syscall.O_SYNC|syscall.O_DSYNC) != 0 {
+		if err := of.f.Sync(ctx); err != nil {
+			return 0, fs.status("write", err)
+		}
+	}
+	return uint32(len(data)), fuse.OK
 }
 
 // Flush is close(2): the caller's POSIX locks on the file go, and data
@@ -286,12 +369,16 @@ func (fs *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 }
 
 func (fs *FS) flushFile(ctx context.Context, of *openFile) fuse.Status {
+	if err := of.wb.fence(true); err != nil {
+		return fs.status("close", err)
+	}
 	if !of.f.Wrote() {
 		return fuse.OK
 	}
 	of.rw.Lock()
 	err := of.f.Close(ctx)
 	of.rw.Unlock()
+	fs.forgetFIDAttrs(of.fid)
 	if err != nil {
 		return fs.status("close", err)
 	}
@@ -311,6 +398,9 @@ func (fs *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 	h := fs.handle(in.Fh)
 	if h == nil || h.of == nil {
 		return fuse.OK
+	}
+	if err := h.of.wb.fence(true); err != nil {
+		return fs.status("fsync", err)
 	}
 	return fs.status("fsync", h.of.f.Sync(context.Background()))
 }
@@ -332,8 +422,26 @@ func (fs *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 	if last && fs.files[of.fid] == of {
 		delete(fs.files, of.fid)
 	}
-	orphan := of.orphan
+	orphan := of.orphan && last
+	if orphan && fs.opening[of.fid] > 0 {
+		// An open of it is under way: it will release the orphan.
+		fs.inherit[of.fid] = true
+		orphan = false
+	}
+	var released chan struct{}
+	if orphan {
+		released = make(chan struct{})
+		fs.releasing[of.fid] = released
+	}
 	fs.mu.Unlock()
+	if orphan {
+		defer func() {
+			fs.mu.Lock()
+			delete(fs.releasing, of.fid)
+			fs.mu.Unlock()
+			close(released)
+		}()
+	}
 	ctx, cancelCtx := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancelCtx()
 	if of.locked.Load() && fs.sess != nil {
@@ -370,6 +478,8 @@ func (fs *FS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Statu
 	}
 	of := h.of
 	ctx := fs.ctx(&in.InHeader)
+	defer fs.forgetFIDAttrs(of.fid)
+	of.wb.fence(false)
 	end := in.Offset + in.Length
 	extend := func() fuse.Status {
 		if in.Mode&keepSize != 0 {

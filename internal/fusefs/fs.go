@@ -59,6 +59,7 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"google.golang.org/protobuf/proto"
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/client"
@@ -106,12 +107,28 @@ type FS struct {
 	handles map[uint64]*handle
 	nextFh  uint64
 	files   map[fid.FID]*openFile
-	// epoch counts unlinks and renames sent while files were open: a file
-	// open across one may have become an orphan.
-	epoch uint64
+	dirs    map[fid.FID]*openDir
+	// opening counts opens in progress per FID (they count as open for
+	// unlink and rename); nsGate orders them: unlinks and renames hold it
+	// shared, an open passes through it exclusively after registering, so
+	// it waits for the removals that may not have seen it.
+	opening map[fid.FID]int
+	nsGate  sync.RWMutex
+	// releasing holds the files whose orphan is being released: an open
+	// of one (through a name the kernel still caches) waits for it.
+	releasing map[fid.FID]chan struct{}
+	// inherit holds orphans whose last handle went while an open of them
+	// was in progress: the new open file takes over the release.
+	inherit map[fid.FID]bool
+	// nsEpoch counts the unlinks and renames done through this mount:
+	// cached attributes fetched before one may describe a file it
+	// destroyed, and are not used for an open.
+	nsEpoch uint64
 
 	groupsMu sync.Mutex
 	groups   map[uint32]groupsEntry
+
+	budget *budget
 
 	statfsMu sync.Mutex
 	statfs   *pb.Statfs
@@ -133,6 +150,17 @@ type node struct {
 	kSize  uint64
 	kMtime int64
 	kValid bool
+	// ino is the last attributes fetched from the MDT, at; an
+	// invalidation from another client (or a change here that they do not
+	// reflect) clears it. Directories' getattr and opens within the
+	// attribute timeout are answered from it (see cached).
+	ino   *pb.Inode
+	at    time.Time
+	epoch uint64 // FS.nsEpoch when fetched
+	// noCapsUntil: the file had no security.capability xattr, as of
+	// this deadline minus the attribute timeout. The kernel asks before
+	// every write (to clear it), so the answer is cached.
+	noCapsUntil time.Time
 }
 
 // New returns the file system over c. Start a session (c.StartSession)
@@ -151,13 +179,18 @@ func New(c *client.Client, o Options) *FS {
 	fs := &FS{
 		RawFileSystem: fuse.NewDefaultRawFileSystem(),
 		c:             c, o: o, log: o.Log,
-		nodes:   map[uint64]*node{},
-		byFID:   map[fid.FID]*node{},
-		nextID:  firstNode,
-		handles: map[uint64]*handle{},
-		nextFh:  1,
-		files:   map[fid.FID]*openFile{},
-		groups:  map[uint32]groupsEntry{},
+		nodes:     map[uint64]*node{},
+		byFID:     map[fid.FID]*node{},
+		nextID:    firstNode,
+		handles:   map[uint64]*handle{},
+		nextFh:    1,
+		files:     map[fid.FID]*openFile{},
+		dirs:      map[fid.FID]*openDir{},
+		opening:   map[fid.FID]int{},
+		releasing: map[fid.FID]chan struct{}{},
+		inherit:   map[fid.FID]bool{},
+		groups:    map[uint32]groupsEntry{},
+		budget:    newBudget(writeBudget),
 	}
 	root := &node{id: rootID, fid: fid.Root, lookups: 1}
 	fs.nodes[rootID] = root
@@ -326,10 +359,77 @@ func (fs *FS) fillAttr(n *node, ino *pb.Inode, a *fuse.Attr) {
 	a.Uid, a.Gid = ino.Uid, ino.Gid
 	a.Rdev = ino.Rdev
 	a.Blksize = blksize(ino)
-	if n != nil && ino.Mode&syscall.S_IFMT == syscall.S_IFREG {
+	if n != nil {
 		fs.mu.Lock()
-		n.kSize, n.kMtime, n.kValid = ino.Size, ino.MtimeNs, true
+		if ino.Mode&syscall.S_IFMT == syscall.S_IFREG {
+			n.kSize, n.kMtime, n.kValid = ino.Size, ino.MtimeNs, true
+		}
+		n.ino, n.at, n.epoch = ino, time.Now(), fs.nsEpoch
 		fs.mu.Unlock()
+	}
+}
+
+// cached returns the node's attributes if they were fetched within the
+// attribute timeout and nothing invalidated them since. Another client's
+// close after writing, and its truncates, invalidate them synchronously
+// (LDLM Invalidate), so an open may rely on them for close-to-open.
+//
+// For an open (forOpen) they must also predate no unlink or rename by this
+// mount, which may have destroyed the file.
+func (fs *FS) cached(id uint64, forOpen bool) (*node, *pb.Inode) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	n := fs.nodes[id]
+	if n == nil || n.ino == nil || time.Since(n.at) > fs.o.AttrTimeout || (forOpen && n.epoch != fs.nsEpoch) {
+		return n, nil
+	}
+	if n.ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_SIZE_DIRTY) != 0 {
+		return n, nil
+	}
+	return n, proto.Clone(n.ino).(*pb.Inode)
+}
+
+// removed notes an unlink or rename done through this mount.
+func (fs *FS) removed() {
+	fs.mu.Lock()
+	fs.nsEpoch++
+	fs.mu.Unlock()
+}
+
+// dirChanged notes a change this client made in directory id (a name
+// added or removed) in its cached attributes: new mtime and ctime, and
+// the link count when a subdirectory came or went.
+func (fs *FS) dirChanged(id uint64, nlinkDelta int) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	n := fs.nodes[id]
+	if n == nil || n.ino == nil {
+		return
+	}
+	ino := proto.Clone(n.ino).(*pb.Inode)
+	now := time.Now().UnixNano()
+	ino.MtimeNs, ino.CtimeNs = now, now
+	if nlinkDelta != 0 && int(ino.Nlink)+nlinkDelta >= 2 {
+		ino.Nlink = uint32(int(ino.Nlink) + nlinkDelta)
+	}
+	n.ino = ino
+}
+
+// forgetFIDAttrs drops the cached attributes of f's node.
+func (fs *FS) forgetFIDAttrs(f fid.FID) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if n := fs.byFID[f]; n != nil {
+		n.ino = nil
+	}
+}
+
+// forgetAttrs drops a node's cached attributes.
+func (fs *FS) forgetAttrs(id uint64) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if n := fs.nodes[id]; n != nil {
+		n.ino = nil
 	}
 }
 
@@ -343,9 +443,14 @@ func (fs *FS) fillEntry(ino *pb.Inode, out *fuse.EntryOut) *node {
 	return n
 }
 
+// mountTime dates the virtual directories.
+var mountTime = time.Now()
+
 // virtAttr fills the attributes of a virtual directory.
 func virtAttr(id uint64, a *fuse.Attr) {
 	a.Mode = syscall.S_IFDIR | 0o555
+	a.Atime, a.Atimensec = splitNs(mountTime.UnixNano())
+	a.Mtime, a.Mtimensec, a.Ctime, a.Ctimensec = a.Atime, a.Atimensec, a.Atime, a.Atimensec
 	a.Nlink = 2
 	a.Size = 4096
 	a.Blksize = 4096
@@ -382,6 +487,8 @@ func (fs *FS) Invalidate(fids []fid.FID) {
 		if n != nil {
 			id = n.id
 			n.kValid = false
+			n.ino = nil
+			n.noCapsUntil = time.Time{}
 		}
 		fs.mu.Unlock()
 		if id != 0 {
@@ -407,6 +514,9 @@ func (fs *FS) Close() {
 	defer cancel()
 	var orphans []fid.FID
 	for _, of := range files {
+		if err := of.wb.fence(true); err != nil {
+			fs.log.Warn("write at unmount", "fid", of.fid, "err", err)
+		}
 		of.rw.Lock()
 		if of.f != nil && of.f.Wrote() {
 			if err := of.f.Close(ctx); err != nil {

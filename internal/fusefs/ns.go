@@ -76,10 +76,19 @@ func (fs *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.Attr
 		out.SetTimeout(virtTimeout)
 		return fuse.OK
 	}
-	n := fs.node(in.NodeId)
+	n, ino := fs.cached(in.NodeId, false)
 	if n == nil {
 		return fuse.ENOENT
 	}
+	if ino != nil && ino.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		// The kernel drops a directory's attributes whenever a name in
+		// it changes, and asks again before the next permission check:
+		// within the attribute timeout the MDT need not be asked.
+		fs.fillAttr(nil, ino, &out.Attr)
+		out.SetTimeout(fs.o.AttrTimeout - time.Since(n.at))
+		return fuse.OK
+	}
+	fs.fenceFID(n.fid)
 	ino, err := fs.attr(fs.ctx(&in.InHeader), n.fid)
 	if err != nil {
 		return fs.status("getattr", err)
@@ -174,10 +183,12 @@ func errnoIs(err error, e syscall.Errno) bool {
 // truncate sets a file's size, through its open file if this mount has
 // one (so that file knows its new size).
 func (fs *FS) truncate(ctx context.Context, f fid.FID, size uint64) error {
+	defer fs.forgetFIDAttrs(f)
 	fs.mu.Lock()
 	of := fs.files[f]
 	fs.mu.Unlock()
 	if of != nil {
+		of.wb.fence(false)
 		of.rw.RLock()
 		defer of.rw.RUnlock()
 		return of.f.Truncate(ctx, size)
@@ -199,6 +210,11 @@ func (fs *FS) create(h *fuse.InHeader, name string, mode uint32, o client.Create
 	if err != nil {
 		return fs.status("create", err)
 	}
+	delta := 0
+	if mode&syscall.S_IFMT == syscall.S_IFDIR {
+		delta = 1
+	}
+	fs.dirChanged(h.NodeId, delta)
 	fs.fillEntry(ino, out)
 	return fuse.OK
 }
@@ -249,6 +265,7 @@ func (fs *FS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fu
 	if err := fs.c.Glimpse(ctx, ino); err != nil {
 		return fs.status("link", err)
 	}
+	fs.dirChanged(in.NodeId, 0)
 	fs.fillEntry(ino, out)
 	return fuse.OK
 }
@@ -256,28 +273,57 @@ func (fs *FS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fu
 // Unlink removes a name. While files are open here, the MDT is told which,
 // so that a file losing its last name stays until its last close.
 func (fs *FS) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	return fs.remove(h, name, false)
+}
+
+// Rmdir removes an empty directory (kept like a file while open here).
+func (fs *FS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	return fs.remove(h, name, true)
+}
+
+func (fs *FS) remove(h *fuse.InHeader, name string, dir bool) fuse.Status {
+	op := "unlink"
+	if dir {
+		op = "rmdir"
+	}
 	pf, st := fs.fidOf(h.NodeId)
 	if !st.Ok() {
 		return st
 	}
 	ctx := fs.ctx(h)
+	fs.nsGate.RLock()
+	defer fs.nsGate.RUnlock()
+	defer fs.removed()
+	delta := 0
+	if dir {
+		delta = -1
+	}
 	open := fs.openFIDs()
 	if len(open) == 0 || fs.sess == nil {
-		_, err := fs.c.Unlink(ctx, pf, name)
-		return fs.status("unlink", err)
+		var err error
+		if dir {
+			err = fs.c.Rmdir(ctx, pf, name)
+		} else {
+			_, err = fs.c.Unlink(ctx, pf, name)
+		}
+		if err == nil {
+			fs.dirChanged(h.NodeId, delta)
+		}
+		return fs.status(op, err)
 	}
 	if len(open) > maxOpenList {
 		// Send only the file the name names, if it is open here.
 		ino, err := fs.c.Lookup(ctx, pf, name)
 		if err != nil {
-			return fs.status("unlink", err)
+			return fs.status(op, err)
 		}
 		open = fs.filterOpen(open, fid.FromPB(ino.Fid))
 	}
-	ino, err := fs.sess.Unlink(ctx, pf, name, open)
+	ino, err := fs.sess.Unlink(ctx, pf, name, dir, open)
 	if err != nil {
-		return fs.status("unlink", err)
+		return fs.status(op, err)
 	}
+	fs.dirChanged(h.NodeId, delta)
 	if ino != nil && ino.Nlink == 0 {
 		fs.markOrphan(fid.FromPB(ino.Fid))
 	}
@@ -294,15 +340,6 @@ func (fs *FS) filterOpen(open []fid.FID, f fid.FID) []fid.FID {
 		}
 	}
 	return nil
-}
-
-// Rmdir removes an empty directory.
-func (fs *FS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
-	pf, st := fs.fidOf(h.NodeId)
-	if !st.Ok() {
-		return st
-	}
-	return fs.status("rmdir", fs.c.Rmdir(fs.ctx(h), pf, name))
 }
 
 // Rename moves a name (RENAME_NOREPLACE and RENAME_EXCHANGE too).
@@ -322,6 +359,13 @@ func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName
 		return fuse.EPERM
 	}
 	ctx := fs.ctx(&in.InHeader)
+	fs.nsGate.RLock()
+	defer fs.nsGate.RUnlock()
+	defer fs.removed()
+	// Directory link counts may change: the parents' attributes are
+	// fetched again rather than guessed.
+	defer fs.forgetAttrs(in.NodeId)
+	defer fs.forgetAttrs(in.Newdir)
 	open := fs.openFIDs()
 	if len(open) == 0 || fs.sess == nil || in.Flags&client.RenameExchange != 0 {
 		return fs.status("rename", fs.c.Rename(ctx, sp, oldName, dp, newName, in.Flags))

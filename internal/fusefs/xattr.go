@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
@@ -112,11 +113,36 @@ func (fs *FS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, de
 		}
 		return copyOut([]byte(s), dest)
 	}
+	caps := attr == capsXattr
+	if caps && fs.noCaps(h.NodeId) {
+		return 0, fuse.ENODATA
+	}
 	v, err := fs.c.Getxattr(ctx, f, attr)
 	if err != nil {
-		return 0, fs.status("getxattr", err)
+		st := fs.status("getxattr", err)
+		if caps && st == fuse.ENODATA {
+			fs.setNoCaps(h.NodeId, time.Now().Add(fs.o.AttrTimeout))
+		}
+		return 0, st
 	}
 	return copyOut(v, dest)
+}
+
+const capsXattr = "security.capability"
+
+func (fs *FS) noCaps(id uint64) bool {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	n := fs.nodes[id]
+	return n != nil && time.Now().Before(n.noCapsUntil)
+}
+
+func (fs *FS) setNoCaps(id uint64, until time.Time) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if n := fs.nodes[id]; n != nil {
+		n.noCapsUntil = until
+	}
 }
 
 // ListXAttr lists extended attribute names.
@@ -150,6 +176,9 @@ func (fs *FS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string,
 		return st
 	}
 	ctx := fs.ctx(&in.InHeader)
+	// The inode changes (ctime; for nacre.lov the layout): attributes
+	// cached for opens must not be used any more.
+	defer fs.forgetAttrs(in.NodeId)
 	if attr == LovXattr {
 		l, err := parseLov(string(data))
 		if err != nil {
@@ -170,6 +199,9 @@ func (fs *FS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string,
 		}
 		return fs.status("setxattr", err)
 	}
+	if attr == capsXattr {
+		fs.setNoCaps(in.NodeId, time.Time{})
+	}
 	return fs.status("setxattr", fs.c.Setxattr(ctx, f, attr, data, in.Flags))
 }
 
@@ -185,5 +217,6 @@ func (fs *FS) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string)
 	if attr == LovXattr {
 		return fuse.EPERM
 	}
+	defer fs.forgetAttrs(h.NodeId)
 	return fs.status("removexattr", fs.c.Removexattr(fs.ctx(h), f, attr))
 }

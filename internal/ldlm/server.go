@@ -29,11 +29,17 @@ type Server struct {
 	M   *Manager
 	log *slog.Logger
 
+	// leading reports whether this MDS leads its MDT: locks and sessions
+	// live on the leader only, and end when it stops leading.
+	leading func() bool
+
 	mu       sync.Mutex
 	sessions map[uint64]*session
 	gone     map[uint64]time.Time
 	started  time.Time
 }
+
+var errNotLeader = status.Error(codes.Unavailable, "not the MDT's leader: locks and sessions are served by the leader")
 
 type session struct {
 	client uint64
@@ -47,12 +53,16 @@ type session struct {
 	done   chan struct{}
 }
 
-// NewServer returns the service over a new lock manager.
-func NewServer(log *slog.Logger) *Server {
+// NewServer returns the service over a new lock manager; leading (nil:
+// always) tells whether this server may serve locks.
+func NewServer(log *slog.Logger, leading func() bool) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{M: NewManager(), log: log, sessions: map[uint64]*session{}, gone: map[uint64]time.Time{}, started: time.Now()}
+	if leading == nil {
+		leading = func() bool { return true }
+	}
+	return &Server{M: NewManager(), log: log, leading: leading, sessions: map[uint64]*session{}, gone: map[uint64]time.Time{}, started: time.Now()}
 }
 
 // ClientGone reports whether the client has no session, and since when
@@ -84,6 +94,9 @@ func (s *Server) Session(stream pb.LDLM_SessionServer) error {
 	}
 	if first.ClientId == 0 {
 		return status.Error(codes.InvalidArgument, "session without a client id")
+	}
+	if !s.leading() {
+		return errNotLeader
 	}
 	ss := &session{client: first.ClientId, name: first.Name, stream: stream, acks: map[uint64]chan struct{}{}, done: make(chan struct{})}
 	s.mu.Lock()
@@ -121,10 +134,17 @@ func (s *Server) Session(stream pb.LDLM_SessionServer) error {
 	}()
 	timer := time.NewTimer(SessionTimeout)
 	defer timer.Stop()
+	lead := time.NewTicker(time.Second)
+	defer lead.Stop()
 	var endErr error
 loop:
 	for {
 		select {
+		case <-lead.C:
+			if !s.leading() {
+				endErr = errNotLeader
+				break loop
+			}
 		case m := <-msgs:
 			timer.Reset(SessionTimeout)
 			if m.Ack != 0 {
@@ -199,9 +219,13 @@ func pbType(t Type) pb.LockType {
 }
 
 func request(r *pb.LockRequest) Request {
+	o := Owner{Client: r.ClientId, ID: r.Owner}
+	if !r.Flock {
+		o.Handle = r.Handle // see the package comment
+	}
 	return Request{
 		Key: Key{FID: fid.FromPB(r.Fid), Flock: r.Flock},
-		Lock: Lock{Owner: Owner{Client: r.ClientId, ID: r.Owner}, Handle: r.Handle, Pid: r.Pid,
+		Lock: Lock{Owner: o, Handle: r.Handle, Pid: r.Pid,
 			Type: lockType(r.Type), Start: r.Start, End: r.End},
 		Wait: r.Wait, WaitID: r.WaitId,
 	}
@@ -211,6 +235,9 @@ func request(r *pb.LockRequest) Request {
 func (s *Server) Lock(ctx context.Context, r *pb.LockRequest) (*pb.LockReply, error) {
 	if r.ClientId == 0 || r.Fid == nil {
 		return &pb.LockReply{Errno: int32(syscall.EINVAL)}, nil
+	}
+	if !s.leading() {
+		return nil, errNotLeader
 	}
 	if r.Wait {
 		s.mu.Lock()
@@ -230,6 +257,9 @@ func (s *Server) Lock(ctx context.Context, r *pb.LockRequest) (*pb.LockReply, er
 func (s *Server) GetLock(ctx context.Context, r *pb.LockRequest) (*pb.LockReply, error) {
 	if r.Fid == nil {
 		return &pb.LockReply{Errno: int32(syscall.EINVAL)}, nil
+	}
+	if !s.leading() {
+		return nil, errNotLeader
 	}
 	l, found := s.M.Test(request(r))
 	if !found {
@@ -255,6 +285,9 @@ func (s *Server) ReleaseLocks(ctx context.Context, r *pb.ReleaseLocksRequest) (*
 // Invalidate fans an invalidation out to every other session and waits
 // up to two seconds for their acknowledgements.
 func (s *Server) Invalidate(ctx context.Context, r *pb.InvalidateRequest) (*pb.InvalidateReply, error) {
+	if !s.leading() {
+		return nil, errNotLeader
+	}
 	s.mu.Lock()
 	var others []*session
 	for c, ss := range s.sessions {

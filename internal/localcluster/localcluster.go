@@ -4,6 +4,11 @@
 //
 //	D/mgs   D/mdt0   D/ost0 ... D/ostN-1
 //
+// With Replicas R > 1 the MGS and every MDT are R-replica Raft groups, one
+// process and directory per replica:
+//
+//	D/mgs-r1 ... D/mgs-rR   D/mdt0-r1 ... D/mdt0-rR   D/ost0 ...
+//
 // Up formats what is new, starts every target, waits until the MGS reports
 // all of them up and the MDT leads, and then either returns (detached) or
 // waits for a signal and stops the processes. Down stops the processes of a
@@ -19,7 +24,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -44,6 +51,12 @@ type Options struct {
 	Out io.Writer
 	// ReadyTimeout bounds the wait for every target (default 60 s).
 	ReadyTimeout time.Duration
+	// Mount, if set, is a directory to mount the file system at once it is
+	// ready (`nacre up --mount`); Down unmounts it.
+	Mount string
+	// Replicas is the number of replicas of the MGS and of each MDT of a
+	// new cluster (default 1); an existing cluster keeps what it has.
+	Replicas int
 }
 
 // Cluster describes a running local cluster.
@@ -60,53 +73,92 @@ type Proc struct {
 	Pid  int
 }
 
-// Dirs lists the target directories of a cluster directory: mgs first,
-// then mdts, then osts in index order.
+// Dirs lists the target directories of a cluster directory: the MGS
+// (or its replicas) first, then MDTs, then OSTs, in index (and replica)
+// order.
 func Dirs(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	var mdts, osts []string
-	hasMGS := false
+	type named struct {
+		name                 string
+		kind, index, replica int
+	}
+	var list []named
 	for _, e := range entries {
 		n := e.Name()
+		if !e.IsDir() {
+			continue
+		}
+		nd := named{name: n, kind: -1}
+		base, rep, _ := strings.Cut(n, "-r")
+		if rep != "" {
+			if _, err := fmt.Sscanf(rep, "%d", &nd.replica); err != nil {
+				continue
+			}
+		}
 		switch {
-		case n == "mgs":
-			hasMGS = true
-		case strings.HasPrefix(n, "mdt"):
-			mdts = append(mdts, n)
-		case strings.HasPrefix(n, "ost"):
-			osts = append(osts, n)
+		case base == "mgs":
+			nd.kind = 0
+		case strings.HasPrefix(base, "mdt"):
+			nd.kind = 1
+			fmt.Sscanf(base, "mdt%d", &nd.index)
+		case strings.HasPrefix(base, "ost"):
+			nd.kind = 2
+			fmt.Sscanf(base, "ost%d", &nd.index)
+		}
+		if nd.kind >= 0 {
+			list = append(list, nd)
 		}
 	}
-	if !hasMGS {
+	if !slices.ContainsFunc(list, func(n named) bool { return n.kind == 0 }) {
 		return nil, fmt.Errorf("%s is not a local Nacre cluster (no mgs directory); create one with `nacre up --dir %s`", dir, dir)
 	}
-	byIndex := func(list []string, pfx string) {
-		sort.Slice(list, func(i, j int) bool {
-			var a, b int
-			fmt.Sscanf(list[i], pfx+"%d", &a)
-			fmt.Sscanf(list[j], pfx+"%d", &b)
-			return a < b
-		})
-	}
-	byIndex(mdts, "mdt")
-	byIndex(osts, "ost")
-	out := []string{filepath.Join(dir, "mgs")}
-	for _, m := range append(mdts, osts...) {
-		out = append(out, filepath.Join(dir, m))
+	sort.Slice(list, func(i, j int) bool {
+		a, b := list[i], list[j]
+		if a.kind != b.kind {
+			return a.kind < b.kind
+		}
+		if a.index != b.index {
+			return a.index < b.index
+		}
+		return a.replica < b.replica
+	})
+	out := make([]string, len(list))
+	for i, n := range list {
+		out[i] = filepath.Join(dir, n.name)
 	}
 	return out, nil
 }
 
-// MGSAddr reads the MGS address of a cluster directory.
+// isMGSDir tells the MGS's directories (mgs, mgs-rN) from the others.
+func isMGSDir(d string) bool {
+	b := filepath.Base(d)
+	return b == "mgs" || strings.HasPrefix(b, "mgs-r")
+}
+
+// MGSAddr reads the MGS address of a cluster directory: "host:port", or
+// for a replicated MGS the replicas' addresses, "a,b,c".
 func MGSAddr(dir string) (string, error) {
 	id, err := target.Load(filepath.Join(dir, "mgs"))
-	if err != nil {
+	if err == nil {
+		return id.Listen, nil
+	}
+	reps, _ := filepath.Glob(filepath.Join(dir, "mgs-r*"))
+	if len(reps) == 0 {
 		return "", err
 	}
-	return id.Listen, nil
+	// The replicas present now (replaced ones are moved aside).
+	peers := map[uint64]string{}
+	for _, d := range reps {
+		rid, rerr := target.Load(d)
+		if rerr != nil {
+			return "", rerr
+		}
+		peers[rid.ReplicaID] = rid.Listen
+	}
+	return serve.MGSAddrs(target.Identity{Peers: peers}), nil
 }
 
 func freePort() (string, error) {
@@ -121,35 +173,86 @@ func freePort() (string, error) {
 // format creates the directories of a new cluster, or the OSTs an
 // existing one lacks.
 func format(o Options) error {
-	mgsDir := filepath.Join(o.Dir, "mgs")
-	var mgsID target.Identity
-	if _, err := os.Stat(mgsDir); errors.Is(err, os.ErrNotExist) {
+	_, errSingle := os.Stat(filepath.Join(o.Dir, "mgs"))
+	reps, _ := filepath.Glob(filepath.Join(o.Dir, "mgs-r*"))
+	if errors.Is(errSingle, os.ErrNotExist) && len(reps) == 0 {
 		if entries, err := os.ReadDir(o.Dir); err == nil && len(entries) > 0 {
 			return fmt.Errorf("%s is not empty and holds no Nacre cluster; use an empty or new directory", o.Dir)
 		}
-		addr, err := freePort()
-		if err != nil {
-			return err
-		}
-		mgsID = target.Identity{Fsname: o.Fsname, Kind: target.MGS, Listen: addr}
-		if err := target.Format(mgsDir, mgsID); err != nil {
-			return err
-		}
-		if err := target.Format(filepath.Join(o.Dir, "mdt0"), target.Identity{Fsname: o.Fsname, Kind: target.MDT, Index: 0, MGSNode: addr, Listen: "127.0.0.1:0", DataListen: "127.0.0.1:0"}); err != nil {
+		if err := formatNew(o); err != nil {
 			return err
 		}
 		fmt.Fprintf(o.Out, "formatted new file system %q in %s\n", o.Fsname, o.Dir)
 	}
-	mgsID, err := target.Load(mgsDir)
+	mgsAddr, err := MGSAddr(o.Dir)
 	if err != nil {
 		return err
+	}
+	fsname := o.Fsname
+	if dirs, err := Dirs(o.Dir); err == nil {
+		if id, err := target.Load(dirs[0]); err == nil {
+			fsname = id.Fsname
+		}
 	}
 	for i := 0; i < o.OSTs; i++ {
 		d := filepath.Join(o.Dir, fmt.Sprintf("ost%d", i))
 		if _, err := os.Stat(d); err == nil {
 			continue
 		}
-		if err := target.Format(d, target.Identity{Fsname: mgsID.Fsname, Kind: target.OST, Index: uint32(i), MGSNode: mgsID.Listen, Listen: "127.0.0.1:0", DataListen: "127.0.0.1:0"}); err != nil {
+		if err := target.Format(d, target.Identity{Fsname: fsname, Kind: target.OST, Index: uint32(i), MGSNode: mgsAddr, Listen: "127.0.0.1:0", DataListen: "127.0.0.1:0"}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// formatNew formats the MGS and MDT0 of a new cluster: single targets, or
+// Replicas replicas of each, whose Raft addresses are fixed now so that
+// every replica's identity can name the others.
+func formatNew(o Options) error {
+	if o.Replicas <= 1 {
+		addr, err := freePort()
+		if err != nil {
+			return err
+		}
+		if err := target.Format(filepath.Join(o.Dir, "mgs"), target.Identity{Fsname: o.Fsname, Kind: target.MGS, Listen: addr}); err != nil {
+			return err
+		}
+		return target.Format(filepath.Join(o.Dir, "mdt0"), target.Identity{Fsname: o.Fsname, Kind: target.MDT, Index: 0, MGSNode: addr, Listen: "127.0.0.1:0", DataListen: "127.0.0.1:0"})
+	}
+	group := func() (map[uint64]string, error) {
+		peers := map[uint64]string{}
+		for r := 1; r <= o.Replicas; r++ {
+			a, err := freePort()
+			if err != nil {
+				return nil, err
+			}
+			peers[uint64(r)] = a
+		}
+		return peers, nil
+	}
+	mgsPeers, err := group()
+	if err != nil {
+		return err
+	}
+	created := time.Now().UTC()
+	for r := 1; r <= o.Replicas; r++ {
+		id := target.Identity{Fsname: o.Fsname, Kind: target.MGS, Listen: mgsPeers[uint64(r)], ReplicaID: uint64(r), Peers: mgsPeers, Created: created}
+		if err := target.Format(filepath.Join(o.Dir, fmt.Sprintf("mgs-r%d", r)), id); err != nil {
+			return err
+		}
+	}
+	mgsAddr := serve.MGSAddrs(target.Identity{Peers: mgsPeers})
+	mdtPeers, err := group()
+	if err != nil {
+		return err
+	}
+	for r := 1; r <= o.Replicas; r++ {
+		// One creation time for all replicas: the root directory's times
+		// come from it, and replicas must start identical.
+		id := target.Identity{Fsname: o.Fsname, Kind: target.MDT, Index: 0, MGSNode: mgsAddr, Listen: mdtPeers[uint64(r)],
+			DataListen: "127.0.0.1:0", ReplicaID: uint64(r), Peers: mdtPeers, Created: created}
+		if err := target.Format(filepath.Join(o.Dir, fmt.Sprintf("mdt0-r%d", r)), id); err != nil {
 			return err
 		}
 	}
@@ -198,22 +301,41 @@ func Up(ctx context.Context, o Options) (*Cluster, error) {
 		if err != nil {
 			return nil, err
 		}
+		name := id.Label()
+		if id.ReplicaID != 0 {
+			name += fmt.Sprintf("-r%d", id.ReplicaID)
+		}
 		if pid, err := serve.ReadPid(d); err == nil && serve.Alive(pid) {
-			c.Targets = append(c.Targets, Proc{Name: id.Label(), Dir: d, Pid: pid})
+			c.Targets = append(c.Targets, Proc{Name: name, Dir: d, Pid: pid})
 			continue
 		}
 		pid, err := start(o.Binary, d)
 		if err != nil {
 			Down(o.Dir, io.Discard)
-			return nil, fmt.Errorf("start %s: %w", id.Label(), err)
+			return nil, fmt.Errorf("start %s: %w", name, err)
 		}
-		c.Targets = append(c.Targets, Proc{Name: id.Label(), Dir: d, Pid: pid})
+		c.Targets = append(c.Targets, Proc{Name: name, Dir: d, Pid: pid})
 	}
-	if err := waitReady(ctx, c, len(dirs)-1, o.ReadyTimeout); err != nil {
+	want := 0
+	for _, d := range dirs {
+		if !isMGSDir(d) {
+			want++
+		}
+	}
+	if err := waitReady(ctx, c, want, o.ReadyTimeout); err != nil {
 		return c, err
+	}
+	if o.Mount != "" {
+		if err := mountLocal(o.Binary, o.Dir, c.MGS, o.Mount, o.Out); err != nil {
+			return c, err
+		}
 	}
 	return c, nil
 }
+
+// Start runs `nacre serve --dir d` in its own session, logging to
+// d/serve.log, and returns its pid (tests and `nacre replica add`).
+func Start(bin, d string) (int, error) { return start(bin, d) }
 
 // start runs `nacre serve --dir d` in its own session, logging to d/serve.log.
 func start(bin, d string) (int, error) {
@@ -229,6 +351,9 @@ func start(bin, d string) (int, error) {
 		return 0, err
 	}
 	pid := cmd.Process.Pid
+	// Record the pid now rather than when the server gets to it, so that
+	// a Down right after this start cannot miss the process.
+	os.WriteFile(filepath.Join(d, serve.PidFile), []byte(strconv.Itoa(pid)+"\n"), 0o644)
 	// Reap the child if it exits while we run; its pid file tells Down.
 	go cmd.Wait()
 	return pid, nil
@@ -255,15 +380,20 @@ func waitReady(ctx context.Context, c *Cluster, want int, timeout time.Duration)
 		cfg, err := m.GetConfig(cctx, &pb.GetConfigRequest{})
 		cancel()
 		if err == nil {
-			up, leader := 0, false
+			up := 0
+			mdts, led := map[uint32]bool{}, map[uint32]bool{}
 			for _, t := range cfg.Targets {
+				if t.Kind == pb.TargetKind_TARGET_MDT {
+					mdts[t.Index] = true
+				}
 				if t.Kind != pb.TargetKind_TARGET_MGS && t.State == "up" {
 					up++
 					if t.Kind == pb.TargetKind_TARGET_MDT && t.Leader {
-						leader = true
+						led[t.Index] = true
 					}
 				}
 			}
+			leader := len(mdts) > 0 && len(led) == len(mdts)
 			if up >= want && leader {
 				return nil
 			}
@@ -308,7 +438,17 @@ func Down(dir string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	order := append(dirs[1:], dirs[0])
+	unmountLocal(dir, out)
+	// Everything else first, the MGS (or its replicas) last.
+	var order, mgsDirs []string
+	for _, d := range dirs {
+		if isMGSDir(d) {
+			mgsDirs = append(mgsDirs, d)
+		} else {
+			order = append(order, d)
+		}
+	}
+	order = append(order, mgsDirs...)
 	var pids []int
 	var names []string
 	for _, d := range order {
@@ -340,3 +480,85 @@ func Down(dir string, out io.Writer) error {
 
 // Version is reported by `nacre up` for logs.
 func Version() string { return version.Software }
+
+// Replicas is the number of replicas of MDT0 in a running cluster.
+func Replicas(c *Cluster) int {
+	n := 0
+	for _, t := range c.Targets {
+		if strings.HasPrefix(t.Name, "MDT0000") {
+			n++
+		}
+	}
+	return n
+}
+
+// NewReplica formats and starts one more replica of a group of a local
+// cluster ("mdt0" or "mgs") with replica id rid, in D/GROUP-rRID: it joins
+// the group, whose current members and addresses are peers, once the
+// leader adds it (`nacre replica add`). It returns the directory, the new
+// replica's Raft address and its pid.
+func NewReplica(dir, group string, rid uint64, peers map[uint64]string, bin string) (string, string, int, error) {
+	existing, _ := filepath.Glob(filepath.Join(dir, group+"-r*"))
+	if len(existing) == 0 {
+		return "", "", 0, fmt.Errorf("%s has no replicas of %s (replicated groups live in %s-rN directories)", dir, group, group)
+	}
+	sort.Strings(existing)
+	tmpl, err := target.Load(existing[0])
+	if err != nil {
+		return "", "", 0, err
+	}
+	d := filepath.Join(dir, fmt.Sprintf("%s-r%d", group, rid))
+	if _, err := os.Stat(d); err == nil {
+		return "", "", 0, fmt.Errorf("%s exists already: replica ids are never reused; pick another id", d)
+	}
+	addr, err := freePort()
+	if err != nil {
+		return "", "", 0, err
+	}
+	ps := map[uint64]string{}
+	for id, a := range peers {
+		if id != rid {
+			ps[id] = a
+		}
+	}
+	id := target.Identity{Fsname: tmpl.Fsname, Kind: tmpl.Kind, Index: tmpl.Index, MGSNode: tmpl.MGSNode, Listen: addr,
+		ReplicaID: rid, Peers: ps, Created: tmpl.Created}
+	if tmpl.Kind == target.MDT {
+		id.DataListen = "127.0.0.1:0"
+	}
+	if err := target.Format(d, id); err != nil {
+		return "", "", 0, err
+	}
+	if bin == "" {
+		if bin, err = os.Executable(); err != nil {
+			return "", "", 0, err
+		}
+	}
+	pid, err := start(bin, d)
+	if err != nil {
+		return "", "", 0, err
+	}
+	return d, addr, pid, nil
+}
+
+// RetireReplica stops the process of a replica that left its group and
+// renames its directory to D/removed-NAME-TIME, so that `nacre up` does
+// not start it again; its data stays for inspection.
+func RetireReplica(dir, group string, rid uint64) (string, error) {
+	d := filepath.Join(dir, fmt.Sprintf("%s-r%d", group, rid))
+	if _, err := os.Stat(d); err != nil {
+		return "", err
+	}
+	if pid, err := serve.ReadPid(d); err == nil && serve.Alive(pid) && !isZombie(pid) {
+		syscall.Kill(pid, syscall.SIGTERM)
+		deadline := time.Now().Add(10 * time.Second)
+		for serve.Alive(pid) && !isZombie(pid) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if serve.Alive(pid) && !isZombie(pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	to := filepath.Join(dir, fmt.Sprintf("removed-%s-r%d-%s", group, rid, time.Now().UTC().Format("20060102T150405")))
+	return to, os.Rename(d, to)
+}

@@ -20,7 +20,8 @@ func (s *Server) maintain() {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	var lastConfig, lastDestroy time.Time
-	wasLeader := false
+	lastTrim := time.Now()
+	wasLeader, leadTerm := false, uint64(0)
 	for {
 		select {
 		case <-s.stop:
@@ -33,8 +34,12 @@ func (s *Server) maintain() {
 			s.refreshConfig()
 		}
 		leader := s.group.IsLeader()
-		if leader != wasLeader {
-			wasLeader = leader
+		// A new term is a new leadership even if this replica led before
+		// it (it may have lost and regained leadership between two ticks,
+		// while another leader reset the pools): check the pools again.
+		term := s.group.Term()
+		if leader != wasLeader || (leader && term != leadTerm) {
+			wasLeader, leadTerm = leader, term
 			s.mu.Lock()
 			for _, o := range s.osts {
 				o.poolReady = false
@@ -49,6 +54,10 @@ func (s *Server) maintain() {
 		}
 		s.ensureSequences()
 		s.tendPools()
+		if now.Sub(lastTrim) >= replyTrimEvery {
+			lastTrim = now
+			s.trimReplies(now)
+		}
 		if now.Sub(lastDestroy) >= 200*time.Millisecond {
 			lastDestroy = now
 			s.destroyQueued()
@@ -273,4 +282,20 @@ func diskSpace(dir string) (total, free, avail uint64) {
 	}
 	bs := uint64(st.Bsize)
 	return st.Blocks * bs, st.Bfree * bs, st.Bavail * bs
+}
+
+// Cached replies are kept for replyKeep: far longer than any client
+// retries (its timeout is a minute), short enough that the replies of
+// clients that went away do not pile up.
+const (
+	replyKeep      = time.Hour
+	replyTrimEvery = 5 * time.Minute
+)
+
+func (s *Server) trimReplies(now time.Time) {
+	ctx, cancel := s.ctx(30 * time.Second)
+	defer cancel()
+	if _, err := s.propose(ctx, &pb.Command{Op: &pb.Command_TrimReplies{TrimReplies: &pb.TrimRepliesOp{BeforeNs: now.Add(-replyKeep).UnixNano()}}}); err != nil {
+		s.log.Warn("expire old cached replies", "err", err)
+	}
 }

@@ -112,6 +112,7 @@ func Start(cfg Config) (*Server, error) {
 	s.linearizable = len(cfg.ID.Peers) > 1
 	pb.RegisterMDSServer(cfg.GRPC, s)
 	s.startClientServices(cfg.GRPC) // locks, sessions, open files (open.go)
+	s.startChecker(cfg.GRPC)        // nacre lfsck and nacre fault (lfsck.go)
 	s.wg.Add(1)
 	go s.maintain()
 	return s, nil
@@ -128,6 +129,7 @@ func (s *Server) IsLeader() bool { return s.group.IsLeader() }
 
 // Stop stops background work and the Raft group.
 func (s *Server) Stop() {
+	s.stopChecker() // pauses a running check (lfsck.go)
 	close(s.stop)
 	s.wg.Wait()
 	s.group.Stop()
@@ -204,6 +206,9 @@ func (s *Server) groupErr(err error) error {
 	var nl *raftgroup.NotLeaderError
 	switch {
 	case errors.As(err, &nl):
+		if nl.Addr == "" && nl.Leader != 0 && nl.Leader == s.group.Leader() {
+			nl.Addr = s.group.LeaderAddr() // so that clients follow the redirect at once
+		}
 		return status.Errorf(codes.Unavailable, "%s: not the leader (leader is replica %d at %s)", s.id.Label(), nl.Leader, nl.Addr)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return status.FromContextError(err).Err()
@@ -236,7 +241,7 @@ func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error)
 		if err := s.waitFIDs(ctx); err != nil {
 			return nil, err
 		}
-		if isRegular(o.Create.Mode) {
+		if isRegular(o.Create.Mode) && !o.Create.DelayLayout {
 			osts, err := s.pickOSTs(ctx, o.Create.Layout)
 			if err != nil {
 				return nil, err
@@ -369,15 +374,13 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// readBarrier makes a read linearizable in a replicated group.
+// readBarrier makes a read linearizable in a replicated group
+// (leadership.go).
 func (s *Server) readBarrier(ctx context.Context) error {
-	if !s.linearizable {
+	if !s.group.Replicated() {
 		return nil
 	}
-	if err := s.group.ReadIndex(ctx); err != nil {
-		return s.groupErr(err)
-	}
-	return nil
+	return s.linearRead(ctx)
 }
 
 func errnoOf(err error) int32 { return int32(mdt.ErrnoOf(err)) }

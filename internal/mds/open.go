@@ -36,9 +36,9 @@ type openFiles struct {
 // startClientServices registers the LDLM and OpenFiles services on g and
 // starts the orphan reaper.
 func (s *Server) startClientServices(g *grpc.Server) {
-	lm := ldlm.NewServer(s.log)
+	lm := ldlm.NewServer(s.log, s.group.IsLeader)
 	clientServices.Store(s, lm)
-	pb.RegisterLDLMServer(g, lm)
+	pb.RegisterLDLMServer(g, leaderOnlyLDLM{lm, s}) // sessions on the leader only (leadership.go)
 	pb.RegisterOpenFilesServer(g, &openFiles{s: s})
 	grace := OrphanGrace
 	if v := os.Getenv("NACRE_ORPHAN_GRACE"); v != "" {

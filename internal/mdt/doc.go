@@ -31,6 +31,8 @@
 //	"X" local(8) name                         extended attribute value
 //	"R" client(8) request(8)                  reply cache: nacrepb.Reply
 //	"U" ost(4) seq(8) oid(8)                  OST objects waiting to be destroyed
+//	"P" FID(16)                               open-unlinked object (-> client, local key), kept until its last
+//	                                           close (internal/mdt/open.go)
 //	"K" ...                                   checker state (internal/lfsck)
 //
 // Integers are big-endian so that byte order is numeric order. Directory

@@ -111,11 +111,15 @@ func (x *txn) openFiles() (*pb.Reply, error) {
 }
 
 // pin is an object whose link count was raised by one so that an
-// ordinary unlink or rename does not destroy it.
+// ordinary unlink or rename does not destroy it. A directory cannot be
+// pinned that way (its last name always destroys it), so it is restored
+// afterwards instead, from the state and xattrs saved here.
 type pin struct {
-	local uint64
-	f     fid.FID
-	orig  *pb.Inode
+	local  uint64
+	f      fid.FID
+	orig   *pb.Inode
+	dir    bool
+	xattrs [][2][]byte
 }
 
 // pinName pins the non-directory that parent/name names, if it is one of
@@ -143,8 +147,19 @@ func (x *txn) pinName(parent *pb.FID, name string, open []*pb.FID) *pin {
 		return nil
 	}
 	local, child, err := x.get(cf)
-	if err != nil || isDir(child) {
+	if err != nil {
 		return nil
+	}
+	if isDir(child) {
+		p := &pin{local: local, f: cf, orig: child, dir: true}
+		pfx := xattrPrefix(local)
+		if it, err := x.b.NewIter(pfx, kv.PrefixEnd(pfx)); err == nil {
+			for it.First(); it.Valid(); it.Next() {
+				p.xattrs = append(p.xattrs, [2][]byte{append([]byte(nil), it.Key()...), append([]byte(nil), it.Value()...)})
+			}
+			it.Close()
+		}
+		return p
 	}
 	orig := proto.Clone(child).(*pb.Inode)
 	child.Nlink++
@@ -159,6 +174,9 @@ func (x *txn) pinName(parent *pb.FID, name string, open []*pb.FID) *pin {
 func (x *txn) settle(p *pin, opErr error) *pb.Inode {
 	if p == nil {
 		return nil
+	}
+	if p.dir {
+		return x.settleDir(p, opErr)
 	}
 	if opErr != nil {
 		x.put(p.local, p.orig)
@@ -175,6 +193,29 @@ func (x *txn) settle(p *pin, opErr error) *pb.Inode {
 	if ino.Nlink == 0 {
 		x.b.Set(PendingKey(p.f), encodePending(x.cmd.ClientId, local))
 	}
+	return stripLinks(ino)
+}
+
+// settleDir brings back a pinned directory that the operation destroyed,
+// with no name, as an orphan.
+func (x *txn) settleDir(p *pin, opErr error) *pb.Inode {
+	if opErr != nil {
+		return nil
+	}
+	if _, _, err := x.get(p.f); err == nil {
+		return nil // still there (not the last name, or an exchange)
+	}
+	ino := p.orig
+	ino.Nlink = 0
+	ino.Links = nil
+	ino.CtimeNs = x.now
+	x.b.Set(OIKey(p.f), putU64(p.local))
+	x.put(p.local, ino)
+	for _, kv := range p.xattrs {
+		x.b.Set(kv[0], kv[1])
+	}
+	x.t.inodes++
+	x.b.Set(PendingKey(p.f), encodePending(x.cmd.ClientId, p.local))
 	return stripLinks(ino)
 }
 
@@ -200,7 +241,7 @@ func (x *txn) openRename(op *pb.OpenRenameOp) (*pb.Reply, error) {
 		return nil, errf(syscall.EINVAL, "open rename without a rename")
 	}
 	var p *pin
-	if rn.Flags&renameExchange == 0 {
+	if rn.Flags&renameExchange == 0 && !(proto.Equal(rn.SrcParent, rn.DstParent) && rn.SrcName == rn.DstName) {
 		p = x.pinName(rn.DstParent, rn.DstName, op.Open)
 	}
 	r, err := x.rename(rn)
@@ -245,9 +286,15 @@ func (x *txn) orphanRelease(op *pb.OrphanReleaseOp) (*pb.Reply, error) {
 		if err != nil {
 			continue // already gone (removed through another client)
 		}
-		if ino.Nlink == 0 && !isDir(ino) {
-			x.destroy(local, ino)
+		if ino.Nlink != 0 {
+			continue // linked again (a tmpfile given a name)
 		}
+		if isDir(ino) {
+			if empty, err := dirEmpty(x.b, local); err != nil || !empty {
+				continue // left for the checker
+			}
+		}
+		x.destroy(local, ino)
 	}
 	return &pb.Reply{}, nil
 }

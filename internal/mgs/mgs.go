@@ -4,20 +4,26 @@
 // controller that grants FID sequence ranges to MDTs and keeps the FID
 // location database (FLD: sequence range -> MDT).
 //
-// Store keys (pebble, synced on every change):
+// The configuration (registry, sequence controller, FLD) is a replicated
+// state machine on a Raft group (state.go): one replica by default, three
+// for high availability. Store keys (pebble; the Raft log and the store's
+// identity live under "\x00"):
 //
-//	"t/" kind(1) index(4)   registered nacrepb.TargetInfo
-//	"seq/next"              next sequence to grant (u64)
-//	"fld/" start(8)         nacrepb.SeqRange
+//	"t/" kind(1) index(4) [replica(8)]  registered nacrepb.TargetInfo
+//	"seq/next"                          next sequence to grant (u64)
+//	"fld/" start(8)                     nacrepb.SeqRange
+//	"m/applied"                         the last applied Raft index
 //
-// Health (last heartbeat, space) lives in memory only: after an MGS
-// restart every target is "down" until it heartbeats again, a second later.
+// Every call is served by the leader: a follower forwards it (as a Consul
+// server forwards to its leader), so that clients and targets may name
+// any replica, or all of them ("a,b,c", internal/rpc.Dial). Health (last
+// heartbeat, space, which replica of each group leads) lives in the
+// leader's memory only: after an MGS restart or leader change every
+// target counts as up for DownAfter while heartbeats arrive again.
 package mgs
 
 import (
 	"context"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -28,12 +34,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	pb "nacre/api/nacrepb"
-	"nacre/internal/fid"
 	"nacre/internal/kv"
+	"nacre/internal/raftgroup"
+	"nacre/internal/rpc"
 	"nacre/internal/target"
 	"nacre/internal/version"
 )
@@ -47,85 +55,94 @@ type Config struct {
 	DB  *kv.DB
 	Log *slog.Logger
 	Reg *prometheus.Registry
-	// Self describes the MGS itself in GetConfig (addresses, pid).
+	// Self describes the MGS itself in GetConfig (addresses, pid) when
+	// it is not replicated (replicas register themselves instead).
 	Self *pb.TargetInfo
 	Now  func() time.Time
+	// Group starts the MGS's Raft group over the state machine it is
+	// given (internal/serve builds it).
+	Group func(sm raftgroup.StateMachine) (*raftgroup.Group, error)
 }
 
 // Server is the MGS service.
 type Server struct {
 	pb.UnimplementedMGSServer
-	cfg Config
-	log *slog.Logger
+	cfg   Config
+	log   *slog.Logger
+	group *raftgroup.Group
 
 	mu      sync.Mutex
-	targets map[string]*entry // by key
+	targets map[string]*entry // by key; replicated, plus health
+	health  map[string]*entry // health kept across a snapshot install
 	nextSeq uint64
 	fld     []*pb.SeqRange
+	applied uint64
+
+	leading   bool      // this replica led at the last call
+	leadSince time.Time // since when
+
+	fwdMu   sync.Mutex
+	fwdAddr string
+	fwdConn *grpc.ClientConn
 
 	upGauge *prometheus.GaugeVec
 }
 
 type entry struct {
-	info      *pb.TargetInfo
+	info *pb.TargetInfo
+	h    health
+	uuid string // keepHealth only
+}
+
+type health struct {
 	lastHeard time.Time
 	statfs    *pb.Statfs
 	leader    bool
+	term      uint64
 }
 
-var (
-	pfxTarget = []byte("t/")
-	keyNext   = []byte("seq/next")
-	pfxFLD    = []byte("fld/")
-)
-
-func targetKey(kind pb.TargetKind, index uint32) []byte {
-	k := append(append([]byte(nil), pfxTarget...), byte(kind))
-	return binary.BigEndian.AppendUint32(k, index)
-}
-
-// New loads the MGS state from its store.
+// New loads the MGS state from its store and starts its Raft group.
 func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, log: cfg.Log, targets: map[string]*entry{}, nextSeq: fid.SeqNormal}
-	it, err := cfg.DB.NewIter(pfxTarget, kv.PrefixEnd(pfxTarget))
+	if cfg.Group == nil {
+		return nil, fmt.Errorf("mgs: Config.Group is nil")
+	}
+	s := &Server{cfg: cfg, log: cfg.Log}
+	s.mu.Lock()
+	err := s.load()
+	s.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	for it.First(); it.Valid(); it.Next() {
-		ti := &pb.TargetInfo{}
-		if err := proto.Unmarshal(it.Value(), ti); err != nil {
-			it.Close()
-			return nil, fmt.Errorf("MGS store: corrupt target record %x: %w", it.Key(), err)
-		}
-		s.targets[string(it.Key())] = &entry{info: ti}
-	}
-	it.Close()
-	if v, err := cfg.DB.Get(keyNext); err == nil && len(v) == 8 {
-		s.nextSeq = binary.BigEndian.Uint64(v)
-	} else if err != nil && !errors.Is(err, kv.ErrNotFound) {
-		return nil, err
-	}
-	it, err = cfg.DB.NewIter(pfxFLD, kv.PrefixEnd(pfxFLD))
-	if err != nil {
-		return nil, err
-	}
-	for it.First(); it.Valid(); it.Next() {
-		r := &pb.SeqRange{}
-		if err := proto.Unmarshal(it.Value(), r); err != nil {
-			it.Close()
-			return nil, fmt.Errorf("MGS store: corrupt FLD record: %w", err)
-		}
-		s.fld = append(s.fld, r)
-	}
-	it.Close()
 	if cfg.Reg != nil {
 		s.upGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "nacre_mgs_target_up", Help: "1 if the target heartbeats, else 0."}, []string{"target"})
 		cfg.Reg.MustRegister(s.upGauge)
 	}
+	g, err := cfg.Group(sm{s})
+	if err != nil {
+		return nil, fmt.Errorf("start the MGS raft group: %w", err)
+	}
+	s.group = g
 	return s, nil
+}
+
+// Group is the MGS's Raft group.
+func (s *Server) Group() *raftgroup.Group { return s.group }
+
+// IsLeader reports whether this replica leads the MGS group.
+func (s *Server) IsLeader() bool { return s.group.IsLeader() }
+
+// Stop stops the Raft group and drops the connection to the leader.
+func (s *Server) Stop() {
+	s.group.Stop()
+	s.fwdMu.Lock()
+	if s.fwdConn != nil {
+		s.fwdConn.Close()
+		s.fwdConn = nil
+	}
+	s.fwdMu.Unlock()
 }
 
 // Attach registers the service on a gRPC server.
@@ -148,115 +165,253 @@ func label(kind pb.TargetKind, index uint32) string {
 	return "MGS"
 }
 
+// forwardedKey marks a call a follower passed on to the leader, which
+// must not be passed on again.
+const forwardedKey = "nacre-mgs-forwarded"
+
+// route decides where a call is served: it returns local=true when this
+// replica leads (noting since when), and otherwise forwards the call with
+// f to the leader, retrying while an election is under way or the leader
+// it knew is gone, for up to 5 s.
+func (s *Server) route(ctx context.Context, f func(c pb.MGSClient, ctx context.Context) error) (local bool, err error) {
+	if md, ok := metadata.FromIncomingContext(ctx); ok && len(md.Get(forwardedKey)) > 0 {
+		if s.isLeading() {
+			return true, nil
+		}
+		// Forwarded by a replica that thought this one leads: let it
+		// look again rather than forwarding in circles.
+		return false, raftgroup.NotLeaderStatus("MGS", raftgroup.NotLeaderError{Leader: s.group.Leader(), Addr: s.group.LeaderAddr()})
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if s.isLeading() {
+			return true, nil
+		}
+		c, err := s.leaderClient()
+		if err == nil {
+			err = f(c, metadata.AppendToOutgoingContext(ctx, forwardedKey, "1"))
+			if status.Code(err) != codes.Unavailable {
+				return false, err
+			}
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return false, err
+		}
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false, status.FromContextError(ctx.Err()).Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Server) isLeading() bool {
+	leading := s.group.IsLeader()
+	s.mu.Lock()
+	if leading && !s.leading {
+		s.leadSince = s.cfg.Now()
+	}
+	s.leading = leading
+	s.mu.Unlock()
+	return leading
+}
+
+// leaderClient is a client of the leader the group knows of.
+func (s *Server) leaderClient() (pb.MGSClient, error) {
+	addr := s.group.LeaderAddr()
+	if addr == "" {
+		return nil, raftgroup.NotLeaderStatus("MGS", raftgroup.NotLeaderError{})
+	}
+	s.fwdMu.Lock()
+	defer s.fwdMu.Unlock()
+	if s.fwdAddr != addr || s.fwdConn == nil {
+		if s.fwdConn != nil {
+			s.fwdConn.Close()
+		}
+		cc, err := rpc.Dial(addr)
+		if err != nil {
+			return nil, status.Errorf(codes.Unavailable, "MGS: dial the leader at %s: %v", addr, err)
+		}
+		s.fwdAddr, s.fwdConn = addr, cc
+	}
+	return pb.NewMGSClient(s.fwdConn), nil
+}
+
+// propose runs a command through the MGS's log (leader only).
+func (s *Server) propose(ctx context.Context, cmd *pb.MGSCommand) (result, error) {
+	cmd.NowNs = s.cfg.Now().UnixNano()
+	data, err := proto.Marshal(cmd)
+	if err != nil {
+		return result{}, status.Errorf(codes.Internal, "encode MGS command: %v", err)
+	}
+	v, err := s.group.Propose(ctx, data)
+	if err != nil {
+		return result{}, raftgroup.NotLeaderStatus("MGS", err)
+	}
+	r, _ := v.(result)
+	return r, r.err
+}
+
 // Register records a target's addresses; targets call it when they start.
 func (s *Server) Register(ctx context.Context, ti *pb.TargetInfo) (*pb.RegisterReply, error) {
+	var fwd *pb.RegisterReply
+	if local, err := s.route(ctx, func(c pb.MGSClient, ctx context.Context) (err error) { fwd, err = c.Register(ctx, ti); return }); !local {
+		return fwd, err
+	}
 	if ti.Fsname != s.cfg.ID.Fsname {
 		return nil, status.Errorf(codes.FailedPrecondition, "%s belongs to file system %q but this MGS serves %q; point it at the right MGS (--mgs)",
 			label(ti.Kind, ti.Index), ti.Fsname, s.cfg.ID.Fsname)
 	}
-	if ti.Kind != pb.TargetKind_TARGET_MDT && ti.Kind != pb.TargetKind_TARGET_OST {
-		return nil, status.Errorf(codes.InvalidArgument, "cannot register a target of kind %v", ti.Kind)
+	if _, err := s.propose(ctx, &pb.MGSCommand{Op: &pb.MGSCommand_Register{Register: ti}}); err != nil {
+		return nil, err
 	}
-	key := string(targetKey(ti.Kind, ti.Index))
+	key := string(targetKey(ti.Kind, ti.Index, ti.ReplicaId))
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if old, ok := s.targets[key]; ok && old.info.Uuid != ti.Uuid && (ti.ReplicaId == 0 || old.info.ReplicaId == ti.ReplicaId) {
-		return nil, status.Errorf(codes.AlreadyExists, "%s is already registered by another target (uuid %s, at %s); this one has uuid %s: two targets were formatted with the same index",
-			label(ti.Kind, ti.Index), old.info.Uuid, old.info.Addr, ti.Uuid)
+	if e := s.targets[key]; e != nil {
+		e.h = health{lastHeard: s.cfg.Now(), leader: ti.Leader}
 	}
-	ti = proto.Clone(ti).(*pb.TargetInfo)
-	ti.State, ti.LastHeardNs, ti.Statfs = "", 0, nil
-	now := s.cfg.Now()
-	ti.RegisteredNs = now.UnixNano()
-	if err := s.cfg.DB.Set([]byte(key), mustMarshal(ti), true); err != nil {
-		return nil, status.Errorf(codes.Unavailable, "MGS store write failed: %v", err)
+	s.mu.Unlock()
+	what := label(ti.Kind, ti.Index)
+	if ti.ReplicaId != 0 {
+		what += fmt.Sprintf(" replica %d", ti.ReplicaId)
 	}
-	e := s.targets[key]
-	if e == nil {
-		e = &entry{}
-		s.targets[key] = e
+	s.log.Info("target registered", "registered", what, "addr", ti.Addr, "data_addr", ti.DataAddr, "pid", ti.Pid)
+	return &pb.RegisterReply{Fsname: s.cfg.ID.Fsname}, nil
+}
+
+// Deregister forgets a replica that left its group.
+func (s *Server) Deregister(ctx context.Context, r *pb.DeregisterRequest) (*pb.RegisterReply, error) {
+	var fwd *pb.RegisterReply
+	if local, err := s.route(ctx, func(c pb.MGSClient, ctx context.Context) (err error) { fwd, err = c.Deregister(ctx, r); return }); !local {
+		return fwd, err
 	}
-	e.info = ti
-	e.lastHeard = now
-	s.log.Info("target registered", "registered", label(ti.Kind, ti.Index), "addr", ti.Addr, "data_addr", ti.DataAddr, "pid", ti.Pid)
+	if _, err := s.propose(ctx, &pb.MGSCommand{Op: &pb.MGSCommand_Deregister{Deregister: r}}); err != nil {
+		return nil, err
+	}
+	s.log.Info("replica deregistered", "target", label(r.Kind, r.Index), "replica", r.ReplicaId)
 	return &pb.RegisterReply{Fsname: s.cfg.ID.Fsname}, nil
 }
 
 func (s *Server) Heartbeat(ctx context.Context, r *pb.HeartbeatRequest) (*pb.HeartbeatReply, error) {
-	key := string(targetKey(r.Kind, r.Index))
+	var fwd *pb.HeartbeatReply
+	if local, err := s.route(ctx, func(c pb.MGSClient, ctx context.Context) (err error) { fwd, err = c.Heartbeat(ctx, r); return }); !local {
+		return fwd, err
+	}
+	key := string(targetKey(r.Kind, r.Index, r.ReplicaId))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.targets[key]
 	if !ok || e.info.Uuid != r.Uuid {
 		return nil, status.Errorf(codes.NotFound, "%s is not registered with this MGS; register first", label(r.Kind, r.Index))
 	}
-	e.lastHeard = s.cfg.Now()
-	e.statfs = r.Statfs
-	e.leader = r.Leader
+	e.h = health{lastHeard: s.cfg.Now(), statfs: r.Statfs, leader: r.Leader, term: r.Term}
 	return &pb.HeartbeatReply{}, nil
 }
 
 // GetConfig returns every target with its state.
-func (s *Server) GetConfig(ctx context.Context, _ *pb.GetConfigRequest) (*pb.ClusterConfig, error) {
+func (s *Server) GetConfig(ctx context.Context, req *pb.GetConfigRequest) (*pb.ClusterConfig, error) {
+	var fwd *pb.ClusterConfig
+	if local, err := s.route(ctx, func(c pb.MGSClient, ctx context.Context) (err error) { fwd, err = c.GetConfig(ctx, req); return }); !local {
+		return fwd, err
+	}
+	// Every registration and grant acknowledged before this call is in
+	// the answer.
+	if err := s.group.Read(ctx); err != nil {
+		return nil, raftgroup.NotLeaderStatus("MGS", err)
+	}
 	now := s.cfg.Now()
 	out := &pb.ClusterConfig{Fsname: s.cfg.ID.Fsname, NowNs: now.UnixNano()}
-	if s.cfg.Self != nil {
-		self := proto.Clone(s.cfg.Self).(*pb.TargetInfo)
-		self.State, self.LastHeardNs = "up", now.UnixNano()
-		out.Targets = append(out.Targets, self)
-	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	keys := make([]string, 0, len(s.targets))
-	for k := range s.targets {
+	replicatedMGS := false
+	for k, e := range s.targets {
 		keys = append(keys, k)
+		replicatedMGS = replicatedMGS || e.info.Kind == pb.TargetKind_TARGET_MGS
 	}
 	sort.Strings(keys)
+	if s.cfg.Self != nil && !replicatedMGS {
+		self := proto.Clone(s.cfg.Self).(*pb.TargetInfo)
+		self.State, self.LastHeardNs, self.Leader = "up", now.UnixNano(), true
+		out.Targets = append(out.Targets, self)
+	}
 	for _, k := range keys {
 		e := s.targets[k]
 		ti := proto.Clone(e.info).(*pb.TargetInfo)
 		ti.State = "down"
-		if !e.lastHeard.IsZero() {
-			ti.LastHeardNs = e.lastHeard.UnixNano()
-			if now.Sub(e.lastHeard) < DownAfter {
+		heard := e.h.lastHeard
+		if heard.IsZero() && now.Sub(s.leadSince) < DownAfter {
+			// New leader: give every target one DownAfter to heartbeat.
+			heard = s.leadSince
+		}
+		if !heard.IsZero() {
+			ti.LastHeardNs = heard.UnixNano()
+			if now.Sub(heard) < DownAfter {
 				ti.State = "up"
 			}
 		}
-		ti.Statfs = e.statfs
-		ti.Leader = e.leader
+		ti.Statfs = e.h.statfs
+		ti.Leader = e.h.leader
+		if ti.Kind == pb.TargetKind_TARGET_MGS {
+			ti.Leader = ti.ReplicaId == s.group.Leader()
+		}
 		if s.upGauge != nil {
 			v := 0.0
 			if ti.State == "up" {
 				v = 1
 			}
-			s.upGauge.WithLabelValues(label(ti.Kind, ti.Index)).Set(v)
+			name := label(ti.Kind, ti.Index)
+			if ti.ReplicaId != 0 {
+				name += fmt.Sprintf("-r%d", ti.ReplicaId)
+			}
+			s.upGauge.WithLabelValues(name).Set(v)
 		}
 		out.Targets = append(out.Targets, ti)
+	}
+	// A replica that was deposed (or died) claims to lead until its next
+	// heartbeat or until it is down: of several claims for one target,
+	// only the highest term's stands.
+	type group struct {
+		kind  pb.TargetKind
+		index uint32
+	}
+	best := map[group]uint64{}
+	for _, k := range keys {
+		if e := s.targets[k]; e.h.leader && e.info.Kind != pb.TargetKind_TARGET_MGS {
+			g := group{e.info.Kind, e.info.Index}
+			best[g] = max(best[g], e.h.term)
+		}
+	}
+	for _, ti := range out.Targets {
+		if ti.Leader && ti.Kind != pb.TargetKind_TARGET_MGS {
+			if e := s.targets[string(targetKey(ti.Kind, ti.Index, ti.ReplicaId))]; e != nil && (e.h.term < best[group{ti.Kind, ti.Index}] || ti.State != "up") {
+				ti.Leader = false
+			}
+		}
 	}
 	for _, r := range s.fld {
 		out.Fld = append(out.Fld, proto.Clone(r).(*pb.SeqRange))
 	}
-	s.mu.Unlock()
 	return out, nil
 }
 
-// AllocSeqRange grants count sequences to an MDT; the grant is durable
-// before the reply, so no sequence is ever granted twice.
+// AllocSeqRange grants count sequences to an MDT; the grant is in the
+// replicated log before the reply, so no sequence is ever granted twice.
 func (s *Server) AllocSeqRange(ctx context.Context, r *pb.AllocSeqRangeRequest) (*pb.SeqRange, error) {
 	if r.Count == 0 || r.Count > 1<<20 {
 		return nil, status.Errorf(codes.InvalidArgument, "sequence count %d out of range (1..%d)", r.Count, 1<<20)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g := &pb.SeqRange{Start: s.nextSeq, End: s.nextSeq + r.Count, Mdt: r.Mdt}
-	b := s.cfg.DB.NewWriteBatch()
-	defer b.Close()
-	b.Set(keyNext, binary.BigEndian.AppendUint64(nil, g.End))
-	b.Set(binary.BigEndian.AppendUint64(append([]byte(nil), pfxFLD...), g.Start), mustMarshal(g))
-	if err := b.Commit(true); err != nil {
-		return nil, status.Errorf(codes.Unavailable, "MGS store write failed: %v", err)
+	var fwd *pb.SeqRange
+	if local, err := s.route(ctx, func(c pb.MGSClient, ctx context.Context) (err error) { fwd, err = c.AllocSeqRange(ctx, r); return }); !local {
+		return fwd, err
 	}
-	s.nextSeq = g.End
-	s.fld = append(s.fld, g)
+	res, err := s.propose(ctx, &pb.MGSCommand{Op: &pb.MGSCommand_AllocSeq{AllocSeq: r}})
+	if err != nil {
+		return nil, err
+	}
+	g := res.grant
 	s.log.Info("sequence range granted", "mdt", r.Mdt, "start", fmt.Sprintf("%#x", g.Start), "end", fmt.Sprintf("%#x", g.End))
 	return g, nil
 }

@@ -31,6 +31,7 @@ type Registrar struct {
 	fatal  chan error
 	once   sync.Once
 	ready  chan struct{}
+	kick   chan struct{}
 }
 
 // StartRegistrar begins registering; info and beat are called for every
@@ -42,7 +43,7 @@ func StartRegistrar(mgsAddr string, info func() *pb.TargetInfo, beat func() *pb.
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Registrar{cc: cc, mgs: pb.NewMGSClient(cc), info: info, beat: beat, log: log, cancel: cancel,
-		fatal: make(chan error, 1), ready: make(chan struct{})}
+		fatal: make(chan error, 1), ready: make(chan struct{}), kick: make(chan struct{}, 1)}
 	r.wg.Add(1)
 	go r.loop(ctx, mgsAddr)
 	return r, nil
@@ -57,6 +58,15 @@ func (r *Registrar) Fatal() <-chan error { return r.fatal }
 
 // Registered is closed after the first successful registration.
 func (r *Registrar) Registered() <-chan struct{} { return r.ready }
+
+// Kick sends the next heartbeat now instead of at the next tick (a
+// replica that just became leader, or stopped leading, says so at once).
+func (r *Registrar) Kick() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
 
 // Stop ends heartbeats.
 func (r *Registrar) Stop() {
@@ -79,6 +89,7 @@ func (r *Registrar) loop(ctx context.Context, addr string) {
 			if err == nil {
 				registered = true
 				r.once.Do(func() { close(r.ready) })
+				r.Kick() // the first heartbeat (space, leadership) at once
 			}
 		} else {
 			_, err = r.mgs.Heartbeat(cctx, r.beat())
@@ -105,6 +116,7 @@ func (r *Registrar) loop(ctx context.Context, addr string) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-r.kick:
 		}
 	}
 }

@@ -37,15 +37,24 @@ func BenchmarkProposeSingle(b *testing.B) {
 // replicas in this process, over gRPC on loopback, each with its own store
 // on the real disk: the three share one disk and two cores, a harsher
 // setting than three machines. entries/sync is the leader's.
+//
+// path=fast sends messages over the fast path (fast.go), path=stream over
+// the gRPC stream; compare them with -count and benchstat.
 func BenchmarkProposeThree(b *testing.B) {
-	for _, proposers := range []int{1, 8, 64} {
-		b.Run(fmt.Sprintf("proposers=%d", proposers), func(b *testing.B) {
-			c := newCluster(b, "grpc-disk", 3, func(cfg *Config) {
-				cfg.TickInterval = 50 * time.Millisecond
-				cfg.ElectionTicks = 10
+	for _, path := range []string{"fast", "stream"} {
+		for _, proposers := range []int{1, 8, 64} {
+			b.Run(fmt.Sprintf("path=%s/proposers=%d", path, proposers), func(b *testing.B) {
+				kind := "grpc-disk"
+				if path == "stream" {
+					kind = "grpc-stream-disk"
+				}
+				c := newCluster(b, kind, 3, func(cfg *Config) {
+					cfg.TickInterval = 50 * time.Millisecond
+					cfg.ElectionTicks = 10
+				})
+				benchPropose(b, c.leader().g, proposers)
 			})
-			benchPropose(b, c.leader().g, proposers)
-		})
+		}
 	}
 }
 

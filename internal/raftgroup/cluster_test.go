@@ -12,7 +12,7 @@ import (
 )
 
 func TestThreeReplicasElectReplicateAndRedirect(t *testing.T) {
-	transports(t, func(t *testing.T, kind string) {
+	allTransports(t, func(t *testing.T, kind string) {
 		c := newCluster(t, kind, 3, nil)
 		l := c.leader()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -211,7 +211,7 @@ func TestPartitionedLeaderFailsPendingProposalsFast(t *testing.T) {
 }
 
 func TestLaggingReplicaCatchesUpBySnapshot(t *testing.T) {
-	transports(t, func(t *testing.T, kind string) {
+	allTransports(t, func(t *testing.T, kind string) {
 		c := newCluster(t, kind, 3, func(cfg *Config) { cfg.KeepEntries = 10 })
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()

@@ -103,6 +103,10 @@ type Config struct {
 	// empty keeps them in memory.
 	SnapshotDir string
 
+	// DisableLease makes Read always use ReadIndex (a heartbeat round)
+	// instead of serving reads on the leader under a lease (lease.go).
+	DisableLease bool
+
 	Log *slog.Logger
 	// OnLeaderChange is called from a separate goroutine, in order, when
 	// this replica's view of the leader changes.
@@ -163,6 +167,10 @@ type Status struct {
 	// Progress is the leader's view of every replica (leader only).
 	Progress map[uint64]PeerProgress
 	Stats    Stats
+	// Lease: this replica leads under a valid lease (lease.go);
+	// LeaseReads counts the reads it served so.
+	Lease      bool
+	LeaseReads uint64
 }
 
 // PeerProgress is the leader's view of one replica.
@@ -241,6 +249,9 @@ type Group struct {
 	smEnts       []Entry
 	spare        inboxItems
 	lastCampaign uint64
+	ls           leaseState
+	unsynced     bool          // the log holds writes no fsync covered yet (persistStage)
+	out, batch   []*pb.Message // messages to send (flushOut)
 
 	in    inbox
 	wake  chan struct{}
@@ -249,6 +260,7 @@ type Group struct {
 	err   error // fatal error, set before done is closed
 
 	seq      atomic.Uint64
+	solo     atomic.Bool // this replica is the group's only voter (and no learners)
 	leader   atomic.Uint64
 	isLeader atomic.Bool
 	term     atomic.Uint64
@@ -300,6 +312,7 @@ func Start(cfg Config) (*Group, error) {
 		replayed:  make(chan bool, 1),
 	}
 	g.in.spools = map[uint64]*spool{}
+	g.initLease()
 	// Proposal sequence numbers only need to be unique per (replica, term)
 	// (see proposal.go); starting from the clock makes them unique across
 	// restarts too, which helps when reading logs.
@@ -317,6 +330,7 @@ func Start(cfg Config) (*Group, error) {
 	}
 	g.store = st
 	st.peers = g.encodedPeers
+	g.noteConf()
 	if err := g.recover(); err != nil {
 		return nil, fmt.Errorf("raft group %d replica %d: %w", g.gid, g.id, err)
 	}
@@ -572,6 +586,18 @@ func (g *Group) stoppedErr() error {
 		return fmt.Errorf("%w: %v", ErrStopped, g.err)
 	}
 	return ErrStopped
+}
+
+// Replicated reports whether the group has replicas other than this one
+// (or this replica has not learned the configuration yet): reads must
+// then go through Read or ReadIndex to be linearizable.
+func (g *Group) Replicated() bool { return !g.solo.Load() }
+
+// noteConf records whether this replica is alone in the configuration
+// (loop, or Start before the loop runs).
+func (g *Group) noteConf() {
+	cs := g.store.conf
+	g.solo.Store(g.singleVoter() && len(cs.GetLearners()) == 0 && len(cs.GetLearnersNext()) == 0)
 }
 
 // IsLeader reports whether this replica is the leader.

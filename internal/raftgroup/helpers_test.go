@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -164,14 +165,24 @@ type cluster struct {
 	t      testing.TB
 	mem    *MemNetwork // nil: gRPC
 	onDisk bool        // stores on the real disk, for benchmarks
+	slow   bool        // gRPC: messages over the gRPC stream, not the fast path
 	nodes  map[uint64]*node
 	peers  []Peer
 	cfg    func(*Config) // adjusts every replica's config
 }
 
-// transports runs a cluster test over both transports.
+// transports runs a cluster test over gRPC (messages on the fast path)
+// and over a MemNetwork.
 func transports(t *testing.T, test func(t *testing.T, kind string)) {
 	for _, kind := range []string{"grpc", "mem"} {
+		t.Run(kind, func(t *testing.T) { test(t, kind) })
+	}
+}
+
+// allTransports adds gRPC with messages on the gRPC stream (the fallback
+// for peers without the fast path).
+func allTransports(t *testing.T, test func(t *testing.T, kind string)) {
+	for _, kind := range []string{"grpc", "grpc-stream", "mem"} {
 		t.Run(kind, func(t *testing.T) { test(t, kind) })
 	}
 }
@@ -187,7 +198,7 @@ func testTiming(c *Config) {
 // newCluster starts n replicas of group 1 over the transport kind
 // ("grpc" or "mem"; "grpc-disk" puts the stores on the real disk).
 func newCluster(t testing.TB, kind string, n int, adjust func(*Config)) *cluster {
-	c := &cluster{t: t, nodes: map[uint64]*node{}, cfg: adjust, onDisk: kind == "grpc-disk"}
+	c := &cluster{t: t, nodes: map[uint64]*node{}, cfg: adjust, onDisk: strings.HasSuffix(kind, "-disk"), slow: strings.HasPrefix(kind, "grpc-stream")}
 	if kind == "mem" {
 		c.mem = NewMemNetwork()
 	}
@@ -229,7 +240,11 @@ func (c *cluster) attach(nd *node) {
 	}
 	nd.addr = ln.Addr().String()
 	nd.srv = rpc.NewServer(nil)
-	nd.tr = NewGRPCTransport(nd.srv, testLog())
+	tr := NewGRPCTransport(nd.srv, testLog())
+	nd.tr = tr
+	if !c.slow {
+		ln = tr.Listener(ln) // messages over the fast path (fast.go)
+	}
 	nd.serve.Add(1)
 	go func() {
 		defer nd.serve.Done()

@@ -96,7 +96,13 @@ func (g *Group) drain() {
 			g.rn.ReportSnapshot(r.id, raft.SnapshotFinish)
 		}
 	}
+	for _, f := range it.calls {
+		f()
+	}
 	for _, m := range it.msgs {
+		if g.holdVote(m) {
+			continue
+		}
 		if err := g.rn.Step(m); err != nil {
 			g.log.Debug("raft refused a message", "type", m.GetType(), "from", m.GetFrom(), "err", err)
 		}
@@ -106,7 +112,7 @@ func (g *Group) drain() {
 	}
 	if len(it.reads) > 0 {
 		g.nextRead++
-		g.reads[g.nextRead] = &readBatch{reqs: append([]*readReq(nil), it.reads...), tick: g.ticks}
+		g.reads[g.nextRead] = &readBatch{reqs: append([]*readReq(nil), it.reads...), tick: g.ticks, sent: g.now(), epoch: g.ls.xferEpoch}
 		g.rn.ReadIndex(binary.BigEndian.AppendUint64(nil, g.nextRead))
 	}
 	it.clear()
@@ -228,6 +234,7 @@ func (g *Group) handleReady(rd raft.Ready) {
 		id := binary.BigEndian.Uint64(rs.RequestCtx)
 		if b := g.reads[id]; b != nil {
 			delete(g.reads, id)
+			g.readDone(b)
 			idx := max(rs.Index, g.readFloor)
 			for _, r := range b.reqs {
 				r.done <- readResult{index: idx}
@@ -248,6 +255,8 @@ func (g *Group) handleReady(rd raft.Ready) {
 			g.send(m)
 		}
 	}
+	// Appends leave before this replica's own fsync (doc.go).
+	g.flushOut()
 }
 
 func (g *Group) onSoftState(ss raft.SoftState) {
@@ -266,6 +275,7 @@ func (g *Group) onSoftState(ss raft.SoftState) {
 		g.failWaiters(ErrProposalDropped)
 	}
 	if prev.Lead != ss.Lead || wasLeader != isLeader {
+		g.dropLease()
 		g.log.Info("leader changed", "leader", ss.Lead, "term", term, "state", stateName(ss.RaftState))
 		// Read requests in flight may have been dropped with the old
 		// leader: have the callers ask again right away.
@@ -287,23 +297,63 @@ func (g *Group) failWaiters(err error) {
 	}
 }
 
-// send hands a message to the transport, which never blocks.
+// send queues a message for the transport; flushOut hands the queued
+// messages over, one batch per replica, so that a Ready's messages to a
+// replica leave in one write.
 func (g *Group) send(m *pb.Message) {
 	if g.tr == nil {
 		return
 	}
-	to := m.GetTo()
-	addr := g.peerAddr(to)
-	if addr == "" {
-		g.log.Debug("no address for replica; message dropped", "to", to, "type", m.GetType())
-		g.in.push(func(it *inboxItems) { it.reports = append(it.reports, report{id: to, unreachable: true}) })
+	g.out = append(g.out, m)
+}
+
+// batchSender is a Transport that takes several messages to one replica
+// at once (GRPCTransport).
+type batchSender interface {
+	SendBatch(group uint64, to Peer, ms []*pb.Message)
+}
+
+// flushOut sends what send queued, in order per replica.
+func (g *Group) flushOut() {
+	if len(g.out) == 0 {
 		return
 	}
-	if m.GetType() == pb.MsgSnap {
-		g.stats.snapsSent.Add(1)
-		g.log.Info("sending snapshot", "to", to, "index", m.GetSnapshot().GetMetadata().GetIndex())
+	bs, batches := g.tr.(batchSender)
+	for i, m := range g.out {
+		if m == nil {
+			continue
+		}
+		to := m.GetTo()
+		addr := g.peerAddr(to)
+		if addr == "" {
+			g.log.Debug("no address for replica; message dropped", "to", to, "type", m.GetType())
+			g.in.push(func(it *inboxItems) { it.reports = append(it.reports, report{id: to, unreachable: true}) })
+			g.out[i] = nil
+			continue
+		}
+		if m.GetType() == pb.MsgSnap {
+			g.stats.snapsSent.Add(1)
+			g.log.Info("sending snapshot", "to", to, "index", m.GetSnapshot().GetMetadata().GetIndex())
+		}
+		if !batches {
+			g.tr.Send(g.gid, Peer{ID: to, Addr: addr}, m)
+			g.out[i] = nil
+			continue
+		}
+		// Gather this replica's messages, in order.
+		ms := g.batch[:0]
+		for j := i; j < len(g.out); j++ {
+			if g.out[j] != nil && g.out[j].GetTo() == to {
+				ms = append(ms, g.out[j])
+				g.out[j] = nil
+			}
+		}
+		bs.SendBatch(g.gid, Peer{ID: to, Addr: addr}, ms)
+		clear(ms)
+		g.batch = ms[:0]
 	}
-	g.tr.Send(g.gid, Peer{ID: to, Addr: addr}, m)
+	clear(g.out)
+	g.out = g.out[:0]
 }
 
 // persistStage writes all queued append work in one batch, synced if any
@@ -346,16 +396,30 @@ func (g *Group) persistStage() error {
 			return err
 		}
 		nents += len(m.GetEntries())
+		if len(m.GetEntries()) > 0 || !raft.IsEmptySnap(m.GetSnapshot()) {
+			g.unsynced = true
+		}
 		if m.Term != nil {
+			if m.GetTerm() != g.store.hs.GetTerm() || m.GetVote() != g.store.hs.GetVote() {
+				g.unsynced = true
+			}
 			hs := &pb.HardState{Term: new(m.GetTerm()), Vote: new(m.GetVote()), Commit: new(m.GetCommit())}
 			if err := g.store.setHardState(b, hs); err != nil {
 				b.Close()
 				return err
 			}
 		}
-		if len(m.GetResponses()) > 0 {
+		// Responses promise that entries, the snapshot, the term and the
+		// vote are durable; the commit index need not be (it is
+		// recovered, see recover), so a write that only moves it - the
+		// empty append a leader sends to spread its commit index - is
+		// not worth an fsync of its own.
+		if len(m.GetResponses()) > 0 && g.unsynced {
 			sync = true
 		}
+	}
+	if sync {
+		g.unsynced = false
 	}
 	if err := commit(); err != nil {
 		return err
@@ -365,6 +429,7 @@ func (g *Group) persistStage() error {
 			g.deliverLocal(r)
 		}
 	}
+	g.flushOut()
 	return nil
 }
 
@@ -424,6 +489,7 @@ func (g *Group) installSnapshot(b *kv.Batch, snap *pb.Snapshot) error {
 		return err
 	}
 	g.mergePeers(snap.GetData())
+	g.noteConf()
 	g.confHist = nil
 	g.stats.snapsRecv.Add(1)
 	g.log.Info("installed snapshot", "index", idx, "term", meta.GetTerm(), "sm_applied", g.smApplied,
@@ -451,6 +517,7 @@ func (g *Group) applyStage() error {
 				g.deliverLocal(r)
 			}
 		}
+		g.flushOut()
 		return nil
 	}
 	// Entries at or below the state machine's applied index are raft
@@ -517,6 +584,7 @@ func (g *Group) applyStage() error {
 			g.deliverLocal(r)
 		}
 	}
+	g.flushOut()
 	g.applied.Store(g.smApplied)
 	g.broadcast(&g.appliedCh)
 	if err := g.maybeCompact(); err != nil {
@@ -569,6 +637,7 @@ func (g *Group) applyConfChange(e *pb.Entry) error {
 	}
 	cs := g.rn.ApplyConfChange(cc)
 	g.store.conf = cs
+	g.noteConf()
 	g.confHist = append(g.confHist, confAt{index: e.GetIndex(), cs: cs})
 	id, seq, peer := decodeChangeContext(ctx)
 	if peer != nil && peer.Addr != "" {
@@ -629,12 +698,16 @@ func (g *Group) tick() {
 	// hand those back to their callers to retry.
 	for id, b := range g.reads {
 		if g.ticks-b.tick > uint64(2*g.cfg.ElectionTicks) {
+			if b.renew {
+				g.ls.renewing = false
+			}
 			for _, r := range b.reqs {
 				r.done <- readResult{retry: true}
 			}
 			delete(g.reads, id)
 		}
 	}
+	g.renewLease()
 	g.maybeCampaign()
 }
 
@@ -679,7 +752,7 @@ func (g *Group) status() Status {
 		GroupID: g.gid, ID: g.id, State: stateName(st.RaftState),
 		Leader: st.Lead, Term: st.GetTerm(), Vote: st.GetVote(), Commit: st.GetCommit(),
 		Applied: g.applied.Load(), FirstIndex: g.store.first(), LastIndex: g.store.last(),
-		Stats: g.stats.load(),
+		Stats: g.stats.load(), Lease: g.leaseValid(), LeaseReads: g.ls.reads.Load(),
 	}
 	for id := range st.Config.Voters.IDs() {
 		s.Voters = append(s.Voters, id)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -50,21 +52,37 @@ func (g *Group) changeMembership(ctx context.Context, typ pb.ConfChangeType, id 
 			return err
 		}
 	}
-	p := &proposal{seq: g.seq.Add(1), done: make(chan result, 1)}
 	peer, err := proto.Marshal(&nacrepb.RaftPeer{Id: id, Addr: addr})
 	if err != nil {
 		return err
 	}
-	p.cc = &pb.ConfChangeV2{
-		Changes: []*pb.ConfChangeSingle{{Type: typ.Enum(), NodeId: new(id)}},
-		Context: append(appendHeader(nil, g.id, p.seq), peer...),
+	// Raft takes one change at a time, and a new leader none until it has
+	// applied its first entry: wait for those (briefly) rather than fail.
+	for pause := 20 * time.Millisecond; ; pause = min(2*pause, 500*time.Millisecond) {
+		p := &proposal{seq: g.seq.Add(1), done: make(chan result, 1)}
+		p.cc = &pb.ConfChangeV2{
+			Changes: []*pb.ConfChangeSingle{{Type: typ.Enum(), NodeId: new(id)}},
+			Context: append(appendHeader(nil, g.id, p.seq), peer...),
+		}
+		g.in.push(func(it *inboxItems) { it.props = append(it.props, p) })
+		g.signal()
+		_, err := g.await(ctx, p)
+		if errors.Is(err, ErrMembershipBusy) {
+			t := time.NewTimer(pause)
+			select {
+			case <-t.C:
+				continue
+			case <-ctx.Done():
+				t.Stop()
+			case <-g.done:
+				t.Stop()
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("membership change %s of replica %d: %w", typ, id, err)
+		}
+		return nil
 	}
-	g.in.push(func(it *inboxItems) { it.props = append(it.props, p) })
-	g.signal()
-	if _, err := g.await(ctx, p); err != nil {
-		return fmt.Errorf("membership change %s of replica %d: %w", typ, id, err)
-	}
-	return nil
 }
 
 // decodeChangeContext reads the proposal header and the peer from a
@@ -126,4 +144,66 @@ func (g *Group) encodedPeers() []byte {
 	g.peersMu.RLock()
 	defer g.peersMu.RUnlock()
 	return encodePeers(g.peers)
+}
+
+// AddReplica adds replica id, serving at addr and started with
+// Config.Join, the safe way: as a learner first, so that the group's
+// quorum never waits for a replica that is still catching up, and then,
+// once its log has reached the leader's commit index, as a voter (unless
+// learnerOnly). It is idempotent: a replica that is already a learner is
+// only promoted, one that is already a voter is left alone.
+func (g *Group) AddReplica(ctx context.Context, id uint64, addr string, learnerOnly bool) error {
+	if err := g.checkLeader(); err != nil {
+		return err
+	}
+	st := g.Status()
+	isVoter, isLearner := slices.Contains(st.Voters, id), slices.Contains(st.Learners, id)
+	if isVoter {
+		if addr != "" {
+			return g.UpdatePeer(Peer{ID: id, Addr: addr})
+		}
+		return nil
+	}
+	if !isLearner {
+		if err := g.AddLearner(ctx, id, addr); err != nil {
+			return err
+		}
+		g.log.Info("learner added; waiting for it to catch up", "learner", id, "addr", addr)
+	}
+	if learnerOnly {
+		return nil
+	}
+	if err := g.waitCaughtUp(ctx, id); err != nil {
+		return err
+	}
+	if err := g.AddVoter(ctx, id, ""); err != nil {
+		return err
+	}
+	g.log.Info("learner caught up and promoted to voter", "replica", id)
+	return nil
+}
+
+// waitCaughtUp waits until replica id has every entry committed when the
+// wait began (leader only).
+func (g *Group) waitCaughtUp(ctx context.Context, id uint64) error {
+	target := g.commit.Load()
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		st := g.Status()
+		if st.State != "leader" {
+			return g.notLeader()
+		}
+		if pr, ok := st.Progress[id]; ok && pr.Match >= target {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			pr := st.Progress[id]
+			return fmt.Errorf("replica %d has not caught up (it has index %d of %d, state %s): %w", id, pr.Match, target, pr.State, ctx.Err())
+		case <-g.done:
+			return g.stoppedErr()
+		case <-t.C:
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"sync"
+	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
 )
@@ -88,6 +89,12 @@ type readResult struct {
 type readBatch struct {
 	reqs []*readReq
 	tick uint64 // when it was issued, to expire requests raft dropped
+	// sent and epoch are when the read was handed to raft (lease.go) and
+	// the leadership-transfer epoch then: a leader's completed read
+	// proves a quorum heard from it after sent.
+	sent  time.Duration
+	epoch uint64
+	renew bool // a lease renewal, no callers
 }
 
 // inbox is how other goroutines hand work to the loop: callers append
@@ -106,6 +113,7 @@ type inboxItems struct {
 	msgs    []*pb.Message
 	reads   []*readReq
 	reports []report
+	calls   []func() // run on the loop (leadership transfer)
 }
 
 type report struct {
@@ -130,6 +138,7 @@ func (in *inbox) take(spare inboxItems) inboxItems {
 	spare.msgs = spare.msgs[:0]
 	spare.reads = spare.reads[:0]
 	spare.reports = spare.reports[:0]
+	spare.calls = spare.calls[:0]
 	in.mu.Lock()
 	it := in.it
 	in.it = spare
@@ -138,7 +147,7 @@ func (in *inbox) take(spare inboxItems) inboxItems {
 }
 
 func (it *inboxItems) empty() bool {
-	return len(it.props) == 0 && len(it.msgs) == 0 && len(it.reads) == 0 && len(it.reports) == 0
+	return len(it.props) == 0 && len(it.msgs) == 0 && len(it.reads) == 0 && len(it.reports) == 0 && len(it.calls) == 0
 }
 
 // clear drops references so the spare buffers do not pin messages.
@@ -146,4 +155,5 @@ func (it *inboxItems) clear() {
 	clear(it.props)
 	clear(it.msgs)
 	clear(it.reads)
+	clear(it.calls)
 }

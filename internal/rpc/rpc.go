@@ -15,6 +15,7 @@ import (
 	"net"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -24,6 +25,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 
 	"nacre/internal/version"
@@ -110,7 +113,9 @@ func VersionMismatch(peer string, ours int, peerRole, ourRole string) string {
 }
 
 // Dial returns a client connection to addr. It does not wait for the
-// server: the first call does, within its deadline.
+// server: the first call does, within its deadline. addr may list several
+// servers separated by commas (the replicas of a replicated MGS): the
+// connection uses the first that answers and moves on when it fails.
 func Dial(addr string) (*grpc.ClientConn, error) {
 	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, inv grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		ctx = metadata.AppendToOutgoingContext(ctx, versionKey, strconv.Itoa(version.Protocol))
@@ -123,7 +128,9 @@ func Dial(addr string) (*grpc.ClientConn, error) {
 	bc := backoff.DefaultConfig
 	bc.BaseDelay = 50 * time.Millisecond
 	bc.MaxDelay = time.Second
-	cc, err := grpc.NewClient("passthrough:///"+addr,
+	target, multi := "passthrough:///"+addr, multiAddr(addr)
+	cc, err := grpc.NewClient(target,
+		multi,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithUnaryInterceptor(unary),
 		grpc.WithStreamInterceptor(stream),
@@ -143,6 +150,23 @@ func Dial(addr string) (*grpc.ClientConn, error) {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
 	return cc, nil
+}
+
+// multiAddr resolves a comma-separated list of addresses for Dial (one
+// address needs nothing: the passthrough resolver dials it).
+func multiAddr(addr string) grpc.DialOption {
+	if !strings.Contains(addr, ",") {
+		return grpc.EmptyDialOption{}
+	}
+	r := manual.NewBuilderWithScheme("passthrough")
+	var st resolver.State
+	for _, a := range strings.Split(addr, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			st.Addresses = append(st.Addresses, resolver.Address{Addr: a})
+		}
+	}
+	r.InitialState(st)
+	return grpc.WithResolvers(r)
 }
 
 // Errno is a POSIX error with context, as returned by client calls.

@@ -25,8 +25,8 @@ import (
 	pb "nacre/api/nacrepb"
 	"nacre/internal/frpc"
 	"nacre/internal/kv"
-	"nacre/internal/mdsapi"
 	"nacre/internal/mds"
+	"nacre/internal/mdsapi"
 	"nacre/internal/mgs"
 	"nacre/internal/obs"
 	"nacre/internal/oss"
@@ -146,18 +146,14 @@ func Run(ctx context.Context, dir string, o Options) error {
 	var stop func()
 	switch id.Kind {
 	case target.MGS:
-		srv, err := mgs.New(mgs.Config{ID: id, DB: db, Log: log, Reg: reg, Self: mgs.SelfInfo(id, ln.Addr().String(), mh.Addr(), absDir(dir))})
+		stop, err = runMGS(id, dir, db, ln, reg, sm, log, mh.Addr(), fatal) // replicas.go
 		if err != nil {
 			return err
 		}
-		g := rpc.NewServer(nil, rpc.WithInFlight(sm.InFlight.WithLabelValues("grpc")))
-		srv.Attach(g)
-		go serveGRPC(g, ln, fatal)
-		stop = func() { stopGRPC(g) }
 	case target.MDT:
 		info.Kind = pb.TargetKind_TARGET_MDT
 		info.DataAddr = dataLn.Addr().String()
-		stop, err = runMDS(id, db, ln, dataLn, reg, sm, log, info, fatal)
+		stop, err = runMDS(id, dir, db, ln, dataLn, reg, sm, log, info, fatal)
 		if err != nil {
 			return err
 		}
@@ -196,17 +192,28 @@ func Run(ctx context.Context, dir string, o Options) error {
 	}
 }
 
-func runMDS(id target.Identity, db *kv.DB, ln, dataLn net.Listener, reg *prometheus.Registry, sm *obs.ServerMetrics, log *slog.Logger, info *pb.TargetInfo, fatal chan error) (func(), error) {
+func runMDS(id target.Identity, dir string, db *kv.DB, ln, dataLn net.Listener, reg *prometheus.Registry, sm *obs.ServerMetrics, log *slog.Logger, info *pb.TargetInfo, fatal chan error) (func(), error) {
 	mgsConn, err := rpc.Dial(id.MGSNode)
 	if err != nil {
 		return nil, err
 	}
 	g := rpc.NewServer(nil, rpc.WithInFlight(sm.InFlight.WithLabelValues("grpc")))
+	tr := newTransport(id, g, log) // nil for a single replica (replicas.go)
+	closeTr := func() {
+		if tr != nil {
+			tr.Close()
+		}
+	}
+	var kick kicker // heartbeat at once when leadership changes (replicas.go)
 	srv, err := mds.Start(mds.Config{ID: id, DB: db, Log: log, Reg: reg, GRPC: g, MGS: pb.NewMGSClient(mgsConn),
-		Group: groupFor(id, db, log, g)})
+		Group: groupFor(id, dir, db, log, tr, &kick)})
 	if err != nil {
+		closeTr()
 		mgsConn.Close()
 		return nil, err
+	}
+	if tr != nil {
+		ln = tr.Listener(ln) // raft messages share the gRPC port (raftgroup/fast.go)
 	}
 	go serveGRPC(g, ln, fatal)
 	// The metadata hot path: framed RPC on the data port (internal/frpc).
@@ -218,21 +225,33 @@ func runMDS(id target.Identity, db *kv.DB, ln, dataLn net.Listener, reg *prometh
 			return ti
 		},
 		func() *pb.HeartbeatRequest {
-			return &pb.HeartbeatRequest{Kind: info.Kind, Index: id.Index, Uuid: id.UUID, Statfs: srv.LocalStatfs(), Leader: srv.IsLeader(), ReplicaId: id.ReplicaID}
+			return &pb.HeartbeatRequest{Kind: info.Kind, Index: id.Index, Uuid: id.UUID, Statfs: srv.LocalStatfs(), Leader: srv.IsLeader(), ReplicaId: id.ReplicaID, Term: srv.Group().Term()}
 		}, log)
 	if err != nil {
 		g.Stop()
 		fs.Close()
 		srv.Stop()
+		closeTr()
 		mgsConn.Close()
 		return nil, err
 	}
+	kick.set(r)
 	go forward(r.Fatal(), fatal)
 	return func() {
+		handOff(srv.Group(), log) // replicas.go
 		r.Stop()
 		fs.Close()
-		stopGRPC(g)
-		srv.Stop()
+		if tr != nil {
+			// Replicas: stop the group and the transport first, so that
+			// the other replicas' Raft streams end and the graceful stop
+			// below does not wait for them.
+			srv.Stop()
+			closeTr()
+			stopGRPC(g)
+		} else {
+			stopGRPC(g)
+			srv.Stop()
+		}
 		mgsConn.Close()
 	}, nil
 }
@@ -328,23 +347,13 @@ func Alive(pid int) bool {
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
-// groupFor builds the Raft group constructor of an MDT.
-func groupFor(id target.Identity, db *kv.DB, log *slog.Logger, g *grpc.Server) func(sm raftgroup.StateMachine) (*raftgroup.Group, error) {
+// groupFor builds the Raft group constructor of an MDT (tr is nil for a
+// single replica; replicas.go).
+func groupFor(id target.Identity, dir string, db *kv.DB, log *slog.Logger, tr *raftgroup.GRPCTransport, k *kicker) func(sm raftgroup.StateMachine) (*raftgroup.Group, error) {
 	return func(sm raftgroup.StateMachine) (*raftgroup.Group, error) {
-		rid := id.ReplicaID
-		if rid == 0 {
-			rid = 1
-		}
-		peers := []raftgroup.Peer{{ID: rid, Addr: id.Listen}}
-		if len(id.Peers) > 1 {
-			peers = peers[:0]
-			for pid, addr := range id.Peers {
-				peers = append(peers, raftgroup.Peer{ID: pid, Addr: addr})
-			}
-		}
-		return raftgroup.Start(raftgroup.Config{
-			GroupID: uint64(id.Index) + 1, ID: rid, Peers: peers, DB: db, Prefix: []byte("\x00r"), SM: sm,
-			Log: log, TickInterval: 100 * time.Millisecond,
-		})
+		return raftgroup.Start(raftConfig(id, dir, tr, raftgroup.Config{
+			GroupID: uint64(id.Index) + 1, DB: db, Prefix: []byte("\x00r"), SM: sm, Log: log,
+			OnLeaderChange: func(bool, uint64, uint64) { k.kick() },
+		}))
 	}
 }

@@ -70,6 +70,11 @@ func moduleRoot() (string, error) {
 // Options configure Start.
 type Options struct {
 	OSTs int // default 2
+	// Replicas of the MGS and of the MDT (default 1): the targets are then
+	// "mgs-r1".. and "mdt0-r1"...
+	Replicas int
+	// Env is added to the environment of every target process.
+	Env []string
 }
 
 // Cluster is a running test cluster.
@@ -89,7 +94,11 @@ func Start(t testing.TB, o Options) *Cluster {
 	}
 	c := &Cluster{t: t, Dir: t.TempDir(), Bin: Binary(t)}
 	t.Cleanup(c.Stop)
-	lc, err := localcluster.Up(context.Background(), localcluster.Options{Dir: c.Dir, OSTs: o.OSTs, Binary: c.Bin, Out: io.Discard, ReadyTimeout: 60 * time.Second})
+	for _, kv := range o.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v) // inherited by the target processes
+	}
+	lc, err := localcluster.Up(context.Background(), localcluster.Options{Dir: c.Dir, OSTs: o.OSTs, Binary: c.Bin, Out: io.Discard, ReadyTimeout: 60 * time.Second, Replicas: o.Replicas})
 	if err != nil {
 		c.dumpLogs()
 		t.Fatalf("start cluster: %v", err)

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"nacre/internal/bench"
+	"nacre/internal/cli"
+)
+
+func parseFileCounts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		mult := 1
+		switch {
+		case strings.HasSuffix(f, "M"):
+			mult, f = 1000000, strings.TrimSuffix(f, "M")
+		case strings.HasSuffix(f, "k"), strings.HasSuffix(f, "K"):
+			mult, f = 1000, f[:len(f)-1]
+		}
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil {
+			return nil, fmt.Errorf("size %q: %v", f, err)
+		}
+		out = append(out, int(v*float64(mult)))
+	}
+	return out, nil
+}
+
+// lfsckBenchCommands are `nacre bench popd` and `nacre bench lfsck`.
+func lfsckBenchCommands(g *globals) []*cobra.Command {
+	var pd bench.PopDOptions
+	popd := &cobra.Command{
+		Use:   "popd --files N [--dirs N] [--subdirs L] [--threads C] [--root NAME] [--stripe-count S]",
+		Short: "Populate a PopD tree (seed 003): N subdirectories, L sub-subdirectories, C threads creating files",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			pd.MGS = g.mgs
+			pd.Progress = cmd.ErrOrStderr()
+			r, err := bench.PopD(cmd.Context(), pd)
+			if err != nil {
+				return err
+			}
+			return cli.JSON(cmd.OutOrStdout(), r)
+		},
+	}
+	popd.Flags().IntVar(&pd.Files, "files", 100000, "files to add")
+	popd.Flags().IntVar(&pd.Offset, "offset", 0, "files already in the tree (to grow it)")
+	popd.Flags().IntVar(&pd.Dirs, "dirs", 4, "N: subdirectories of the tree")
+	popd.Flags().IntVar(&pd.Subdirs, "subdirs", 4, "L: sub-subdirectories in each")
+	popd.Flags().IntVar(&pd.Threads, "threads", 8, "C: threads creating files")
+	popd.Flags().StringVar(&pd.Root, "root", "popd", "the tree's directory under /")
+	popd.Flags().IntVar(&pd.StripeCount, "stripe-count", 0, "stripe count of the files (-1: every OST)")
+
+	var lb struct {
+		sizes, osts, plot, from string
+		json, load        bool
+	}
+	var o bench.LfsckBenchOptions
+	lf := &cobra.Command{
+		Use:   "lfsck [--sizes 100k,200k,...] [--osts 2,4,8 --ost-files N] [--load] [--json] [--plot DIR]",
+		Short: "Checker benchmarks: scan speed as a PopD tree grows, 2/4/8 OSTs, create rate under the checker",
+		Long: `Seed 003's unloaded test: grows a PopD tree on the cluster of --mgs to each
+of --sizes and runs each component (namespace, scrub, layout, all) at full
+speed; objects/s per component and size.
+
+Seed 000's Table I (--osts): starts a local cluster per OST count, puts
+--ost-files files striped over every OST, times the layout check.
+
+Seed 003's test under load (--load): the create rate alone, with the
+namespace check at full speed, and with speed limits of 1/5 to 4/5 of the
+full speed, --load-seconds each.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if lb.from != "" {
+				r, err := bench.MergeLfsckResults(strings.Split(lb.from, ","))
+				if err != nil {
+					return err
+				}
+				if lb.plot != "" {
+					files, err := bench.WriteLfsckPlots(lb.plot, r)
+					if err != nil {
+						return err
+					}
+					for _, f := range files {
+						fmt.Fprintln(cmd.ErrOrStderr(), "wrote", f)
+					}
+				}
+				return cli.JSON(cmd.OutOrStdout(), r)
+			}
+			if o.Sizes, err = parseFileCounts(lb.sizes); err != nil {
+				return err
+			}
+			if lb.osts != "" {
+				for _, f := range strings.Split(lb.osts, ",") {
+					n, err := strconv.Atoi(strings.TrimSpace(f))
+					if err != nil || n < 1 {
+						return fmt.Errorf("--osts %q", lb.osts)
+					}
+					o.OSTCounts = append(o.OSTCounts, n)
+				}
+			}
+			o.MGS, o.Load = g.mgs, lb.load
+			if o.Binary == "" {
+				if exe, err := os.Executable(); err == nil {
+					o.Binary = exe
+				}
+			}
+			o.Progress = cmd.ErrOrStderr()
+			r, err := bench.RunLfsckBench(cmd.Context(), o)
+			if r != nil && lb.plot != "" {
+				files, perr := bench.WriteLfsckPlots(lb.plot, r)
+				for _, f := range files {
+					fmt.Fprintln(cmd.ErrOrStderr(), "wrote", f)
+				}
+				if err == nil {
+					err = perr
+				}
+			}
+			if r != nil && lb.json {
+				cli.JSON(cmd.OutOrStdout(), r)
+			}
+			return err
+		},
+	}
+	f := lf.Flags()
+	f.StringVar(&lb.sizes, "sizes", "", "tree sizes in files, growing (e.g. 100k,200k,500k,1M,2M)")
+	f.IntVar(&o.Dirs, "dirs", 16, "N: subdirectories of the PopD tree")
+	f.IntVar(&o.Subdirs, "subdirs", 4, "L: sub-subdirectories in each")
+	f.IntVar(&o.Threads, "threads", 8, "C: threads creating files")
+	f.IntVar(&o.StripeCount, "stripe-count", 0, "stripe count of the scaling tree's files")
+	f.StringVar(&lb.osts, "osts", "", "OST counts for Table I (e.g. 2,4,8): a local cluster each")
+	f.IntVar(&o.OSTFiles, "ost-files", 100000, "files for the Table I runs")
+	f.StringVar(&o.ClusterDir, "cluster-dir", "", "where to put the Table I clusters (default: a temporary directory)")
+	f.IntVar(&o.Have, "have", 0, "files the scaling tree already holds (from an earlier run)")
+	f.IntVar(&o.Repeat, "repeat", 3, "runs per measurement; the median is kept")
+	f.BoolVar(&lb.load, "load", false, "measure the create rate under the checker")
+	f.Float64Var(&o.LoadSeconds, "load-seconds", 20, "seconds per load measurement")
+	f.BoolVar(&lb.json, "json", false, "print the results as JSON")
+	f.StringVar(&lb.plot, "plot", "", "write PNG plots into this directory")
+	f.StringVar(&lb.from, "from", "", "merge saved results (JSON files, comma separated) and only print and plot them")
+	return []*cobra.Command{popd, lf}
+}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"nacre/internal/lfsck/admin"
+)
+
+func faultCommand(g *globals) *cobra.Command {
+	top := &cobra.Command{Use: "fault", Short: "Fault injection: damage metadata on purpose, arm fault points", GroupID: "admin"}
+	var jsonOut bool
+	list := &cobra.Command{
+		Use:   "list [--json]",
+		Short: "List the kinds of damage inject knows",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return admin.FaultList(adminEnv(g, cmd), jsonOut)
+		},
+	}
+	list.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
+	var inj struct {
+		path   string
+		stripe uint32
+	}
+	inject := &cobra.Command{
+		Use:   "inject KIND --path PATH [--stripe I]",
+		Short: "Damage one object of the running cluster in exactly one way",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return admin.FaultInject(cmd.Context(), adminEnv(g, cmd), args[0], inj.path, inj.stripe)
+		},
+	}
+	inject.Flags().StringVar(&inj.path, "path", "", "the file or directory to damage")
+	inject.Flags().Uint32Var(&inj.stripe, "stripe", 0, "the stripe (layout kinds)")
+	inject.MarkFlagRequired("path")
+	var target string
+	arm := &cobra.Command{
+		Use:   "arm POINT=ACTION[:ARG][*COUNT] --target mdtN|ostN",
+		Short: "Arm a named fault point in a server (error, delay:5ms, crash, panic, off)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return admin.FaultArm(cmd.Context(), adminEnv(g, cmd), target, args[0])
+		},
+	}
+	arm.Flags().StringVar(&target, "target", "mdt0", "the server: mdtN or ostN")
+	top.AddCommand(list, inject, arm)
+	return top
+}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/lfsck/admin"
+)
+
+func adminEnv(g *globals, cmd *cobra.Command) admin.Env {
+	return admin.Env{MGS: g.mgs, Out: cmd.OutOrStdout(), Err: cmd.ErrOrStderr()}
+}
+
+// addCheckerCommands adds nacre lfsck, nacre fault and nacre mdt.
+func addCheckerCommands(root *cobra.Command, g *globals) {
+	root.AddCommand(lfsckCommand(g), faultCommand(g), mdtCommand(g))
+}
+
+func lfsckCommand(g *globals) *cobra.Command {
+	top := &cobra.Command{Use: "lfsck", Short: "The online checker: OI scrub, namespace and layout check and repair", GroupID: "admin"}
+	var st struct {
+		types                              []string
+		speed                              uint64
+		window                             uint32
+		dry, reset, orphan, ostobj, mdtobj bool
+		policy                             string
+		mdt                                int
+		all, wait, json                    bool
+		checkpointMs                       int64
+	}
+	start := &cobra.Command{
+		Use:   "start [-t scrub,namespace,layout] [-s SPEED] [-n] [-r] [-o] [-c] [-C] [-e failout|continue] [-w WINDOW] [--mdt N | -A] [--wait]",
+		Short: "Start (or resume) the checker",
+		Long: `Start the checker on an MDT (MDT0 by default, every MDT with -A).
+
+Without -r, a check that was stopped, paused or crashed resumes from its
+last checkpoint with its saved parameters. Repairs that create data (-c, -C)
+and orphan adoption into .nacre/lost+found (-o) happen only when asked;
+otherwise those inconsistencies are reported. -n is a dry run: it reports
+and changes nothing at all. See docs/lfsck.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			req := &pb.LfsckStartRequest{Types: st.types, DryRun: st.dry, Reset_: st.reset, Orphan: st.orphan,
+				CreateOstobj: st.ostobj, CreateMdtobj: st.mdtobj, ErrorPolicy: st.policy, CheckpointIntervalMs: st.checkpointMs}
+			if cmd.Flags().Changed("speed") {
+				req.Speed = &st.speed
+			}
+			if cmd.Flags().Changed("window") {
+				req.Window = &st.window
+			}
+			return admin.Start(cmd.Context(), adminEnv(g, cmd), admin.StartOptions{Req: req, MDT: st.mdt, All: st.all, Wait: st.wait, JSON: st.json})
+		},
+	}
+	f := start.Flags()
+	f.StringSliceVarP(&st.types, "type", "t", nil, "components: scrub, namespace, layout, all (default: resume the interrupted ones, else all)")
+	f.Uint64VarP(&st.speed, "speed", "s", 0, "speed limit in objects per second (0: no limit)")
+	f.BoolVarP(&st.dry, "dryrun", "n", false, "dry run: report only, write nothing")
+	f.BoolVarP(&st.reset, "reset", "r", false, "start from the beginning, with default parameters")
+	f.BoolVarP(&st.orphan, "orphan", "o", false, "adopt orphans (OST objects, MDT objects, lost parents) into .nacre/lost+found")
+	f.BoolVarP(&st.ostobj, "create-ostobj", "c", false, "re-create missing OST objects of layouts (dangling references)")
+	f.BoolVarP(&st.mdtobj, "create-mdtobj", "C", false, "re-create missing MDT objects of directory entries (dangling names)")
+	f.StringVarP(&st.policy, "error", "e", "", "on a failure: continue (default) or failout")
+	f.Uint32VarP(&st.window, "window", "w", 0, "layout checks in flight to the OSTs (default 16384)")
+	f.IntVar(&st.mdt, "mdt", 0, "MDT index")
+	f.BoolVarP(&st.all, "all", "A", false, "every MDT")
+	f.BoolVar(&st.wait, "wait", false, "wait until it ends (progress on a terminal), then print the result")
+	f.BoolVar(&st.json, "json", false, "with --wait: print the result as JSON")
+	f.Int64Var(&st.checkpointMs, "checkpoint-interval-ms", 0, "checkpoint interval (default 60000)")
+	f.MarkHidden("checkpoint-interval-ms")
+
+	var sp struct {
+		mdt  int
+		all  bool
+		json bool
+		wait bool
+	}
+	stop := &cobra.Command{
+		Use:   "stop [--mdt N | -A]",
+		Short: "Stop the checker (it checkpoints; start resumes it); returns once stopped",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return admin.Stop(cmd.Context(), adminEnv(g, cmd), sp.mdt, sp.all)
+		},
+	}
+	stop.Flags().IntVar(&sp.mdt, "mdt", 0, "MDT index")
+	stop.Flags().BoolVarP(&sp.all, "all", "A", false, "every MDT")
+	query := &cobra.Command{
+		Use:   "query [--json] [--wait] [--mdt N | -A]",
+		Short: "Show every component's status, figures and counters",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return admin.Query(cmd.Context(), adminEnv(g, cmd), sp.mdt, sp.all, sp.json, sp.wait)
+		},
+	}
+	query.Flags().IntVar(&sp.mdt, "mdt", 0, "MDT index")
+	query.Flags().BoolVarP(&sp.all, "all", "A", false, "every MDT")
+	query.Flags().BoolVar(&sp.json, "json", false, "print JSON")
+	query.Flags().BoolVarP(&sp.wait, "wait", "w", false, "wait until no MDT is checking")
+	var stt struct {
+		comp string
+		mdt  int
+		json bool
+	}
+	status := &cobra.Command{
+		Use:   "status -t COMPONENT [--json] [--mdt N]",
+		Short: "Show one component in full (like Lustre's lfsck_namespace, lfsck_layout, oi_scrub)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return admin.Status(cmd.Context(), adminEnv(g, cmd), stt.mdt, strings.TrimSpace(stt.comp), stt.json)
+		},
+	}
+	status.Flags().StringVarP(&stt.comp, "type", "t", "", "scrub, namespace or layout")
+	status.Flags().IntVar(&stt.mdt, "mdt", 0, "MDT index")
+	status.Flags().BoolVar(&stt.json, "json", false, "print JSON")
+	var set struct {
+		speed  uint64
+		window uint32
+		mdt    int
+		all    bool
+	}
+	setCmd := &cobra.Command{
+		Use:   "set [-s SPEED] [-w WINDOW] [--mdt N | -A]",
+		Short: "Change the speed limit or window of a running check",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var sp *uint64
+			var w *uint32
+			if cmd.Flags().Changed("speed") {
+				sp = &set.speed
+			}
+			if cmd.Flags().Changed("window") {
+				w = &set.window
+			}
+			if sp == nil && w == nil {
+				return fmt.Errorf("give -s SPEED or -w WINDOW")
+			}
+			return admin.Set(cmd.Context(), adminEnv(g, cmd), set.mdt, set.all, sp, w)
+		},
+	}
+	setCmd.Flags().Uint64VarP(&set.speed, "speed", "s", 0, "objects per second (0: no limit)")
+	setCmd.Flags().Uint32VarP(&set.window, "window", "w", 0, "layout checks in flight")
+	setCmd.Flags().IntVar(&set.mdt, "mdt", 0, "MDT index")
+	setCmd.Flags().BoolVarP(&set.all, "all", "A", false, "every MDT")
+	digest := &cobra.Command{
+		Use:    "digest",
+		Short:  "Print a digest of every target's store (a dry run must not change them)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return admin.Digests(cmd.Context(), adminEnv(g, cmd))
+		},
+	}
+	top.AddCommand(start, stop, query, status, setCmd, digest)
+	return top
+}

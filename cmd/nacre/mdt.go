@@ -1,0 +1,38 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"nacre/internal/lfsck/admin"
+)
+
+func mdtCommand(g *globals) *cobra.Command {
+	top := &cobra.Command{Use: "mdt", Short: "MDT maintenance: file-level backup and restore", GroupID: "admin"}
+	var dir, file string
+	backup := &cobra.Command{
+		Use:   "backup --dir MDTDIR --out FILE",
+		Short: "Back up a stopped MDT, file by file",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return admin.Backup(adminEnv(g, cmd), dir, file)
+		},
+	}
+	backup.Flags().StringVar(&dir, "dir", "", "the MDT's target directory")
+	backup.Flags().StringVar(&file, "out", "", "the backup file to write")
+	backup.MarkFlagRequired("dir")
+	backup.MarkFlagRequired("out")
+	restore := &cobra.Command{
+		Use:   "restore --dir MDTDIR --from FILE",
+		Short: "Restore a backup into a stopped MDT (new local keys; the OI is rebuilt at start)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return admin.Restore(adminEnv(g, cmd), dir, file)
+		},
+	}
+	restore.Flags().StringVar(&dir, "dir", "", "the MDT's target directory")
+	restore.Flags().StringVar(&file, "from", "", "the backup file")
+	restore.MarkFlagRequired("dir")
+	restore.MarkFlagRequired("from")
+	top.AddCommand(backup, restore)
+	return top
+}

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"nacre/internal/cli"
+	"nacre/internal/localcluster"
+	"nacre/internal/target"
+)
+
+// addReplicaCommands adds `nacre replica list|add|remove|replace|transfer`.
+func addReplicaCommands(root *cobra.Command, g *globals) {
+	top := &cobra.Command{
+		Use:   "replica",
+		Short: "Replicas of the MGS and the MDTs (Raft groups): list, add, remove, replace, transfer leadership",
+		Long: `The MGS and every MDT can be Raft groups of several replicas, each its own
+process (nacre up --replicas 3). These commands change a group online.
+
+With --dir CLUSTER_DIR (a local cluster), add formats and starts the new
+replica itself (in CLUSTER_DIR/mdt0-rN), and remove stops the old one and
+moves its directory aside. Elsewhere, format and start the new replica on
+its host first:
+
+  nacre format --type mdt --index 0 --replica-id 4 --peers 1=h1:p,2=h2:p,3=h3:p --listen h4:p ...
+  nacre serve --dir DIR
+  nacre replica add --target mdt0 --id 4 --addr h4:p
+
+A new replica joins as a learner (it does not vote) and receives a
+snapshot, and becomes a voter once it has caught up.`,
+		GroupID: "admin",
+	}
+	var dir string
+	env := func(cmd *cobra.Command) (cli.Env, error) {
+		e := g.env(cmd)
+		if dir != "" {
+			a, err := localcluster.MGSAddr(dir)
+			if err != nil {
+				return e, err
+			}
+			e.MGS = a
+		}
+		return e, nil
+	}
+	top.PersistentFlags().StringVar(&dir, "dir", "", "local cluster directory (its MGS; add and remove manage the replica processes)")
+
+	var list struct {
+		target string
+		json   bool
+	}
+	listCmd := &cobra.Command{
+		Use:   "list [--target mgs|mdtN] [--json]",
+		Short: "Show every replica: role, state, term, applied index, the leader's view of its log, snapshots",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			e, err := env(cmd)
+			if err != nil {
+				return err
+			}
+			return cli.ReplicaList(cmd.Context(), e, list.target, list.json)
+		},
+	}
+	listCmd.Flags().StringVar(&list.target, "target", "", "one group: mgs or mdtN (default: all)")
+	listCmd.Flags().BoolVar(&list.json, "json", false, "print JSON")
+
+	var add struct {
+		target, addr string
+		id           uint64
+		learner      bool
+		timeout      time.Duration
+	}
+	addOne := func(cmd *cobra.Command, e cli.Env, grp cli.ReplicaGroup) (uint64, error) {
+		id, addr := add.id, add.addr
+		if dir != "" {
+			peers, next, err := cli.GroupPeers(cmd.Context(), e, grp)
+			if err != nil {
+				return 0, err
+			}
+			if id == 0 {
+				id = next
+			}
+			d, a, pid, err := localcluster.NewReplica(dir, grp.Name, id, peers, "")
+			if err != nil {
+				return 0, err
+			}
+			addr = a
+			fmt.Fprintf(cmd.OutOrStdout(), "formatted %s and started it (pid %d, %s)\n", d, pid, addr)
+		}
+		if id == 0 || addr == "" {
+			return 0, fmt.Errorf("give --id and --addr of the new replica (or --dir of a local cluster)")
+		}
+		return id, cli.ReplicaAdd(cmd.Context(), e, grp, id, addr, add.learner, add.timeout)
+	}
+	addCmd := &cobra.Command{
+		Use:   "add --target mgs|mdtN (--dir CLUSTER_DIR | --id N --addr HOST:PORT) [--learner]",
+		Short: "Add a replica to a group (it catches up by snapshot, then votes)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			e, err := env(cmd)
+			if err != nil {
+				return err
+			}
+			grp, err := cli.ParseGroup(add.target)
+			if err != nil {
+				return err
+			}
+			_, err = addOne(cmd, e, grp)
+			return err
+		},
+	}
+	addCmd.Flags().StringVar(&add.target, "target", "mdt0", "group: mgs or mdtN")
+	addCmd.Flags().Uint64Var(&add.id, "id", 0, "replica id (never reused; default with --dir: the next unused one)")
+	addCmd.Flags().StringVar(&add.addr, "addr", "", "the new replica's address (its --listen)")
+	addCmd.Flags().BoolVar(&add.learner, "learner", false, "keep it a learner (no vote)")
+	addCmd.Flags().DurationVar(&add.timeout, "timeout", time.Minute, "how long it may take to catch up")
+
+	var rm struct {
+		target string
+		id     uint64
+	}
+	removeOne := func(cmd *cobra.Command, e cli.Env, grp cli.ReplicaGroup, id uint64) error {
+		if err := cli.ReplicaRemove(cmd.Context(), e, grp, id); err != nil {
+			return err
+		}
+		if dir != "" {
+			to, err := localcluster.RetireReplica(dir, grp.Name, id)
+			if err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "replica %d left the group; its process or directory: %v\n", id, err)
+				return nil
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "stopped it and moved its directory to %s\n", to)
+		}
+		return nil
+	}
+	removeCmd := &cobra.Command{
+		Use:   "remove --target mgs|mdtN --id N",
+		Short: "Remove a replica from a group (a leader hands over first)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			e, err := env(cmd)
+			if err != nil {
+				return err
+			}
+			grp, err := cli.ParseGroup(rm.target)
+			if err != nil {
+				return err
+			}
+			if rm.id == 0 {
+				return fmt.Errorf("--id is required")
+			}
+			return removeOne(cmd, e, grp, rm.id)
+		},
+	}
+	removeCmd.Flags().StringVar(&rm.target, "target", "mdt0", "group: mgs or mdtN")
+	removeCmd.Flags().Uint64Var(&rm.id, "id", 0, "replica id")
+
+	replaceCmd := &cobra.Command{
+		Use:   "replace --target mgs|mdtN --id N (--dir CLUSTER_DIR | --new-id M --addr HOST:PORT)",
+		Short: "Replace a replica: add a new one, then remove the old one",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			e, err := env(cmd)
+			if err != nil {
+				return err
+			}
+			grp, err := cli.ParseGroup(rm.target)
+			if err != nil {
+				return err
+			}
+			if rm.id == 0 {
+				return fmt.Errorf("--id (the replica to replace) is required")
+			}
+			add.learner = false
+			nid, err := addOne(cmd, e, grp)
+			if err != nil {
+				return err
+			}
+			if err := removeOne(cmd, e, grp, rm.id); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "replica %d replaced by replica %d\n", rm.id, nid)
+			return nil
+		},
+	}
+	replaceCmd.Flags().StringVar(&rm.target, "target", "mdt0", "group: mgs or mdtN")
+	replaceCmd.Flags().Uint64Var(&rm.id, "id", 0, "replica to replace")
+	replaceCmd.Flags().Uint64Var(&add.id, "new-id", 0, "the new replica's id (default with --dir: the next unused one)")
+	replaceCmd.Flags().StringVar(&add.addr, "addr", "", "the new replica's address")
+	replaceCmd.Flags().DurationVar(&add.timeout, "timeout", time.Minute, "how long the new replica may take to catch up")
+
+	var tr struct {
+		target string
+		to     uint64
+	}
+	transferCmd := &cobra.Command{
+		Use:   "transfer --target mgs|mdtN [--to N]",
+		Short: "Hand a group's leadership to another replica (before maintenance)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			e, err := env(cmd)
+			if err != nil {
+				return err
+			}
+			grp, err := cli.ParseGroup(tr.target)
+			if err != nil {
+				return err
+			}
+			return cli.ReplicaTransfer(cmd.Context(), e, grp, tr.to)
+		},
+	}
+	transferCmd.Flags().StringVar(&tr.target, "target", "mdt0", "group: mgs or mdtN")
+	transferCmd.Flags().Uint64Var(&tr.to, "to", 0, "replica to lead (default: the most up-to-date one)")
+
+	top.AddCommand(listCmd, addCmd, removeCmd, replaceCmd, transferCmd)
+	root.AddCommand(top)
+}
+
+// setReplica fills the replica fields of a new identity from the format
+// flags --replica-id, --peers (ID=HOST:PORT,...) and --created. Replicas
+// of one MDT must start identical, and the root directory's times come
+// from the creation time: every replica gets the same one.
+func setReplica(id *target.Identity, rid uint64, peers, created string) error {
+	if rid == 0 && peers == "" {
+		if created != "" {
+			return fmt.Errorf("--created goes with --replica-id and --peers")
+		}
+		return nil
+	}
+	id.Created = time.Unix(0, 0).UTC()
+	if created != "" {
+		t, err := time.Parse(time.RFC3339, created)
+		if err != nil {
+			return fmt.Errorf("--created %q: %v (want RFC 3339, e.g. 2026-11-21T00:00:00Z)", created, err)
+		}
+		id.Created = t.UTC()
+	}
+	if rid == 0 || peers == "" {
+		return fmt.Errorf("--replica-id and --peers go together")
+	}
+	if id.Kind == target.OST {
+		return fmt.Errorf("OSTs are not replicated")
+	}
+	id.ReplicaID, id.Peers = rid, map[uint64]string{}
+	for _, p := range strings.Split(peers, ",") {
+		k, a, ok := strings.Cut(strings.TrimSpace(p), "=")
+		n, err := strconv.ParseUint(k, 10, 64)
+		if !ok || err != nil || n == 0 || a == "" {
+			return fmt.Errorf("--peers %q: want ID=HOST:PORT,...", peers)
+		}
+		id.Peers[n] = a
+	}
+	if a, self := id.Peers[rid]; self && a != id.Listen {
+		return fmt.Errorf("--peers gives replica %d the address %s but --listen is %s", rid, a, id.Listen)
+	}
+	return nil
+}

@@ -1,0 +1,538 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/client"
+	"nacre/internal/fid"
+	"nacre/internal/lfsck"
+	"nacre/internal/lfsck/admin"
+	"nacre/internal/localcluster"
+)
+
+// The checker's benchmarks (`nacre bench popd`, `nacre bench lfsck`),
+// after the two source documents that measured Lustre's:
+//
+//   - seed 003's unloaded test: populated trees PopD (N subdirectories, L
+//     sub-subdirectories, C threads creating the files), checker at full
+//     speed, objects/s as the tree grows;
+//   - seed 000's Table I: the same files with 2, 4 and 8 OSTs (stripe
+//     count -1: every file on every OST);
+//   - seed 003's test under load: the create rate alone, with the checker
+//     at full speed, and with speed limits of 1/5 to 4/5 of full speed.
+
+// PopDOptions describe a populated tree.
+type PopDOptions struct {
+	MGS         string
+	Root        string // the tree's directory under / (made if missing)
+	Dirs        int    // N subdirectories
+	Subdirs     int    // L sub-subdirectories in each
+	Threads     int    // C threads creating files, each in its own sub-subdirectory
+	Files       int    // files to add now
+	Offset      int    // files already in the tree (a tree grows by calls)
+	StripeCount int    // 0: file system default; -1: every OST
+	Progress    io.Writer
+}
+
+// PopDResult is how the population went.
+type PopDResult struct {
+	Files     int     `json:"files"`
+	Seconds   float64 `json:"seconds"`
+	FilesPerS float64 `json:"files_per_s"`
+}
+
+func (o *PopDOptions) defaults() {
+	if o.Root == "" {
+		o.Root = "popd"
+	}
+	if o.Dirs <= 0 {
+		o.Dirs = 4
+	}
+	if o.Subdirs <= 0 {
+		o.Subdirs = 4
+	}
+	if o.Threads <= 0 {
+		o.Threads = 8
+	}
+}
+
+func mkdirOrLookup(ctx context.Context, c *client.Client, parent fid.FID, name string) (fid.FID, error) {
+	ino, err := c.Mkdir(ctx, parent, name, 0o755)
+	if errors.Is(err, syscall.EEXIST) {
+		ino, err = c.Lookup(ctx, parent, name)
+	}
+	if err != nil {
+		return fid.FID{}, err
+	}
+	return fid.FromPB(ino.Fid), nil
+}
+
+// PopD adds o.Files files to the tree /Root/d<n>/s<l>/, C threads in
+// parallel, thread t in sub-subdirectory t mod (N*L).
+func PopD(ctx context.Context, o PopDOptions) (*PopDResult, error) {
+	o.defaults()
+	nc := min(o.Threads, 8)
+	clients := make([]*client.Client, nc)
+	for i := range clients {
+		c, err := client.New(ctx, client.Config{MGS: o.MGS})
+		if err != nil {
+			for _, c := range clients[:i] {
+				c.Close()
+			}
+			return nil, err
+		}
+		clients[i] = c
+	}
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	c := clients[0]
+	root, err := mkdirOrLookup(ctx, c, fid.Root, o.Root)
+	if err != nil {
+		return nil, err
+	}
+	if o.StripeCount != 0 {
+		if _, err := c.SetLayout(ctx, root, &pb.Layout{StripeCount: int32(o.StripeCount), StripeOffset: -1}); err != nil {
+			return nil, err
+		}
+	}
+	var subs []fid.FID
+	for n := 0; n < o.Dirs; n++ {
+		d, err := mkdirOrLookup(ctx, c, root, fmt.Sprintf("d%d", n))
+		if err != nil {
+			return nil, err
+		}
+		for l := 0; l < o.Subdirs; l++ {
+			s, err := mkdirOrLookup(ctx, c, d, fmt.Sprintf("s%d", l))
+			if err != nil {
+				return nil, err
+			}
+			subs = append(subs, s)
+		}
+	}
+	var done atomic.Int64
+	var firstErr error
+	var errOnce sync.Once
+	t0 := time.Now()
+	stop := make(chan struct{})
+	if o.Progress != nil {
+		go func() {
+			tick := time.NewTicker(time.Second)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+					progressLine(o.Progress, int(done.Load()), o.Files, t0)
+				}
+			}
+		}()
+	}
+	var wg sync.WaitGroup
+	for t := 0; t < o.Threads; t++ {
+		n := o.Files / o.Threads
+		if t < o.Files%o.Threads {
+			n++
+		}
+		first := o.Offset / o.Threads
+		if t < o.Offset%o.Threads {
+			first++
+		}
+		wg.Add(1)
+		go func(t, first, n int) {
+			defer wg.Done()
+			cl := clients[t%nc]
+			dir := subs[t%len(subs)]
+			for i := first; i < first+n; i++ {
+				if ctx.Err() != nil {
+					return
+				}
+				_, _, err := cl.Create(ctx, dir, fmt.Sprintf("t%d.%d", t, i), 0o644, client.CreateOpts{Exclusive: true})
+				if err != nil && timeUp(ctx) {
+					return // the caller's time is up
+				}
+				if err != nil && !errors.Is(err, syscall.EEXIST) {
+					errOnce.Do(func() { firstErr = err })
+					return
+				}
+				done.Add(1)
+			}
+		}(t, first, n)
+	}
+	wg.Wait()
+	close(stop)
+	if firstErr != nil && !timeUp(ctx) {
+		return nil, firstErr
+	}
+	secs := time.Since(t0).Seconds()
+	if o.Progress != nil {
+		progressLine(o.Progress, int(done.Load()), o.Files, t0)
+		if isTerminal(o.Progress) {
+			fmt.Fprintln(o.Progress)
+		}
+	}
+	return &PopDResult{Files: int(done.Load()), Seconds: round1(secs), FilesPerS: round1(float64(done.Load()) / secs)}, ctx.Err()
+}
+
+// LfsckBenchOptions configure `nacre bench lfsck`.
+type LfsckBenchOptions struct {
+	MGS string // the cluster for the scaling and load runs
+	// Scaling: grow one PopD tree to each size (files) and check it.
+	Sizes                  []int
+	Dirs, Subdirs, Threads int
+	StripeCount            int
+	// Table I: a fresh local cluster per OST count, OSTFiles files
+	// striped over every OST, started by Binary in ClusterDir.
+	OSTCounts  []int
+	OSTFiles   int
+	ClusterDir string
+	Binary     string
+	// Have is the number of files the scaling tree already holds.
+	Have int
+	// Repeat runs each measurement this many times and keeps the median
+	// (the machines are shared and noisy).
+	Repeat int
+	// Load: the create rate alone and with the checker, LoadSeconds each.
+	Load        bool
+	LoadSeconds float64
+	Progress    io.Writer
+}
+
+// LfsckPoint is one checker run.
+type LfsckPoint struct {
+	Files       int     `json:"files"`
+	OSTs        int     `json:"osts,omitempty"`
+	Component   string  `json:"component"`
+	Objects     uint64  `json:"objects"`
+	Stripes     uint64  `json:"stripes,omitempty"`
+	Seconds     float64 `json:"seconds"`
+	ObjectsPerS float64 `json:"objects_per_s"`
+}
+
+// LoadPoint is one create-rate measurement under the checker.
+type LoadPoint struct {
+	Setting         string  `json:"setting"` // "none", "full", "1/5", ...
+	SpeedLimit      uint64  `json:"speed_limit"`
+	CreatesPerS     float64 `json:"creates_per_s"`
+	BaseCreatesPerS float64 `json:"creates_per_s_without_checker"`
+	RelativeRate    float64 `json:"relative_create_rate"`
+	CheckerPerS     float64 `json:"checker_objects_per_s"`
+	CheckerRounds   int     `json:"checker_rounds"`
+}
+
+// LfsckBenchResult holds every figure.
+type LfsckBenchResult struct {
+	Benchmark string       `json:"benchmark"`
+	Start     time.Time    `json:"start"`
+	Host      string       `json:"host"`
+	CPUs      int          `json:"cpus"`
+	Scaling   []LfsckPoint `json:"scaling,omitempty"`
+	TableI    []LfsckPoint `json:"table1,omitempty"`
+	Load      []LoadPoint  `json:"load,omitempty"`
+	LoadFiles int          `json:"load_files,omitempty"`
+}
+
+var benchComponents = []string{"namespace", "scrub", "layout", "all"}
+
+// measureMedian runs measure n times and keeps the median by speed.
+func measureMedian(ctx context.Context, c *admin.Conn, comp string, files, osts, n int) (LfsckPoint, error) {
+	var pts []LfsckPoint
+	for i := 0; i < max(n, 1); i++ {
+		p, err := measure(ctx, c, comp, files, osts)
+		if err != nil {
+			return p, err
+		}
+		pts = append(pts, p)
+	}
+	sort.Slice(pts, func(i, j int) bool { return pts[i].ObjectsPerS < pts[j].ObjectsPerS })
+	return pts[len(pts)/2], nil
+}
+
+// measure runs one component (or all) at full speed and reads its figures.
+func measure(ctx context.Context, c *admin.Conn, comp string, files, osts int) (LfsckPoint, error) {
+	rep, err := c.Run(ctx, 0, &pb.LfsckStartRequest{Types: []string{comp}, Reset_: true})
+	if err != nil {
+		return LfsckPoint{}, err
+	}
+	name := comp
+	if comp == "all" {
+		name = "namespace"
+	}
+	cr := rep.Components[name]
+	p := LfsckPoint{Files: files, OSTs: osts, Component: comp, Objects: cr.Stats["objects"],
+		Seconds: cr.RunTimePhase1 + cr.RunTimePhase2}
+	if comp == "layout" || comp == "all" {
+		p.Stripes = rep.Components["layout"].Stats["stripes"]
+	}
+	if comp == "layout" {
+		p.Objects = rep.Components["layout"].Stats["files"]
+		p.Seconds = rep.Components["layout"].RunTimePhase1 + rep.Components["layout"].RunTimePhase2
+	}
+	if comp == "all" {
+		for _, cc := range rep.Components {
+			p.Seconds = max(p.Seconds, cc.RunTimePhase1+cc.RunTimePhase2)
+		}
+	}
+	if f, _ := countFound(rep); f != 0 {
+		return p, fmt.Errorf("the checker found %d inconsistencies in a benchmark tree", f)
+	}
+	if p.Seconds > 0 {
+		p.ObjectsPerS = round1(float64(p.Objects) / p.Seconds)
+	}
+	return p, nil
+}
+
+func countFound(r *lfsck.Report) (uint64, uint64) {
+	var f, rp uint64
+	for _, c := range r.Components {
+		f += c.Inconsistent
+		rp += c.Repaired
+	}
+	return f, rp
+}
+
+func say(w io.Writer, format string, args ...any) {
+	if w != nil {
+		fmt.Fprintf(w, format+"\n", args...)
+	}
+}
+
+// RunLfsckBench runs the benchmarks o asks for.
+func RunLfsckBench(ctx context.Context, o LfsckBenchOptions) (*LfsckBenchResult, error) {
+	host, _ := os.Hostname()
+	res := &LfsckBenchResult{Benchmark: "lfsck", Start: time.Now().UTC(), Host: host, CPUs: runtime.NumCPU()}
+	if len(o.Sizes) > 0 || o.Load {
+		if o.MGS == "" {
+			return nil, errors.New("the scaling and load runs need a cluster: --mgs HOST:PORT")
+		}
+		c, err := admin.Dial(ctx, o.MGS)
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		have := o.Have
+		for _, size := range o.Sizes {
+			if size > have {
+				say(o.Progress, "populating PopD to %d files (%d dirs x %d subdirs, %d threads)", size, o.Dirs, o.Subdirs, o.Threads)
+				if _, err := PopD(ctx, PopDOptions{MGS: o.MGS, Dirs: o.Dirs, Subdirs: o.Subdirs, Threads: o.Threads,
+					Files: size - have, Offset: have, StripeCount: o.StripeCount, Progress: o.Progress}); err != nil {
+					return res, err
+				}
+				have = size
+			}
+			for _, comp := range benchComponents {
+				p, err := measureMedian(ctx, c, comp, size, 0, o.Repeat)
+				if err != nil {
+					return res, err
+				}
+				say(o.Progress, "%8d files  %-9s %9d objects in %6.2f s: %10.0f objects/s", size, comp, p.Objects, p.Seconds, p.ObjectsPerS)
+				res.Scaling = append(res.Scaling, p)
+			}
+		}
+		if o.Load {
+			res.LoadFiles = have
+			lp, err := runLoad(ctx, c, o)
+			res.Load = lp
+			if err != nil {
+				return res, err
+			}
+		}
+	}
+	for _, n := range o.OSTCounts {
+		pts, err := runOSTs(ctx, o, n)
+		res.TableI = append(res.TableI, pts...)
+		if err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// runOSTs starts a local cluster with n OSTs, populates it with files
+// striped over every OST, and checks it.
+func runOSTs(ctx context.Context, o LfsckBenchOptions, n int) ([]LfsckPoint, error) {
+	base := o.ClusterDir
+	if base == "" {
+		d, err := os.MkdirTemp("", "nacre-bench-lfsck-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		base = d
+	}
+	dir := filepath.Join(base, fmt.Sprintf("osts%d", n))
+	os.RemoveAll(dir)
+	say(o.Progress, "starting a cluster with %d OSTs in %s", n, dir)
+	lc, err := localcluster.Up(ctx, localcluster.Options{Dir: dir, OSTs: n, Binary: o.Binary, Out: io.Discard})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		localcluster.Down(dir, io.Discard)
+		if o.ClusterDir == "" {
+			os.RemoveAll(dir)
+		}
+	}()
+	if _, err := PopD(ctx, PopDOptions{MGS: lc.MGS, Dirs: o.Dirs, Subdirs: o.Subdirs, Threads: o.Threads, Files: o.OSTFiles,
+		StripeCount: -1, Progress: o.Progress}); err != nil {
+		return nil, err
+	}
+	c, err := admin.Dial(ctx, lc.MGS)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	var out []LfsckPoint
+	for _, comp := range []string{"layout", "all"} {
+		p, err := measureMedian(ctx, c, comp, o.OSTFiles, n, o.Repeat)
+		if err != nil {
+			return out, err
+		}
+		say(o.Progress, "%d OSTs  %8d files  %-6s %6.2f s  (%d stripes)", n, o.OSTFiles, comp, p.Seconds, p.Stripes)
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// runLoad measures the create rate alone, with the namespace checker at
+// full speed, and at 1/5 to 4/5 of the full speed measured unloaded.
+func runLoad(ctx context.Context, c *admin.Conn, o LfsckBenchOptions) ([]LoadPoint, error) {
+	secs := o.LoadSeconds
+	if secs <= 0 {
+		secs = 20
+	}
+	full, err := measureMedian(ctx, c, "namespace", 0, 0, o.Repeat)
+	if err != nil {
+		return nil, err
+	}
+	say(o.Progress, "load: full speed unloaded: %.0f objects/s", full.ObjectsPerS)
+	settings := []struct {
+		name  string
+		speed uint64
+		on    bool
+	}{{"none", 0, false}, {"full", 0, true}}
+	for k := 1; k <= 4; k++ {
+		settings = append(settings, struct {
+			name  string
+			speed uint64
+			on    bool
+		}{fmt.Sprintf("%d/5", k), uint64(full.ObjectsPerS * float64(k) / 5), true})
+	}
+	// Each setting is measured right after a run without the checker, and
+	// compared with it: the machine's drift (other work on a shared VM)
+	// cancels out better than against one baseline.
+	var out []LoadPoint
+	for i, s := range settings {
+		var base float64
+		if s.on {
+			b, err := loadOnce(ctx, c, o, secs, fmt.Sprintf("base%d", i), 0, false)
+			if err != nil {
+				return out, err
+			}
+			base = b.CreatesPerS
+		}
+		lp, err := loadOnce(ctx, c, o, secs, fmt.Sprintf("load%d", i), s.speed, s.on)
+		if err != nil {
+			return out, err
+		}
+		lp.Setting = s.name
+		if !s.on {
+			base = lp.CreatesPerS
+		}
+		lp.BaseCreatesPerS = base
+		if base > 0 {
+			lp.RelativeRate = float64(int64(lp.CreatesPerS/base*1000+0.5)) / 1000
+		}
+		say(o.Progress, "load: checker %-5s (limit %7d/s): %8.0f creates/s vs %8.0f without (%.0f%%), checker %9.0f objects/s",
+			s.name, s.speed, lp.CreatesPerS, base, lp.RelativeRate*100, lp.CheckerPerS)
+		out = append(out, lp)
+	}
+	return out, nil
+}
+
+// loadOnce creates files with o.Threads threads for secs seconds while
+// the namespace checker runs again and again (if on).
+func loadOnce(ctx context.Context, c *admin.Conn, o LfsckBenchOptions, secs float64, dir string, speed uint64, on bool) (LoadPoint, error) {
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var checked atomic.Uint64
+	rounds := 0
+	var cerr error
+	var cwg sync.WaitGroup
+	if on {
+		cwg.Add(1)
+		go func() {
+			defer cwg.Done()
+			for lctx.Err() == nil {
+				req := &pb.LfsckStartRequest{Types: []string{"namespace"}, Reset_: true}
+				if speed > 0 {
+					req.Speed = &speed
+				}
+				rep, err := c.Run(lctx, 0, req)
+				if err != nil {
+					if lctx.Err() == nil {
+						cerr = err
+					}
+					return
+				}
+				checked.Add(rep.Components["namespace"].Stats["objects"])
+				rounds++
+			}
+		}()
+		time.Sleep(200 * time.Millisecond)
+	}
+	dur := time.Duration(secs * float64(time.Second))
+	pctx, pcancel := context.WithTimeout(ctx, dur)
+	t0 := time.Now()
+	r, err := PopD(pctx, PopDOptions{MGS: o.MGS, Root: "popd-" + dir, Dirs: 2, Subdirs: 4, Threads: o.Threads, Files: 1 << 30})
+	pcancel()
+	el := time.Since(t0).Seconds()
+	if on {
+		// The round in progress counts too.
+		if rep, err := c.Report(ctx, 0); err == nil && rep.Running {
+			checked.Add(rep.Components["namespace"].Stats["objects"])
+		}
+	}
+	cancel()
+	if on {
+		c.Stop(context.Background(), 0)
+	}
+	cwg.Wait()
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) && r == nil {
+		return LoadPoint{}, err
+	}
+	if cerr != nil {
+		return LoadPoint{}, cerr
+	}
+	lp := LoadPoint{SpeedLimit: speed, CheckerRounds: rounds}
+	if r != nil {
+		lp.CreatesPerS = round1(float64(r.Files) / el)
+	}
+	lp.CheckerPerS = round1(float64(checked.Load()) / el)
+	return lp, nil
+}
+
+// timeUp reports whether ctx is done or its deadline passed (a call's own
+// derived deadline can fire a moment before ctx's).
+func timeUp(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d.Add(-50*time.Millisecond))
+}

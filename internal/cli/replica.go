@@ -1,0 +1,336 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/raftgroup"
+	"nacre/internal/rpc"
+)
+
+// `nacre replica`: the replicas of the Raft groups (the MGS and each MDT),
+// through each replica's RaftAdmin service (api/raftgroup.proto).
+
+// ReplicaGroup names a group: "mgs" or "mdtN".
+type ReplicaGroup struct {
+	Name  string
+	Kind  pb.TargetKind
+	Index uint32
+}
+
+// ParseGroup reads "mgs", "mdt0", "MDT0000".
+func ParseGroup(s string) (ReplicaGroup, error) {
+	l := strings.ToLower(s)
+	switch {
+	case l == "mgs":
+		return ReplicaGroup{Name: "mgs", Kind: pb.TargetKind_TARGET_MGS}, nil
+	case strings.HasPrefix(l, "mdt"):
+		var i uint32
+		if _, err := fmt.Sscanf(l, "mdt%x", &i); err != nil {
+			return ReplicaGroup{}, fmt.Errorf("--target %q: give mgs or mdtN", s)
+		}
+		if len(l) < 7 { // mdt0, mdt12: decimal
+			fmt.Sscanf(l, "mdt%d", &i)
+		}
+		return ReplicaGroup{Name: fmt.Sprintf("mdt%d", i), Kind: pb.TargetKind_TARGET_MDT, Index: i}, nil
+	}
+	return ReplicaGroup{}, fmt.Errorf("--target %q: give mgs or mdtN", s)
+}
+
+// ReplicaRow is one row of `nacre replica list --json`.
+type ReplicaRow struct {
+	Target    string `json:"target"`
+	Replica   uint64 `json:"replica"`
+	Addr      string `json:"addr"`
+	Role      string `json:"role"`  // voter | learner | (not a member)
+	State     string `json:"state"` // leader | follower | ... | down
+	Term      uint64 `json:"term,omitempty"`
+	Applied   uint64 `json:"applied,omitempty"`
+	Match     uint64 `json:"match,omitempty"` // the leader's view
+	Progress  string `json:"progress,omitempty"`
+	SnapsSent uint64 `json:"snapshots_sent,omitempty"`
+	SnapsRecv uint64 `json:"snapshots_received,omitempty"`
+	Pid       int64  `json:"pid,omitempty"`
+	Lease     bool   `json:"lease,omitempty"`
+}
+
+// replicaAddrs lists the replicas the MGS knows of a group, with pids.
+func replicaAddrs(ctx context.Context, mgs string, g ReplicaGroup) (map[uint64]string, map[uint64]int64, error) {
+	cc, err := rpc.Dial(mgs)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cfg, err := pb.NewMGSClient(cc).GetConfig(ctx, &pb.GetConfigRequest{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("MGS at %s: %w", mgs, err)
+	}
+	addrs, pids := map[uint64]string{}, map[uint64]int64{}
+	for _, t := range cfg.Targets {
+		if t.Kind != g.Kind || (g.Kind == pb.TargetKind_TARGET_MDT && t.Index != g.Index) {
+			continue
+		}
+		rid := t.ReplicaId
+		if rid == 0 {
+			rid = 1 // an unreplicated target is replica 1 of its group
+		}
+		addrs[rid], pids[rid] = t.Addr, t.Pid
+	}
+	if g.Kind == pb.TargetKind_TARGET_MGS && len(addrs) == 0 {
+		for i, a := range strings.Split(mgs, ",") {
+			addrs[uint64(i+1)] = a
+		}
+	}
+	if len(addrs) == 0 {
+		return nil, nil, fmt.Errorf("the MGS knows no replica of %s", g.Name)
+	}
+	return addrs, pids, nil
+}
+
+func membersOf(ctx context.Context, addr string) (*pb.RaftMembersReply, error) {
+	cc, err := rpc.Dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return pb.NewRaftAdminClient(cc).Members(ctx, &pb.RaftMembersRequest{})
+}
+
+// leaderView finds the group's leader and its view of the members.
+func leaderView(ctx context.Context, addrs map[uint64]string) (*pb.RaftMembersReply, string, error) {
+	var lastErr error
+	var best *pb.RaftMembersReply
+	bestAddr := ""
+	for _, a := range addrs {
+		m, err := membersOf(ctx, a)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		if m.State == "leader" && (best == nil || m.Term > best.Term) {
+			best, bestAddr = m, a
+		}
+	}
+	if best == nil {
+		if lastErr == nil {
+			lastErr = fmt.Errorf("no replica says it leads (an election may be under way)")
+		}
+		return nil, "", lastErr
+	}
+	return best, bestAddr, nil
+}
+
+// ReplicaList prints the replicas of the MGS and of every MDT (or of
+// one group).
+func ReplicaList(ctx context.Context, e Env, only string, asJSON bool) error {
+	if e.MGS == "" {
+		return fmt.Errorf("no MGS address: pass --mgs HOST:PORT, --dir CLUSTER_DIR, or set NACRE_MGS")
+	}
+	st, err := GetStatus(ctx, e.MGS)
+	if err != nil {
+		return err
+	}
+	groups := []ReplicaGroup{{Name: "mgs", Kind: pb.TargetKind_TARGET_MGS}}
+	seen := map[uint32]bool{}
+	for _, t := range st.Targets {
+		if t.Kind == "mdt" && !seen[t.Index] {
+			seen[t.Index] = true
+			groups = append(groups, ReplicaGroup{Name: fmt.Sprintf("mdt%d", t.Index), Kind: pb.TargetKind_TARGET_MDT, Index: t.Index})
+		}
+	}
+	if only != "" {
+		g, err := ParseGroup(only)
+		if err != nil {
+			return err
+		}
+		groups = []ReplicaGroup{g}
+	}
+	var rows []ReplicaRow
+	for _, g := range groups {
+		addrs, pids, err := replicaAddrs(ctx, e.MGS, g)
+		if err != nil {
+			return err
+		}
+		lv, _, _ := leaderView(ctx, addrs)
+		ids := make([]uint64, 0, len(addrs))
+		for id := range addrs {
+			ids = append(ids, id)
+		}
+		if lv != nil {
+			for _, m := range lv.Members {
+				if _, ok := addrs[m.Id]; !ok {
+					addrs[m.Id] = m.Addr
+					ids = append(ids, m.Id)
+				}
+			}
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			r := ReplicaRow{Target: strings.ToUpper(g.Name), Replica: id, Addr: addrs[id], Role: "(not a member)", State: "down", Pid: pids[id]}
+			if lv != nil {
+				for _, m := range lv.Members {
+					if m.Id == id {
+						r.Role, r.Match, r.Progress = m.Role, m.Match, m.Progress
+					}
+				}
+			} else {
+				r.Role = "?"
+			}
+			if m, err := membersOf(ctx, addrs[id]); err == nil {
+				r.State, r.Term, r.Applied, r.SnapsSent, r.SnapsRecv, r.Lease = m.State, m.Term, m.Applied, m.SnapshotsSent, m.SnapshotsReceived, m.Lease
+			}
+			rows = append(rows, r)
+		}
+	}
+	if asJSON {
+		return JSON(e.Out, rows)
+	}
+	t := newTable(e.Out)
+	t.AppendHeader([]any{"GROUP", "REPLICA", "ADDRESS", "ROLE", "STATE", "TERM", "APPLIED", "MATCH", "SNAPSHOTS (SENT/RECEIVED)", "PID"})
+	for _, r := range rows {
+		state := r.State
+		if r.Lease {
+			state += " (lease)"
+		}
+		match := "-"
+		if r.Progress != "" {
+			match = fmt.Sprintf("%d (%s)", r.Match, r.Progress)
+		}
+		pid := "-"
+		if r.Pid != 0 {
+			pid = fmt.Sprint(r.Pid)
+		}
+		t.AppendRow([]any{r.Target, r.Replica, r.Addr, r.Role, state, r.Term, r.Applied, match, fmt.Sprintf("%d/%d", r.SnapsSent, r.SnapsRecv), pid})
+	}
+	t.Render()
+	return nil
+}
+
+// GroupPeers returns the members of a group and their addresses (for a
+// new replica's identity) and the next unused replica id.
+func GroupPeers(ctx context.Context, e Env, g ReplicaGroup) (map[uint64]string, uint64, error) {
+	addrs, _, err := replicaAddrs(ctx, e.MGS, g)
+	if err != nil {
+		return nil, 0, err
+	}
+	lv, _, err := leaderView(ctx, addrs)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", g.Name, err)
+	}
+	peers := map[uint64]string{}
+	next := uint64(1)
+	for id := range addrs {
+		next = max(next, id+1)
+	}
+	for _, m := range lv.Members {
+		peers[m.Id] = m.Addr
+		next = max(next, m.Id+1)
+	}
+	return peers, next, nil
+}
+
+// onLeader runs an admin call on the group's leader, following redirects.
+func onLeader(ctx context.Context, e Env, g ReplicaGroup, call func(ctx context.Context, c pb.RaftAdminClient) (*pb.RaftMembersReply, error)) (*pb.RaftMembersReply, error) {
+	addrs, _, err := replicaAddrs(ctx, e.MGS, g)
+	if err != nil {
+		return nil, err
+	}
+	_, addr, err := leaderView(ctx, addrs)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", g.Name, err)
+	}
+	for hop := 0; hop < 5; hop++ {
+		cc, err := rpc.Dial(addr)
+		if err != nil {
+			return nil, err
+		}
+		r, err := call(ctx, pb.NewRaftAdminClient(cc))
+		cc.Close()
+		if err == nil {
+			return r, nil
+		}
+		if _, hint, ok := raftgroup.LeaderHint(err); ok && status.Code(err) == codes.Unavailable {
+			if hint == "" {
+				time.Sleep(500 * time.Millisecond)
+				if _, hint, err = leaderView(ctx, addrs); err != nil {
+					return nil, err
+				}
+			}
+			addr = hint
+			continue
+		}
+		return nil, err
+	}
+	return nil, fmt.Errorf("%s: the leader keeps moving; try again", g.Name)
+}
+
+// ReplicaAdd adds replica id, serving at addr (started to join), to the
+// group: as a learner, then as a voter once it has caught up.
+func ReplicaAdd(ctx context.Context, e Env, g ReplicaGroup, id uint64, addr string, learner bool, timeout time.Duration) error {
+	start := time.Now()
+	fmt.Fprintf(e.Out, "adding replica %d (%s) to %s: learner first, voter once it has caught up...\n", id, addr, strings.ToUpper(g.Name))
+	r, err := onLeader(ctx, e, g, func(ctx context.Context, c pb.RaftAdminClient) (*pb.RaftMembersReply, error) {
+		return c.AddReplica(ctx, &pb.RaftAddRequest{Id: id, Addr: addr, Learner: learner, CatchUpTimeoutMs: uint32(timeout.Milliseconds())}, grpc.WaitForReady(true))
+	})
+	if err != nil {
+		return fmt.Errorf("add replica %d to %s: %w", id, g.Name, err)
+	}
+	fmt.Fprintf(e.Out, "replica %d is a %s of %s after %.1fs\n", id, roleOf(r, id), strings.ToUpper(g.Name), time.Since(start).Seconds())
+	return nil
+}
+
+// ReplicaRemove removes replica id from the group and tells the MGS to
+// forget it.
+func ReplicaRemove(ctx context.Context, e Env, g ReplicaGroup, id uint64) error {
+	if _, err := onLeader(ctx, e, g, func(ctx context.Context, c pb.RaftAdminClient) (*pb.RaftMembersReply, error) {
+		return c.RemoveReplica(ctx, &pb.RaftRemoveRequest{Id: id})
+	}); err != nil {
+		return fmt.Errorf("remove replica %d from %s: %w", id, g.Name, err)
+	}
+	cc, err := rpc.Dial(e.MGS)
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := pb.NewMGSClient(cc).Deregister(dctx, &pb.DeregisterRequest{Kind: g.Kind, Index: g.Index, ReplicaId: id}); err != nil {
+		fmt.Fprintf(e.Err, "replica %d left %s, but the MGS did not forget it: %v\n", id, g.Name, err)
+	}
+	fmt.Fprintf(e.Out, "replica %d removed from %s\n", id, strings.ToUpper(g.Name))
+	return nil
+}
+
+// ReplicaTransfer hands the group's leadership to replica to (0: the most
+// up-to-date other voter).
+func ReplicaTransfer(ctx context.Context, e Env, g ReplicaGroup, to uint64) error {
+	r, err := onLeader(ctx, e, g, func(ctx context.Context, c pb.RaftAdminClient) (*pb.RaftMembersReply, error) {
+		return c.TransferLeader(ctx, &pb.RaftTransferRequest{To: to})
+	})
+	if err != nil {
+		return fmt.Errorf("transfer leadership of %s: %w", g.Name, err)
+	}
+	fmt.Fprintf(e.Out, "replica %d leads %s\n", r.Leader, strings.ToUpper(g.Name))
+	return nil
+}
+
+func roleOf(r *pb.RaftMembersReply, id uint64) string {
+	for _, m := range r.Members {
+		if m.Id == id {
+			return m.Role
+		}
+	}
+	return "member"
+}

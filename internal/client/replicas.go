@@ -1,0 +1,389 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/mdsapi"
+	"nacre/internal/raftgroup"
+	"nacre/internal/rpc"
+)
+
+// Leader routing.
+//
+// An MDT is a Raft group of one or more replicas (each registered with the
+// MGS under its replica id). mdtGroup is the pb.MDSClient of one MDT over
+// all of its replicas: mutations go to the leader, and so do reads unless
+// follower reads are on (Config.FollowerReads), in which case reads are
+// spread over every replica that is up; each replica makes its reads
+// linearizable (the leader under a lease, a follower with ReadIndex).
+//
+// The leader is learned from the MGS's configuration and then from the
+// servers themselves: a replica that does not lead answers Unavailable
+// with "not the leader (leader is replica N at ADDR)", and the call is
+// sent there at once. A replica that cannot be reached, or that knows no
+// leader (an election is under way), makes the call move on to the next
+// replica; once every replica was tried the call fails with Unavailable,
+// and Client.retry backs off, reads the configuration again and calls
+// once more, with the same request id, so a mutation retried against a
+// new leader is answered from the replicated reply cache if it was
+// already applied.
+
+// mdtGroup routes the calls of one MDT to its replicas.
+type mdtGroup struct {
+	index         uint32
+	fsname        string
+	followerReads bool
+
+	mu     sync.Mutex
+	reps   []*mdtReplica // by replica id
+	leader *mdtReplica   // nil: unknown
+	closed bool
+	rr     atomic.Uint64
+}
+
+type mdtReplica struct {
+	id     uint64 // 0: an unreplicated MDT
+	addr   string // gRPC (and Raft) address: leader hints name it
+	data   string // framed RPC address, if any
+	cli    pb.MDSClient
+	closer interface{ Close() error }
+	up     bool
+}
+
+var _ pb.MDSClient = (*mdtGroup)(nil)
+
+func newMDTGroup(index uint32, fsname string, followerReads bool) *mdtGroup {
+	return &mdtGroup{index: index, fsname: fsname, followerReads: followerReads}
+}
+
+// followerReadsFromEnv: NACRE_FOLLOWER_READS=1 turns follower reads on
+// for clients that do not set Config.FollowerReads.
+func followerReadsFromEnv() bool {
+	v := os.Getenv("NACRE_FOLLOWER_READS")
+	return v != "" && v != "0"
+}
+
+// update replaces the replica set with the configuration's entries for
+// this MDT, keeping the connections of replicas that did not move.
+func (g *mdtGroup) update(tis []*pb.TargetInfo) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	old := map[uint64]*mdtReplica{}
+	for _, r := range g.reps {
+		old[r.id] = r
+	}
+	var reps []*mdtReplica
+	var cfgLeader *mdtReplica
+	for _, ti := range tis {
+		data := ti.DataAddr
+		r := old[ti.ReplicaId]
+		if r != nil && r.addr == ti.Addr && r.data == data {
+			delete(old, ti.ReplicaId)
+		} else {
+			r = &mdtReplica{id: ti.ReplicaId, addr: ti.Addr, data: data}
+			if data != "" {
+				// The metadata hot path uses framed RPC (internal/frpc).
+				fc := mdsapi.NewClient(data, g.fsname)
+				r.cli, r.closer = fc, fc
+			} else {
+				cc, err := rpc.Dial(ti.Addr)
+				if err != nil {
+					return err
+				}
+				r.cli, r.closer = pb.NewMDSClient(cc), cc
+			}
+		}
+		r.up = ti.State != "down"
+		reps = append(reps, r)
+		if ti.Leader {
+			cfgLeader = r
+		}
+	}
+	slices.SortFunc(reps, func(a, b *mdtReplica) int { return cmpU64(a.id, b.id) })
+	for _, r := range old {
+		if g.leader == r {
+			g.leader = nil
+		}
+		r.closer.Close()
+	}
+	g.reps = reps
+	// The MGS's view of the leader is up to a heartbeat old: keep the
+	// one the replicas told us about while it answers.
+	if g.leader == nil || !slices.Contains(reps, g.leader) {
+		g.leader = cfgLeader
+	}
+	return nil
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Close drops every connection.
+func (g *mdtGroup) Close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = true
+	for _, r := range g.reps {
+		r.closer.Close()
+	}
+	g.reps, g.leader = nil, nil
+	return nil
+}
+
+// addrs describes the replicas for error messages.
+func (g *mdtGroup) describe() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.reps) == 1 {
+		return g.reps[0].addr
+	}
+	return fmt.Sprintf("%d replicas", len(g.reps))
+}
+
+// first picks where a call starts: the leader, else (or, for a read
+// with follower reads, in turn) any replica that is up.
+func (g *mdtGroup) first(read bool) *mdtReplica {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.reps) == 0 {
+		return nil
+	}
+	if read && g.followerReads && len(g.reps) > 1 {
+		n := uint64(len(g.reps))
+		start := g.rr.Add(1)
+		for i := uint64(0); i < n; i++ {
+			if r := g.reps[(start+i)%n]; r.up {
+				return r
+			}
+		}
+	}
+	if g.leader != nil {
+		return g.leader
+	}
+	for _, r := range g.reps {
+		if r.up {
+			return r
+		}
+	}
+	return g.reps[0]
+}
+
+// next is the replica after r (in id order) that was not tried yet.
+func (g *mdtGroup) next(r *mdtReplica, tried map[*mdtReplica]bool) *mdtReplica {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	i := slices.Index(g.reps, r)
+	for k := 1; k <= len(g.reps); k++ {
+		c := g.reps[(i+k+len(g.reps))%len(g.reps)]
+		if !tried[c] {
+			return c
+		}
+	}
+	return nil
+}
+
+func (g *mdtGroup) byAddr(addr string) *mdtReplica {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, r := range g.reps {
+		if r.addr == addr {
+			return r
+		}
+	}
+	return nil
+}
+
+func (g *mdtGroup) setLeader(r *mdtReplica) {
+	g.mu.Lock()
+	if slices.Contains(g.reps, r) {
+		g.leader = r
+	}
+	g.mu.Unlock()
+}
+
+func (g *mdtGroup) forget(r *mdtReplica) {
+	g.mu.Lock()
+	if g.leader == r {
+		g.leader = nil
+	}
+	g.mu.Unlock()
+}
+
+// call runs f against the replicas until one answers, following leader
+// hints; it returns the last error once every replica was tried.
+func (g *mdtGroup) call(ctx context.Context, read bool, f func(pb.MDSClient) error) error {
+	r := g.first(read)
+	if r == nil {
+		return status.Errorf(codes.Unavailable, "MDT%04x: no replica in the configuration", g.index)
+	}
+	tried := map[*mdtReplica]bool{}
+	var err error
+	for hops := 0; r != nil && hops < 8; hops++ {
+		tried[r] = true
+		err = f(r.cli)
+		if status.Code(err) == codes.Canceled && ctx.Err() == nil {
+			// The server cancelled the call because it is stopping: the
+			// outcome is unknown, so retry (with the same request id).
+			err = status.Errorf(codes.Unavailable, "MDT%04x replica at %s stopped while serving the call: %v", g.index, r.addr, err)
+		}
+		if err == nil {
+			if !read || !g.followerReads {
+				g.setLeader(r)
+			}
+			return nil
+		}
+		if !rpc.Retryable(err) || ctx.Err() != nil {
+			return err
+		}
+		if _, addr, ok := raftgroup.LeaderHint(err); ok {
+			g.forget(r)
+			if l := g.byAddr(addr); l != nil && !tried[l] {
+				g.setLeader(l)
+				r = l
+				continue
+			}
+		} else {
+			g.forget(r) // unreachable, or stopping
+		}
+		r = g.next(r, tried)
+	}
+	return err
+}
+
+func (g *mdtGroup) Hello(ctx context.Context, in *pb.HelloRequest, _ ...grpc.CallOption) (*pb.HelloReply, error) {
+	return &pb.HelloReply{}, nil
+}
+
+func (g *mdtGroup) Mutate(ctx context.Context, in *pb.Command, _ ...grpc.CallOption) (out *pb.Reply, err error) {
+	err = g.call(ctx, false, func(c pb.MDSClient) (e error) { out, e = c.Mutate(ctx, in); return })
+	return
+}
+
+func (g *mdtGroup) Lookup(ctx context.Context, in *pb.LookupRequest, _ ...grpc.CallOption) (out *pb.Reply, err error) {
+	err = g.call(ctx, true, func(c pb.MDSClient) (e error) { out, e = c.Lookup(ctx, in); return })
+	return
+}
+
+func (g *mdtGroup) Getattr(ctx context.Context, in *pb.GetattrRequest, _ ...grpc.CallOption) (out *pb.Reply, err error) {
+	err = g.call(ctx, true, func(c pb.MDSClient) (e error) { out, e = c.Getattr(ctx, in); return })
+	return
+}
+
+func (g *mdtGroup) Readdir(ctx context.Context, in *pb.ReaddirRequest, _ ...grpc.CallOption) (out *pb.ReaddirReply, err error) {
+	err = g.call(ctx, true, func(c pb.MDSClient) (e error) { out, e = c.Readdir(ctx, in); return })
+	return
+}
+
+func (g *mdtGroup) Getxattr(ctx context.Context, in *pb.XattrRequest, _ ...grpc.CallOption) (out *pb.XattrReply, err error) {
+	err = g.call(ctx, true, func(c pb.MDSClient) (e error) { out, e = c.Getxattr(ctx, in); return })
+	return
+}
+
+func (g *mdtGroup) Listxattr(ctx context.Context, in *pb.XattrRequest, _ ...grpc.CallOption) (out *pb.XattrReply, err error) {
+	err = g.call(ctx, true, func(c pb.MDSClient) (e error) { out, e = c.Listxattr(ctx, in); return })
+	return
+}
+
+func (g *mdtGroup) Fid2Path(ctx context.Context, in *pb.Fid2PathRequest, _ ...grpc.CallOption) (out *pb.Fid2PathReply, err error) {
+	err = g.call(ctx, true, func(c pb.MDSClient) (e error) { out, e = c.Fid2Path(ctx, in); return })
+	return
+}
+
+func (g *mdtGroup) Statfs(ctx context.Context, in *pb.StatfsRequest, _ ...grpc.CallOption) (out *pb.StatfsReply, err error) {
+	err = g.call(ctx, false, func(c pb.MDSClient) (e error) { out, e = c.Statfs(ctx, in); return })
+	return
+}
+
+// LeaderAddr is the gRPC address of the replica this client believes
+// leads MDT index ("" if unknown); tests and tools use it.
+func (c *Client) LeaderAddr(index uint32) string {
+	c.mu.Lock()
+	m := c.mdts[index]
+	c.mu.Unlock()
+	if m == nil {
+		return ""
+	}
+	g, ok := m.cli.(*mdtGroup)
+	if !ok {
+		return m.addr
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.leader == nil {
+		return ""
+	}
+	return g.leader.addr
+}
+
+// probeLeader asks every replica of MDT index which one leads (their
+// RaftAdmin service) and returns its gRPC address, "" if none says so
+// (an election is under way). Sessions use it after a failure rather
+// than a hint, which may name a leader that has just died.
+func (c *Client) probeLeader(ctx context.Context, index uint32) string {
+	c.mu.Lock()
+	m := c.mdts[index]
+	c.mu.Unlock()
+	if m == nil {
+		return ""
+	}
+	g, ok := m.cli.(*mdtGroup)
+	if !ok {
+		return m.addr
+	}
+	g.mu.Lock()
+	reps := append([]*mdtReplica(nil), g.reps...)
+	g.mu.Unlock()
+	if len(reps) == 1 {
+		return reps[0].addr
+	}
+	type answer struct {
+		r    *mdtReplica
+		term uint64
+	}
+	ch := make(chan answer, len(reps))
+	for _, r := range reps {
+		go func() {
+			a := answer{r: r}
+			defer func() { ch <- a }()
+			cc, err := rpc.Dial(r.addr)
+			if err != nil {
+				return
+			}
+			defer cc.Close()
+			pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			defer cancel()
+			if mr, err := pb.NewRaftAdminClient(cc).Members(pctx, &pb.RaftMembersRequest{}); err == nil && mr.State == "leader" {
+				a.term = mr.Term
+			}
+		}()
+	}
+	var best answer
+	for range reps {
+		if a := <-ch; a.term > best.term {
+			best = a
+		}
+	}
+	if best.r == nil {
+		return ""
+	}
+	g.setLeader(best.r)
+	return best.r.addr
+}

@@ -1,0 +1,261 @@
+package fusefs
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The mount daemon and `nacre umount`.
+//
+// `nacre mount` runs the file system in a daemon process (itself, started
+// again with -f in its own session), waits until the daemon reports the
+// mount ready through a pipe, and exits, as mount(8) does. The daemon
+// records itself in a small JSON file under the state directory
+// (/run/nacre/mounts for root), which `nacre umount` reads to wait for the
+// daemon to finish flushing after the unmount.
+//
+// `nacre umount` unmounts with umount(2) (fusermount3 -u when not root).
+// A busy mount is refused unless --lazy (detach now, go away at the last
+// close) or --force (abort the FUSE connection: processes using the mount
+// get ENOTCONN; then detach). When the daemon is gone (killed, crashed),
+// umount aborts the dead connection and detaches the mount point, so no
+// "transport endpoint is not connected" directory is left behind.
+
+// Record describes a running mount daemon.
+type Record struct {
+	Dir     string    `json:"dir"`
+	MGS     string    `json:"mgs"`
+	Pid     int       `json:"pid"`
+	Log     string    `json:"log,omitempty"`
+	Started time.Time `json:"started"`
+}
+
+// StateDir is where mount records are kept.
+func StateDir() string {
+	if os.Geteuid() == 0 {
+		return "/run/nacre/mounts"
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "nacre", "mounts")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("nacre-%d", os.Getuid()), "mounts")
+}
+
+func recordPath(dir string) string {
+	return filepath.Join(StateDir(), url.PathEscape(dir)+".json")
+}
+
+// WriteRecord records this process as the daemon of dir.
+func WriteRecord(r Record) error {
+	if err := os.MkdirAll(StateDir(), 0o755); err != nil {
+		return err
+	}
+	b, _ := json.MarshalIndent(r, "", "  ")
+	tmp := recordPath(r.Dir) + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, recordPath(r.Dir))
+}
+
+// RemoveRecord removes dir's record if it names pid.
+func RemoveRecord(dir string, pid int) {
+	if r, err := ReadRecord(dir); err == nil && r.Pid == pid {
+		os.Remove(recordPath(dir))
+	}
+}
+
+// ReadRecord reads the record of the daemon serving dir.
+func ReadRecord(dir string) (Record, error) {
+	var r Record
+	b, err := os.ReadFile(recordPath(dir))
+	if err != nil {
+		return r, err
+	}
+	return r, json.Unmarshal(b, &r)
+}
+
+// MountInfo is one line of /proc/self/mountinfo.
+type MountInfo struct {
+	Dir    string
+	Dev    string // major:minor
+	FsType string
+	Source string
+}
+
+// FindMount returns the mount at dir (the last one, if stacked).
+func FindMount(dir string) (MountInfo, bool) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return MountInfo{}, false
+	}
+	defer f.Close()
+	var found MountInfo
+	ok := false
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 10 {
+			continue
+		}
+		sep := -1
+		for i, x := range fields {
+			if x == "-" {
+				sep = i
+				break
+			}
+		}
+		if sep < 0 || sep+2 >= len(fields) {
+			continue
+		}
+		mp := unescapeMount(fields[4])
+		if mp == dir {
+			found = MountInfo{Dir: mp, Dev: fields[2], FsType: fields[sep+1], Source: fields[sep+2]}
+			ok = true
+		}
+	}
+	return found, ok
+}
+
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// Alive reports whether pid is a running (not zombie) process.
+func Alive(pid int) bool {
+	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(f) > 0 && f[0] != "Z"
+}
+
+// abortConnection aborts the FUSE connection of a mount: pending and
+// future requests fail with ENOTCONN.
+func abortConnection(mi MountInfo) error {
+	_, minor, ok := strings.Cut(mi.Dev, ":")
+	if !ok {
+		return fmt.Errorf("device %q", mi.Dev)
+	}
+	const ctl = "/sys/fs/fuse/connections"
+	if _, ok := FindMount(ctl); !ok {
+		// The FUSE control file system is usually mounted by systemd.
+		if err := syscall.Mount("fusectl", ctl, "fusectl", 0, ""); err != nil {
+			return fmt.Errorf("mount fusectl on %s: %w", ctl, err)
+		}
+	}
+	return os.WriteFile(ctl+"/"+minor+"/abort", []byte("1"), 0o200)
+}
+
+// UmountOptions configure Umount.
+type UmountOptions struct {
+	Lazy  bool // detach a busy mount now; it goes at its last close
+	Force bool // abort the connection first (users get ENOTCONN)
+	// Wait bounds the wait for the daemon to finish (default 60 s).
+	Wait time.Duration
+}
+
+// Umount unmounts the Nacre mount at dir and waits for its daemon to
+// exit. It frees the mount point of a daemon that died.
+func Umount(dir string, o UmountOptions) error {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	if o.Wait == 0 {
+		o.Wait = 60 * time.Second
+	}
+	rec, recErr := ReadRecord(dir)
+	mi, mounted := FindMount(dir)
+	if !mounted {
+		if recErr == nil && !Alive(rec.Pid) {
+			os.Remove(recordPath(dir))
+		}
+		return fmt.Errorf("%s is not mounted", dir)
+	}
+	if !strings.HasPrefix(mi.FsType, "fuse") {
+		return fmt.Errorf("%s is a %s mount, not Nacre", dir, mi.FsType)
+	}
+	alive := recErr == nil && Alive(rec.Pid)
+	if recErr != nil {
+		// No record: judge by the connection.
+		var st syscall.Stat_t
+		alive = !errors.Is(syscall.Stat(dir, &st), syscall.ENOTCONN)
+	}
+	root := os.Geteuid() == 0
+	if o.Force || !alive {
+		// A dead daemon's connection hangs every user; abort it.
+		abortConnection(mi)
+	}
+	switch {
+	case !root:
+		args := []string{"-u"}
+		if o.Lazy || o.Force || !alive {
+			args = append(args, "-z")
+		}
+		out, err := exec.Command("fusermount3", append(args, dir)...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("fusermount3 %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		}
+	default:
+		err := syscall.Unmount(dir, 0)
+		if errors.Is(err, syscall.EBUSY) && (o.Lazy || o.Force || !alive) {
+			err = syscall.Unmount(dir, syscall.MNT_DETACH)
+		}
+		if errors.Is(err, syscall.EBUSY) {
+			return fmt.Errorf("umount %s: target is busy (files are open there); use --lazy to detach it now, or --force to abort it", dir)
+		}
+		if err != nil {
+			return fmt.Errorf("umount %s: %w", dir, err)
+		}
+	}
+	if recErr != nil {
+		return nil
+	}
+	if !Alive(rec.Pid) {
+		os.Remove(recordPath(dir))
+		return nil
+	}
+	if o.Lazy && !o.Force {
+		return nil // the daemon goes at the last close
+	}
+	deadline := time.Now().Add(o.Wait)
+	for Alive(rec.Pid) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("unmounted %s, but its daemon (pid %d) is still running after %s; see %s", dir, rec.Pid, o.Wait, rec.Log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	os.Remove(recordPath(dir))
+	return nil
+}

@@ -1,0 +1,79 @@
+package fusefs
+
+import (
+	"testing"
+	"time"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/fid"
+)
+
+func TestInoIsUniqueAndStable(t *testing.T) {
+	seen := map[uint64]fid.FID{}
+	for seq := uint64(0x200000400); seq < 0x200000400+64; seq++ {
+		for oid := uint32(1); oid < 131072; oid += 997 {
+			f := fid.FID{Seq: seq, Oid: oid}
+			ino := Ino(f)
+			if ino == 0 || ino >= nacreIno {
+				t.Fatalf("%s: ino %#x out of range", f, ino)
+			}
+			if g, ok := seen[ino]; ok {
+				t.Fatalf("%s and %s share ino %#x", f, g, ino)
+			}
+			seen[ino] = f
+		}
+	}
+	if Ino(fid.Root) != Ino(fid.Root) || Ino(fid.Root) == 0 {
+		t.Fatal("root ino")
+	}
+}
+
+func TestLovRoundTrip(t *testing.T) {
+	ino := &pb.Inode{Mode: 0o100644, Layout: &pb.Layout{StripeSize: 1 << 20, StripeCount: 2, StripeOffset: -1, Generation: 3,
+		Objects: []*pb.StripeObject{{Ost: 0, Seq: 0x100000000, Oid: 5}, {Ost: 1, Seq: 0x100000000, Oid: 7}}}}
+	s, ok := formatLov(ino)
+	if !ok || s != "stripe_count=2 stripe_size=1048576 stripe_offset=-1 pattern=raid0 generation=3 objects=0:0x100000000:0x5,1:0x100000000:0x7" {
+		t.Fatalf("format: %q", s)
+	}
+	l, err := parseLov(s)
+	if err != nil || l.StripeCount != 2 || l.StripeSize != 1<<20 || l.StripeOffset != -1 {
+		t.Fatalf("parse: %+v %v", l, err)
+	}
+	l, err = parseLov("stripe_size=64K stripe_count=-1 stripe_offset=1")
+	if err != nil || l.StripeSize != 64<<10 || l.StripeCount != -1 || l.StripeOffset != 1 {
+		t.Fatalf("parse with units: %+v %v", l, err)
+	}
+	for _, bad := range []string{"stripe_count", "stripe_count=x", "stripe_size=-1", "stripe_offset=-2"} {
+		if _, err := parseLov(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+	if _, ok := formatLov(&pb.Inode{Mode: 0o40755}); ok {
+		t.Error("a directory without a default layout has no nacre.lov")
+	}
+}
+
+func TestParseOptions(t *testing.T) {
+	o := DefaultMountOptions()
+	if err := ParseOptions(&o, "allow_other,ro,attr_timeout=0.5,entry_timeout=0,negative_timeout=2,max_background=128,noatime"); err != nil {
+		t.Fatal(err)
+	}
+	if !o.AllowOther || !o.ReadOnly || !o.DefaultPermissions || o.AttrTimeout != 500*time.Millisecond ||
+		o.EntryTimeout != time.Nanosecond || o.NegativeTimeout != 2*time.Second || o.MaxBackground != 128 {
+		t.Fatalf("%+v", o)
+	}
+	if err := ParseOptions(&o, "no_default_permissions"); err != nil || o.DefaultPermissions {
+		t.Fatal("no_default_permissions")
+	}
+	for _, bad := range []string{"bogus", "attr_timeout", "attr_timeout=x", "max_background=-1"} {
+		if err := ParseOptions(&o, bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestUnescapeMount(t *testing.T) {
+	if got := unescapeMount(`/tmp/a\040b\011c`); got != "/tmp/a b\tc" {
+		t.Fatalf("%q", got)
+	}
+}

@@ -1,0 +1,325 @@
+package itest
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"nacre/internal/client"
+	"nacre/internal/fault"
+	"nacre/internal/fid"
+	"nacre/internal/lfsck"
+	"nacre/internal/testcluster"
+)
+
+// scenarioKinds are injected together, one tree each.
+var scenarioKinds = []string{"oi_stale", "dirent_fid", "dirent_missing", "linkea_missing", "nlink_less", "dir_nlink",
+	"bad_type", "orphan", "lost_parent", "pfid_missing_parent", "owner", "lost_mdt_object", "ost_object_missing"}
+
+var scenarioFlags = []string{"-o", "-c", "-C"}
+
+// damageSet builds one tree per scenario kind under prefix and damages it.
+func damageSet(t *testing.T, ctx context.Context, cl *testcluster.Cluster, c *client.Client, prefix string, bulk int) {
+	t.Helper()
+	if bulk > 0 {
+		d, err := c.Mkdir(ctx, fid.Root, prefix+"bulk", 0o755)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < bulk; i++ {
+			if _, _, err := c.Create(ctx, fid.FromPB(d.Fid), fmt.Sprintf("f%d", i), 0o644, client.CreateOpts{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i, kind := range scenarioKinds {
+		k, _ := fault.LookupKind(kind)
+		tr := buildLTree(t, ctx, c, fmt.Sprintf("%s%02d", prefix, i))
+		if out, err := cl.Run("fault", "inject", kind, "--path", tr.target(k)); err != nil {
+			t.Fatalf("inject %s: %v\n%s", kind, err, out)
+		}
+	}
+}
+
+// counters lists every component's found/repaired counters.
+func counters(r *lfsck.Report) string {
+	var l []string
+	for name, c := range r.Components {
+		for k, v := range c.Counters {
+			l = append(l, fmt.Sprintf("%s.%s=%d/%d", name, k, v.Inconsistent, v.Repaired))
+		}
+	}
+	sort.Strings(l)
+	return strings.Join(l, " ")
+}
+
+// TestLfsckStopResumeAndKill9EndLikeAnUninterruptedRun damages three
+// identical sets of trees: the first is checked in one go; the second is
+// stopped and resumed (from its checkpoints, with its saved parameters);
+// during the third the MDS is killed with SIGKILL, and the restarted MDS
+// resumes the check by itself. All three end with the same counters.
+func TestLfsckStopResumeAndKill9EndLikeAnUninterruptedRun(t *testing.T) {
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 2})
+	c := cl.Client(t)
+	ctx := context.Background()
+
+	damageSet(t, ctx, cl, c, "a", 0)
+	quiesce(t, cl)
+	want := counters(lfsckRun(t, cl, append([]string{"-r"}, scenarioFlags...)...))
+	if !strings.Contains(want, "namespace.orphan=1/1") {
+		t.Fatalf("uninterrupted run: %s", want)
+	}
+
+	// Stop and resume.
+	damageSet(t, ctx, cl, c, "b", 600)
+	quiesce(t, cl)
+	if out, err := cl.Run("fault", "arm", "lfsck.scan.object=delay:2ms", "--target", "mdt0"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	args := append([]string{"lfsck", "start", "-r", "--checkpoint-interval-ms", "100"}, scenarioFlags...)
+	if out, err := cl.Run(args...); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	stops := 0
+	for ; stops < 20; stops++ {
+		time.Sleep(400 * time.Millisecond)
+		if out, err := cl.Run("lfsck", "stop"); err != nil {
+			t.Fatalf("stop: %v\n%s", err, out)
+		}
+		r := lfsckQuery(t, cl)
+		if r.Components["namespace"].Status == "completed" {
+			break
+		}
+		if s := r.Components["namespace"].Status; s != "stopped" {
+			t.Fatalf("after stop: %s", s)
+		}
+		out, err := cl.Run("lfsck", "start")
+		if err != nil || !strings.Contains(out, "resumed") {
+			t.Fatalf("resume: %v\n%s", err, out)
+		}
+	}
+	if out, err := cl.Run("fault", "arm", "lfsck.scan.object=off", "--target", "mdt0"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	got := counters(waitStatus(t, cl, "namespace", 60*time.Second, "completed"))
+	if stops < 2 || got != want {
+		t.Fatalf("after %d stops: %s\nuninterrupted: %s", stops, got, want)
+	}
+
+	// kill -9 in the middle, twice.
+	damageSet(t, ctx, cl, c, "c", 600)
+	quiesce(t, cl)
+	for crash := 0; crash < 2; crash++ {
+		if out, err := cl.Run("fault", "arm", "lfsck.scan.object=delay:2ms", "--target", "mdt0"); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if crash == 0 {
+			if out, err := cl.Run(args...); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+		}
+		time.Sleep(700 * time.Millisecond)
+		if r := lfsckQuery(t, cl); r.Components["namespace"].Status == "completed" {
+			break
+		}
+		cl.Kill("mdt0", syscall.SIGKILL)
+		time.Sleep(300 * time.Millisecond) // let the test process reap it (as crash_test does)
+		cl.Restart()
+		r := waitStatus(t, cl, "namespace", 30*time.Second, "scanning-phase1", "scanning-phase2", "completed")
+		t.Logf("after kill -9 %d: %s", crash+1, r.Components["namespace"].Status)
+	}
+	got = counters(waitStatus(t, cl, "namespace", 60*time.Second, "completed"))
+	if got != want {
+		t.Fatalf("after kill -9: %s\nuninterrupted: %s", got, want)
+	}
+
+	// A graceful stop of the MDS pauses the check; it resumes at start.
+	damageSet(t, ctx, cl, c, "d", 300)
+	quiesce(t, cl)
+	if out, err := cl.Run("fault", "arm", "lfsck.scan.object=delay:2ms", "--target", "mdt0"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if out, err := cl.Run(args...); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	time.Sleep(400 * time.Millisecond)
+	cl.Kill("mdt0", syscall.SIGTERM)
+	time.Sleep(300 * time.Millisecond)
+	if log, _ := os.ReadFile(filepath.Join(cl.TargetDir("mdt0"), "serve.log")); !strings.Contains(string(log), `"status":"paused"`) {
+		t.Fatal("the MDS did not pause the check when it stopped")
+	}
+	cl.Restart()
+	got = counters(waitStatus(t, cl, "namespace", 60*time.Second, "completed"))
+	if got != want {
+		t.Fatalf("after a pause: %s\nuninterrupted: %s", got, want)
+	}
+	if f, _ := found(lfsckRun(t, cl, append([]string{"-r"}, scenarioFlags...)...)); f != 0 {
+		t.Fatal("a run after the repairs still finds inconsistencies")
+	}
+}
+
+// TestLfsckUnderClientLoad runs real checks (every repair allowed) while
+// clients create, write, rename, link and remove: nothing is found or
+// repaired (an unlink or rename in flight is not an inconsistency).
+func TestLfsckUnderClientLoad(t *testing.T) {
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 2})
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	c := cl.Client(t)
+	var dirs []fid.FID
+	for i := 0; i < 4; i++ {
+		d, err := c.Mkdir(context.Background(), fid.Root, fmt.Sprintf("load%d", i), 0o755)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, fid.FromPB(d.Fid))
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ops := 0
+	for w := 0; w < 3; w++ {
+		wc := cl.Client(t)
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewSource(int64(w)))
+			for n := 0; ctx.Err() == nil; n++ {
+				d, d2 := dirs[rng.Intn(4)], dirs[rng.Intn(4)]
+				name := fmt.Sprintf("w%d.%d", w, rng.Intn(200))
+				switch rng.Intn(5) {
+				case 0, 1:
+					ino, _, err := wc.Create(ctx, d, name, 0o644, client.CreateOpts{Layout: nil})
+					if err == nil {
+						f := wc.OpenInode(ino)
+						f.WriteAt(ctx, []byte("some data"), 0)
+						f.Close(ctx)
+					}
+				case 2:
+					wc.Rename(ctx, d, name, d2, fmt.Sprintf("w%d.%d", w, rng.Intn(200)), 0)
+				case 3:
+					wc.Unlink(ctx, d, name)
+				case 4:
+					if ino, err := wc.Lookup(ctx, d, name); err == nil {
+						wc.Link(ctx, fid.FromPB(ino.Fid), d2, fmt.Sprintf("l%d.%d", w, n))
+					}
+				}
+				mu.Lock()
+				ops++
+				mu.Unlock()
+			}
+		}(w)
+	}
+	time.Sleep(time.Second)
+	for i := 0; i < 5; i++ {
+		r := lfsckRun(t, cl, "-r", "-o", "-c", "-C", "-s", "4000")
+		if f, rp := found(r); f != 0 || rp != 0 {
+			stop()
+			wg.Wait()
+			t.Fatalf("run %d under load: %s", i, summary(r))
+		}
+	}
+	stop()
+	wg.Wait()
+	t.Logf("%d client operations during five checks", ops)
+	if ops < 100 {
+		t.Fatalf("only %d client operations", ops)
+	}
+	quiesce(t, cl)
+	if r := lfsckRun(t, cl, "-r", "-o"); func() bool { f, _ := found(r); return f != 0 }() {
+		t.Fatalf("after the load: %s", summary(r))
+	}
+}
+
+// TestLfsckStopWithAnOSTDown: with an OST killed, the layout check skips
+// its objects (partial, no orphan decisions for it) and stop returns at
+// once.
+func TestLfsckStopWithAnOSTDown(t *testing.T) {
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 2})
+	c := cl.Client(t)
+	ctx := context.Background()
+	buildLTree(t, ctx, c, "t")
+	cl.Kill("ost1", syscall.SIGKILL)
+	time.Sleep(300 * time.Millisecond)
+	r := lfsckRun(t, cl, "-r", "-o", "-t", "layout")
+	lc := r.Components["layout"]
+	if f, _ := found(r); f != 0 || lc.Status != "partial" || len(lc.IncompleteOSTs) == 0 {
+		t.Fatalf("with OST1 down: %s %+v", summary(r), lc)
+	}
+	if out, err := cl.Run("fault", "arm", "lfsck.scan.object=delay:50ms", "--target", "mdt0"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if out, err := cl.Run("lfsck", "start", "-r", "-t", "layout"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	time.Sleep(300 * time.Millisecond)
+	t0 := time.Now()
+	if out, err := cl.Run("lfsck", "stop"); err != nil {
+		t.Fatalf("stop: %v\n%s", err, out)
+	}
+	if d := time.Since(t0); d > 5*time.Second {
+		t.Fatalf("stop took %v", d)
+	}
+	if s := lfsckQuery(t, cl).Components["layout"].Status; s != "stopped" {
+		t.Fatalf("status after stop: %s", s)
+	}
+	cl.Run("fault", "arm", "lfsck.scan.object=off", "--target", "mdt0")
+	cl.Restart()
+	if f, _ := found(lfsckRun(t, cl, "-r", "-o")); f != 0 {
+		t.Fatal("inconsistencies after the OST came back")
+	}
+}
+
+// TestMDTBackupRestoreRebuildsTheOI is seed 003's restore scenario: an MDT
+// is backed up file by file and restored with new local keys; at start
+// the MDT finds its OI stale and rebuilds it with an OI scrub by itself;
+// then every file reads back and the namespace and layout are consistent.
+func TestMDTBackupRestoreRebuildsTheOI(t *testing.T) {
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 2})
+	c := cl.Client(t)
+	ctx := context.Background()
+	tr := buildLTree(t, ctx, c, "r")
+	d, err := c.Mkdir(ctx, fid.Root, "many", 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 200; i++ {
+		if _, _, err := c.Create(ctx, fid.FromPB(d.Fid), fmt.Sprintf("f%d", i), 0o644, client.CreateOpts{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl.Kill("mdt0", syscall.SIGTERM)
+	time.Sleep(300 * time.Millisecond)
+	bak := filepath.Join(t.TempDir(), "mdt0.bak")
+	if out, err := cl.Run("mdt", "backup", "--dir", cl.TargetDir("mdt0"), "--out", bak); err != nil {
+		t.Fatalf("backup: %v\n%s", err, out)
+	}
+	if st, err := os.Stat(bak); err != nil || st.Size() == 0 {
+		t.Fatalf("backup file: %v", err)
+	}
+	if out, err := cl.Run("mdt", "restore", "--dir", cl.TargetDir("mdt0"), "--from", bak); err != nil {
+		t.Fatalf("restore: %v\n%s", err, out)
+	}
+	cl.Restart()
+	r := waitStatus(t, cl, "scrub", 60*time.Second, "completed")
+	sc := r.Components["scrub"]
+	if sc.Counters["stale"].Repaired < 200 {
+		t.Fatalf("the OI scrub after restore: %s", summary(r))
+	}
+	t.Logf("OI scrub after restore: %s", summary(r))
+	mustRead(t, ctx, c, "/r/f1", tr.data1)
+	mustRead(t, ctx, c, "/r/e/only", tr.dataOnly)
+	if _, err := c.Resolve(ctx, "/many/f199", true); err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := found(lfsckRun(t, cl, "-r", "-o")); f != 0 {
+		t.Fatal("inconsistent after the restore and the scrub")
+	}
+}

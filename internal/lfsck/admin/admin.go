@@ -1,0 +1,683 @@
+// Package admin is the client side of `nacre lfsck`, `nacre fault` and
+// `nacre mdt backup|restore`: it finds the targets through the MGS, calls
+// their Lfsck, Fault and OSS services, and formats what they answer. The
+// checker itself is internal/lfsck (it runs in the MDS).
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/client"
+	"nacre/internal/fault"
+	"nacre/internal/fid"
+	"nacre/internal/kv"
+	"nacre/internal/lfsck"
+	"nacre/internal/mdt"
+	"nacre/internal/rpc"
+	"nacre/internal/serve"
+	"nacre/internal/target"
+)
+
+// Env is what every command needs.
+type Env struct {
+	MGS string
+	Out io.Writer
+	Err io.Writer
+}
+
+// conn is a connection to the cluster's targets.
+type conn struct {
+	c   *client.Client
+	cfg *pb.ClusterConfig
+	ccs []*grpc.ClientConn
+}
+
+func connect(ctx context.Context, e Env) (*conn, error) {
+	if e.MGS == "" {
+		return nil, fmt.Errorf("no MGS address: pass --mgs HOST:PORT or set NACRE_MGS (`nacre up` prints it)")
+	}
+	c, err := client.New(ctx, client.Config{MGS: e.MGS, Timeout: 30 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := c.Config(ctx)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &conn{c: c, cfg: cfg}, nil
+}
+
+func (k *conn) close() {
+	for _, cc := range k.ccs {
+		cc.Close()
+	}
+	k.c.Close()
+}
+
+func (k *conn) dial(addr string) (*grpc.ClientConn, error) {
+	cc, err := rpc.Dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	k.ccs = append(k.ccs, cc)
+	return cc, nil
+}
+
+// mdts lists the MDT indexes (all of them, or the one asked).
+func (k *conn) mdts(one int, all bool) ([]uint32, error) {
+	seen := map[uint32]bool{}
+	for _, t := range k.cfg.Targets {
+		if t.Kind == pb.TargetKind_TARGET_MDT {
+			seen[t.Index] = true
+		}
+	}
+	var out []uint32
+	for i := range seen {
+		if all || int(i) == one {
+			out = append(out, i)
+		}
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a] < out[b] })
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no MDT%04x in the configuration", one)
+	}
+	return out, nil
+}
+
+// mdtAddr is the gRPC address of MDT idx's leader (or any replica up).
+func (k *conn) mdtAddr(idx uint32) (string, error) {
+	var any string
+	for _, t := range k.cfg.Targets {
+		if t.Kind != pb.TargetKind_TARGET_MDT || t.Index != idx {
+			continue
+		}
+		if t.Leader {
+			return t.Addr, nil
+		}
+		if t.State == "up" {
+			any = t.Addr
+		}
+	}
+	if any == "" {
+		return "", fmt.Errorf("MDT%04x is not up (see nacre status)", idx)
+	}
+	return any, nil
+}
+
+func (k *conn) lfsck(idx uint32) (pb.LfsckClient, error) {
+	a, err := k.mdtAddr(idx)
+	if err != nil {
+		return nil, err
+	}
+	cc, err := k.dial(a)
+	if err != nil {
+		return nil, err
+	}
+	return pb.NewLfsckClient(cc), nil
+}
+
+// StartOptions are the options of nacre lfsck start.
+type StartOptions struct {
+	Req   *pb.LfsckStartRequest
+	MDT   int
+	All   bool
+	Wait  bool
+	JSON  bool
+	Delay time.Duration // between progress lines
+}
+
+// Start starts the checker on the MDTs asked, and with Wait waits until
+// it ends, showing progress on a terminal.
+func Start(ctx context.Context, e Env, o StartOptions) error {
+	k, err := connect(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer k.close()
+	idxs, err := k.mdts(o.MDT, o.All)
+	if err != nil {
+		return err
+	}
+	for _, i := range idxs {
+		cli, err := k.lfsck(i)
+		if err != nil {
+			return err
+		}
+		rep, err := cli.Start(ctx, o.Req)
+		if err != nil {
+			return fmt.Errorf("MDT%04x: %w", i, err)
+		}
+		fmt.Fprintln(e.Out, rep.Message)
+	}
+	if !o.Wait {
+		return nil
+	}
+	return waitDone(ctx, e, k, idxs, o.JSON)
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// waitDone polls until no MDT runs the checker; on a terminal it shows
+// one progress line, rewritten in place.
+func waitDone(ctx context.Context, e Env, k *conn, idxs []uint32, jsonOut bool) error {
+	tty := isTerminal(e.Err)
+	var last []*lfsck.Report
+	poll := 20 * time.Millisecond
+	for {
+		reps, err := k.query(ctx, idxs)
+		if err != nil {
+			return err
+		}
+		last = reps
+		running := false
+		var parts []string
+		for _, r := range reps {
+			if r.Running {
+				running = true
+			}
+			for _, name := range []string{"scrub", "namespace", "layout"} {
+				c := r.Components[name]
+				if c == nil || !contains(r.Params.Types, name) {
+					continue
+				}
+				parts = append(parts, fmt.Sprintf("%s %s %d checked %.0f/s found %d repaired %d", name, c.Status, c.Checked,
+					c.RealTimeSpeed, c.Inconsistent, c.Repaired))
+			}
+		}
+		if tty {
+			fmt.Fprintf(e.Err, "\r\033[K%s", strings.Join(parts, " | "))
+		}
+		if !running {
+			if tty {
+				fmt.Fprintln(e.Err)
+			}
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(poll):
+		}
+		poll = min(poll*3/2, 500*time.Millisecond)
+	}
+	return printReports(e, last, jsonOut)
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (k *conn) query(ctx context.Context, idxs []uint32) ([]*lfsck.Report, error) {
+	var out []*lfsck.Report
+	for _, i := range idxs {
+		cli, err := k.lfsck(i)
+		if err != nil {
+			return nil, err
+		}
+		rep, err := cli.Query(ctx, &pb.LfsckQueryRequest{})
+		if err != nil {
+			return nil, fmt.Errorf("MDT%04x: %w", i, err)
+		}
+		r := &lfsck.Report{}
+		if err := json.Unmarshal(rep.Json, r); err != nil {
+			return nil, fmt.Errorf("MDT%04x: bad report: %w", i, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Stop stops the checker on the MDTs asked; it returns once they stopped.
+func Stop(ctx context.Context, e Env, mdtIdx int, all bool) error {
+	k, err := connect(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer k.close()
+	idxs, err := k.mdts(mdtIdx, all)
+	if err != nil {
+		return err
+	}
+	for _, i := range idxs {
+		cli, err := k.lfsck(i)
+		if err != nil {
+			return err
+		}
+		rep, err := cli.Stop(ctx, &pb.LfsckStopRequest{})
+		if err != nil {
+			return fmt.Errorf("MDT%04x: %w", i, err)
+		}
+		fmt.Fprintf(e.Out, "MDT%04x: %s\n", i, rep.Message)
+	}
+	return nil
+}
+
+// Set changes the speed limit or window of a running check.
+func Set(ctx context.Context, e Env, mdtIdx int, all bool, speed *uint64, window *uint32) error {
+	k, err := connect(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer k.close()
+	idxs, err := k.mdts(mdtIdx, all)
+	if err != nil {
+		return err
+	}
+	for _, i := range idxs {
+		cli, err := k.lfsck(i)
+		if err != nil {
+			return err
+		}
+		if _, err := cli.Set(ctx, &pb.LfsckSetRequest{Speed: speed, Window: window}); err != nil {
+			return fmt.Errorf("MDT%04x: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// Query prints the state of the checker of the MDTs asked.
+func Query(ctx context.Context, e Env, mdtIdx int, all, jsonOut, wait bool) error {
+	k, err := connect(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer k.close()
+	idxs, err := k.mdts(mdtIdx, all)
+	if err != nil {
+		return err
+	}
+	if wait {
+		return waitDone(ctx, e, k, idxs, jsonOut)
+	}
+	reps, err := k.query(ctx, idxs)
+	if err != nil {
+		return err
+	}
+	return printReports(e, reps, jsonOut)
+}
+
+func printReports(e Env, reps []*lfsck.Report, jsonOut bool) error {
+	if jsonOut {
+		enc := json.NewEncoder(e.Out)
+		enc.SetIndent("", "  ")
+		if len(reps) == 1 {
+			return enc.Encode(reps[0])
+		}
+		return enc.Encode(reps)
+	}
+	for _, r := range reps {
+		state := "idle"
+		if r.Running {
+			state = "running"
+		}
+		fmt.Fprintf(e.Out, "%s: checker %s; last run: %s", r.Target, state, strings.Join(r.Params.Types, ","))
+		if r.Params.DryRun {
+			fmt.Fprint(e.Out, " (dry run)")
+		}
+		fmt.Fprintln(e.Out)
+		for _, name := range []string{"scrub", "namespace", "layout"} {
+			c := r.Components[name]
+			if c == nil {
+				continue
+			}
+			fmt.Fprintf(e.Out, "  %-9s %-16s checked %-9d inconsistent %-6d repaired %-6d failed %d", name, c.Status, c.Checked, c.Inconsistent, c.Repaired, c.Failed)
+			var kinds []string
+			for kn, cnt := range c.Counters {
+				kinds = append(kinds, fmt.Sprintf("%s %d/%d", kn, cnt.Inconsistent, cnt.Repaired))
+			}
+			sort.Strings(kinds)
+			if len(kinds) > 0 {
+				fmt.Fprintf(e.Out, "  (%s)", strings.Join(kinds, ", "))
+			}
+			fmt.Fprintln(e.Out)
+		}
+	}
+	return nil
+}
+
+// Status prints one component of one MDT in full.
+func Status(ctx context.Context, e Env, mdtIdx int, component string, jsonOut bool) error {
+	if _, err := lfsck.ParseTypes([]string{component}); err != nil || component == "all" || component == "" {
+		return fmt.Errorf("-t %q: give one of scrub, namespace, layout", component)
+	}
+	k, err := connect(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer k.close()
+	reps, err := k.query(ctx, []uint32{uint32(mdtIdx)})
+	if err != nil {
+		return err
+	}
+	c := reps[0].Components[component]
+	if jsonOut {
+		enc := json.NewEncoder(e.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(c)
+	}
+	lfsck.WriteText(e.Out, component, c)
+	return nil
+}
+
+// FaultList prints the kinds of damage nacre fault inject knows.
+func FaultList(e Env, jsonOut bool) error {
+	if jsonOut {
+		enc := json.NewEncoder(e.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(fault.Kinds)
+	}
+	for _, k := range fault.Kinds {
+		needs := ""
+		if k.Needs != "" {
+			needs = " (repair needs " + k.Needs + ")"
+		}
+		fmt.Fprintf(e.Out, "%-20s %-9s %-4s %s -> %s%s\n", k.Kind, k.Component, k.Target, k.Description, k.Counter, needs)
+	}
+	return nil
+}
+
+// FaultInject damages the object at path (stripe: for layout kinds).
+func FaultInject(ctx context.Context, e Env, kind, path string, stripe uint32) error {
+	kd, ok := fault.LookupKind(kind)
+	if !ok {
+		return fmt.Errorf("unknown fault kind %q (see nacre fault list)", kind)
+	}
+	k, err := connect(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer k.close()
+	parent, name, err := k.c.ResolveParent(ctx, path)
+	if err != nil {
+		return err
+	}
+	obj, err := k.c.Lookup(ctx, fid.FromPB(parent.Fid), name)
+	if err != nil {
+		return err
+	}
+	isDir := obj.Mode&unix.S_IFMT == unix.S_IFDIR
+	if (kd.Target == "dir") != isDir {
+		return fmt.Errorf("fault %s needs a %s; %s is not one", kind, kd.Target, path)
+	}
+	// Faults go to the MDT that holds the object (MDT0 with one MDT).
+	cli, err := k.faultClient(0)
+	if err != nil {
+		return err
+	}
+	rep, err := cli.Inject(ctx, &pb.FaultInjectRequest{Kind: kind, Fid: obj.Fid, Parent: parent.Fid, Name: name, Stripe: stripe})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(e.Out, rep.Message)
+	return nil
+}
+
+func (k *conn) faultClient(idx uint32) (pb.FaultClient, error) {
+	a, err := k.mdtAddr(idx)
+	if err != nil {
+		return nil, err
+	}
+	cc, err := k.dial(a)
+	if err != nil {
+		return nil, err
+	}
+	return pb.NewFaultClient(cc), nil
+}
+
+// FaultArm arms a named fault point in a target process ("mdt0", "ost1").
+func FaultArm(ctx context.Context, e Env, targetName, spec string) error {
+	point, a, err := fault.Parse(spec)
+	if err != nil {
+		return err
+	}
+	k, err := connect(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer k.close()
+	req := &pb.FaultArmRequest{Point: point, Action: a.Kind, DelayMs: a.Delay.Milliseconds(), Count: uint32(a.Count), Message: a.Message}
+	var idx uint32
+	var armed []string
+	switch {
+	case strings.HasPrefix(targetName, "mdt"):
+		fmt.Sscanf(targetName, "mdt%d", &idx)
+		cli, err := k.faultClient(idx)
+		if err != nil {
+			return err
+		}
+		rep, err := cli.Arm(ctx, req)
+		if err != nil {
+			return err
+		}
+		armed = rep.Armed
+	case strings.HasPrefix(targetName, "ost"):
+		fmt.Sscanf(targetName, "ost%d", &idx)
+		addr := ""
+		for _, t := range k.cfg.Targets {
+			if t.Kind == pb.TargetKind_TARGET_OST && t.Index == idx {
+				addr = t.Addr
+			}
+		}
+		if addr == "" {
+			return fmt.Errorf("no OST%04x in the configuration", idx)
+		}
+		cc, err := k.dial(addr)
+		if err != nil {
+			return err
+		}
+		rep, err := pb.NewOSSClient(cc).FaultArm(ctx, req)
+		if err != nil {
+			return err
+		}
+		armed = rep.Armed
+	default:
+		return fmt.Errorf("--target %q: give mdtN or ostN", targetName)
+	}
+	fmt.Fprintf(e.Out, "%s: armed %s\n", targetName, strings.Join(armed, ", "))
+	return nil
+}
+
+// Digests prints the digest of every key of every target's store (the
+// MDT's and each OST's): a dry run must leave them all unchanged.
+func Digests(ctx context.Context, e Env) error {
+	k, err := connect(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer k.close()
+	var lines []string
+	for _, t := range k.cfg.Targets {
+		if t.State != "up" {
+			continue
+		}
+		var d *pb.LfsckDigestReply
+		switch t.Kind {
+		case pb.TargetKind_TARGET_MDT:
+			cli, err := k.lfsck(t.Index)
+			if err != nil {
+				return err
+			}
+			if d, err = cli.Digest(ctx, &pb.LfsckDigestRequest{}); err != nil {
+				return err
+			}
+			lines = append(lines, fmt.Sprintf("MDT%04x %016x %d", t.Index, d.Digest, d.Keys))
+		case pb.TargetKind_TARGET_OST:
+			cc, err := k.dial(t.Addr)
+			if err != nil {
+				return err
+			}
+			if d, err = pb.NewOSSClient(cc).LfsckDigest(ctx, &pb.LfsckDigestRequest{}); err != nil {
+				return err
+			}
+			lines = append(lines, fmt.Sprintf("OST%04x %016x %d", t.Index, d.Digest, d.Keys))
+		}
+	}
+	sort.Strings(lines)
+	for _, l := range lines {
+		fmt.Fprintln(e.Out, l)
+	}
+	return nil
+}
+
+// offlineMDT opens an MDT's store with its server stopped.
+func offlineMDT(dir string, readOnly bool) (*kv.DB, target.Identity, error) {
+	id, err := target.Load(dir)
+	if err != nil {
+		return nil, id, err
+	}
+	if id.Kind != target.MDT {
+		return nil, id, fmt.Errorf("%s holds %s, not an MDT", dir, id.Describe())
+	}
+	if pid, err := serve.ReadPid(dir); err == nil && serve.Alive(pid) {
+		return nil, id, fmt.Errorf("%s is served by process %d; stop it first (a file-level backup or restore is done with the MDT stopped)", dir, pid)
+	}
+	db, err := kv.Open(target.StoreDir(dir), kv.Options{ReadOnly: readOnly})
+	if err != nil {
+		return nil, id, err
+	}
+	if err := target.CheckStore(db, id); err != nil && !readOnly {
+		db.Close()
+		return nil, id, err
+	}
+	return db, id, nil
+}
+
+// Backup writes a file-level backup of the (stopped) MDT in dir to file.
+func Backup(e Env, dir, file string) error {
+	db, id, err := offlineMDT(dir, true)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	h, err := mdt.Backup(db, id, f)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(file)
+		return fmt.Errorf("backup of %s: %w", id.Label(), err)
+	}
+	fmt.Fprintf(e.Out, "backed up %s (%d objects) to %s\n", id.Label(), h.Objects, file)
+	return nil
+}
+
+// Restore restores a backup into the (stopped) MDT in dir; its object
+// index is rebuilt by an OI scrub when the MDT next starts.
+func Restore(e Env, dir, file string) error {
+	db, id, err := offlineMDT(dir, false)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h, err := mdt.Restore(db, id, f)
+	if err != nil {
+		return fmt.Errorf("restore of %s from %s: %w", id.Label(), file, err)
+	}
+	fmt.Fprintf(e.Out, "restored %s from %s (%d objects, backed up %s) with new local keys;\nits object index is rebuilt by an OI scrub when it starts (nacre lfsck query)\n",
+		id.Label(), filepath.Base(file), h.Objects, h.Created.Format(time.RFC3339))
+	return nil
+}
+
+// Conn drives the checkers of a cluster from a program (benchmarks).
+type Conn struct{ k *conn }
+
+// Dial connects to the cluster of mgs.
+func Dial(ctx context.Context, mgs string) (*Conn, error) {
+	k, err := connect(ctx, Env{MGS: mgs})
+	if err != nil {
+		return nil, err
+	}
+	return &Conn{k: k}, nil
+}
+
+// Close drops the connections.
+func (c *Conn) Close() { c.k.close() }
+
+// Start starts the checker of MDT mdtIdx.
+func (c *Conn) Start(ctx context.Context, mdtIdx uint32, req *pb.LfsckStartRequest) error {
+	cli, err := c.k.lfsck(mdtIdx)
+	if err != nil {
+		return err
+	}
+	_, err = cli.Start(ctx, req)
+	return err
+}
+
+// Stop stops the checker of MDT mdtIdx.
+func (c *Conn) Stop(ctx context.Context, mdtIdx uint32) error {
+	cli, err := c.k.lfsck(mdtIdx)
+	if err != nil {
+		return err
+	}
+	_, err = cli.Stop(ctx, &pb.LfsckStopRequest{})
+	return err
+}
+
+// Report returns the report of MDT mdtIdx.
+func (c *Conn) Report(ctx context.Context, mdtIdx uint32) (*lfsck.Report, error) {
+	reps, err := c.k.query(ctx, []uint32{mdtIdx})
+	if err != nil {
+		return nil, err
+	}
+	return reps[0], nil
+}
+
+// Run starts a check on MDT mdtIdx and waits until it ends.
+func (c *Conn) Run(ctx context.Context, mdtIdx uint32, req *pb.LfsckStartRequest) (*lfsck.Report, error) {
+	if err := c.Start(ctx, mdtIdx, req); err != nil {
+		return nil, err
+	}
+	poll := 10 * time.Millisecond
+	for {
+		r, err := c.Report(ctx, mdtIdx)
+		if err != nil {
+			return nil, err
+		}
+		if !r.Running {
+			return r, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(poll):
+		}
+		poll = min(poll*3/2, 200*time.Millisecond)
+	}
+}

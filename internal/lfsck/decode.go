@@ -1,0 +1,272 @@
+package lfsck
+
+import (
+	"errors"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"nacre/internal/fid"
+)
+
+// A fast, allocation-free decoder of the MDT's object records
+// (nacrepb.Inode): the scan reads every object once, and proto.Unmarshal
+// would allocate a message, its links and its layout for each. Names point
+// into the record's bytes (valid until the iterator moves). Garbage gives
+// an error, never a panic.
+
+type link struct {
+	parent fid.FID
+	name   []byte
+}
+
+type stripe struct {
+	ost      uint32
+	seq, oid uint64
+}
+
+type layoutEA struct {
+	pattern, stripeSize, gen uint32
+	stripeCount, offset      int32
+	objs                     []stripe
+}
+
+type object struct {
+	fid                                  fid.FID
+	mode, uid, gid, projid, nlink, flags uint32
+	size                                 uint64
+	mtime                                int64
+	links                                []link
+	hasLayout                            bool
+	layout                               layoutEA
+}
+
+var errGarbage = errors.New("undecodable record")
+
+func (o *object) reset() {
+	links, objs := o.links[:0], o.layout.objs[:0]
+	*o = object{}
+	o.links, o.layout.objs = links, objs
+}
+
+func decodeFID(b []byte) (fid.FID, error) {
+	var f fid.FID
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return f, errGarbage
+		}
+		b = b[n:]
+		if typ != protowire.VarintType {
+			m := protowire.ConsumeFieldValue(num, typ, b)
+			if m < 0 {
+				return f, errGarbage
+			}
+			b = b[m:]
+			continue
+		}
+		v, m := protowire.ConsumeVarint(b)
+		if m < 0 {
+			return f, errGarbage
+		}
+		b = b[m:]
+		switch num {
+		case 1:
+			f.Seq = v
+		case 2:
+			f.Oid = uint32(v)
+		case 3:
+			f.Ver = uint32(v)
+		}
+	}
+	return f, nil
+}
+
+func decodeLink(b []byte) (link, error) {
+	var l link
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return l, errGarbage
+		}
+		b = b[n:]
+		if typ == protowire.BytesType && (num == 1 || num == 2) {
+			v, m := protowire.ConsumeBytes(b)
+			if m < 0 {
+				return l, errGarbage
+			}
+			b = b[m:]
+			if num == 1 {
+				f, err := decodeFID(v)
+				if err != nil {
+					return l, err
+				}
+				l.parent = f
+			} else {
+				l.name = v
+			}
+			continue
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b)
+		if m < 0 {
+			return l, errGarbage
+		}
+		b = b[m:]
+	}
+	return l, nil
+}
+
+func decodeStripe(b []byte) (stripe, error) {
+	var s stripe
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return s, errGarbage
+		}
+		b = b[n:]
+		if typ != protowire.VarintType {
+			m := protowire.ConsumeFieldValue(num, typ, b)
+			if m < 0 {
+				return s, errGarbage
+			}
+			b = b[m:]
+			continue
+		}
+		v, m := protowire.ConsumeVarint(b)
+		if m < 0 {
+			return s, errGarbage
+		}
+		b = b[m:]
+		switch num {
+		case 1:
+			s.ost = uint32(v)
+		case 2:
+			s.seq = v
+		case 3:
+			s.oid = v
+		}
+	}
+	return s, nil
+}
+
+func (o *object) decodeLayout(b []byte) error {
+	l := &o.layout
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return errGarbage
+		}
+		b = b[n:]
+		if num == 6 && typ == protowire.BytesType {
+			v, m := protowire.ConsumeBytes(b)
+			if m < 0 {
+				return errGarbage
+			}
+			b = b[m:]
+			s, err := decodeStripe(v)
+			if err != nil {
+				return err
+			}
+			l.objs = append(l.objs, s)
+			continue
+		}
+		if typ != protowire.VarintType {
+			m := protowire.ConsumeFieldValue(num, typ, b)
+			if m < 0 {
+				return errGarbage
+			}
+			b = b[m:]
+			continue
+		}
+		v, m := protowire.ConsumeVarint(b)
+		if m < 0 {
+			return errGarbage
+		}
+		b = b[m:]
+		switch num {
+		case 1:
+			l.pattern = uint32(v)
+		case 2:
+			l.stripeSize = uint32(v)
+		case 3:
+			l.stripeCount = int32(v)
+		case 4:
+			l.offset = int32(v)
+		case 5:
+			l.gen = uint32(v)
+		}
+	}
+	return nil
+}
+
+// decode parses an object record into o (reset first).
+func (o *object) decode(b []byte) error {
+	o.reset()
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return errGarbage
+		}
+		b = b[n:]
+		switch {
+		case typ == protowire.BytesType && (num == 1 || num == 14 || num == 15):
+			v, m := protowire.ConsumeBytes(b)
+			if m < 0 {
+				return errGarbage
+			}
+			b = b[m:]
+			switch num {
+			case 1:
+				f, err := decodeFID(v)
+				if err != nil {
+					return err
+				}
+				o.fid = f
+			case 14:
+				l, err := decodeLink(v)
+				if err != nil {
+					return err
+				}
+				o.links = append(o.links, l)
+			case 15:
+				o.hasLayout = true
+				if err := o.decodeLayout(v); err != nil {
+					return err
+				}
+			}
+		case typ == protowire.VarintType:
+			v, m := protowire.ConsumeVarint(b)
+			if m < 0 {
+				return errGarbage
+			}
+			b = b[m:]
+			switch num {
+			case 2:
+				o.mode = uint32(v)
+			case 3:
+				o.uid = uint32(v)
+			case 4:
+				o.gid = uint32(v)
+			case 5:
+				o.projid = uint32(v)
+			case 6:
+				o.nlink = uint32(v)
+			case 7:
+				o.size = v
+			case 10:
+				o.mtime = int64(v)
+			case 13:
+				o.flags = uint32(v)
+			}
+		default:
+			m := protowire.ConsumeFieldValue(num, typ, b)
+			if m < 0 {
+				return errGarbage
+			}
+			b = b[m:]
+		}
+	}
+	if o.fid.IsZero() {
+		return errGarbage
+	}
+	return nil
+}

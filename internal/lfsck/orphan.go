@@ -1,0 +1,348 @@
+package lfsck
+
+import (
+	"context"
+	"sort"
+	"syscall"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/fault"
+	"nacre/internal/fid"
+	"nacre/internal/kv"
+	"nacre/internal/layout"
+	"nacre/internal/mdt"
+	"nacre/internal/ost"
+)
+
+// Phase 2 of the layout check (-o): OST objects of this MDT's sequence
+// that no layout names. Each OST gets, range by range, the bitmap of the
+// objects phase 1 found named, and returns the others below the first
+// object its precreate pool still holds (those are unassigned, not
+// orphans). An object queued for destruction is not an orphan either. An
+// OST that did not answer in phase 1 is skipped (incomplete: no risky
+// decisions on partial knowledge, Lustre's LF_INCOMPLETE).
+//
+// Orphans are adopted by the PFID they carry (lost+found names, §5.4):
+//
+//	parent missing        re-create it with that FID and the stripes found   <FID>-R-n
+//	parent lacks the slot fill the slot (or rebuild a lost layout)
+//	slot taken            a new file holding the object                      <FID>-C-n
+//	no PFID               a new file holding the object                      <newFID>-N-n
+
+const orphanChunk = 1 << 18
+
+type orphanObj struct {
+	ost  uint32
+	attr *pb.ObjectAttr
+}
+
+func (r *run) orphans() error {
+	var idxs []uint32
+	for idx := range r.env.OSTs() {
+		idxs = append(idxs, idx)
+	}
+	sort.Slice(idxs, func(i, j int) bool { return idxs[i] < idxs[j] })
+	var cands []orphanObj
+	for _, idx := range idxs {
+		if r.incomplete(idx) {
+			r.log.Warn("orphan scan skips an OST that did not answer", "ost", idx)
+			continue
+		}
+		r.mu.Lock()
+		bound := r.boundary[idx]
+		r.mu.Unlock()
+		bm := r.refs[idx]
+		if bm == nil {
+			bm = &bitmap{}
+		}
+		cli := r.env.OSTs()[idx]
+		for from := uint64(1); from < bound; {
+			if r.stopping() {
+				return errHalted
+			}
+			to := min(from+orphanChunk, bound)
+			if err := fault.Hit("lfsck.orphans.send"); err != nil {
+				r.markIncomplete(idx)
+				break
+			}
+			ctx, cancel := context.WithTimeout(r.ctx, r.env.RPCTimeout)
+			rep, err := cli.Orphans(ctx, &pb.LfsckOrphansRequest{Seq: r.ost, From: from, To: to, Referenced: bm.bytes(from, to), Max: 4096})
+			cancel()
+			if err != nil {
+				if r.stopping() {
+					return errHalted
+				}
+				r.log.Warn("orphan scan: OST did not answer; skipping it", "ost", idx, "err", err)
+				r.markIncomplete(idx)
+				break
+			}
+			for _, a := range rep.Objects {
+				cands = append(cands, orphanObj{ost: idx, attr: a})
+			}
+			if rep.Next <= from {
+				break
+			}
+			from = rep.Next
+		}
+	}
+	// Group by PFID (objects without one are each their own group).
+	groups := map[fid.FID][]orphanObj{}
+	var order []fid.FID
+	var lone []orphanObj
+	for _, c := range cands {
+		pf := fid.FromPB(c.attr.Parent)
+		if pf.IsZero() {
+			lone = append(lone, c)
+			continue
+		}
+		if _, ok := groups[pf]; !ok {
+			order = append(order, pf)
+		}
+		groups[pf] = append(groups[pf], c)
+	}
+	for _, pf := range order {
+		if err := r.adopt(pf, groups[pf]); err != nil {
+			return err
+		}
+	}
+	for _, c := range lone {
+		if err := r.adopt(fid.FID{}, []orphanObj{c}); err != nil {
+			return err
+		}
+	}
+	return r.rep.flush()
+}
+
+func slotOf(o orphanObj) *pb.StripeObject {
+	return &pb.StripeObject{Ost: o.ost, Seq: o.attr.Seq, Oid: o.attr.Oid}
+}
+
+func isDummy(s *pb.StripeObject) bool { return s == nil || (s.Seq == 0 && s.Oid == 0) }
+
+// orphanLayout builds a layout holding members at their stripe indexes,
+// holes elsewhere.
+func orphanLayout(members []orphanObj) *pb.Layout {
+	a := members[0].attr
+	count := int(a.StripeCount)
+	for _, m := range members {
+		count = max(count, int(m.attr.StripeIndex)+1)
+	}
+	count = min(max(count, 1), layout.MaxStripeCount)
+	ss := a.StripeSize
+	if ss == 0 || layout.CheckStripeSize(uint64(ss)) != nil {
+		ss = layout.DefaultStripeSize
+	}
+	l := &pb.Layout{Pattern: 1, StripeSize: ss, StripeCount: int32(count), StripeOffset: -1, Generation: max(a.LayoutGen, 1)}
+	l.Objects = make([]*pb.StripeObject, count)
+	for i := range l.Objects {
+		l.Objects[i] = &pb.StripeObject{}
+	}
+	for _, m := range members {
+		if int(m.attr.StripeIndex) < count {
+			l.Objects[m.attr.StripeIndex] = slotOf(m)
+		}
+	}
+	return l
+}
+
+func orphanInode(members []orphanObj, l *pb.Layout, f fid.FID) *pb.Inode {
+	a := members[0].attr
+	return &pb.Inode{Fid: f.PB(), Mode: syscall.S_IFREG | 0o644, Uid: a.Uid, Gid: a.Gid, Projid: a.Projid, Layout: l,
+		Flags: uint32(pb.InodeFlag_INODE_FLAG_SIZE_DIRTY | pb.InodeFlag_INODE_FLAG_LFSCK_CREATED)}
+}
+
+// adopt settles the orphans claiming parent pf (zero: no PFID).
+func (r *run) adopt(pf fid.FID, members []orphanObj) error {
+	if err := r.lim.wait(r.ctx, uint64(len(members))); err != nil {
+		return err
+	}
+	if err := r.pac.pace(r.ctx); err != nil {
+		return err
+	}
+	snap := r.env.Target.DB().NewSnapshot()
+	defer snap.Close()
+	f := newFix()
+	f.reportKey = append([]byte("o"), pf.Bytes()...)
+	var live []orphanObj
+	for _, m := range members {
+		k := mdt.DestroyKey(m.ost, m.attr.Seq, m.attr.Oid)
+		if _, err := snap.Get(k); err == nil {
+			continue // queued for destruction: not an orphan
+		}
+		f.cond(k, nil)
+		live = append(live, m)
+	}
+	r.mu.Lock()
+	r.t2[Layout][tChecked] += uint64(len(members))
+	r.mu.Unlock()
+	// Not queued for destruction now, so nothing will destroy it: if the
+	// OST still has it, it is an orphan (one destroyed between the listing
+	// and now is gone from the OST).
+	live = r.stillOnOST(live)
+	if len(live) == 0 {
+		return nil
+	}
+	n := 0
+	var newFiles []orphanObj
+	newFile := func(ms []orphanObj, base string) {
+		newFiles = append(newFiles, ms...)
+		l := orphanLayout(ms)
+		f.late = append(f.late, &pb.LfsckMut{M: &pb.LfsckMut_Create{Create: &pb.LfsckCreate{
+			Inode: orphanInode(ms, l, fid.FID{}), AllocFid: true, LpfBase: base}}})
+		f.delta++
+		n += len(ms)
+	}
+	var local uint64
+	var ino *pb.Inode
+	var err error = errNoObject
+	if !pf.IsZero() {
+		local, ino, err = r.lookup(snap, pf)
+	}
+	switch {
+	case pf.IsZero():
+		for _, m := range live {
+			newFile([]orphanObj{m}, "%F-N")
+		}
+	case err == errNoObject && r.env.Target.AllocatedBefore(pf):
+		f.cond(mdt.OIKey(pf), nil)
+		l := orphanLayout(live)
+		f.late = append(f.late, &pb.LfsckMut{M: &pb.LfsckMut_Create{Create: &pb.LfsckCreate{
+			Inode: orphanInode(live, l, pf), LpfBase: "%F-R"}}})
+		f.delta++
+		n += len(live)
+	case err != nil:
+		newFile(live, pf.String()+"-C")
+	case ino.Mode&syscall.S_IFMT != syscall.S_IFREG:
+		for _, m := range live {
+			newFile([]orphanObj{m}, pf.String()+"-C")
+		}
+	default:
+		v, _ := snap.Get(mdt.ObjKey(local))
+		f.cond(mdt.ObjKey(local), v)
+		nino := proto.Clone(ino).(*pb.Inode)
+		changed := false
+		if nino.Layout == nil || len(nino.Layout.Objects) == 0 {
+			nino.Layout = orphanLayout(live)
+			changed = true
+			n += len(live)
+		} else {
+			objs := nino.Layout.Objects
+			for _, m := range live {
+				i := int(m.attr.StripeIndex)
+				want := int(m.attr.StripeCount)
+				switch {
+				case i < len(objs) && isDummy(objs[i]):
+					objs[i] = slotOf(m)
+					changed = true
+					n++
+				case i < len(objs) && objs[i].Ost == m.ost && objs[i].Seq == m.attr.Seq && objs[i].Oid == m.attr.Oid:
+					// named after all (a change in flight)
+				case i >= len(objs) && i < want && want <= layout.MaxStripeCount:
+					for len(objs) <= i {
+						objs = append(objs, &pb.StripeObject{})
+					}
+					objs[i] = slotOf(m)
+					changed = true
+					n++
+				default:
+					newFile([]orphanObj{m}, pf.String()+"-C")
+				}
+			}
+			nino.Layout.Objects = objs
+			nino.Layout.StripeCount = int32(len(objs))
+		}
+		if changed {
+			nino.Flags |= uint32(pb.InodeFlag_INODE_FLAG_SIZE_DIRTY)
+			f.muts = append(f.muts, setMut(mdt.ObjKey(local), mdt.MarshalInode(nino)))
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	r.found(Layout)
+	kinds := make([]uint32, n)
+	for i := range kinds {
+		kinds[i] = KLyOrphan
+	}
+	rep := &pb.LfsckRepair{Component: Layout, Kinds: kinds, Conds: f.conds, Muts: append(f.muts, f.late...), InodesDelta: f.delta}
+	if !r.st.Params.Orphan {
+		rep.Muts, rep.InodesDelta = nil, 0
+		rep.ReportKey = f.reportKey
+	}
+	r.rep.add(Layout, nil, rep)
+	if err := r.rep.flush(); err != nil {
+		return err
+	}
+	if r.dry || !r.st.Params.Orphan {
+		return nil
+	}
+	// New files (<FID>-C-n, <newFID>-N-n) got their FID at apply: point
+	// their objects' PFIDs at them.
+	for _, m := range newFiles {
+		r.repointPFID(m)
+	}
+	return nil
+}
+
+// repointPFID finds the lost+found file holding m (made by this run) and
+// rewrites the object's PFID to name it.
+func (r *run) repointPFID(m orphanObj) {
+	db := r.env.Target.DB()
+	lpfLocal, _, err := r.lookup(db, fid.LostFound)
+	if err != nil {
+		return
+	}
+	p := mdt.DirentPrefix(lpfLocal)
+	it, err := db.NewIter(p, kv.PrefixEnd(p))
+	if err != nil {
+		return
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		cf, _, ok := mdt.DecodeDirent(it.Value())
+		if !ok {
+			continue
+		}
+		_, ino, err := r.lookup(db, cf)
+		if err != nil || ino.Layout == nil {
+			continue
+		}
+		for i, s := range ino.Layout.Objects {
+			if s.Ost != m.ost || s.Seq != m.attr.Seq || s.Oid != m.attr.Oid {
+				continue
+			}
+			l := ino.Layout
+			want := ost.Rec{Seq: s.Seq, Oid: s.Oid, Parent: cf, StripeIndex: uint32(i), StripeSize: l.StripeSize,
+				StripeCount: uint32(len(l.Objects)), Gen: l.Generation, UID: ino.Uid, GID: ino.Gid, ProjID: ino.Projid}
+			got := ost.AttrRec(m.attr)
+			if fid.FromPB(m.attr.Parent).IsZero() {
+				return // never written: nothing to point
+			}
+			var buf [96]byte
+			if _, err := r.ostRepair(m.ost, &pb.LfsckObjRepair{Seq: s.Seq, Oid: s.Oid, Expect: ost.Digest(got.Append(buf[:0])), Record: recAttr(&want)}); err != nil {
+				r.log.Warn("orphan adoption: rewrite the PFID", "err", err)
+			}
+			return
+		}
+	}
+}
+
+// stillOnOST keeps the members their OST still has.
+func (r *run) stillOnOST(ms []orphanObj) []orphanObj {
+	var out []orphanObj
+	for _, m := range ms {
+		cli := r.env.OSTs()[m.ost]
+		if cli == nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(r.ctx, r.env.RPCTimeout)
+		attrs, err := cli.GetObjects(ctx, []*pb.StripeObject{slotOf(m)})
+		cancel()
+		if err == nil && len(attrs) == 1 && attrs[0].Exists {
+			out = append(out, m)
+		}
+	}
+	return out
+}

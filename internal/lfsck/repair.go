@@ -1,0 +1,186 @@
+package lfsck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/fid"
+	"nacre/internal/mdt"
+)
+
+// repairer sends repairs (and reports) through the MDT's log in batches,
+// one batch in flight while the scan goes on. A dry run sends nothing: it
+// evaluates each repair's conditions against the current state, as apply
+// would, and counts in memory.
+type repairer struct {
+	r *run
+
+	mu      sync.Mutex
+	batch   []*pb.LfsckRepair
+	size    int
+	pending sync.WaitGroup
+	sem     chan struct{}
+	err     error
+}
+
+const (
+	repairBatchItems = 256
+	repairBatchBytes = 256 << 10
+)
+
+func newRepairer(r *run) *repairer {
+	return &repairer{r: r, sem: make(chan struct{}, 2)}
+}
+
+// add queues a repair found for the work of entry e (nil: the object being
+// scanned, or phase 2).
+func (rp *repairer) add(comp uint32, e *entry, rep *pb.LfsckRepair) {
+	if rp.r.dry {
+		rp.evalDry(comp, e, rep)
+		return
+	}
+	rp.mu.Lock()
+	rp.batch = append(rp.batch, rep)
+	rp.size += proto.Size(rep)
+	full := len(rp.batch) >= repairBatchItems || rp.size >= repairBatchBytes
+	var out []*pb.LfsckRepair
+	if full {
+		out, rp.batch, rp.size = rp.batch, nil, 0
+	}
+	rp.mu.Unlock()
+	if out != nil {
+		rp.send(rp.r.ctx, out)
+	}
+}
+
+func (rp *repairer) send(ctx context.Context, batch []*pb.LfsckRepair) {
+	rp.sem <- struct{}{}
+	rp.pending.Add(1)
+	go func() {
+		defer rp.pending.Done()
+		defer func() { <-rp.sem }()
+		if err := rp.propose(ctx, batch); err != nil {
+			rp.mu.Lock()
+			if rp.err == nil {
+				rp.err = err
+			}
+			rp.mu.Unlock()
+		}
+	}()
+}
+
+func (rp *repairer) propose(ctx context.Context, batch []*pb.LfsckRepair) error {
+	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	rp.r.pac.own.Add(1)
+	rep, err := rp.r.env.Propose(cctx, &pb.Command{Op: &pb.Command_LfsckRepair{LfsckRepair: &pb.LfsckRepairOp{Repairs: batch}}})
+	if err != nil {
+		return fmt.Errorf("propose %d repairs: %w", len(batch), err)
+	}
+	if rep.Errno != 0 && len(batch) > 1 {
+		return fmt.Errorf("repairs: %s: %w", rep.Message, syscall.Errno(rep.Errno))
+	}
+	return nil
+}
+
+// flush sends what is queued and waits until every repair sent is applied.
+func (rp *repairer) flush() error { return rp.flushCtx(rp.r.ctx) }
+
+func (rp *repairer) flushCtx(ctx context.Context) error {
+	if rp.r.dry {
+		return nil
+	}
+	rp.mu.Lock()
+	out := rp.batch
+	rp.batch, rp.size = nil, 0
+	rp.mu.Unlock()
+	if len(out) > 0 {
+		rp.send(ctx, out)
+	}
+	rp.pending.Wait()
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	err := rp.err
+	rp.err = nil
+	if err != nil && (errors.Is(err, context.Canceled) || rp.r.stopping()) {
+		return errHalted
+	}
+	return err
+}
+
+// evalDry counts what a repair would find: its conditions are checked
+// against the current state (the store is not changed).
+func (rp *repairer) evalDry(comp uint32, e *entry, rep *pb.LfsckRepair) {
+	r := rp.r
+	db := r.env.Target.DB()
+	if len(rep.ReportKey) > 0 {
+		k := string(append([]byte{byte(comp)}, rep.ReportKey...))
+		r.mu.Lock()
+		seen := r.reported[k]
+		r.reported[k] = true
+		r.mu.Unlock()
+		if seen {
+			return
+		}
+	}
+	if ok, err := mdt.CheckConds(db, rep.Conds); err != nil || !ok {
+		return
+	}
+	for _, m := range rep.Muts {
+		if d, ok := m.M.(*pb.LfsckMut_DirNlink); ok && !dirNlinkWrong(db, fid.FromPB(d.DirNlink), r) {
+			return
+		}
+	}
+	for _, k := range rep.Kinds {
+		r.countDry(e, comp, k)
+	}
+}
+
+// dirNlinkWrong recounts a directory's subdirectory entries now.
+func dirNlinkWrong(db interface {
+	Get([]byte) ([]byte, error)
+}, f fid.FID, r *run) bool {
+	local, ino, err := r.lookup(db, f)
+	if err != nil {
+		return false
+	}
+	p := mdt.DirentPrefix(local)
+	it, err := r.env.Target.DB().NewIter(p, nil)
+	if err != nil {
+		return false
+	}
+	defer it.Close()
+	n := uint32(2)
+	for it.SeekGE(p); it.Valid(); it.Next() {
+		k := it.Key()
+		if len(k) < len(p) || string(k[:len(p)]) != string(p) {
+			break
+		}
+		if _, typ, ok := mdt.DecodeDirent(it.Value()); ok && typ == dtDir {
+			n++
+		}
+	}
+	return ino.Nlink != n
+}
+
+// now sends one repair at once, outside the batch, and waits for it: for
+// counting a repair already made on an OST, so that a stop or crash right
+// after the OST change rarely loses its count.
+func (rp *repairer) now(comp uint32, e *entry, rep *pb.LfsckRepair) {
+	if rp.r.dry {
+		rp.evalDry(comp, e, rep)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := rp.propose(ctx, []*pb.LfsckRepair{rep}); err != nil {
+		rp.r.log.Warn("count a repair made on an OST", "err", err)
+	}
+}

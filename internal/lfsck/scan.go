@@ -1,0 +1,775 @@
+package lfsck
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"hash/maphash"
+	"syscall"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/fault"
+	"nacre/internal/fid"
+	"nacre/internal/kv"
+	"nacre/internal/mdt"
+	"nacre/internal/ost"
+)
+
+// Phase 1: one sequential iteration of the object range in local-key
+// order, with the directory entries of each directory read in the same
+// pass (entries are keyed by their directory's local key, so a second
+// iterator advances in step). Each window of the scan reads one pebble
+// snapshot, refreshed every second, so that everything decided within a
+// window is consistent; what spans windows (an entry and the linkEA of its
+// child) is matched by hash and re-verified on fresh state in phase 2.
+
+const (
+	windowTime    = time.Second
+	windowObjects = 1 << 16
+)
+
+var (
+	direntUpper = kv.PrefixEnd(mdt.DirentLower)
+	objUpper    = kv.PrefixEnd(mdt.ObjLower)
+	oiUpper     = kv.PrefixEnd(mdt.OILower)
+)
+
+const dtDir = uint8(syscall.S_IFDIR >> 12)
+
+// scan checks the objects with local keys in [from, to) (to 0: all the
+// rest). With rebuild it only re-derives what phase 1 keeps in memory (a
+// resumed run's part before its checkpoint): no checks, no figures.
+func (r *run) scan(from, to uint64, rebuild bool) error {
+	db := r.env.Target.DB()
+	pos := from
+	var o object
+	for {
+		if r.stopping() {
+			return errHalted
+		}
+		snap := db.NewSnapshot()
+		next, done, err := r.scanWindow(snap, pos, to, rebuild, &o)
+		snap.Close()
+		if err != nil {
+			return err
+		}
+		pos = next
+		if done {
+			if !rebuild {
+				r.lay.advance(pos, true)
+			}
+			return nil
+		}
+	}
+}
+
+func (r *run) scanWindow(snap *kv.Snapshot, pos, to uint64, rebuild bool, o *object) (uint64, bool, error) {
+	upper := objUpper
+	if to != 0 {
+		upper = mdt.ObjKey(to)
+	}
+	itO, err := snap.NewIter(mdt.ObjKey(pos), upper)
+	if err != nil {
+		return pos, false, err
+	}
+	defer itO.Close()
+	var itD, itI *kv.Iter
+	if r.on(Namespace) {
+		if itD, err = snap.NewIter(mdt.DirentPrefix(pos), direntUpper); err != nil {
+			return pos, false, err
+		}
+		defer itD.Close()
+		itD.First()
+	}
+	if r.on(Scrub) && !rebuild {
+		if itI, err = snap.NewIter(mdt.OILower, oiUpper); err != nil {
+			return pos, false, err
+		}
+		defer itI.Close()
+	}
+	r.readBoundaries(snap)
+	t0 := time.Now()
+	n := 0
+	for valid := itO.First(); valid; valid = itO.Next() {
+		local, ok := mdt.ObjLocal(itO.Key())
+		if !ok {
+			continue
+		}
+		if !rebuild {
+			r.pos.Store(local)
+			r.lay.begin(local)
+		}
+		err := r.object(snap, local, itO.Value(), itD, itI, rebuild, o)
+		if !rebuild {
+			r.lay.end()
+		}
+		if err != nil {
+			return local, false, err
+		}
+		pos = local + 1
+		if !rebuild {
+			r.lay.advance(pos, false)
+		}
+		n++
+		if n&63 == 0 {
+			if !rebuild {
+				if err := r.lim.wait(r.ctx, 64); err != nil {
+					return pos, false, err
+				}
+			}
+			if err := r.pac.pace(r.ctx); err != nil {
+				return pos, false, err
+			}
+			if r.stopping() {
+				return pos, false, errHalted
+			}
+			if !rebuild {
+				if err := r.maybeCheckpoint(); err != nil {
+					return pos, false, err
+				}
+			}
+			if n >= windowObjects || time.Since(t0) >= windowTime {
+				return pos, false, nil
+			}
+		}
+	}
+	if err := itO.Error(); err != nil {
+		return pos, false, err
+	}
+	// Entries of directories beyond the last object have no directory.
+	if itD != nil && !rebuild && to == 0 {
+		for ; itD.Valid(); itD.Next() {
+			r.orphanDirent(itD.Key(), itD.Value())
+		}
+	}
+	return pos, true, nil
+}
+
+// readBoundaries records every OST's first unassigned object as of snap:
+// objects from there on are precreated, not orphans.
+func (r *run) readBoundaries(snap kv.Reader) {
+	lo := mdt.PoolKey(0)
+	lo = lo[:len(lo)-4]
+	it, err := snap.NewIter(lo, kv.PrefixEnd(lo))
+	if err != nil {
+		return
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()
+		if len(k) != len(lo)+4 {
+			continue
+		}
+		p, ok := mdt.DecodePool(it.Value())
+		if !ok || p.Seq != r.ost {
+			continue
+		}
+		r.mu.Lock()
+		r.boundary[binary.BigEndian.Uint32(k[len(lo):])] = p.Next
+		r.mu.Unlock()
+	}
+}
+
+func direntParent(k []byte) (uint64, bool) {
+	if len(k) < 17 || k[0] != 'D' {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(k[1:]), true
+}
+
+// object checks one object (and, for a directory, its entries).
+func (r *run) object(snap *kv.Snapshot, local uint64, v []byte, itD, itI *kv.Iter, rebuild bool, o *object) error {
+	if !rebuild {
+		if err := fault.Hit("lfsck.scan.object"); err != nil {
+			return r.failed(Scrub, 1, err)
+		}
+	}
+	derr := o.decode(v)
+	if derr != nil {
+		if !rebuild {
+			r.bump1(Scrub, tChecked, 1)
+			r.bump1(Scrub, tStat+sObjects, 1)
+			if r.on(Scrub) {
+				r.report(Scrub, KOIGarbage, mdt.ObjKey(local), v)
+			}
+		}
+		if itD != nil {
+			r.skipDirents(itD, local, rebuild, true)
+		}
+		return nil
+	}
+	loser := len(r.losers) > 0 && r.losers[local]
+	if r.on(Scrub) && !rebuild {
+		r.bump1(Scrub, tChecked, 1)
+		r.bump1(Scrub, tStat+sObjects, 1)
+		l, err := r.checkOI(snap, local, v, o, itI)
+		if err != nil {
+			if err := r.failed(Scrub, 1, err); err != nil {
+				return err
+			}
+		}
+		loser = l
+	} else if len(r.overlay) > 0 {
+		if m, ok := r.overlay[o.fid]; ok && m != local {
+			loser = true
+		}
+	}
+	if loser {
+		if itD != nil {
+			r.skipDirents(itD, local, rebuild, false)
+		}
+		return nil
+	}
+	if itD != nil {
+		r.nsObject(snap, local, v, o, itD, rebuild)
+	}
+	if r.on(Layout) {
+		r.layoutObject(local, v, o, rebuild)
+	}
+	return nil
+}
+
+// skipDirents passes the entries up to and including directory local's.
+func (r *run) skipDirents(itD *kv.Iter, local uint64, rebuild, report bool) {
+	for ; itD.Valid(); itD.Next() {
+		p, ok := direntParent(itD.Key())
+		if ok && p > local {
+			return
+		}
+		if !rebuild && (report || !ok || p < local) {
+			r.orphanDirent(itD.Key(), itD.Value())
+		}
+	}
+}
+
+func (r *run) orphanDirent(k, v []byte) {
+	if !r.on(Namespace) {
+		return
+	}
+	r.bump1(Namespace, tStat+sDirents, 1)
+	r.report(Namespace, KNsOrphanDirent, k, v)
+}
+
+// ---- OI scrub --------------------------------------------------------
+
+// checkOI checks that the OI maps o's FID to local, repairing it if not.
+// It reports whether this object lost a conflict over its FID (another
+// object with the same FID is the one to keep).
+func (r *run) checkOI(snap *kv.Snapshot, local uint64, v []byte, o *object, itI *kv.Iter) (bool, error) {
+	f := o.fid
+	if len(r.overlay) > 0 {
+		if w, ok := r.overlay[f]; ok {
+			// Decided earlier in this run (a conflict seen from the other side).
+			return w != local, nil
+		}
+	}
+	key := mdt.OIKey(f)
+	ovKey := mdt.ObjKey(local)
+	if !itI.SeekGE(key) || !bytes.Equal(itI.Key(), key) {
+		if err := itI.Error(); err != nil {
+			return false, err
+		}
+		r.found(Scrub)
+		r.rep.add(Scrub, nil, &pb.LfsckRepair{Component: Scrub, Kinds: []uint32{KOIMissing},
+			Conds: []*pb.LfsckCond{condVal(ovKey, v), condAbsent(key)},
+			Muts:  []*pb.LfsckMut{setMut(key, be64(local))}})
+		r.setOverlay(f, local)
+		r.confirmed.set(f)
+		return false, nil
+	}
+	cur := itI.Value()
+	other := binary.BigEndian.Uint64(pad8(cur))
+	if len(cur) == 8 && other == local {
+		r.confirmed.set(f)
+		return false, nil
+	}
+	ov, err := snap.Get(mdt.ObjKey(other))
+	var oo object
+	otherClaims := err == nil && len(cur) == 8 && oo.decode(ov) == nil && oo.fid == f
+	if err != nil && !errors.Is(err, kv.ErrNotFound) {
+		return false, err
+	}
+	r.found(Scrub)
+	if !otherClaims {
+		conds := []*pb.LfsckCond{condVal(ovKey, v), condVal(key, cur)}
+		r.rep.add(Scrub, nil, &pb.LfsckRepair{Component: Scrub, Kinds: []uint32{KOIStale}, Conds: conds,
+			Muts: []*pb.LfsckMut{setMut(key, be64(local))}})
+		r.setOverlay(f, local)
+		r.confirmed.set(f)
+		return false, nil
+	}
+	// Two objects claim f: keep the later-modified one (then the one with
+	// names, then the OI's choice). A loser that holds nothing the winner
+	// does not (a stale copy) is removed; one that differs is reported.
+	win, lose, wv, lv := other, local, ov, v
+	if o.mtime > oo.mtime || (o.mtime == oo.mtime && len(o.links) > len(oo.links)) {
+		win, lose, wv, lv = local, other, v, ov
+	}
+	r.setOverlay(f, win)
+	r.losers[lose] = true
+	r.confirmed.set(f)
+	rep := &pb.LfsckRepair{Component: Scrub, Kinds: []uint32{KOIConflict},
+		Conds: []*pb.LfsckCond{condVal(mdt.ObjKey(win), wv), condVal(mdt.ObjKey(lose), lv), condVal(key, cur)}}
+	if sameContent(wv, lv) {
+		if win != other {
+			rep.Muts = append(rep.Muts, setMut(key, be64(win)))
+		}
+		rep.Muts = append(rep.Muts, delMut(mdt.ObjKey(lose)))
+		rep.InodesDelta = -1
+		// Its extended attributes go with it.
+		p := mdt.XattrPrefix(lose)
+		if it, err := snap.NewIter(p, kv.PrefixEnd(p)); err == nil {
+			for it.First(); it.Valid(); it.Next() {
+				rep.Muts = append(rep.Muts, delMut(append([]byte(nil), it.Key()...)))
+			}
+			it.Close()
+		}
+	} else {
+		if win != other {
+			rep.Muts = append(rep.Muts, setMut(key, be64(win)))
+		} else {
+			rep.ReportKey = mdt.ObjKey(lose)
+		}
+	}
+	r.rep.add(Scrub, nil, rep)
+	return lose == local, nil
+}
+
+func pad8(b []byte) []byte {
+	if len(b) >= 8 {
+		return b[:8]
+	}
+	return append(make([]byte, 8-len(b)), b...)
+}
+
+// sameContent reports whether two object records differ only in times.
+func sameContent(a, b []byte) bool {
+	ia, ib := &pb.Inode{}, &pb.Inode{}
+	if proto.Unmarshal(a, ia) != nil || proto.Unmarshal(b, ib) != nil {
+		return false
+	}
+	for _, i := range []*pb.Inode{ia, ib} {
+		i.AtimeNs, i.MtimeNs, i.CtimeNs = 0, 0, 0
+	}
+	return proto.Equal(ia, ib)
+}
+
+// scanOI checks the OI range for entries that name no object: every entry
+// the object scan did not confirm is looked up.
+func (r *run) scanOI() error {
+	db := r.env.Target.DB()
+	var pos []byte = mdt.OILower
+	for {
+		snap := db.NewSnapshot()
+		next, done, err := r.scanOIWindow(snap, pos)
+		snap.Close()
+		if err != nil || done {
+			return err
+		}
+		pos = next
+	}
+}
+
+func (r *run) scanOIWindow(snap *kv.Snapshot, pos []byte) ([]byte, bool, error) {
+	it, err := snap.NewIter(pos, oiUpper)
+	if err != nil {
+		return nil, false, err
+	}
+	defer it.Close()
+	t0 := time.Now()
+	n := 0
+	var o object
+	for valid := it.First(); valid; valid = it.Next() {
+		k := it.Key()
+		n++
+		if n&255 == 0 {
+			if r.stopping() {
+				return nil, false, errHalted
+			}
+			if time.Since(t0) >= windowTime {
+				return append([]byte(nil), k...), false, nil
+			}
+		}
+		if len(k) != 1+fid.Size {
+			continue
+		}
+		f, _ := fid.FromBytes(k[1:])
+		if r.confirmed.has(f) {
+			continue
+		}
+		if _, ok := r.overlay[f]; ok {
+			continue
+		}
+		v := it.Value()
+		if len(v) == 8 {
+			ov, err := snap.Get(mdt.ObjKey(binary.BigEndian.Uint64(v)))
+			if err == nil && o.decode(ov) == nil && o.fid == f {
+				continue // created after the object scan passed
+			}
+			if err != nil && !errors.Is(err, kv.ErrNotFound) {
+				return nil, false, err
+			}
+		}
+		r.found(Scrub)
+		conds := []*pb.LfsckCond{condVal(k, v)}
+		if len(v) == 8 {
+			ok := mdt.ObjKey(binary.BigEndian.Uint64(v))
+			if ov, err := snap.Get(ok); err == nil {
+				conds = append(conds, condVal(ok, ov))
+			} else {
+				conds = append(conds, condAbsent(ok))
+			}
+		}
+		r.rep.add(Scrub, nil, &pb.LfsckRepair{Component: Scrub, Kinds: []uint32{KOIDangling}, Conds: conds,
+			Muts: []*pb.LfsckMut{delMut(append([]byte(nil), k...))}})
+	}
+	return nil, true, it.Error()
+}
+
+// ---- namespace -------------------------------------------------------
+
+// nsObject derives the name pairs of one object: its entries (a
+// directory) and its linkEA, and checks what it can locally.
+func (r *run) nsObject(snap *kv.Snapshot, local uint64, v []byte, o *object, itD *kv.Iter, rebuild bool) {
+	isDir := o.mode&syscall.S_IFMT == syscall.S_IFDIR
+	typ := mdt.DirentType(o.mode)
+	subdirs, dirents := uint32(0), uint64(0)
+	for ; itD.Valid(); itD.Next() {
+		k := itD.Key()
+		p, ok := direntParent(k)
+		if ok && p > local {
+			break
+		}
+		if !ok || p < local || !isDir {
+			if !rebuild {
+				r.orphanDirent(k, itD.Value())
+			}
+			continue
+		}
+		dirents++
+		name := k[17:]
+		cf, ctyp, ok := mdt.DecodeDirent(itD.Value())
+		if !ok || cf.IsZero() || cf.Ver != 0 || len(name) == 0 {
+			// A corrupt entry: phase 2 rewrites it from a linkEA that
+			// claims its name, or removes it.
+			r.items = append(r.items, &pb.LfsckTraceItem{Kind: itemEntry, Child: cf.PB(), Parent: o.fid.PB(), Name: append([]byte(nil), name...),
+				Type: uint32(ctyp), Local: local, Flags: flagGarbage})
+			continue
+		}
+		if ctyp == dtDir {
+			subdirs++
+		}
+		r.names.add(r.names.hash(o.fid, name, cf, ctyp), 1, local)
+	}
+	if o.fid != fid.Root {
+		for _, l := range o.links {
+			r.names.add(r.names.hash(l.parent, l.name, o.fid, typ), -1, local)
+		}
+		flags := uint32(0)
+		switch {
+		case isDir && o.nlink > 0 && len(o.links) != 1:
+			flags = flagNames
+		case !isDir && o.nlink > 0 && len(o.links) == 0:
+			flags = flagNoNames
+		case !isDir && o.nlink < uint32(len(o.links)):
+			flags = flagNlink
+		}
+		if flags != 0 {
+			r.items = append(r.items, &pb.LfsckTraceItem{Kind: itemObject, Child: o.fid.PB(), Local: local, Flags: flags})
+		}
+	}
+	if rebuild {
+		return
+	}
+	r.bump1(Namespace, tChecked, 1+dirents)
+	r.bump1(Namespace, tStat+sObjects, 1)
+	r.bump1(Namespace, tStat+sDirents, dirents)
+	if isDir {
+		r.bump1(Namespace, tStat+sDirectories, 1)
+		if o.nlink != 2+subdirs {
+			r.found(Namespace)
+			r.rep.add(Namespace, nil, &pb.LfsckRepair{Component: Namespace, Kinds: []uint32{KNsNlinks},
+				Conds: []*pb.LfsckCond{condVal(mdt.ObjKey(local), v)},
+				Muts:  []*pb.LfsckMut{{M: &pb.LfsckMut_DirNlink{DirNlink: o.fid.PB()}}}})
+		}
+	} else if o.nlink > 1 {
+		r.bump1(Namespace, tStat+sMultiLinked, 1)
+	}
+}
+
+// ---- layout (MDT side) -----------------------------------------------
+
+func (r *run) layoutObject(local uint64, v []byte, o *object, rebuild bool) {
+	if o.mode&syscall.S_IFMT != syscall.S_IFREG || !o.hasLayout {
+		return
+	}
+	l := &o.layout
+	if !rebuild {
+		r.bump1(Layout, tStat+sFiles, 1)
+	}
+	bad := (l.pattern != 0 && l.pattern != 1) || l.stripeSize == 0 || l.stripeSize%(64<<10) != 0 || len(l.objs) > 2000
+	checks := r.checkBuf[:0]
+	for i, s := range l.objs {
+		if s.seq == 0 && s.oid == 0 {
+			continue // a hole
+		}
+		if s.seq == r.ost {
+			bm := r.refs[s.ost]
+			if bm == nil {
+				bm = &bitmap{}
+				r.refs[s.ost] = bm
+			}
+			if bm.test(s.oid) {
+				r.dups[s] = true
+			} else {
+				bm.set(s.oid)
+			}
+		} else {
+			bad = true
+		}
+		if rebuild || bad {
+			continue
+		}
+		rec := ost.Rec{Seq: s.seq, Oid: s.oid, Parent: o.fid, StripeIndex: uint32(i), StripeSize: l.stripeSize,
+			StripeCount: uint32(len(l.objs)), Gen: l.gen, UID: o.uid, GID: o.gid, ProjID: o.projid}
+		checks = append(checks, checkItem{ost: s.ost, oid: s.oid, digest: ost.RecordDigest(&rec), slot: uint32(i), rec: rec})
+	}
+	if rebuild {
+		return
+	}
+	if bad {
+		r.found(Layout)
+		r.report(Layout, KLyBadLayout, mdt.ObjKey(local), v)
+		return
+	}
+	if len(checks) > 0 {
+		r.lay.add(local, o.fid, checks)
+	}
+	r.checkBuf = checks[:0]
+}
+
+// ---- helpers ---------------------------------------------------------
+
+func condVal(k, v []byte) *pb.LfsckCond {
+	return &pb.LfsckCond{Key: append([]byte(nil), k...), Digest: mdt.Digest(v)}
+}
+
+func condAbsent(k []byte) *pb.LfsckCond {
+	return &pb.LfsckCond{Key: append([]byte(nil), k...), Absent: true}
+}
+
+func setMut(k, v []byte) *pb.LfsckMut {
+	return &pb.LfsckMut{M: &pb.LfsckMut_Set{Set: &pb.LfsckKV{Key: append([]byte(nil), k...), Value: append([]byte(nil), v...)}}}
+}
+
+func delMut(k []byte) *pb.LfsckMut {
+	return &pb.LfsckMut{M: &pb.LfsckMut_Del{Del: append([]byte(nil), k...)}}
+}
+
+func be64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+
+// bump1 adds to a phase-1 figure (attributed to the work in flight, see
+// layoutChecker.bump).
+func (r *run) bump1(comp uint32, slot int, n uint64) { r.lay.bump(comp, slot, n) }
+
+// report counts an inconsistency that is not repaired, once per run and
+// key, if key still holds v (the value it was found in).
+func (r *run) report(comp, kind uint32, key, v []byte) {
+	r.found(comp)
+	rk := append([]byte{byte(kind)}, key...)
+	rep := &pb.LfsckRepair{Component: comp, Kinds: []uint32{kind}, ReportKey: rk}
+	if v != nil {
+		rep.Conds = []*pb.LfsckCond{condVal(key, v)}
+	}
+	r.rep.add(comp, nil, rep)
+}
+
+// ---- name matching ---------------------------------------------------
+
+// nameMatch pairs directory entries with linkEA entries: an entry adds
+// +1 under the hash of (parent, name, child, type), a linkEA entry -1; what
+// is left at the end is uncertain and goes to the trace. Each pending hash
+// keeps the local key of the object it came from, so phase 2 can find the
+// name again. About 40 bytes per pending pair.
+type nameMatch struct {
+	t    pendTable
+	seed maphash.Seed
+	buf  []byte
+}
+
+type pend struct {
+	src uint64
+	n   int32
+}
+
+func newNameMatch() *nameMatch {
+	return &nameMatch{seed: maphash.MakeSeed()}
+}
+
+func (nm *nameMatch) hash(parent fid.FID, name []byte, child fid.FID, typ uint8) uint64 {
+	b := nm.buf[:0]
+	var f [fid.Size]byte
+	parent.Put(f[:])
+	b = append(b, f[:]...)
+	child.Put(f[:])
+	b = append(b, f[:]...)
+	b = append(b, typ)
+	b = append(b, name...)
+	nm.buf = b
+	return maphash.Bytes(nm.seed, b) | 1 // 0 marks a free slot
+}
+
+func (nm *nameMatch) add(h uint64, d int32, src uint64) {
+	p := nm.t.find(h)
+	if p.n == 0 {
+		p.src, p.n = src, d
+		return
+	}
+	p.n += d
+	if p.n == 0 {
+		nm.t.remove(h)
+		return
+	}
+	if (p.n > 0) == (d > 0) {
+		p.src = src
+	}
+}
+
+// pendTable is an open-addressing hash table of pending pairs (linear
+// probing, backward-shift deletion): cheaper than a Go map for the one
+// insert and one delete every name costs.
+type pendTable struct {
+	keys []uint64
+	vals []pend
+	n    int
+}
+
+func (t *pendTable) slot(h uint64) int { return int(h>>7) & (len(t.keys) - 1) }
+
+// find returns the entry of h, inserting an empty one if absent.
+func (t *pendTable) find(h uint64) *pend {
+	if (t.n+1)*2 > len(t.keys) {
+		t.grow()
+	}
+	i := t.slot(h)
+	for {
+		switch t.keys[i] {
+		case h:
+			return &t.vals[i]
+		case 0:
+			t.keys[i] = h
+			t.vals[i] = pend{}
+			t.n++
+			return &t.vals[i]
+		}
+		i = (i + 1) & (len(t.keys) - 1)
+	}
+}
+
+func (t *pendTable) remove(h uint64) {
+	if len(t.keys) == 0 {
+		return
+	}
+	mask := len(t.keys) - 1
+	i := t.slot(h)
+	for t.keys[i] != h {
+		if t.keys[i] == 0 {
+			return
+		}
+		i = (i + 1) & mask
+	}
+	// Shift back the entries of the run that follows.
+	for j := (i + 1) & mask; t.keys[j] != 0; j = (j + 1) & mask {
+		home := t.slot(t.keys[j])
+		if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
+			t.keys[i], t.vals[i] = t.keys[j], t.vals[j]
+			i = j
+		}
+	}
+	t.keys[i] = 0
+	t.n--
+}
+
+func (t *pendTable) grow() {
+	old, oldv := t.keys, t.vals
+	size := max(1024, 2*len(old))
+	t.keys, t.vals, t.n = make([]uint64, size), make([]pend, size), 0
+	for i, k := range old {
+		if k != 0 {
+			*t.find(k) = oldv[i]
+		}
+	}
+}
+
+// each calls fn for every pending pair.
+func (t *pendTable) each(fn func(h uint64, p pend)) {
+	for i, k := range t.keys {
+		if k != 0 {
+			fn(k, t.vals[i])
+		}
+	}
+}
+
+// ---- bitmaps ---------------------------------------------------------
+
+// bitmap is a growable bit set of object ids.
+type bitmap struct{ w []uint64 }
+
+const maxBitmapOid = 1 << 32
+
+func (b *bitmap) set(i uint64) {
+	if i >= maxBitmapOid {
+		return
+	}
+	for uint64(len(b.w)) <= i/64 {
+		b.w = append(b.w, make([]uint64, len(b.w)+1)...)
+	}
+	b.w[i/64] |= 1 << (i % 64)
+}
+
+func (b *bitmap) test(i uint64) bool {
+	if i/64 >= uint64(len(b.w)) {
+		return false
+	}
+	return b.w[i/64]&(1<<(i%64)) != 0
+}
+
+// bytes returns bits [from, to) as bytes, LSB first (LfsckOrphansRequest).
+func (b *bitmap) bytes(from, to uint64) []byte {
+	out := make([]byte, (to-from+7)/8)
+	for i := from; i < to; i++ {
+		if b.test(i) {
+			out[(i-from)/8] |= 1 << ((i - from) % 8)
+		}
+	}
+	return out
+}
+
+// fidBitmap is a bit set of FIDs of normal sequences.
+type fidBitmap map[uint64]*bitmap
+
+func (m fidBitmap) set(f fid.FID) {
+	if f.Ver != 0 || f.Oid >= fid.Width {
+		return
+	}
+	b := m[f.Seq]
+	if b == nil {
+		b = &bitmap{}
+		m[f.Seq] = b
+	}
+	b.set(uint64(f.Oid))
+}
+
+func (m fidBitmap) has(f fid.FID) bool {
+	b := m[f.Seq]
+	return b != nil && f.Ver == 0 && b.test(uint64(f.Oid))
+}
+
+func (r *run) setOverlay(f fid.FID, local uint64) {
+	r.omu.Lock()
+	r.overlay[f] = local
+	r.omu.Unlock()
+}

@@ -1,0 +1,61 @@
+package localcluster
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"nacre/internal/fusefs"
+)
+
+// mountFile records, in the cluster directory, where `nacre up --mount`
+// mounted the file system, so that Down unmounts it first.
+const mountFile = "mount"
+
+// mountLocal mounts the cluster at dir with the mount daemon of bin.
+func mountLocal(bin, clusterDir, mgs, dir string, out io.Writer) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return err
+	}
+	if _, ok := fusefs.FindMount(abs); ok {
+		return fmt.Errorf("%s is already a mount point", abs)
+	}
+	cmd := exec.Command(bin, "mount", "--mgs", mgs, abs, "--log", filepath.Join(clusterDir, "mount.log"))
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("mount at %s: %v: %s", abs, err, strings.TrimSpace(string(b)))
+	}
+	if err := os.WriteFile(filepath.Join(clusterDir, mountFile), []byte(abs+"\n"), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "mounted at %s (log %s)\n", abs, filepath.Join(clusterDir, "mount.log"))
+	return nil
+}
+
+// unmountLocal unmounts what `nacre up --mount` mounted; a busy mount is
+// detached and its connection aborted, since the servers are going away.
+func unmountLocal(clusterDir string, out io.Writer) {
+	b, err := os.ReadFile(filepath.Join(clusterDir, mountFile))
+	if err != nil {
+		return
+	}
+	dir := strings.TrimSpace(string(b))
+	if _, ok := fusefs.FindMount(dir); ok {
+		err := fusefs.Umount(dir, fusefs.UmountOptions{})
+		if err != nil {
+			err = fusefs.Umount(dir, fusefs.UmountOptions{Force: true})
+		}
+		if err != nil {
+			fmt.Fprintf(out, "unmount %s: %v\n", dir, err)
+			return
+		}
+		fmt.Fprintf(out, "unmounted %s\n", dir)
+	}
+	os.Remove(filepath.Join(clusterDir, mountFile))
+}

@@ -1,0 +1,105 @@
+package mgs
+
+import (
+	"context"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/kv"
+	"nacre/internal/obs"
+	"nacre/internal/raftgroup"
+	"nacre/internal/target"
+)
+
+// open starts a single-replica MGS on the store in fs.
+func open(t *testing.T, fs vfs.FS) (*Server, *kv.DB) {
+	t.Helper()
+	db, err := kv.Open("mgs", kv.Options{FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := target.Identity{Fsname: "test", Kind: target.MGS, Listen: "127.0.0.1:1"}
+	s, err := New(Config{ID: id, DB: db, Log: obs.Discard(), Group: func(sm raftgroup.StateMachine) (*raftgroup.Group, error) {
+		return raftgroup.Start(raftgroup.Config{GroupID: 1 << 32, ID: 1, Peers: []raftgroup.Peer{{ID: 1}}, DB: db, Prefix: []byte("\x00r"), SM: sm, Log: obs.Discard()})
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, db
+}
+
+func TestRegistryAndSequenceGrantsAreReplicatedStateThatSurvivesARestart(t *testing.T) {
+	fs := vfs.NewMem()
+	s, db := open(t, fs)
+	ctx := context.Background()
+	mdt := &pb.TargetInfo{Kind: pb.TargetKind_TARGET_MDT, Fsname: "test", Uuid: "a", Addr: "x:1"}
+	if _, err := s.Register(ctx, mdt); err != nil {
+		t.Fatal(err)
+	}
+	dup := &pb.TargetInfo{Kind: pb.TargetKind_TARGET_MDT, Fsname: "test", Uuid: "b", Addr: "x:2"}
+	if _, err := s.Register(ctx, dup); status.Code(err) != codes.AlreadyExists {
+		t.Fatalf("second MDT0 with another uuid: %v, want AlreadyExists", err)
+	}
+	// Replicas of one target register side by side.
+	for r := uint64(1); r <= 3; r++ {
+		rep := &pb.TargetInfo{Kind: pb.TargetKind_TARGET_MDT, Index: 1, Fsname: "test", Uuid: string(rune('p' + r)), ReplicaId: r}
+		if _, err := s.Register(ctx, rep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Register(ctx, &pb.TargetInfo{Kind: pb.TargetKind_TARGET_OST, Fsname: "other"}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("another file system's target: %v", err)
+	}
+	g1, err := s.AllocSeqRange(ctx, &pb.AllocSeqRangeRequest{Mdt: 0, Count: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2, err := s.AllocSeqRange(ctx, &pb.AllocSeqRangeRequest{Mdt: 1, Count: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g2.Start < g1.End {
+		t.Fatalf("overlapping grants %v and %v", g1, g2)
+	}
+	s.Stop()
+	db.Close()
+
+	s, db = open(t, fs)
+	defer func() { s.Stop(); db.Close() }()
+	cfg, err := s.GetConfig(ctx, &pb.GetConfigRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, ti := range cfg.Targets {
+		if ti.Kind == pb.TargetKind_TARGET_MDT {
+			n++
+			if ti.State != "up" {
+				t.Errorf("%v replica %d: state %q right after the restart, want up (grace)", ti.Index, ti.ReplicaId, ti.State)
+			}
+		}
+	}
+	if n != 4 || len(cfg.Fld) != 2 {
+		t.Fatalf("after restart: %d MDT records and %d FLD ranges, want 4 and 2", n, len(cfg.Fld))
+	}
+	g3, err := s.AllocSeqRange(ctx, &pb.AllocSeqRangeRequest{Mdt: 0, Count: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g3.Start < g2.End {
+		t.Fatalf("grant %v after the restart overlaps %v", g3, g2)
+	}
+	if _, err := s.Deregister(ctx, &pb.DeregisterRequest{Kind: pb.TargetKind_TARGET_MDT, Index: 1, ReplicaId: 2}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ = s.GetConfig(ctx, &pb.GetConfigRequest{})
+	for _, ti := range cfg.Targets {
+		if ti.Kind == pb.TargetKind_TARGET_MDT && ti.Index == 1 && ti.ReplicaId == 2 {
+			t.Fatal("deregistered replica still listed")
+		}
+	}
+}

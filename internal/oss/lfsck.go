@@ -1,0 +1,91 @@
+package oss
+
+import (
+	"context"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"nacre/api/nacrepb"
+	"nacre/internal/fault"
+	"nacre/internal/fid"
+	"nacre/internal/ost"
+)
+
+// The checker's and fault injection's calls (see api/oss.proto).
+
+func (v *service) LfsckCheck(ctx context.Context, req *nacrepb.LfsckCheckRequest) (*nacrepb.LfsckCheckReply, error) {
+	if err := fault.Hit("oss.lfsck.check"); err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	for i := 1; i < len(req.Oids); i++ {
+		if req.Oids[i] < req.Oids[i-1] {
+			return nil, status.Errorf(codes.InvalidArgument, "lfsck check: oids not ascending at %d", i)
+		}
+	}
+	r, err := v.s.store.CheckObjects(req.Seq, req.Oids, req.Digests)
+	if err != nil {
+		return nil, grpcErr(err)
+	}
+	return &nacrepb.LfsckCheckReply{Missing: r.Missing, Mismatched: r.Mismatched, Attrs: r.Attrs, Uninitialized: r.Uninitialized}, nil
+}
+
+func (v *service) LfsckOrphans(ctx context.Context, req *nacrepb.LfsckOrphansRequest) (*nacrepb.LfsckOrphansReply, error) {
+	if err := fault.Hit("oss.lfsck.orphans"); err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	objs, next, err := v.s.store.OrphanObjects(req.Seq, req.From, req.To, req.Referenced, int(req.Max))
+	if err != nil {
+		return nil, grpcErr(err)
+	}
+	return &nacrepb.LfsckOrphansReply{Objects: objs, Next: next}, nil
+}
+
+func (v *service) LfsckRepair(ctx context.Context, req *nacrepb.LfsckObjRepairRequest) (*nacrepb.LfsckObjRepairReply, error) {
+	items := make([]ost.ObjRepair, len(req.Items))
+	for i, it := range req.Items {
+		rec := ost.Rec{}
+		if it.Record != nil {
+			rec = ost.AttrRec(it.Record)
+		}
+		items[i] = ost.ObjRepair{Obj: fid.ObjID{Seq: it.Seq, Oid: it.Oid}, Expect: it.Expect, Create: it.Create, Rec: rec}
+	}
+	done, err := v.s.store.RepairObjects(items)
+	if err != nil {
+		return nil, grpcErr(err)
+	}
+	return &nacrepb.LfsckObjRepairReply{Done: done}, nil
+}
+
+func (v *service) LfsckDigest(ctx context.Context, req *nacrepb.LfsckDigestRequest) (*nacrepb.LfsckDigestReply, error) {
+	d, n, err := v.s.store.StoreDigest()
+	if err != nil {
+		return nil, grpcErr(err)
+	}
+	return &nacrepb.LfsckDigestReply{Digest: d, Keys: n}, nil
+}
+
+func (v *service) FaultObject(ctx context.Context, req *nacrepb.FaultObjectRequest) (*nacrepb.FaultObjectReply, error) {
+	objs, err := v.objects("fault", []*nacrepb.StripeObject{req.Object})
+	if err != nil {
+		return nil, err
+	}
+	var rec *ost.Rec
+	if req.Record != nil {
+		r := ost.AttrRec(req.Record)
+		rec = &r
+	}
+	if err := v.s.store.FaultObject(req.Kind, objs[0], rec); err != nil {
+		return nil, grpcErr(err)
+	}
+	v.s.log.Warn("fault injected", "kind", req.Kind, "object", objs[0].String())
+	return &nacrepb.FaultObjectReply{}, nil
+}
+
+func (v *service) FaultArm(ctx context.Context, req *nacrepb.FaultArmRequest) (*nacrepb.FaultArmReply, error) {
+	if err := fault.ArmPB(req); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	v.s.log.Warn("fault point armed", "point", req.Point, "action", req.Action)
+	return &nacrepb.FaultArmReply{Armed: fault.Armed()}, nil
+}

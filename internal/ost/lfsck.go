@@ -1,0 +1,420 @@
+package ost
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc64"
+	"io/fs"
+	"os"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"nacre/api/nacrepb"
+	"nacre/internal/fid"
+	"nacre/internal/kv"
+)
+
+// The checker's side of an OST (internal/lfsck). The MDT sends what it
+// expects each object's record to be, as a digest, so a batch of thousands
+// of objects is a small message and the OST's work is one ordered
+// iteration; only objects that differ travel back.
+
+// Rec is the part of an attribute record the checker compares.
+type Rec struct {
+	Seq, Oid                                  uint64
+	Parent                                    fid.FID
+	StripeIndex, StripeSize, StripeCount, Gen uint32
+	UID, GID, ProjID                          uint32
+}
+
+// Append encodes r exactly as the store encodes a record (encodeRecord):
+// proto3, fields in number order, zero values omitted.
+func (r *Rec) Append(b []byte) []byte {
+	u := func(n protowire.Number, v uint64) {
+		if v != 0 {
+			b = protowire.AppendTag(b, n, protowire.VarintType)
+			b = protowire.AppendVarint(b, v)
+		}
+	}
+	u(1, r.Seq)
+	u(2, r.Oid)
+	if !r.Parent.IsZero() {
+		var p [32]byte
+		pb := p[:0]
+		if r.Parent.Seq != 0 {
+			pb = protowire.AppendTag(pb, 1, protowire.VarintType)
+			pb = protowire.AppendVarint(pb, r.Parent.Seq)
+		}
+		if r.Parent.Oid != 0 {
+			pb = protowire.AppendTag(pb, 2, protowire.VarintType)
+			pb = protowire.AppendVarint(pb, uint64(r.Parent.Oid))
+		}
+		if r.Parent.Ver != 0 {
+			pb = protowire.AppendTag(pb, 3, protowire.VarintType)
+			pb = protowire.AppendVarint(pb, uint64(r.Parent.Ver))
+		}
+		b = protowire.AppendTag(b, 3, protowire.BytesType)
+		b = protowire.AppendBytes(b, pb)
+	}
+	u(4, uint64(r.StripeIndex))
+	u(5, uint64(r.StripeSize))
+	u(6, uint64(r.StripeCount))
+	u(7, uint64(r.Gen))
+	u(8, uint64(r.UID))
+	u(9, uint64(r.GID))
+	u(10, uint64(r.ProjID))
+	return b
+}
+
+var crcTable = crc64.MakeTable(crc64.ECMA)
+
+// Digest is the CRC-64 (ECMA) the checker compares records with.
+func Digest(b []byte) uint64 { return crc64.Checksum(b, crcTable) }
+
+// RecordDigest is the digest of the record r describes.
+func RecordDigest(r *Rec) uint64 {
+	var buf [96]byte
+	return Digest(r.Append(buf[:0]))
+}
+
+// AttrRec converts a record message to a Rec.
+func AttrRec(a *nacrepb.ObjectAttr) Rec {
+	return Rec{Seq: a.Seq, Oid: a.Oid, Parent: fid.FromPB(a.Parent), StripeIndex: a.StripeIndex, StripeSize: a.StripeSize,
+		StripeCount: a.StripeCount, Gen: a.LayoutGen, UID: a.Uid, GID: a.Gid, ProjID: a.Projid}
+}
+
+// CheckResult is what CheckObjects found.
+type CheckResult struct {
+	Missing       []uint32 // indexes of objects that do not exist
+	Mismatched    []uint32 // indexes of objects whose record differs
+	Attrs         []*nacrepb.ObjectAttr
+	Uninitialized uint64 // objects never written (no PFID): they match
+}
+
+// CheckObjects compares the records of objects oids (ascending) of seq
+// with the digests the checker expects. A record without a PFID matches
+// (the object was never written: Lustre's LU-6420 was reporting those).
+func (s *Store) CheckObjects(seq uint64, oids []uint64, digests []uint64) (*CheckResult, error) {
+	if len(oids) != len(digests) {
+		return nil, fmt.Errorf("check %s objects: %d oids, %d digests: %w", s.label, len(oids), len(digests), ErrInvalid)
+	}
+	if err := s.enter(); err != nil {
+		return nil, fmt.Errorf("check %s objects: %w", s.label, err)
+	}
+	defer s.leave()
+	res := &CheckResult{}
+	if len(oids) == 0 {
+		return res, nil
+	}
+	lo := objKey(fid.ObjID{Seq: seq, Oid: oids[0]})
+	_, hi := seqBounds(seq)
+	it, err := s.db.NewIter(lo, hi)
+	if err != nil {
+		return nil, fmt.Errorf("check %s objects: %w", s.label, err)
+	}
+	defer it.Close()
+	var bare [32]byte
+	valid := it.First()
+	for i, oid := range oids {
+		want := objKey(fid.ObjID{Seq: seq, Oid: oid})
+		for steps := 0; valid && bytes.Compare(it.Key(), want) < 0; steps++ {
+			if steps == 8 {
+				valid = it.SeekGE(want)
+				break
+			}
+			valid = it.Next()
+		}
+		obj := fid.ObjID{Seq: seq, Oid: oid}
+		if !valid || !bytes.Equal(it.Key(), want) || s.isDestroying(obj) {
+			res.Missing = append(res.Missing, uint32(i))
+			continue
+		}
+		v := it.Value()
+		d := Digest(v)
+		if d == digests[i] {
+			continue
+		}
+		b := Rec{Seq: seq, Oid: oid}
+		if d == Digest(b.Append(bare[:0])) {
+			res.Uninitialized++
+			continue
+		}
+		rec, err := decodeRecord(obj, v)
+		if err != nil {
+			// A record that does not decode is reported as a record with
+			// no fields; the checker rewrites it.
+			rec = &nacrepb.ObjectAttr{Seq: seq, Oid: oid}
+		}
+		if rec.Parent == nil || fid.FromPB(rec.Parent).IsZero() {
+			if err == nil {
+				res.Uninitialized++
+				continue
+			}
+		}
+		rec.Exists = true
+		res.Mismatched = append(res.Mismatched, uint32(i))
+		res.Attrs = append(res.Attrs, rec)
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("check %s objects: %w", s.label, err)
+	}
+	return res, nil
+}
+
+// OrphanObjects returns the objects of seq in [from, to) whose bit in
+// referenced is clear (bit i: oid from+i), at most max, and where to
+// continue.
+func (s *Store) OrphanObjects(seq, from, to uint64, referenced []byte, max int) ([]*nacrepb.ObjectAttr, uint64, error) {
+	if err := s.enter(); err != nil {
+		return nil, from, fmt.Errorf("list %s orphans: %w", s.label, err)
+	}
+	defer s.leave()
+	if to <= from {
+		return nil, to, nil
+	}
+	if max <= 0 {
+		max = 4096
+	}
+	it, err := s.db.NewIter(objKey(fid.ObjID{Seq: seq, Oid: from}), objKey(fid.ObjID{Seq: seq, Oid: to}))
+	if err != nil {
+		return nil, from, fmt.Errorf("list %s orphans: %w", s.label, err)
+	}
+	defer it.Close()
+	var out []*nacrepb.ObjectAttr
+	for it.First(); it.Valid(); it.Next() {
+		obj, ok := objOfKey(it.Key())
+		if !ok {
+			continue
+		}
+		bit := obj.Oid - from
+		if bit/8 < uint64(len(referenced)) && referenced[bit/8]&(1<<(bit%8)) != 0 {
+			continue
+		}
+		if s.isDestroying(obj) {
+			continue
+		}
+		if len(out) == max {
+			return out, obj.Oid, nil
+		}
+		rec, err := decodeRecord(obj, it.Value())
+		if err != nil {
+			rec = &nacrepb.ObjectAttr{Seq: obj.Seq, Oid: obj.Oid}
+		}
+		rec.Exists = true
+		out = append(out, rec)
+	}
+	if err := it.Error(); err != nil {
+		return nil, from, fmt.Errorf("list %s orphans: %w", s.label, err)
+	}
+	return out, to, nil
+}
+
+// ObjRepair is one conditional record change.
+type ObjRepair struct {
+	Obj    fid.ObjID
+	Expect uint64 // digest of the current record
+	Create bool   // the object must be absent; create it
+	Rec    Rec    // the record to store (Seq and Oid are Obj's)
+}
+
+// RepairObjects applies each repair whose condition holds, and syncs.
+// done[i] tells which did.
+func (s *Store) RepairObjects(items []ObjRepair) ([]bool, error) {
+	if err := s.enter(); err != nil {
+		return nil, fmt.Errorf("repair %s objects: %w", s.label, err)
+	}
+	defer s.leave()
+	done := make([]bool, len(items))
+	var creates []int
+	for i, r := range items {
+		if r.Create {
+			creates = append(creates, i)
+			continue
+		}
+		ok, err := s.repairOne(r)
+		if err != nil {
+			return done, err
+		}
+		done[i] = ok
+	}
+	if len(creates) > 0 {
+		s.metaMu.Lock()
+		b := s.db.NewWriteBatch()
+		n := uint64(0)
+		last := map[uint64]uint64{}
+		for _, i := range creates {
+			r := items[i]
+			if _, err := s.db.Get(objKey(r.Obj)); err == nil || !errors.Is(err, kv.ErrNotFound) {
+				continue
+			}
+			rec := r.Rec
+			rec.Seq, rec.Oid = r.Obj.Seq, r.Obj.Oid
+			b.Set(objKey(r.Obj), rec.Append(nil))
+			done[i] = true
+			n++
+			if r.Obj.Oid > last[r.Obj.Seq] {
+				last[r.Obj.Seq] = r.Obj.Oid
+			}
+		}
+		for seq, oid := range last {
+			if cur, err := s.lastID(seq); err == nil && oid > cur {
+				b.Set(lastIDKey(seq), u64(oid))
+			}
+		}
+		var err error
+		if n > 0 {
+			b.Set(countKey, u64(s.Objects()+n))
+			err = b.Commit(true)
+			if err == nil {
+				s.objects.Add(int64(n))
+			}
+		}
+		b.Close()
+		s.metaMu.Unlock()
+		if err != nil {
+			return done, fmt.Errorf("repair %s objects: create: %w", s.label, err)
+		}
+	}
+	if err := s.syncRecords(); err != nil {
+		return done, fmt.Errorf("repair %s objects: %w", s.label, err)
+	}
+	return done, nil
+}
+
+func (s *Store) repairOne(r ObjRepair) (bool, error) {
+	mu := s.lockFor(r.Obj)
+	mu.Lock()
+	defer mu.Unlock()
+	if s.isDestroying(r.Obj) {
+		return false, nil
+	}
+	v, err := s.db.Get(objKey(r.Obj))
+	if errors.Is(err, kv.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("repair %s object %s: %w", s.label, r.Obj, err)
+	}
+	if Digest(v) != r.Expect {
+		return false, nil
+	}
+	rec := r.Rec
+	rec.Seq, rec.Oid = r.Obj.Seq, r.Obj.Oid
+	if err := s.db.Set(objKey(r.Obj), rec.Append(nil), false); err != nil {
+		return false, fmt.Errorf("repair %s object %s: %w", s.label, r.Obj, err)
+	}
+	s.recDirty.Add(1)
+	if e := s.fds.get(r.Obj); e != nil {
+		e.hasPFID.Store(!rec.Parent.IsZero())
+		s.fds.release(e)
+	}
+	return true, nil
+}
+
+// StoreDigest summarises every key and value of the attribute store.
+func (s *Store) StoreDigest() (uint64, uint64, error) {
+	if err := s.enter(); err != nil {
+		return 0, 0, err
+	}
+	defer s.leave()
+	return DigestAll(s.db)
+}
+
+// DigestAll is a CRC-64 over every key and value of a store, in order.
+func DigestAll(r kv.Reader) (uint64, uint64, error) {
+	it, err := r.NewIter(nil, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer it.Close()
+	var crc, n uint64
+	var lb [8]byte
+	for it.First(); it.Valid(); it.Next() {
+		binary.BigEndian.PutUint64(lb[:], uint64(len(it.Key())))
+		crc = crc64.Update(crc, crcTable, lb[:])
+		crc = crc64.Update(crc, crcTable, it.Key())
+		binary.BigEndian.PutUint64(lb[:], uint64(len(it.Value())))
+		crc = crc64.Update(crc, crcTable, lb[:])
+		crc = crc64.Update(crc, crcTable, it.Value())
+		n++
+	}
+	return crc, n, it.Error()
+}
+
+// FaultObject damages one object on purpose (nacre fault inject):
+// "delete" removes its record and data (leaving LAST_ID), "set_record"
+// stores rec as its record, "clear_pfid" drops its PFID and owner.
+func (s *Store) FaultObject(kind string, obj fid.ObjID, rec *Rec) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	switch kind {
+	case "delete":
+		s.metaMu.Lock()
+		defer s.metaMu.Unlock()
+		mu := s.lockFor(obj)
+		mu.Lock()
+		defer mu.Unlock()
+		if _, err := s.getRecord(obj); err != nil {
+			return fmt.Errorf("fault on %s object %s: %w", s.label, obj, err)
+		}
+		s.fds.drop(obj)
+		if err := os.Remove(s.path(obj)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		b := s.db.NewWriteBatch()
+		defer b.Close()
+		b.Delete(objKey(obj))
+		b.Set(countKey, u64(s.Objects()-min(1, s.Objects())))
+		if err := b.Commit(true); err != nil {
+			return err
+		}
+		s.objects.Add(-1)
+		return nil
+	case "set_record", "clear_pfid":
+		mu := s.lockFor(obj)
+		mu.Lock()
+		defer mu.Unlock()
+		if _, err := s.getRecord(obj); err != nil {
+			return fmt.Errorf("fault on %s object %s: %w", s.label, obj, err)
+		}
+		r := Rec{Seq: obj.Seq, Oid: obj.Oid}
+		if kind == "set_record" && rec != nil {
+			r = *rec
+			r.Seq, r.Oid = obj.Seq, obj.Oid
+		}
+		if err := s.db.Set(objKey(obj), r.Append(nil), true); err != nil {
+			return err
+		}
+		if e := s.fds.get(obj); e != nil {
+			e.hasPFID.Store(!r.Parent.IsZero())
+			s.fds.release(e)
+		}
+		return nil
+	}
+	return fmt.Errorf("fault on %s object %s: unknown kind %q: %w", s.label, obj, kind, ErrInvalid)
+}
+
+// Record returns obj's record as the checker compares it, and its digest.
+func (s *Store) Record(obj fid.ObjID) (*nacrepb.ObjectAttr, uint64, error) {
+	if err := s.enter(); err != nil {
+		return nil, 0, err
+	}
+	defer s.leave()
+	v, err := s.db.Get(objKey(obj))
+	if errors.Is(err, kv.ErrNotFound) {
+		return nil, 0, ErrNoObject
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	rec, err := decodeRecord(obj, v)
+	if err != nil {
+		return &nacrepb.ObjectAttr{Seq: obj.Seq, Oid: obj.Oid, Exists: true}, Digest(v), nil
+	}
+	rec.Exists = true
+	return rec, Digest(v), nil
+}
