@@ -387,3 +387,20 @@ func (c *Client) probeLeader(ctx context.Context, index uint32) string {
 	g.setLeader(best.r)
 	return best.r.addr
 }
+
+// replicated reports whether MDT index has several replicas.
+func (c *Client) replicated(index uint32) bool {
+	c.mu.Lock()
+	m := c.mdts[index]
+	c.mu.Unlock()
+	if m == nil {
+		return false
+	}
+	g, ok := m.cli.(*mdtGroup)
+	if !ok {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.reps) > 1
+}

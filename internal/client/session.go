@@ -150,9 +150,22 @@ func (s *Session) redial(m *sessMDT) {
 	// freshest news (replicas.go); the MGS's is a heartbeat old.
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 	defer cancel()
-	if a := s.c.probeLeader(ctx, m.index); a != "" {
-		s.follow(m, a)
-		return
+	// Ask the replicas which one leads, for up to 3 s (an election takes
+	// one to two): the MGS's view may still name a leader that died, and
+	// a session opened towards a dead address waits for it.
+	for deadline := time.Now().Add(3 * time.Second); ; {
+		if a := s.c.probeLeader(ctx, m.index); a != "" {
+			s.follow(m, a)
+			return
+		}
+		if time.Now().After(deadline) || !s.c.replicated(m.index) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	cfg, err := s.c.Config(ctx)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -212,10 +213,23 @@ func (t *GRPCTransport) serveFast(c net.Conn) {
 	}
 }
 
-// fastConn is the dialling side of a fast connection.
+// fastConn is the dialling side of a fast connection. The accepting side
+// never sends after its preface, so a read returns only when the
+// connection ends: a goroutine waits for that and marks the connection
+// dead. Without it a peer that restarted would be noticed only by the
+// second write after its death (the first one succeeds locally and is
+// lost), which could cost an election a whole timeout.
 type fastConn struct {
-	c   net.Conn
-	buf []byte
+	c    net.Conn
+	buf  []byte
+	dead atomic.Bool
+}
+
+func (f *fastConn) watch() {
+	var b [1]byte
+	f.c.Read(b[:])
+	f.dead.Store(true)
+	f.c.Close()
 }
 
 // dialFast opens a fast connection to addr.
@@ -238,7 +252,9 @@ func dialFast(addr string) (*fastConn, error) {
 		return nil, fmt.Errorf("%w (%v)", errNoFastPath, err)
 	}
 	c.SetDeadline(time.Time{})
-	return &fastConn{c: c}, nil
+	f := &fastConn{c: c}
+	go f.watch()
+	return f, nil
 }
 
 // send writes one batch as one frame, in one write, within d.

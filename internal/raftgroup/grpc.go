@@ -273,6 +273,10 @@ func (pc *peerConn) direct(group uint64, ms ...*pb.Message) bool {
 		return false
 	}
 	defer pc.wmu.Unlock()
+	if pc.fc != nil && pc.fc.dead.Load() {
+		pc.fc.close()
+		pc.fc = nil // the sender goroutine dials again
+	}
 	if pc.fc == nil || pc.busy.Load() != 0 {
 		return false
 	}
@@ -361,6 +365,10 @@ func (pc *peerConn) run() {
 		if pc.t.fast.Load() && time.Now().After(noFastUntil) {
 			// The fast path (fast.go).
 			pc.wmu.Lock()
+			if pc.fc != nil && pc.fc.dead.Load() {
+				pc.fc.close()
+				pc.fc = nil
+			}
 			if pc.fc == nil {
 				pc.fc, err = dialFast(pc.addr)
 				if errors.Is(err, errNoFastPath) {

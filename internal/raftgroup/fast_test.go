@@ -1,0 +1,79 @@
+package raftgroup
+
+import (
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"nacre/api/nacrepb"
+	"nacre/internal/rpc"
+)
+
+// TestFastPathSharesThePortWithGRPCAndNoticesADeadPeer: one listener
+// serves gRPC and the raft fast path; a fast connection whose peer goes
+// away is marked dead at once, not after a lost write.
+func TestFastPathSharesThePortWithGRPCAndNoticesADeadPeer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := rpc.NewServer(nil)
+	tr := NewGRPCTransport(srv, testLog())
+	done := make(chan struct{})
+	go func() { srv.Serve(tr.Listener(ln)); close(done) }()
+	defer func() { srv.Stop(); <-done }()
+
+	// gRPC on the same port.
+	cc, err := rpc.Dial(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx := t.Context()
+	if _, err := nacrepb.NewRaftAdminClient(cc).Members(ctx, &nacrepb.RaftMembersRequest{Group: 9}, grpc.WaitForReady(true)); err == nil {
+		t.Fatal("Members of a group that is not hosted succeeded")
+	} else if s := err.Error(); len(s) == 0 {
+		t.Fatal("no error text")
+	}
+
+	// The fast path.
+	f, err := dialFast(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.close()
+	if err := f.send(&nacrepb.RaftBatch{}, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if f.dead.Load() {
+		t.Fatal("a live connection is marked dead")
+	}
+	tr.Close() // closes the accepted fast connections, as a dying peer would
+	deadline := time.Now().Add(5 * time.Second)
+	for !f.dead.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("the dialling side did not notice that its peer went away")
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	// A peer that does not answer the preface is not a fast path.
+	plain, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	go func() {
+		c, err := plain.Accept()
+		if err == nil {
+			io.ReadFull(c, make([]byte, len(fastPreface))) // an HTTP/2 server would refuse it
+			c.Close()
+		}
+	}()
+	if _, err := dialFast(plain.Addr().String()); err == nil {
+		t.Fatal("dialFast succeeded against a peer that does not speak it")
+	}
+}
