@@ -35,6 +35,7 @@ def ratio(a, b):
 
 # md: md_<fs>_<rep>_<workers>_<mode>.json
 md = {}
+lat = {}
 for p in glob.glob(os.path.join(out, "md_*.json")):
     name = os.path.basename(p)[3:-5]
     fs, rep, w, mode = name.rsplit("_", 3)
@@ -44,6 +45,7 @@ for p in glob.glob(os.path.join(out, "md_*.json")):
         continue
     for ph in r.get("phases", []):
         md.setdefault((fs, w, mode, ph["name"]), []).append(ph["ops_per_sec"])
+        lat.setdefault((fs, w, mode, ph["name"]), []).append((ph.get("mean_us"), ph.get("p99_us")))
 
 if md:
     print("### Metadata: `nacre bench md --path`, ops/s, median (min-max)\n")
@@ -57,6 +59,24 @@ if md:
             if l is None and m is None and n is None:
                 continue
             print(f"| {w}, {mode} | {ph} | {fmt(l)} | {fmt(m)} | {fmt(n)} | {ratio(n, l)} | {ratio(n, m)} |")
+    print()
+
+if any(k[0] == "nacre-lib" for k in md):
+    print("### Metadata: Nacre's client library (`nacre bench md`, no FUSE), ops/s and latency, median (min-max)\n")
+    print("| workers, dirs | phase | Nacre library ops/s | mean us | p99 us | library / local | library / MooseFS | library / Nacre FUSE |")
+    print("|---|---|---|---|---|---|---|---|")
+    for w, mode in (("1", "own"), ("8", "own"), ("8", "shared")):
+        for ph in ("file_create", "file_stat", "file_read", "file_remove"):
+            n = med(md.get(("nacre-lib", w, mode, ph), []))
+            if n is None:
+                continue
+            ls = lat.get(("nacre-lib", w, mode, ph), [])
+            mean = med([a for a, _ in ls])
+            p99 = med([b for _, b in ls])
+            l = med(md.get(("local", w, mode, ph), []))
+            m = med(md.get(("mfs", w, mode, ph), []))
+            f = med(md.get(("nacre", w, mode, ph), []))
+            print(f"| {w}, {mode} | {ph} | {fmt(n)} | {fmt(mean)} | {fmt(p99)} | {ratio(n, l)} | {ratio(n, m)} | {ratio(n, f)} |")
     print()
 
 io = os.path.join(out, "io_fio.csv")

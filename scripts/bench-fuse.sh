@@ -6,7 +6,8 @@
 # usage (root): scripts/bench-fuse.sh [REPS]
 #   env: PEERS  (../shared/peers: setup_moosefs.sh, run_io.sh, run_bonnie.sh, fio_row.py)
 #        OUT    (bench-fuse-results)   WORK (/tmp/nacre-bench-fuse)   NACRE (built to $WORK/nacre)
-#        TESTS  ("md io bonnie")       FSLIST ("local mfs nacre")
+#        TESTS  ("md io bonnie")       FSLIST ("local mfs nacre"; add nacre-lib for
+#               the client library without FUSE, as the core issue's benchmark)
 #        MD_FILES (4000 files per md run, split over the workers)   MD_GAP (2s)
 #        SIZE   (2g, fio)              BONNIE_N (16:0:0:16)
 # Needs: fio, bonnie++, moosefs-master/-chunkserver/-client/-cli (Debian 12).
@@ -41,7 +42,9 @@ cleanup() {
 }
 trap cleanup EXIT
 rm -rf "$WORK/cluster"
-"$NACRE" up --dir "$WORK/cluster" --mount "$WORK/mnt" --detach | tail -1
+MGS=$("$NACRE" up --dir "$WORK/cluster" --mount "$WORK/mnt" --detach | tail -1)
+echo "$MGS"
+MGS=${MGS#NACRE_MGS=}
 for s in 1 2; do
   mkdir -p "$WORK/mnt/s$s"
   setfattr -n nacre.lov -v "stripe_count=$s" "$WORK/mnt/s$s"
@@ -54,6 +57,7 @@ dir_of() {
     mfs) echo "$MFS_MNT" ;;
     nacre|nacre-s1) echo "$WORK/mnt/s1" ;;
     nacre-s2) echo "$WORK/mnt/s2" ;;
+    nacre-lib) echo "$WORK/mnt" ;; # the same cluster, through the client library
   esac
 }
 
@@ -78,7 +82,10 @@ for rep in $(seq 1 "$REPS"); do
           for cfg in "1 own" "8 own" "8 shared"; do
             set -- $cfg
             extra=(); [ "$2" = shared ] && extra=(--shared-dir)
-            "$NACRE" bench md --path "$dir" --workers "$1" --items $((MD_FILES / $1)) --phases file \
+            where=(--path "$dir")
+            # nacre-lib: the client library itself, as `nacre bench md` without --path
+            [ "$fs" = nacre-lib ] && where=(--mgs "$MGS")
+            "$NACRE" bench md "${where[@]}" --workers "$1" --items $((MD_FILES / $1)) --phases file \
               --gap "$MD_GAP" --json "${extra[@]}" > "$OUT/md_${fs}_${rep}_$1_$2.json" || echo "FAILED md $fs $cfg"
           done ;;
         io) "$PEERS/run_io.sh" "$fs" "$dir" "$rep" || echo "FAILED io $fs" ;;

@@ -402,11 +402,11 @@ func (x *Layout) GetObjects() []*StripeObject {
 }
 
 // LinkEntry is one back-reference of the linkEA: the object is named `name`
-// in directory `parent`.
+// in directory `parent`. Names are bytes (POSIX names need not be UTF-8).
 type LinkEntry struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Parent        *FID                   `protobuf:"bytes,1,opt,name=parent,proto3" json:"parent,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Name          []byte                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -448,11 +448,11 @@ func (x *LinkEntry) GetParent() *FID {
 	return nil
 }
 
-func (x *LinkEntry) GetName() string {
+func (x *LinkEntry) GetName() []byte {
 	if x != nil {
 		return x.Name
 	}
-	return ""
+	return nil
 }
 
 // Inode is an MDT object. On disk it is the value under the object's local
@@ -959,7 +959,7 @@ const file_common_proto_rawDesc = "" +
 	"\aobjects\x18\x06 \x03(\v2\x16.nacre.v1.StripeObjectR\aobjects\"F\n" +
 	"\tLinkEntry\x12%\n" +
 	"\x06parent\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"\xdf\x03\n" +
+	"\x04name\x18\x02 \x01(\fR\x04name\"\xdf\x03\n" +
 	"\x05Inode\x12\x1f\n" +
 	"\x03fid\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x03fid\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\rR\x04mode\x12\x10\n" +

@@ -464,9 +464,9 @@ type LfsckCreate struct {
 	Inode         *Inode                 `protobuf:"bytes,1,opt,name=inode,proto3" json:"inode,omitempty"` // mode, owner, flags, layout, size; fid/links/nlink/times are set by apply
 	AllocFid      bool                   `protobuf:"varint,2,opt,name=alloc_fid,json=allocFid,proto3" json:"alloc_fid,omitempty"`
 	Parent        *FID                   `protobuf:"bytes,3,opt,name=parent,proto3" json:"parent,omitempty"`
-	Name          string                 `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	Name          []byte                 `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
 	ExistingEntry bool                   `protobuf:"varint,5,opt,name=existing_entry,json=existingEntry,proto3" json:"existing_entry,omitempty"` // the entry parent/name already names fid
-	LpfBase       string                 `protobuf:"bytes,6,opt,name=lpf_base,json=lpfBase,proto3" json:"lpf_base,omitempty"`                    // link into lost+found instead
+	LpfBase       []byte                 `protobuf:"bytes,6,opt,name=lpf_base,json=lpfBase,proto3" json:"lpf_base,omitempty"`                    // link into lost+found instead
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -522,11 +522,11 @@ func (x *LfsckCreate) GetParent() *FID {
 	return nil
 }
 
-func (x *LfsckCreate) GetName() string {
+func (x *LfsckCreate) GetName() []byte {
 	if x != nil {
 		return x.Name
 	}
-	return ""
+	return nil
 }
 
 func (x *LfsckCreate) GetExistingEntry() bool {
@@ -536,11 +536,11 @@ func (x *LfsckCreate) GetExistingEntry() bool {
 	return false
 }
 
-func (x *LfsckCreate) GetLpfBase() string {
+func (x *LfsckCreate) GetLpfBase() []byte {
 	if x != nil {
 		return x.LpfBase
 	}
-	return ""
+	return nil
 }
 
 // LfsckLinkLPF links an existing object into lost+found as "<base>-<n>"
@@ -548,7 +548,7 @@ func (x *LfsckCreate) GetLpfBase() string {
 type LfsckLinkLPF struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Fid           *FID                   `protobuf:"bytes,1,opt,name=fid,proto3" json:"fid,omitempty"`
-	Base          string                 `protobuf:"bytes,2,opt,name=base,proto3" json:"base,omitempty"`
+	Base          []byte                 `protobuf:"bytes,2,opt,name=base,proto3" json:"base,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -590,11 +590,11 @@ func (x *LfsckLinkLPF) GetFid() *FID {
 	return nil
 }
 
-func (x *LfsckLinkLPF) GetBase() string {
+func (x *LfsckLinkLPF) GetBase() []byte {
 	if x != nil {
 		return x.Base
 	}
-	return ""
+	return nil
 }
 
 // LfsckInsertDirent adds the entry parent/name -> child (type) if the name
@@ -602,7 +602,7 @@ func (x *LfsckLinkLPF) GetBase() string {
 type LfsckInsertDirent struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Parent        *FID                   `protobuf:"bytes,1,opt,name=parent,proto3" json:"parent,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Name          []byte                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	Child         *FID                   `protobuf:"bytes,3,opt,name=child,proto3" json:"child,omitempty"`
 	Type          uint32                 `protobuf:"varint,4,opt,name=type,proto3" json:"type,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -646,11 +646,11 @@ func (x *LfsckInsertDirent) GetParent() *FID {
 	return nil
 }
 
-func (x *LfsckInsertDirent) GetName() string {
+func (x *LfsckInsertDirent) GetName() []byte {
 	if x != nil {
 		return x.Name
 	}
-	return ""
+	return nil
 }
 
 func (x *LfsckInsertDirent) GetChild() *FID {
@@ -1982,7 +1982,7 @@ type FaultInjectRequest struct {
 	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	Fid           *FID                   `protobuf:"bytes,2,opt,name=fid,proto3" json:"fid,omitempty"`       // the object the path names
 	Parent        *FID                   `protobuf:"bytes,3,opt,name=parent,proto3" json:"parent,omitempty"` // its directory
-	Name          string                 `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`     // its name there
+	Name          []byte                 `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`     // its name there
 	Stripe        uint32                 `protobuf:"varint,5,opt,name=stripe,proto3" json:"stripe,omitempty"`
 	Other         *FID                   `protobuf:"bytes,6,opt,name=other,proto3" json:"other,omitempty"` // a second object (kinds that need one)
 	unknownFields protoimpl.UnknownFields
@@ -2040,11 +2040,11 @@ func (x *FaultInjectRequest) GetParent() *FID {
 	return nil
 }
 
-func (x *FaultInjectRequest) GetName() string {
+func (x *FaultInjectRequest) GetName() []byte {
 	if x != nil {
 		return x.Name
 	}
-	return ""
+	return nil
 }
 
 func (x *FaultInjectRequest) GetStripe() uint32 {
@@ -2142,15 +2142,15 @@ const file_lfsck_proto_rawDesc = "" +
 	"\x05inode\x18\x01 \x01(\v2\x0f.nacre.v1.InodeR\x05inode\x12\x1b\n" +
 	"\talloc_fid\x18\x02 \x01(\bR\ballocFid\x12%\n" +
 	"\x06parent\x18\x03 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
-	"\x04name\x18\x04 \x01(\tR\x04name\x12%\n" +
+	"\x04name\x18\x04 \x01(\fR\x04name\x12%\n" +
 	"\x0eexisting_entry\x18\x05 \x01(\bR\rexistingEntry\x12\x19\n" +
-	"\blpf_base\x18\x06 \x01(\tR\alpfBase\"C\n" +
+	"\blpf_base\x18\x06 \x01(\fR\alpfBase\"C\n" +
 	"\fLfsckLinkLPF\x12\x1f\n" +
 	"\x03fid\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x03fid\x12\x12\n" +
-	"\x04base\x18\x02 \x01(\tR\x04base\"\x87\x01\n" +
+	"\x04base\x18\x02 \x01(\fR\x04base\"\x87\x01\n" +
 	"\x11LfsckInsertDirent\x12%\n" +
 	"\x06parent\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12#\n" +
+	"\x04name\x18\x02 \x01(\fR\x04name\x12#\n" +
 	"\x05child\x18\x03 \x01(\v2\r.nacre.v1.FIDR\x05child\x12\x12\n" +
 	"\x04type\x18\x04 \x01(\rR\x04type\"Y\n" +
 	"\x0eLfsckNewStripe\x12\x1f\n" +
@@ -2272,7 +2272,7 @@ const file_lfsck_proto_rawDesc = "" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1f\n" +
 	"\x03fid\x18\x02 \x01(\v2\r.nacre.v1.FIDR\x03fid\x12%\n" +
 	"\x06parent\x18\x03 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
-	"\x04name\x18\x04 \x01(\tR\x04name\x12\x16\n" +
+	"\x04name\x18\x04 \x01(\fR\x04name\x12\x16\n" +
 	"\x06stripe\x18\x05 \x01(\rR\x06stripe\x12#\n" +
 	"\x05other\x18\x06 \x01(\v2\r.nacre.v1.FIDR\x05other\",\n" +
 	"\x10FaultInjectReply\x12\x18\n" +

@@ -531,7 +531,7 @@ func (*Command_OrphanRelease) isCommand_Op() {}
 type CreateOp struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Parent    *FID                   `protobuf:"bytes,1,opt,name=parent,proto3" json:"parent,omitempty"`
-	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Name      []byte                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	Mode      uint32                 `protobuf:"varint,3,opt,name=mode,proto3" json:"mode,omitempty"`
 	Rdev      uint32                 `protobuf:"varint,4,opt,name=rdev,proto3" json:"rdev,omitempty"`
 	Symlink   []byte                 `protobuf:"bytes,5,opt,name=symlink,proto3" json:"symlink,omitempty"`
@@ -583,11 +583,11 @@ func (x *CreateOp) GetParent() *FID {
 	return nil
 }
 
-func (x *CreateOp) GetName() string {
+func (x *CreateOp) GetName() []byte {
 	if x != nil {
 		return x.Name
 	}
-	return ""
+	return nil
 }
 
 func (x *CreateOp) GetMode() uint32 {
@@ -650,7 +650,7 @@ type LinkOp struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Fid           *FID                   `protobuf:"bytes,1,opt,name=fid,proto3" json:"fid,omitempty"`
 	Parent        *FID                   `protobuf:"bytes,2,opt,name=parent,proto3" json:"parent,omitempty"`
-	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Name          []byte                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -699,17 +699,17 @@ func (x *LinkOp) GetParent() *FID {
 	return nil
 }
 
-func (x *LinkOp) GetName() string {
+func (x *LinkOp) GetName() []byte {
 	if x != nil {
 		return x.Name
 	}
-	return ""
+	return nil
 }
 
 type UnlinkOp struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Parent        *FID                   `protobuf:"bytes,1,opt,name=parent,proto3" json:"parent,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Name          []byte                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	Dir           bool                   `protobuf:"varint,3,opt,name=dir,proto3" json:"dir,omitempty"` // rmdir
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -752,11 +752,11 @@ func (x *UnlinkOp) GetParent() *FID {
 	return nil
 }
 
-func (x *UnlinkOp) GetName() string {
+func (x *UnlinkOp) GetName() []byte {
 	if x != nil {
 		return x.Name
 	}
-	return ""
+	return nil
 }
 
 func (x *UnlinkOp) GetDir() bool {
@@ -769,9 +769,9 @@ func (x *UnlinkOp) GetDir() bool {
 type RenameOp struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SrcParent     *FID                   `protobuf:"bytes,1,opt,name=src_parent,json=srcParent,proto3" json:"src_parent,omitempty"`
-	SrcName       string                 `protobuf:"bytes,2,opt,name=src_name,json=srcName,proto3" json:"src_name,omitempty"`
+	SrcName       []byte                 `protobuf:"bytes,2,opt,name=src_name,json=srcName,proto3" json:"src_name,omitempty"`
 	DstParent     *FID                   `protobuf:"bytes,3,opt,name=dst_parent,json=dstParent,proto3" json:"dst_parent,omitempty"`
-	DstName       string                 `protobuf:"bytes,4,opt,name=dst_name,json=dstName,proto3" json:"dst_name,omitempty"`
+	DstName       []byte                 `protobuf:"bytes,4,opt,name=dst_name,json=dstName,proto3" json:"dst_name,omitempty"`
 	Flags         uint32                 `protobuf:"varint,5,opt,name=flags,proto3" json:"flags,omitempty"` // 1 = RENAME_NOREPLACE, 2 = RENAME_EXCHANGE
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -814,11 +814,11 @@ func (x *RenameOp) GetSrcParent() *FID {
 	return nil
 }
 
-func (x *RenameOp) GetSrcName() string {
+func (x *RenameOp) GetSrcName() []byte {
 	if x != nil {
 		return x.SrcName
 	}
-	return ""
+	return nil
 }
 
 func (x *RenameOp) GetDstParent() *FID {
@@ -828,11 +828,11 @@ func (x *RenameOp) GetDstParent() *FID {
 	return nil
 }
 
-func (x *RenameOp) GetDstName() string {
+func (x *RenameOp) GetDstName() []byte {
 	if x != nil {
 		return x.DstName
 	}
-	return ""
+	return nil
 }
 
 func (x *RenameOp) GetFlags() uint32 {
@@ -970,7 +970,7 @@ func (x *SetattrOp) GetBlocks() uint64 {
 type SetxattrOp struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Fid           *FID                   `protobuf:"bytes,1,opt,name=fid,proto3" json:"fid,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Name          []byte                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	Value         []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
 	Flags         uint32                 `protobuf:"varint,4,opt,name=flags,proto3" json:"flags,omitempty"` // 1 = XATTR_CREATE, 2 = XATTR_REPLACE
 	unknownFields protoimpl.UnknownFields
@@ -1014,11 +1014,11 @@ func (x *SetxattrOp) GetFid() *FID {
 	return nil
 }
 
-func (x *SetxattrOp) GetName() string {
+func (x *SetxattrOp) GetName() []byte {
 	if x != nil {
 		return x.Name
 	}
-	return ""
+	return nil
 }
 
 func (x *SetxattrOp) GetValue() []byte {
@@ -1038,7 +1038,7 @@ func (x *SetxattrOp) GetFlags() uint32 {
 type RemovexattrOp struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Fid           *FID                   `protobuf:"bytes,1,opt,name=fid,proto3" json:"fid,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Name          []byte                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1080,11 +1080,11 @@ func (x *RemovexattrOp) GetFid() *FID {
 	return nil
 }
 
-func (x *RemovexattrOp) GetName() string {
+func (x *RemovexattrOp) GetName() []byte {
 	if x != nil {
 		return x.Name
 	}
-	return ""
+	return nil
 }
 
 // SetLayoutOp sets a directory's default layout, or replaces the layout of
@@ -1742,7 +1742,7 @@ func (x *TrimRepliesOp) GetBeforeNs() int64 {
 type LookupRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Parent        *FID                   `protobuf:"bytes,1,opt,name=parent,proto3" json:"parent,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Name          []byte                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	Cred          *Cred                  `protobuf:"bytes,3,opt,name=cred,proto3" json:"cred,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1785,11 +1785,11 @@ func (x *LookupRequest) GetParent() *FID {
 	return nil
 }
 
-func (x *LookupRequest) GetName() string {
+func (x *LookupRequest) GetName() []byte {
 	if x != nil {
 		return x.Name
 	}
-	return ""
+	return nil
 }
 
 func (x *LookupRequest) GetCred() *Cred {
@@ -1929,7 +1929,7 @@ func (x *ReaddirRequest) GetCred() *Cred {
 
 type DirEntry struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Name          []byte                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Fid           *FID                   `protobuf:"bytes,2,opt,name=fid,proto3" json:"fid,omitempty"`
 	Type          uint32                 `protobuf:"varint,3,opt,name=type,proto3" json:"type,omitempty"`     // S_IFMT bits >> 12 (DT_* values)
 	Cookie        uint64                 `protobuf:"varint,4,opt,name=cookie,proto3" json:"cookie,omitempty"` // resume after this entry
@@ -1968,11 +1968,11 @@ func (*DirEntry) Descriptor() ([]byte, []int) {
 	return file_mds_proto_rawDescGZIP(), []int{22}
 }
 
-func (x *DirEntry) GetName() string {
+func (x *DirEntry) GetName() []byte {
 	if x != nil {
 		return x.Name
 	}
-	return ""
+	return nil
 }
 
 func (x *DirEntry) GetFid() *FID {
@@ -2066,7 +2066,7 @@ func (x *ReaddirReply) GetEof() bool {
 type XattrRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Fid           *FID                   `protobuf:"bytes,1,opt,name=fid,proto3" json:"fid,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Name          []byte                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	Cred          *Cred                  `protobuf:"bytes,3,opt,name=cred,proto3" json:"cred,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2109,11 +2109,11 @@ func (x *XattrRequest) GetFid() *FID {
 	return nil
 }
 
-func (x *XattrRequest) GetName() string {
+func (x *XattrRequest) GetName() []byte {
 	if x != nil {
 		return x.Name
 	}
-	return ""
+	return nil
 }
 
 func (x *XattrRequest) GetCred() *Cred {
@@ -2127,7 +2127,7 @@ type XattrReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Errno         int32                  `protobuf:"varint,1,opt,name=errno,proto3" json:"errno,omitempty"`
 	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
-	Names         []string               `protobuf:"bytes,3,rep,name=names,proto3" json:"names,omitempty"`
+	Names         [][]byte               `protobuf:"bytes,3,rep,name=names,proto3" json:"names,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2176,7 +2176,7 @@ func (x *XattrReply) GetValue() []byte {
 	return nil
 }
 
-func (x *XattrReply) GetNames() []string {
+func (x *XattrReply) GetNames() [][]byte {
 	if x != nil {
 		return x.Names
 	}
@@ -2230,7 +2230,7 @@ func (x *Fid2PathRequest) GetFid() *FID {
 type Fid2PathReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Errno         int32                  `protobuf:"varint,1,opt,name=errno,proto3" json:"errno,omitempty"`
-	Paths         []string               `protobuf:"bytes,2,rep,name=paths,proto3" json:"paths,omitempty"`
+	Paths         [][]byte               `protobuf:"bytes,2,rep,name=paths,proto3" json:"paths,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2272,7 +2272,7 @@ func (x *Fid2PathReply) GetErrno() int32 {
 	return 0
 }
 
-func (x *Fid2PathReply) GetPaths() []string {
+func (x *Fid2PathReply) GetPaths() [][]byte {
 	if x != nil {
 		return x.Paths
 	}
@@ -2322,7 +2322,7 @@ const file_mds_proto_rawDesc = "" +
 	"\x02op\"\x9e\x02\n" +
 	"\bCreateOp\x12%\n" +
 	"\x06parent\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\fR\x04name\x12\x12\n" +
 	"\x04mode\x18\x03 \x01(\rR\x04mode\x12\x12\n" +
 	"\x04rdev\x18\x04 \x01(\rR\x04rdev\x12\x18\n" +
 	"\asymlink\x18\x05 \x01(\fR\asymlink\x12\x1c\n" +
@@ -2335,18 +2335,18 @@ const file_mds_proto_rawDesc = "" +
 	"\x06LinkOp\x12\x1f\n" +
 	"\x03fid\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x03fid\x12%\n" +
 	"\x06parent\x18\x02 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
-	"\x04name\x18\x03 \x01(\tR\x04name\"W\n" +
+	"\x04name\x18\x03 \x01(\fR\x04name\"W\n" +
 	"\bUnlinkOp\x12%\n" +
 	"\x06parent\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
+	"\x04name\x18\x02 \x01(\fR\x04name\x12\x10\n" +
 	"\x03dir\x18\x03 \x01(\bR\x03dir\"\xb2\x01\n" +
 	"\bRenameOp\x12,\n" +
 	"\n" +
 	"src_parent\x18\x01 \x01(\v2\r.nacre.v1.FIDR\tsrcParent\x12\x19\n" +
-	"\bsrc_name\x18\x02 \x01(\tR\asrcName\x12,\n" +
+	"\bsrc_name\x18\x02 \x01(\fR\asrcName\x12,\n" +
 	"\n" +
 	"dst_parent\x18\x03 \x01(\v2\r.nacre.v1.FIDR\tdstParent\x12\x19\n" +
-	"\bdst_name\x18\x04 \x01(\tR\adstName\x12\x14\n" +
+	"\bdst_name\x18\x04 \x01(\fR\adstName\x12\x14\n" +
 	"\x05flags\x18\x05 \x01(\rR\x05flags\"\x8f\x02\n" +
 	"\tSetattrOp\x12\x1f\n" +
 	"\x03fid\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x03fid\x12\x14\n" +
@@ -2364,12 +2364,12 @@ const file_mds_proto_rawDesc = "" +
 	"\n" +
 	"SetxattrOp\x12\x1f\n" +
 	"\x03fid\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x03fid\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x04name\x18\x02 \x01(\fR\x04name\x12\x14\n" +
 	"\x05value\x18\x03 \x01(\fR\x05value\x12\x14\n" +
 	"\x05flags\x18\x04 \x01(\rR\x05flags\"D\n" +
 	"\rRemovexattrOp\x12\x1f\n" +
 	"\x03fid\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x03fid\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"l\n" +
+	"\x04name\x18\x02 \x01(\fR\x04name\"l\n" +
 	"\vSetLayoutOp\x12\x1f\n" +
 	"\x03fid\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x03fid\x12(\n" +
 	"\x06layout\x18\x02 \x01(\v2\x10.nacre.v1.LayoutR\x06layout\x12\x12\n" +
@@ -2413,7 +2413,7 @@ const file_mds_proto_rawDesc = "" +
 	"\tbefore_ns\x18\x01 \x01(\x03R\bbeforeNs\"n\n" +
 	"\rLookupRequest\x12%\n" +
 	"\x06parent\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12\"\n" +
+	"\x04name\x18\x02 \x01(\fR\x04name\x12\"\n" +
 	"\x04cred\x18\x03 \x01(\v2\x0e.nacre.v1.CredR\x04cred\"P\n" +
 	"\x0eGetattrRequest\x12\x1f\n" +
 	"\x03fid\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x03fid\x12\x1d\n" +
@@ -2427,7 +2427,7 @@ const file_mds_proto_rawDesc = "" +
 	"\x04plus\x18\x04 \x01(\bR\x04plus\x12\"\n" +
 	"\x04cred\x18\x05 \x01(\v2\x0e.nacre.v1.CredR\x04cred\"\x92\x01\n" +
 	"\bDirEntry\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
+	"\x04name\x18\x01 \x01(\fR\x04name\x12\x1f\n" +
 	"\x03fid\x18\x02 \x01(\v2\r.nacre.v1.FIDR\x03fid\x12\x12\n" +
 	"\x04type\x18\x03 \x01(\rR\x04type\x12\x16\n" +
 	"\x06cookie\x18\x04 \x01(\x04R\x06cookie\x12%\n" +
@@ -2438,18 +2438,18 @@ const file_mds_proto_rawDesc = "" +
 	"\x03eof\x18\x03 \x01(\bR\x03eof\"g\n" +
 	"\fXattrRequest\x12\x1f\n" +
 	"\x03fid\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x03fid\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12\"\n" +
+	"\x04name\x18\x02 \x01(\fR\x04name\x12\"\n" +
 	"\x04cred\x18\x03 \x01(\v2\x0e.nacre.v1.CredR\x04cred\"N\n" +
 	"\n" +
 	"XattrReply\x12\x14\n" +
 	"\x05errno\x18\x01 \x01(\x05R\x05errno\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x14\n" +
-	"\x05names\x18\x03 \x03(\tR\x05names\"2\n" +
+	"\x05names\x18\x03 \x03(\fR\x05names\"2\n" +
 	"\x0fFid2PathRequest\x12\x1f\n" +
 	"\x03fid\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x03fid\";\n" +
 	"\rFid2PathReply\x12\x14\n" +
 	"\x05errno\x18\x01 \x01(\x05R\x05errno\x12\x14\n" +
-	"\x05paths\x18\x02 \x03(\tR\x05paths*\xab\x02\n" +
+	"\x05paths\x18\x02 \x03(\fR\x05paths*\xab\x02\n" +
 	"\fSetattrValid\x12\x10\n" +
 	"\fSETATTR_NONE\x10\x00\x12\x10\n" +
 	"\fSETATTR_MODE\x10\x01\x12\x0f\n" +

@@ -559,13 +559,14 @@ func (x *GetObjectsReply) GetAttrs() []*ObjectAttr {
 }
 
 // LfsckCheckRequest asks an OST to compare objects of seq with the
-// records the MDT expects: digests[i] is the CRC-64 of the record object
+// records the MDT expects: digests[i] is the digest of the record object
 // oids[i] should hold (internal/ost.RecordDigest). oids are ascending.
 type LfsckCheckRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
 	Oids          []uint64               `protobuf:"varint,2,rep,packed,name=oids,proto3" json:"oids,omitempty"`
 	Digests       []uint64               `protobuf:"fixed64,3,rep,packed,name=digests,proto3" json:"digests,omitempty"`
+	Delta         bool                   `protobuf:"varint,4,opt,name=delta,proto3" json:"delta,omitempty"` // oids[i] is oids[i] - oids[i-1] (1-byte varints)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -619,6 +620,13 @@ func (x *LfsckCheckRequest) GetDigests() []uint64 {
 		return x.Digests
 	}
 	return nil
+}
+
+func (x *LfsckCheckRequest) GetDelta() bool {
+	if x != nil {
+		return x.Delta
+	}
+	return false
 }
 
 // LfsckCheckReply lists the objects that differ: missing (indexes into the
@@ -1340,11 +1348,12 @@ const file_oss_proto_rawDesc = "" +
 	"\x11GetObjectsRequest\x120\n" +
 	"\aobjects\x18\x01 \x03(\v2\x16.nacre.v1.StripeObjectR\aobjects\"=\n" +
 	"\x0fGetObjectsReply\x12*\n" +
-	"\x05attrs\x18\x01 \x03(\v2\x14.nacre.v1.ObjectAttrR\x05attrs\"S\n" +
+	"\x05attrs\x18\x01 \x03(\v2\x14.nacre.v1.ObjectAttrR\x05attrs\"i\n" +
 	"\x11LfsckCheckRequest\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04oids\x18\x02 \x03(\x04R\x04oids\x12\x18\n" +
-	"\adigests\x18\x03 \x03(\x06R\adigests\"\x9d\x01\n" +
+	"\adigests\x18\x03 \x03(\x06R\adigests\x12\x14\n" +
+	"\x05delta\x18\x04 \x01(\bR\x05delta\"\x9d\x01\n" +
 	"\x0fLfsckCheckReply\x12\x18\n" +
 	"\amissing\x18\x01 \x03(\rR\amissing\x12\x1e\n" +
 	"\n" +

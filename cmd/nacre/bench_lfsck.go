@@ -62,7 +62,7 @@ func lfsckBenchCommands(g *globals) []*cobra.Command {
 
 	var lb struct {
 		sizes, osts, plot, from string
-		json, load        bool
+		json, load              bool
 	}
 	var o bench.LfsckBenchOptions
 	lf := &cobra.Command{
@@ -140,11 +140,13 @@ full speed, --load-seconds each.`,
 	f.IntVar(&o.StripeCount, "stripe-count", 0, "stripe count of the scaling tree's files")
 	f.StringVar(&lb.osts, "osts", "", "OST counts for Table I (e.g. 2,4,8): a local cluster each")
 	f.IntVar(&o.OSTFiles, "ost-files", 100000, "files for the Table I runs")
+	f.IntVar(&o.OSTStripes, "ost-stripe-count", -1, "stripe count of the Table I files (-1: every OST, as seed 000)")
 	f.StringVar(&o.ClusterDir, "cluster-dir", "", "where to put the Table I clusters (default: a temporary directory)")
 	f.IntVar(&o.Have, "have", 0, "files the scaling tree already holds (from an earlier run)")
 	f.IntVar(&o.Repeat, "repeat", 3, "runs per measurement; the median is kept")
 	f.BoolVar(&lb.load, "load", false, "measure the create rate under the checker")
-	f.Float64Var(&o.LoadSeconds, "load-seconds", 20, "seconds per load measurement")
+	f.Float64Var(&o.LoadSeconds, "load-seconds", 10, "seconds per load measurement")
+	f.IntVar(&o.LoadRounds, "load-rounds", 3, "alternations of without / with the checker per setting")
 	f.BoolVar(&lb.json, "json", false, "print the results as JSON")
 	f.StringVar(&lb.plot, "plot", "", "write PNG plots into this directory")
 	f.StringVar(&lb.from, "from", "", "merge saved results (JSON files, comma separated) and only print and plot them")

@@ -63,7 +63,7 @@ and changes nothing at all. See docs/lfsck.md.`,
 	f.BoolVarP(&st.ostobj, "create-ostobj", "c", false, "re-create missing OST objects of layouts (dangling references)")
 	f.BoolVarP(&st.mdtobj, "create-mdtobj", "C", false, "re-create missing MDT objects of directory entries (dangling names)")
 	f.StringVarP(&st.policy, "error", "e", "", "on a failure: continue (default) or failout")
-	f.Uint32VarP(&st.window, "window", "w", 0, "layout checks in flight to the OSTs (default 16384)")
+	f.Uint32VarP(&st.window, "window", "w", 0, "layout checks in flight to the OSTs (default 65536)")
 	f.IntVar(&st.mdt, "mdt", 0, "MDT index")
 	f.BoolVarP(&st.all, "all", "A", false, "every MDT")
 	f.BoolVar(&st.wait, "wait", false, "wait until it ends (progress on a terminal), then print the result")

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -200,6 +203,7 @@ type LfsckBenchOptions struct {
 	// striped over every OST, started by Binary in ClusterDir.
 	OSTCounts  []int
 	OSTFiles   int
+	OSTStripes int // stripe count of the Table I files; 0 or -1: every OST (seed 000)
 	ClusterDir string
 	Binary     string
 	// Have is the number of files the scaling tree already holds.
@@ -210,6 +214,7 @@ type LfsckBenchOptions struct {
 	// Load: the create rate alone and with the checker, LoadSeconds each.
 	Load        bool
 	LoadSeconds float64
+	LoadRounds  int // alternations of without / with the checker per setting
 	Progress    io.Writer
 }
 
@@ -222,6 +227,13 @@ type LfsckPoint struct {
 	Stripes     uint64  `json:"stripes,omitempty"`
 	Seconds     float64 `json:"seconds"`
 	ObjectsPerS float64 `json:"objects_per_s"`
+	// Table I: CPU seconds the MDT's process and all OST processes
+	// together spent in the run. On one machine the OSTs share its cores;
+	// on a real cluster each OSS runs on its own, so the MDT's share is
+	// what grows with the OST count or does not.
+	MDTCPUSeconds float64 `json:"mdt_cpu_s,omitempty"`
+	OSTCPUSeconds float64 `json:"ost_cpu_s,omitempty"`
+	StripeCount   int     `json:"stripe_count,omitempty"`
 }
 
 // LoadPoint is one create-rate measurement under the checker.
@@ -388,9 +400,22 @@ func runOSTs(ctx context.Context, o LfsckBenchOptions, n int) ([]LfsckPoint, err
 			os.RemoveAll(dir)
 		}
 	}()
+	sc := o.OSTStripes
+	if sc == 0 {
+		sc = -1
+	}
 	if _, err := PopD(ctx, PopDOptions{MGS: lc.MGS, Dirs: o.Dirs, Subdirs: o.Subdirs, Threads: o.Threads, Files: o.OSTFiles,
-		StripeCount: -1, Progress: o.Progress}); err != nil {
+		StripeCount: sc, Progress: o.Progress}); err != nil {
 		return nil, err
+	}
+	var mdtPids, ostPids []int
+	for _, t := range lc.Targets {
+		switch {
+		case strings.HasPrefix(filepath.Base(t.Dir), "mdt"):
+			mdtPids = append(mdtPids, t.Pid)
+		case strings.HasPrefix(filepath.Base(t.Dir), "ost"):
+			ostPids = append(ostPids, t.Pid)
+		}
 	}
 	c, err := admin.Dial(ctx, lc.MGS)
 	if err != nil {
@@ -399,11 +424,17 @@ func runOSTs(ctx context.Context, o LfsckBenchOptions, n int) ([]LfsckPoint, err
 	defer c.Close()
 	var out []LfsckPoint
 	for _, comp := range []string{"layout", "all"} {
+		m0, o0 := cpuSeconds(mdtPids), cpuSeconds(ostPids)
 		p, err := measureMedian(ctx, c, comp, o.OSTFiles, n, o.Repeat)
 		if err != nil {
 			return out, err
 		}
-		say(o.Progress, "%d OSTs  %8d files  %-6s %6.2f s  (%d stripes)", n, o.OSTFiles, comp, p.Seconds, p.Stripes)
+		runs := float64(max(o.Repeat, 1))
+		p.MDTCPUSeconds = round3((cpuSeconds(mdtPids) - m0) / runs)
+		p.OSTCPUSeconds = round3((cpuSeconds(ostPids) - o0) / runs)
+		p.StripeCount = sc
+		say(o.Progress, "%d OSTs  %8d files  %-6s %6.2f s  (%d stripes; CPU per run: MDT %.2f s, OSTs %.2f s)",
+			n, o.OSTFiles, comp, p.Seconds, p.Stripes, p.MDTCPUSeconds, p.OSTCPUSeconds)
 		out = append(out, p)
 	}
 	return out, nil
@@ -436,25 +467,35 @@ func runLoad(ctx context.Context, c *admin.Conn, o LfsckBenchOptions) ([]LoadPoi
 	// Each setting is measured right after a run without the checker, and
 	// compared with it: the machine's drift (other work on a shared VM)
 	// cancels out better than against one baseline.
+	rounds := max(o.LoadRounds, 1)
 	var out []LoadPoint
 	for i, s := range settings {
-		var base float64
-		if s.on {
-			b, err := loadOnce(ctx, c, o, secs, fmt.Sprintf("base%d", i), 0, false)
+		var base, with, checker float64
+		var lp LoadPoint
+		for round := 0; round < rounds; round++ {
+			if s.on {
+				b, err := loadOnce(ctx, c, o, secs, fmt.Sprintf("base%d.%d", i, round), 0, false)
+				if err != nil {
+					return out, err
+				}
+				base += b.CreatesPerS
+			}
+			p, err := loadOnce(ctx, c, o, secs, fmt.Sprintf("load%d.%d", i, round), s.speed, s.on)
 			if err != nil {
 				return out, err
 			}
-			base = b.CreatesPerS
+			with += p.CreatesPerS
+			checker += p.CheckerPerS
+			lp = p
 		}
-		lp, err := loadOnce(ctx, c, o, secs, fmt.Sprintf("load%d", i), s.speed, s.on)
-		if err != nil {
-			return out, err
-		}
-		lp.Setting = s.name
 		if !s.on {
-			base = lp.CreatesPerS
+			base = with
 		}
-		lp.BaseCreatesPerS = base
+		lp.CreatesPerS = round1(with / float64(rounds))
+		lp.CheckerPerS = round1(checker / float64(rounds))
+		base /= float64(rounds)
+		lp.Setting = s.name
+		lp.BaseCreatesPerS = round1(base)
 		if base > 0 {
 			lp.RelativeRate = float64(int64(lp.CreatesPerS/base*1000+0.5)) / 1000
 		}
@@ -535,4 +576,29 @@ func timeUp(ctx context.Context) bool {
 	}
 	d, ok := ctx.Deadline()
 	return ok && !time.Now().Before(d.Add(-50*time.Millisecond))
+}
+
+// cpuSeconds sums the user and system CPU time of processes from
+// /proc/PID/stat (fields 14 and 15, in clock ticks of 1/100 s on Linux).
+func cpuSeconds(pids []int) float64 {
+	var total float64
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// The command name (field 2) may hold spaces: split after its ')'.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		u, _ := strconv.ParseFloat(f[11], 64)
+		st, _ := strconv.ParseFloat(f[12], 64)
+		total += (u + st) / 100
+	}
+	return total
 }

@@ -136,16 +136,16 @@ func surveyRound(ctx context.Context, o SurveyOptions, addr, fsname string, n in
 	base := fmt.Sprintf("nacre-survey-%s-%d", tag, n)
 	setup := ths[0]
 	r, err := setup.c.Mutate(ctx, &pb.Command{ClientId: setup.client, RequestId: 1 << 40, Cred: &pb.Cred{},
-		Op: &pb.Command_Create{Create: &pb.CreateOp{Parent: fid.Root.PB(), Name: base, Mode: syscall.S_IFDIR | 0o755, Exclusive: true}}})
+		Op: &pb.Command_Create{Create: &pb.CreateOp{Parent: fid.Root.PB(), Name: []byte(base), Mode: syscall.S_IFDIR | 0o755, Exclusive: true}}})
 	if err != nil || r.Errno != 0 {
 		return SurveyRow{}, fmt.Errorf("make survey directory: %v %v", err, r.GetMessage())
 	}
 	baseFid := r.Inode.Fid
 	for i, t := range ths {
-		if err := t.mutate(ctx, &pb.Command{Op: &pb.Command_Create{Create: &pb.CreateOp{Parent: baseFid, Name: fmt.Sprint("t", i), Mode: syscall.S_IFDIR | 0o755, Exclusive: true}}}); err != nil {
+		if err := t.mutate(ctx, &pb.Command{Op: &pb.Command_Create{Create: &pb.CreateOp{Parent: baseFid, Name: fmt.Append(nil, "t", i), Mode: syscall.S_IFDIR | 0o755, Exclusive: true}}}); err != nil {
 			return SurveyRow{}, err
 		}
-		lr, err := t.c.Lookup(ctx, &pb.LookupRequest{Parent: baseFid, Name: fmt.Sprint("t", i), Cred: &pb.Cred{}})
+		lr, err := t.c.Lookup(ctx, &pb.LookupRequest{Parent: baseFid, Name: fmt.Append(nil, "t", i), Cred: &pb.Cred{}})
 		if err != nil || lr.Errno != 0 {
 			return SurveyRow{}, fmt.Errorf("survey setup lookup: %v", err)
 		}
@@ -172,7 +172,7 @@ func surveyRound(ctx context.Context, o SurveyOptions, addr, fsname string, n in
 				}
 				for i := 0; i < per && ctx.Err() == nil; i++ {
 					t0 := time.Now()
-					name := fmt.Sprint("f", i)
+					name := fmt.Append(nil, "f", i)
 					var err error
 					switch op {
 					case "create":
@@ -227,9 +227,9 @@ func surveyRound(ctx context.Context, o SurveyOptions, addr, fsname string, n in
 		row.MeanUs[op] = round1(float64(lat.Load()) / float64(max(total.Load(), 1)) / 1e3)
 	}
 	for i, t := range ths {
-		t.mutate(ctx, &pb.Command{Op: &pb.Command_Unlink{Unlink: &pb.UnlinkOp{Parent: baseFid, Name: fmt.Sprint("t", i), Dir: true}}})
+		t.mutate(ctx, &pb.Command{Op: &pb.Command_Unlink{Unlink: &pb.UnlinkOp{Parent: baseFid, Name: fmt.Append(nil, "t", i), Dir: true}}})
 	}
-	setup.mutate(ctx, &pb.Command{Op: &pb.Command_Unlink{Unlink: &pb.UnlinkOp{Parent: fid.Root.PB(), Name: base, Dir: true}}})
+	setup.mutate(ctx, &pb.Command{Op: &pb.Command_Unlink{Unlink: &pb.UnlinkOp{Parent: fid.Root.PB(), Name: []byte(base), Dir: true}}})
 	return row, nil
 }
 

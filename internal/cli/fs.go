@@ -40,7 +40,7 @@ func Ls(ctx context.Context, e Env, p string, long bool) error {
 			return err
 		}
 		for _, en := range ents {
-			rows = append(rows, row{en.Name, en.Inode})
+			rows = append(rows, row{string(en.Name), en.Inode})
 		}
 		sort.Slice(rows, func(i, j int) bool { return rows[i].name < rows[j].name })
 	} else {
@@ -400,10 +400,10 @@ func removeTree(ctx context.Context, c *client.Client, dir fid.FID) error {
 				if err := removeTree(ctx, c, fid.FromPB(en.Fid)); err != nil {
 					return err
 				}
-				if err := c.Rmdir(ctx, dir, en.Name); err != nil {
+				if err := c.Rmdir(ctx, dir, string(en.Name)); err != nil {
 					return err
 				}
-			} else if _, err := c.Unlink(ctx, dir, en.Name); err != nil && !errors.Is(err, syscall.ENOENT) {
+			} else if _, err := c.Unlink(ctx, dir, string(en.Name)); err != nil && !errors.Is(err, syscall.ENOENT) {
 				return err
 			}
 		}

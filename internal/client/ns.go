@@ -64,7 +64,7 @@ type CreateOpts struct {
 // with O_CREAT); Reply.Existed tells which happened.
 func (c *Client) Create(ctx context.Context, parent fid.FID, name string, mode uint32, o CreateOpts) (*pb.Inode, bool, error) {
 	rep, err := c.mutate(ctx, "create "+name, parent, &pb.Command{Op: &pb.Command_Create{Create: &pb.CreateOp{
-		Parent: parent.PB(), Name: name, Mode: mode, Rdev: o.Rdev, Symlink: []byte(o.Symlink),
+		Parent: parent.PB(), Name: []byte(name), Mode: mode, Rdev: o.Rdev, Symlink: []byte(o.Symlink),
 		Exclusive: o.Exclusive, Layout: o.Layout, Projid: o.Projid, DelayLayout: o.DelayLayout}}})
 	if err != nil {
 		return nil, false, err
@@ -86,7 +86,7 @@ func (c *Client) Symlink(ctx context.Context, parent fid.FID, name, target strin
 
 // Link adds the name parent/name for the object f.
 func (c *Client) Link(ctx context.Context, f, parent fid.FID, name string) (*pb.Inode, error) {
-	rep, err := c.mutate(ctx, "link "+name, parent, &pb.Command{Op: &pb.Command_Link{Link: &pb.LinkOp{Fid: f.PB(), Parent: parent.PB(), Name: name}}})
+	rep, err := c.mutate(ctx, "link "+name, parent, &pb.Command{Op: &pb.Command_Link{Link: &pb.LinkOp{Fid: f.PB(), Parent: parent.PB(), Name: []byte(name)}}})
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +96,7 @@ func (c *Client) Link(ctx context.Context, f, parent fid.FID, name string) (*pb.
 // Unlink removes a name that is not a directory; the result is the
 // object's state after the removal (Nlink 0 when it is gone).
 func (c *Client) Unlink(ctx context.Context, parent fid.FID, name string) (*pb.Inode, error) {
-	rep, err := c.mutate(ctx, "unlink "+name, parent, &pb.Command{Op: &pb.Command_Unlink{Unlink: &pb.UnlinkOp{Parent: parent.PB(), Name: name}}})
+	rep, err := c.mutate(ctx, "unlink "+name, parent, &pb.Command{Op: &pb.Command_Unlink{Unlink: &pb.UnlinkOp{Parent: parent.PB(), Name: []byte(name)}}})
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +105,7 @@ func (c *Client) Unlink(ctx context.Context, parent fid.FID, name string) (*pb.I
 
 // Rmdir removes an empty directory.
 func (c *Client) Rmdir(ctx context.Context, parent fid.FID, name string) error {
-	_, err := c.mutate(ctx, "rmdir "+name, parent, &pb.Command{Op: &pb.Command_Unlink{Unlink: &pb.UnlinkOp{Parent: parent.PB(), Name: name, Dir: true}}})
+	_, err := c.mutate(ctx, "rmdir "+name, parent, &pb.Command{Op: &pb.Command_Unlink{Unlink: &pb.UnlinkOp{Parent: parent.PB(), Name: []byte(name), Dir: true}}})
 	return err
 }
 
@@ -118,7 +118,7 @@ const (
 // Rename moves sp/sn to dp/dn, replacing dn unless flags say otherwise.
 func (c *Client) Rename(ctx context.Context, sp fid.FID, sn string, dp fid.FID, dn string, flags uint32) error {
 	_, err := c.mutate(ctx, "rename "+sn+" to "+dn, sp, &pb.Command{Op: &pb.Command_Rename{Rename: &pb.RenameOp{
-		SrcParent: sp.PB(), SrcName: sn, DstParent: dp.PB(), DstName: dn, Flags: flags}}})
+		SrcParent: sp.PB(), SrcName: []byte(sn), DstParent: dp.PB(), DstName: []byte(dn), Flags: flags}}})
 	return err
 }
 
@@ -126,7 +126,7 @@ func (c *Client) Rename(ctx context.Context, sp fid.FID, sn string, dp fid.FID, 
 func (c *Client) Lookup(ctx context.Context, parent fid.FID, name string) (*pb.Inode, error) {
 	var rep *pb.Reply
 	err := c.read(ctx, "lookup "+name, parent, func(ctx context.Context, m pb.MDSClient) (err error) {
-		rep, err = m.Lookup(ctx, &pb.LookupRequest{Parent: parent.PB(), Name: name, Cred: c.cred(ctx)})
+		rep, err = m.Lookup(ctx, &pb.LookupRequest{Parent: parent.PB(), Name: []byte(name), Cred: c.cred(ctx)})
 		return err
 	})
 	if err != nil {
@@ -268,13 +268,13 @@ func (c *Client) Readlink(ctx context.Context, f fid.FID) (string, error) {
 
 // Setxattr sets an extended attribute (flags: 1 create, 2 replace).
 func (c *Client) Setxattr(ctx context.Context, f fid.FID, name string, value []byte, flags uint32) error {
-	_, err := c.mutate(ctx, "setxattr "+name, f, &pb.Command{Op: &pb.Command_Setxattr{Setxattr: &pb.SetxattrOp{Fid: f.PB(), Name: name, Value: value, Flags: flags}}})
+	_, err := c.mutate(ctx, "setxattr "+name, f, &pb.Command{Op: &pb.Command_Setxattr{Setxattr: &pb.SetxattrOp{Fid: f.PB(), Name: []byte(name), Value: value, Flags: flags}}})
 	return err
 }
 
 // Removexattr removes an extended attribute.
 func (c *Client) Removexattr(ctx context.Context, f fid.FID, name string) error {
-	_, err := c.mutate(ctx, "removexattr "+name, f, &pb.Command{Op: &pb.Command_Removexattr{Removexattr: &pb.RemovexattrOp{Fid: f.PB(), Name: name}}})
+	_, err := c.mutate(ctx, "removexattr "+name, f, &pb.Command{Op: &pb.Command_Removexattr{Removexattr: &pb.RemovexattrOp{Fid: f.PB(), Name: []byte(name)}}})
 	return err
 }
 
@@ -283,7 +283,7 @@ func (c *Client) Getxattr(ctx context.Context, f fid.FID, name string) ([]byte, 
 	var rep *pb.XattrReply
 	what := "getxattr " + name
 	err := c.read(ctx, what, f, func(ctx context.Context, m pb.MDSClient) (err error) {
-		rep, err = m.Getxattr(ctx, &pb.XattrRequest{Fid: f.PB(), Name: name, Cred: c.cred(ctx)})
+		rep, err = m.Getxattr(ctx, &pb.XattrRequest{Fid: f.PB(), Name: []byte(name), Cred: c.cred(ctx)})
 		return err
 	})
 	if err != nil {
@@ -309,7 +309,7 @@ func (c *Client) Listxattr(ctx context.Context, f fid.FID) ([]string, error) {
 	if rep.Errno != 0 {
 		return nil, rpc.NewErrno(what, rep.Errno, "")
 	}
-	return rep.Names, nil
+	return byteStrings(rep.Names), nil
 }
 
 // SetLayout sets a directory's default layout or an empty file's layout.
@@ -335,7 +335,7 @@ func (c *Client) Fid2Path(ctx context.Context, f fid.FID) ([]string, error) {
 	if rep.Errno != 0 {
 		return nil, rpc.NewErrno(what, rep.Errno, "")
 	}
-	return rep.Paths, nil
+	return byteStrings(rep.Paths), nil
 }
 
 // MDTStatfs returns each MDT's statfs.
@@ -355,4 +355,17 @@ func (c *Client) MDTStatfs(ctx context.Context) (map[uint32]*pb.Statfs, error) {
 		out[m.index] = r.Statfs
 	}
 	return out, nil
+}
+
+// byteStrings converts names or paths from the wire (bytes: POSIX names
+// need not be UTF-8) to Go strings, which hold any bytes.
+func byteStrings(bs [][]byte) []string {
+	if bs == nil {
+		return nil
+	}
+	out := make([]string, len(bs))
+	for i, b := range bs {
+		out[i] = string(b)
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -57,6 +58,9 @@ const pingInterval = 5 * time.Second
 // called with the files another client changed (its caches of them must
 // go) before the change is acknowledged; it may be nil.
 func (c *Client) StartSession(ctx context.Context, name string, onInval func([]fid.FID)) (*Session, error) {
+	// The name is for the servers' logs and travels in a protobuf string,
+	// which must be UTF-8; a mount point need not be.
+	name = strings.ToValidUTF8(name, "\uFFFD")
 	s := &Session{c: c, name: name, onInval: onInval, mdts: map[uint32]*sessMDT{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	cfg, err := c.Config(ctx)
@@ -339,7 +343,7 @@ func (s *Session) Unlink(ctx context.Context, parent fid.FID, name string, dir b
 		what = "rmdir "
 	}
 	rep, err := s.mutate(ctx, what+name, parent, &pb.Command{Op: &pb.Command_OpenUnlink{OpenUnlink: &pb.OpenUnlinkOp{
-		Unlink: &pb.UnlinkOp{Parent: parent.PB(), Name: name, Dir: dir}, Open: pbFIDs(open)}}})
+		Unlink: &pb.UnlinkOp{Parent: parent.PB(), Name: []byte(name), Dir: dir}, Open: pbFIDs(open)}}})
 	if err != nil {
 		return nil, err
 	}
@@ -350,7 +354,7 @@ func (s *Session) Unlink(ctx context.Context, parent fid.FID, name string, dir b
 // an orphan.
 func (s *Session) Rename(ctx context.Context, sp fid.FID, sn string, dp fid.FID, dn string, flags uint32, open []fid.FID) error {
 	_, err := s.mutate(ctx, "rename "+sn+" to "+dn, sp, &pb.Command{Op: &pb.Command_OpenRename{OpenRename: &pb.OpenRenameOp{
-		Rename: &pb.RenameOp{SrcParent: sp.PB(), SrcName: sn, DstParent: dp.PB(), DstName: dn, Flags: flags}, Open: pbFIDs(open)}}})
+		Rename: &pb.RenameOp{SrcParent: sp.PB(), SrcName: []byte(sn), DstParent: dp.PB(), DstName: []byte(dn), Flags: flags}, Open: pbFIDs(open)}}})
 	return err
 }
 

@@ -28,7 +28,7 @@ const (
 func methods() map[uint16]Method {
 	return map[uint16]Method{
 		mEcho: Handle(func(ctx context.Context, r *pb.LookupRequest) (*pb.Reply, error) {
-			return &pb.Reply{Message: r.Name}, nil
+			return &pb.Reply{Message: string(r.Name)}, nil
 		}),
 		mFail: Handle(func(ctx context.Context, r *pb.LookupRequest) (*pb.Reply, error) {
 			return nil, status.Errorf(codes.NotFound, "no %s", r.Name)
@@ -66,7 +66,7 @@ func TestCallsRoundTripConcurrently(t *testing.T) {
 			for i := 0; i < 200; i++ {
 				name := strings.Repeat("x", w*37+i)
 				var r pb.Reply
-				if err := c.Call(context.Background(), mEcho, &pb.LookupRequest{Name: name}, &r); err != nil || r.Message != name {
+				if err := c.Call(context.Background(), mEcho, &pb.LookupRequest{Name: []byte(name)}, &r); err != nil || r.Message != name {
 					t.Errorf("echo %d/%d: %q %v", w, i, r.Message, err)
 					return
 				}
@@ -81,7 +81,7 @@ func TestErrorsKeepTheirCode(t *testing.T) {
 	c := Dial(s.Addr().String(), ClientOptions{})
 	defer c.Close()
 	var r pb.Reply
-	err := c.Call(context.Background(), mFail, &pb.LookupRequest{Name: "a"}, &r)
+	err := c.Call(context.Background(), mFail, &pb.LookupRequest{Name: []byte("a")}, &r)
 	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "no a") {
 		t.Fatalf("got %v", err)
 	}
@@ -94,7 +94,7 @@ func TestErrorsKeepTheirCode(t *testing.T) {
 		t.Fatalf("panic: %v", err)
 	}
 	// The connection survives handler errors.
-	if err := c.Call(context.Background(), mEcho, &pb.LookupRequest{Name: "ok"}, &r); err != nil {
+	if err := c.Call(context.Background(), mEcho, &pb.LookupRequest{Name: []byte("ok")}, &r); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -149,7 +149,7 @@ func TestGarbageAndCorruptFramesDropTheConnection(t *testing.T) {
 	c := Dial(s.Addr().String(), ClientOptions{})
 	defer c.Close()
 	var r pb.Reply
-	if err := c.Call(context.Background(), mEcho, &pb.LookupRequest{Name: "x"}, &r); err != nil {
+	if err := c.Call(context.Background(), mEcho, &pb.LookupRequest{Name: []byte("x")}, &r); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -167,7 +167,7 @@ func TestCancellationAndDeadline(t *testing.T) {
 		t.Fatalf("deadline: %v after %v", err, time.Since(start))
 	}
 	// The next call works on a fresh connection.
-	if err := c.Call(context.Background(), mEcho, &pb.LookupRequest{Name: "y"}, &r); err != nil || r.Message != "y" {
+	if err := c.Call(context.Background(), mEcho, &pb.LookupRequest{Name: []byte("y")}, &r); err != nil || r.Message != "y" {
 		t.Fatal(err)
 	}
 }
@@ -193,7 +193,7 @@ func TestServerRestartIsUnavailableThenReconnects(t *testing.T) {
 	}
 	s2 := Serve(ln2, methods(), ServerOptions{})
 	defer s2.Close()
-	if err := c.Call(context.Background(), mEcho, &pb.LookupRequest{Name: "back"}, &r); err != nil || r.Message != "back" {
+	if err := c.Call(context.Background(), mEcho, &pb.LookupRequest{Name: []byte("back")}, &r); err != nil || r.Message != "back" {
 		t.Fatalf("after restart: %v", err)
 	}
 }
@@ -215,7 +215,7 @@ func BenchmarkCall(b *testing.B) {
 	defer s.Close()
 	c := Dial(ln.Addr().String(), ClientOptions{})
 	defer c.Close()
-	req := &pb.LookupRequest{Name: "some-file-name"}
+	req := &pb.LookupRequest{Name: []byte("some-file-name")}
 	var r pb.Reply
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

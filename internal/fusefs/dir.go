@@ -204,7 +204,7 @@ func (fs *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.S
 			return fs.status("readdir", err)
 		}
 		for _, e := range ents {
-			de := fuse.DirEntry{Name: e.Name, Mode: e.Type << 12, Ino: Ino(fid.FromPB(e.Fid)), Off: e.Cookie}
+			de := fuse.DirEntry{Name: string(e.Name), Mode: e.Type << 12, Ino: Ino(fid.FromPB(e.Fid)), Off: e.Cookie}
 			eo, ok := add(de)
 			if !ok {
 				return fuse.OK

@@ -114,8 +114,8 @@ func TestBenchmarksOnACluster(t *testing.T) {
 		}
 		for _, e := range ents {
 			if e.Type == 4 {
-				walk(p + "/" + e.Name)
-			} else if e.Name != ".nacre-age-state.json" {
+				walk(p + "/" + string(e.Name))
+			} else if string(e.Name) != ".nacre-age-state.json" {
 				n++
 			}
 		}

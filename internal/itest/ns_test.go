@@ -54,7 +54,7 @@ func (n clientNS) Readdir(f fid.FID) ([]string, error) {
 			return nil, err
 		}
 		for _, e := range ents {
-			names = append(names, e.Name)
+			names = append(names, string(e.Name))
 			cookie = e.Cookie
 		}
 		if eof {
@@ -127,10 +127,10 @@ func TestReaddirOfLargeDirectoryIsCompleteAndStable(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, e := range ents {
-			if seen[e.Name] {
+			if seen[string(e.Name)] {
 				t.Fatalf("%s listed twice", e.Name)
 			}
-			seen[e.Name] = true
+			seen[string(e.Name)] = true
 			if e.Inode == nil || e.Inode.Mode&syscall.S_IFMT != syscall.S_IFDIR {
 				t.Fatalf("readdirplus entry %s without directory attributes", e.Name)
 			}

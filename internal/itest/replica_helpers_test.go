@@ -322,10 +322,10 @@ func (w *nsWorker) verify(t *testing.T, c *client.Client) {
 	}
 	got := map[string]*pb.DirEntry{}
 	for _, e := range ents {
-		if e.Name == "." || e.Name == ".." {
+		if n := string(e.Name); n == "." || n == ".." {
 			continue
 		}
-		got[e.Name] = e
+		got[string(e.Name)] = e
 	}
 	for n := range got {
 		if w.model[n] == nil {
@@ -370,11 +370,11 @@ func checkUniqueObjects(t *testing.T, c *client.Client) {
 			t.Fatalf("readdir %s: %v", path, err)
 		}
 		for _, e := range ents {
-			if e.Name == "." || e.Name == ".." {
+			if n := string(e.Name); n == "." || n == ".." {
 				continue
 			}
 			f := fid.FromPB(e.Fid)
-			p := path + "/" + e.Name
+			p := path + "/" + string(e.Name)
 			ino, err := c.Getattr(ctx, f)
 			if err != nil {
 				t.Fatalf("getattr %s: %v", p, err)

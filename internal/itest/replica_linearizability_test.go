@@ -195,7 +195,7 @@ func linClient(ctx context.Context, c *client.Client, dir fid.FID, id int, rec *
 			ents, err = c.ReadDirAll(ctx, dir, false)
 			for _, e := range ents {
 				var k int
-				if _, serr := fmt.Sscanf(e.Name, "k%d", &k); serr == nil {
+				if _, serr := fmt.Sscanf(string(e.Name), "k%d", &k); serr == nil {
 					out.set |= 1 << k
 				}
 			}

@@ -46,7 +46,7 @@ func TestDecodeMatchesProto(t *testing.T) {
 		ino := &pb.Inode{Fid: &pb.FID{Seq: rng.Uint64(), Oid: rng.Uint32() | 1, Ver: rng.Uint32()}, Mode: rng.Uint32(), Uid: rng.Uint32(),
 			Gid: rng.Uint32(), Projid: rng.Uint32(), Nlink: rng.Uint32(), Size: rng.Uint64(), MtimeNs: rng.Int63() - rng.Int63(), Flags: rng.Uint32()}
 		for j := rng.Intn(3); j > 0; j-- {
-			ino.Links = append(ino.Links, &pb.LinkEntry{Parent: &pb.FID{Seq: rng.Uint64(), Oid: rng.Uint32()}, Name: "n" + string(rune('a'+j))})
+			ino.Links = append(ino.Links, &pb.LinkEntry{Parent: &pb.FID{Seq: rng.Uint64(), Oid: rng.Uint32()}, Name: []byte("n" + string(rune('a'+j)))})
 		}
 		if rng.Intn(2) == 0 {
 			ino.Layout = &pb.Layout{Pattern: 1, StripeSize: rng.Uint32(), StripeCount: int32(rng.Intn(5)) - 1, StripeOffset: -1, Generation: rng.Uint32()}

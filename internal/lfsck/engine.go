@@ -247,7 +247,7 @@ func typeList(types uint32) string {
 }
 
 const (
-	defaultWindow     = 16384
+	defaultWindow     = 65536
 	defaultCheckpoint = 60 * time.Second
 )
 

@@ -96,6 +96,11 @@ func (o localOST) Check(ctx context.Context, req *pb.LfsckCheckRequest) (*pb.Lfs
 	if err != nil {
 		return nil, err
 	}
+	if req.Delta {
+		for i := 1; i < len(req.Oids); i++ {
+			req.Oids[i] += req.Oids[i-1]
+		}
+	}
 	r, err := st.CheckObjects(req.Seq, req.Oids, req.Digests)
 	if err != nil {
 		return nil, err
@@ -187,7 +192,7 @@ func (h *harness) do(op any) *pb.Reply {
 
 func (h *harness) mkdir(parent fid.FID, name string) fid.FID {
 	h.t.Helper()
-	r := h.do(&pb.CreateOp{Parent: parent.PB(), Name: name, Mode: syscall.S_IFDIR | 0o755})
+	r := h.do(&pb.CreateOp{Parent: parent.PB(), Name: []byte(name), Mode: syscall.S_IFDIR | 0o755})
 	if r.Errno != 0 {
 		h.t.Fatalf("mkdir %s: %s", name, r.Message)
 	}
@@ -198,7 +203,7 @@ func (h *harness) mkdir(parent fid.FID, name string) fid.FID {
 // through its layout as a client would (recording the PFIDs).
 func (h *harness) create(parent fid.FID, name string, stripes int, data []byte) fid.FID {
 	h.t.Helper()
-	r := h.do(&pb.CreateOp{Parent: parent.PB(), Name: name, Mode: syscall.S_IFREG | 0o644,
+	r := h.do(&pb.CreateOp{Parent: parent.PB(), Name: []byte(name), Mode: syscall.S_IFREG | 0o644,
 		Layout: &pb.Layout{StripeSize: 64 << 10, StripeCount: int32(stripes), StripeOffset: -1}})
 	if r.Errno != 0 {
 		h.t.Fatalf("create %s: %s", name, r.Message)
@@ -274,14 +279,14 @@ func (h *harness) lpf() map[string]fid.FID {
 		return out
 	}
 	for _, e := range ents {
-		out[e.Name] = fid.FromPB(e.Fid)
+		out[string(e.Name)] = fid.FromPB(e.Fid)
 	}
 	return out
 }
 
 func (h *harness) inject(kind string, f, parent fid.FID, name string, stripe uint32) {
 	h.t.Helper()
-	op, osts, err := h.tg.BuildFault(&pb.FaultInjectRequest{Kind: kind, Fid: f.PB(), Parent: parent.PB(), Name: name, Stripe: stripe})
+	op, osts, err := h.tg.BuildFault(&pb.FaultInjectRequest{Kind: kind, Fid: f.PB(), Parent: parent.PB(), Name: []byte(name), Stripe: stripe})
 	if err != nil {
 		h.t.Fatalf("build fault %s: %v", kind, err)
 	}

@@ -32,7 +32,7 @@ func buildTreeAt(h *harness, parent fid.FID, name string) *tree {
 	t.f1 = h.create(t.d, "f1", 2, t.data1)
 	t.f2 = h.create(t.d, "f2", 2, t.data2)
 	t.h1 = h.create(t.d, "h1", 1, []byte("hard"))
-	if r := h.do(&pb.LinkOp{Fid: t.h1.PB(), Parent: t.d.PB(), Name: "h2"}); r.Errno != 0 {
+	if r := h.do(&pb.LinkOp{Fid: t.h1.PB(), Parent: t.d.PB(), Name: []byte("h2")}); r.Errno != 0 {
 		h.t.Fatal(r.Message)
 	}
 	t.s = h.mkdir(t.d, "s")

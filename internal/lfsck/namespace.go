@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"syscall"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 
@@ -375,7 +374,7 @@ func (r *run) reconcile(child fid.FID, group []*pb.LfsckTraceItem, claims map[na
 	}
 	var stales []staleName
 	for _, l := range ino.Links {
-		nk := nameKey{fid.FromPB(l.Parent), l.Name}
+		nk := nameKey{fid.FromPB(l.Parent), string(l.Name)}
 		if seen[nk] {
 			changed, f.dropped = true, true
 			f.kinds[KNsLinkEA] = true
@@ -383,7 +382,7 @@ func (r *run) reconcile(child fid.FID, group []*pb.LfsckTraceItem, claims map[na
 		}
 		seen[nk] = true
 		plocal, pino, perr := r.lookup(snap, nk.parent)
-		if perr != nil || !isDirMode(pino.Mode) || mdt.ValidName(l.Name) != nil {
+		if perr != nil || !isDirMode(pino.Mode) || mdt.ValidName(nk.name) != nil {
 			stales = append(stales, staleName{l: l, dead: true})
 			continue
 		}
@@ -398,7 +397,7 @@ func (r *run) reconcile(child fid.FID, group []*pb.LfsckTraceItem, claims map[na
 			}
 			continue
 		}
-		dv, exists, cf, dtyp, ok := direntAt(snap, plocal, l.Name)
+		dv, exists, cf, dtyp, ok := direntAt(snap, plocal, nk.name)
 		switch {
 		case !exists:
 			stales = append(stales, staleName{l: l, plocal: plocal})
@@ -406,8 +405,8 @@ func (r *run) reconcile(child fid.FID, group []*pb.LfsckTraceItem, claims map[na
 			keep = append(keep, l)
 			if dtyp != typ {
 				// The linkEA recognises the entry: the entry's type is wrong.
-				f.cond(mdt.DirentKey(plocal, l.Name), dv)
-				f.muts = append(f.muts, setMut(mdt.DirentKey(plocal, l.Name), mdt.EncodeDirent(child, typ)))
+				f.cond(mdt.DirentKey(plocal, nk.name), dv)
+				f.muts = append(f.muts, setMut(mdt.DirentKey(plocal, nk.name), mdt.EncodeDirent(child, typ)))
 				f.kinds[KNsBadType] = true
 			}
 		default:
@@ -431,7 +430,7 @@ func (r *run) reconcile(child fid.FID, group []*pb.LfsckTraceItem, claims map[na
 		seen[nk] = true
 		dk := mdt.DirentKey(plocal, nk.name)
 		f.cond(dk, dv)
-		if dtyp != typ || (isDir && len(keep) > 0) || !utf8.ValidString(nk.name) {
+		if dtyp != typ || (isDir && len(keep) > 0) {
 			// The linkEA does not recognise it and the type differs (a
 			// corrupt entry), or a directory named twice: remove the
 			// entry; the object keeps its other name.
@@ -439,20 +438,20 @@ func (r *run) reconcile(child fid.FID, group []*pb.LfsckTraceItem, claims map[na
 			f.kinds[KNsDirent] = true
 			continue
 		}
-		keep = append(keep, &pb.LinkEntry{Parent: nk.parent.PB(), Name: nk.name})
+		keep = append(keep, &pb.LinkEntry{Parent: nk.parent.PB(), Name: []byte(nk.name)})
 		changed, f.added = true, true
 		f.kinds[KNsLinkEA] = true
 	}
 	nlink := ino.Nlink
 	var lastParent fid.FID
 	for _, s := range stales {
-		nk := nameKey{fid.FromPB(s.l.Parent), s.l.Name}
+		nk := nameKey{fid.FromPB(s.l.Parent), string(s.l.Name)}
 		lastParent = nk.parent
 		room := isDir || nlink > uint32(len(keep))
 		switch {
 		case !s.other.IsZero():
 			xlocal, xino, xerr := r.lookup(snap, s.other)
-			dk := mdt.DirentKey(s.plocal, s.l.Name)
+			dk := mdt.DirentKey(s.plocal, nk.name)
 			switch {
 			case errors.Is(xerr, errNoObject) && len(keep) == 0 || errors.Is(xerr, errNoObject) && room:
 				// The entry names nothing and the linkEA recognises it: the
@@ -487,12 +486,12 @@ func (r *run) reconcile(child fid.FID, group []*pb.LfsckTraceItem, claims map[na
 			f.kinds[KNsLinkEA] = true
 		case !s.dead:
 			// The name's entry is gone, the parent is there: put it back.
-			f.cond(mdt.DirentKey(s.plocal, s.l.Name), nil)
+			f.cond(mdt.DirentKey(s.plocal, nk.name), nil)
 			f.late = append(f.late, &pb.LfsckMut{M: &pb.LfsckMut_InsertDirent{InsertDirent: &pb.LfsckInsertDirent{
 				Parent: s.l.Parent, Name: s.l.Name, Child: child.PB(), Type: uint32(typ)}}})
 			f.kinds[KNsLostDirent] = true
 			keep = append(keep, s.l)
-		case len(keep) == 0 && r.env.Target.AllocatedBefore(nk.parent) && mdt.ValidName(s.l.Name) == nil:
+		case len(keep) == 0 && r.env.Target.AllocatedBefore(nk.parent) && mdt.ValidName(nk.name) == nil:
 			// The last name's directory is gone: re-create it in
 			// lost+found (<FID>-P-n) and put the name back (-o).
 			if !r.st.Params.Orphan {
@@ -503,7 +502,7 @@ func (r *run) reconcile(child fid.FID, group []*pb.LfsckTraceItem, claims map[na
 			f.cond(mdt.OIKey(nk.parent), nil)
 			f.late = append(f.late,
 				&pb.LfsckMut{M: &pb.LfsckMut_Create{Create: &pb.LfsckCreate{
-					Inode: &pb.Inode{Fid: nk.parent.PB(), Mode: syscall.S_IFDIR | 0o700, Flags: uint32(pb.InodeFlag_INODE_FLAG_LFSCK_CREATED)}, LpfBase: "%F-P"}}},
+					Inode: &pb.Inode{Fid: nk.parent.PB(), Mode: syscall.S_IFDIR | 0o700, Flags: uint32(pb.InodeFlag_INODE_FLAG_LFSCK_CREATED)}, LpfBase: []byte("%F-P")}}},
 				&pb.LfsckMut{M: &pb.LfsckMut_InsertDirent{InsertDirent: &pb.LfsckInsertDirent{
 					Parent: s.l.Parent, Name: s.l.Name, Child: child.PB(), Type: uint32(typ)}}})
 			f.delta++
@@ -527,7 +526,7 @@ func (r *run) reconcile(child fid.FID, group []*pb.LfsckTraceItem, claims map[na
 			f.kinds[KNsMultiRef] = true
 		}
 		if r.st.Params.Orphan {
-			f.late = append(f.late, &pb.LfsckMut{M: &pb.LfsckMut_LinkLpf{LinkLpf: &pb.LfsckLinkLPF{Fid: child.PB(), Base: base}}})
+			f.late = append(f.late, &pb.LfsckMut{M: &pb.LfsckMut_LinkLpf{LinkLpf: &pb.LfsckLinkLPF{Fid: child.PB(), Base: []byte(base)}}})
 			if !f.droppedOwn {
 				f.kinds[KNsOrphan] = true
 			}
@@ -553,7 +552,7 @@ func (r *run) reconcile(child fid.FID, group []*pb.LfsckTraceItem, claims map[na
 
 func hasLink(ino *pb.Inode, nk nameKey) bool {
 	for _, l := range ino.Links {
-		if l.Name == nk.name && fid.FromPB(l.Parent) == nk.parent {
+		if string(l.Name) == nk.name && fid.FromPB(l.Parent) == nk.parent {
 			return true
 		}
 	}
@@ -585,7 +584,7 @@ func (r *run) missingChild(snap *kv.Snapshot, child fid.FID, entries []*pb.Lfsck
 			continue
 		}
 		dv, exists, cf, dtyp, ok := direntAt(snap, plocal, nk.name)
-		garbage := e.Flags&flagGarbage != 0 || !utf8.ValidString(nk.name)
+		garbage := e.Flags&flagGarbage != 0
 		if !exists || (!garbage && (!ok || cf != child)) || (garbage && ok && cf != child) {
 			continue // changed meanwhile
 		}
@@ -627,7 +626,7 @@ func (r *run) missingChild(snap *kv.Snapshot, child fid.FID, entries []*pb.Lfsck
 				f.cond(mdt.OIKey(child), nil)
 				f.muts = append(f.muts, &pb.LfsckMut{M: &pb.LfsckMut_Create{Create: &pb.LfsckCreate{
 					Inode:  &pb.Inode{Fid: child.PB(), Mode: mode, Flags: uint32(pb.InodeFlag_INODE_FLAG_LFSCK_CREATED)},
-					Parent: nk.parent.PB(), Name: nk.name, ExistingEntry: true}}})
+					Parent: nk.parent.PB(), Name: []byte(nk.name), ExistingEntry: true}}})
 				f.delta++
 				f.kinds[KNsDangling] = true
 				planned[nk] = child

@@ -190,7 +190,7 @@ func (r *run) adopt(pf fid.FID, members []orphanObj) error {
 		newFiles = append(newFiles, ms...)
 		l := orphanLayout(ms)
 		f.late = append(f.late, &pb.LfsckMut{M: &pb.LfsckMut_Create{Create: &pb.LfsckCreate{
-			Inode: orphanInode(ms, l, fid.FID{}), AllocFid: true, LpfBase: base}}})
+			Inode: orphanInode(ms, l, fid.FID{}), AllocFid: true, LpfBase: []byte(base)}}})
 		f.delta++
 		n += len(ms)
 	}
@@ -209,7 +209,7 @@ func (r *run) adopt(pf fid.FID, members []orphanObj) error {
 		f.cond(mdt.OIKey(pf), nil)
 		l := orphanLayout(live)
 		f.late = append(f.late, &pb.LfsckMut{M: &pb.LfsckMut_Create{Create: &pb.LfsckCreate{
-			Inode: orphanInode(live, l, pf), LpfBase: "%F-R"}}})
+			Inode: orphanInode(live, l, pf), LpfBase: []byte("%F-R")}}})
 		f.delta++
 		n += len(live)
 	case err != nil:

@@ -206,22 +206,22 @@ func TestNoFalseRepairsUnderLoad(t *testing.T) {
 			var r *pb.Reply
 			switch rng.Intn(6) {
 			case 0, 1:
-				r = do(&pb.CreateOp{Parent: d.PB(), Name: fmt.Sprintf("n%d", n), Mode: syscall.S_IFREG | 0o644,
+				r = do(&pb.CreateOp{Parent: d.PB(), Name: []byte(fmt.Sprintf("n%d", n)), Mode: syscall.S_IFREG | 0o644,
 					Layout: &pb.Layout{StripeSize: 64 << 10, StripeCount: 2, StripeOffset: -1}})
 				if r.Errno == 0 {
 					h.write(r.Inode, []byte("data"))
 				}
 				n++
 			case 2:
-				r = do(&pb.RenameOp{SrcParent: d.PB(), SrcName: fmt.Sprintf("n%d", rng.Intn(n+1)), DstParent: d2.PB(), DstName: name})
+				r = do(&pb.RenameOp{SrcParent: d.PB(), SrcName: []byte(fmt.Sprintf("n%d", rng.Intn(n+1))), DstParent: d2.PB(), DstName: []byte(name)})
 			case 3:
-				r = do(&pb.UnlinkOp{Parent: d.PB(), Name: name})
+				r = do(&pb.UnlinkOp{Parent: d.PB(), Name: []byte(name)})
 			case 4:
 				if ino, err := h.tg.Lookup(d, fmt.Sprintf("f%d", rng.Intn(400)), nil); err == nil {
-					r = do(&pb.LinkOp{Fid: ino.Fid, Parent: d2.PB(), Name: fmt.Sprintf("l%d", n)})
+					r = do(&pb.LinkOp{Fid: ino.Fid, Parent: d2.PB(), Name: []byte(fmt.Sprintf("l%d", n))})
 				}
 			case 5:
-				r = do(&pb.UnlinkOp{Parent: d.PB(), Name: fmt.Sprintf("l%d", rng.Intn(n+1))})
+				r = do(&pb.UnlinkOp{Parent: d.PB(), Name: []byte(fmt.Sprintf("l%d", rng.Intn(n+1)))})
 			}
 			ops++
 			if r != nil && r.Errno != 0 {
@@ -271,7 +271,7 @@ func TestGarbageNeverCrashesTheChecker(t *testing.T) {
 	// directories naming garbage.
 	for i := 0; i < 10; i++ {
 		ino := &pb.Inode{Fid: &pb.FID{Seq: rng.Uint64(), Oid: rng.Uint32()}, Mode: rng.Uint32(), Nlink: rng.Uint32(),
-			Links:  []*pb.LinkEntry{{Parent: &pb.FID{Seq: rng.Uint64()}, Name: fmt.Sprintf("%x", junk(5))}},
+			Links:  []*pb.LinkEntry{{Parent: &pb.FID{Seq: rng.Uint64()}, Name: []byte(fmt.Sprintf("%x", junk(5)))}},
 			Layout: &pb.Layout{StripeSize: rng.Uint32(), Objects: []*pb.StripeObject{{Ost: rng.Uint32(), Seq: rng.Uint64(), Oid: rng.Uint64()}}}}
 		sets = append(sets, &pb.LfsckKV{Key: mdt.ObjKey(uint64(1000 + i)), Value: mdt.MarshalInode(ino)})
 		local, _, _ := newLookup(h, tr.d)

@@ -114,6 +114,9 @@ type run struct {
 	failErr   error
 	ost       uint64 // our object sequence on every OST
 	checkBuf  []checkItem
+	ostMu     sync.Mutex
+	ostMap    map[uint32]OST
+	ostAt     time.Time
 }
 
 func newRun(c *Checker, st *pb.LfsckState, resume bool) *run {

@@ -535,7 +535,7 @@ func (r *run) layoutObject(local uint64, v []byte, o *object, rebuild bool) {
 		}
 		rec := ost.Rec{Seq: s.seq, Oid: s.oid, Parent: o.fid, StripeIndex: uint32(i), StripeSize: l.stripeSize,
 			StripeCount: uint32(len(l.objs)), Gen: l.gen, UID: o.uid, GID: o.gid, ProjID: o.projid}
-		checks = append(checks, checkItem{ost: s.ost, oid: s.oid, digest: ost.RecordDigest(&rec), slot: uint32(i), rec: rec})
+		checks = append(checks, checkItem{ost: s.ost, seq: s.seq, oid: s.oid, digest: ost.RecordDigest(&rec), slot: uint32(i)})
 	}
 	if rebuild {
 		return

@@ -19,7 +19,7 @@ func populate(h *harness, dirs, files, stripes int) {
 	for d := 0; d < dirs; d++ {
 		dir := h.mkdir(root, fmt.Sprintf("d%d", d))
 		for i := 0; i < files; i++ {
-			r := h.do(&pb.CreateOp{Parent: dir.PB(), Name: fmt.Sprintf("f%d", i), Mode: syscall.S_IFREG | 0o644,
+			r := h.do(&pb.CreateOp{Parent: dir.PB(), Name: []byte(fmt.Sprintf("f%d", i)), Mode: syscall.S_IFREG | 0o644,
 				Layout: &pb.Layout{StripeCount: int32(stripes), StripeOffset: -1}})
 			if r.Errno != 0 {
 				h.t.Fatal(r.Message)

@@ -50,6 +50,7 @@ const (
 	seqLowWater  = 2 * uint64(fid.Width)
 	seqGrantSize = 64
 	waitReady    = 10 * time.Second
+	waitSettle   = 2 * time.Second // for OSTs that are up but whose pool is not ready yet
 )
 
 // Config configures a metadata server.
@@ -322,9 +323,17 @@ func (s *Server) waitFIDs(ctx context.Context) error {
 // stripe offset if it names one. It waits briefly when no pool is ready yet
 // (only right after a start), never during normal operation.
 func (s *Server) pickOSTs(ctx context.Context, hint *pb.Layout) ([]uint32, error) {
-	deadline := time.Now().Add(waitReady)
+	start := time.Now()
+	deadline := start.Add(waitReady)
 	for {
-		ready := s.readyOSTs()
+		ready, settling := s.readyOSTs()
+		// Right after a start or a leader change the pools come up one
+		// by one: wait a little for the OSTs still cleaning up, so that a
+		// file does not get fewer stripes than asked only because its
+		// create came first.
+		if settling > 0 && time.Since(start) < waitSettle {
+			ready = nil
+		}
 		if len(ready) > 0 {
 			start := int(s.rr.Add(1) % uint64(len(ready)))
 			if hint != nil && hint.StripeOffset >= 0 {
@@ -349,18 +358,22 @@ func (s *Server) pickOSTs(ctx context.Context, hint *pb.Layout) ([]uint32, error
 	}
 }
 
-func (s *Server) readyOSTs() []uint32 {
+// readyOSTs returns the OSTs with objects to hand out, and how many OSTs
+// are up but still setting up their pool.
+func (s *Server) readyOSTs() (ready []uint32, settling int) {
 	pools := s.t.Pools()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []uint32
 	for i, o := range s.osts {
-		if o.up && o.poolReady && pools[i].Avail() > 0 {
-			out = append(out, i)
+		switch {
+		case o.up && o.poolReady && pools[i].Avail() > 0:
+			ready = append(ready, i)
+		case o.up && !o.poolReady && o.cli != nil:
+			settling++
 		}
 	}
-	sort.Slice(out, func(a, b int) bool { return out[a] < out[b] })
-	return out
+	sort.Slice(ready, func(a, b int) bool { return ready[a] < ready[b] })
+	return ready, settling
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
@@ -385,12 +398,25 @@ func (s *Server) readBarrier(ctx context.Context) error {
 
 func errnoOf(err error) int32 { return int32(mdt.ErrnoOf(err)) }
 
+// byteSlices converts names or paths for the wire, where they are bytes
+// (POSIX names need not be UTF-8).
+func byteSlices(ss []string) [][]byte {
+	if ss == nil {
+		return nil
+	}
+	out := make([][]byte, len(ss))
+	for i, s := range ss {
+		out[i] = []byte(s)
+	}
+	return out
+}
+
 func (s *Server) Lookup(ctx context.Context, r *pb.LookupRequest) (*pb.Reply, error) {
 	start := time.Now()
 	if err := s.readBarrier(ctx); err != nil {
 		return nil, err
 	}
-	ino, err := s.t.Lookup(fid.FromPB(r.Parent), r.Name, r.Cred)
+	ino, err := s.t.Lookup(fid.FromPB(r.Parent), string(r.Name), r.Cred)
 	if err != nil {
 		s.m.observe("lookup", start, errnoOf(err))
 		return &pb.Reply{Errno: errnoOf(err), Message: err.Error()}, nil
@@ -430,7 +456,7 @@ func (s *Server) Getxattr(ctx context.Context, r *pb.XattrRequest) (*pb.XattrRep
 	if err := s.readBarrier(ctx); err != nil {
 		return nil, err
 	}
-	v, err := s.t.Getxattr(fid.FromPB(r.Fid), r.Name, r.Cred)
+	v, err := s.t.Getxattr(fid.FromPB(r.Fid), string(r.Name), r.Cred)
 	if err != nil {
 		return &pb.XattrReply{Errno: errnoOf(err)}, nil
 	}
@@ -445,7 +471,7 @@ func (s *Server) Listxattr(ctx context.Context, r *pb.XattrRequest) (*pb.XattrRe
 	if err != nil {
 		return &pb.XattrReply{Errno: errnoOf(err)}, nil
 	}
-	return &pb.XattrReply{Names: names}, nil
+	return &pb.XattrReply{Names: byteSlices(names)}, nil
 }
 
 func (s *Server) Fid2Path(ctx context.Context, r *pb.Fid2PathRequest) (*pb.Fid2PathReply, error) {
@@ -456,7 +482,7 @@ func (s *Server) Fid2Path(ctx context.Context, r *pb.Fid2PathRequest) (*pb.Fid2P
 	if err != nil {
 		return &pb.Fid2PathReply{Errno: errnoOf(err)}, nil
 	}
-	return &pb.Fid2PathReply{Paths: paths}, nil
+	return &pb.Fid2PathReply{Paths: byteSlices(paths)}, nil
 }
 
 func (s *Server) Statfs(ctx context.Context, _ *pb.StatfsRequest) (*pb.StatfsReply, error) {

@@ -58,7 +58,7 @@ func BenchmarkCreatePipeline(b *testing.B) {
 			prop(&pb.Command{Op: &pb.Command_PoolExtend{PoolExtend: &pb.PoolExtendOp{Ost: 0, Seq: fid.OSTSeq(0), End: uint64(b.N) + 10}}})
 			dirs := make([]*pb.FID, n)
 			for i := range dirs {
-				dirs[i] = prop(&pb.Command{Op: &pb.Command_Create{Create: &pb.CreateOp{Parent: fid.Root.PB(), Name: fmt.Sprint("w", i), Mode: syscall.S_IFDIR | 0o755}}}).Inode.Fid
+				dirs[i] = prop(&pb.Command{Op: &pb.Command_Create{Create: &pb.CreateOp{Parent: fid.Root.PB(), Name: []byte(fmt.Sprint("w", i)), Mode: syscall.S_IFDIR | 0o755}}}).Inode.Fid
 			}
 			var next atomic.Int64
 			var wg sync.WaitGroup
@@ -71,7 +71,7 @@ func BenchmarkCreatePipeline(b *testing.B) {
 					defer wg.Done()
 					for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
 						r := prop(&pb.Command{ClientId: uint64(w + 1), RequestId: uint64(i), AckedBelow: uint64(i), Cred: &pb.Cred{},
-							Op: &pb.Command_Create{Create: &pb.CreateOp{Parent: dirs[w], Name: fmt.Sprint("f", i), Mode: 0o644, Exclusive: true, Osts: []uint32{0}}}})
+							Op: &pb.Command_Create{Create: &pb.CreateOp{Parent: dirs[w], Name: []byte(fmt.Sprint("f", i)), Mode: 0o644, Exclusive: true, Osts: []uint32{0}}}})
 						if r.Errno != 0 {
 							b.Error(r.Message)
 							return

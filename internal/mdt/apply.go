@@ -3,6 +3,7 @@ package mdt
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 
 	"google.golang.org/protobuf/proto"
@@ -30,7 +31,10 @@ func (e *opError) Error() string { return e.msg }
 func (e *opError) Unwrap() error { return e.errno }
 
 func errf(errno syscall.Errno, format string, args ...any) error {
-	return &opError{errno: errno, msg: fmt.Sprintf(format, args...) + ": " + errno.Error()}
+	// Messages travel in protobuf strings (Reply.message), which must be
+	// UTF-8; names (which need not be) are quoted with %q, and this keeps
+	// anything else from breaking a reply.
+	return &opError{errno: errno, msg: strings.ToValidUTF8(fmt.Sprintf(format, args...), "\uFFFD") + ": " + errno.Error()}
 }
 
 // ErrnoOf extracts the errno of an operation error (EIO for others).
@@ -47,7 +51,7 @@ func ErrnoOf(err error) syscall.Errno {
 }
 
 func errReply(err error) *pb.Reply {
-	return &pb.Reply{Errno: int32(ErrnoOf(err)), Message: err.Error()}
+	return &pb.Reply{Errno: int32(ErrnoOf(err)), Message: strings.ToValidUTF8(err.Error(), "\uFFFD")}
 }
 
 // Apply applies committed entries in log order, in one atomic batch that
@@ -368,7 +372,7 @@ func (x *txn) queueDestroy(l *pb.Layout) {
 
 func removeLink(ino *pb.Inode, parent fid.FID, name string) {
 	for i, l := range ino.Links {
-		if l.Name == name && fid.FromPB(l.Parent) == parent {
+		if string(l.Name) == name && fid.FromPB(l.Parent) == parent {
 			ino.Links = append(ino.Links[:i], ino.Links[i+1:]...)
 			return
 		}
@@ -377,13 +381,13 @@ func removeLink(ino *pb.Inode, parent fid.FID, name string) {
 
 func replaceLink(ino *pb.Inode, oldParent fid.FID, oldName string, newParent fid.FID, newName string) {
 	for _, l := range ino.Links {
-		if l.Name == oldName && fid.FromPB(l.Parent) == oldParent {
+		if string(l.Name) == oldName && fid.FromPB(l.Parent) == oldParent {
 			l.Parent = newParent.PB()
-			l.Name = newName
+			l.Name = []byte(newName)
 			return
 		}
 	}
 	// A missing back-reference is the checker's business; keep the rename
 	// consistent from here on.
-	ino.Links = append(ino.Links, &pb.LinkEntry{Parent: newParent.PB(), Name: newName})
+	ino.Links = append(ino.Links, &pb.LinkEntry{Parent: newParent.PB(), Name: []byte(newName)})
 }

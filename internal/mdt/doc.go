@@ -35,7 +35,9 @@
 //	                                           close (internal/mdt/open.go)
 //	"K" ...                                   checker state (internal/lfsck)
 //
-// Integers are big-endian so that byte order is numeric order. Directory
+// Names in keys ("D", "X") are the name's bytes as given, not necessarily
+// UTF-8; the protocol carries them in bytes fields. Integers are big-endian
+// so that byte order is numeric order. Directory
 // entries are ordered by a 63-bit hash of the name, which is also the
 // readdir cookie: a cookie stays valid while other entries come and go.
 //

@@ -35,6 +35,7 @@ const farLocal = 1 << 62
 func (t *Target) BuildFault(req *pb.FaultInjectRequest) (*pb.FaultOp, []OSTFault, error) {
 	r := kv.Reader(t.db)
 	f := fid.FromPB(req.Fid)
+	reqName := string(req.Name)
 	local, ino, err := getInode(r, f)
 	if err != nil {
 		return nil, nil, fmt.Errorf("fault %s: %w", req.Kind, err)
@@ -64,19 +65,19 @@ func (t *Target) BuildFault(req *pb.FaultInjectRequest) (*pb.FaultOp, []OSTFault
 	var pino *pb.Inode
 	var dk, dv []byte
 	entry := func() error {
-		if pf.IsZero() || req.Name == "" {
+		if pf.IsZero() || reqName == "" {
 			return fmt.Errorf("fault %s needs the object's directory and name", req.Kind)
 		}
 		var err error
 		if plocal, pino, err = getInode(r, pf); err != nil {
 			return err
 		}
-		dk = DirentKey(plocal, req.Name)
+		dk = DirentKey(plocal, reqName)
 		if dv, err = r.Get(dk); err != nil {
-			return fmt.Errorf("fault %s: no entry %q in %s", req.Kind, req.Name, pf)
+			return fmt.Errorf("fault %s: no entry %q in %s", req.Kind, reqName, pf)
 		}
 		if cf, _, ok := decodeDirent(dv); !ok || cf != f {
-			return fmt.Errorf("fault %s: entry %q does not name %s", req.Kind, req.Name, f)
+			return fmt.Errorf("fault %s: entry %q does not name %s", req.Kind, reqName, f)
 		}
 		cond(dk, dv)
 		return nil
@@ -186,7 +187,7 @@ func (t *Target) BuildFault(req *pb.FaultInjectRequest) (*pb.FaultOp, []OSTFault
 		ino.Links[0].Parent.Ver = 0xffffffff
 		putIno()
 	case "linkea_extra":
-		ino.Links = append(ino.Links, &pb.LinkEntry{Parent: fid.FID{Seq: f.Seq, Oid: fid.Width - 2}.PB(), Name: "lost-parent"})
+		ino.Links = append(ino.Links, &pb.LinkEntry{Parent: fid.FID{Seq: f.Seq, Oid: fid.Width - 2}.PB(), Name: []byte("lost-parent")})
 		putIno()
 	case "linkea_claim":
 		if err := entry(); err != nil {
@@ -196,7 +197,7 @@ func (t *Target) BuildFault(req *pb.FaultInjectRequest) (*pb.FaultOp, []OSTFault
 		if err != nil {
 			return nil, nil, err
 		}
-		ino.Links = append(ino.Links, &pb.LinkEntry{Parent: pf.PB(), Name: other})
+		ino.Links = append(ino.Links, &pb.LinkEntry{Parent: pf.PB(), Name: []byte(other)})
 		putIno()
 	case "linkea_unmatched":
 		if err := entry(); err != nil {
@@ -205,12 +206,12 @@ func (t *Target) BuildFault(req *pb.FaultInjectRequest) (*pb.FaultOp, []OSTFault
 		if !isDir(ino) {
 			return nil, nil, fmt.Errorf("fault %s: use a directory", req.Kind)
 		}
-		name := req.Name + ".unmatched"
+		name := reqName + ".unmatched"
 		if _, _, found, _ := lookupName(r, rootLocal, name); found {
 			return nil, nil, fmt.Errorf("fault %s: the root has an entry %q", req.Kind, name)
 		}
 		cond(DirentKey(rootLocal, name), nil)
-		ino.Links = []*pb.LinkEntry{{Parent: fid.Root.PB(), Name: name}}
+		ino.Links = []*pb.LinkEntry{{Parent: fid.Root.PB(), Name: []byte(name)}}
 		putIno()
 	case "nlink_less":
 		if ino.Nlink < 2 || isDir(ino) {
@@ -257,7 +258,7 @@ func (t *Target) BuildFault(req *pb.FaultInjectRequest) (*pb.FaultOp, []OSTFault
 		if err != nil {
 			return nil, nil, err
 		}
-		gdk := DirentKey(glocal, pino.Links[0].Name)
+		gdk := DirentKey(glocal, string(pino.Links[0].Name))
 		gdv, err := r.Get(gdk)
 		if err != nil {
 			return nil, nil, err

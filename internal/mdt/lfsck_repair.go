@@ -452,7 +452,7 @@ func (s *stage) create(c *pb.LfsckCreate) error {
 		if err != nil {
 			return err
 		}
-		cf, _, found, err := lookupName(s, plocal, c.Name)
+		cf, _, found, err := lookupName(s, plocal, string(c.Name))
 		if err != nil {
 			return err
 		}
@@ -460,12 +460,12 @@ func (s *stage) create(c *pb.LfsckCreate) error {
 			return errf(syscall.ESTALE, "create %s: entry %q no longer names it", f, c.Name)
 		}
 		ino.Links = []*pb.LinkEntry{{Parent: pf.PB(), Name: c.Name}}
-	case c.LpfBase != "":
-		name, err := s.linkIntoLPF(strings.ReplaceAll(c.LpfBase, "%F", f.String()), f, typ)
+	case len(c.LpfBase) > 0:
+		name, err := s.linkIntoLPF(strings.ReplaceAll(string(c.LpfBase), "%F", f.String()), f, typ)
 		if err != nil {
 			return err
 		}
-		ino.Links = []*pb.LinkEntry{{Parent: fid.LostFound.PB(), Name: name}}
+		ino.Links = []*pb.LinkEntry{{Parent: fid.LostFound.PB(), Name: []byte(name)}}
 	default:
 		pf := fid.FromPB(c.Parent)
 		if err := s.insertDirent(&pb.LfsckInsertDirent{Parent: c.Parent, Name: c.Name, Child: f.PB(), Type: uint32(typ)}); err != nil {
@@ -515,7 +515,7 @@ func (s *stage) ensureLPF() (uint64, error) {
 		local := x.allocLocal()
 		d := &pb.Inode{Fid: f.PB(), Mode: syscall.S_IFDIR | mode, Nlink: 2, Size: 4096, Blocks: 8,
 			AtimeNs: x.now, MtimeNs: x.now, CtimeNs: x.now, BtimeNs: x.now,
-			Links: []*pb.LinkEntry{{Parent: parent.PB(), Name: name}}}
+			Links: []*pb.LinkEntry{{Parent: parent.PB(), Name: []byte(name)}}}
 		s.set(OIKey(f), putU64(local))
 		s.putInode(local, d)
 		s.set(DirentKey(plocal, name), encodeDirent(f, DirentType(d.Mode)))
@@ -576,7 +576,7 @@ func (s *stage) linkLPF(l *pb.LfsckLinkLPF) error {
 	if err != nil {
 		return err
 	}
-	name, err := s.linkIntoLPF(strings.ReplaceAll(l.Base, "%F", f.String()), f, DirentType(ino.Mode))
+	name, err := s.linkIntoLPF(strings.ReplaceAll(string(l.Base), "%F", f.String()), f, DirentType(ino.Mode))
 	if err != nil {
 		return err
 	}
@@ -585,7 +585,7 @@ func (s *stage) linkLPF(l *pb.LfsckLinkLPF) error {
 	if err != nil {
 		return err
 	}
-	ino.Links = append(ino.Links, &pb.LinkEntry{Parent: fid.LostFound.PB(), Name: name})
+	ino.Links = append(ino.Links, &pb.LinkEntry{Parent: fid.LostFound.PB(), Name: []byte(name)})
 	if !isDir(ino) && ino.Nlink < uint32(len(ino.Links)) {
 		ino.Nlink = uint32(len(ino.Links))
 	}
@@ -603,15 +603,16 @@ func (s *stage) insertDirent(d *pb.LfsckInsertDirent) error {
 	if err != nil {
 		return err
 	}
-	if err := checkName(d.Name); err != nil {
+	name := string(d.Name)
+	if err := checkName(name); err != nil {
 		return err
 	}
-	if _, _, found, err := lookupName(s, plocal, d.Name); err != nil {
+	if _, _, found, err := lookupName(s, plocal, name); err != nil {
 		return err
 	} else if found {
-		return errf(syscall.EEXIST, "insert %q in %s: the name is taken", d.Name, pf)
+		return errf(syscall.EEXIST, "insert %q in %s: the name is taken", name, pf)
 	}
-	s.set(DirentKey(plocal, d.Name), encodeDirent(fid.FromPB(d.Child), uint8(d.Type)))
+	s.set(DirentKey(plocal, name), encodeDirent(fid.FromPB(d.Child), uint8(d.Type)))
 	if uint8(d.Type) == DirentType(syscall.S_IFDIR) {
 		p.Nlink++
 	}

@@ -81,27 +81,27 @@ func (n directNS) inode(op any) (*pb.Inode, error) {
 }
 
 func (n directNS) Create(p fid.FID, name string, mode uint32, excl bool) (*pb.Inode, error) {
-	return n.inode(&pb.CreateOp{Parent: p.PB(), Name: name, Mode: mode, Exclusive: excl})
+	return n.inode(&pb.CreateOp{Parent: p.PB(), Name: []byte(name), Mode: mode, Exclusive: excl})
 }
 func (n directNS) Mkdir(p fid.FID, name string, mode uint32) (*pb.Inode, error) {
-	return n.inode(&pb.CreateOp{Parent: p.PB(), Name: name, Mode: syscall.S_IFDIR | mode, Exclusive: true})
+	return n.inode(&pb.CreateOp{Parent: p.PB(), Name: []byte(name), Mode: syscall.S_IFDIR | mode, Exclusive: true})
 }
 func (n directNS) Symlink(p fid.FID, name, target string) (*pb.Inode, error) {
-	return n.inode(&pb.CreateOp{Parent: p.PB(), Name: name, Mode: syscall.S_IFLNK | 0o777, Symlink: []byte(target), Exclusive: true})
+	return n.inode(&pb.CreateOp{Parent: p.PB(), Name: []byte(name), Mode: syscall.S_IFLNK | 0o777, Symlink: []byte(target), Exclusive: true})
 }
 func (n directNS) Link(f, p fid.FID, name string) (*pb.Inode, error) {
-	return n.inode(&pb.LinkOp{Fid: f.PB(), Parent: p.PB(), Name: name})
+	return n.inode(&pb.LinkOp{Fid: f.PB(), Parent: p.PB(), Name: []byte(name)})
 }
 func (n directNS) Unlink(p fid.FID, name string) error {
-	_, err := n.do(&pb.UnlinkOp{Parent: p.PB(), Name: name})
+	_, err := n.do(&pb.UnlinkOp{Parent: p.PB(), Name: []byte(name)})
 	return err
 }
 func (n directNS) Rmdir(p fid.FID, name string) error {
-	_, err := n.do(&pb.UnlinkOp{Parent: p.PB(), Name: name, Dir: true})
+	_, err := n.do(&pb.UnlinkOp{Parent: p.PB(), Name: []byte(name), Dir: true})
 	return err
 }
 func (n directNS) Rename(sp fid.FID, sn string, dp fid.FID, dn string, flags uint32) error {
-	_, err := n.do(&pb.RenameOp{SrcParent: sp.PB(), SrcName: sn, DstParent: dp.PB(), DstName: dn, Flags: flags})
+	_, err := n.do(&pb.RenameOp{SrcParent: sp.PB(), SrcName: []byte(sn), DstParent: dp.PB(), DstName: []byte(dn), Flags: flags})
 	return err
 }
 func (n directNS) Lookup(p fid.FID, name string) (*pb.Inode, error) {
@@ -117,7 +117,7 @@ func (n directNS) Readdir(f fid.FID) ([]string, error) {
 			return nil, err
 		}
 		for _, e := range ents {
-			names = append(names, e.Name)
+			names = append(names, string(e.Name))
 			cookie = e.Cookie
 		}
 		if eof {
@@ -127,7 +127,7 @@ func (n directNS) Readdir(f fid.FID) ([]string, error) {
 }
 func (n directNS) Setattr(op *pb.SetattrOp) (*pb.Inode, error) { return n.inode(op) }
 func (n directNS) Setxattr(f fid.FID, name string, v []byte, flags uint32) error {
-	_, err := n.do(&pb.SetxattrOp{Fid: f.PB(), Name: name, Value: v, Flags: flags})
+	_, err := n.do(&pb.SetxattrOp{Fid: f.PB(), Name: []byte(name), Value: v, Flags: flags})
 	return err
 }
 func (n directNS) Getxattr(f fid.FID, name string) ([]byte, error) {
@@ -135,7 +135,7 @@ func (n directNS) Getxattr(f fid.FID, name string) ([]byte, error) {
 }
 func (n directNS) Listxattr(f fid.FID) ([]string, error) { return n.d.T.Listxattr(f, n.cred) }
 func (n directNS) Removexattr(f fid.FID, name string) error {
-	_, err := n.do(&pb.RemovexattrOp{Fid: f.PB(), Name: name})
+	_, err := n.do(&pb.RemovexattrOp{Fid: f.PB(), Name: []byte(name)})
 	return err
 }
 func (n directNS) As(uid, gid uint32) nstest.NS {

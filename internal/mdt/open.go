@@ -1,6 +1,7 @@
 package mdt
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -223,7 +224,7 @@ func (x *txn) openUnlink(op *pb.OpenUnlinkOp) (*pb.Reply, error) {
 	if op.Unlink == nil {
 		return nil, errf(syscall.EINVAL, "open unlink without an unlink")
 	}
-	p := x.pinName(op.Unlink.Parent, op.Unlink.Name, op.Open)
+	p := x.pinName(op.Unlink.Parent, string(op.Unlink.Name), op.Open)
 	r, err := x.unlink(op.Unlink)
 	kept := x.settle(p, err)
 	if err != nil {
@@ -241,8 +242,8 @@ func (x *txn) openRename(op *pb.OpenRenameOp) (*pb.Reply, error) {
 		return nil, errf(syscall.EINVAL, "open rename without a rename")
 	}
 	var p *pin
-	if rn.Flags&renameExchange == 0 && !(proto.Equal(rn.SrcParent, rn.DstParent) && rn.SrcName == rn.DstName) {
-		p = x.pinName(rn.DstParent, rn.DstName, op.Open)
+	if rn.Flags&renameExchange == 0 && !(proto.Equal(rn.SrcParent, rn.DstParent) && bytes.Equal(rn.SrcName, rn.DstName)) {
+		p = x.pinName(rn.DstParent, string(rn.DstName), op.Open)
 	}
 	r, err := x.rename(rn)
 	x.settle(p, err)
@@ -253,13 +254,13 @@ func (x *txn) openRename(op *pb.OpenRenameOp) (*pb.Reply, error) {
 // that name again in the same batch, keeping the object as an orphan.
 func (x *txn) tmpfile(op *pb.TmpfileOp) (*pb.Reply, error) {
 	name := fmt.Sprintf(".nacre-tmpfile.%x.%x", x.cmd.ClientId, x.cmd.RequestId)
-	cr, err := x.create(&pb.CreateOp{Parent: op.Parent, Name: name, Mode: syscall.S_IFREG | op.Mode&0o7777,
+	cr, err := x.create(&pb.CreateOp{Parent: op.Parent, Name: []byte(name), Mode: syscall.S_IFREG | op.Mode&0o7777,
 		Exclusive: true, Layout: op.Layout, Projid: op.Projid, Osts: op.Osts})
 	if err != nil {
 		return nil, err
 	}
 	p := x.pinName(op.Parent, name, []*pb.FID{cr.Inode.Fid})
-	_, err = x.unlink(&pb.UnlinkOp{Parent: op.Parent, Name: name})
+	_, err = x.unlink(&pb.UnlinkOp{Parent: op.Parent, Name: []byte(name)})
 	kept := x.settle(p, err)
 	if err != nil || kept == nil {
 		return nil, errf(syscall.EIO, "tmpfile: remove the temporary name: %v", err)

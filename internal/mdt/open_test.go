@@ -48,7 +48,7 @@ func (h *openHarness) do(client uint64, op any) *pb.Reply {
 
 func (h *openHarness) create(name string, mode uint32) *pb.Inode {
 	h.t.Helper()
-	r := h.do(1, &pb.CreateOp{Parent: fid.Root.PB(), Name: name, Mode: mode, Exclusive: true})
+	r := h.do(1, &pb.CreateOp{Parent: fid.Root.PB(), Name: []byte(name), Mode: mode, Exclusive: true})
 	if r.Errno != 0 {
 		h.t.Fatalf("create %s: %s", name, r.Message)
 	}
@@ -67,7 +67,7 @@ func TestOpenUnlinkKeepsTheFileUntilRelease(t *testing.T) {
 	h := &openHarness{t: t, d: newDirect(t, 2)}
 	ino := h.create("f", syscall.S_IFREG|0o644)
 	f := fid.FromPB(ino.Fid)
-	r := h.do(1, &pb.OpenUnlinkOp{Unlink: &pb.UnlinkOp{Parent: fid.Root.PB(), Name: "f"}, Open: []*pb.FID{ino.Fid}})
+	r := h.do(1, &pb.OpenUnlinkOp{Unlink: &pb.UnlinkOp{Parent: fid.Root.PB(), Name: []byte("f")}, Open: []*pb.FID{ino.Fid}})
 	if r.Errno != 0 || r.Inode.Nlink != 0 {
 		t.Fatalf("unlink: %+v", r)
 	}
@@ -99,12 +99,12 @@ func TestOpenUnlinkOfAFileNotOpenDestroysIt(t *testing.T) {
 	h := &openHarness{t: t, d: newDirect(t, 2)}
 	a := h.create("a", syscall.S_IFREG|0o644)
 	h.create("b", syscall.S_IFREG|0o644)
-	r := h.do(1, &pb.OpenUnlinkOp{Unlink: &pb.UnlinkOp{Parent: fid.Root.PB(), Name: "b"}, Open: []*pb.FID{a.Fid}})
+	r := h.do(1, &pb.OpenUnlinkOp{Unlink: &pb.UnlinkOp{Parent: fid.Root.PB(), Name: []byte("b")}, Open: []*pb.FID{a.Fid}})
 	if r.Errno != 0 || h.destroyQueued() != 1 {
 		t.Fatalf("unlink b: %+v, queued %d", r, h.destroyQueued())
 	}
 	// A failing unlink leaves the pinned file as it was.
-	r = h.do(1, &pb.OpenUnlinkOp{Unlink: &pb.UnlinkOp{Parent: fid.Root.PB(), Name: "a", Dir: true}, Open: []*pb.FID{a.Fid}})
+	r = h.do(1, &pb.OpenUnlinkOp{Unlink: &pb.UnlinkOp{Parent: fid.Root.PB(), Name: []byte("a"), Dir: true}, Open: []*pb.FID{a.Fid}})
 	if r.Errno != int32(syscall.ENOTDIR) {
 		t.Fatalf("rmdir of a file: %+v", r)
 	}
@@ -117,7 +117,7 @@ func TestOpenRenameKeepsReplacedFileAndDirectory(t *testing.T) {
 	h := &openHarness{t: t, d: newDirect(t, 2)}
 	h.create("src", syscall.S_IFREG|0o644)
 	dst := h.create("dst", syscall.S_IFREG|0o644)
-	r := h.do(1, &pb.OpenRenameOp{Rename: &pb.RenameOp{SrcParent: fid.Root.PB(), SrcName: "src", DstParent: fid.Root.PB(), DstName: "dst"}, Open: []*pb.FID{dst.Fid}})
+	r := h.do(1, &pb.OpenRenameOp{Rename: &pb.RenameOp{SrcParent: fid.Root.PB(), SrcName: []byte("src"), DstParent: fid.Root.PB(), DstName: []byte("dst")}, Open: []*pb.FID{dst.Fid}})
 	if r.Errno != 0 {
 		t.Fatal(r.Message)
 	}
@@ -127,9 +127,9 @@ func TestOpenRenameKeepsReplacedFileAndDirectory(t *testing.T) {
 	// Directories: dir1 over an open empty dir2.
 	h.create("dir1", syscall.S_IFDIR|0o755)
 	d2 := h.create("dir2", syscall.S_IFDIR|0o700)
-	h.d.Do(&pb.Command{ClientId: 1, RequestId: 999, Cred: &pb.Cred{}, Op: &pb.Command_Setxattr{Setxattr: &pb.SetxattrOp{Fid: d2.Fid, Name: "user.x", Value: []byte("v")}}})
+	h.d.Do(&pb.Command{ClientId: 1, RequestId: 999, Cred: &pb.Cred{}, Op: &pb.Command_Setxattr{Setxattr: &pb.SetxattrOp{Fid: d2.Fid, Name: []byte("user.x"), Value: []byte("v")}}})
 	inodes := h.d.T.Inodes()
-	r = h.do(1, &pb.OpenRenameOp{Rename: &pb.RenameOp{SrcParent: fid.Root.PB(), SrcName: "dir1", DstParent: fid.Root.PB(), DstName: "dir2"}, Open: []*pb.FID{d2.Fid}})
+	r = h.do(1, &pb.OpenRenameOp{Rename: &pb.RenameOp{SrcParent: fid.Root.PB(), SrcName: []byte("dir1"), DstParent: fid.Root.PB(), DstName: []byte("dir2")}, Open: []*pb.FID{d2.Fid}})
 	if r.Errno != 0 {
 		t.Fatal(r.Message)
 	}
@@ -165,7 +165,7 @@ func TestTmpfileIsAnOrphanUntilLinked(t *testing.T) {
 		t.Fatalf("root lists %v %v", ents, err)
 	}
 	// linkat(AT_EMPTY_PATH) gives it a name; the release keeps it.
-	if r := h.do(1, &pb.LinkOp{Fid: r.Inode.Fid, Parent: fid.Root.PB(), Name: "kept"}); r.Errno != 0 {
+	if r := h.do(1, &pb.LinkOp{Fid: r.Inode.Fid, Parent: fid.Root.PB(), Name: []byte("kept")}); r.Errno != 0 {
 		t.Fatal(r.Message)
 	}
 	h.do(1, &pb.OrphanReleaseOp{Fids: []*pb.FID{r.Inode.Fid}})

@@ -32,7 +32,8 @@ func (x *txn) touch(ino *pb.Inode) {
 }
 
 func (x *txn) create(op *pb.CreateOp) (*pb.Reply, error) {
-	if err := checkName(op.Name); err != nil {
+	name := string(op.Name)
+	if err := checkName(name); err != nil {
 		return nil, err
 	}
 	pf := fid.FromPB(op.Parent)
@@ -44,20 +45,20 @@ func (x *txn) create(op *pb.CreateOp) (*pb.Reply, error) {
 	if mode&syscall.S_IFMT == 0 {
 		mode |= syscall.S_IFREG
 	}
-	cf, _, found, err := lookupName(x.b, plocal, op.Name)
+	cf, _, found, err := lookupName(x.b, plocal, name)
 	if err != nil {
 		return nil, err
 	}
 	if found {
 		if op.Exclusive || mode&syscall.S_IFMT != syscall.S_IFREG {
-			return nil, errf(syscall.EEXIST, "create %q in %s", op.Name, pf)
+			return nil, errf(syscall.EEXIST, "create %q in %s", name, pf)
 		}
 		_, existing, err := x.get(cf)
 		if err != nil {
 			return nil, err
 		}
 		if isDir(existing) {
-			return nil, errf(syscall.EISDIR, "open %q in %s for writing", op.Name, pf)
+			return nil, errf(syscall.EISDIR, "open %q in %s for writing", name, pf)
 		}
 		existing.Links = nil
 		return &pb.Reply{Inode: existing, Existed: true}, nil
@@ -65,7 +66,7 @@ func (x *txn) create(op *pb.CreateOp) (*pb.Reply, error) {
 	switch mode & syscall.S_IFMT {
 	case syscall.S_IFREG, syscall.S_IFDIR, syscall.S_IFLNK, syscall.S_IFIFO, syscall.S_IFSOCK, syscall.S_IFCHR, syscall.S_IFBLK:
 	default:
-		return nil, errf(syscall.EINVAL, "create %q: unknown file type %o", op.Name, mode&syscall.S_IFMT)
+		return nil, errf(syscall.EINVAL, "create %q: unknown file type %o", name, mode&syscall.S_IFMT)
 	}
 	f, err := x.allocFID()
 	if err != nil {
@@ -112,7 +113,7 @@ func (x *txn) create(op *pb.CreateOp) (*pb.Reply, error) {
 	local := x.allocLocal()
 	x.b.Set(OIKey(f), putU64(local))
 	x.put(local, ino)
-	x.b.Set(DirentKey(plocal, op.Name), encodeDirent(f, DirentType(mode)))
+	x.b.Set(DirentKey(plocal, name), encodeDirent(f, DirentType(mode)))
 	x.t.inodes++
 	x.touch(parent)
 	x.put(plocal, parent)
@@ -198,7 +199,8 @@ func (x *txn) assignObjects(ss uint32, count, offset int32, osts []uint32) (*pb.
 }
 
 func (x *txn) link(op *pb.LinkOp) (*pb.Reply, error) {
-	if err := checkName(op.Name); err != nil {
+	name := string(op.Name)
+	if err := checkName(name); err != nil {
 		return nil, err
 	}
 	f := fid.FromPB(op.Fid)
@@ -214,10 +216,10 @@ func (x *txn) link(op *pb.LinkOp) (*pb.Reply, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, _, found, err := lookupName(x.b, plocal, op.Name); err != nil {
+	if _, _, found, err := lookupName(x.b, plocal, name); err != nil {
 		return nil, err
 	} else if found {
-		return nil, errf(syscall.EEXIST, "link %q in %s", op.Name, pf)
+		return nil, errf(syscall.EEXIST, "link %q in %s", name, pf)
 	}
 	if ino.Nlink >= maxLinks {
 		return nil, errf(syscall.EMLINK, "link to %s", f)
@@ -226,7 +228,7 @@ func (x *txn) link(op *pb.LinkOp) (*pb.Reply, error) {
 	ino.Links = append(ino.Links, &pb.LinkEntry{Parent: pf.PB(), Name: op.Name})
 	ino.CtimeNs = x.now
 	x.put(local, ino)
-	x.b.Set(DirentKey(plocal, op.Name), encodeDirent(f, DirentType(ino.Mode)))
+	x.b.Set(DirentKey(plocal, name), encodeDirent(f, DirentType(ino.Mode)))
 	x.touch(parent)
 	x.put(plocal, parent)
 	out := proto.Clone(ino).(*pb.Inode)
@@ -235,23 +237,24 @@ func (x *txn) link(op *pb.LinkOp) (*pb.Reply, error) {
 }
 
 func (x *txn) unlink(op *pb.UnlinkOp) (*pb.Reply, error) {
+	name := string(op.Name)
 	pf := fid.FromPB(op.Parent)
 	plocal, parent, err := x.getDir(pf, accW|accX, "parent")
 	if err != nil {
 		return nil, err
 	}
-	cf, _, found, err := lookupName(x.b, plocal, op.Name)
+	cf, _, found, err := lookupName(x.b, plocal, name)
 	if err != nil {
 		return nil, err
 	}
 	if !found {
-		return nil, errf(syscall.ENOENT, "remove %q from %s", op.Name, pf)
+		return nil, errf(syscall.ENOENT, "remove %q from %s", name, pf)
 	}
 	clocal, child, err := x.get(cf)
 	if err != nil {
 		if ErrnoOf(err) == syscall.ENOENT {
 			// A dangling entry: let the user remove the name.
-			x.b.Delete(DirentKey(plocal, op.Name))
+			x.b.Delete(DirentKey(plocal, name))
 			x.touch(parent)
 			x.put(plocal, parent)
 			return &pb.Reply{}, nil
@@ -259,10 +262,10 @@ func (x *txn) unlink(op *pb.UnlinkOp) (*pb.Reply, error) {
 		return nil, err
 	}
 	if op.Dir && !isDir(child) {
-		return nil, errf(syscall.ENOTDIR, "rmdir %q", op.Name)
+		return nil, errf(syscall.ENOTDIR, "rmdir %q", name)
 	}
 	if !op.Dir && isDir(child) {
-		return nil, errf(syscall.EISDIR, "unlink %q", op.Name)
+		return nil, errf(syscall.EISDIR, "unlink %q", name)
 	}
 	if isDir(child) {
 		empty, err := dirEmpty(x.b, clocal)
@@ -270,14 +273,14 @@ func (x *txn) unlink(op *pb.UnlinkOp) (*pb.Reply, error) {
 			return nil, err
 		}
 		if !empty {
-			return nil, errf(syscall.ENOTEMPTY, "rmdir %q", op.Name)
+			return nil, errf(syscall.ENOTEMPTY, "rmdir %q", name)
 		}
 	}
 	if stickyDenies(parent, child, x.cred) {
-		return nil, errf(syscall.EPERM, "remove %q: sticky directory", op.Name)
+		return nil, errf(syscall.EPERM, "remove %q: sticky directory", name)
 	}
-	x.b.Delete(DirentKey(plocal, op.Name))
-	x.dropName(clocal, child, pf, op.Name, parent)
+	x.b.Delete(DirentKey(plocal, name))
+	x.dropName(clocal, child, pf, name, parent)
 	x.touch(parent)
 	x.put(plocal, parent)
 	out := proto.Clone(child).(*pb.Inode)
@@ -341,7 +344,8 @@ type loaded struct {
 }
 
 func (x *txn) rename(op *pb.RenameOp) (*pb.Reply, error) {
-	if err := checkName(op.DstName); err != nil {
+	srcName, dstName := string(op.SrcName), string(op.DstName)
+	if err := checkName(dstName); err != nil {
 		return nil, err
 	}
 	if op.Flags&^(renameNoReplace|renameExchange) != 0 || op.Flags == renameNoReplace|renameExchange {
@@ -358,31 +362,31 @@ func (x *txn) rename(op *pb.RenameOp) (*pb.Reply, error) {
 	} else if dp.local, dp.ino, err = x.getDir(dpf, accW|accX, "target directory"); err != nil {
 		return nil, err
 	}
-	sf, styp, found, err := lookupName(x.b, sp.local, op.SrcName)
+	sf, styp, found, err := lookupName(x.b, sp.local, srcName)
 	if err != nil {
 		return nil, err
 	}
 	if !found {
-		return nil, errf(syscall.ENOENT, "rename %q in %s", op.SrcName, spf)
+		return nil, errf(syscall.ENOENT, "rename %q in %s", srcName, spf)
 	}
 	var s loaded
 	if s.local, s.ino, err = x.get(sf); err != nil {
 		return nil, err
 	}
 	if stickyDenies(sp.ino, s.ino, x.cred) {
-		return nil, errf(syscall.EPERM, "rename %q: sticky directory", op.SrcName)
+		return nil, errf(syscall.EPERM, "rename %q: sticky directory", srcName)
 	}
-	df, dtyp, dfound, err := lookupName(x.b, dp.local, op.DstName)
+	df, dtyp, dfound, err := lookupName(x.b, dp.local, dstName)
 	if err != nil {
 		return nil, err
 	}
 	if op.Flags&renameExchange != 0 && !dfound {
-		return nil, errf(syscall.ENOENT, "exchange with %q in %s", op.DstName, dpf)
+		return nil, errf(syscall.ENOENT, "exchange with %q in %s", dstName, dpf)
 	}
 	if dfound && op.Flags&renameNoReplace != 0 {
-		return nil, errf(syscall.EEXIST, "rename to %q in %s", op.DstName, dpf)
+		return nil, errf(syscall.EEXIST, "rename to %q in %s", dstName, dpf)
 	}
-	if spf == dpf && op.SrcName == op.DstName {
+	if spf == dpf && srcName == dstName {
 		return &pb.Reply{Inode: stripLinks(s.ino)}, nil
 	}
 	if dfound && df == sf {
@@ -394,10 +398,10 @@ func (x *txn) rename(op *pb.RenameOp) (*pb.Reply, error) {
 		if in, err := x.isAncestor(sf, dpf); err != nil {
 			return nil, err
 		} else if in {
-			return nil, errf(syscall.EINVAL, "move directory %q into itself", op.SrcName)
+			return nil, errf(syscall.EINVAL, "move directory %q into itself", srcName)
 		}
 		if !mayAccess(s.ino, x.cred, accW) {
-			return nil, errf(syscall.EACCES, "move directory %q to another parent", op.SrcName)
+			return nil, errf(syscall.EACCES, "move directory %q to another parent", srcName)
 		}
 	}
 	var d loaded
@@ -406,7 +410,7 @@ func (x *txn) rename(op *pb.RenameOp) (*pb.Reply, error) {
 			return nil, err
 		}
 		if stickyDenies(dp.ino, d.ino, x.cred) {
-			return nil, errf(syscall.EPERM, "replace %q: sticky directory", op.DstName)
+			return nil, errf(syscall.EPERM, "replace %q: sticky directory", dstName)
 		}
 	}
 	if op.Flags&renameExchange != 0 {
@@ -415,23 +419,23 @@ func (x *txn) rename(op *pb.RenameOp) (*pb.Reply, error) {
 	if dfound {
 		if isDir(s.ino) {
 			if !isDir(d.ino) {
-				return nil, errf(syscall.ENOTDIR, "rename directory onto %q", op.DstName)
+				return nil, errf(syscall.ENOTDIR, "rename directory onto %q", dstName)
 			}
 			empty, err := dirEmpty(x.b, d.local)
 			if err != nil {
 				return nil, err
 			}
 			if !empty {
-				return nil, errf(syscall.ENOTEMPTY, "rename onto %q", op.DstName)
+				return nil, errf(syscall.ENOTEMPTY, "rename onto %q", dstName)
 			}
 		} else if isDir(d.ino) {
-			return nil, errf(syscall.EISDIR, "rename onto directory %q", op.DstName)
+			return nil, errf(syscall.EISDIR, "rename onto directory %q", dstName)
 		}
-		x.dropName(d.local, d.ino, dpf, op.DstName, dp.ino)
+		x.dropName(d.local, d.ino, dpf, dstName, dp.ino)
 	}
-	x.b.Delete(DirentKey(sp.local, op.SrcName))
-	x.b.Set(DirentKey(dp.local, op.DstName), encodeDirent(sf, styp))
-	replaceLink(s.ino, spf, op.SrcName, dpf, op.DstName)
+	x.b.Delete(DirentKey(sp.local, srcName))
+	x.b.Set(DirentKey(dp.local, dstName), encodeDirent(sf, styp))
+	replaceLink(s.ino, spf, srcName, dpf, dstName)
 	s.ino.CtimeNs = x.now
 	x.put(s.local, s.ino)
 	if isDir(s.ino) && spf != dpf {
@@ -450,17 +454,18 @@ func (x *txn) rename(op *pb.RenameOp) (*pb.Reply, error) {
 }
 
 func (x *txn) exchange(op *pb.RenameOp, spf, dpf fid.FID, sp, dp, s, d *loaded, sf, df fid.FID, styp, dtyp uint8) (*pb.Reply, error) {
+	srcName, dstName := string(op.SrcName), string(op.DstName)
 	if isDir(d.ino) && spf != dpf {
 		if in, err := x.isAncestor(df, spf); err != nil {
 			return nil, err
 		} else if in {
-			return nil, errf(syscall.EINVAL, "exchange moves directory %q into itself", op.DstName)
+			return nil, errf(syscall.EINVAL, "exchange moves directory %q into itself", dstName)
 		}
 	}
-	x.b.Set(DirentKey(sp.local, op.SrcName), encodeDirent(df, dtyp))
-	x.b.Set(DirentKey(dp.local, op.DstName), encodeDirent(sf, styp))
-	replaceLink(s.ino, spf, op.SrcName, dpf, op.DstName)
-	replaceLink(d.ino, dpf, op.DstName, spf, op.SrcName)
+	x.b.Set(DirentKey(sp.local, srcName), encodeDirent(df, dtyp))
+	x.b.Set(DirentKey(dp.local, dstName), encodeDirent(sf, styp))
+	replaceLink(s.ino, spf, srcName, dpf, dstName)
+	replaceLink(d.ino, dpf, dstName, spf, srcName)
 	s.ino.CtimeNs, d.ino.CtimeNs = x.now, x.now
 	x.put(s.local, s.ino)
 	x.put(d.local, d.ino)
@@ -629,28 +634,29 @@ func (x *txn) checkXattr(ino *pb.Inode, f fid.FID, name string) error {
 func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
 
 func (x *txn) setxattr(op *pb.SetxattrOp) (*pb.Reply, error) {
+	name := string(op.Name)
 	f := fid.FromPB(op.Fid)
 	local, ino, err := x.get(f)
 	if err != nil {
 		return nil, err
 	}
-	if err := x.checkXattr(ino, f, op.Name); err != nil {
+	if err := x.checkXattr(ino, f, name); err != nil {
 		return nil, err
 	}
 	if len(op.Value) > MaxXattrValue {
-		return nil, errf(syscall.E2BIG, "xattr %q value of %d bytes (limit %d)", op.Name, len(op.Value), MaxXattrValue)
+		return nil, errf(syscall.E2BIG, "xattr %q value of %d bytes (limit %d)", name, len(op.Value), MaxXattrValue)
 	}
-	k := xattrKey(local, op.Name)
+	k := xattrKey(local, name)
 	_, err = x.b.Get(k)
 	exists := err == nil
 	if err != nil && !errors.Is(err, kv.ErrNotFound) {
 		return nil, errf(syscall.EIO, "read xattr: %v", err)
 	}
 	if op.Flags&1 != 0 && exists {
-		return nil, errf(syscall.EEXIST, "xattr %q on %s", op.Name, f)
+		return nil, errf(syscall.EEXIST, "xattr %q on %s", name, f)
 	}
 	if op.Flags&2 != 0 && !exists {
-		return nil, errf(syscall.ENODATA, "xattr %q on %s", op.Name, f)
+		return nil, errf(syscall.ENODATA, "xattr %q on %s", name, f)
 	}
 	x.b.Set(k, op.Value)
 	ino.CtimeNs = x.now
@@ -659,17 +665,18 @@ func (x *txn) setxattr(op *pb.SetxattrOp) (*pb.Reply, error) {
 }
 
 func (x *txn) removexattr(op *pb.RemovexattrOp) (*pb.Reply, error) {
+	name := string(op.Name)
 	f := fid.FromPB(op.Fid)
 	local, ino, err := x.get(f)
 	if err != nil {
 		return nil, err
 	}
-	if err := x.checkXattr(ino, f, op.Name); err != nil {
+	if err := x.checkXattr(ino, f, name); err != nil {
 		return nil, err
 	}
-	k := xattrKey(local, op.Name)
+	k := xattrKey(local, name)
 	if _, err := x.b.Get(k); errors.Is(err, kv.ErrNotFound) {
-		return nil, errf(syscall.ENODATA, "xattr %q on %s", op.Name, f)
+		return nil, errf(syscall.ENODATA, "xattr %q on %s", name, f)
 	}
 	x.b.Delete(k)
 	ino.CtimeNs = x.now

@@ -3,6 +3,7 @@ package mdt
 import (
 	"google.golang.org/protobuf/proto"
 
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"strings"
@@ -65,22 +66,32 @@ func (t *Target) Lookup(parent fid.FID, name string, cred *pb.Cred) (*pb.Inode, 
 	if len(name) > MaxNameLen {
 		return nil, errf(syscall.ENAMETOOLONG, "lookup of a %d-byte name", len(name))
 	}
-	cf, _, found, err := lookupName(t.db, plocal, name)
-	if err != nil {
-		return nil, err
-	}
-	if !found {
-		return nil, errf(syscall.ENOENT, "no entry %q in %s", name, parent)
-	}
-	_, ino, err := t.readInode(cf)
-	if err != nil {
-		if ErrnoOf(err) == syscall.ENOENT {
+	// The entry and the object are two reads while commands keep being
+	// applied: a rename that replaces the name, or an unlink, may remove
+	// the object between them. Read the entry again then; only an entry
+	// that still names a missing object is dangling.
+	var prev fid.FID
+	for attempt := 0; ; attempt++ {
+		cf, _, found, err := lookupName(t.db, plocal, name)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			return nil, errf(syscall.ENOENT, "no entry %q in %s", name, parent)
+		}
+		_, ino, err := t.readInode(cf)
+		if err == nil {
+			ino.Links = nil
+			return ino, nil
+		}
+		if ErrnoOf(err) != syscall.ENOENT {
+			return nil, err
+		}
+		if cf == prev || attempt >= 8 {
 			return nil, errf(syscall.ENOENT, "entry %q in %s names missing object %s (dangling; run `nacre lfsck start -t namespace`)", name, parent, cf)
 		}
-		return nil, err
+		prev = cf
 	}
-	ino.Links = nil
-	return ino, nil
 }
 
 // Readdir lists entries after cookie (0 = from the start), at most max.
@@ -125,7 +136,7 @@ func (t *Target) Readdir(f fid.FID, cookie uint64, max int, plus bool, cred *pb.
 		if !ok {
 			continue
 		}
-		e := &pb.DirEntry{Name: string(k[len(p)+8:]), Fid: cf.PB(), Type: uint32(typ), Cookie: h}
+		e := &pb.DirEntry{Name: bytes.Clone(k[len(p)+8:]), Fid: cf.PB(), Type: uint32(typ), Cookie: h}
 		if plus {
 			if _, ino, err := t.readInode(cf); err == nil {
 				ino.Links = nil
@@ -200,7 +211,7 @@ func (t *Target) Fid2Path(f fid.FID) ([]string, error) {
 	}
 	var paths []string
 	for _, l := range ino.Links {
-		parts := []string{l.Name}
+		parts := []string{string(l.Name)}
 		cur := fid.FromPB(l.Parent)
 		ok := true
 		for depth := 0; cur != fid.Root; depth++ {
@@ -209,7 +220,7 @@ func (t *Target) Fid2Path(f fid.FID) ([]string, error) {
 				ok = false
 				break
 			}
-			parts = append(parts, p.Links[0].Name)
+			parts = append(parts, string(p.Links[0].Name))
 			cur = fid.FromPB(p.Links[0].Parent)
 		}
 		if !ok {

@@ -20,7 +20,7 @@ import (
 func create(t *testing.T, d *Direct, client, req uint64, parent fid.FID, name string, l *pb.Layout, osts []uint32) *pb.Reply {
 	t.Helper()
 	r, err := d.Do(&pb.Command{ClientId: client, RequestId: req, Op: &pb.Command_Create{Create: &pb.CreateOp{
-		Parent: parent.PB(), Name: name, Mode: syscall.S_IFREG | 0o644, Exclusive: true, Layout: l, Osts: osts}}})
+		Parent: parent.PB(), Name: []byte(name), Mode: syscall.S_IFREG | 0o644, Exclusive: true, Layout: l, Osts: osts}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,9 +80,9 @@ func TestLayoutTakesObjectsFromPools(t *testing.T) {
 		t.Fatalf("stripe 2: %v", r.Inode.Layout)
 	}
 	// Directory default layouts are inherited by files and subdirectories.
-	dir, _ := d.Do(&pb.Command{Op: &pb.Command_Create{Create: &pb.CreateOp{Parent: fid.Root.PB(), Name: "d", Mode: syscall.S_IFDIR | 0o755}}})
+	dir, _ := d.Do(&pb.Command{Op: &pb.Command_Create{Create: &pb.CreateOp{Parent: fid.Root.PB(), Name: []byte("d"), Mode: syscall.S_IFDIR | 0o755}}})
 	d.Do(&pb.Command{Op: &pb.Command_SetLayout{SetLayout: &pb.SetLayoutOp{Fid: dir.Inode.Fid, Layout: &pb.Layout{StripeCount: 3, StripeSize: 131072, StripeOffset: -1}}}})
-	sub, _ := d.Do(&pb.Command{Op: &pb.Command_Create{Create: &pb.CreateOp{Parent: dir.Inode.Fid, Name: "s", Mode: syscall.S_IFDIR | 0o755}}})
+	sub, _ := d.Do(&pb.Command{Op: &pb.Command_Create{Create: &pb.CreateOp{Parent: dir.Inode.Fid, Name: []byte("s"), Mode: syscall.S_IFDIR | 0o755}}})
 	r = create(t, d, 1, 3, fid.FromPB(sub.Inode.Fid), "f", nil, all)
 	if got := r.Inode.Layout; len(got.Objects) != 3 || got.StripeSize != 131072 {
 		t.Fatalf("inherited layout %v", got)
@@ -145,7 +145,7 @@ func TestUnlinkQueuesObjectsForDestroy(t *testing.T) {
 	if q, _ := d.T.DestroyQueue(10); len(q) != 0 {
 		t.Fatalf("queue not empty: %v", q)
 	}
-	d.Do(&pb.Command{Op: &pb.Command_Unlink{Unlink: &pb.UnlinkOp{Parent: fid.Root.PB(), Name: "f"}}})
+	d.Do(&pb.Command{Op: &pb.Command_Unlink{Unlink: &pb.UnlinkOp{Parent: fid.Root.PB(), Name: []byte("f")}}})
 	q, _ := d.T.DestroyQueue(10)
 	if len(q) != 2 {
 		t.Fatalf("queue %v, want the file's 2 objects %v", q, objs)
@@ -158,9 +158,9 @@ func TestUnlinkQueuesObjectsForDestroy(t *testing.T) {
 
 func TestFid2PathFollowsEveryLink(t *testing.T) {
 	d := newDirect(t, 1)
-	a, _ := d.Do(&pb.Command{Op: &pb.Command_Create{Create: &pb.CreateOp{Parent: fid.Root.PB(), Name: "a", Mode: syscall.S_IFDIR | 0o755}}})
-	f, _ := d.Do(&pb.Command{Op: &pb.Command_Create{Create: &pb.CreateOp{Parent: a.Inode.Fid, Name: "f", Mode: 0o644, Osts: []uint32{0}}}})
-	d.Do(&pb.Command{Op: &pb.Command_Link{Link: &pb.LinkOp{Fid: f.Inode.Fid, Parent: fid.Root.PB(), Name: "g"}}})
+	a, _ := d.Do(&pb.Command{Op: &pb.Command_Create{Create: &pb.CreateOp{Parent: fid.Root.PB(), Name: []byte("a"), Mode: syscall.S_IFDIR | 0o755}}})
+	f, _ := d.Do(&pb.Command{Op: &pb.Command_Create{Create: &pb.CreateOp{Parent: a.Inode.Fid, Name: []byte("f"), Mode: 0o644, Osts: []uint32{0}}}})
+	d.Do(&pb.Command{Op: &pb.Command_Link{Link: &pb.LinkOp{Fid: f.Inode.Fid, Parent: fid.Root.PB(), Name: []byte("g")}}})
 	paths, err := d.T.Fid2Path(fid.FromPB(f.Inode.Fid))
 	if err != nil || len(paths) != 2 || paths[0] != "/a/f" || paths[1] != "/g" {
 		t.Fatalf("paths %v %v", paths, err)
@@ -186,14 +186,14 @@ func TestReaddirCookiesSurviveChanges(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, e := range ents {
-			seen[e.Name]++
+			seen[string(e.Name)]++
 			cookie = e.Cookie
 		}
 		// Churn between calls.
 		for j := 0; j < 20; j++ {
 			req++
 			create(t, d, 1, req, fid.Root, fmt.Sprintf("tmp%d-%d", round, j), nil, []uint32{0})
-			d.Do(&pb.Command{Op: &pb.Command_Unlink{Unlink: &pb.UnlinkOp{Parent: fid.Root.PB(), Name: fmt.Sprintf("tmp%d-%d", round, j)}}})
+			d.Do(&pb.Command{Op: &pb.Command_Unlink{Unlink: &pb.UnlinkOp{Parent: fid.Root.PB(), Name: []byte(fmt.Sprintf("tmp%d-%d", round, j))}}})
 		}
 		if eof {
 			break
@@ -240,7 +240,7 @@ func TestStateSurvivesReopen(t *testing.T) {
 	// Entries at or below the applied index are not applied twice.
 	d = NewDirect(tg)
 	d.index = applied - 1
-	if _, err := d.Do(&pb.Command{Op: &pb.Command_Create{Create: &pb.CreateOp{Parent: fid.Root.PB(), Name: "dup", Mode: 0o644, Osts: []uint32{0}}}}); err == nil {
+	if _, err := d.Do(&pb.Command{Op: &pb.Command_Create{Create: &pb.CreateOp{Parent: fid.Root.PB(), Name: []byte("dup"), Mode: 0o644, Osts: []uint32{0}}}}); err == nil {
 		t.Fatal("an entry at the applied index produced a reply")
 	}
 	if _, err := tg.Lookup(fid.Root, "dup", nil); err == nil {
@@ -261,9 +261,9 @@ func TestReplicasApplyingSameLogAreIdentical(t *testing.T) {
 	mk(&pb.Command{Op: &pb.Command_PoolReset{PoolReset: &pb.PoolResetOp{Ost: 0, Seq: fid.OSTSeq(0)}}})
 	mk(&pb.Command{Op: &pb.Command_PoolExtend{PoolExtend: &pb.PoolExtendOp{Ost: 0, Seq: fid.OSTSeq(0), End: 50}}})
 	for i := 0; i < 40; i++ {
-		mk(&pb.Command{ClientId: 3, RequestId: uint64(i), Op: &pb.Command_Create{Create: &pb.CreateOp{Parent: fid.Root.PB(), Name: fmt.Sprint(i), Mode: 0o644, Osts: []uint32{0}}}})
+		mk(&pb.Command{ClientId: 3, RequestId: uint64(i), Op: &pb.Command_Create{Create: &pb.CreateOp{Parent: fid.Root.PB(), Name: []byte(fmt.Sprint(i)), Mode: 0o644, Osts: []uint32{0}}}})
 		if i%3 == 0 {
-			mk(&pb.Command{ClientId: 3, RequestId: uint64(1000 + i), Op: &pb.Command_Rename{Rename: &pb.RenameOp{SrcParent: fid.Root.PB(), SrcName: fmt.Sprint(i), DstParent: fid.Root.PB(), DstName: fmt.Sprint("r", i)}}})
+			mk(&pb.Command{ClientId: 3, RequestId: uint64(1000 + i), Op: &pb.Command_Rename{Rename: &pb.RenameOp{SrcParent: fid.Root.PB(), SrcName: []byte(fmt.Sprint(i)), DstParent: fid.Root.PB(), DstName: []byte(fmt.Sprint("r", i))}}})
 		}
 	}
 	dump := func(batches int) []byte {
@@ -296,10 +296,10 @@ func TestReplicasApplyingSameLogAreIdentical(t *testing.T) {
 // its directory's default layout when it is first given one.
 func TestDelayedLayoutComesFromTheDirectory(t *testing.T) {
 	d := newDirect(t, 3)
-	dir, _ := d.Do(&pb.Command{Op: &pb.Command_Create{Create: &pb.CreateOp{Parent: fid.Root.PB(), Name: "d", Mode: syscall.S_IFDIR | 0o755}}})
+	dir, _ := d.Do(&pb.Command{Op: &pb.Command_Create{Create: &pb.CreateOp{Parent: fid.Root.PB(), Name: []byte("d"), Mode: syscall.S_IFDIR | 0o755}}})
 	d.Do(&pb.Command{Op: &pb.Command_SetLayout{SetLayout: &pb.SetLayoutOp{Fid: dir.Inode.Fid, Layout: &pb.Layout{StripeCount: 2, StripeSize: 131072, StripeOffset: -1}}}})
 	before := d.T.Pools()
-	r, _ := d.Do(&pb.Command{Op: &pb.Command_Create{Create: &pb.CreateOp{Parent: dir.Inode.Fid, Name: "f", Mode: 0o644, DelayLayout: true, Osts: []uint32{0, 1, 2}}}})
+	r, _ := d.Do(&pb.Command{Op: &pb.Command_Create{Create: &pb.CreateOp{Parent: dir.Inode.Fid, Name: []byte("f"), Mode: 0o644, DelayLayout: true, Osts: []uint32{0, 1, 2}}}})
 	if r.Errno != 0 || r.Inode.Layout != nil {
 		t.Fatalf("delayed create: %v", r)
 	}

@@ -18,6 +18,11 @@ func (v *service) LfsckCheck(ctx context.Context, req *nacrepb.LfsckCheckRequest
 	if err := fault.Hit("oss.lfsck.check"); err != nil {
 		return nil, status.Error(codes.Unavailable, err.Error())
 	}
+	if req.Delta {
+		for i := 1; i < len(req.Oids); i++ {
+			req.Oids[i] += req.Oids[i-1]
+		}
+	}
 	for i := 1; i < len(req.Oids); i++ {
 		if req.Oids[i] < req.Oids[i-1] {
 			return nil, status.Errorf(codes.InvalidArgument, "lfsck check: oids not ascending at %d", i)

@@ -83,7 +83,7 @@ func Start(cfg Config) (*Server, error) {
 	if base == nil {
 		base = obs.Discard()
 	}
-	log := base // serve already names the target in every line
+	log := base                                                     // serve already names the target in every line
 	store, err := ost.Open(cfg.Dir, cfg.ID, ost.Options{Log: base}) // the store adds the target itself
 	if err != nil {
 		closeListeners()

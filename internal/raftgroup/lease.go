@@ -34,7 +34,8 @@ import (
 //     lease ends one more tick earlier: s + (ElectionTicks-2) ticks.
 //   - A replica that restarts has forgotten its leader and would vote at
 //     once; so for its first ElectionTicks ticks it drops vote requests,
-//     which outlasts any lease its previous life helped grant.
+//     which outlasts any lease its previous life helped grant, except
+//     those of a transfer's campaign (below).
 //   - A leadership transfer deliberately makes the target campaign at
 //     once, ignoring leases: TransferLeadership ends the lease before it
 //     starts, and a renewal that straddles a transfer does not count
@@ -146,8 +147,19 @@ func (g *Group) holdVote(m *pb.Message) bool {
 		return false
 	}
 	t := m.GetType()
+	// A transfer's campaign is let through: the leader that asked for it
+	// ended its lease first, and a replica that was just added (or just
+	// restarted) must be able to help elect the replica a leader hands
+	// over to, or the hand-over of `nacre replica replace` stalls.
+	if string(m.GetContext()) == campaignTransfer {
+		return false
+	}
 	return (t == pb.MsgVote || t == pb.MsgPreVote) && m.GetTerm() > g.term.Load()
 }
+
+// campaignTransfer is the context etcd raft gives the votes of a
+// leadership transfer's campaign (raft.campaignTransfer, unexported).
+const campaignTransfer = "CampaignTransfer"
 
 // ErrTransferFailed: leadership did not move to the chosen replica in
 // time (it may be behind or unreachable); this replica still leads.

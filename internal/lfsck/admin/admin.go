@@ -429,7 +429,7 @@ func FaultInject(ctx context.Context, e Env, kind, path string, stripe uint32) e
 	if err != nil {
 		return err
 	}
-	rep, err := cli.Inject(ctx, &pb.FaultInjectRequest{Kind: kind, Fid: obj.Fid, Parent: parent.Fid, Name: name, Stripe: stripe})
+	rep, err := cli.Inject(ctx, &pb.FaultInjectRequest{Kind: kind, Fid: obj.Fid, Parent: parent.Fid, Name: []byte(name), Stripe: stripe})
 	if err != nil {
 		return err
 	}
