@@ -14,7 +14,7 @@ import (
 )
 
 func addBenchCommands(root *cobra.Command, g *globals) {
-	benchCmd := &cobra.Command{Use: "bench", Short: "Benchmarks: md (metadata), survey, io, age, compare", GroupID: "admin"}
+	benchCmd := &cobra.Command{Use: "bench", Short: "Benchmarks: md (metadata), survey, io, age, popd, compare, lfsck", GroupID: "admin"}
 	var md struct {
 		workers, items, stripes, depth, branch, iterations, wbytes, rbytes int
 		shared, json, csv                                                  bool
@@ -353,12 +353,12 @@ An interrupted run continues where it stopped when run again.`,
 
 func compareCommand() *cobra.Command {
 	var o struct {
-		a, b, bench, size, block, pattern, mode string
-		rounds, workers, items                  int
-		shared, json                            bool
+		a, b, bench, size, block, pattern, mode, plot string
+		rounds, workers, items                        int
+		shared, json                                  bool
 	}
 	cmd := &cobra.Command{
-		Use:   "compare --a TARGET --b TARGET [--bench md|io] [--rounds N] [benchmark options]",
+		Use:   "compare --a TARGET --b TARGET [--bench md|io] [--rounds N] [benchmark options] [--plot FILE.png]",
 		Short: "Run one benchmark against two targets in alternation and print the ratios with their spread",
 		Long: `Targets are path:DIR (a mounted file system: a Nacre mount, the local disk,
 MooseFS ...) or mgs:HOST:PORT (a Nacre cluster through the client library).
@@ -389,9 +389,19 @@ the median, smallest and largest ratio A/B.`,
 			if !o.json {
 				co.Progress = cmd.ErrOrStderr()
 			}
+			co.Timeline = o.plot != ""
 			r, err := bench.RunCompare(cmd.Context(), co)
 			if err != nil {
 				return err
+			}
+			if o.plot != "" {
+				unit := "ops"
+				if o.bench == "io" {
+					unit = "bytes"
+				}
+				if _, err := bench.WritePlot(o.plot, fmt.Sprintf("nacre bench compare: %s vs %s", r.A, r.B), unit, r.Points); err != nil {
+					return err
+				}
 			}
 			if o.json {
 				return cli.JSON(cmd.OutOrStdout(), r)
@@ -413,5 +423,6 @@ the median, smallest and largest ratio A/B.`,
 	f.StringVar(&o.pattern, "pattern", "seq", "io: seq, random or both")
 	f.StringVar(&o.mode, "mode", "fpp", "io: fpp, shared or both")
 	f.BoolVar(&o.json, "json", false, "print JSON")
+	f.StringVar(&o.plot, "plot", "", "draw every run's per-second timeline, one after the other, to FILE.png")
 	return cmd
 }

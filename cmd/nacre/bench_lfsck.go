@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -38,16 +39,30 @@ func parseFileCounts(s string) ([]int, error) {
 // lfsckBenchCommands are `nacre bench popd` and `nacre bench lfsck`.
 func lfsckBenchCommands(g *globals) []*cobra.Command {
 	var pd bench.PopDOptions
+	var popdPlot string
 	popd := &cobra.Command{
-		Use:   "popd --files N [--dirs N] [--subdirs L] [--threads C] [--root NAME] [--stripe-count S]",
+		Use:   "popd --files N [--dirs N] [--subdirs L] [--threads C] [--root NAME] [--stripe-count S] [--plot FILE.png]",
 		Short: "Populate a PopD tree (seed 003): N subdirectories, L sub-subdirectories, C threads creating files",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			pd.MGS = g.mgs
 			pd.Progress = cmd.ErrOrStderr()
+			if popdPlot != "" {
+				pd.Timeline = &bench.Timeline{MGS: pd.MGS, Unit: "files"}
+				pd.Timeline.Start(cmd.Context())
+				pd.Timeline.SetPhase("create")
+			}
 			r, err := bench.PopD(cmd.Context(), pd)
+			if pd.Timeline != nil {
+				pd.Timeline.Stop()
+			}
 			if err != nil {
 				return err
+			}
+			if popdPlot != "" {
+				if _, err := bench.WritePlot(popdPlot, "nacre bench popd", "files", pd.Timeline.Points()); err != nil {
+					return err
+				}
 			}
 			return cli.JSON(cmd.OutOrStdout(), r)
 		},
@@ -59,6 +74,7 @@ func lfsckBenchCommands(g *globals) []*cobra.Command {
 	popd.Flags().IntVar(&pd.Threads, "threads", 8, "C: threads creating files")
 	popd.Flags().StringVar(&pd.Root, "root", "popd", "the tree's directory under /")
 	popd.Flags().IntVar(&pd.StripeCount, "stripe-count", 0, "stripe count of the files (-1: every OST)")
+	popd.Flags().StringVar(&popdPlot, "plot", "", "draw the per-second timeline (with server disk and network throughput) to FILE.png")
 
 	var lb struct {
 		sizes, osts, plot, from string
@@ -76,8 +92,8 @@ Seed 000's Table I (--osts): starts a local cluster per OST count, puts
 --ost-files files striped over every OST, times the layout check.
 
 Seed 003's test under load (--load): the create rate alone, with the
-namespace check at full speed, and with speed limits of 1/5 to 4/5 of the
-full speed, --load-seconds each.`,
+namespace check at full speed, and with speed limits of 1/5 to 4/5 of its
+full speed under the same load, --load-seconds each.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
@@ -147,6 +163,7 @@ full speed, --load-seconds each.`,
 	f.BoolVar(&lb.load, "load", false, "measure the create rate under the checker")
 	f.Float64Var(&o.LoadSeconds, "load-seconds", 10, "seconds per load measurement")
 	f.IntVar(&o.LoadRounds, "load-rounds", 3, "alternations of without / with the checker per setting")
+	f.DurationVar(&o.Settle, "settle", 10*time.Second, "pause after populating (and one unmeasured run) before measuring, for the stores' compactions")
 	f.BoolVar(&lb.json, "json", false, "print the results as JSON")
 	f.StringVar(&lb.plot, "plot", "", "write PNG plots into this directory")
 	f.StringVar(&lb.from, "from", "", "merge saved results (JSON files, comma separated) and only print and plot them")

@@ -6,6 +6,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/jedib0t/go-pretty/v6/text"
@@ -39,6 +40,12 @@ type CompareOptions struct {
 	MD       MDOptions
 	IO       IOOptions
 	Progress io.Writer
+	// Timeline records every run's per-second timeline (with the servers
+	// of an mgs: target) into CompareResult.Points, one after the other,
+	// phases named "LABEL PHASE", for --plot.
+	Timeline bool
+	// TimelineEvery is the sampling interval (0: 1 s).
+	TimelineEvery time.Duration
 }
 
 // CompareRow is one figure compared.
@@ -60,15 +67,17 @@ type CompareResult struct {
 	B         string       `json:"b"`
 	Rounds    int          `json:"rounds"`
 	Rows      []CompareRow `json:"rows"`
+	// Points: the runs' timelines back to back (Timeline option).
+	Points []TimelinePoint `json:"-"`
 }
 
-func runFigures(ctx context.Context, o CompareOptions, t Target) (map[string]float64, []string, string, error) {
+func runFigures(ctx context.Context, o CompareOptions, t Target, tl *Timeline) (map[string]float64, []string, string, error) {
 	figs := map[string]float64{}
 	var order []string
 	switch o.Bench {
 	case "md":
 		m := o.MD
-		m.Path, m.MGS, m.Progress, m.Timeline = t.Path, t.MGS, nil, nil
+		m.Path, m.MGS, m.Progress, m.Timeline = t.Path, t.MGS, nil, tl
 		r, err := RunMD(ctx, m)
 		if err != nil {
 			return nil, nil, "", fmt.Errorf("%s: %w", t.Label, err)
@@ -80,7 +89,7 @@ func runFigures(ctx context.Context, o CompareOptions, t Target) (map[string]flo
 		return figs, order, "ops/s", nil
 	case "io":
 		i := o.IO
-		i.Path, i.MGS, i.Progress, i.Timeline = t.Path, t.MGS, nil, nil
+		i.Path, i.MGS, i.Progress, i.Timeline = t.Path, t.MGS, nil, tl
 		r, err := RunIO(ctx, i)
 		if err != nil {
 			return nil, nil, "", fmt.Errorf("%s: %w", t.Label, err)
@@ -114,9 +123,16 @@ func RunCompare(ctx context.Context, o CompareOptions) (*CompareResult, error) {
 		}
 		got := map[string]map[string]float64{}
 		for _, t := range sides {
-			figs, ord, unit, err := runFigures(ctx, o, t)
+			var tl *Timeline
+			if o.Timeline {
+				tl = &Timeline{MGS: t.MGS, Unit: "ops", Interval: o.TimelineEvery}
+			}
+			figs, ord, unit, err := runFigures(ctx, o, t, tl)
 			if err != nil {
 				return res, err
+			}
+			if tl != nil {
+				res.appendTimeline(t.Label, tl.Points())
 			}
 			got[t.Label] = figs
 			for _, k := range ord {
@@ -180,4 +196,17 @@ func PrintCompare(w io.Writer, r *CompareResult) {
 	}
 	t.SetColumnConfigs([]table.ColumnConfig{{Number: 2, Align: text.AlignRight}, {Number: 3, Align: text.AlignRight}, {Number: 4, Align: text.AlignRight}})
 	t.Render()
+}
+
+// appendTimeline adds one run's timeline after the ones before it.
+func (r *CompareResult) appendTimeline(label string, pts []TimelinePoint) {
+	off := 0.0
+	if n := len(r.Points); n > 0 {
+		off = r.Points[n-1].T
+	}
+	for _, p := range pts {
+		p.T += off
+		p.Phase = label + " " + p.Phase
+		r.Points = append(r.Points, p)
+	}
 }

@@ -47,6 +47,10 @@ type PopDOptions struct {
 	Offset      int    // files already in the tree (a tree grows by calls)
 	StripeCount int    // 0: file system default; -1: every OST
 	Progress    io.Writer
+	Timeline    *Timeline // if set, counts every file made (--plot)
+	// For, if set, ends the creating after this long (the tree's
+	// directories are made first, outside that time).
+	For time.Duration
 }
 
 // PopDResult is how the population went.
@@ -127,6 +131,11 @@ func PopD(ctx context.Context, o PopDOptions) (*PopDResult, error) {
 			subs = append(subs, s)
 		}
 	}
+	if o.For > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.For)
+		defer cancel()
+	}
 	var done atomic.Int64
 	var firstErr error
 	var errOnce sync.Once
@@ -174,6 +183,9 @@ func PopD(ctx context.Context, o PopDOptions) (*PopDResult, error) {
 					return
 				}
 				done.Add(1)
+				if o.Timeline != nil {
+					o.Timeline.Add(1)
+				}
 			}
 		}(t, first, n)
 	}
@@ -215,7 +227,10 @@ type LfsckBenchOptions struct {
 	Load        bool
 	LoadSeconds float64
 	LoadRounds  int // alternations of without / with the checker per setting
-	Progress    io.Writer
+	// Settle is the pause after the unmeasured run that follows each
+	// population (see settle).
+	Settle   time.Duration
+	Progress io.Writer
 }
 
 // LfsckPoint is one checker run.
@@ -273,6 +288,23 @@ func measureMedian(ctx context.Context, c *admin.Conn, comp string, files, osts,
 	}
 	sort.Slice(pts, func(i, j int) bool { return pts[i].ObjectsPerS < pts[j].ObjectsPerS })
 	return pts[len(pts)/2], nil
+}
+
+// settle lets the stores finish the work a population leaves behind
+// (pebble flushes and compacts the new keys for a while) and warms the
+// caches alike for every size and OST count: one unmeasured run of every
+// component, then a pause.
+func settle(ctx context.Context, c *admin.Conn, o LfsckBenchOptions) error {
+	say(o.Progress, "settling: one unmeasured run, then %s", o.Settle)
+	if _, err := c.Run(ctx, 0, &pb.LfsckStartRequest{Types: []string{"all"}, Reset_: true}); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(o.Settle):
+	}
+	return nil
 }
 
 // measure runs one component (or all) at full speed and reads its figures.
@@ -346,6 +378,9 @@ func RunLfsckBench(ctx context.Context, o LfsckBenchOptions) (*LfsckBenchResult,
 					return res, err
 				}
 				have = size
+			}
+			if err := settle(ctx, c, o); err != nil {
+				return res, err
 			}
 			for _, comp := range benchComponents {
 				p, err := measureMedian(ctx, c, comp, size, 0, o.Repeat)
@@ -422,6 +457,9 @@ func runOSTs(ctx context.Context, o LfsckBenchOptions, n int) ([]LfsckPoint, err
 		return nil, err
 	}
 	defer c.Close()
+	if err := settle(ctx, c, o); err != nil {
+		return nil, err
+	}
 	var out []LfsckPoint
 	for _, comp := range []string{"layout", "all"} {
 		m0, o0 := cpuSeconds(mdtPids), cpuSeconds(ostPids)
@@ -457,19 +495,30 @@ func runLoad(ctx context.Context, c *admin.Conn, o LfsckBenchOptions) ([]LoadPoi
 		speed uint64
 		on    bool
 	}{{"none", 0, false}, {"full", 0, true}}
+	// The limits are fractions of the checker's full speed under the same
+	// create load (measured in the "full" setting), not of its unloaded
+	// speed: under load it gets a share of the cores, and a limit above
+	// what it reaches limits nothing.
 	for k := 1; k <= 4; k++ {
 		settings = append(settings, struct {
 			name  string
 			speed uint64
 			on    bool
-		}{fmt.Sprintf("%d/5", k), uint64(full.ObjectsPerS * float64(k) / 5), true})
+		}{fmt.Sprintf("%d/5", k), uint64(k), true})
 	}
+	var loadedFull float64
 	// Each setting is measured right after a run without the checker, and
 	// compared with it: the machine's drift (other work on a shared VM)
 	// cancels out better than against one baseline.
 	rounds := max(o.LoadRounds, 1)
 	var out []LoadPoint
 	for i, s := range settings {
+		if s.name != "none" && s.name != "full" {
+			s.speed = uint64(loadedFull * float64(s.speed) / 5)
+			if s.speed == 0 {
+				s.speed = 1
+			}
+		}
 		var base, with, checker float64
 		var lp LoadPoint
 		for round := 0; round < rounds; round++ {
@@ -495,6 +544,11 @@ func runLoad(ctx context.Context, c *admin.Conn, o LfsckBenchOptions) ([]LoadPoi
 		lp.CheckerPerS = round1(checker / float64(rounds))
 		base /= float64(rounds)
 		lp.Setting = s.name
+		lp.SpeedLimit = s.speed
+		if s.name == "full" {
+			loadedFull = lp.CheckerPerS
+			say(o.Progress, "load: full speed under load: %.0f objects/s; the limits below are fractions of it", loadedFull)
+		}
 		lp.BaseCreatesPerS = round1(base)
 		if base > 0 {
 			lp.RelativeRate = float64(int64(lp.CreatesPerS/base*1000+0.5)) / 1000
@@ -538,10 +592,8 @@ func loadOnce(ctx context.Context, c *admin.Conn, o LfsckBenchOptions, secs floa
 		time.Sleep(200 * time.Millisecond)
 	}
 	dur := time.Duration(secs * float64(time.Second))
-	pctx, pcancel := context.WithTimeout(ctx, dur)
 	t0 := time.Now()
-	r, err := PopD(pctx, PopDOptions{MGS: o.MGS, Root: "popd-" + dir, Dirs: 2, Subdirs: 4, Threads: o.Threads, Files: 1 << 30})
-	pcancel()
+	r, err := PopD(ctx, PopDOptions{MGS: o.MGS, Root: "popd-" + dir, Dirs: 2, Subdirs: 4, Threads: o.Threads, Files: 1 << 30, For: dur})
 	el := time.Since(t0).Seconds()
 	if on {
 		// The round in progress counts too.
@@ -562,7 +614,7 @@ func loadOnce(ctx context.Context, c *admin.Conn, o LfsckBenchOptions, secs floa
 	}
 	lp := LoadPoint{SpeedLimit: speed, CheckerRounds: rounds}
 	if r != nil {
-		lp.CreatesPerS = round1(float64(r.Files) / el)
+		lp.CreatesPerS = round1(float64(r.Files) / dur.Seconds()) // creating lasted For
 	}
 	lp.CheckerPerS = round1(float64(checked.Load()) / el)
 	return lp, nil

@@ -28,6 +28,7 @@ type Timeline struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	start  time.Time
+	base   int64 // the count at Start
 }
 
 // TimelinePoint is one interval.
@@ -60,6 +61,7 @@ func (t *Timeline) Start(ctx context.Context) {
 	ctx, t.cancel = context.WithCancel(ctx)
 	t.done = make(chan struct{})
 	t.start = time.Now()
+	t.base = t.count.Load()
 	t.phase.Store("")
 	go t.run(ctx)
 }
@@ -108,10 +110,21 @@ func (t *Timeline) run(ctx context.Context) {
 	sample()
 	tick := time.NewTicker(t.Interval)
 	defer tick.Stop()
-	last, lastAt := t.count.Load(), time.Now()
+	// The first interval starts at Start (the servers' first scrape above
+	// takes a while), so that rate x interval adds up to the work.
+	last, lastAt := t.base, t.start
 	for {
 		select {
 		case <-ctx.Done():
+			// The last, partial interval: without it a short run's
+			// timeline misses up to a second of its work.
+			now := time.Now()
+			if n := t.count.Load(); n != last && now.After(lastAt) {
+				t.mu.Lock()
+				t.points = append(t.points, TimelinePoint{T: now.Sub(t.start).Seconds(), Phase: t.phase.Load().(string),
+					Rate: float64(n-last) / now.Sub(lastAt).Seconds()})
+				t.mu.Unlock()
+			}
 			return
 		case <-tick.C:
 		}

@@ -124,4 +124,44 @@ func TestBenchmarksOnACluster(t *testing.T) {
 	if n != age.Files || n != 60 {
 		t.Fatalf("aged tree holds %d files, the result says %d", n, age.Files)
 	}
+
+	// popd and compare draw timelines too.
+	ptl := &bench.Timeline{MGS: cl.MGS, Interval: 100 * time.Millisecond, Unit: "files"}
+	ptl.Start(ctx)
+	ptl.SetPhase("create")
+	pr, err := bench.PopD(ctx, bench.PopDOptions{MGS: cl.MGS, Root: "p", Dirs: 2, Subdirs: 2, Threads: 4, Files: 400, Timeline: ptl})
+	ptl.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The rates times their intervals add up to the files made.
+	var made, prevT float64
+	for _, p := range ptl.Points() {
+		made += p.Rate * (p.T - prevT)
+		prevT = p.T
+	}
+	if pr.Files != 400 || made < 390 || made > 410 {
+		t.Fatalf("popd made %d files; its timeline adds up to %.0f", pr.Files, made)
+	}
+	cr, err := bench.RunCompare(ctx, bench.CompareOptions{A: bench.Target{Label: "a", MGS: cl.MGS}, B: bench.Target{Label: "b", MGS: cl.MGS},
+		Rounds: 2, Bench: "md", MD: bench.MDOptions{Workers: 1, Items: 150, Phases: []string{"file"}}, Timeline: true, TimelineEvery: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	phases := map[string]bool{}
+	last := -1.0
+	for _, p := range cr.Points {
+		phases[p.Phase] = true
+		if p.T <= last {
+			t.Fatalf("compare timeline goes back in time at %+v", p)
+		}
+		last = p.T
+	}
+	if !phases["a file_create"] || !phases["b file_remove"] {
+		t.Fatalf("compare timeline phases %v", phases)
+	}
+	png = filepath.Join(t.TempDir(), "compare.png")
+	if _, err := bench.WritePlot(png, "compare", "ops", cr.Points); err != nil {
+		t.Fatal(err)
+	}
 }

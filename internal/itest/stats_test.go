@@ -13,9 +13,10 @@ import (
 	"nacre/internal/testcluster"
 )
 
-// TestMetricsMoveWithOperations: the per-target counters behind `nacre
-// stats` count exactly the operations and bytes a client causes.
-func TestMetricsMoveWithOperations(t *testing.T) {
+// TestStatsCountOperations: the per-target counters behind `nacre stats`
+// count exactly the operations and bytes a client causes (the metrics
+// pages themselves: TestMetricsMoveWithOperations in metrics_test.go).
+func TestStatsCountOperations(t *testing.T) {
 	cl := testcluster.Start(t, testcluster.Options{OSTs: 1})
 	ctx := context.Background()
 	before, err := cli.CollectStats(ctx, cl.MGS, "", 10*time.Millisecond)

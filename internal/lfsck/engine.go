@@ -54,7 +54,9 @@ type Checker struct {
 	mu    sync.Mutex
 	state *pb.LfsckState // the latest run: persisted, or a dry run's (memory only)
 	cur   *run
-	last  *run // the last finished run (its live figures for reports)
+	last  *run       // the last finished run (its live figures for reports)
+	done  runFigures // Progress: what the runs that ended counted (progress.go)
+	shown runFigures // Progress: the highest totals returned
 }
 
 // ErrRunning: a check is already running.
@@ -301,6 +303,9 @@ func (c *Checker) begin(ctx context.Context, prev *pb.LfsckState, p *pb.LfsckPar
 			return fmt.Errorf("record the checker's start: %w", err)
 		}
 	}
+	// What the run starts from (a resumed run's figures so far, the
+	// counters as the start left them): Progress counts from here.
+	r.base = c.figuresOf(st, r.live())
 	c.mu.Lock()
 	c.state = proto.Clone(st).(*pb.LfsckState)
 	c.cur = r
@@ -478,12 +483,14 @@ func (c *Checker) Resume(ctx context.Context) error {
 
 // finish records the end of a run (called by the run itself).
 func (c *Checker) finish(r *run) {
+	end := c.figuresOf(r.snapshotState(), r.live())
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cur == r {
 		c.cur = nil
 	}
 	c.last = r
+	c.runEnded(r, end)
 	if r.haltMode() != haltAbandon {
 		c.state = r.snapshotState()
 	}

@@ -187,32 +187,9 @@ func (c *Checker) Report() *Report {
 		} else if comp == Layout {
 			cr.IncompleteOSTs = st.IncompleteOsts
 		}
-		if inRun && p.DryRun {
-			if lv != nil {
-				for k, name := range KindNames[comp] {
-					if f := lv.t1[comp][tFound+int(k)] + lv.t2[comp][tFound+int(k)]; f != 0 {
-						cr.Counters[name] = Count{Inconsistent: f}
-					}
-				}
-			} else {
-				for name, cnt := range cs.Counters {
-					cr.Counters[name] = Count{Inconsistent: cnt.Inconsistent, Repaired: cnt.Repaired}
-				}
-			}
-		} else {
-			cnts, _ := mdt.LfsckCounters(c.env.Target.DB(), comp)
-			for k, v := range cnts {
-				if k == mdt.LfsckKindFailed {
-					cr.FailedPhase2 += v[0]
-					continue
-				}
-				name := KindNames[comp][k]
-				if name == "" {
-					name = fmt.Sprintf("kind%d", k)
-				}
-				cr.Counters[name] = Count{Inconsistent: v[0], Repaired: v[1]}
-			}
-		}
+		var extraFailed uint64
+		cr.Counters, extraFailed = c.counts(comp, cs, inRun, p.DryRun, lv)
+		cr.FailedPhase2 += extraFailed
 		for _, cnt := range cr.Counters {
 			cr.Inconsistent += cnt.Inconsistent
 			cr.Repaired += cnt.Repaired
@@ -231,6 +208,42 @@ func (c *Checker) Report() *Report {
 		rep.Components[ComponentNames[comp]] = cr
 	}
 	return rep
+}
+
+// counts are one component's inconsistencies found and repaired by kind,
+// and the failures its repairs counted: a dry run's live (lv) or recorded
+// figures, else the counters in the store. inRun: the component is part
+// of the latest run.
+func (c *Checker) counts(comp uint32, cs *pb.LfsckComponentState, inRun, dry bool, lv *liveFigures) (map[string]Count, uint64) {
+	out := map[string]Count{}
+	var failed uint64
+	if inRun && dry {
+		if lv != nil {
+			for k, name := range KindNames[comp] {
+				if f := lv.t1[comp][tFound+int(k)] + lv.t2[comp][tFound+int(k)]; f != 0 {
+					out[name] = Count{Inconsistent: f}
+				}
+			}
+		} else {
+			for name, cnt := range cs.Counters {
+				out[name] = Count{Inconsistent: cnt.Inconsistent, Repaired: cnt.Repaired}
+			}
+		}
+		return out, 0
+	}
+	cnts, _ := mdt.LfsckCounters(c.env.Target.DB(), comp)
+	for k, v := range cnts {
+		if k == mdt.LfsckKindFailed {
+			failed += v[0]
+			continue
+		}
+		name := KindNames[comp][k]
+		if name == "" {
+			name = fmt.Sprintf("kind%d", k)
+		}
+		out[name] = Count{Inconsistent: v[0], Repaired: v[1]}
+	}
+	return out, failed
 }
 
 func round1(v float64) float64 { return float64(int64(v*10+0.5)) / 10 }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	pb "nacre/api/nacrepb"
@@ -110,7 +112,8 @@ type run struct {
 	phaseT0   time.Time
 	runBase   [4][2]int64 // run time per component and phase before this resume
 	lastCkpt  time.Time
-	ckptCount uint64 // checked at the last checkpoint (real-time speed)
+	ckptCount uint64     // checked at the last checkpoint (real-time speed)
+	base      runFigures // the figures it started from (Progress)
 	failErr   error
 	ost       uint64 // our object sequence on every OST
 	checkBuf  []checkItem
@@ -314,7 +317,9 @@ func (r *run) end(err error) {
 	switch {
 	case mode == haltAbandon:
 		return
-	case mode != 0 && (err == nil || errors.Is(err, errHalted) || errors.Is(err, context.Canceled)):
+	case mode != 0 && (err == nil || errors.Is(err, errHalted) || errors.Is(err, context.Canceled) || status.Code(err) == codes.Canceled):
+		// A stop cancels the run's context: a proposal or RPC in flight
+		// then ends with gRPC's Canceled, which is the stop, not a failure.
 		r.setStatus(mode)
 		r.checkpointQuiet(true)
 		r.log.Info("checker stopped", "status", StatusName(mode), "position", r.st.Position)

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -31,13 +32,17 @@ var checkers sync.Map // *Server -> *lfsck.Checker
 
 // startChecker registers the Lfsck and Fault services and starts
 // following the leadership.
-func (s *Server) startChecker(g *grpc.Server) {
+func (s *Server) startChecker(g *grpc.Server, reg *prometheus.Registry) {
 	if err := fault.ArmFromEnv(); err != nil {
 		s.log.Warn("NACRE_FAULTS", "err", err)
 	}
 	c := lfsck.New(lfsck.Env{Target: s.t, Propose: s.propose, OSTs: s.lfsckOSTs, Log: s.log,
 		Activity: func() uint64 { return s.group.AppliedIndex() }})
 	checkers.Store(s, c)
+	if reg != nil {
+		s.lfsckMetrics = newLfsckCollector(c, s.id.Name())
+		reg.MustRegister(s.lfsckMetrics)
+	}
 	pb.RegisterLfsckServer(g, &lfsckService{s: s, c: c})
 	pb.RegisterFaultServer(g, &faultService{s: s})
 	s.wg.Add(1)
@@ -53,6 +58,9 @@ func (s *Server) Checker() *lfsck.Checker {
 
 // stopChecker pauses a running check before the server stops.
 func (s *Server) stopChecker() {
+	if s.lfsckMetrics != nil {
+		s.lfsckMetrics.close()
+	}
 	c := s.Checker()
 	if c == nil {
 		return

@@ -83,7 +83,8 @@ type Server struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 
-	m metrics
+	m            metrics
+	lfsckMetrics *lfsckCollector // nacre_lfsck_* (metrics.go)
 }
 
 type ostState struct {
@@ -104,7 +105,7 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{id: cfg.ID, log: cfg.Log, db: cfg.DB, t: t, mgs: cfg.MGS, osts: map[uint32]*ostState{}, stop: make(chan struct{})}
-	s.m = newMetrics(cfg.Reg, cfg.ID.Label())
+	s.m = newMetrics(cfg.Reg, cfg.ID.Name())
 	g, err := cfg.Group(smAdapter{t})
 	if err != nil {
 		return nil, fmt.Errorf("start raft group of %s: %w", cfg.ID.Name(), err)
@@ -112,8 +113,8 @@ func Start(cfg Config) (*Server, error) {
 	s.group = g
 	s.linearizable = len(cfg.ID.Peers) > 1
 	pb.RegisterMDSServer(cfg.GRPC, s)
-	s.startClientServices(cfg.GRPC) // locks, sessions, open files (open.go)
-	s.startChecker(cfg.GRPC)        // nacre lfsck and nacre fault (lfsck.go)
+	s.startClientServices(cfg.GRPC)   // locks, sessions, open files (open.go)
+	s.startChecker(cfg.GRPC, cfg.Reg) // nacre lfsck and nacre fault (lfsck.go)
 	s.wg.Add(1)
 	go s.maintain()
 	return s, nil

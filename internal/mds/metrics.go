@@ -2,10 +2,12 @@ package mds
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"nacre/internal/lfsck"
 	"nacre/internal/mdt"
 	"nacre/internal/obs"
 )
@@ -49,5 +51,74 @@ func (m metrics) observe(op string, start time.Time, errno int32) {
 func (m metrics) setPools(p map[uint32]mdt.PoolState) {
 	for ost, ps := range p {
 		m.pool.WithLabelValues(fmt.Sprintf("OST%04x", ost)).Set(float64(ps.Avail()))
+	}
+}
+
+// lfsckCollector exports the checker's progress (nacre_lfsck_*, per
+// component). It reads the checker's figures when scraped, so that the
+// scan itself (hundreds of thousands of objects a second) updates no
+// metric.
+type lfsckCollector struct {
+	mu                                      sync.RWMutex
+	closed                                  bool // the server stopped: its store is about to close
+	c                                       *lfsck.Checker
+	running, phase, position                *prometheus.Desc
+	checked, failed, inconsistent, repaired *prometheus.Desc
+}
+
+func newLfsckCollector(c *lfsck.Checker, label string) *lfsckCollector {
+	cl := prometheus.Labels{"target": label}
+	d := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, []string{"component"}, cl)
+	}
+	return &lfsckCollector{c: c,
+		running:  d("nacre_lfsck_running", "1 while the checker runs this component (scrub, namespace, layout), else 0."),
+		phase:    d("nacre_lfsck_phase", "Phase of the running check of this component (1: scan, 2: cross-checks), 0 when it does not run."),
+		position: d("nacre_lfsck_position", "Phase-1 scan position: the local object key the running check has reached, else the latest run's last checkpoint position."),
+		checked: d("nacre_lfsck_checked_total",
+			"Items checked by the checker since the server started, over all runs (the per-run figure is `checked` in nacre lfsck query)."),
+		failed: d("nacre_lfsck_failed_total",
+			"Items the checker failed to check or repair since the server started, over all runs."),
+		inconsistent: d("nacre_lfsck_inconsistent_total",
+			"Inconsistencies the checker found (dry runs included) since the server started, over all runs."),
+		repaired: d("nacre_lfsck_repaired_total",
+			"Inconsistencies the checker repaired since the server started, over all runs."),
+	}
+}
+
+func (l *lfsckCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{l.running, l.phase, l.position, l.checked, l.failed, l.inconsistent, l.repaired} {
+		ch <- d
+	}
+}
+
+// close makes the collector export nothing from now on; it waits for a
+// scrape in progress.
+func (l *lfsckCollector) close() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+}
+
+func (l *lfsckCollector) Collect(ch chan<- prometheus.Metric) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return
+	}
+	p := l.c.Progress()
+	for _, comp := range lfsck.Components {
+		name, pr := lfsck.ComponentNames[comp], p[comp]
+		running := 0.0
+		if pr.Running {
+			running = 1
+		}
+		ch <- prometheus.MustNewConstMetric(l.running, prometheus.GaugeValue, running, name)
+		ch <- prometheus.MustNewConstMetric(l.phase, prometheus.GaugeValue, float64(pr.Phase), name)
+		ch <- prometheus.MustNewConstMetric(l.position, prometheus.GaugeValue, float64(pr.Position), name)
+		ch <- prometheus.MustNewConstMetric(l.checked, prometheus.CounterValue, float64(pr.Checked), name)
+		ch <- prometheus.MustNewConstMetric(l.failed, prometheus.CounterValue, float64(pr.Failed), name)
+		ch <- prometheus.MustNewConstMetric(l.inconsistent, prometheus.CounterValue, float64(pr.Inconsistent), name)
+		ch <- prometheus.MustNewConstMetric(l.repaired, prometheus.CounterValue, float64(pr.Repaired), name)
 	}
 }

@@ -8,7 +8,9 @@
 // Metrics (prefix nacre_ost_, constant label target="<fsname>-OSTxxxx"):
 // ops_total, op_errors_total and op_duration_seconds by api (wire, grpc)
 // and op; read_bytes_total and write_bytes_total; precreated_objects_total;
-// objects; crc_errors_total; data_connections.
+// objects; crc_errors_total; data_connections. With Config.InFlight it
+// also counts requests being served in nacre_rpc_inflight{proto="grpc"|"wire"}.
+// The table of every server's metrics: docs/architecture.md §7.
 package oss
 
 import (
@@ -44,6 +46,9 @@ type Config struct {
 	Reg  *prometheus.Registry
 	GRPC net.Listener // control service
 	Data net.Listener // wire protocol
+	// InFlight, if set, counts the requests being served, by protocol
+	// ("grpc", "wire"): nacre_rpc_inflight of internal/obs.
+	InFlight *prometheus.GaugeVec
 }
 
 // stopTimeout bounds how long Stop waits for gRPC calls in flight.
@@ -99,12 +104,18 @@ func Start(cfg Config) (*Server, error) {
 		grpcAddr: cfg.GRPC.Addr().String(),
 		dataAddr: cfg.Data.Addr().String(),
 	}
-	s.data = wire.Serve(cfg.Data, store, wire.ServerOptions{
+	wo := wire.ServerOptions{
 		Fsname:  id.Fsname,
 		Index:   id.Index,
 		Log:     log,
 		Observe: s.m.observeWire,
-	})
+	}
+	var rpcOpts []rpc.ServerOption
+	if cfg.InFlight != nil {
+		wo.InFlight = cfg.InFlight.WithLabelValues("wire")
+		rpcOpts = append(rpcOpts, rpc.WithInFlight(cfg.InFlight.WithLabelValues("grpc")))
+	}
+	s.data = wire.Serve(cfg.Data, store, wo)
 	reg := prometheus.Registerer(cfg.Reg)
 	if cfg.Reg == nil {
 		reg = prometheus.NewRegistry() // private: metrics still work, nobody scrapes them
@@ -116,7 +127,7 @@ func Start(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("start OSS %s: metrics: %w", id.Name(), err)
 	}
 	s.reg = reg
-	s.grpc = rpc.NewServer(s.m.observeGRPC)
+	s.grpc = rpc.NewServer(s.m.observeGRPC, rpcOpts...)
 	nacrepb.RegisterOSSServer(s.grpc, &service{s: s})
 	go func() {
 		defer close(s.grpcDone)

@@ -162,7 +162,7 @@ func Run(ctx context.Context, dir string, o Options) error {
 		closeDB = false
 		info.Kind = pb.TargetKind_TARGET_OST
 		info.DataAddr = dataLn.Addr().String()
-		srv, err := oss.Start(oss.Config{Dir: dir, ID: id, Log: log, Reg: reg, GRPC: ln, Data: dataLn})
+		srv, err := oss.Start(oss.Config{Dir: dir, ID: id, Log: log, Reg: reg, GRPC: ln, Data: dataLn, InFlight: sm.InFlight})
 		if err != nil {
 			return err
 		}

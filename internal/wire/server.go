@@ -37,6 +37,12 @@ type ServerOptions struct {
 	// Observe, if set, is called after every request with its opcode,
 	// duration, payload bytes moved and outcome (for metrics).
 	Observe func(op Op, d time.Duration, bytes int, err error)
+	// InFlight, if set, counts the requests being served (the RPC queue
+	// depth metric).
+	InFlight interface {
+		Inc()
+		Dec()
+	}
 
 	// protocol overrides version.Protocol (tests of version refusal).
 	protocol uint16
@@ -276,6 +282,10 @@ func (s *Server) serveOne(sc *serverConn) bool {
 	}
 	sc.nc.SetReadDeadline(time.Time{})
 	s.requests.Add(1)
+	if s.opts.InFlight != nil {
+		s.opts.InFlight.Inc()
+		defer s.opts.InFlight.Dec()
+	}
 	start := time.Now()
 	n, keep, err := s.dispatch(sc, &h, ext, payload, crc)
 	if s.opts.Observe != nil {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -41,7 +42,9 @@ type Env struct {
 type conn struct {
 	c   *client.Client
 	cfg *pb.ClusterConfig
-	ccs []*grpc.ClientConn
+
+	mu  sync.Mutex // a Conn is shared by goroutines (a bench polls while it runs)
+	ccs map[string]*grpc.ClientConn
 }
 
 func connect(ctx context.Context, e Env) (*conn, error) {
@@ -61,18 +64,30 @@ func connect(ctx context.Context, e Env) (*conn, error) {
 }
 
 func (k *conn) close() {
+	k.mu.Lock()
 	for _, cc := range k.ccs {
 		cc.Close()
 	}
+	k.ccs = nil
+	k.mu.Unlock()
 	k.c.Close()
 }
 
+// dial returns the connection to addr, made once.
 func (k *conn) dial(addr string) (*grpc.ClientConn, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if cc := k.ccs[addr]; cc != nil {
+		return cc, nil
+	}
 	cc, err := rpc.Dial(addr)
 	if err != nil {
 		return nil, err
 	}
-	k.ccs = append(k.ccs, cc)
+	if k.ccs == nil {
+		k.ccs = map[string]*grpc.ClientConn{}
+	}
+	k.ccs[addr] = cc
 	return cc, nil
 }
 
