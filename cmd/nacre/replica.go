@@ -46,6 +46,15 @@ snapshot, and becomes a voter once it has caught up.`,
 		}
 		return e, nil
 	}
+	// envGroup is env plus the group named by --target.
+	envGroup := func(cmd *cobra.Command, targetFlag string) (cli.Env, cli.ReplicaGroup, error) {
+		e, err := env(cmd)
+		if err != nil {
+			return e, cli.ReplicaGroup{}, err
+		}
+		grp, err := cli.ParseGroup(targetFlag)
+		return e, grp, err
+	}
 	top.PersistentFlags().StringVar(&dir, "dir", "", "local cluster directory (its MGS; add and remove manage the replica processes)")
 
 	var list struct {
@@ -100,11 +109,7 @@ snapshot, and becomes a voter once it has caught up.`,
 		Short: "Add a replica to a group (it catches up by snapshot, then votes)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, err := env(cmd)
-			if err != nil {
-				return err
-			}
-			grp, err := cli.ParseGroup(add.target)
+			e, grp, err := envGroup(cmd, add.target)
 			if err != nil {
 				return err
 			}
@@ -141,11 +146,7 @@ snapshot, and becomes a voter once it has caught up.`,
 		Short: "Remove a replica from a group (a leader hands over first)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, err := env(cmd)
-			if err != nil {
-				return err
-			}
-			grp, err := cli.ParseGroup(rm.target)
+			e, grp, err := envGroup(cmd, rm.target)
 			if err != nil {
 				return err
 			}
@@ -163,11 +164,7 @@ snapshot, and becomes a voter once it has caught up.`,
 		Short: "Replace a replica: add a new one, then remove the old one",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, err := env(cmd)
-			if err != nil {
-				return err
-			}
-			grp, err := cli.ParseGroup(rm.target)
+			e, grp, err := envGroup(cmd, rm.target)
 			if err != nil {
 				return err
 			}
@@ -201,11 +198,7 @@ snapshot, and becomes a voter once it has caught up.`,
 		Short: "Hand a group's leadership to another replica (before maintenance)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, err := env(cmd)
-			if err != nil {
-				return err
-			}
-			grp, err := cli.ParseGroup(tr.target)
+			e, grp, err := envGroup(cmd, tr.target)
 			if err != nil {
 				return err
 			}

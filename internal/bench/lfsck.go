@@ -18,11 +18,13 @@ import (
 	"time"
 
 	pb "nacre/api/nacrepb"
+	"nacre/internal/cli"
 	"nacre/internal/client"
 	"nacre/internal/fid"
 	"nacre/internal/lfsck"
 	"nacre/internal/lfsck/admin"
 	"nacre/internal/localcluster"
+	"nacre/internal/obs"
 )
 
 // The checker's benchmarks (`nacre bench popd`, `nacre bench lfsck`),
@@ -435,6 +437,11 @@ func runOSTs(ctx context.Context, o LfsckBenchOptions, n int) ([]LfsckPoint, err
 			os.RemoveAll(dir)
 		}
 	}()
+	// The MDS learns of the OSTs and fills their pools in the first second
+	// or two; files made before then get fewer stripes than -1 means.
+	if err := waitPools(ctx, lc.MGS, n); err != nil {
+		return nil, err
+	}
 	sc := o.OSTStripes
 	if sc == 0 {
 		sc = -1
@@ -490,21 +497,18 @@ func runLoad(ctx context.Context, c *admin.Conn, o LfsckBenchOptions) ([]LoadPoi
 		return nil, err
 	}
 	say(o.Progress, "load: full speed unloaded: %.0f objects/s", full.ObjectsPerS)
-	settings := []struct {
-		name  string
-		speed uint64
-		on    bool
-	}{{"none", 0, false}, {"full", 0, true}}
-	// The limits are fractions of the checker's full speed under the same
-	// create load (measured in the "full" setting), not of its unloaded
-	// speed: under load it gets a share of the cores, and a limit above
-	// what it reaches limits nothing.
+	// fifths: 0 for no limit; k for a limit of k/5 of the full speed under
+	// the same create load (measured in the "full" setting), not of the
+	// unloaded speed: under load the checker gets a share of the cores, and
+	// a limit above what it reaches limits nothing.
+	type setting struct {
+		name   string
+		fifths int
+		on     bool
+	}
+	settings := []setting{{"none", 0, false}, {"full", 0, true}}
 	for k := 1; k <= 4; k++ {
-		settings = append(settings, struct {
-			name  string
-			speed uint64
-			on    bool
-		}{fmt.Sprintf("%d/5", k), uint64(k), true})
+		settings = append(settings, setting{fmt.Sprintf("%d/5", k), k, true})
 	}
 	var loadedFull float64
 	// Each setting is measured right after a run without the checker, and
@@ -513,11 +517,9 @@ func runLoad(ctx context.Context, c *admin.Conn, o LfsckBenchOptions) ([]LoadPoi
 	rounds := max(o.LoadRounds, 1)
 	var out []LoadPoint
 	for i, s := range settings {
-		if s.name != "none" && s.name != "full" {
-			s.speed = uint64(loadedFull * float64(s.speed) / 5)
-			if s.speed == 0 {
-				s.speed = 1
-			}
+		var speed uint64
+		if s.fifths > 0 {
+			speed = max(1, uint64(loadedFull*float64(s.fifths)/5))
 		}
 		var base, with, checker float64
 		var lp LoadPoint
@@ -529,7 +531,7 @@ func runLoad(ctx context.Context, c *admin.Conn, o LfsckBenchOptions) ([]LoadPoi
 				}
 				base += b.CreatesPerS
 			}
-			p, err := loadOnce(ctx, c, o, secs, fmt.Sprintf("load%d.%d", i, round), s.speed, s.on)
+			p, err := loadOnce(ctx, c, o, secs, fmt.Sprintf("load%d.%d", i, round), speed, s.on)
 			if err != nil {
 				return out, err
 			}
@@ -544,7 +546,7 @@ func runLoad(ctx context.Context, c *admin.Conn, o LfsckBenchOptions) ([]LoadPoi
 		lp.CheckerPerS = round1(checker / float64(rounds))
 		base /= float64(rounds)
 		lp.Setting = s.name
-		lp.SpeedLimit = s.speed
+		lp.SpeedLimit = speed
 		if s.name == "full" {
 			loadedFull = lp.CheckerPerS
 			say(o.Progress, "load: full speed under load: %.0f objects/s; the limits below are fractions of it", loadedFull)
@@ -554,7 +556,7 @@ func runLoad(ctx context.Context, c *admin.Conn, o LfsckBenchOptions) ([]LoadPoi
 			lp.RelativeRate = float64(int64(lp.CreatesPerS/base*1000+0.5)) / 1000
 		}
 		say(o.Progress, "load: checker %-5s (limit %7d/s): %8.0f creates/s vs %8.0f without (%.0f%%), checker %9.0f objects/s",
-			s.name, s.speed, lp.CreatesPerS, base, lp.RelativeRate*100, lp.CheckerPerS)
+			s.name, speed, lp.CreatesPerS, base, lp.RelativeRate*100, lp.CheckerPerS)
 		out = append(out, lp)
 	}
 	return out, nil
@@ -653,4 +655,39 @@ func cpuSeconds(pids []int) float64 {
 		total += (u + st) / 100
 	}
 	return total
+}
+
+// waitPools waits until the MDT has precreated objects on n OSTs (its
+// nacre_mds_precreate_pool_objects gauge), so that a file striped over
+// every OST gets n stripes.
+func waitPools(ctx context.Context, mgs string, n int) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ready := 0
+		if st, err := cli.GetStatus(ctx, mgs); err == nil {
+			for _, t := range st.Targets {
+				if !strings.Contains(t.Name, "MDT") || t.MetricsURL == "" {
+					continue
+				}
+				if sc, err := obs.Fetch(ctx, t.MetricsURL); err == nil {
+					for _, ost := range sc.LabelValues("nacre_mds_precreate_pool_objects", "ost") {
+						if sc.Sum("nacre_mds_precreate_pool_objects", map[string]string{"ost": ost}) > 0 {
+							ready++
+						}
+					}
+				}
+			}
+		}
+		if ready >= n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the MDT has objects on %d of %d OSTs after 30 s; see `nacre status`", ready, n)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

@@ -63,6 +63,20 @@ func connect(ctx context.Context, e Env) (*conn, error) {
 	return &conn{c: c, cfg: cfg}, nil
 }
 
+// connectMDTs connects and lists the MDTs asked (one index, or all).
+func connectMDTs(ctx context.Context, e Env, one int, all bool) (*conn, []uint32, error) {
+	k, err := connect(ctx, e)
+	if err != nil {
+		return nil, nil, err
+	}
+	idxs, err := k.mdts(one, all)
+	if err != nil {
+		k.close()
+		return nil, nil, err
+	}
+	return k, idxs, nil
+}
+
 func (k *conn) close() {
 	k.mu.Lock()
 	for _, cc := range k.ccs {
@@ -144,6 +158,21 @@ func (k *conn) lfsck(idx uint32) (pb.LfsckClient, error) {
 	return pb.NewLfsckClient(cc), nil
 }
 
+// each calls fn with the checker service of every MDT in idxs, in order;
+// an error of fn is prefixed with the MDT's name.
+func (k *conn) each(idxs []uint32, fn func(i uint32, cli pb.LfsckClient) error) error {
+	for _, i := range idxs {
+		cli, err := k.lfsck(i)
+		if err != nil {
+			return err
+		}
+		if err := fn(i, cli); err != nil {
+			return fmt.Errorf("MDT%04x: %w", i, err)
+		}
+	}
+	return nil
+}
+
 // StartOptions are the options of nacre lfsck start.
 type StartOptions struct {
 	Req   *pb.LfsckStartRequest
@@ -157,25 +186,19 @@ type StartOptions struct {
 // Start starts the checker on the MDTs asked, and with Wait waits until
 // it ends, showing progress on a terminal.
 func Start(ctx context.Context, e Env, o StartOptions) error {
-	k, err := connect(ctx, e)
+	k, idxs, err := connectMDTs(ctx, e, o.MDT, o.All)
 	if err != nil {
 		return err
 	}
 	defer k.close()
-	idxs, err := k.mdts(o.MDT, o.All)
-	if err != nil {
-		return err
-	}
-	for _, i := range idxs {
-		cli, err := k.lfsck(i)
-		if err != nil {
-			return err
-		}
+	if err := k.each(idxs, func(_ uint32, cli pb.LfsckClient) error {
 		rep, err := cli.Start(ctx, o.Req)
-		if err != nil {
-			return fmt.Errorf("MDT%04x: %w", i, err)
+		if err == nil {
+			fmt.Fprintln(e.Out, rep.Message)
 		}
-		fmt.Fprintln(e.Out, rep.Message)
+		return err
+	}); err != nil {
+		return err
 	}
 	if !o.Wait {
 		return nil
@@ -249,83 +272,60 @@ func contains(l []string, s string) bool {
 
 func (k *conn) query(ctx context.Context, idxs []uint32) ([]*lfsck.Report, error) {
 	var out []*lfsck.Report
-	for _, i := range idxs {
-		cli, err := k.lfsck(i)
-		if err != nil {
-			return nil, err
-		}
+	err := k.each(idxs, func(_ uint32, cli pb.LfsckClient) error {
 		rep, err := cli.Query(ctx, &pb.LfsckQueryRequest{})
 		if err != nil {
-			return nil, fmt.Errorf("MDT%04x: %w", i, err)
+			return err
 		}
 		r := &lfsck.Report{}
 		if err := json.Unmarshal(rep.Json, r); err != nil {
-			return nil, fmt.Errorf("MDT%04x: bad report: %w", i, err)
+			return fmt.Errorf("bad report: %w", err)
 		}
 		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
 // Stop stops the checker on the MDTs asked; it returns once they stopped.
 func Stop(ctx context.Context, e Env, mdtIdx int, all bool) error {
-	k, err := connect(ctx, e)
+	k, idxs, err := connectMDTs(ctx, e, mdtIdx, all)
 	if err != nil {
 		return err
 	}
 	defer k.close()
-	idxs, err := k.mdts(mdtIdx, all)
-	if err != nil {
-		return err
-	}
-	for _, i := range idxs {
-		cli, err := k.lfsck(i)
-		if err != nil {
-			return err
-		}
+	return k.each(idxs, func(i uint32, cli pb.LfsckClient) error {
 		rep, err := cli.Stop(ctx, &pb.LfsckStopRequest{})
-		if err != nil {
-			return fmt.Errorf("MDT%04x: %w", i, err)
+		if err == nil {
+			fmt.Fprintf(e.Out, "MDT%04x: %s\n", i, rep.Message)
 		}
-		fmt.Fprintf(e.Out, "MDT%04x: %s\n", i, rep.Message)
-	}
-	return nil
+		return err
+	})
 }
 
 // Set changes the speed limit or window of a running check.
 func Set(ctx context.Context, e Env, mdtIdx int, all bool, speed *uint64, window *uint32) error {
-	k, err := connect(ctx, e)
+	k, idxs, err := connectMDTs(ctx, e, mdtIdx, all)
 	if err != nil {
 		return err
 	}
 	defer k.close()
-	idxs, err := k.mdts(mdtIdx, all)
-	if err != nil {
+	return k.each(idxs, func(_ uint32, cli pb.LfsckClient) error {
+		_, err := cli.Set(ctx, &pb.LfsckSetRequest{Speed: speed, Window: window})
 		return err
-	}
-	for _, i := range idxs {
-		cli, err := k.lfsck(i)
-		if err != nil {
-			return err
-		}
-		if _, err := cli.Set(ctx, &pb.LfsckSetRequest{Speed: speed, Window: window}); err != nil {
-			return fmt.Errorf("MDT%04x: %w", i, err)
-		}
-	}
-	return nil
+	})
 }
 
 // Query prints the state of the checker of the MDTs asked.
 func Query(ctx context.Context, e Env, mdtIdx int, all, jsonOut, wait bool) error {
-	k, err := connect(ctx, e)
+	k, idxs, err := connectMDTs(ctx, e, mdtIdx, all)
 	if err != nil {
 		return err
 	}
 	defer k.close()
-	idxs, err := k.mdts(mdtIdx, all)
-	if err != nil {
-		return err
-	}
 	if wait {
 		return waitDone(ctx, e, k, idxs, jsonOut)
 	}
