@@ -97,3 +97,42 @@ func pbOrNil(f fid.FID) *pb.FID {
 	}
 	return f.PB()
 }
+
+// TestNameMatchFoldsLikeOneTable: buffering pairs by partition and folding
+// them in batches leaves the same pending pairs (count and source) as
+// folding each pair into one table as it comes, also when a hash is
+// entered and claimed several times (hard links) across fold boundaries.
+func TestNameMatchFoldsLikeOneTable(t *testing.T) {
+	for _, foldAt := range []int{1, 7, 1000, nameFoldAt} {
+		rng := rand.New(rand.NewSource(int64(foldAt)))
+		nm := newNameMatch()
+		nm.foldAt = foldAt
+		var ref pendTable
+		// Few distinct hashes over every partition: many repeats.
+		hs := make([]uint64, 20000)
+		for i := range hs {
+			hs[i] = rng.Uint64() | 1
+		}
+		for i := 0; i < 200000; i++ {
+			h := hs[rng.Intn(len(hs))]
+			src := uint64(i)
+			if rng.Intn(2) == 0 {
+				nm.entry(h, src)
+				ref.add(h, 1, src)
+			} else {
+				nm.claim(h, src)
+				ref.add(h, -1, src)
+			}
+		}
+		if got := nm.pending(); got != ref.n || got == 0 {
+			t.Fatalf("foldAt %d: %d pending, one table has %d", foldAt, got, ref.n)
+		}
+		got := map[uint64]pend{}
+		nm.each(func(h uint64, p pend) { got[h] = p })
+		ref.each(func(h uint64, p pend) {
+			if got[h] != p {
+				t.Fatalf("foldAt %d: hash %x: partitions %+v, one table %+v", foldAt, h, got[h], p)
+			}
+		})
+	}
+}

@@ -56,10 +56,10 @@ func traceKey(it *pb.LfsckTraceItem) []byte {
 func (r *run) resolveNames() ([]*pb.LfsckTraceItem, error) {
 	items := r.items
 	r.items = nil
-	if r.names.t.n > 0 {
+	if r.names.pending() > 0 {
 		type want struct{ entries, claims map[uint64]bool }
 		bySrc := map[uint64]*want{}
-		r.names.t.each(func(h uint64, p pend) {
+		r.names.each(func(h uint64, p pend) {
 			w := bySrc[p.src]
 			if w == nil {
 				w = &want{map[uint64]bool{}, map[uint64]bool{}}

@@ -462,11 +462,11 @@ func (r *run) nsObject(snap *kv.Snapshot, local uint64, v []byte, o *object, itD
 		if ctyp == dtDir {
 			subdirs++
 		}
-		r.names.add(r.names.hash(o.fid, name, cf, ctyp), 1, local)
+		r.names.entry(r.names.hash(o.fid, name, cf, ctyp), local)
 	}
 	if o.fid != fid.Root {
 		for _, l := range o.links {
-			r.names.add(r.names.hash(l.parent, l.name, o.fid, typ), -1, local)
+			r.names.claim(r.names.hash(l.parent, l.name, o.fid, typ), local)
 		}
 		flags := uint32(0)
 		switch {
@@ -593,12 +593,41 @@ func (r *run) report(comp, kind uint32, key, v []byte) {
 // +1 under the hash of (parent, name, child, type), a linkEA entry -1; what
 // is left at the end is uncertain and goes to the trace. Each pending hash
 // keeps the local key of the object it came from, so phase 2 can find the
-// name again. About 40 bytes per pending pair.
+// name again.
+//
+// Matching in one table slowed the scan as the tree grew (-27 % from 0.1M
+// to 2M files, docs/benchmarks.md): a PopD tree's directories come first
+// in key order, so nearly every pair waits for its other half, the table
+// outgrows the CPU caches and each name costs two cache misses. Instead
+// the pairs are appended, in order, to one of 256 partitions by hash and
+// folded into that partition's table in large batches: appends are
+// sequential, and a partition's table is small enough to stay in cache
+// while its batch is folded. Order within a hash is kept, so the result is
+// the same as folding one at a time.
 type nameMatch struct {
-	t    pendTable
-	seed maphash.Seed
-	buf  []byte
+	parts    [nameParts]namePart
+	buffered int
+	foldAt   int
+	seed     maphash.Seed
+	buf      []byte
 }
+
+const (
+	namePartShift = 56
+	nameParts     = 1 << (64 - namePartShift)
+	// nameFoldAt bounds the buffered pairs (16 bytes each: 64 MiB).
+	nameFoldAt = 1 << 22
+)
+
+// namePart is one partition: pairs not yet folded and the table.
+type namePart struct {
+	ops []nameOp
+	t   pendTable
+}
+
+// nameOp is a buffered pair; the low bit of h (always set in a hash) is
+// cleared for a linkEA entry (-1).
+type nameOp struct{ h, src uint64 }
 
 type pend struct {
 	src uint64
@@ -606,7 +635,7 @@ type pend struct {
 }
 
 func newNameMatch() *nameMatch {
-	return &nameMatch{seed: maphash.MakeSeed()}
+	return &nameMatch{seed: maphash.MakeSeed(), foldAt: nameFoldAt}
 }
 
 func (nm *nameMatch) hash(parent fid.FID, name []byte, child fid.FID, typ uint8) uint64 {
@@ -622,15 +651,64 @@ func (nm *nameMatch) hash(parent fid.FID, name []byte, child fid.FID, typ uint8)
 	return maphash.Bytes(nm.seed, b) | 1 // 0 marks a free slot
 }
 
-func (nm *nameMatch) add(h uint64, d int32, src uint64) {
-	p := nm.t.find(h)
+// entry records a directory entry with hash h, found in object src.
+func (nm *nameMatch) entry(h, src uint64) { nm.push(nameOp{h, src}) }
+
+// claim records a linkEA entry with hash h, found in object src.
+func (nm *nameMatch) claim(h, src uint64) { nm.push(nameOp{h &^ 1, src}) }
+
+func (nm *nameMatch) push(op nameOp) {
+	p := &nm.parts[op.h>>namePartShift]
+	p.ops = append(p.ops, op)
+	if nm.buffered++; nm.buffered >= nm.foldAt {
+		nm.fold()
+	}
+}
+
+// fold applies every buffered pair to its partition's table.
+func (nm *nameMatch) fold() {
+	for i := range nm.parts {
+		p := &nm.parts[i]
+		for _, op := range p.ops {
+			d := int32(-1)
+			if op.h&1 != 0 {
+				d = 1
+			}
+			p.t.add(op.h|1, d, op.src)
+		}
+		p.ops = p.ops[:0]
+	}
+	nm.buffered = 0
+}
+
+// pending is the number of pairs still waiting for their other half.
+func (nm *nameMatch) pending() int {
+	nm.fold()
+	n := 0
+	for i := range nm.parts {
+		n += nm.parts[i].t.n
+	}
+	return n
+}
+
+// each calls fn for every pending pair.
+func (nm *nameMatch) each(fn func(h uint64, p pend)) {
+	nm.fold()
+	for i := range nm.parts {
+		nm.parts[i].t.each(fn)
+	}
+}
+
+// add folds d into the pending count of h; src is the object it came from.
+func (t *pendTable) add(h uint64, d int32, src uint64) {
+	p := t.find(h)
 	if p.n == 0 {
 		p.src, p.n = src, d
 		return
 	}
 	p.n += d
 	if p.n == 0 {
-		nm.t.remove(h)
+		t.remove(h)
 		return
 	}
 	if (p.n > 0) == (d > 0) {
