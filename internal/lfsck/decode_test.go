@@ -1,6 +1,7 @@
 package lfsck
 
 import (
+	"bytes"
 	"math/rand"
 	"testing"
 
@@ -8,6 +9,8 @@ import (
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/fid"
+	"nacre/internal/kv"
+	"nacre/internal/mdt"
 	"nacre/internal/ost"
 )
 
@@ -134,5 +137,66 @@ func TestNameMatchFoldsLikeOneTable(t *testing.T) {
 				t.Fatalf("foldAt %d: hash %x: partitions %+v, one table %+v", foldAt, h, got[h], p)
 			}
 		})
+	}
+}
+
+// TestOIReadersFindLikeASeek: stepping forward from the last position
+// finds exactly the keys a fresh seek finds, for queries that step a
+// little, jump, go backwards, miss, run past the end of a sequence and
+// switch between more sequences than there are iterators.
+func TestOIReadersFindLikeASeek(t *testing.T) {
+	db, err := kv.OpenMem()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rng := rand.New(rand.NewSource(5))
+	have := map[fid.FID]bool{}
+	const seqs = maxOIReaders + 8
+	for i := 0; i < 20000; i++ {
+		f := fid.FID{Seq: 0x200000400 + uint64(rng.Intn(seqs)), Oid: uint32(rng.Intn(3000)) + 1}
+		if err := db.Set(mdt.OIKey(f), be64(uint64(i)), false); err != nil {
+			t.Fatal(err)
+		}
+		have[f] = true
+	}
+	snap := db.NewSnapshot()
+	defer snap.Close()
+	ois := &oiReaders{snap: snap, its: map[uint64]*oiReader{}}
+	defer ois.close()
+	var last [seqs]uint32
+	for i := 0; i < 50000; i++ {
+		s := rng.Intn(seqs)
+		if rng.Intn(8) != 0 {
+			s = i / 2000 % seqs // runs within one sequence, as a scan sees them
+		}
+		o := last[s]
+		switch rng.Intn(10) {
+		case 0:
+			o = uint32(rng.Intn(3100)) // anywhere, also backwards and past the end
+		case 1:
+			o += uint32(rng.Intn(40))
+		default:
+			o += uint32(rng.Intn(3))
+		}
+		last[s] = o
+		f := fid.FID{Seq: 0x200000400 + uint64(s), Oid: o}
+		r, err := ois.get(f.Seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := r.find(mdt.OIKey(f))
+		if err := r.it.Error(); err != nil {
+			t.Fatal(err)
+		}
+		if got != have[f] {
+			t.Fatalf("query %d, %v: found %v, exists %v", i, f, got, have[f])
+		}
+		if got && !bytes.Equal(r.it.Key(), mdt.OIKey(f)) {
+			t.Fatalf("query %d, %v: positioned at %x", i, f, r.it.Key())
+		}
+		if len(ois.its) > maxOIReaders {
+			t.Fatalf("%d iterators open, at most %d", len(ois.its), maxOIReaders)
+		}
 	}
 }
