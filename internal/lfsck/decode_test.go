@@ -200,3 +200,24 @@ func TestOIReadersFindLikeASeek(t *testing.T) {
 		}
 	}
 }
+
+// TestNameMatchFoldsGeometrically: when nearly every pair waits (a tree
+// whose directories come first), a fold waits for as many new pairs as it
+// must re-read pending, so folds grow geometrically instead of re-reading
+// everything pending every foldAt pairs.
+func TestNameMatchFoldsGeometrically(t *testing.T) {
+	nm := newNameMatch()
+	nm.foldAt = 1000
+	rng := rand.New(rand.NewSource(6))
+	const n = 200000
+	for i := 0; i < n; i++ {
+		nm.entry(rng.Uint64()|1, uint64(i))
+	}
+	if got := nm.pending(); got != n {
+		t.Fatalf("%d pending, want %d", got, n)
+	}
+	// 1000, 2000, 4000, ... 128000, then the end: 9 folds.
+	if nm.folds > 10 {
+		t.Fatalf("%d folds for %d pairs that all wait: re-reading what is pending each time", nm.folds, n)
+	}
+}

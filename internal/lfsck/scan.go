@@ -700,6 +700,8 @@ type nameMatch struct {
 	parts    [nameParts]namePart
 	buffered int
 	foldAt   int
+	left     int // pairs left pending by the last fold
+	folds    int
 	scratch  pendTable
 	free     [][]nameOp
 	seed     maphash.Seed
@@ -709,7 +711,11 @@ type nameMatch struct {
 const (
 	namePartShift = 56
 	nameParts     = 1 << (64 - namePartShift)
-	// nameFoldAt bounds the buffered pairs (16 bytes each: 64 MiB).
+	// nameFoldAt is the fewest buffered pairs (16 bytes each: 64 MiB) that
+	// make a fold before the end of the scan; a fold also waits until
+	// there are at least as many as it must re-read pending, so that a
+	// huge tree with most pairs pending costs no more than twice the
+	// appends (not one re-read of everything pending per 4 million).
 	nameFoldAt = 1 << 22
 	nameChunk  = 2048 // pairs per buffer chunk (32 KiB)
 )
@@ -772,7 +778,7 @@ func (nm *nameMatch) push(op nameOp) {
 		n++
 	}
 	p.chunks[n-1] = append(p.chunks[n-1], op)
-	if nm.buffered++; nm.buffered >= nm.foldAt {
+	if nm.buffered++; nm.buffered >= nm.foldAt && nm.buffered >= nm.left {
 		nm.fold()
 	}
 }
@@ -806,17 +812,18 @@ func (nm *nameMatch) fold() {
 		p.left = p.left[:0]
 		t.drain(func(h uint64, v pend) { p.left = append(p.left, pendEntry{h, v}) })
 	}
+	nm.folds++
+	nm.left = 0
+	for i := range nm.parts {
+		nm.left += len(nm.parts[i].left)
+	}
 	nm.buffered = 0
 }
 
 // pending is the number of pairs still waiting for their other half.
 func (nm *nameMatch) pending() int {
 	nm.fold()
-	n := 0
-	for i := range nm.parts {
-		n += len(nm.parts[i].left)
-	}
-	return n
+	return nm.left
 }
 
 // each calls fn for every pending pair.
