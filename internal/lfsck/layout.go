@@ -217,6 +217,7 @@ type layoutChecker struct {
 	inObj     bool
 	scanPos   uint64
 	queues    map[uint32]*ostQueue
+	order     []*ostQueue // the queues, for the flush after every file
 	lastFlush time.Time
 	wg        sync.WaitGroup
 }
@@ -343,6 +344,7 @@ func (lc *layoutChecker) add(local uint64, f fid.FID, checks []checkItem) {
 		if q == nil {
 			q = &ostQueue{idx: it.ost}
 			lc.queues[it.ost] = q
+			lc.order = append(lc.order, q)
 		}
 		if q.b == nil {
 			q.b = newBatch(bs)
@@ -365,7 +367,7 @@ func (lc *layoutChecker) add(local uint64, f fid.FID, checks []checkItem) {
 // flushLocked sends full queues (all non-empty ones with partial).
 func (lc *layoutChecker) flushLocked(partial bool) {
 	bs := lc.batchSize()
-	for _, q := range lc.queues {
+	for _, q := range lc.order {
 		if q.b != nil && q.b.len() > 0 && q.sending < 2 && (q.b.len() >= bs || partial) {
 			b := q.b
 			q.b = nil

@@ -22,6 +22,7 @@ import (
 	"nacre/internal/fault"
 	"nacre/internal/fid"
 	"nacre/internal/mdt"
+	"nacre/internal/ost"
 )
 
 // haltAbandon: stop without recording anything (leadership lost).
@@ -117,6 +118,7 @@ type run struct {
 	failErr   error
 	ost       uint64 // our object sequence on every OST
 	checkBuf  []checkItem
+	enc       ost.RecEncoder // the layout scan's record digests
 	ostMu     sync.Mutex
 	ostMap    map[uint32]OST
 	ostAt     time.Time

@@ -516,6 +516,7 @@ func (r *run) layoutObject(local uint64, v []byte, o *object, rebuild bool) {
 	}
 	bad := (l.pattern != 0 && l.pattern != 1) || l.stripeSize == 0 || l.stripeSize%(64<<10) != 0 || len(l.objs) > 2000
 	checks := r.checkBuf[:0]
+	encoded := false
 	for i, s := range l.objs {
 		if s.seq == 0 && s.oid == 0 {
 			continue // a hole
@@ -537,9 +538,12 @@ func (r *run) layoutObject(local uint64, v []byte, o *object, rebuild bool) {
 		if rebuild || bad {
 			continue
 		}
-		rec := ost.Rec{Seq: s.seq, Oid: s.oid, Parent: o.fid, StripeIndex: uint32(i), StripeSize: l.stripeSize,
-			StripeCount: uint32(len(l.objs)), Gen: l.gen, UID: o.uid, GID: o.gid, ProjID: o.projid}
-		checks = append(checks, checkItem{ost: s.ost, seq: s.seq, oid: s.oid, digest: ost.RecordDigest(&rec), slot: uint32(i)})
+		if !encoded {
+			r.enc.Reset(&ost.Rec{Parent: o.fid, StripeSize: l.stripeSize, StripeCount: uint32(len(l.objs)), Gen: l.gen,
+				UID: o.uid, GID: o.gid, ProjID: o.projid})
+			encoded = true
+		}
+		checks = append(checks, checkItem{ost: s.ost, seq: s.seq, oid: s.oid, digest: r.enc.Digest(s.seq, s.oid, uint32(i)), slot: uint32(i)})
 	}
 	if rebuild {
 		return

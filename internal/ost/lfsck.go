@@ -61,6 +61,43 @@ func (r *Rec) Append(b []byte) []byte {
 	return b
 }
 
+// RecEncoder digests the records of one file's stripes, which differ
+// only in object id and stripe index: the fields they share are encoded
+// once per file (Reset) instead of once per stripe.
+type RecEncoder struct {
+	parent, tail, buf []byte
+}
+
+// Reset takes the shared fields from r (its Seq, Oid and StripeIndex are
+// ignored).
+func (e *RecEncoder) Reset(r *Rec) {
+	shared := *r
+	shared.Seq, shared.Oid, shared.StripeIndex = 0, 0, 0
+	// Seq, Oid and StripeIndex are zero, so the encoding is the parent
+	// field followed by fields 5 to 10.
+	b := shared.Append(e.buf[:0])
+	e.buf = b
+	n := 0
+	if !shared.Parent.IsZero() {
+		n = 2 + int(b[1])
+	}
+	e.parent, e.tail = b[:n], b[n:]
+}
+
+// Digest is RecordDigest of the record with the shared fields and seq,
+// oid and stripe index idx.
+func (e *RecEncoder) Digest(seq, oid uint64, idx uint32) uint64 {
+	var buf [96]byte
+	r := Rec{Seq: seq, Oid: oid}
+	b := r.Append(buf[:0])
+	b = append(b, e.parent...)
+	if idx != 0 {
+		r = Rec{StripeIndex: idx}
+		b = r.Append(b)
+	}
+	return Digest(append(b, e.tail...))
+}
+
 // Digest is the 64-bit digest the checker compares records with (a
 // multiply-xorshift hash over 8-byte words: several times faster than a
 // CRC, and only accidental collisions matter here).
