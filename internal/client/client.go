@@ -29,6 +29,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/fid"
@@ -178,15 +180,31 @@ func (c *Client) Close() error {
 	return c.mgsConn.Close()
 }
 
-// Config fetches the cluster configuration from the MGS.
+// Config fetches the cluster configuration from the MGS. The read is
+// idempotent, so an Unavailable answer is tried again until the deadline:
+// with replicated MGSs it is what a call gets while the replica it went
+// to, or the leader that replica forwards to, has just died, and the
+// connection moves on to another replica and a new leader is elected
+// within seconds.
 func (c *Client) Config(ctx context.Context) (*pb.ClusterConfig, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cfg, err := c.mgs.GetConfig(ctx, &pb.GetConfigRequest{})
-	if err != nil {
-		return nil, fmt.Errorf("get configuration from the MGS at %s: %w", c.cfg.MGS, err)
+	wait := 50 * time.Millisecond
+	for {
+		cfg, err := c.mgs.GetConfig(ctx, &pb.GetConfigRequest{}, grpc.WaitForReady(true))
+		if err == nil {
+			return cfg, nil
+		}
+		if status.Code(err) != codes.Unavailable {
+			return nil, fmt.Errorf("get configuration from the MGS at %s: %w", c.cfg.MGS, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("get configuration from the MGS at %s: %w", c.cfg.MGS, err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
 	}
-	return cfg, nil
 }
 
 // refresh (re)reads the configuration and connects to new or moved
