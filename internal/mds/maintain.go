@@ -86,6 +86,7 @@ func (s *Server) refreshConfig() {
 	if err != nil {
 		return
 	}
+	s.cfgAt.Store(time.Now().UnixNano())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ti := range cfg.Targets {

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -50,7 +51,8 @@ const (
 	seqLowWater  = 2 * uint64(fid.Width)
 	seqGrantSize = 64
 	waitReady    = 10 * time.Second
-	waitSettle   = 2 * time.Second // for OSTs that are up but whose pool is not ready yet
+	waitSettle   = 2 * time.Second        // for OSTs that are up but whose pool is not ready yet
+	waitRefill   = 300 * time.Millisecond // for an empty pool, when a create asks for more stripes than are ready
 )
 
 // Config configures a metadata server.
@@ -76,9 +78,10 @@ type Server struct {
 
 	linearizable bool // reads wait for the read index (replicated groups)
 
-	mu   sync.Mutex
-	osts map[uint32]*ostState
-	rr   atomic.Uint64
+	mu    sync.Mutex
+	osts  map[uint32]*ostState
+	rr    atomic.Uint64
+	cfgAt atomic.Int64 // when the OSTs were last read from the MGS (unix ns)
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -326,13 +329,37 @@ func (s *Server) waitFIDs(ctx context.Context) error {
 func (s *Server) pickOSTs(ctx context.Context, hint *pb.Layout) ([]uint32, error) {
 	start := time.Now()
 	deadline := start.Add(waitReady)
+	// The stripes asked for, when the create says (a directory's default
+	// is resolved later, in the state machine).
+	want := 0
+	if hint != nil {
+		want = int(hint.StripeCount)
+		if hint.StripeCount < 0 {
+			want = math.MaxInt
+		}
+	}
+	refreshed := false
 	for {
-		ready, settling := s.readyOSTs()
+		ready, settling, empty := s.readyOSTs()
+		if want > len(ready) {
+			// An OST that registered since the last configuration read
+			// (once a second) is not known yet: read it now, at most
+			// every 200 ms, so that "every OST" means every OST up.
+			if !refreshed && time.Since(time.Unix(0, s.cfgAt.Load())) > 200*time.Millisecond {
+				refreshed = true
+				s.refreshConfig()
+				continue
+			}
+		}
 		// Right after a start or a leader change the pools come up one
 		// by one: wait a little for the OSTs still cleaning up, so that a
 		// file does not get fewer stripes than asked only because its
-		// create came first.
-		if settling > 0 && time.Since(start) < waitSettle {
+		// create came first. An empty pool is being refilled (a refill
+		// takes milliseconds): a create that would otherwise get fewer
+		// stripes than it asks waits for it a little too, but not long,
+		// as an OST that is full stays empty.
+		waited := time.Since(start)
+		if (settling > 0 && waited < waitSettle) || (want > len(ready) && empty > 0 && waited < waitRefill) {
 			ready = nil
 		}
 		if len(ready) > 0 {
@@ -359,9 +386,10 @@ func (s *Server) pickOSTs(ctx context.Context, hint *pb.Layout) ([]uint32, error
 	}
 }
 
-// readyOSTs returns the OSTs with objects to hand out, and how many OSTs
-// are up but still setting up their pool.
-func (s *Server) readyOSTs() (ready []uint32, settling int) {
+// readyOSTs returns the OSTs with objects to hand out, how many OSTs are
+// up but still setting up their pool, and how many have a ready pool that
+// is empty (being refilled).
+func (s *Server) readyOSTs() (ready []uint32, settling, empty int) {
 	pools := s.t.Pools()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -369,12 +397,14 @@ func (s *Server) readyOSTs() (ready []uint32, settling int) {
 		switch {
 		case o.up && o.poolReady && pools[i].Avail() > 0:
 			ready = append(ready, i)
+		case o.up && o.poolReady:
+			empty++
 		case o.up && !o.poolReady && o.cli != nil:
 			settling++
 		}
 	}
 	sort.Slice(ready, func(a, b int) bool { return ready[a] < ready[b] })
-	return ready, settling
+	return ready, settling, empty
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
