@@ -5,32 +5,11 @@ import csv
 import glob
 import json
 import os
-import statistics
 import sys
 
+from benchsummary import fmt, med, ratio
+
 out = sys.argv[1] if len(sys.argv) > 1 else "bench-fuse-results"
-
-
-def med(xs):
-    xs = [x for x in xs if x is not None]
-    if not xs:
-        return None
-    return statistics.median(xs), min(xs), max(xs)
-
-
-def fmt(m, unit=""):
-    if m is None:
-        return "-"
-    v, lo, hi = m
-    if v >= 100:
-        return f"{v:,.0f} ({lo:,.0f}-{hi:,.0f}){unit}"
-    return f"{v:,.1f} ({lo:,.1f}-{hi:,.1f}){unit}"
-
-
-def ratio(a, b):
-    if a is None or b is None or b[0] == 0:
-        return "-"
-    return f"{a[0] / b[0]:.2f}x"
 
 
 # md: md_<fs>_<rep>_<workers>_<mode>.json

@@ -34,22 +34,14 @@ MD_GAP=${MD_GAP:-2s}
 export SIZE=${SIZE:-2g} JOBS=1 OUT
 MFS_MNT=${MFS_MNT:-/tmp/peers/mnt/mfs}
 
+source scripts/bench-common.sh
+bench_up
+echo "NACRE_MGS=$MGS"
 mkdir -p "$WORK/local"
-go build -o "$NACRE" ./cmd/nacre
-cleanup() {
-  "$NACRE" down --dir "$WORK/cluster" >/dev/null 2>&1 || true
-  if [[ " $FSLIST " == *" mfs "* ]]; then "$PEERS/setup_moosefs.sh" stop >/dev/null 2>&1 || true; fi
-}
-trap cleanup EXIT
-rm -rf "$WORK/cluster"
-MGS=$("$NACRE" up --dir "$WORK/cluster" --mount "$WORK/mnt" --detach | tail -1)
-echo "$MGS"
-MGS=${MGS#NACRE_MGS=}
 for s in 1 2; do
   mkdir -p "$WORK/mnt/s$s"
   setfattr -n nacre.lov -v "stripe_count=$s" "$WORK/mnt/s$s"
 done
-if [[ " $FSLIST " == *" mfs "* ]]; then "$PEERS/setup_moosefs.sh" start >/dev/null; fi
 
 dir_of() {
   case $1 in

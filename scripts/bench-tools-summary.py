@@ -5,8 +5,9 @@ per thread count, io (MiB/s) and age (files/s), medians over repetitions
 import glob
 import json
 import os
-import statistics
 import sys
+
+from benchsummary import fmt, med, ratio
 
 out = sys.argv[1] if len(sys.argv) > 1 else "bench-tools-results"
 
@@ -19,30 +20,6 @@ def load(pattern):
         except Exception:
             pass
     return res
-
-
-def med(xs):
-    xs = [x for x in xs if x is not None]
-    if not xs:
-        return None
-    return statistics.median(xs), min(xs), max(xs)
-
-
-def fmt(m):
-    if m is None:
-        return "-"
-    v, lo, hi = m
-    if lo == hi:
-        return f"{v:,.0f}" if v >= 100 else f"{v:,.1f}"
-    if v >= 100:
-        return f"{v:,.0f} ({lo:,.0f}-{hi:,.0f})"
-    return f"{v:,.1f} ({lo:,.1f}-{hi:,.1f})"
-
-
-def ratio(a, b):
-    if a is None or b is None or b[0] == 0:
-        return "-"
-    return f"{a[0] / b[0]:.2f}x"
 
 
 sv = load("survey.json")

@@ -21,18 +21,11 @@ AGE_FILES=${AGE_FILES:-3000}
 FSLIST=${FSLIST:-"local mfs nacre"}
 MFS_MNT=${MFS_MNT:-/tmp/peers/mnt/mfs}
 
-mkdir -p "$WORK"
-go build -o "$NACRE" ./cmd/nacre
-cleanup() {
-  "$NACRE" down --dir "$WORK/cluster" >/dev/null 2>&1 || true
-  if [[ " $FSLIST " == *" mfs "* ]]; then "$PEERS/setup_moosefs.sh" stop >/dev/null 2>&1 || true; fi
-}
-trap cleanup EXIT
-rm -rf "$WORK/cluster" "$WORK/local"
+source scripts/bench-common.sh
+bench_up
+export NACRE_MGS=$MGS
+rm -rf "$WORK/local"
 mkdir -p "$WORK/local"
-MGS=$("$NACRE" up --dir "$WORK/cluster" --mount "$WORK/mnt" --detach | tail -1)
-export NACRE_MGS=${MGS#NACRE_MGS=}
-if [[ " $FSLIST " == *" mfs "* ]]; then "$PEERS/setup_moosefs.sh" start >/dev/null; fi
 
 dir_of() {
   case $1 in

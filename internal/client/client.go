@@ -189,21 +189,35 @@ func (c *Client) Close() error {
 func (c *Client) Config(ctx context.Context) (*pb.ClusterConfig, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	wait := 50 * time.Millisecond
+	var cfg *pb.ClusterConfig
+	err := whileUnavailable(ctx, time.Now().Add(10*time.Second), 50*time.Millisecond, time.Second, func() (err error) {
+		cfg, err = c.mgs.GetConfig(ctx, &pb.GetConfigRequest{}, grpc.WaitForReady(true))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get configuration from the MGS at %s: %w", c.cfg.MGS, err)
+	}
+	return cfg, nil
+}
+
+// whileUnavailable runs call again while it answers Unavailable (a replica
+// gone, a leader being elected), waiting wait between attempts, doubled up
+// to maxWait, until deadline or the end of ctx; it returns call's last
+// error.
+func whileUnavailable(ctx context.Context, deadline time.Time, wait, maxWait time.Duration, call func() error) error {
 	for {
-		cfg, err := c.mgs.GetConfig(ctx, &pb.GetConfigRequest{}, grpc.WaitForReady(true))
-		if err == nil {
-			return cfg, nil
+		err := call()
+		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
 		}
-		if status.Code(err) != codes.Unavailable {
-			return nil, fmt.Errorf("get configuration from the MGS at %s: %w", c.cfg.MGS, err)
-		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("get configuration from the MGS at %s: %w", c.cfg.MGS, err)
-		case <-time.After(wait):
+			t.Stop()
+			return err
+		case <-t.C:
 		}
-		wait = min(2*wait, time.Second)
+		wait = min(2*wait, maxWait)
 	}
 }
 

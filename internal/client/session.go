@@ -398,22 +398,19 @@ func (s *Session) lockReq(f fid.FID, l LockSpec) *pb.LockRequest {
 // ldlmCall runs a call on the lock manager of f's MDT, again while it is
 // unavailable (a new leader, the session reconnecting) for up to 10 s.
 func (s *Session) ldlmCall(ctx context.Context, f fid.FID, call func(ld pb.LDLMClient) error) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var noMDT error // not retried: only the lock manager's answers are
+	err := whileUnavailable(ctx, time.Now().Add(10*time.Second), 200*time.Millisecond, 200*time.Millisecond, func() error {
 		ld, _, err := s.clients(f)
 		if err != nil {
-			return err
+			noMDT = err
+			return nil
 		}
-		err = call(ld)
-		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) || ctx.Err() != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(200 * time.Millisecond):
-		}
+		return call(ld)
+	})
+	if noMDT != nil {
+		return noMDT
 	}
+	return err
 }
 
 // SetLock takes, changes or releases a lock. Without wait a conflict is

@@ -78,6 +78,21 @@ func (s *Server) ctx(d time.Duration) (context.Context, context.CancelFunc) {
 	return ctx, cancel
 }
 
+// freshConfig reads the OST list again for a create that would get fewer
+// stripes than it asks, unless it was read or tried within the last 200 ms:
+// concurrent creates share one read, and an MGS that does not answer
+// costs them one timeout per 200 ms, not one each.
+func (s *Server) freshConfig() {
+	s.cfgMu.Lock()
+	defer s.cfgMu.Unlock()
+	const recent = 200 * time.Millisecond
+	if time.Since(s.cfgTry) < recent || time.Since(time.Unix(0, s.cfgAt.Load())) < recent {
+		return
+	}
+	s.cfgTry = time.Now()
+	s.refreshConfig()
+}
+
 // refreshConfig learns the OSTs, their addresses and states from the MGS.
 func (s *Server) refreshConfig() {
 	ctx, cancel := s.ctx(2 * time.Second)

@@ -78,10 +78,12 @@ type Server struct {
 
 	linearizable bool // reads wait for the read index (replicated groups)
 
-	mu    sync.Mutex
-	osts  map[uint32]*ostState
-	rr    atomic.Uint64
-	cfgAt atomic.Int64 // when the OSTs were last read from the MGS (unix ns)
+	mu     sync.Mutex
+	osts   map[uint32]*ostState
+	rr     atomic.Uint64
+	cfgAt  atomic.Int64 // when the OSTs were last read from the MGS (unix ns)
+	cfgMu  sync.Mutex   // one freshConfig at a time
+	cfgTry time.Time    // the last freshConfig attempt (under cfgMu)
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -341,15 +343,13 @@ func (s *Server) pickOSTs(ctx context.Context, hint *pb.Layout) ([]uint32, error
 	refreshed := false
 	for {
 		ready, settling, empty := s.readyOSTs()
-		if want > len(ready) {
+		if want > len(ready) && !refreshed {
 			// An OST that registered since the last configuration read
-			// (once a second) is not known yet: read it now, at most
-			// every 200 ms, so that "every OST" means every OST up.
-			if !refreshed && time.Since(time.Unix(0, s.cfgAt.Load())) > 200*time.Millisecond {
-				refreshed = true
-				s.refreshConfig()
-				continue
-			}
+			// (once a second) is not known yet: read it now (freshConfig),
+			// so that "every OST" means every OST up.
+			refreshed = true
+			s.freshConfig()
+			continue
 		}
 		// Right after a start or a leader change the pools come up one
 		// by one: wait a little for the OSTs still cleaning up, so that a
