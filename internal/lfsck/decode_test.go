@@ -35,7 +35,7 @@ func TestPendTableMatchesAMap(t *testing.T) {
 	if tb.n != len(ref) {
 		t.Fatalf("table has %d entries, map %d", tb.n, len(ref))
 	}
-	tb.each(func(h uint64, p pend) {
+	tb.drain(func(h uint64, p pend) {
 		if ref[h] != p {
 			t.Fatalf("key %x: table %+v, map %+v", h, p, ref[h])
 		}
@@ -132,7 +132,7 @@ func TestNameMatchFoldsLikeOneTable(t *testing.T) {
 		}
 		got := map[uint64]pend{}
 		nm.each(func(h uint64, p pend) { got[h] = p })
-		ref.each(func(h uint64, p pend) {
+		ref.drain(func(h uint64, p pend) {
 			if got[h] != p {
 				t.Fatalf("foldAt %d: hash %x: partitions %+v, one table %+v", foldAt, h, got[h], p)
 			}

@@ -938,15 +938,6 @@ func (t *pendTable) drain(fn func(h uint64, p pend)) {
 	t.n = 0
 }
 
-// each calls fn for every pending pair.
-func (t *pendTable) each(fn func(h uint64, p pend)) {
-	for i, k := range t.keys {
-		if k != 0 {
-			fn(k, t.vals[i])
-		}
-	}
-}
-
 // ---- bitmaps ---------------------------------------------------------
 
 // bitmap is a growable bit set of object ids.
