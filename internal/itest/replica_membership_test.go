@@ -1,6 +1,7 @@
 package itest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"nacre/internal/cli"
+	"nacre/internal/client"
+	"nacre/internal/fid"
 	"nacre/internal/testcluster"
 )
 
@@ -143,5 +146,30 @@ func TestReplicaAddRemoveReplaceOnline(t *testing.T) {
 	checkUniqueObjects(t, c)
 	if !t.Failed() {
 		checkClean(t, cl)
+	}
+}
+
+// TestReplicaSingleTarget: on a file system formatted without replicas,
+// nacre replica list shows each group's one replica as the leading voter
+// (not "down"), and membership commands are refused with the reason.
+func TestReplicaSingleTarget(t *testing.T) {
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 1})
+	c := cl.Client(t)
+	if _, _, err := c.Create(context.Background(), fid.Root, "f", 0o644, client.CreateOpts{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []string{"mgs", "mdt0"} {
+		rows := replicaList(t, cl, g)
+		if len(rows) != 1 {
+			t.Fatalf("%s: %d replicas listed, want 1: %+v", g, len(rows), rows)
+		}
+		r := rows[0]
+		if r.Role != "voter" || r.State != "leader" || r.Term == 0 || r.Applied == 0 || r.Pid == 0 {
+			t.Errorf("%s: listed as %+v, want the leading voter with a term, an applied index and a pid", g, r)
+		}
+	}
+	out, err := cl.Run("replica", "transfer", "--target", "mdt0")
+	if err == nil || !strings.Contains(out, "single replica") || !strings.Contains(out, "--peers") {
+		t.Errorf("replica transfer on a single replica: err %v, output\n%s\nwant a refusal naming the single replica and --peers", err, out)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -206,4 +207,46 @@ func adminErr(g *Group, err error) error {
 		return status.Errorf(codes.DeadlineExceeded, "%s: %v", who(g), err)
 	}
 	return NotLeaderStatus(who(g), err)
+}
+
+// soloAdmin is the RaftAdmin service of a single-replica group, which has
+// no transport to reach other replicas: Members describes it (so that
+// `nacre replica list` shows its term and applied index), and membership
+// changes are refused with the reason instead of "unknown service".
+type soloAdmin struct {
+	nacrepb.UnimplementedRaftAdminServer
+	g *Group
+}
+
+// RegisterSoloAdmin serves RaftAdmin on srv for g, a group formatted as a
+// single replica. Call it before srv.Serve.
+func RegisterSoloAdmin(srv *grpc.Server, g *Group) {
+	nacrepb.RegisterRaftAdminServer(srv, soloAdmin{g: g})
+}
+
+func (a soloAdmin) refuse(what string) error {
+	return status.Errorf(codes.FailedPrecondition,
+		"%s: cannot %s: this target runs as a single replica (formatted without --peers), with no Raft transport to other replicas; "+
+			"a replicated target is formatted with --replica-id and --peers on every replica, or started with nacre up --replicas 3",
+		who(a.g), what)
+}
+
+// Members implements RaftAdmin.
+func (a soloAdmin) Members(context.Context, *nacrepb.RaftMembersRequest) (*nacrepb.RaftMembersReply, error) {
+	return Members(a.g), nil
+}
+
+// AddReplica implements RaftAdmin.
+func (a soloAdmin) AddReplica(context.Context, *nacrepb.RaftAddRequest) (*nacrepb.RaftMembersReply, error) {
+	return nil, a.refuse("add a replica")
+}
+
+// RemoveReplica implements RaftAdmin.
+func (a soloAdmin) RemoveReplica(context.Context, *nacrepb.RaftRemoveRequest) (*nacrepb.RaftMembersReply, error) {
+	return nil, a.refuse("remove a replica")
+}
+
+// TransferLeader implements RaftAdmin.
+func (a soloAdmin) TransferLeader(context.Context, *nacrepb.RaftTransferRequest) (*nacrepb.RaftMembersReply, error) {
+	return nil, a.refuse("hand over leadership")
 }

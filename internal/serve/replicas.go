@@ -138,6 +138,10 @@ func runMGS(id target.Identity, dir string, db *kv.DB, ln net.Listener, reg *pro
 		return nil, err
 	}
 	srv.Attach(g)
+	reg.MustRegister(raftgroup.NewCollector(srv.Group(), id.Name()))
+	if tr == nil {
+		raftgroup.RegisterSoloAdmin(g, srv.Group()) // nacre replica list shows it too
+	}
 	if tr != nil {
 		ln = tr.Listener(ln) // raft messages share the gRPC port (raftgroup/fast.go)
 	}

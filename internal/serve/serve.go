@@ -212,6 +212,10 @@ func runMDS(id target.Identity, dir string, db *kv.DB, ln, dataLn net.Listener, 
 		mgsConn.Close()
 		return nil, err
 	}
+	reg.MustRegister(raftgroup.NewCollector(srv.Group(), id.Name()))
+	if tr == nil {
+		raftgroup.RegisterSoloAdmin(g, srv.Group()) // nacre replica list shows it too
+	}
 	if tr != nil {
 		ln = tr.Listener(ln) // raft messages share the gRPC port (raftgroup/fast.go)
 	}
