@@ -236,7 +236,7 @@ func (x *txn) get(f fid.FID) (uint64, *pb.Inode, error) {
 	}
 	local, ino, err := getInode(x.b, f)
 	if err == nil {
-		x.t.cacheInode(local, proto.Clone(ino).(*pb.Inode))
+		x.t.cacheInode(local, cloneInode(ino))
 	}
 	return local, ino, err
 }
@@ -269,7 +269,7 @@ func getInode(r kv.Reader, f fid.FID) (uint64, *pb.Inode, error) {
 
 func (x *txn) put(local uint64, ino *pb.Inode) {
 	x.b.Set(ObjKey(local), mustMarshal(ino))
-	x.t.cacheInode(local, proto.Clone(ino).(*pb.Inode))
+	x.t.cacheInode(local, cloneInode(ino))
 	if local == rootLocal {
 		x.t.rootLayout = ino.Layout
 	}

@@ -3,8 +3,6 @@ package mdt
 import (
 	"encoding/binary"
 
-	"google.golang.org/protobuf/proto"
-
 	pb "nacre/api/nacrepb"
 	"nacre/internal/fid"
 	"nacre/internal/kv"
@@ -98,7 +96,7 @@ func (t *Target) cachedGet(f fid.FID) (uint64, *pb.Inode, bool) {
 	if !ok {
 		return 0, nil, false
 	}
-	return e.local, proto.Clone(e.ino).(*pb.Inode), true
+	return e.local, cloneInode(e.ino), true
 }
 
 // Invalidate drops everything cached (after the store was changed behind

@@ -133,7 +133,7 @@ func (t *Target) BuildFault(req *pb.FaultInjectRequest) (*pb.FaultOp, []OSTFault
 		cond(ObjKey(farLocal|local), nil)
 		set(OIKey(f), putU64(farLocal|local))
 	case "oi_conflict":
-		dup := proto.Clone(ino).(*pb.Inode)
+		dup := cloneInode(ino)
 		dup.MtimeNs -= int64(time.Second)
 		dup.CtimeNs -= int64(time.Second)
 		cond(OIKey(f), ov)

@@ -416,7 +416,7 @@ func (s *stage) create(c *pb.LfsckCreate) error {
 	if c.Inode == nil {
 		return errf(syscall.EINVAL, "create: no inode")
 	}
-	ino := proto.Clone(c.Inode).(*pb.Inode)
+	ino := cloneInode(c.Inode)
 	var f fid.FID
 	if c.AllocFid {
 		nf, err := x.allocFID()

@@ -162,7 +162,7 @@ func (x *txn) pinName(parent *pb.FID, name string, open []*pb.FID) *pin {
 		}
 		return p
 	}
-	orig := proto.Clone(child).(*pb.Inode)
+	orig := cloneInode(child)
 	child.Nlink++
 	x.put(local, child)
 	return &pin{local: local, f: cf, orig: orig}

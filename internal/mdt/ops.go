@@ -117,7 +117,7 @@ func (x *txn) create(op *pb.CreateOp) (*pb.Reply, error) {
 	x.t.inodes++
 	x.touch(parent)
 	x.put(plocal, parent)
-	out := proto.Clone(ino).(*pb.Inode)
+	out := cloneInode(ino)
 	out.Links = nil
 	return &pb.Reply{Inode: out}, nil
 }
@@ -231,7 +231,7 @@ func (x *txn) link(op *pb.LinkOp) (*pb.Reply, error) {
 	x.b.Set(DirentKey(plocal, name), encodeDirent(f, DirentType(ino.Mode)))
 	x.touch(parent)
 	x.put(plocal, parent)
-	out := proto.Clone(ino).(*pb.Inode)
+	out := cloneInode(ino)
 	out.Links = nil
 	return &pb.Reply{Inode: out}, nil
 }
@@ -283,7 +283,7 @@ func (x *txn) unlink(op *pb.UnlinkOp) (*pb.Reply, error) {
 	x.dropName(clocal, child, pf, name, parent)
 	x.touch(parent)
 	x.put(plocal, parent)
-	out := proto.Clone(child).(*pb.Inode)
+	out := cloneInode(child)
 	out.Links = nil
 	return &pb.Reply{Inode: out}, nil
 }
@@ -488,7 +488,7 @@ func (x *txn) exchange(op *pb.RenameOp, spf, dpf fid.FID, sp, dp, s, d *loaded, 
 }
 
 func stripLinks(ino *pb.Inode) *pb.Inode {
-	out := proto.Clone(ino).(*pb.Inode)
+	out := cloneInode(ino)
 	out.Links = nil
 	return out
 }
