@@ -458,25 +458,29 @@ func (x *LinkEntry) GetName() []byte {
 // Inode is an MDT object. On disk it is the value under the object's local
 // key; in replies it carries the attributes a client needs.
 type Inode struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Fid           *FID                   `protobuf:"bytes,1,opt,name=fid,proto3" json:"fid,omitempty"`    // LMA: the object's own FID
-	Mode          uint32                 `protobuf:"varint,2,opt,name=mode,proto3" json:"mode,omitempty"` // S_IFMT type bits and permission bits
-	Uid           uint32                 `protobuf:"varint,3,opt,name=uid,proto3" json:"uid,omitempty"`
-	Gid           uint32                 `protobuf:"varint,4,opt,name=gid,proto3" json:"gid,omitempty"`
-	Projid        uint32                 `protobuf:"varint,5,opt,name=projid,proto3" json:"projid,omitempty"`
-	Nlink         uint32                 `protobuf:"varint,6,opt,name=nlink,proto3" json:"nlink,omitempty"`
-	Size          uint64                 `protobuf:"varint,7,opt,name=size,proto3" json:"size,omitempty"`     // lazy size: exact unless flags has SIZE_DIRTY
-	Blocks        uint64                 `protobuf:"varint,8,opt,name=blocks,proto3" json:"blocks,omitempty"` // 512-byte blocks, lazy like size
-	AtimeNs       int64                  `protobuf:"varint,9,opt,name=atime_ns,json=atimeNs,proto3" json:"atime_ns,omitempty"`
-	MtimeNs       int64                  `protobuf:"varint,10,opt,name=mtime_ns,json=mtimeNs,proto3" json:"mtime_ns,omitempty"`
-	CtimeNs       int64                  `protobuf:"varint,11,opt,name=ctime_ns,json=ctimeNs,proto3" json:"ctime_ns,omitempty"`
-	Rdev          uint32                 `protobuf:"varint,12,opt,name=rdev,proto3" json:"rdev,omitempty"`
-	Flags         uint32                 `protobuf:"varint,13,opt,name=flags,proto3" json:"flags,omitempty"`    // INODE_FLAG_*
-	Links         []*LinkEntry           `protobuf:"bytes,14,rep,name=links,proto3" json:"links,omitempty"`     // linkEA (never sent to clients unless asked)
-	Layout        *Layout                `protobuf:"bytes,15,opt,name=layout,proto3" json:"layout,omitempty"`   // file: layout EA; dir: default layout (optional)
-	Symlink       []byte                 `protobuf:"bytes,16,opt,name=symlink,proto3" json:"symlink,omitempty"` // symlink target
-	BtimeNs       int64                  `protobuf:"varint,17,opt,name=btime_ns,json=btimeNs,proto3" json:"btime_ns,omitempty"`
-	Generation    uint64                 `protobuf:"varint,18,opt,name=generation,proto3" json:"generation,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Fid        *FID                   `protobuf:"bytes,1,opt,name=fid,proto3" json:"fid,omitempty"`    // LMA: the object's own FID
+	Mode       uint32                 `protobuf:"varint,2,opt,name=mode,proto3" json:"mode,omitempty"` // S_IFMT type bits and permission bits
+	Uid        uint32                 `protobuf:"varint,3,opt,name=uid,proto3" json:"uid,omitempty"`
+	Gid        uint32                 `protobuf:"varint,4,opt,name=gid,proto3" json:"gid,omitempty"`
+	Projid     uint32                 `protobuf:"varint,5,opt,name=projid,proto3" json:"projid,omitempty"`
+	Nlink      uint32                 `protobuf:"varint,6,opt,name=nlink,proto3" json:"nlink,omitempty"`
+	Size       uint64                 `protobuf:"varint,7,opt,name=size,proto3" json:"size,omitempty"`     // lazy size: exact unless flags has SIZE_DIRTY
+	Blocks     uint64                 `protobuf:"varint,8,opt,name=blocks,proto3" json:"blocks,omitempty"` // 512-byte blocks, lazy like size
+	AtimeNs    int64                  `protobuf:"varint,9,opt,name=atime_ns,json=atimeNs,proto3" json:"atime_ns,omitempty"`
+	MtimeNs    int64                  `protobuf:"varint,10,opt,name=mtime_ns,json=mtimeNs,proto3" json:"mtime_ns,omitempty"`
+	CtimeNs    int64                  `protobuf:"varint,11,opt,name=ctime_ns,json=ctimeNs,proto3" json:"ctime_ns,omitempty"`
+	Rdev       uint32                 `protobuf:"varint,12,opt,name=rdev,proto3" json:"rdev,omitempty"`
+	Flags      uint32                 `protobuf:"varint,13,opt,name=flags,proto3" json:"flags,omitempty"`    // INODE_FLAG_*
+	Links      []*LinkEntry           `protobuf:"bytes,14,rep,name=links,proto3" json:"links,omitempty"`     // linkEA (never sent to clients unless asked)
+	Layout     *Layout                `protobuf:"bytes,15,opt,name=layout,proto3" json:"layout,omitempty"`   // file: layout EA; dir: default layout (optional)
+	Symlink    []byte                 `protobuf:"bytes,16,opt,name=symlink,proto3" json:"symlink,omitempty"` // symlink target
+	BtimeNs    int64                  `protobuf:"varint,17,opt,name=btime_ns,json=btimeNs,proto3" json:"btime_ns,omitempty"`
+	Generation uint64                 `protobuf:"varint,18,opt,name=generation,proto3" json:"generation,omitempty"`
+	// When (MDT clock) a user last set mtime (utimensat, truncate): writes
+	// whose OST or client times are older than this were made before it, and
+	// a close or glimpse must not let them move mtime back past the set.
+	MtimeSetNs    int64 `protobuf:"varint,19,opt,name=mtime_set_ns,json=mtimeSetNs,proto3" json:"mtime_set_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -633,6 +637,13 @@ func (x *Inode) GetBtimeNs() int64 {
 func (x *Inode) GetGeneration() uint64 {
 	if x != nil {
 		return x.Generation
+	}
+	return 0
+}
+
+func (x *Inode) GetMtimeSetNs() int64 {
+	if x != nil {
+		return x.MtimeSetNs
 	}
 	return 0
 }
@@ -959,7 +970,7 @@ const file_common_proto_rawDesc = "" +
 	"\aobjects\x18\x06 \x03(\v2\x16.nacre.v1.StripeObjectR\aobjects\"F\n" +
 	"\tLinkEntry\x12%\n" +
 	"\x06parent\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\fR\x04name\"\xdf\x03\n" +
+	"\x04name\x18\x02 \x01(\fR\x04name\"\x81\x04\n" +
 	"\x05Inode\x12\x1f\n" +
 	"\x03fid\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x03fid\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\rR\x04mode\x12\x10\n" +
@@ -981,7 +992,9 @@ const file_common_proto_rawDesc = "" +
 	"\bbtime_ns\x18\x11 \x01(\x03R\abtimeNs\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x12 \x01(\x04R\n" +
-	"generation\"\xad\x01\n" +
+	"generation\x12 \n" +
+	"\fmtime_set_ns\x18\x13 \x01(\x03R\n" +
+	"mtimeSetNs\"\xad\x01\n" +
 	"\x06Statfs\x12\x1f\n" +
 	"\vbytes_total\x18\x01 \x01(\x04R\n" +
 	"bytesTotal\x12\x1d\n" +

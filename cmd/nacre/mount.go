@@ -65,6 +65,11 @@ Options (-o, comma-separated):
 			} else if !st.IsDir() {
 				return fmt.Errorf("mount point %s is not a directory", dir)
 			}
+			if _, ok := fusefs.FindMount(dir); ok {
+				// A second mount would stack on the first, and one
+				// umount would leave the path still mounted.
+				return fmt.Errorf("%s is already a mount point: unmount it first (nacre umount %s)", dir, dir)
+			}
 			if m.log == "" {
 				m.log = filepath.Join(fusefs.StateDir(), url.PathEscape(dir)+".log")
 			}

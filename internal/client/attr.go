@@ -36,3 +36,11 @@ func (f *File) Wrote() bool {
 	defer f.mu.Unlock()
 	return f.wrote
 }
+
+// OwnSize is the size the file knows from its own writes, and whether it
+// has writes not yet recorded by Close.
+func (f *File) OwnSize() (uint64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.size, f.wrote
+}

@@ -215,15 +215,9 @@ func (f *File) WriteAt(ctx context.Context, p []byte, off uint64) (int, error) {
 		return 0, nil
 	}
 	if needDirty {
-		// Before any byte reaches an OST the MDT must know its size is no
-		// longer exact, or a crash here would leave a wrong size behind.
-		if _, err := f.c.mutate(ctx, "write "+f.fid.String(), f.fid, &pb.Command{Op: &pb.Command_Setattr{Setattr: &pb.SetattrOp{
-			Fid: f.fid.PB(), Valid: uint32(pb.SetattrValid_SETATTR_SET_DIRTY)}}}); err != nil {
+		if err := f.setDirty(ctx, "write"); err != nil {
 			return 0, err
 		}
-		f.mu.Lock()
-		f.dirtySet = true
-		f.mu.Unlock()
 	}
 	ps := pieces(ino.Layout, off, uint64(len(p)))
 	err := parallel(ctx, len(ps), ioParallel, func(ctx context.Context, i int) error {
@@ -252,6 +246,21 @@ func (f *File) WriteAt(ctx context.Context, p []byte, off uint64) (int, error) {
 	f.lastWrite = time.Now().UnixNano()
 	f.mu.Unlock()
 	return len(p), nil
+}
+
+// setDirty tells the MDT, before any byte of a change reaches an OST,
+// that the file's size and mtime are no longer exact: a crash before the
+// close would otherwise leave wrong ones behind, and other clients would
+// trust them.
+func (f *File) setDirty(ctx context.Context, what string) error {
+	if _, err := f.c.mutate(ctx, what+" "+f.fid.String(), f.fid, &pb.Command{Op: &pb.Command_Setattr{Setattr: &pb.SetattrOp{
+		Fid: f.fid.PB(), Valid: uint32(pb.SetattrValid_SETATTR_SET_DIRTY)}}}); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.dirtySet = true
+	f.mu.Unlock()
+	return nil
 }
 
 // retryIO retries an idempotent object operation while the OST is
@@ -376,8 +385,18 @@ func (f *File) Punch(ctx context.Context, off, n uint64) error {
 	if ino.Layout == nil {
 		return nil
 	}
+	// A punch changes data like a write: mtime and ctime move, and the
+	// close records them (and other clients drop their cached pages).
+	f.mu.Lock()
+	needDirty := !f.dirtySet
+	f.mu.Unlock()
+	if needDirty {
+		if err := f.setDirty(ctx, "punch"); err != nil {
+			return err
+		}
+	}
 	chunks := layout.Split(uint64(ino.Layout.StripeSize), len(ino.Layout.Objects), off, n)
-	return parallel(ctx, len(chunks), ioParallel, func(ctx context.Context, i int) error {
+	err := parallel(ctx, len(chunks), ioParallel, func(ctx context.Context, i int) error {
 		ch := chunks[i]
 		o := ino.Layout.Objects[ch.Stripe]
 		wc, err := f.c.wireFor(o.Ost)
@@ -388,6 +407,17 @@ func (f *File) Punch(ctx context.Context, off, n uint64) error {
 			return wc.Punch(ctx, objID(o), ch.ObjOff, ch.Len)
 		})
 	})
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	for _, ch := range chunks {
+		f.touched[ch.Stripe] = true
+	}
+	f.wrote = true
+	f.lastWrite = time.Now().UnixNano()
+	f.mu.Unlock()
+	return nil
 }
 
 // Sync makes every byte written so far durable on the OSTs. The size need

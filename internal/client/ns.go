@@ -187,10 +187,19 @@ func (c *Client) glimpseIfDirty(ctx context.Context, ino *pb.Inode) error {
 		return err
 	}
 	ino.Size, ino.Blocks = g.size, g.blocks
-	if g.mtime > ino.MtimeNs {
-		ino.MtimeNs = g.mtime
-	}
+	mergeWriteTime(ino, g.mtime)
 	return nil
+}
+
+// mergeWriteTime folds the time of the newest write seen on the OSTs into
+// ino: a write moves mtime and ctime, unless a user set mtime after it
+// (mtime_set_ns, as the MDT applies a close).
+func mergeWriteTime(ino *pb.Inode, w int64) {
+	if w <= ino.MtimeNs || w <= ino.MtimeSetNs {
+		return
+	}
+	ino.MtimeNs = w
+	ino.CtimeNs = max(ino.CtimeNs, w)
 }
 
 // Setattr changes attributes. A size change of a regular file truncates

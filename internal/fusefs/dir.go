@@ -180,13 +180,24 @@ func (fs *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.S
 		}
 		return nil, out.AddDirEntry(e)
 	}
+	// "." carries the directory's inode number, and the root's ".." the
+	// root's; another directory's parent is not at hand here (its linkEA
+	// stays on the MDT), so its ".." goes out as unknown, which programs
+	// resolve with a stat.
+	var dot, dotdot uint64
+	if !d.virt {
+		dot = Ino(d.f)
+		if d.f == fid.Root {
+			dotdot = dot
+		}
+	}
 	if off == 0 {
-		if _, ok := add(fuse.DirEntry{Name: ".", Mode: syscall.S_IFDIR, Off: 1}); !ok {
+		if _, ok := add(fuse.DirEntry{Name: ".", Mode: syscall.S_IFDIR, Ino: dot, Off: 1}); !ok {
 			return fuse.OK
 		}
 	}
 	if off <= 1 {
-		if _, ok := add(fuse.DirEntry{Name: "..", Mode: syscall.S_IFDIR, Off: 2}); !ok {
+		if _, ok := add(fuse.DirEntry{Name: "..", Mode: syscall.S_IFDIR, Ino: dotdot, Off: 2}); !ok {
 			return fuse.OK
 		}
 	}

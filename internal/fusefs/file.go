@@ -260,6 +260,9 @@ func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out
 			return fuse.EACCES
 		}
 	}
+	if !existed {
+		fs.dirChanged(in.NodeId, 0)
+	}
 	n := fs.fillEntry(ino, &out.EntryOut)
 	h, keep := fs.openHandle(n, ino, in.Flags)
 	if existed && in.Flags&syscall.O_TRUNC != 0 && in.Flags&syscall.O_ACCMODE != syscall.O_RDONLY && ino.Size > 0 {

@@ -464,6 +464,7 @@ func virtAttr(id uint64, a *fuse.Attr) {
 
 // attr fetches a FID's attributes with an exact size.
 func (fs *FS) attr(ctx context.Context, f fid.FID) (*pb.Inode, error) {
+	fs.fenceOwnWrites(f)
 	ino, err := fs.c.Getattr(ctx, f)
 	if err != nil {
 		return nil, err
@@ -471,7 +472,37 @@ func (fs *FS) attr(ctx context.Context, f fid.FID) (*pb.Inode, error) {
 	if err := fs.c.Glimpse(ctx, ino); err != nil {
 		return nil, err
 	}
+	fs.ownSize(ino)
 	return ino, nil
+}
+
+// fenceOwnWrites lets this mount's writes to f that are still in flight
+// (write-behind acknowledged them to the kernel already) reach the OSTs,
+// so that the size the MDT and OSTs report next includes them. Without
+// it, a second process opening the file here would be told an older size,
+// and the kernel, believing it, would place that process's O_APPEND
+// writes over the first one's.
+func (fs *FS) fenceOwnWrites(f fid.FID) {
+	fs.mu.Lock()
+	of := fs.files[f]
+	fs.mu.Unlock()
+	if of != nil {
+		of.wb.fence(false)
+	}
+}
+
+// ownSize raises ino's size to the end of this mount's own writes to the
+// file not yet recorded by a close.
+func (fs *FS) ownSize(ino *pb.Inode) {
+	fs.mu.Lock()
+	of := fs.files[fid.FromPB(ino.Fid)]
+	fs.mu.Unlock()
+	if of == nil {
+		return
+	}
+	if size, wrote := of.f.OwnSize(); wrote && size > ino.Size {
+		ino.Size = size
+	}
 }
 
 // Invalidate drops what the kernel caches of files another client

@@ -62,9 +62,11 @@ func (fs *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out 
 		}
 		return st
 	}
+	fs.fenceOwnWrites(fid.FromPB(ino.Fid))
 	if err := fs.c.Glimpse(ctx, ino); err != nil {
 		return fs.status("lookup", err)
 	}
+	fs.ownSize(ino)
 	fs.fillEntry(ino, out)
 	return fuse.OK
 }
@@ -139,6 +141,17 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.Attr
 	if v&fuse.FATTR_CTIME != 0 {
 		op.Valid |= uint32(pb.SetattrValid_SETATTR_CTIME)
 		op.CtimeNs = int64(in.Ctime)*1e9 + int64(in.Ctimensec)
+	}
+	if v&(fuse.FATTR_ATIME|fuse.FATTR_MTIME) != 0 {
+		// Writes still in flight would reach the OSTs after the new
+		// times and count as newer (tar x and cp -p write, then set
+		// mtime, then close): let them land first.
+		fs.mu.Lock()
+		of := fs.files[f]
+		fs.mu.Unlock()
+		if of != nil {
+			of.wb.fence(false)
+		}
 	}
 	var ino *pb.Inode
 	var err error

@@ -296,3 +296,19 @@ func TestFuseUpMountsAndDownUnmounts(t *testing.T) {
 		t.Fatalf("mount daemon %d still running after down", rec.Pid)
 	}
 }
+
+// TestFuseMountTwiceIsRefused: a second mount on a mount point is refused
+// (it would stack, and one umount would leave the path mounted), and the
+// first mount keeps working.
+func TestFuseMountTwiceIsRefused(t *testing.T) {
+	needFUSE(t)
+	cl := testcluster.Start(t, testcluster.Options{})
+	m := mountFuse(t, cl)
+	out, err := exec.Command(cl.Bin, "mount", "--mgs", cl.MGS, m.Dir).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "already a mount point") || !strings.Contains(string(out), "nacre umount") {
+		t.Fatalf("second nacre mount on %s: err %v, output %q; want a refusal naming nacre umount", m.Dir, err, out)
+	}
+	if err := os.WriteFile(m.Path("still"), []byte("ok"), 0o644); err != nil {
+		t.Fatalf("first mount after the refused one: %v", err)
+	}
+}

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	pb "nacre/api/nacrepb"
+	"nacre/internal/obs"
 	"nacre/internal/rpc"
 	"nacre/internal/serve"
 	"nacre/internal/target"
@@ -325,6 +326,7 @@ func Up(ctx context.Context, o Options) (*Cluster, error) {
 	if err := waitReady(ctx, c, want, o.ReadyTimeout); err != nil {
 		return c, err
 	}
+	waitPools(ctx, c, poolWait)
 	if o.Mount != "" {
 		if err := mountLocal(o.Binary, o.Dir, c.MGS, o.Mount, o.Out); err != nil {
 			return c, err
@@ -357,6 +359,71 @@ func start(bin, d string) (int, error) {
 	// Reap the child if it exits while we run; its pid file tells Down.
 	go cmd.Wait()
 	return pid, nil
+}
+
+// poolWait bounds how long Up waits for the MDTs' pools of precreated
+// objects: an OST whose disk is full never gets one, and must not keep
+// the cluster from starting.
+const poolWait = 10 * time.Second
+
+// waitPools waits, at most d, until every leading MDT has precreated
+// objects on every OST that is up: until then a create takes only the
+// OSTs it has objects on, so a new user's first `setstripe -c -1` would
+// get fewer stripes than there are OSTs.
+func waitPools(ctx context.Context, c *Cluster, d time.Duration) {
+	deadline := time.Now().Add(d)
+	cc, err := rpc.Dial(c.MGS)
+	if err != nil {
+		return
+	}
+	defer cc.Close()
+	m := pb.NewMGSClient(cc)
+	for time.Now().Before(deadline) {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		cfg, err := m.GetConfig(cctx, &pb.GetConfigRequest{})
+		cancel()
+		if err == nil && poolsFull(ctx, cfg.Targets) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// poolsFull reports whether every leading MDT's metrics show objects
+// precreated on every OST that is up.
+func poolsFull(ctx context.Context, ts []*pb.TargetInfo) bool {
+	osts := 0
+	for _, t := range ts {
+		if t.Kind == pb.TargetKind_TARGET_OST && t.State == "up" {
+			osts++
+		}
+	}
+	for _, t := range ts {
+		if t.Kind != pb.TargetKind_TARGET_MDT || !t.Leader || t.State != "up" {
+			continue
+		}
+		if t.MetricsAddr == "" {
+			return true // nothing to ask: do not wait
+		}
+		sc, err := obs.Fetch(ctx, "http://"+t.MetricsAddr+"/metrics")
+		if err != nil {
+			return false
+		}
+		ready := 0
+		for _, ost := range sc.LabelValues("nacre_mds_precreate_pool_objects", "ost") {
+			if sc.Sum("nacre_mds_precreate_pool_objects", map[string]string{"ost": ost}) > 0 {
+				ready++
+			}
+		}
+		if ready < osts {
+			return false
+		}
+	}
+	return true
 }
 
 // waitReady waits until every target is up in the MGS and the MDT leads.

@@ -558,8 +558,19 @@ func (x *txn) setattr(op *pb.SetattrOp) (*pb.Reply, error) {
 		if has(pb.SetattrValid_SETATTR_ATIME) {
 			ino.AtimeNs = op.AtimeNs
 		}
-		if has(pb.SetattrValid_SETATTR_MTIME) {
+		switch {
+		case !has(pb.SetattrValid_SETATTR_MTIME):
+		case !has(pb.SetattrValid_SETATTR_CLEAR_DIRTY):
+			// A user's explicit time (tar x, cp -p, touch -d).
 			ino.MtimeNs = op.MtimeNs
+			ino.MtimeSetNs = x.now
+		case op.MtimeNs > ino.MtimeSetNs:
+			// A close reports the time of its last write: a write
+			// changes mtime and ctime alike. Writes older than a
+			// user's explicit time were made before it and must
+			// not undo it.
+			ino.MtimeNs = op.MtimeNs
+			ino.CtimeNs = max(ino.CtimeNs, op.MtimeNs)
 		}
 		if !has(pb.SetattrValid_SETATTR_CLEAR_DIRTY) {
 			changed = true
@@ -574,6 +585,7 @@ func (x *txn) setattr(op *pb.SetattrOp) (*pb.Reply, error) {
 		}
 		if has(pb.SetattrValid_SETATTR_MTIME_NOW) {
 			ino.MtimeNs = x.now
+			ino.MtimeSetNs = x.now
 		}
 		changed = true
 	}
