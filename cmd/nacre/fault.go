@@ -27,7 +27,13 @@ func faultCommand(g *globals) *cobra.Command {
 		Short: "Damage one object of the running cluster in exactly one way",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return admin.FaultInject(cmd.Context(), adminEnv(g, cmd), args[0], inj.path, inj.stripe)
+			mgs, paths, err := g.env(cmd).ResolvePaths(inj.path)
+			if err != nil {
+				return err
+			}
+			e := adminEnv(g, cmd)
+			e.MGS = mgs
+			return admin.FaultInject(cmd.Context(), e, args[0], paths[0], inj.stripe)
 		},
 	}
 	inject.Flags().StringVar(&inj.path, "path", "", "the file or directory to damage")

@@ -16,23 +16,34 @@ func addStripeFlags(cmd *cobra.Command, count *int, size *string, offset *int) {
 	cmd.Flags().IntVarP(offset, "stripe-index", "i", -1, "first OST index (-1: any)")
 }
 
-func stripeOpts(count int, size string, offset int) (cli.StripeOpts, error) {
+// stripeOpts reads the -c/-S/-i flags; a count or size of 0 given
+// explicitly is refused (0 would mean "the default" otherwise).
+func stripeOpts(cmd *cobra.Command, count int, size string, offset int) (cli.StripeOpts, error) {
 	so := cli.StripeOpts{Count: count, Offset: offset}
+	if cmd.Flags().Changed("stripe-count") && count == 0 {
+		return so, fmt.Errorf("-c 0: 0 is not a valid stripe count: use -1 (all OSTs) or 1..%d", layout.MaxStripeCount)
+	}
 	if size != "" {
 		v, err := layout.ParseSize(size)
 		if err != nil {
 			return so, err
 		}
+		if v == 0 {
+			return so, fmt.Errorf("-S %s: 0 is not a valid stripe size: use a multiple of 64K such as 64K, 1M or 4M", size)
+		}
 		so.Size = v
+	}
+	if cmd.Flags().Changed("stripe-index") && offset < -1 {
+		return so, fmt.Errorf("-i %d: an OST index is 0 or more (-1: any)", offset)
 	}
 	return so, nil
 }
 
 func addFSCommands(root *cobra.Command, g *globals) {
 	var long bool
-	ls := &cobra.Command{Use: "ls [-l] [PATH]", Short: "List a directory", GroupID: "fs", Args: cobra.MaximumNArgs(1),
+	ls := &cobra.Command{Use: "ls [-l] [PATH]", Short: "List a directory (default: the current one on a Nacre mount, else /)", GroupID: "fs", Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p := "/"
+			p := ""
 			if len(args) == 1 {
 				p = args[0]
 			}
@@ -64,7 +75,7 @@ func addFSCommands(root *cobra.Command, g *globals) {
 	var ps string
 	put := &cobra.Command{Use: "put LOCAL PATH", Short: "Copy a local file into the file system", GroupID: "fs", Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			so, err := stripeOpts(pc, ps, pi)
+			so, err := stripeOpts(cmd, pc, ps, pi)
 			if err != nil {
 				return err
 			}
@@ -116,7 +127,7 @@ func addFSCommands(root *cobra.Command, g *globals) {
 	setstripe := &cobra.Command{Use: "setstripe -c COUNT -S SIZE [-i OST] PATH",
 		Short: "Set a directory's default layout, or create a file (or relayout an empty one) with a layout", GroupID: "fs", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			so, err := stripeOpts(sc, ss, si)
+			so, err := stripeOpts(cmd, sc, ss, si)
 			if err != nil {
 				return err
 			}

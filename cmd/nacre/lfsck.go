@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	pb "nacre/api/nacrepb"
+	"nacre/internal/cli"
 	"nacre/internal/lfsck/admin"
 )
 
@@ -51,7 +52,7 @@ and changes nothing at all. See docs/lfsck.md.`,
 			if cmd.Flags().Changed("window") {
 				req.Window = &st.window
 			}
-			return admin.Start(cmd.Context(), adminEnv(g, cmd), admin.StartOptions{Req: req, MDT: st.mdt, All: st.all, Wait: st.wait, JSON: st.json})
+			return cli.LfsckStart(cmd.Context(), g.env(cmd), admin.StartOptions{Req: req, MDT: st.mdt, All: st.all, Wait: st.wait, JSON: st.json})
 		},
 	}
 	f := start.Flags()
@@ -67,7 +68,7 @@ and changes nothing at all. See docs/lfsck.md.`,
 	f.IntVar(&st.mdt, "mdt", 0, "MDT index")
 	f.BoolVarP(&st.all, "all", "A", false, "every MDT")
 	f.BoolVar(&st.wait, "wait", false, "wait until it ends (progress on a terminal), then print the result")
-	f.BoolVar(&st.json, "json", false, "with --wait: print the result as JSON")
+	f.BoolVar(&st.json, "json", false, "print JSON only on standard output: the result with --wait, else the MDTs started")
 	f.Int64Var(&st.checkpointMs, "checkpoint-interval-ms", 0, "checkpoint interval (default 60000)")
 	f.MarkHidden("checkpoint-interval-ms")
 

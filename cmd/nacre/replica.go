@@ -92,6 +92,10 @@ snapshot, and becomes a voter once it has caught up.`,
 			if id == 0 {
 				id = next
 			}
+			if a, ok := peers[id]; ok {
+				// Refused before a directory is formatted for it.
+				return 0, fmt.Errorf("replica %d is already a member of %s at %s; to move it, use nacre replica replace (to promote a learner, give --id and --addr without --dir)", id, strings.ToUpper(grp.Name), a)
+			}
 			d, a, pid, err := localcluster.NewReplica(dir, grp.Name, id, peers, "")
 			if err != nil {
 				return 0, err
@@ -170,6 +174,9 @@ snapshot, and becomes a voter once it has caught up.`,
 			}
 			if rm.id == 0 {
 				return fmt.Errorf("--id (the replica to replace) is required")
+			}
+			if add.id == rm.id {
+				return fmt.Errorf("--new-id %d is the replica to replace: the new replica needs a new id (ids are never reused)", add.id)
 			}
 			add.learner = false
 			nid, err := addOne(cmd, e, grp)

@@ -25,6 +25,9 @@ type Env struct {
 	MGS string
 	Out io.Writer
 	Err io.Writer
+	// Paths resolves path arguments (see paths.go); nil: this process's
+	// current directory and mounts.
+	Paths *PathEnv
 }
 
 // Connect opens a client, with a message that says how to fix a missing
@@ -34,6 +37,21 @@ func (e Env) Connect(ctx context.Context) (*client.Client, error) {
 		return nil, fmt.Errorf("no MGS address: pass --mgs HOST:PORT or set NACRE_MGS (`nacre up` prints it)")
 	}
 	return client.New(ctx, client.Config{MGS: e.MGS, Timeout: 30 * time.Second})
+}
+
+// open resolves path arguments (PathEnv.Resolve) and connects to the file
+// system they are on.
+func (e Env) open(ctx context.Context, args ...string) (*client.Client, []string, error) {
+	mgs, paths, err := e.ResolvePaths(args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	e.MGS = mgs
+	c, err := e.Connect(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, paths, nil
 }
 
 // JSON writes v as indented JSON.

@@ -2,12 +2,16 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -18,13 +22,22 @@ import (
 	"nacre/internal/layout"
 )
 
-// Ls lists a directory (or describes a file), sorted by name.
-func Ls(ctx context.Context, e Env, p string, long bool) error {
-	c, err := e.Connect(ctx)
+// Ls lists a directory (or describes a file), sorted by name. Without a
+// path ("") it lists the current directory if that is on a Nacre mount,
+// else the root.
+func Ls(ctx context.Context, e Env, arg string, long bool) error {
+	if arg == "" {
+		arg = "/"
+		if e.cwdOnMount() {
+			arg = "."
+		}
+	}
+	c, ps, err := e.open(ctx, arg)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	p := ps[0]
 	ino, err := c.Resolve(ctx, p, true)
 	if err != nil {
 		return err
@@ -74,12 +87,13 @@ func Ls(ctx context.Context, e Env, p string, long bool) error {
 }
 
 // Mkdir makes a directory (and its parents with parents).
-func Mkdir(ctx context.Context, e Env, p string, parents bool, mode uint32) error {
-	c, err := e.Connect(ctx)
+func Mkdir(ctx context.Context, e Env, arg string, parents bool, mode uint32) error {
+	c, ps, err := e.open(ctx, arg)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	p := ps[0]
 	if !parents {
 		parent, name, err := c.ResolveParent(ctx, p)
 		if err != nil {
@@ -104,7 +118,7 @@ func Mkdir(ctx context.Context, e Env, p string, parents bool, mode uint32) erro
 			return err
 		}
 		if !isDir(ino) {
-			return fmt.Errorf("mkdir %s: %s is not a directory", p, part)
+			return fmt.Errorf("mkdir %s: %s is not a directory", arg, part)
 		}
 		cur = fidOf(ino)
 	}
@@ -133,11 +147,58 @@ func (s StripeOpts) layout() (*pb.Layout, error) {
 	return &pb.Layout{Pattern: 1, StripeCount: int32(s.Count), StripeSize: uint32(s.Size), StripeOffset: int32(s.Offset)}, nil
 }
 
+// checkOSTs refuses a first OST (-i) that the file system does not have.
+func (s StripeOpts) checkOSTs(ctx context.Context, c *client.Client) error {
+	if s.Offset < 0 {
+		return nil
+	}
+	cfg, err := c.Config(ctx)
+	if err != nil {
+		return err
+	}
+	return checkOSTIndex(s.Offset, cfg.Targets)
+}
+
+func checkOSTIndex(index int, targets []*pb.TargetInfo) error {
+	seen := map[uint32]bool{}
+	for _, t := range targets {
+		if t.Kind == pb.TargetKind_TARGET_OST {
+			seen[t.Index] = true // once per OST, however many replicas
+		}
+	}
+	if index >= 0 && index <= math.MaxUint32 && seen[uint32(index)] {
+		return nil
+	}
+	idx := make([]int, 0, len(seen))
+	for i := range seen {
+		idx = append(idx, int(i))
+	}
+	sort.Ints(idx)
+	valid := make([]string, len(idx))
+	for k, i := range idx {
+		valid[k] = strconv.Itoa(i)
+	}
+	if len(valid) == 0 {
+		return fmt.Errorf("OST index %d: the file system has no OSTs", index)
+	}
+	return fmt.Errorf("OST index %d is not in the file system: valid indexes are %s", index, strings.Join(valid, ", "))
+}
+
 // copyBuf is the size of one put/get call: 16 stripes of 1 MiB in flight.
 const copyBuf = 16 << 20
 
-// Put copies a local file into the file system.
-func Put(ctx context.Context, e Env, local, remote string, so StripeOpts) error {
+// partialSuffix marks the temporary file put writes (".NAME.nacre-partial-RANDOM"
+// in the destination's directory) and get writes (LOCAL.nacre-partial).
+const partialSuffix = ".nacre-partial"
+
+// Put copies a local file into the file system. It writes a temporary file
+// in the destination's directory and renames it over the destination once
+// every byte is written and durable, so an interrupted or failed put
+// leaves the destination as it was (and removes the temporary file; only a
+// client killed outright leaves one behind). The destination is a new
+// file with the source's permission bits and the layout asked, else the
+// layout of the file it replaces, else its directory's default.
+func Put(ctx context.Context, e Env, local, remoteArg string, so StripeOpts) error {
 	src, err := os.Open(local)
 	if err != nil {
 		return err
@@ -154,31 +215,49 @@ func Put(ctx context.Context, e Env, local, remote string, so StripeOpts) error 
 	if err != nil {
 		return err
 	}
-	c, err := e.Connect(ctx)
+	c, ps, err := e.open(ctx, remoteArg)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	if strings.HasSuffix(remote, "/") {
-		remote += path.Base(local)
+	if err := so.checkOSTs(ctx, c); err != nil {
+		return err
 	}
-	if ino, err := c.Resolve(ctx, remote, true); err == nil && isDir(ino) {
+	remote := ps[0]
+	if strings.HasSuffix(remoteArg, "/") {
+		remote = strings.TrimSuffix(remote, "/") + "/" + path.Base(local)
+	} else if ino, err := c.Resolve(ctx, remote, true); err == nil && isDir(ino) {
 		remote = strings.TrimSuffix(remote, "/") + "/" + path.Base(local)
 	}
 	parent, name, err := c.ResolveParent(ctx, remote)
 	if err != nil {
 		return err
 	}
-	ino, existed, err := c.Create(ctx, fidOf(parent), name, syscall.S_IFREG|uint32(st.Mode().Perm()), client.CreateOpts{Layout: l})
-	if err != nil {
-		return err
-	}
-	f := c.OpenInode(ino)
-	if existed && ino.Size > 0 {
-		if err := f.Truncate(ctx, 0); err != nil {
-			return err
+	dir := fidOf(parent)
+	if l == nil {
+		// Replacing a file keeps its layout (as `lfs setstripe F; cp S F`).
+		if old, err := c.Lookup(ctx, dir, name); err == nil && isReg(old) && old.Layout != nil {
+			l = &pb.Layout{Pattern: old.Layout.Pattern, StripeCount: old.Layout.StripeCount, StripeSize: old.Layout.StripeSize, StripeOffset: old.Layout.StripeOffset}
 		}
 	}
+	tmp := partialName(name)
+	ino, _, err := c.Create(ctx, dir, tmp, syscall.S_IFREG|uint32(st.Mode().Perm()), client.CreateOpts{Exclusive: true, Layout: l})
+	if err != nil {
+		return fmt.Errorf("put %s: create %s: %w", remoteArg, tmp, err)
+	}
+	done := false
+	defer func() {
+		if done {
+			return
+		}
+		// Also after an interrupt (ctx is cancelled then).
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, err := c.Unlink(cctx, dir, tmp); err != nil && !errors.Is(err, syscall.ENOENT) {
+			fmt.Fprintf(stderr(e), "nacre: put %s: could not remove the partial file %s: %v\n", remoteArg, tmp, err)
+		}
+	}()
+	f := c.OpenInode(ino)
 	buf := make([]byte, copyBuf)
 	var off uint64
 	for {
@@ -196,22 +275,45 @@ func Put(ctx context.Context, e Env, local, remote string, so StripeOpts) error 
 			return fmt.Errorf("read %s: %w", local, rerr)
 		}
 	}
-	return f.Close(ctx)
+	if err := f.Close(ctx); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := c.Rename(ctx, dir, tmp, dir, name, 0); err != nil {
+		return fmt.Errorf("put %s: rename %s over it: %w", remoteArg, tmp, err)
+	}
+	done = true
+	return nil
+}
+
+// partialName is the name of put's temporary file for name (at most 255
+// bytes, so that any name that fits gets one).
+func partialName(name string) string {
+	var r [4]byte
+	rand.Read(r[:])
+	suffix := partialSuffix + "-" + hex.EncodeToString(r[:])
+	if limit := 255 - 1 - len(suffix); len(name) > limit {
+		name = name[:limit]
+	}
+	return "." + name + suffix
 }
 
 // Get copies a file out of the file system ("-" writes to standard output).
-func Get(ctx context.Context, e Env, remote, local string) error {
-	c, err := e.Connect(ctx)
+func Get(ctx context.Context, e Env, arg, local string) error {
+	c, ps, err := e.open(ctx, arg)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	remote := ps[0]
 	ino, err := c.Resolve(ctx, remote, true)
 	if err != nil {
 		return err
 	}
 	if !isReg(ino) {
-		return fmt.Errorf("get %s: not a regular file", remote)
+		return fmt.Errorf("get %s: not a regular file", arg)
 	}
 	var dst io.Writer = e.Out
 	var out *os.File
@@ -219,13 +321,13 @@ func Get(ctx context.Context, e Env, remote, local string) error {
 		if st, err := os.Stat(local); err == nil && st.IsDir() {
 			local = local + "/" + path.Base(remote)
 		}
-		out, err = os.OpenFile(local+".nacre-partial", os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+		out, err = os.OpenFile(local+partialSuffix, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 		if err != nil {
 			return err
 		}
 		defer func() {
 			out.Close()
-			os.Remove(local + ".nacre-partial")
+			os.Remove(local + partialSuffix)
 		}()
 		dst = out
 	}
@@ -239,7 +341,7 @@ func Get(ctx context.Context, e Env, remote, local string) error {
 		if err := out.Close(); err != nil {
 			return err
 		}
-		return os.Rename(local+".nacre-partial", local)
+		return os.Rename(local+partialSuffix, local)
 	}
 	return nil
 }
@@ -266,19 +368,19 @@ func copyOut(ctx context.Context, c *client.Client, ino *pb.Inode, dst io.Writer
 }
 
 // Cat writes files to the output.
-func Cat(ctx context.Context, e Env, paths []string) error {
-	c, err := e.Connect(ctx)
+func Cat(ctx context.Context, e Env, args []string) error {
+	c, paths, err := e.open(ctx, args...)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	for _, p := range paths {
+	for i, p := range paths {
 		ino, err := c.Resolve(ctx, p, true)
 		if err != nil {
 			return err
 		}
 		if !isReg(ino) {
-			return fmt.Errorf("cat %s: not a regular file", p)
+			return fmt.Errorf("cat %s: not a regular file", args[i])
 		}
 		if err := copyOut(ctx, c, ino, e.Out); err != nil {
 			return err
@@ -324,24 +426,25 @@ func typeName(mode uint32) string {
 }
 
 // Stat prints a file's attributes.
-func Stat(ctx context.Context, e Env, p string, asJSON bool) error {
-	c, err := e.Connect(ctx)
+func Stat(ctx context.Context, e Env, arg string, asJSON bool) error {
+	c, ps, err := e.open(ctx, arg)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	p := ps[0]
 	ino, err := c.Resolve(ctx, p, false)
 	if err != nil {
 		return err
 	}
 	ts := func(ns int64) string { return time.Unix(0, ns).Format(time.RFC3339Nano) }
-	si := StatInfo{Path: p, FID: fidOf(ino).String(), Type: typeName(ino.Mode), Mode: fmt.Sprintf("%04o", ino.Mode&0o7777),
+	si := StatInfo{Path: arg, FID: fidOf(ino).String(), Type: typeName(ino.Mode), Mode: fmt.Sprintf("%04o", ino.Mode&0o7777),
 		Nlink: ino.Nlink, UID: ino.Uid, GID: ino.Gid, ProjID: ino.Projid, Size: ino.Size, Blocks: ino.Blocks,
 		Atime: ts(ino.AtimeNs), Mtime: ts(ino.MtimeNs), Ctime: ts(ino.CtimeNs), Target: string(ino.Symlink)}
 	if asJSON {
 		return JSON(e.Out, si)
 	}
-	fmt.Fprintf(e.Out, "  File: %s", p)
+	fmt.Fprintf(e.Out, "  File: %s", arg)
 	if si.Target != "" {
 		fmt.Fprintf(e.Out, " -> %s", si.Target)
 	}
@@ -352,24 +455,24 @@ func Stat(ctx context.Context, e Env, p string, asJSON bool) error {
 }
 
 // Rm removes files, and directories with recursive.
-func Rm(ctx context.Context, e Env, paths []string, recursive bool) error {
-	c, err := e.Connect(ctx)
+func Rm(ctx context.Context, e Env, args []string, recursive bool) error {
+	c, paths, err := e.open(ctx, args...)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	for _, p := range paths {
+	for i, p := range paths {
 		parent, name, err := c.ResolveParent(ctx, p)
 		if err != nil {
 			return err
 		}
 		ino, err := c.Lookup(ctx, fidOf(parent), name)
 		if err != nil {
-			return fmt.Errorf("rm %s: %w", p, err)
+			return fmt.Errorf("rm %s: %w", args[i], err)
 		}
 		if isDir(ino) {
 			if !recursive {
-				return fmt.Errorf("rm %s: is a directory (use -r)", p)
+				return fmt.Errorf("rm %s: is a directory (use -r)", args[i])
 			}
 			if err := removeTree(ctx, c, fidOf(ino)); err != nil {
 				return err
@@ -411,12 +514,13 @@ func removeTree(ctx context.Context, c *client.Client, dir fid.FID) error {
 }
 
 // Mv renames; a destination directory receives the source inside it.
-func Mv(ctx context.Context, e Env, src, dst string) error {
-	c, err := e.Connect(ctx)
+func Mv(ctx context.Context, e Env, srcArg, dstArg string) error {
+	c, ps, err := e.open(ctx, srcArg, dstArg)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	src, dst := ps[0], ps[1]
 	sp, sn, err := c.ResolveParent(ctx, src)
 	if err != nil {
 		return err
@@ -432,21 +536,27 @@ func Mv(ctx context.Context, e Env, src, dst string) error {
 }
 
 // Ln makes a hard link, or a symbolic link with symbolic.
-func Ln(ctx context.Context, e Env, targetPath, link string, symbolic bool) error {
-	c, err := e.Connect(ctx)
+// A symbolic link's target is stored as given; a hard link's target is a
+// path argument like the link.
+func Ln(ctx context.Context, e Env, targetArg, linkArg string, symbolic bool) error {
+	args := []string{linkArg}
+	if !symbolic {
+		args = append(args, targetArg)
+	}
+	c, ps, err := e.open(ctx, args...)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	lp, ln, err := c.ResolveParent(ctx, link)
+	lp, ln, err := c.ResolveParent(ctx, ps[0])
 	if err != nil {
 		return err
 	}
 	if symbolic {
-		_, err = c.Symlink(ctx, fidOf(lp), ln, targetPath)
+		_, err = c.Symlink(ctx, fidOf(lp), ln, targetArg)
 		return err
 	}
-	t, err := c.Resolve(ctx, targetPath, false)
+	t, err := c.Resolve(ctx, ps[1], false)
 	if err != nil {
 		return err
 	}
@@ -455,19 +565,19 @@ func Ln(ctx context.Context, e Env, targetPath, link string, symbolic bool) erro
 }
 
 // Path2Fid prints the FID of each path.
-func Path2Fid(ctx context.Context, e Env, paths []string) error {
-	c, err := e.Connect(ctx)
+func Path2Fid(ctx context.Context, e Env, args []string) error {
+	c, paths, err := e.open(ctx, args...)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	for _, p := range paths {
+	for i, p := range paths {
 		ino, err := c.Resolve(ctx, p, false)
 		if err != nil {
 			return err
 		}
 		if len(paths) > 1 {
-			fmt.Fprintf(e.Out, "%s: ", p)
+			fmt.Fprintf(e.Out, "%s: ", args[i])
 		}
 		fmt.Fprintln(e.Out, fidOf(ino))
 	}

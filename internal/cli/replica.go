@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -277,18 +278,59 @@ func onLeader(ctx context.Context, e Env, g ReplicaGroup, call func(ctx context.
 }
 
 // ReplicaAdd adds replica id, serving at addr (started to join), to the
-// group: as a learner, then as a voter once it has caught up.
+// group: as a learner, then as a voter once it has caught up. An id that
+// is already a member is refused (the leader would only change its
+// address and lose it), except a learner at its own address, which is
+// promoted (or, with learner, left alone).
 func ReplicaAdd(ctx context.Context, e Env, g ReplicaGroup, id uint64, addr string, learner bool, timeout time.Duration) error {
 	start := time.Now()
-	fmt.Fprintf(e.Out, "adding replica %d (%s) to %s: learner first, voter once it has caught up...\n", id, addr, strings.ToUpper(g.Name))
+	name := strings.ToUpper(g.Name)
+	doing := fmt.Sprintf("adding replica %d (%s) to %s: learner first, voter once it has caught up", id, addr, name)
+	if learner {
+		doing = fmt.Sprintf("adding replica %d (%s) to %s as a learner", id, addr, name)
+	}
+	// The servers refuse too; asking first keeps the message plain and
+	// says nothing of adding when nothing will be added.
+	if addrs, _, err := replicaAddrs(ctx, e.MGS, g); err == nil {
+		if lv, _, err := leaderView(ctx, addrs); err == nil {
+			for _, m := range lv.Members {
+				if m.Id != id {
+					continue
+				}
+				if m.Role != "learner" || (m.Addr != "" && m.Addr != addr) {
+					return fmt.Errorf("replica %d is already a %s of %s at %s; to move it, use nacre replica replace", id, m.Role, name, m.Addr)
+				}
+				if learner {
+					fmt.Fprintf(e.Out, "replica %d is already a learner of %s at %s\n", id, name, m.Addr)
+					return nil
+				}
+				doing = fmt.Sprintf("replica %d (%s) is a learner of %s: promoting it to voter once it has caught up", id, addr, name)
+			}
+		}
+	}
+	fmt.Fprintf(e.Out, "%s...\n", doing)
 	r, err := onLeader(ctx, e, g, func(ctx context.Context, c pb.RaftAdminClient) (*pb.RaftMembersReply, error) {
 		return c.AddReplica(ctx, &pb.RaftAddRequest{Id: id, Addr: addr, Learner: learner, CatchUpTimeoutMs: uint32(timeout.Milliseconds())}, grpc.WaitForReady(true))
 	})
 	if err != nil {
-		return fmt.Errorf("add replica %d to %s: %w", id, g.Name, err)
+		return refusal(err, "add replica %d to %s", id, g.Name)
 	}
-	fmt.Fprintf(e.Out, "replica %d is a %s of %s after %.1fs\n", id, roleOf(r, id), strings.ToUpper(g.Name), time.Since(start).Seconds())
+	fmt.Fprintf(e.Out, "replica %d is a %s of %s after %.1fs\n", id, roleOf(r, id), name, time.Since(start).Seconds())
 	return nil
+}
+
+// refusal turns an error of a RaftAdmin call into the CLI's error. A
+// refusal (the replica is already a member, there is no such replica,
+// the target is a single replica...) carries a message written for
+// operators that names the replica, the group and the way out: it is
+// returned as is, without the gRPC wrapping. Other errors are prefixed
+// with what was being done.
+func refusal(err error, format string, args ...any) error {
+	switch status.Code(err) {
+	case codes.AlreadyExists, codes.NotFound, codes.FailedPrecondition:
+		return errors.New(status.Convert(err).Message())
+	}
+	return fmt.Errorf(format+": %w", append(args, err)...)
 }
 
 // ReplicaRemove removes replica id from the group and tells the MGS to
@@ -297,7 +339,7 @@ func ReplicaRemove(ctx context.Context, e Env, g ReplicaGroup, id uint64) error 
 	if _, err := onLeader(ctx, e, g, func(ctx context.Context, c pb.RaftAdminClient) (*pb.RaftMembersReply, error) {
 		return c.RemoveReplica(ctx, &pb.RaftRemoveRequest{Id: id})
 	}); err != nil {
-		return fmt.Errorf("remove replica %d from %s: %w", id, g.Name, err)
+		return refusal(err, "remove replica %d from %s", id, g.Name)
 	}
 	cc, err := rpc.Dial(e.MGS)
 	if err != nil {
@@ -320,7 +362,7 @@ func ReplicaTransfer(ctx context.Context, e Env, g ReplicaGroup, to uint64) erro
 		return c.TransferLeader(ctx, &pb.RaftTransferRequest{To: to})
 	})
 	if err != nil {
-		return fmt.Errorf("transfer leadership of %s: %w", g.Name, err)
+		return refusal(err, "transfer leadership of %s", g.Name)
 	}
 	fmt.Fprintf(e.Out, "replica %d leads %s\n", r.Leader, strings.ToUpper(g.Name))
 	return nil

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"sort"
 	"time"
 
@@ -169,13 +170,15 @@ func Status(ctx context.Context, e Env, asJSON bool) error {
 	return nil
 }
 
-// DfRow is one row of `nacre df --json`.
+// DfRow is one row of `nacre df --json`. A target that is down has no
+// space figures (all zero, no use_percent) and is not in the totals.
 type DfRow struct {
 	Name        string `json:"name"`
 	Kind        string `json:"kind"`
 	BytesTotal  uint64 `json:"bytes_total"`
 	BytesUsed   uint64 `json:"bytes_used"`
 	BytesAvail  uint64 `json:"bytes_avail"`
+	UsePercent  *int   `json:"use_percent,omitempty"` // as df(1): used / (used + avail), rounded up
 	InodesTotal uint64 `json:"inodes_total"`
 	InodesUsed  uint64 `json:"inodes_used"`
 	InodesFree  uint64 `json:"inodes_free"`
@@ -189,27 +192,36 @@ type DfJSON struct {
 	Total   DfRow   `json:"filesystem"`
 }
 
-// Df prints space and inodes per target and for the file system (data
-// space summed over the OSTs, inodes from the MDTs), like `lfs df`.
-func Df(ctx context.Context, e Env, asJSON bool) error {
-	st, err := GetStatus(ctx, e.MGS)
-	if err != nil {
-		return err
+// usePercent is df(1)'s and lfs df's Use%: used / (used + avail), rounded
+// up, so that space reserved for root (in size, in neither used nor
+// avail) does not hide a full target. nil when there is no figure.
+func usePercent(used, avail uint64) *int {
+	if used+avail == 0 {
+		return nil
 	}
-	out := DfJSON{Fsname: st.Fsname, Total: DfRow{Name: st.Fsname, Kind: "filesystem"}}
-	for _, ts := range st.Targets {
+	p := int((used*100 + used + avail - 1) / (used + avail))
+	return &p
+}
+
+// dfTable computes df's rows and totals from the targets' status: data
+// space summed over the OSTs, inodes over the MDTs, targets that are down
+// shown without figures and left out of the totals.
+func dfTable(fsname string, targets []TargetStatus) DfJSON {
+	out := DfJSON{Fsname: fsname, Targets: []DfRow{}, Total: DfRow{Name: fsname, Kind: "filesystem", State: "up"}}
+	down := 0
+	for _, ts := range targets {
 		if ts.Kind == "mgs" || (ts.ReplicaID != 0 && !ts.Leader) {
 			continue // replicas of one target: count its leader only
 		}
-		if ts.State == "up" {
-			// Ask the target itself: the MGS's copy is a heartbeat old.
-			if s, err := targetStatfs(ctx, ts); err == nil {
-				ts.BytesTotal, ts.BytesAvail, ts.BytesUsed = s.BytesTotal, s.BytesAvail, s.BytesTotal-s.BytesFree
-				ts.InodesTotal, ts.InodesUsed = s.InodesTotal, s.InodesTotal-s.InodesFree
-			}
+		r := DfRow{Name: ts.Name, Kind: ts.Kind, State: ts.State}
+		if ts.State != "up" {
+			down++
+			out.Targets = append(out.Targets, r)
+			continue
 		}
-		r := DfRow{Name: ts.Name, Kind: ts.Kind, BytesTotal: ts.BytesTotal, BytesUsed: ts.BytesUsed, BytesAvail: ts.BytesAvail,
-			InodesTotal: ts.InodesTotal, InodesUsed: ts.InodesUsed, InodesFree: ts.InodesTotal - ts.InodesUsed, State: ts.State}
+		r.BytesTotal, r.BytesUsed, r.BytesAvail = ts.BytesTotal, ts.BytesUsed, ts.BytesAvail
+		r.InodesTotal, r.InodesUsed, r.InodesFree = ts.InodesTotal, ts.InodesUsed, ts.InodesTotal-ts.InodesUsed
+		r.UsePercent = usePercent(r.BytesUsed, r.BytesAvail)
 		out.Targets = append(out.Targets, r)
 		if ts.Kind == "ost" {
 			out.Total.BytesTotal += r.BytesTotal
@@ -221,26 +233,59 @@ func Df(ctx context.Context, e Env, asJSON bool) error {
 			out.Total.InodesFree += r.InodesFree
 		}
 	}
+	out.Total.UsePercent = usePercent(out.Total.BytesUsed, out.Total.BytesAvail)
+	if down > 0 {
+		out.Total.State = fmt.Sprintf("%d down", down)
+	}
+	return out
+}
+
+// Df prints space and inodes per target and for the file system, like
+// `lfs df`.
+func Df(ctx context.Context, e Env, asJSON bool) error {
+	st, err := GetStatus(ctx, e.MGS)
+	if err != nil {
+		return err
+	}
+	for i, ts := range st.Targets {
+		if ts.State == "up" && (ts.Kind == "mdt" || ts.Kind == "ost") && (ts.ReplicaID == 0 || ts.Leader) {
+			// Ask the target itself: the MGS's copy is a heartbeat old.
+			if s, err := targetStatfs(ctx, ts); err == nil {
+				ts.BytesTotal, ts.BytesAvail, ts.BytesUsed = s.BytesTotal, s.BytesAvail, s.BytesTotal-s.BytesFree
+				ts.InodesTotal, ts.InodesUsed = s.InodesTotal, s.InodesTotal-s.InodesFree
+				st.Targets[i] = ts
+			}
+		}
+	}
+	out := dfTable(st.Fsname, st.Targets)
 	if asJSON {
 		return JSON(e.Out, out)
 	}
-	t := newTable(e.Out)
+	writeDf(e.Out, out)
+	return nil
+}
+
+func writeDf(w io.Writer, out DfJSON) {
+	t := newTable(w)
 	t.AppendHeader([]any{"TARGET", "SIZE", "USED", "AVAIL", "USE%", "INODES", "IUSED", "IFREE", "STATE"})
-	row := func(r DfRow) {
+	row := func(r DfRow, figures bool) {
+		if !figures {
+			t.AppendRow([]any{r.Name, "-", "-", "-", "-", "-", "-", "-", r.State})
+			return
+		}
 		pct := "-"
-		if r.BytesTotal > 0 {
-			pct = fmt.Sprintf("%d%%", (r.BytesUsed*100+r.BytesTotal-1)/r.BytesTotal)
+		if r.UsePercent != nil {
+			pct = fmt.Sprintf("%d%%", *r.UsePercent)
 		}
 		t.AppendRow([]any{r.Name, layout.FormatSize(r.BytesTotal), layout.FormatSize(r.BytesUsed), layout.FormatSize(r.BytesAvail), pct,
 			r.InodesTotal, r.InodesUsed, r.InodesFree, r.State})
 	}
 	for _, r := range out.Targets {
-		row(r)
+		row(r, r.State == "up")
 	}
 	t.AppendSeparator()
-	row(out.Total)
+	row(out.Total, true)
 	t.Render()
-	return nil
 }
 
 func targetStatfs(ctx context.Context, ts TargetStatus) (*pb.Statfs, error) {

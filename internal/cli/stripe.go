@@ -13,19 +13,23 @@ import (
 
 // SetStripe sets a directory's default layout, sets the layout of an empty
 // file, or creates a new file with the layout (as `lfs setstripe` does).
-func SetStripe(ctx context.Context, e Env, p string, so StripeOpts) error {
+func SetStripe(ctx context.Context, e Env, arg string, so StripeOpts) error {
 	l, err := so.layout()
 	if err != nil {
 		return err
 	}
 	if l == nil {
-		return fmt.Errorf("setstripe %s: give at least one of -c COUNT, -S SIZE, -i OST", p)
+		return fmt.Errorf("setstripe %s: give at least one of -c COUNT, -S SIZE, -i OST", arg)
 	}
-	c, err := e.Connect(ctx)
+	c, ps, err := e.open(ctx, arg)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	if err := so.checkOSTs(ctx, c); err != nil {
+		return err
+	}
+	p := ps[0]
 	ino, err := c.Resolve(ctx, p, true)
 	if errors.Is(err, syscall.ENOENT) {
 		parent, name, err := c.ResolveParent(ctx, p)
@@ -63,16 +67,17 @@ type StripeJSON struct {
 }
 
 // GetStripe prints a file's layout or a directory's default layout.
-func GetStripe(ctx context.Context, e Env, p string, asJSON bool) error {
-	c, err := e.Connect(ctx)
+func GetStripe(ctx context.Context, e Env, arg string, asJSON bool) error {
+	c, ps, err := e.open(ctx, arg)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	ino, err := c.Resolve(ctx, p, true)
+	ino, err := c.Resolve(ctx, ps[0], true)
 	if err != nil {
 		return err
 	}
+	p := arg
 	l := ino.Layout
 	out := StripeJSON{Path: p, FID: fidOf(ino).String(), StripeCount: layout.DefaultStripeCount, StripeSize: layout.DefaultStripeSize, StripeOffset: -1, Objects: []StripeObjectJSON{}}
 	if isDir(ino) {

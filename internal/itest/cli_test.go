@@ -1,14 +1,20 @@
 package itest
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"nacre/internal/cli"
+	"nacre/internal/fid"
+	"nacre/internal/lfsck"
 	"nacre/internal/testcluster"
 )
 
@@ -142,6 +148,307 @@ func TestCLIErrorsNameTheProblem(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		if err == nil || !strings.Contains(string(out), c.want) {
 			t.Errorf("nacre %s: want failure mentioning %q, got %v: %s", strings.Join(c.args, " "), c.want, err, out)
+		}
+	}
+}
+
+// nacreIn runs the nacre binary in directory dir with extra environment
+// (NACRE_MGS is the cluster's unless env sets it) and returns its
+// standard output and standard error apart.
+func nacreIn(cl *testcluster.Cluster, dir string, env []string, args ...string) (stdout, stderr string, err error) {
+	cmd := exec.Command(cl.Bin, args...)
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), "NACRE_MGS="+cl.MGS), env...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err = cmd.Run()
+	return o.String(), e.String(), err
+}
+
+// TestCLIPathsOnAMount checks that client commands take paths on a Nacre
+// mount, relative ones from a current directory on the mount, and refuse
+// relative paths elsewhere (`cd /mnt/nacre/m1; nacre rm x` removes /m1/x).
+func TestCLIPathsOnAMount(t *testing.T) {
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 3})
+	m := mountFuse(t, cl)
+	run := func(dir string, env []string, args ...string) string {
+		t.Helper()
+		out, errOut, err := nacreIn(cl, dir, env, args...)
+		if err != nil {
+			t.Fatalf("in %s: nacre %s: %v\n%s%s", dir, strings.Join(args, " "), err, out, errOut)
+		}
+		return out
+	}
+	fail := func(dir string, env []string, want string, args ...string) {
+		t.Helper()
+		out, errOut, err := nacreIn(cl, dir, env, args...)
+		if err == nil || !strings.Contains(errOut, want) {
+			t.Fatalf("in %s: nacre %s: want an error containing %q, got %v\n%s%s", dir, strings.Join(args, " "), want, err, out, errOut)
+		}
+	}
+	local := filepath.Join(t.TempDir(), "src")
+	os.WriteFile(local, []byte("relative data\n"), 0o644)
+	elsewhere := t.TempDir()
+
+	run("/", nil, "mkdir", "/m1")
+	run("/", nil, "put", local, "/x") // must survive `rm x` in /m1
+	m1 := m.Path("m1")
+	run(m1, nil, "put", local, "x")
+	if got := run("/", nil, "cat", "/m1/x"); got != "relative data\n" {
+		t.Fatalf("put x in %s wrote /m1/x = %q", m1, got)
+	}
+	if got := run(m1, nil, "ls"); got != "x\n" {
+		t.Fatalf("ls in %s: %q", m1, got)
+	}
+	if got := run(m1, nil, "ls", ".."); got != "m1\nx\n" {
+		t.Fatalf("ls .. in %s: %q", m1, got)
+	}
+	run(m1, nil, "setstripe", "-c", "2", "striped")
+	var gs cli.StripeJSON
+	json.Unmarshal([]byte(run("/", nil, "getstripe", "--json", m.Path("m1", "striped"))), &gs)
+	if gs.StripeCount != 2 || len(gs.Objects) != 2 {
+		t.Fatalf("setstripe -c 2 striped in %s, getstripe by mount path: %+v", m1, gs)
+	}
+	want := run("/", nil, "path2fid", "/m1/x")
+	if got := run("/", nil, "path2fid", m.Path("m1", "x")); got != want {
+		t.Fatalf("path2fid %s = %q, path2fid /m1/x = %q", m.Path("m1", "x"), got, want)
+	}
+	// No NACRE_MGS: the mount's.
+	if got := run(m1, []string{"NACRE_MGS="}, "stat", "--json", "x"); !strings.Contains(got, `"size": 14`) {
+		t.Fatalf("stat x without NACRE_MGS: %s", got)
+	}
+	fail(m1, []string{"NACRE_MGS=127.0.0.1:1"}, "give --mgs "+cl.MGS, "rm", "x")
+	run(m1, nil, "mv", "x", "y")
+	run(m1, nil, "ln", "y", "z")
+	run(m1, nil, "rm", "y", "z", "striped")
+	if got := run("/", nil, "ls", "/m1"); got != "" {
+		t.Fatalf("/m1 after rm in it: %q", got)
+	}
+	if got := run("/", nil, "cat", "/x"); got != "relative data\n" {
+		t.Fatalf("/x after rm x in %s: %q", m1, got)
+	}
+	fail(elsewhere, nil, "relative path x is not under a Nacre mount", "rm", "x")
+	fail(m.Dir, nil, "relative path ../x is not under a Nacre mount", "stat", "../x")
+	run("/", nil, "get", m.Path("x"), filepath.Join(elsewhere, "x"))
+	if got, _ := os.ReadFile(filepath.Join(elsewhere, "x")); string(got) != "relative data\n" {
+		t.Fatalf("get by mount path: %q", got)
+	}
+}
+
+// TestCLIPutNeverLeavesAPartialFile interrupts a put, and makes one fail
+// after all its data is written: the destination keeps its old bytes and
+// no temporary file is left.
+func TestCLIPutNeverLeavesAPartialFile(t *testing.T) {
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 2})
+	c := cl.Client(t)
+	ctx := context.Background()
+	old := filepath.Join(t.TempDir(), "old")
+	os.WriteFile(old, []byte("old contents\n"), 0o644)
+	if out, err := cl.Run("put", old, "/dst"); err != nil {
+		t.Fatalf("put: %v %s", err, out)
+	}
+	names := func() []string {
+		ents, err := c.ReadDirAll(ctx, fid.Root, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range ents {
+			out = append(out, string(e.Name))
+		}
+		return out
+	}
+	checkLeftAlone := func(what string) {
+		t.Helper()
+		if got, err := cl.Run("cat", "/dst"); err != nil || got != "old contents\n" {
+			t.Fatalf("%s: /dst now holds %q (%v)", what, got, err)
+		}
+		for _, n := range names() {
+			if strings.Contains(n, "nacre-partial") {
+				t.Fatalf("%s left %s behind: %v", what, n, names())
+			}
+		}
+	}
+
+	// Interrupted: the source is a FIFO that stalls after 17 MiB.
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	put := exec.Command(cl.Bin, "put", fifo, "/dst")
+	put.Env = append(os.Environ(), "NACRE_MGS="+cl.MGS)
+	var putOut bytes.Buffer
+	put.Stdout, put.Stderr = &putOut, &putOut
+	if err := put.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go w.Write(make([]byte, 17<<20)) // fails once w is closed
+	var partial string
+	for deadline := time.Now().Add(30 * time.Second); partial == ""; {
+		for _, n := range names() {
+			if strings.HasPrefix(n, ".dst.nacre-partial-") {
+				if ino, err := c.Resolve(ctx, "/"+n, false); err == nil && ino.Size >= 16<<20 {
+					partial = n
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no 16 MiB partial file after 30 s: %v\n%s", names(), putOut.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got, _ := cl.Run("cat", "/dst"); got != "old contents\n" {
+		t.Fatalf("while put writes %s, /dst holds %d bytes", partial, len(got))
+	}
+	put.Process.Signal(syscall.SIGINT)
+	time.Sleep(100 * time.Millisecond)
+	w.Close() // the put's read returns
+	if err := put.Wait(); err == nil {
+		t.Fatalf("interrupted put succeeded:\n%s", putOut.String())
+	}
+	checkLeftAlone("an interrupted put")
+
+	// Failed after writing everything: the final name is a directory.
+	if out, err := cl.Run("mkdir", "-p", "/d/src/sub"); err != nil {
+		t.Fatalf("mkdir: %v %s", err, out)
+	}
+	src := filepath.Join(t.TempDir(), "src")
+	os.WriteFile(src, make([]byte, 1<<20), 0o644)
+	if out, err := cl.Run("put", src, "/d"); err == nil {
+		t.Fatalf("put over a directory succeeded: %s", out)
+	}
+	if got, _ := cl.Run("ls", "/d"); got != "src\n" {
+		t.Fatalf("failed put left /d with %q", got)
+	}
+	// The parent is missing.
+	if out, err := cl.Run("put", src, "/missing/f"); err == nil || !strings.Contains(out, "missing") {
+		t.Fatalf("put into a missing directory: %v %s", err, out)
+	}
+	checkLeftAlone("failed puts")
+
+	// A put that completes replaces the file.
+	if out, err := cl.Run("put", src, "/dst"); err != nil {
+		t.Fatalf("put: %v %s", err, out)
+	}
+	if ino, err := c.Resolve(ctx, "/dst", false); err != nil || ino.Size != 1<<20 {
+		t.Fatalf("/dst after a complete put: %v %v", ino, err)
+	}
+	if n := names(); len(n) != 2 {
+		t.Fatalf("root after a complete put: %v", n)
+	}
+	// Replacing a file keeps its layout (setstripe, then put into it).
+	for _, args := range [][]string{{"setstripe", "-c", "2", "-S", "128K", "/laid"}, {"put", src, "/laid"}} {
+		if out, err := cl.Run(args...); err != nil {
+			t.Fatalf("nacre %s: %v %s", strings.Join(args, " "), err, out)
+		}
+	}
+	if ino, err := c.Resolve(ctx, "/laid", false); err != nil || ino.Size != 1<<20 || ino.Layout.StripeCount != 2 || ino.Layout.StripeSize != 128<<10 {
+		t.Fatalf("/laid after setstripe -c 2 -S 128K and put: %v %v", ino, err)
+	}
+}
+
+// TestCLIStripeIndexAndChecker checks that setstripe and put refuse an
+// OST index the file system does not have, and that `lfsck start --json`
+// prints only JSON on standard output.
+func TestCLIStripeIndexAndChecker(t *testing.T) {
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 3})
+	for _, args := range [][]string{{"setstripe", "-i", "7", "/f"}, {"put", "-i", "3", "/etc/hostname", "/g"}} {
+		out, err := cl.Run(args...)
+		if err == nil || !strings.Contains(out, "valid indexes are 0, 1, 2") {
+			t.Fatalf("nacre %s: %v %s", strings.Join(args, " "), err, out)
+		}
+	}
+	if out, err := cl.Run("ls", "/"); err != nil || out != "" {
+		t.Fatalf("refused commands created files: %q %v", out, err)
+	}
+	if out, err := cl.Run("setstripe", "-i", "2", "/f"); err != nil {
+		t.Fatalf("setstripe -i 2: %v %s", err, out)
+	}
+
+	out, errOut, err := nacreIn(cl, "/", nil, "lfsck", "start", "--json")
+	var started cli.LfsckStarted
+	if err != nil || json.Unmarshal([]byte(out), &started) != nil || len(started.Started) != 1 ||
+		started.Started[0].MDT != 0 || started.Started[0].Message == "" {
+		t.Fatalf("lfsck start --json: %v %+v\nstdout: %s\nstderr: %s", err, started, out, errOut)
+	}
+	if out, err := cl.Run("lfsck", "query", "--wait"); err != nil {
+		t.Fatalf("lfsck query --wait: %v %s", err, out)
+	}
+	out, errOut, err = nacreIn(cl, "/", nil, "lfsck", "start", "--wait", "--json", "-r")
+	var rep lfsck.Report
+	if err != nil || json.Unmarshal([]byte(out), &rep) != nil || rep.Target == "" {
+		t.Fatalf("lfsck start --wait --json: stdout is not one report: %v\nstdout: %s\nstderr: %s", err, out, errOut)
+	}
+	if rep.Running || rep.Components["namespace"] == nil {
+		t.Fatalf("report %+v", rep)
+	}
+	if strings.TrimSpace(errOut) == "" {
+		t.Fatalf("the start message is gone: stderr %q", errOut)
+	}
+}
+
+// TestCLIDfLeavesDownTargetsOut checks df's USE% (used / (used + avail))
+// and that a target that is down has no figures and is not in the total.
+func TestCLIDfLeavesDownTargetsOut(t *testing.T) {
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 2})
+	df := func() cli.DfJSON {
+		t.Helper()
+		out, errOut, err := nacreIn(cl, "/", nil, "df", "--json")
+		var d cli.DfJSON
+		if err != nil || json.Unmarshal([]byte(out), &d) != nil {
+			t.Fatalf("df --json: %v\n%s%s", err, out, errOut)
+		}
+		return d
+	}
+	pct := func(used, avail uint64) int { return int((used*100 + used + avail - 1) / (used + avail)) }
+	d := df()
+	var sum uint64
+	for _, r := range d.Targets {
+		if r.State != "up" || r.UsePercent == nil || *r.UsePercent != pct(r.BytesUsed, r.BytesAvail) {
+			t.Fatalf("row %+v", r)
+		}
+		if r.Kind == "ost" {
+			sum += r.BytesTotal
+		}
+	}
+	if d.Total.BytesTotal != sum || d.Total.UsePercent == nil || *d.Total.UsePercent != pct(d.Total.BytesUsed, d.Total.BytesAvail) {
+		t.Fatalf("total %+v", d.Total)
+	}
+	cl.Kill("ost1", syscall.SIGKILL)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		d = df()
+		var down *cli.DfRow
+		var up uint64
+		for i, r := range d.Targets {
+			if strings.HasSuffix(r.Name, "OST0001") && r.State == "down" {
+				down = &d.Targets[i]
+			} else if r.Kind == "ost" {
+				up += r.BytesTotal
+			}
+		}
+		if down != nil {
+			if down.BytesTotal != 0 || down.UsePercent != nil || d.Total.BytesTotal != up || d.Total.State != "1 down" {
+				t.Fatalf("df with OST0001 down: %+v", d)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("OST0001 not down after 30 s: %+v", d)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	out, err := cl.Run("df")
+	if err != nil || !strings.Contains(out, "1 down") {
+		t.Fatalf("df: %v\n%s", err, out)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "OST0001") && strings.Contains(l, "%") {
+			t.Fatalf("down OST shows figures: %s", out)
 		}
 	}
 }

@@ -9,9 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "nacre/api/nacrepb"
 	"nacre/internal/cli"
 	"nacre/internal/client"
 	"nacre/internal/fid"
+	"nacre/internal/rpc"
 	"nacre/internal/testcluster"
 )
 
@@ -171,5 +176,112 @@ func TestReplicaSingleTarget(t *testing.T) {
 	out, err := cl.Run("replica", "transfer", "--target", "mdt0")
 	if err == nil || !strings.Contains(out, "single replica") || !strings.Contains(out, "--peers") {
 		t.Errorf("replica transfer on a single replica: err %v, output\n%s\nwant a refusal naming the single replica and --peers", err, out)
+	}
+}
+
+// TestReplicaRefusesMembershipMistakes: `nacre replica add` of an id that
+// is already a voter, at another address, used to report success and
+// only change the leader's address for it, cutting that replica off; a
+// remove or a transfer naming no replica reported success or timed out.
+// Each is refused at once, by the CLI and by the leader itself, with the
+// replica, the group and the way out; a learner cannot be handed
+// leadership, and re-adding it at its own address promotes it.
+func TestReplicaRefusesMembershipMistakes(t *testing.T) {
+	cl := startReplicated(t)
+	rows := replicaList(t, cl, "mdt0")
+	ids, leader := voters(rows)
+	if len(ids) != 3 || leader == 0 {
+		t.Fatalf("voters %v, leader %d", ids, leader)
+	}
+	addrOf := map[uint64]string{}
+	for _, r := range rows {
+		addrOf[r.Replica] = r.Addr
+	}
+	var f uint64
+	for _, id := range ids {
+		if id != leader {
+			f = id
+			break
+		}
+	}
+	refused := func(want []string, args ...string) string {
+		t.Helper()
+		start := time.Now()
+		out, err := cl.Run(append([]string{"replica"}, args...)...)
+		t.Logf("nacre replica %s (%.1fs): %v\n%s", strings.Join(args, " "), time.Since(start).Seconds(), err, strings.TrimSpace(out))
+		if err == nil {
+			t.Fatalf("nacre replica %s succeeded, want a refusal\n%s", strings.Join(args, " "), out)
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("nacre replica %s: output does not say %q:\n%s", strings.Join(args, " "), w, out)
+			}
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("nacre replica %s took %v to refuse", strings.Join(args, " "), took)
+		}
+		return out
+	}
+
+	out := refused([]string{fmt.Sprintf("replica %d is already a voter of MDT0 at %s; to move it, use nacre replica replace", f, addrOf[f])},
+		"add", "--target", "mdt0", "--id", fmt.Sprint(f), "--addr", "127.0.0.1:5")
+	if strings.Contains(out, "learner first") || strings.Contains(out, "is a voter of") {
+		t.Errorf("a refused add says it is adding:\n%s", out)
+	}
+	// The leader refuses too, for any client of its RaftAdmin service.
+	cc, err := rpc.Dial(addrOf[leader])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = pb.NewRaftAdminClient(cc).AddReplica(ctx, &pb.RaftAddRequest{Id: f, Addr: "127.0.0.1:5"})
+	if status.Code(err) != codes.AlreadyExists || !strings.Contains(err.Error(), fmt.Sprintf("replica %d is already a voter of MDT0000 at %s", f, addrOf[f])) {
+		t.Errorf("RaftAdmin.AddReplica of voter %d at another address: %v, want AlreadyExists naming its address", f, err)
+	}
+	lv := members(addrOf[leader])
+	if lv == nil {
+		t.Fatal("the leader does not answer")
+	}
+	for _, m := range lv.Members {
+		if m.Id == f && m.Addr != addrOf[f] {
+			t.Fatalf("the refused add moved replica %d to %s in the leader's address book", f, m.Addr)
+		}
+	}
+
+	refused([]string{"no replica 9 in MDT0", "(replicas 1, 2, 3)"}, "remove", "--target", "mdt0", "--id", "9")
+	refused([]string{"no replica 9 in MDT0", "(replicas 1, 2, 3)"}, "transfer", "--target", "mdt0", "--to", "9")
+	if ids, _ := voters(replicaList(t, cl, "mdt0")); len(ids) != 3 {
+		t.Fatalf("voters after the refusals: %v", ids)
+	}
+
+	// A learner: no leadership for it; re-added at its address, it votes.
+	out, err = cl.Run("replica", "add", "--target", "mdt0", "--learner", "--dir", cl.Dir)
+	if err != nil {
+		t.Fatalf("nacre replica add --learner: %v\n%s", err, out)
+	}
+	var learner struct {
+		id   uint64
+		addr string
+	}
+	for _, r := range replicaList(t, cl, "mdt0") {
+		if r.Role == "learner" {
+			learner.id, learner.addr = r.Replica, r.Addr
+		}
+	}
+	if learner.id == 0 {
+		t.Fatalf("no learner after add --learner:\n%s", out)
+	}
+	refused([]string{fmt.Sprintf("replica %d is a learner of MDT0000", learner.id), "promote it"},
+		"transfer", "--target", "mdt0", "--to", fmt.Sprint(learner.id))
+	refused([]string{fmt.Sprintf("replica %d is already a learner of MDT0 at %s; to move it", learner.id, learner.addr)},
+		"add", "--target", "mdt0", "--id", fmt.Sprint(learner.id), "--addr", "127.0.0.1:5")
+	out, err = cl.Run("replica", "add", "--target", "mdt0", "--id", fmt.Sprint(learner.id), "--addr", learner.addr)
+	if err != nil || !strings.Contains(out, "promoting it to voter") {
+		t.Fatalf("promoting learner %d: %v\n%s", learner.id, err, out)
+	}
+	if ids, _ := voters(replicaList(t, cl, "mdt0")); len(ids) != 4 {
+		t.Fatalf("voters after promoting %d: %v", learner.id, ids)
 	}
 }

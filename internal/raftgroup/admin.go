@@ -89,7 +89,8 @@ func (a adminService) group(id uint64) (*Group, error) {
 	return h.g, nil
 }
 
-func who(g *Group) string { return fmt.Sprintf("raft group %d replica %d", g.gid, g.id) }
+// who names a replica in messages: "MDT0000 replica 2", "MGS replica 1".
+func who(g *Group) string { return fmt.Sprintf("%s replica %d", g.name(), g.id) }
 
 // Members implements RaftAdmin.
 func (a adminService) Members(ctx context.Context, r *nacrepb.RaftMembersRequest) (*nacrepb.RaftMembersReply, error) {
@@ -155,11 +156,11 @@ func (a adminService) RemoveReplica(ctx context.Context, r *nacrepb.RaftRemoveRe
 		return nil, adminErr(g, err)
 	}
 	st := g.Status()
-	isVoter := false
-	for _, v := range st.Voters {
-		isVoter = isVoter || v == r.Id
+	role := roleIn(st, r.Id)
+	if role == "" {
+		return nil, adminErr(g, g.notMember(st, r.Id))
 	}
-	if isVoter && len(st.Voters) == 1 {
+	if role == "voter" && len(st.Voters) == 1 {
 		return nil, status.Errorf(codes.FailedPrecondition, "replica %d is the group's only voter; add another replica first", r.Id)
 	}
 	if r.Id == g.id {
@@ -191,6 +192,16 @@ func (a adminService) TransferLeader(ctx context.Context, r *nacrepb.RaftTransfe
 		}
 		return nil, adminErr(g, err)
 	}
+	if r.To == g.id {
+		return Members(g), nil // it leads already
+	}
+	if r.To != 0 {
+		// Raft ignores a transfer to a replica it does not know or to a
+		// learner: refuse at once rather than time out.
+		if err := g.checkMember(r.To, true); err != nil {
+			return nil, adminErr(g, err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := g.TransferLeadership(ctx, r.To); err != nil {
@@ -200,6 +211,18 @@ func (a adminService) TransferLeader(ctx context.Context, r *nacrepb.RaftTransfe
 }
 
 func adminErr(g *Group, err error) error {
+	// Membership refusals name the group and the replica themselves.
+	var me *memberError
+	if errors.As(err, &me) {
+		code := codes.FailedPrecondition
+		switch {
+		case errors.Is(err, ErrAlreadyMember):
+			code = codes.AlreadyExists
+		case errors.Is(err, ErrNotMember):
+			code = codes.NotFound
+		}
+		return status.Error(code, me.Error())
+	}
 	if errors.Is(err, ErrMembershipBusy) {
 		return status.Errorf(codes.Aborted, "%s: %v", who(g), err)
 	}

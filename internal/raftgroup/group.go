@@ -107,6 +107,10 @@ type Config struct {
 	// instead of serving reads on the leader under a lease (lease.go).
 	DisableLease bool
 
+	// Name and Target name the group in errors for operators ("MDT0000",
+	// and "mdt0" as nacre replica --target spells it); default: its number.
+	Name, Target string
+
 	Log *slog.Logger
 	// OnLeaderChange is called from a separate goroutine, in order, when
 	// this replica's view of the leader changes.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -146,25 +147,138 @@ func (g *Group) encodedPeers() []byte {
 	return encodePeers(g.peers)
 }
 
+// ErrAlreadyMember: AddReplica was asked to add a replica id that is
+// already a voter or a learner of the group (at another address, or a
+// voter as a learner). Raft keeps one replica per id: giving a member a
+// new address only points the leader elsewhere and cuts the replica off.
+// A replica moves by replacement: a new id at the new address, then the
+// old id removed.
+var ErrAlreadyMember = errors.New("raftgroup: the replica is already a member")
+
+// ErrNotMember: the replica named is neither a voter nor a learner of the
+// group.
+var ErrNotMember = errors.New("raftgroup: no such replica in the group")
+
+// ErrNotVoter: leadership can only go to a voter, not to a learner.
+var ErrNotVoter = errors.New("raftgroup: the replica is a learner, not a voter")
+
+// memberError is ErrAlreadyMember, ErrNotMember or ErrNotVoter with a
+// message for operators: it names the replica, the group and what to do.
+type memberError struct {
+	kind error
+	msg  string
+}
+
+func (e *memberError) Error() string { return e.msg }
+func (e *memberError) Unwrap() error { return e.kind }
+
+// name is how messages name the group: Config.Name, else its number.
+func (g *Group) name() string {
+	if g.cfg.Name != "" {
+		return g.cfg.Name
+	}
+	return fmt.Sprintf("raft group %d", g.gid)
+}
+
+// target is the group's --target for `nacre replica` (Config.Target).
+func (g *Group) target() string {
+	if g.cfg.Target != "" {
+		return g.cfg.Target
+	}
+	return "GROUP"
+}
+
+// roleIn returns "voter", "learner" or "" (not a member) for replica id in
+// st.
+func roleIn(st Status, id uint64) string {
+	switch {
+	case slices.Contains(st.Voters, id):
+		return "voter"
+	case slices.Contains(st.Learners, id):
+		return "learner"
+	}
+	return ""
+}
+
+// notMember is the ErrNotMember of replica id, listing the members of st
+// ("no replica 9 in MDT0000 (replicas 1, 2, 3)").
+func (g *Group) notMember(st Status, id uint64) error {
+	var ids []string
+	for _, v := range st.Voters {
+		ids = append(ids, fmt.Sprint(v))
+	}
+	for _, l := range st.Learners {
+		ids = append(ids, fmt.Sprintf("%d (learner)", l))
+	}
+	return &memberError{kind: ErrNotMember, msg: fmt.Sprintf("no replica %d in %s (replicas %s)", id, g.name(), strings.Join(ids, ", "))}
+}
+
+// checkMember returns nil if replica id is a member of the group (a voter
+// or, unless voterOnly, a learner) in this replica's view, else
+// ErrNotMember or ErrNotVoter with a message naming the members.
+func (g *Group) checkMember(id uint64, voterOnly bool) error {
+	st := g.Status()
+	switch roleIn(st, id) {
+	case "voter":
+		return nil
+	case "learner":
+		if !voterOnly {
+			return nil
+		}
+		addr := g.peerAddr(id)
+		if addr == "" {
+			addr = "ITS_ADDRESS"
+		}
+		return &memberError{kind: ErrNotVoter, msg: fmt.Sprintf(
+			"replica %d is a learner of %s and cannot lead; promote it to voter first (nacre replica add --target %s --id %d --addr %s)",
+			id, g.name(), g.target(), id, addr)}
+	}
+	return g.notMember(st, id)
+}
+
 // AddReplica adds replica id, serving at addr and started with
 // Config.Join, the safe way: as a learner first, so that the group's
 // quorum never waits for a replica that is still catching up, and then,
 // once its log has reached the leader's commit index, as a voter (unless
-// learnerOnly). It is idempotent: a replica that is already a learner is
-// only promoted, one that is already a voter is left alone.
+// learnerOnly).
+//
+// A replica id that is already a member is refused with ErrAlreadyMember
+// when addr is not its address (moving a replica is a replacement), or
+// when it is a voter and learnerOnly (a voter is not demoted). With its
+// own address the call is idempotent, so that a caller may retry it, e.g.
+// against a new leader after the old one lost leadership mid-way: a
+// learner is only promoted (this is also how a replica added with
+// learnerOnly becomes a voter), a voter is left alone.
 func (g *Group) AddReplica(ctx context.Context, id uint64, addr string, learnerOnly bool) error {
 	if err := g.checkLeader(); err != nil {
 		return err
 	}
 	st := g.Status()
-	isVoter, isLearner := slices.Contains(st.Voters, id), slices.Contains(st.Learners, id)
-	if isVoter {
-		if addr != "" {
-			return g.UpdatePeer(Peer{ID: id, Addr: addr})
+	role := roleIn(st, id)
+	if role != "" {
+		cur := g.peerAddr(id)
+		at := cur
+		if at == "" {
+			at = "an unknown address"
 		}
+		switch {
+		case addr != "" && cur != "" && addr != cur:
+			return &memberError{kind: ErrAlreadyMember, msg: fmt.Sprintf(
+				"replica %d is already a %s of %s at %s; to move it, use nacre replica replace", id, role, g.name(), at)}
+		case role == "voter" && learnerOnly:
+			return &memberError{kind: ErrAlreadyMember, msg: fmt.Sprintf(
+				"replica %d is already a voter of %s at %s; a voter does not become a learner again", id, g.name(), at)}
+		case cur == "" && addr != "":
+			// A member missing from the address book: record it.
+			if err := g.UpdatePeer(Peer{ID: id, Addr: addr}); err != nil {
+				return err
+			}
+		}
+	}
+	if role == "voter" {
 		return nil
 	}
-	if !isLearner {
+	if role == "" {
 		if err := g.AddLearner(ctx, id, addr); err != nil {
 			return err
 		}

@@ -128,7 +128,7 @@ func runMGS(id target.Identity, dir string, db *kv.DB, ln net.Listener, reg *pro
 	srv, err := mgs.New(mgs.Config{ID: id, DB: db, Log: log, Reg: reg, Self: self,
 		Group: func(sm raftgroup.StateMachine) (*raftgroup.Group, error) {
 			return raftgroup.Start(raftConfig(id, dir, tr, raftgroup.Config{
-				GroupID: MGSGroup, DB: db, Prefix: []byte("\x00r"), SM: sm, Log: log,
+				GroupID: MGSGroup, DB: db, Prefix: []byte("\x00r"), SM: sm, Log: log, Name: "MGS", Target: "mgs",
 			}))
 		}})
 	if err != nil {

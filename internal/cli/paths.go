@@ -1,0 +1,302 @@
+package cli
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"nacre/internal/fusefs"
+)
+
+// Path arguments of the client commands (ls, put, rm, setstripe, ...).
+//
+// A command may name a file by its path from the file system root
+// ("/m1/x"), or, as Lustre's lfs does, by its path on a Nacre FUSE mount of
+// this machine ("/mnt/nacre/m1/x", or "x" in /mnt/nacre/m1). PathEnv.Resolve
+// decides which:
+//
+//  1. a relative argument is made absolute against the current directory;
+//  2. if that path lies on a Nacre FUSE mount (file system type fuse.nacre
+//     in /proc/self/mountinfo, the deepest mount covering the path), it is
+//     translated to the path below that mount;
+//  3. otherwise, if the path goes through a local symbolic link into such a
+//     mount, the same, after the link is followed;
+//  4. otherwise a relative argument is refused, and an absolute one keeps
+//     its meaning: a path from the file system root.
+//
+// A mount belongs to the file system of the MGS its daemon recorded
+// (fusefs.Record). A command given no MGS uses that one; a command given
+// another MGS refuses the path, so `rm` never removes a file of another
+// file system by mistake. A mount made by another user has no record this
+// process can read; such a mount is assumed to be of the command's file
+// system.
+
+// Mount is one line of a mount table.
+type Mount struct {
+	Dir    string // mount point
+	Root   string // directory of the mounted file system shown at Dir ("/" unless a bind mount of a subdirectory)
+	FsType string // "fuse.nacre" for a Nacre mount
+	Source string
+}
+
+// NacreFsType is the file system type of a Nacre FUSE mount (go-fuse
+// mounts "fuse." + the server name, which fusefs.MountFS sets to "nacre").
+const NacreFsType = "fuse.nacre"
+
+// PathEnv is what resolving a path argument reads from the machine.
+type PathEnv struct {
+	// Cwd is the current directory as the kernel knows it (no symbolic
+	// links); CwdErr says why it is unknown.
+	Cwd    string
+	CwdErr error
+	// Mounts is the mount table, in /proc/self/mountinfo order.
+	Mounts []Mount
+	// EvalSymlinks follows symbolic links (filepath.EvalSymlinks); nil to
+	// not follow them.
+	EvalSymlinks func(string) (string, error)
+	// MountMGS is the MGS address a mount's daemon recorded, "" if none.
+	MountMGS func(dir string) string
+}
+
+// LocalPathEnv reads this process's current directory and mount table.
+func LocalPathEnv() PathEnv {
+	pe := PathEnv{EvalSymlinks: filepath.EvalSymlinks, MountMGS: recordedMGS}
+	pe.Cwd, pe.CwdErr = syscall.Getwd()
+	if f, err := os.Open("/proc/self/mountinfo"); err == nil {
+		pe.Mounts = ParseMountInfo(f)
+		f.Close()
+	}
+	return pe
+}
+
+func recordedMGS(dir string) string {
+	r, err := fusefs.ReadRecord(dir)
+	if err != nil {
+		return ""
+	}
+	return r.MGS
+}
+
+// ParseMountInfo reads a mount table in the format of /proc/self/mountinfo.
+func ParseMountInfo(r io.Reader) []Mount {
+	var out []Mount
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		// 36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw
+		fields := strings.Fields(sc.Text())
+		sep := -1
+		for i := 6; i < len(fields); i++ {
+			if fields[i] == "-" {
+				sep = i
+				break
+			}
+		}
+		if len(fields) < 5 || sep < 0 || sep+2 >= len(fields) {
+			continue
+		}
+		out = append(out, Mount{Root: unescapeOctal(fields[3]), Dir: unescapeOctal(fields[4]), FsType: fields[sep+1], Source: unescapeOctal(fields[sep+2])})
+	}
+	return out
+}
+
+// unescapeOctal undoes the kernel's \ooo escapes (space, tab, newline, \).
+func unescapeOctal(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// FSPath is a resolved path argument.
+type FSPath struct {
+	Arg   string // as given
+	Path  string // from the file system root
+	Mount string // the Nacre mount it was found under; "" if taken as a path from the root
+	MGS   string // the MGS that mount's daemon recorded, if any
+}
+
+// Resolve turns a command's path argument into a path from the file
+// system root (see the comment at the top of this file).
+func (pe PathEnv) Resolve(arg string) (FSPath, error) {
+	fp := FSPath{Arg: arg}
+	if arg == "" {
+		return fp, fmt.Errorf("empty path")
+	}
+	relative := !strings.HasPrefix(arg, "/")
+	abs := arg
+	if relative {
+		if pe.Cwd == "" {
+			err := pe.CwdErr
+			if err == nil {
+				err = fmt.Errorf("unknown")
+			}
+			return fp, fmt.Errorf("relative path %s: cannot read the current directory: %v", arg, err)
+		}
+		abs = path.Join(pe.Cwd, arg)
+	}
+	abs = path.Clean(abs)
+	if pe.onMount(&fp, abs) {
+		return fp, nil
+	}
+	if pe.EvalSymlinks != nil {
+		// A local symbolic link into a mount (the last component is not
+		// followed: `rm link` removes the link).
+		dir, rest := path.Dir(abs), path.Base(abs)
+		for {
+			if real, err := pe.EvalSymlinks(dir); err == nil {
+				if real = path.Join(real, rest); real != abs && pe.onMount(&fp, real) {
+					return fp, nil
+				}
+				break
+			}
+			if dir == "/" || dir == "." {
+				break
+			}
+			rest = path.Join(path.Base(dir), rest)
+			dir = path.Dir(dir)
+		}
+	}
+	if relative {
+		like := "/" + path.Clean(arg)
+		if strings.HasPrefix(path.Clean(arg), "..") {
+			like = "/dir/" + path.Base(arg)
+		}
+		return fp, fmt.Errorf("relative path %s is not under a Nacre mount (%s is not): give a path from the file system root, like %s, or cd into a Nacre mount", arg, abs, like)
+	}
+	fp.Path = arg
+	return fp, nil
+}
+
+// onMount fills fp if abs (clean, absolute) lies on a Nacre mount.
+func (pe PathEnv) onMount(fp *FSPath, abs string) bool {
+	var best *Mount
+	for i := range pe.Mounts {
+		m := &pe.Mounts[i]
+		// The deepest mount covering abs; of mounts stacked on one
+		// directory, the last.
+		if under(abs, m.Dir) && (best == nil || len(m.Dir) >= len(best.Dir)) {
+			best = m
+		}
+	}
+	if best == nil || best.FsType != NacreFsType {
+		return false
+	}
+	root := best.Root
+	if root == "" {
+		root = "/"
+	}
+	fp.Path = path.Join(root, strings.TrimPrefix(abs, best.Dir))
+	fp.Mount = best.Dir
+	if pe.MountMGS != nil {
+		fp.MGS = pe.MountMGS(best.Dir)
+	}
+	return true
+}
+
+// under reports whether p is dir or inside it (both clean and absolute).
+func under(p, dir string) bool {
+	if dir == "/" || p == dir {
+		return true
+	}
+	return strings.HasPrefix(p, dir) && p[len(dir)] == '/'
+}
+
+// resolvePaths resolves args and picks the MGS of the command: the one
+// given (--mgs, NACRE_MGS), which every mount a path is on must be of, or
+// else the one the mounts recorded.
+func (e Env) resolvePaths(args ...string) (string, []FSPath, error) {
+	pe := e.pathEnv()
+	mgs := e.MGS
+	from := "--mgs or NACRE_MGS"
+	out := make([]FSPath, len(args))
+	for i, a := range args {
+		fp, err := pe.Resolve(a)
+		if err != nil {
+			return "", nil, err
+		}
+		out[i] = fp
+		switch {
+		case fp.MGS == "":
+		case mgs == "":
+			mgs, from = fp.MGS, "the mount "+fp.Mount
+		case !sameAddr(mgs, fp.MGS):
+			return "", nil, fmt.Errorf("%s is on the Nacre mount %s of the file system whose MGS is %s, but this command uses the MGS %s (from %s): give --mgs %s, or a path from the file system root",
+				a, fp.Mount, fp.MGS, mgs, from, fp.MGS)
+		}
+	}
+	return mgs, out, nil
+}
+
+func (e Env) pathEnv() *PathEnv {
+	if e.Paths != nil {
+		return e.Paths
+	}
+	l := LocalPathEnv()
+	return &l
+}
+
+// cwdOnMount reports whether the current directory is on a Nacre mount.
+func (e Env) cwdOnMount() bool {
+	fp, err := e.pathEnv().Resolve(".")
+	return err == nil && fp.Mount != ""
+}
+
+// ResolvePaths resolves path arguments (PathEnv.Resolve) into paths from
+// the file system root, and returns the MGS to use for them (e.MGS, or the
+// one of the mount they are on).
+func (e Env) ResolvePaths(args ...string) (string, []string, error) {
+	mgs, fps, err := e.resolvePaths(args...)
+	if err != nil {
+		return "", nil, err
+	}
+	out := make([]string, len(fps))
+	for i, fp := range fps {
+		out[i] = fp.Path
+	}
+	return mgs, out, nil
+}
+
+// sameAddr reports whether two HOST:PORT addresses name the same server
+// (127.0.0.1:7000 and localhost:7000 do).
+func sameAddr(a, b string) bool {
+	if a == b {
+		return true
+	}
+	ha, pa, err1 := net.SplitHostPort(a)
+	hb, pb, err2 := net.SplitHostPort(b)
+	if err1 != nil || err2 != nil || pa != pb {
+		return false
+	}
+	ia, err1 := net.LookupHost(ha)
+	ib, err2 := net.LookupHost(hb)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	for _, x := range ia {
+		for _, y := range ib {
+			if net.ParseIP(x).Equal(net.ParseIP(y)) {
+				return true
+			}
+		}
+	}
+	return false
+}
