@@ -8,7 +8,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -102,28 +101,9 @@ func ParseMountInfo(r io.Reader) []Mount {
 		if len(fields) < 5 || sep < 0 || sep+2 >= len(fields) {
 			continue
 		}
-		out = append(out, Mount{Root: unescapeOctal(fields[3]), Dir: unescapeOctal(fields[4]), FsType: fields[sep+1], Source: unescapeOctal(fields[sep+2])})
+		out = append(out, Mount{Root: fusefs.UnescapeMount(fields[3]), Dir: fusefs.UnescapeMount(fields[4]), FsType: fields[sep+1], Source: fusefs.UnescapeMount(fields[sep+2])})
 	}
 	return out
-}
-
-// unescapeOctal undoes the kernel's \ooo escapes (space, tab, newline, \).
-func unescapeOctal(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // FSPath is a resolved path argument.

@@ -119,7 +119,7 @@ func FindMount(dir string) (MountInfo, bool) {
 		if sep < 0 || sep+2 >= len(fields) {
 			continue
 		}
-		mp := unescapeMount(fields[4])
+		mp := UnescapeMount(fields[4])
 		if mp == dir {
 			found = MountInfo{Dir: mp, Dev: fields[2], FsType: fields[sep+1], Source: fields[sep+2]}
 			ok = true
@@ -128,7 +128,9 @@ func FindMount(dir string) (MountInfo, bool) {
 	return found, ok
 }
 
-func unescapeMount(s string) string {
+// UnescapeMount undoes the kernel's \ooo escapes (space, tab, newline,
+// backslash) in a field of /proc/self/mountinfo.
+func UnescapeMount(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
 	}

@@ -73,7 +73,7 @@ func TestParseOptions(t *testing.T) {
 }
 
 func TestUnescapeMount(t *testing.T) {
-	if got := unescapeMount(`/tmp/a\040b\011c`); got != "/tmp/a b\tc" {
+	if got := UnescapeMount(`/tmp/a\040b\011c`); got != "/tmp/a b\tc" {
 		t.Fatalf("%q", got)
 	}
 }
