@@ -8,6 +8,7 @@ import (
 	"time"
 
 	pb "nacre/api/nacrepb"
+	"nacre/internal/client"
 	"nacre/internal/layout"
 	"nacre/internal/rpc"
 )
@@ -69,6 +70,9 @@ func targetName(fsname string, t *pb.TargetInfo) string {
 func GetStatus(ctx context.Context, mgs string) (*ClusterStatus, error) {
 	if mgs == "" {
 		return nil, fmt.Errorf("no MGS address: pass --mgs HOST:PORT, --dir CLUSTER_DIR, or set NACRE_MGS")
+	}
+	if err := client.CheckMGSAddr(mgs); err != nil {
+		return nil, err
 	}
 	cc, err := rpc.Dial(mgs)
 	if err != nil {

@@ -22,8 +22,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,10 +98,31 @@ type ostConn struct {
 	up    bool
 }
 
+// CheckMGSAddr checks the form of an MGS address list ("host:port", or
+// the replicas' "h1:p1,h2:p2,h3:p3"), so that a typo fails at once
+// instead of after the connection timeout.
+func CheckMGSAddr(list string) error {
+	for _, a := range strings.Split(list, ",") {
+		_, port, err := net.SplitHostPort(strings.TrimSpace(a))
+		if err == nil {
+			if n, perr := strconv.Atoi(port); perr != nil || n < 1 || n > 65535 {
+				err = fmt.Errorf("port %q is not a number from 1 to 65535", port)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("MGS address %q is not HOST:PORT (like 127.0.0.1:41000; replicas: h1:p1,h2:p2,h3:p3): %v", a, err)
+		}
+	}
+	return nil
+}
+
 // New connects to the cluster whose MGS is cfg.MGS.
 func New(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.MGS == "" {
 		return nil, errors.New("no MGS address: pass --mgs HOST:PORT or set NACRE_MGS")
+	}
+	if err := CheckMGSAddr(cfg.MGS); err != nil {
+		return nil, err
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 60 * time.Second
