@@ -40,16 +40,17 @@ func stripeOpts(cmd *cobra.Command, count int, size string, offset int) (cli.Str
 }
 
 func addFSCommands(root *cobra.Command, g *globals) {
-	var long bool
-	ls := &cobra.Command{Use: "ls [-l] [PATH]", Short: "List a directory (default: the current one on a Nacre mount, else /)", GroupID: "fs", Args: cobra.MaximumNArgs(1),
+	var long, lsJSON bool
+	ls := &cobra.Command{Use: "ls [-l] [--json] [PATH]", Short: "List a directory (default: the current one on a Nacre mount, else /)", GroupID: "fs", Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p := ""
 			if len(args) == 1 {
 				p = args[0]
 			}
-			return cli.Ls(cmd.Context(), g.env(cmd), p, long)
+			return cli.Ls(cmd.Context(), g.env(cmd), p, long, lsJSON)
 		}}
 	ls.Flags().BoolVarP(&long, "long", "l", false, "long listing")
+	ls.Flags().BoolVar(&lsJSON, "json", false, "print JSON: an array of {name, type, mode, nlink, size, uid, gid, mtime, fid}")
 	root.AddCommand(ls)
 
 	var parents bool
@@ -57,15 +58,10 @@ func addFSCommands(root *cobra.Command, g *globals) {
 	mkdir := &cobra.Command{Use: "mkdir [-p] PATH...", Short: "Make directories", GroupID: "fs", Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := strconv.ParseUint(mode, 8, 32)
-			if err != nil {
+			if err != nil || m > 0o7777 {
 				return fmt.Errorf("--mode %q: want an octal mode such as 755", mode)
 			}
-			for _, p := range args {
-				if err := cli.Mkdir(cmd.Context(), g.env(cmd), p, parents, uint32(m)); err != nil {
-					return err
-				}
-			}
-			return nil
+			return cli.Mkdir(cmd.Context(), g.env(cmd), args, parents, uint32(m))
 		}}
 	mkdir.Flags().BoolVarP(&parents, "parents", "p", false, "make parents as needed, no error if existing")
 	mkdir.Flags().StringVarP(&mode, "mode", "m", "755", "permission bits (octal)")
@@ -73,7 +69,7 @@ func addFSCommands(root *cobra.Command, g *globals) {
 
 	var pc, pi int
 	var ps string
-	put := &cobra.Command{Use: "put LOCAL PATH", Short: "Copy a local file into the file system", GroupID: "fs", Args: cobra.ExactArgs(2),
+	put := &cobra.Command{Use: "put LOCAL PATH", Short: "Copy a local file (- for standard input) into the file system", GroupID: "fs", Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			so, err := stripeOpts(cmd, pc, ps, pi)
 			if err != nil {
@@ -94,30 +90,40 @@ func addFSCommands(root *cobra.Command, g *globals) {
 		}})
 
 	var statJSON bool
-	stat := &cobra.Command{Use: "stat [--json] PATH", Short: "Show a file's attributes and FID", GroupID: "fs", Args: cobra.ExactArgs(1),
+	stat := &cobra.Command{Use: "stat [--json] PATH...", Short: "Show files' attributes and FIDs", GroupID: "fs", Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return cli.Stat(cmd.Context(), g.env(cmd), args[0], statJSON)
+			return cli.Stat(cmd.Context(), g.env(cmd), args, statJSON)
 		}}
-	stat.Flags().BoolVar(&statJSON, "json", false, "print JSON")
+	stat.Flags().BoolVar(&statJSON, "json", false, "print JSON (an object for one path, an array for several)")
 	root.AddCommand(stat)
 
-	var recursive bool
-	rm := &cobra.Command{Use: "rm [-r] PATH...", Short: "Remove files (and directories with -r)", GroupID: "fs", Args: cobra.MinimumNArgs(1),
+	var rmo cli.RmOpts
+	rm := &cobra.Command{Use: "rm [-r] [-f] PATH...", Short: "Remove files (and directories with -r)", GroupID: "fs",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 && !rmo.Force { // rm -f with no operand is no error, as rm(1)
+				return fmt.Errorf("rm: give the paths to remove")
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return cli.Rm(cmd.Context(), g.env(cmd), args, recursive)
+			if len(args) == 0 {
+				return nil
+			}
+			return cli.Rm(cmd.Context(), g.env(cmd), args, rmo)
 		}}
-	rm.Flags().BoolVarP(&recursive, "recursive", "r", false, "remove directories and their contents")
+	rm.Flags().BoolVarP(&rmo.Recursive, "recursive", "r", false, "remove directories and their contents")
+	rm.Flags().BoolVarP(&rmo.Force, "force", "f", false, "a path that does not exist is no error")
 	root.AddCommand(rm)
 
-	root.AddCommand(&cobra.Command{Use: "mv SOURCE DEST", Short: "Rename or move a file or directory", GroupID: "fs", Args: cobra.ExactArgs(2),
+	root.AddCommand(&cobra.Command{Use: "mv SOURCE DEST | mv SOURCE... DIRECTORY", Short: "Rename or move files or directories", GroupID: "fs", Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return cli.Mv(cmd.Context(), g.env(cmd), args[0], args[1])
+			return cli.Mv(cmd.Context(), g.env(cmd), args)
 		}})
 
 	var symbolic bool
-	ln := &cobra.Command{Use: "ln [-s] TARGET LINK", Short: "Make a hard link (or a symbolic link with -s)", GroupID: "fs", Args: cobra.ExactArgs(2),
+	ln := &cobra.Command{Use: "ln [-s] TARGET LINK | ln [-s] TARGET... DIRECTORY", Short: "Make hard links (or symbolic links with -s)", GroupID: "fs", Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return cli.Ln(cmd.Context(), g.env(cmd), args[0], args[1], symbolic)
+			return cli.Ln(cmd.Context(), g.env(cmd), args, symbolic)
 		}}
 	ln.Flags().BoolVarP(&symbolic, "symbolic", "s", false, "make a symbolic link")
 	root.AddCommand(ln)
@@ -152,12 +158,19 @@ func addFSCommands(root *cobra.Command, g *globals) {
 	df.Flags().BoolVar(&dfJSON, "json", false, "print JSON")
 	root.AddCommand(df)
 
-	root.AddCommand(&cobra.Command{Use: "path2fid PATH...", Short: "Print the FID of paths", GroupID: "fs", Args: cobra.MinimumNArgs(1),
+	var p2fJSON bool
+	path2fid := &cobra.Command{Use: "path2fid [--json] PATH...", Short: "Print the FID of paths", GroupID: "fs", Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return cli.Path2Fid(cmd.Context(), g.env(cmd), args)
-		}})
-	root.AddCommand(&cobra.Command{Use: "fid2path FID...", Short: "Print every path of FIDs", GroupID: "fs", Args: cobra.MinimumNArgs(1),
+			return cli.Path2Fid(cmd.Context(), g.env(cmd), args, p2fJSON)
+		}}
+	path2fid.Flags().BoolVar(&p2fJSON, "json", false, `print JSON: {"path", "fid"} for one path, an array for several`)
+	root.AddCommand(path2fid)
+	var f2pJSON bool
+	fid2path := &cobra.Command{Use: "fid2path [--json] [MOUNTPOINT] FID...", Short: "Print every path of FIDs (under MOUNTPOINT, or the mount the current directory is on)", GroupID: "fs",
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return cli.Fid2Path(cmd.Context(), g.env(cmd), args)
-		}})
+			return cli.Fid2Path(cmd.Context(), g.env(cmd), args, f2pJSON)
+		}}
+	fid2path.Flags().BoolVar(&f2pJSON, "json", false, `print JSON: {"fid", "paths": [...]} for one FID, an array for several`)
+	root.AddCommand(fid2path)
 }

@@ -34,6 +34,9 @@ func main() {
 		if errors.As(err, &ee) {
 			os.Exit(ee.code)
 		}
+		if errors.Is(err, cli.ErrReported) {
+			os.Exit(1) // each failure has been printed
+		}
 		fmt.Fprintln(os.Stderr, "nacre:", err)
 		os.Exit(1)
 	}
@@ -45,7 +48,7 @@ type globals struct {
 }
 
 func (g *globals) env(cmd *cobra.Command) cli.Env {
-	return cli.Env{MGS: g.mgs, Out: cmd.OutOrStdout(), Err: cmd.ErrOrStderr()}
+	return cli.Env{MGS: g.mgs, Out: cmd.OutOrStdout(), Err: cmd.ErrOrStderr(), Stdin: cmd.InOrStdin()}
 }
 
 func newRoot() *cobra.Command {

@@ -145,7 +145,7 @@ func addServerCommands(root *cobra.Command, g *globals) {
 			fmt.Fprintln(out, "Press Ctrl-C to stop the cluster.")
 			<-cmd.Context().Done()
 			fmt.Fprintln(out, "\nstopping...")
-			return localcluster.Down(up.dir, out)
+			return cli.Down(up.dir, out, cmd.ErrOrStderr())
 		},
 	}
 	upCmd.Flags().StringVar(&up.dir, "dir", defaultClusterDir, "cluster directory")
@@ -159,12 +159,18 @@ func addServerCommands(root *cobra.Command, g *globals) {
 	// down
 	var downDir string
 	downCmd := &cobra.Command{
-		Use:     "down [--dir DIR]",
-		Short:   "Stop the processes of a local cluster",
+		Use:   "down [--dir DIR]",
+		Short: "Unmount the local cluster's Nacre mounts on this machine and stop its processes",
+		Long: `Stop the processes of the local cluster in DIR (SIGTERM, then SIGKILL after
+10 s). First every Nacre mount of its file system on this machine is
+unmounted, as with nacre umount, while the servers can still take what the
+mount writes back. A busy mount (files open on it) is not forced: if it is
+still mounted once the servers are stopped, a warning names it and how to
+free it. The mount made by nacre up --mount is always removed.`,
 		GroupID: "server",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return localcluster.Down(downDir, cmd.OutOrStdout())
+			return cli.Down(downDir, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	downCmd.Flags().StringVar(&downDir, "dir", defaultClusterDir, "cluster directory")

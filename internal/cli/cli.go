@@ -22,13 +22,20 @@ import (
 
 // Env is what every command needs.
 type Env struct {
-	MGS string
-	Out io.Writer
-	Err io.Writer
+	MGS   string
+	Out   io.Writer
+	Err   io.Writer
+	Stdin io.Reader // nil: os.Stdin (put -)
 	// Paths resolves path arguments (see paths.go); nil: this process's
 	// current directory and mounts.
 	Paths *PathEnv
 }
+
+// OSTDownAfter is how long a command's I/O waits for an OST that cannot
+// be reached before it fails naming the OST (client.Config.OSTDownAfter):
+// long enough for an OST that restarts to come back, short enough that a
+// user is told at once that one is down.
+const OSTDownAfter = 5 * time.Second
 
 // Connect opens a client, with a message that says how to fix a missing
 // or unreachable MGS.
@@ -36,7 +43,7 @@ func (e Env) Connect(ctx context.Context) (*client.Client, error) {
 	if e.MGS == "" {
 		return nil, fmt.Errorf("no MGS address: pass --mgs HOST:PORT or set NACRE_MGS (`nacre up` prints it)")
 	}
-	return client.New(ctx, client.Config{MGS: e.MGS, Timeout: 30 * time.Second})
+	return client.New(ctx, client.Config{MGS: e.MGS, Timeout: 30 * time.Second, OSTDownAfter: OSTDownAfter})
 }
 
 // open resolves path arguments (PathEnv.Resolve) and connects to the file

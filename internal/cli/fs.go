@@ -22,10 +22,25 @@ import (
 	"nacre/internal/layout"
 )
 
+// LsEntry is one entry of `nacre ls --json` (a file given as the path
+// is listed as its only entry).
+type LsEntry struct {
+	Name   string `json:"name"`
+	Type   string `json:"type"` // as stat's: "regular file", "directory", "symbolic link", ...
+	Mode   string `json:"mode"` // permission bits, octal ("0644")
+	Nlink  uint32 `json:"nlink"`
+	Size   uint64 `json:"size"`
+	UID    uint32 `json:"uid"`
+	GID    uint32 `json:"gid"`
+	Mtime  string `json:"mtime"` // RFC 3339
+	FID    string `json:"fid"`
+	Target string `json:"symlink_target,omitempty"`
+}
+
 // Ls lists a directory (or describes a file), sorted by name. Without a
 // path ("") it lists the current directory if that is on a Nacre mount,
-// else the root.
-func Ls(ctx context.Context, e Env, arg string, long bool) error {
+// else the root. asJSON prints an array of LsEntry.
+func Ls(ctx context.Context, e Env, arg string, long, asJSON bool) error {
 	if arg == "" {
 		arg = "/"
 		if e.cwdOnMount() {
@@ -40,41 +55,59 @@ func Ls(ctx context.Context, e Env, arg string, long bool) error {
 	p := ps[0]
 	ino, err := c.Resolve(ctx, p, true)
 	if err != nil {
-		return err
+		return opError("ls", arg, err)
 	}
 	type row struct {
 		name string
 		ino  *pb.Inode
+		ent  *pb.DirEntry
 	}
+	attrs := long || asJSON
 	var rows []row
 	if isDir(ino) {
-		ents, err := c.ReadDirAll(ctx, fidOf(ino), long)
+		ents, err := c.ReadDirAll(ctx, fidOf(ino), attrs)
 		if err != nil {
-			return err
+			return opError("ls", arg, err)
 		}
 		for _, en := range ents {
-			rows = append(rows, row{string(en.Name), en.Inode})
+			rows = append(rows, row{string(en.Name), en.Inode, en})
 		}
 		sort.Slice(rows, func(i, j int) bool { return rows[i].name < rows[j].name })
 	} else {
-		rows = append(rows, row{path.Base(p), ino})
+		rows = append(rows, row{path.Base(p), ino, nil})
 	}
-	if !long {
+	if !attrs {
 		for _, r := range rows {
 			fmt.Fprintln(e.Out, r.name)
 		}
 		return nil
+	}
+	for i, r := range rows {
+		if r.ino != nil && isReg(r.ino) && r.ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_SIZE_DIRTY) != 0 {
+			if s, err := c.Stat(ctx, fidOf(r.ino)); err == nil {
+				rows[i].ino = s
+			}
+		}
+	}
+	if asJSON {
+		out := make([]LsEntry, 0, len(rows))
+		for _, r := range rows {
+			le := LsEntry{Name: r.name}
+			if i := r.ino; i != nil {
+				le.Type, le.Mode, le.Nlink, le.Size, le.UID, le.GID = typeName(i.Mode), fmt.Sprintf("%04o", i.Mode&0o7777), i.Nlink, i.Size, i.Uid, i.Gid
+				le.Mtime, le.FID, le.Target = time.Unix(0, i.MtimeNs).Format(time.RFC3339Nano), fidOf(i).String(), string(i.Symlink)
+			} else if r.ent != nil { // no attributes: what the entry says
+				le.Type, le.FID = typeName(r.ent.Type<<12), fid.FromPB(r.ent.Fid).String()
+			}
+			out = append(out, le)
+		}
+		return JSON(e.Out, out)
 	}
 	for _, r := range rows {
 		i := r.ino
 		if i == nil {
 			fmt.Fprintf(e.Out, "?????????? %s (no attributes)\n", r.name)
 			continue
-		}
-		if isReg(i) && i.Flags&uint32(pb.InodeFlag_INODE_FLAG_SIZE_DIRTY) != 0 {
-			if s, err := c.Stat(ctx, fidOf(i)); err == nil {
-				i = s
-			}
 		}
 		name := r.name
 		if i.Mode&syscall.S_IFMT == syscall.S_IFLNK {
@@ -86,16 +119,37 @@ func Ls(ctx context.Context, e Env, arg string, long bool) error {
 	return nil
 }
 
-// Mkdir makes a directory (and its parents with parents).
-func Mkdir(ctx context.Context, e Env, arg string, parents bool, mode uint32) error {
-	c, ps, err := e.open(ctx, arg)
+// Mkdir makes directories (and their parents with parents; then an
+// existing directory is no error).
+func Mkdir(ctx context.Context, e Env, args []string, parents bool, mode uint32) error {
+	c, ops, err := e.openEach(ctx, args)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	p := ps[0]
+	if c != nil {
+		defer c.Close()
+	}
+	r := e.reporter("mkdir")
+	for i, op := range ops {
+		if op.Err == nil {
+			op.Err = mkdir(ctx, c, op.Path, parents, mode)
+		}
+		if op.Err != nil {
+			if fatal(ctx, op.Err) {
+				return r.stop(args, i, op.Err)
+			}
+			r.fail(op.Arg, op.Err)
+		}
+	}
+	return r.result()
+}
+
+func mkdir(ctx context.Context, c *client.Client, p string, parents bool, mode uint32) error {
 	if !parents {
 		parent, name, err := c.ResolveParent(ctx, p)
+		if errors.Is(err, syscall.ENOENT) {
+			return fmt.Errorf("no such file or directory: a parent directory is missing (-p makes parents)")
+		}
 		if err != nil {
 			return err
 		}
@@ -103,10 +157,12 @@ func Mkdir(ctx context.Context, e Env, arg string, parents bool, mode uint32) er
 		return err
 	}
 	cur := fid.Root
+	done := "/"
 	for _, part := range strings.Split(strings.Trim(p, "/"), "/") {
 		if part == "" {
 			continue
 		}
+		done = path.Join(done, part)
 		ino, err := c.Lookup(ctx, cur, part)
 		if errors.Is(err, syscall.ENOENT) {
 			ino, err = c.Mkdir(ctx, cur, part, mode)
@@ -114,11 +170,14 @@ func Mkdir(ctx context.Context, e Env, arg string, parents bool, mode uint32) er
 				ino, err = c.Lookup(ctx, cur, part)
 			}
 		}
+		if err == nil && ino.Mode&syscall.S_IFMT == syscall.S_IFLNK {
+			ino, err = c.Resolve(ctx, done, true) // a symbolic link to a directory is followed
+		}
 		if err != nil {
 			return err
 		}
 		if !isDir(ino) {
-			return fmt.Errorf("mkdir %s: %s is not a directory", arg, part)
+			return fmt.Errorf("%s is not a directory", done)
 		}
 		cur = fidOf(ino)
 	}
@@ -191,25 +250,38 @@ const copyBuf = 16 << 20
 // in the destination's directory) and get writes (LOCAL.nacre-partial).
 const partialSuffix = ".nacre-partial"
 
-// Put copies a local file into the file system. It writes a temporary file
-// in the destination's directory and renames it over the destination once
-// every byte is written and durable, so an interrupted or failed put
-// leaves the destination as it was (and removes the temporary file; only a
-// client killed outright leaves one behind). The destination is a new
-// file with the source's permission bits and the layout asked, else the
-// layout of the file it replaces, else its directory's default.
+// Put copies a local file into the file system; local "-" is standard
+// input (e.Stdin if set). It writes a temporary file in the destination's
+// directory and renames it over the destination once every byte is
+// written and durable, so an interrupted or failed put leaves the
+// destination as it was (and removes the temporary file; only a client
+// killed outright leaves one behind). The destination is a new file with
+// the source's permission bits (from standard input: 0666 less the umask,
+// as a shell redirection) and the layout asked, else the layout of the
+// file it replaces, else its directory's default.
 func Put(ctx context.Context, e Env, local, remoteArg string, so StripeOpts) error {
-	src, err := os.Open(local)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	st, err := src.Stat()
-	if err != nil {
-		return err
-	}
-	if st.IsDir() {
-		return fmt.Errorf("put %s: is a directory (copy files one by one)", local)
+	var src io.Reader
+	var perm uint32
+	if local == "-" {
+		src = e.Stdin
+		if src == nil {
+			src = os.Stdin
+		}
+		perm = 0o666 &^ umask()
+	} else {
+		f, err := os.Open(local)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		st, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		if st.IsDir() {
+			return fmt.Errorf("put %s: is a directory (copy files one by one)", local)
+		}
+		src, perm = f, uint32(st.Mode().Perm())
 	}
 	l, err := so.layout()
 	if err != nil {
@@ -224,9 +296,16 @@ func Put(ctx context.Context, e Env, local, remoteArg string, so StripeOpts) err
 		return err
 	}
 	remote := ps[0]
-	if strings.HasSuffix(remoteArg, "/") {
-		remote = strings.TrimSuffix(remote, "/") + "/" + path.Base(local)
-	} else if ino, err := c.Resolve(ctx, remote, true); err == nil && isDir(ino) {
+	intoDir := strings.HasSuffix(remoteArg, "/")
+	if !intoDir {
+		if ino, err := c.Resolve(ctx, remote, true); err == nil && isDir(ino) {
+			intoDir = true
+		}
+	}
+	if intoDir {
+		if local == "-" {
+			return fmt.Errorf("put - %s: is a directory; name the file to write standard input to (put - %s/NAME)", remoteArg, strings.TrimSuffix(remoteArg, "/"))
+		}
 		remote = strings.TrimSuffix(remote, "/") + "/" + path.Base(local)
 	}
 	parent, name, err := c.ResolveParent(ctx, remote)
@@ -241,7 +320,7 @@ func Put(ctx context.Context, e Env, local, remoteArg string, so StripeOpts) err
 		}
 	}
 	tmp := partialName(name)
-	ino, _, err := c.Create(ctx, dir, tmp, syscall.S_IFREG|uint32(st.Mode().Perm()), client.CreateOpts{Exclusive: true, Layout: l})
+	ino, _, err := c.Create(ctx, dir, tmp, syscall.S_IFREG|perm, client.CreateOpts{Exclusive: true, Layout: l})
 	if err != nil {
 		return fmt.Errorf("put %s: create %s: %w", remoteArg, tmp, err)
 	}
@@ -264,7 +343,7 @@ func Put(ctx context.Context, e Env, local, remoteArg string, so StripeOpts) err
 		n, rerr := io.ReadFull(src, buf)
 		if n > 0 {
 			if _, err := f.WriteAt(ctx, buf[:n], off); err != nil {
-				return err
+				return opError("put", remoteArg, err)
 			}
 			off += uint64(n)
 		}
@@ -272,11 +351,14 @@ func Put(ctx context.Context, e Env, local, remoteArg string, so StripeOpts) err
 			break
 		}
 		if rerr != nil {
+			if local == "-" {
+				return fmt.Errorf("read standard input: %w", rerr)
+			}
 			return fmt.Errorf("read %s: %w", local, rerr)
 		}
 	}
 	if err := f.Close(ctx); err != nil {
-		return err
+		return opError("put", remoteArg, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -300,6 +382,13 @@ func partialName(name string) string {
 	return "." + name + suffix
 }
 
+// umask is the process's file mode creation mask.
+func umask() uint32 {
+	m := syscall.Umask(0)
+	syscall.Umask(m)
+	return uint32(m)
+}
+
 // Get copies a file out of the file system ("-" writes to standard output).
 func Get(ctx context.Context, e Env, arg, local string) error {
 	c, ps, err := e.open(ctx, arg)
@@ -310,7 +399,7 @@ func Get(ctx context.Context, e Env, arg, local string) error {
 	remote := ps[0]
 	ino, err := c.Resolve(ctx, remote, true)
 	if err != nil {
-		return err
+		return opError("get", arg, err)
 	}
 	if !isReg(ino) {
 		return fmt.Errorf("get %s: not a regular file", arg)
@@ -332,7 +421,7 @@ func Get(ctx context.Context, e Env, arg, local string) error {
 		dst = out
 	}
 	if err := copyOut(ctx, c, ino, dst); err != nil {
-		return err
+		return opError("get", arg, err)
 	}
 	if out != nil {
 		if err := out.Sync(); err != nil {
@@ -367,26 +456,41 @@ func copyOut(ctx context.Context, c *client.Client, ino *pb.Inode, dst io.Writer
 	}
 }
 
-// Cat writes files to the output.
+// Cat writes files to the output, in order; a file that cannot be read
+// is reported and the next one written.
 func Cat(ctx context.Context, e Env, args []string) error {
-	c, paths, err := e.open(ctx, args...)
+	c, ops, err := e.openEach(ctx, args)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	for i, p := range paths {
-		ino, err := c.Resolve(ctx, p, true)
-		if err != nil {
-			return err
+	if c != nil {
+		defer c.Close()
+	}
+	r := e.reporter("cat")
+	for i, op := range ops {
+		if op.Err == nil {
+			op.Err = func() error {
+				ino, err := c.Resolve(ctx, op.Path, true)
+				if err != nil {
+					return err
+				}
+				if isDir(ino) {
+					return fmt.Errorf("is a directory")
+				}
+				if !isReg(ino) {
+					return fmt.Errorf("not a regular file")
+				}
+				return copyOut(ctx, c, ino, e.Out)
+			}()
 		}
-		if !isReg(ino) {
-			return fmt.Errorf("cat %s: not a regular file", args[i])
-		}
-		if err := copyOut(ctx, c, ino, e.Out); err != nil {
-			return err
+		if op.Err != nil {
+			if fatal(ctx, op.Err) {
+				return r.stop(args, i, op.Err)
+			}
+			r.fail(op.Arg, op.Err)
 		}
 	}
-	return nil
+	return r.result()
 }
 
 // StatInfo is the JSON form of `nacre stat`.
@@ -425,184 +529,491 @@ func typeName(mode uint32) string {
 	return "regular file"
 }
 
-// Stat prints a file's attributes.
-func Stat(ctx context.Context, e Env, arg string, asJSON bool) error {
-	c, ps, err := e.open(ctx, arg)
+// Stat prints the attributes of each path (a symbolic link's own). With
+// asJSON it prints a StatInfo for one path, an array of them for several.
+func Stat(ctx context.Context, e Env, args []string, asJSON bool) error {
+	c, ops, err := e.openEach(ctx, args)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	p := ps[0]
-	ino, err := c.Resolve(ctx, p, false)
-	if err != nil {
-		return err
+	if c != nil {
+		defer c.Close()
 	}
+	r := e.reporter("stat")
+	var infos []StatInfo
+	for i, op := range ops {
+		if op.Err == nil {
+			var ino *pb.Inode
+			if ino, op.Err = c.Resolve(ctx, op.Path, false); op.Err == nil {
+				si := statInfo(op.Arg, ino)
+				infos = append(infos, si)
+				if !asJSON {
+					writeStat(e.Out, si, ino.Mode)
+				}
+			}
+		}
+		if op.Err != nil {
+			if fatal(ctx, op.Err) {
+				return r.stop(args, i, op.Err)
+			}
+			r.fail(op.Arg, op.Err)
+		}
+	}
+	if asJSON {
+		if err := jsonOneOrMany(e.Out, len(args), infos); err != nil {
+			return err
+		}
+	}
+	return r.result()
+}
+
+// jsonOneOrMany prints the result of a command given n operands: the one
+// object for one operand (when it succeeded), an array for several.
+func jsonOneOrMany[T any](w io.Writer, n int, items []T) error {
+	if n == 1 {
+		if len(items) == 0 {
+			return nil
+		}
+		return JSON(w, items[0])
+	}
+	if items == nil {
+		items = []T{}
+	}
+	return JSON(w, items)
+}
+
+func statInfo(arg string, ino *pb.Inode) StatInfo {
 	ts := func(ns int64) string { return time.Unix(0, ns).Format(time.RFC3339Nano) }
-	si := StatInfo{Path: arg, FID: fidOf(ino).String(), Type: typeName(ino.Mode), Mode: fmt.Sprintf("%04o", ino.Mode&0o7777),
+	return StatInfo{Path: arg, FID: fidOf(ino).String(), Type: typeName(ino.Mode), Mode: fmt.Sprintf("%04o", ino.Mode&0o7777),
 		Nlink: ino.Nlink, UID: ino.Uid, GID: ino.Gid, ProjID: ino.Projid, Size: ino.Size, Blocks: ino.Blocks,
 		Atime: ts(ino.AtimeNs), Mtime: ts(ino.MtimeNs), Ctime: ts(ino.CtimeNs), Target: string(ino.Symlink)}
-	if asJSON {
-		return JSON(e.Out, si)
-	}
-	fmt.Fprintf(e.Out, "  File: %s", arg)
-	if si.Target != "" {
-		fmt.Fprintf(e.Out, " -> %s", si.Target)
-	}
-	fmt.Fprintf(e.Out, "\n   FID: %s\n  Size: %-12d Blocks: %-8d %s\n", si.FID, si.Size, si.Blocks, si.Type)
-	fmt.Fprintf(e.Out, "Access: (%s/%s)  Uid: %d  Gid: %d  Links: %d  Project: %d\n", si.Mode, ModeString(ino.Mode), si.UID, si.GID, si.Nlink, si.ProjID)
-	fmt.Fprintf(e.Out, "Access: %s\nModify: %s\nChange: %s\n", si.Atime, si.Mtime, si.Ctime)
-	return nil
 }
 
-// Rm removes files, and directories with recursive.
-func Rm(ctx context.Context, e Env, args []string, recursive bool) error {
-	c, paths, err := e.open(ctx, args...)
+func writeStat(w io.Writer, si StatInfo, mode uint32) {
+	fmt.Fprintf(w, "  File: %s", si.Path)
+	if si.Target != "" {
+		fmt.Fprintf(w, " -> %s", si.Target)
+	}
+	fmt.Fprintf(w, "\n   FID: %s\n  Size: %-12d Blocks: %-8d %s\n", si.FID, si.Size, si.Blocks, si.Type)
+	fmt.Fprintf(w, "Access: (%s/%s)  Uid: %d  Gid: %d  Links: %d  Project: %d\n", si.Mode, ModeString(mode), si.UID, si.GID, si.Nlink, si.ProjID)
+	fmt.Fprintf(w, "Access: %s\nModify: %s\nChange: %s\n", si.Atime, si.Mtime, si.Ctime)
+}
+
+// RmOpts are rm's options.
+type RmOpts struct {
+	Recursive bool // remove directories and their contents
+	Force     bool // a name that does not exist is no error
+}
+
+// Rm removes files, and directories with o.Recursive, as rm(1): every
+// operand is tried; with o.Force a missing one is no error. It refuses
+// the file system root and paths ending in . or .., as rm does.
+func Rm(ctx context.Context, e Env, args []string, o RmOpts) error {
+	c, ops, err := e.openEach(ctx, args)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	for i, p := range paths {
-		parent, name, err := c.ResolveParent(ctx, p)
-		if err != nil {
-			return err
+	if c != nil {
+		defer c.Close()
+	}
+	r := e.reporter("rm")
+	for i, op := range ops {
+		if op.Err == nil {
+			op.Err = rm(ctx, c, op, o, r)
 		}
-		ino, err := c.Lookup(ctx, fidOf(parent), name)
-		if err != nil {
-			return fmt.Errorf("rm %s: %w", args[i], err)
-		}
-		if isDir(ino) {
-			if !recursive {
-				return fmt.Errorf("rm %s: is a directory (use -r)", args[i])
+		if op.Err != nil {
+			if o.Force && errors.Is(op.Err, syscall.ENOENT) {
+				continue
 			}
-			if err := removeTree(ctx, c, fidOf(ino)); err != nil {
-				return err
+			if fatal(ctx, op.Err) {
+				return r.stop(args, i, op.Err)
 			}
-			if err := c.Rmdir(ctx, fidOf(parent), name); err != nil {
-				return err
-			}
-			continue
+			r.fail(op.Arg, op.Err)
 		}
-		if _, err := c.Unlink(ctx, fidOf(parent), name); err != nil {
-			return err
+	}
+	return r.result()
+}
+
+// errTreeReported: removeTree reported what it could not remove.
+var errTreeReported = errors.New("directory not empty: its contents could not all be removed (see above)")
+
+func rm(ctx context.Context, c *client.Client, op operand, o RmOpts, r *reporter) error {
+	switch base := path.Base(strings.TrimRight(op.Arg, "/")); {
+	case op.AtMountPoint:
+		return fmt.Errorf("refusing to remove the mount point %s (unmount it first, or name the directory by its path from the file system root)", op.Mount)
+	case strings.Trim(op.Path, "/") == "":
+		return fmt.Errorf("refusing to remove the file system root")
+	case base == "." || base == "..":
+		return fmt.Errorf("refusing to remove . or ..")
+	}
+	parent, name, err := c.ResolveParent(ctx, op.Path)
+	if err != nil {
+		return err
+	}
+	ino, err := c.Lookup(ctx, fidOf(parent), name)
+	if err != nil {
+		return err
+	}
+	if !isDir(ino) {
+		if strings.HasSuffix(op.Arg, "/") {
+			return fmt.Errorf("not a directory")
 		}
+		_, err := c.Unlink(ctx, fidOf(parent), name)
+		return err
+	}
+	if !o.Recursive {
+		return fmt.Errorf("is a directory (use -r to remove it and its contents)")
+	}
+	if !removeTree(ctx, c, fidOf(ino), strings.TrimSuffix(op.Arg, "/"), r) {
+		return errTreeReported
+	}
+	if err := c.Rmdir(ctx, fidOf(parent), name); err != nil && !(errors.Is(err, syscall.ENOENT) && o.Force) {
+		return err
 	}
 	return nil
 }
 
-func removeTree(ctx context.Context, c *client.Client, dir fid.FID) error {
+// removeTree empties a directory (shown as p in messages), reporting each
+// entry it cannot remove and going on with the others; it returns whether
+// the directory is empty.
+func removeTree(ctx context.Context, c *client.Client, dir fid.FID, p string, r *reporter) bool {
 	for {
 		ents, err := c.ReadDirAll(ctx, dir, false)
 		if err != nil {
-			return err
+			r.fail(p, err)
+			return false
 		}
 		if len(ents) == 0 {
-			return nil
+			return true
 		}
+		ok := true
 		for _, en := range ents {
+			if ctx.Err() != nil {
+				return false
+			}
+			name := string(en.Name)
+			child := p + "/" + name
 			if en.Type == syscall.S_IFDIR>>12 {
-				if err := removeTree(ctx, c, fid.FromPB(en.Fid)); err != nil {
-					return err
+				if !removeTree(ctx, c, fid.FromPB(en.Fid), child, r) {
+					ok = false
+					continue
 				}
-				if err := c.Rmdir(ctx, dir, string(en.Name)); err != nil {
-					return err
+				if err := c.Rmdir(ctx, dir, name); err != nil && !errors.Is(err, syscall.ENOENT) {
+					r.fail(child, err)
+					ok = false
 				}
-			} else if _, err := c.Unlink(ctx, dir, string(en.Name)); err != nil && !errors.Is(err, syscall.ENOENT) {
-				return err
+			} else if _, err := c.Unlink(ctx, dir, name); err != nil && !errors.Is(err, syscall.ENOENT) {
+				r.fail(child, err)
+				ok = false
 			}
 		}
+		if !ok {
+			return false
+		}
+		// Entries made meanwhile: read again.
 	}
 }
 
-// Mv renames; a destination directory receives the source inside it.
-func Mv(ctx context.Context, e Env, srcArg, dstArg string) error {
-	c, ps, err := e.open(ctx, srcArg, dstArg)
+// Mv renames SOURCE to DEST (args: SOURCE DEST), or moves each SOURCE
+// into the directory DEST (args: SOURCE... DEST); a DEST that is a
+// directory receives the source inside it.
+func Mv(ctx context.Context, e Env, args []string) error {
+	if len(args) < 2 {
+		return fmt.Errorf("mv: give a source and a destination")
+	}
+	c, ops, err := e.openEach(ctx, args)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	src, dst := ps[0], ps[1]
-	sp, sn, err := c.ResolveParent(ctx, src)
+	if c != nil {
+		defer c.Close()
+	}
+	srcs, dst := ops[:len(ops)-1], ops[len(ops)-1]
+	if dst.Err != nil {
+		return fmt.Errorf("mv: destination %s: %w", dst.Arg, dst.Err)
+	}
+	into, err := targetDir(ctx, c, dst, len(srcs), "moving")
 	if err != nil {
-		return err
+		return fmt.Errorf("mv: %w", err)
 	}
-	if d, err := c.Resolve(ctx, dst, true); err == nil && isDir(d) {
-		dst = strings.TrimSuffix(dst, "/") + "/" + sn
+	r := e.reporter("mv")
+	for i, op := range srcs {
+		if op.Err == nil {
+			op.Err = func() error {
+				sp, sn, err := c.ResolveParent(ctx, op.Path)
+				if err != nil {
+					return err
+				}
+				to := dst.Path
+				if into {
+					to = strings.TrimSuffix(to, "/") + "/" + sn
+				}
+				dp, dn, err := c.ResolveParent(ctx, to)
+				if err != nil {
+					return err
+				}
+				return c.Rename(ctx, fidOf(sp), sn, fidOf(dp), dn, 0)
+			}()
+		}
+		if op.Err != nil {
+			if fatal(ctx, op.Err) {
+				return r.stop(args[:len(srcs)], i, op.Err)
+			}
+			r.fail(op.Arg, op.Err)
+		}
 	}
-	dp, dn, err := c.ResolveParent(ctx, dst)
-	if err != nil {
-		return err
-	}
-	return c.Rename(ctx, fidOf(sp), sn, fidOf(dp), dn, 0)
+	return r.result()
 }
 
-// Ln makes a hard link, or a symbolic link with symbolic.
-// A symbolic link's target is stored as given; a hard link's target is a
-// path argument like the link.
-func Ln(ctx context.Context, e Env, targetArg, linkArg string, symbolic bool) error {
-	args := []string{linkArg}
+// targetDir reports whether dst, the last operand of mv or ln, is an
+// existing directory that the n sources go into; several sources need one.
+func targetDir(ctx context.Context, c *client.Client, dst operand, n int, doing string) (bool, error) {
+	ino, err := c.Resolve(ctx, dst.Path, true)
+	if err == nil && isDir(ino) {
+		return true, nil
+	}
+	if n == 1 {
+		return false, nil
+	}
+	if err != nil && !errors.Is(err, syscall.ENOENT) {
+		return false, fmt.Errorf("target %s: %w", dst.Arg, err)
+	}
+	return false, fmt.Errorf("target %s is not a directory (%s several files needs one)", dst.Arg, doing)
+}
+
+// Ln makes a hard link (symbolic: a symbolic link) to TARGET named LINK
+// (args: TARGET LINK), or to each TARGET in the directory LINK (args:
+// TARGET... DIRECTORY; also when LINK is a directory), named as the
+// target. A symbolic link's target is stored as given; a hard link's
+// target is a path argument like the link.
+func Ln(ctx context.Context, e Env, args []string, symbolic bool) error {
+	if len(args) < 2 {
+		return fmt.Errorf("ln: give a target and a link name")
+	}
+	targets, linkArg := args[:len(args)-1], args[len(args)-1]
+	resolve := []string{linkArg}
 	if !symbolic {
-		args = append(args, targetArg)
+		resolve = append(resolve, targets...)
 	}
-	c, ps, err := e.open(ctx, args...)
+	c, ops, err := e.openEach(ctx, resolve)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	lp, ln, err := c.ResolveParent(ctx, ps[0])
+	if c != nil {
+		defer c.Close()
+	}
+	link := ops[0]
+	if link.Err != nil {
+		return fmt.Errorf("ln: link %s: %w", linkArg, link.Err)
+	}
+	into, err := targetDir(ctx, c, link, len(targets), "linking")
 	if err != nil {
-		return err
+		return fmt.Errorf("ln: %w", err)
 	}
-	if symbolic {
-		_, err = c.Symlink(ctx, fidOf(lp), ln, targetArg)
-		return err
+	r := e.reporter("ln")
+	for i, t := range targets {
+		var err error
+		if !symbolic {
+			err = ops[i+1].Err
+		}
+		if err == nil {
+			err = func() error {
+				name := link.Path
+				if into {
+					name = strings.TrimSuffix(name, "/") + "/" + path.Base(strings.TrimRight(t, "/"))
+				}
+				lp, ln, err := c.ResolveParent(ctx, name)
+				if err != nil {
+					return err
+				}
+				if symbolic {
+					_, err = c.Symlink(ctx, fidOf(lp), ln, t)
+					return err
+				}
+				ti, err := c.Resolve(ctx, ops[i+1].Path, false)
+				if err != nil {
+					return err
+				}
+				if isDir(ti) {
+					return fmt.Errorf("is a directory (hard links to directories are not allowed)")
+				}
+				_, err = c.Link(ctx, fidOf(ti), fidOf(lp), ln)
+				return err
+			}()
+		}
+		if err != nil {
+			if fatal(ctx, err) {
+				return r.stop(targets, i, err)
+			}
+			r.fail(t, err)
+		}
 	}
-	t, err := c.Resolve(ctx, ps[1], false)
-	if err != nil {
-		return err
-	}
-	_, err = c.Link(ctx, fidOf(t), fidOf(lp), ln)
-	return err
+	return r.result()
 }
 
-// Path2Fid prints the FID of each path.
-func Path2Fid(ctx context.Context, e Env, args []string) error {
-	c, paths, err := e.open(ctx, args...)
+// PathFID is one result of `nacre path2fid --json`.
+type PathFID struct {
+	Path string `json:"path"` // as given
+	FID  string `json:"fid"`
+}
+
+// Path2Fid prints the FID of each path ("PATH: FID" when there are
+// several). With asJSON it prints a PathFID for one path, an array of
+// them for several.
+func Path2Fid(ctx context.Context, e Env, args []string, asJSON bool) error {
+	c, ops, err := e.openEach(ctx, args)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	for i, p := range paths {
-		ino, err := c.Resolve(ctx, p, false)
-		if err != nil {
+	if c != nil {
+		defer c.Close()
+	}
+	r := e.reporter("path2fid")
+	var out []PathFID
+	for i, op := range ops {
+		if op.Err == nil {
+			var ino *pb.Inode
+			if ino, op.Err = c.Resolve(ctx, op.Path, false); op.Err == nil {
+				out = append(out, PathFID{Path: op.Arg, FID: fidOf(ino).String()})
+				if !asJSON {
+					if len(args) > 1 {
+						fmt.Fprintf(e.Out, "%s: ", op.Arg)
+					}
+					fmt.Fprintln(e.Out, fidOf(ino))
+				}
+			}
+		}
+		if op.Err != nil {
+			if fatal(ctx, op.Err) {
+				return r.stop(args, i, op.Err)
+			}
+			r.fail(op.Arg, op.Err)
+		}
+	}
+	if asJSON {
+		if err := jsonOneOrMany(e.Out, len(args), out); err != nil {
 			return err
 		}
-		if len(paths) > 1 {
-			fmt.Fprintf(e.Out, "%s: ", args[i])
-		}
-		fmt.Fprintln(e.Out, fidOf(ino))
 	}
-	return nil
+	return r.result()
 }
 
-// Fid2Path prints every path of each FID.
-func Fid2Path(ctx context.Context, e Env, fids []string) error {
+// FIDPaths is one result of `nacre fid2path --json`.
+type FIDPaths struct {
+	FID   string   `json:"fid"` // as given
+	Paths []string `json:"paths"`
+}
+
+// Fid2Path prints every path of each FID (args: [MOUNTPOINT] FID...). As
+// `lfs fid2path /mnt/lustre FID`, the paths are under the Nacre mount
+// MOUNTPOINT when one is given (or any path on that mount), else under
+// the Nacre mount holding the current directory if there is one (of this
+// file system), else from the file system root. A mount of a
+// subdirectory (a bind mount) shows only the paths inside it. With asJSON
+// it prints a FIDPaths for one FID, an array of them for several.
+func Fid2Path(ctx context.Context, e Env, args []string, asJSON bool) error {
+	var mountArg string
+	if len(args) > 1 {
+		if _, err := fid.Parse(args[0]); err != nil {
+			mountArg, args = args[0], args[1:]
+		}
+	}
+	if len(args) == 0 {
+		return fmt.Errorf("fid2path: give a FID ([0xSEQ:0xOID:0xVER], as path2fid prints)")
+	}
+	var mnt *mountView
+	pe := e.pathEnv()
+	if mountArg != "" {
+		mgs, fps, err := e.resolvePaths(mountArg)
+		if err != nil {
+			return fmt.Errorf("fid2path %s: %w", mountArg, err)
+		}
+		if fps[0].Mount == "" {
+			return fmt.Errorf("fid2path: %s is not a Nacre mount (no fuse.nacre mount covers it in /proc/self/mountinfo): give the mount point of a Nacre mount, or only FIDs for paths from the file system root", mountArg)
+		}
+		if mnt, err = newMountView(pe, fps[0].Mount); err != nil {
+			return err
+		}
+		e.MGS = mgs
+	} else if fp, err := pe.Resolve("."); err == nil && fp.Mount != "" && (fp.MGS == "" || e.MGS == "" || sameAddr(e.MGS, fp.MGS)) {
+		if mnt, err = newMountView(pe, fp.Mount); err != nil {
+			return err
+		}
+		if e.MGS == "" {
+			e.MGS = fp.MGS
+		}
+	}
 	c, err := e.Connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	for _, s := range fids {
-		f, err := fid.Parse(s)
+	r := e.reporter("fid2path")
+	var out []FIDPaths
+	for i, s := range args {
+		err := func() error {
+			f, err := fid.Parse(s)
+			if err != nil {
+				return err
+			}
+			paths, err := c.Fid2Path(ctx, f)
+			if err != nil {
+				return err
+			}
+			if mnt != nil {
+				if paths, err = mnt.show(paths); err != nil {
+					return err
+				}
+			}
+			out = append(out, FIDPaths{FID: s, Paths: paths})
+			if !asJSON {
+				for _, p := range paths {
+					fmt.Fprintln(e.Out, p)
+				}
+			}
+			return nil
+		}()
 		if err != nil {
-			return err
-		}
-		paths, err := c.Fid2Path(ctx, f)
-		if err != nil {
-			return err
-		}
-		for _, p := range paths {
-			fmt.Fprintln(e.Out, p)
+			if fatal(ctx, err) {
+				return r.stop(args, i, err)
+			}
+			r.fail(s, err)
 		}
 	}
-	return nil
+	if asJSON {
+		if err := jsonOneOrMany(e.Out, len(args), out); err != nil {
+			return err
+		}
+	}
+	return r.result()
+}
+
+// mountView shows paths from the file system root as paths on a mount.
+type mountView struct {
+	dir  string // the mount point
+	root string // the directory of the file system it shows ("/" unless a bind mount)
+}
+
+func newMountView(pe *PathEnv, dir string) (*mountView, error) {
+	fp, err := pe.Resolve(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &mountView{dir: dir, root: fp.Path}, nil
+}
+
+// show maps paths from the file system root to paths on the mount,
+// leaving out those outside the directory it shows.
+func (m *mountView) show(paths []string) ([]string, error) {
+	var out []string
+	for _, p := range paths {
+		if under(p, m.root) {
+			out = append(out, path.Join(m.dir, strings.TrimPrefix(p, m.root)))
+		}
+	}
+	if len(out) == 0 && len(paths) > 0 {
+		return nil, fmt.Errorf("no path under the mount %s, which shows %s of the file system; its paths from the file system root: %s",
+			m.dir, m.root, strings.Join(paths, " "))
+	}
+	return out, nil
 }

@@ -2,9 +2,14 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"slices"
 	"sort"
+	"strings"
+	"syscall"
 	"time"
 
 	pb "nacre/api/nacrepb"
@@ -29,6 +34,7 @@ type TargetStatus struct {
 	InodesTotal uint64  `json:"inodes_total"`
 	InodesUsed  uint64  `json:"inodes_used"`
 	Pid         int64   `json:"pid,omitempty"`
+	PidAlive    *bool   `json:"pid_alive,omitempty"` // see local: absent for a target of another machine
 	Host        string  `json:"host,omitempty"`
 	MetricsURL  string  `json:"metrics_url,omitempty"`
 	Leader      bool    `json:"leader"`
@@ -65,6 +71,43 @@ func targetName(fsname string, t *pb.TargetInfo) string {
 	return "MGS"
 }
 
+// local reports whether a target runs on this machine, so that its pid
+// means a process here: the host name it registered with is this one's,
+// and its directory is here. For such a target GetStatus sets PidAlive
+// (is the recorded pid a running target process?) and, when it is not,
+// the state to "down" at once, without waiting for the MGS to miss the
+// target's heartbeats; the pid is kept.
+func local(ts TargetStatus, host string) bool {
+	if ts.Pid <= 0 || ts.Host == "" || ts.Host != host {
+		return false
+	}
+	if ts.Dir != "" {
+		if _, err := os.Stat(ts.Dir); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// targetAlive reports whether pid is a running target process: it
+// exists (signal 0), is not a zombie, and, when its command line can be
+// read, runs `serve` (a pid reused by another program is not the target).
+func targetAlive(pid int) bool {
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		s := string(b)
+		if f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); len(f) > 0 && f[0] == "Z" {
+			return false
+		}
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil {
+		return slices.Contains(strings.Split(string(b), "\x00"), "serve")
+	}
+	return true
+}
+
 // GetStatus asks the MGS for every target (no client connections to the
 // targets, so it works while they are down).
 func GetStatus(ctx context.Context, mgs string) (*ClusterStatus, error) {
@@ -87,6 +130,7 @@ func GetStatus(ctx context.Context, mgs string) (*ClusterStatus, error) {
 	}
 	st := &ClusterStatus{Fsname: cfg.Fsname, MGS: mgs}
 	now := time.Unix(0, cfg.NowNs)
+	host, _ := os.Hostname()
 	for _, t := range cfg.Targets {
 		ts := TargetStatus{Name: targetName(cfg.Fsname, t), Kind: kindName(t.Kind), Index: t.Index, Addr: t.Addr, DataAddr: t.DataAddr,
 			State: t.State, Pid: t.Pid, Host: t.Host, Leader: t.Leader || (t.Kind == pb.TargetKind_TARGET_MGS && t.ReplicaId == 0), ReplicaID: t.ReplicaId, Dir: t.Dir}
@@ -97,6 +141,14 @@ func GetStatus(ctx context.Context, mgs string) (*ClusterStatus, error) {
 		}
 		if t.MetricsAddr != "" {
 			ts.MetricsURL = "http://" + t.MetricsAddr + "/metrics"
+		}
+		if local(ts, host) {
+			alive := targetAlive(int(ts.Pid))
+			ts.PidAlive = &alive
+			if !alive {
+				// The MGS notices only after missing heartbeats.
+				ts.State = "down"
+			}
 		}
 		if s := t.Statfs; s != nil {
 			ts.BytesTotal, ts.BytesAvail = s.BytesTotal, s.BytesAvail
@@ -142,7 +194,8 @@ func Status(ctx context.Context, e Env, asJSON bool) error {
 	t.AppendHeader([]any{"TARGET", "ADDRESS", "STATE", "LAST HEARD", "SPACE USED", "INODES USED", "PID", "METRICS"})
 	for _, ts := range st.Targets {
 		state := ts.State
-		if ts.Leader && (ts.Kind == "mdt" || ts.ReplicaID != 0) {
+		dead := ts.PidAlive != nil && !*ts.PidAlive
+		if ts.Leader && (ts.Kind == "mdt" || ts.ReplicaID != 0) && !dead {
 			state += " (leader)"
 		}
 		name := ts.Name
@@ -167,6 +220,9 @@ func Status(ctx context.Context, e Env, asJSON bool) error {
 		pid := "-"
 		if ts.Pid != 0 {
 			pid = fmt.Sprint(ts.Pid)
+			if dead {
+				pid += " (dead)"
+			}
 		}
 		t.AppendRow([]any{name, addr, state, heard, space, inodes, pid, ts.MetricsURL})
 	}

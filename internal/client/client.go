@@ -58,6 +58,14 @@ type Config struct {
 	// instead of sending them to the leader; they stay linearizable
 	// (replicas.go). Default: NACRE_FOLLOWER_READS=1 turns it on.
 	FollowerReads bool
+	// OSTDownAfter, if set, is how long object I/O keeps retrying an OST
+	// that cannot be reached (connection refused, reset, timed out) before
+	// it fails with an *OSTDownError naming the OST. The clock runs per
+	// OST: once an OST has been unreachable that long, further I/O to it
+	// fails after one attempt, until the OST answers again. 0: retry until
+	// Timeout, like every other failure (the FUSE mount waits out an OST
+	// restart).
+	OSTDownAfter time.Duration
 }
 
 // Client is a connection to one Nacre file system. It is safe for
@@ -96,6 +104,10 @@ type ostConn struct {
 	addr  string
 	wc    *wire.Client
 	up    bool
+	// unreachableSince is when the current run of failed attempts to
+	// reach the OST began (zero: it answered last); lastFailure is when
+	// the latest one failed (file.go, retryIO).
+	unreachableSince, lastFailure time.Time
 }
 
 // CheckMGSAddr checks the form of an MGS address list ("host:port", or

@@ -2,8 +2,10 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -178,7 +180,7 @@ func (f *File) ReadAt(ctx context.Context, p []byte, off uint64) (int, error) {
 		if err != nil {
 			return err
 		}
-		return f.c.retryIO(ctx, "read", func(ctx context.Context) error {
+		return f.c.retryIO(ctx, "read", objRef{o.Ost, f.fid, pc.stripe}, func(ctx context.Context) error {
 			_, err := wc.Read(ctx, objID(o), pc.objOff, buf[pc.bufOff:pc.bufOff+pc.len])
 			return err
 		})
@@ -228,7 +230,7 @@ func (f *File) WriteAt(ctx context.Context, p []byte, off uint64) (int, error) {
 			return err
 		}
 		meta := objMeta(ino, pc.stripe)
-		return f.c.retryIO(ctx, "write", func(ctx context.Context) error {
+		return f.c.retryIO(ctx, "write", objRef{o.Ost, f.fid, pc.stripe}, func(ctx context.Context) error {
 			return wc.Write(ctx, objID(o), pc.objOff, p[pc.bufOff:pc.bufOff+pc.len], meta)
 		})
 	})
@@ -263,14 +265,34 @@ func (f *File) setDirty(ctx context.Context, what string) error {
 	return nil
 }
 
+// objRef names the object an I/O is for, for OSTDownError.
+type objRef struct {
+	ost    uint32
+	file   fid.FID
+	stripe int
+}
+
 // retryIO retries an idempotent object operation while the OST is
-// unreachable (restarting), within the client's timeout.
-func (c *Client) retryIO(ctx context.Context, what string, op func(ctx context.Context) error) error {
+// unreachable (restarting), within the client's timeout, or until the OST
+// has been unreachable for Config.OSTDownAfter (then *OSTDownError).
+func (c *Client) retryIO(ctx context.Context, what string, ref objRef, op func(ctx context.Context) error) error {
 	deadline := time.Now().Add(c.cfg.Timeout)
 	backoff := 20 * time.Millisecond
 	for {
+		start := time.Now()
 		err := op(ctx)
-		if err == nil || !ioRetryable(err) || time.Now().After(deadline) || ctx.Err() != nil {
+		if err == nil || !ioRetryable(err) {
+			c.ostAnswered(ref.ost)
+			return err
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		since, addr := c.ostUnreachable(ref.ost, start)
+		if down := c.cfg.OSTDownAfter; down > 0 && time.Since(since) >= down {
+			return &OSTDownError{OST: ref.ost, Addr: addr, File: ref.file, Stripe: ref.stripe, Op: what, For: time.Since(since), Err: err}
+		}
+		if time.Now().After(deadline) {
 			return err
 		}
 		t := time.NewTimer(backoff)
@@ -284,6 +306,74 @@ func (c *Client) retryIO(ctx context.Context, what string, op func(ctx context.C
 			backoff *= 2
 		}
 	}
+}
+
+// ostAnswered records that an OST answered (with data or an errno).
+func (c *Client) ostAnswered(index uint32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if o := c.osts[index]; o != nil {
+		o.unreachableSince = time.Time{}
+	}
+}
+
+// ostUnreachable records an attempt, begun at start, that could not reach
+// an OST, and returns since when the OST has been unreachable and its
+// address. Failures more than 2 s apart (retries are at most 1 s apart)
+// start a new count.
+func (c *Client) ostUnreachable(index uint32, start time.Time) (time.Time, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	o := c.osts[index]
+	if o == nil {
+		return start, ""
+	}
+	if o.unreachableSince.IsZero() || start.Sub(o.lastFailure) > 2*time.Second {
+		o.unreachableSince = start
+	}
+	o.lastFailure = time.Now()
+	return o.unreachableSince, o.addr
+}
+
+// OSTDownError is object I/O given up because its OST could not be
+// reached for Config.OSTDownAfter.
+type OSTDownError struct {
+	OST    uint32
+	Addr   string  // the OST's data address
+	File   fid.FID // the file the object belongs to
+	Stripe int     // the object's stripe index in the file's layout
+	Op     string  // read, write, getattr, truncate, punch, sync
+	For    time.Duration
+	Err    error // the last attempt's error
+}
+
+func (e *OSTDownError) Error() string { return e.Describe(e.File.String()) }
+
+// Unwrap returns the last attempt's error.
+func (e *OSTDownError) Unwrap() error { return e.Err }
+
+// Describe is the message with the file named as name (a path).
+func (e *OSTDownError) Describe(name string) string {
+	verb := map[string]string{"write": "written", "getattr": "read", "truncate": "truncated", "punch": "punched", "sync": "synced"}[e.Op]
+	if verb == "" {
+		verb = "read"
+	}
+	return fmt.Sprintf("OST%04x (%s) is down: stripe %d of %s cannot be %s (no answer for %.1fs: %s)",
+		e.OST, e.Addr, e.Stripe, name, verb, e.For.Seconds(), shortNetError(e.Err))
+}
+
+// shortNetError is the cause of a connection failure without the layers
+// that wrapped it ("connection refused" rather than "read OST0001 object
+// ...: connection to ...: dial tcp ...: connect: connection refused").
+func shortNetError(err error) string {
+	var errno syscall.Errno
+	switch {
+	case errors.As(err, &errno):
+		return errno.Error()
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return "timed out"
+	}
+	return err.Error()
 }
 
 // ioRetryable: connection-level failures (not an errno from the OST).
@@ -313,7 +403,7 @@ func (c *Client) glimpse(ctx context.Context, ino *pb.Inode) (glimpseResult, err
 		if err != nil {
 			return err
 		}
-		return c.retryIO(ctx, "getattr", func(ctx context.Context) error {
+		return c.retryIO(ctx, "getattr", objRef{o.Ost, fid.FromPB(ino.Fid), i}, func(ctx context.Context) error {
 			a, err := wc.GetAttr(ctx, objID(o))
 			if err != nil {
 				return err
@@ -371,7 +461,7 @@ func (c *Client) truncateObjects(ctx context.Context, ino *pb.Inode, size uint64
 			return err
 		}
 		objSize := layout.ObjectSize(uint64(l.StripeSize), len(l.Objects), i, size)
-		return c.retryIO(ctx, "truncate", func(ctx context.Context) error {
+		return c.retryIO(ctx, "truncate", objRef{o.Ost, fid.FromPB(ino.Fid), i}, func(ctx context.Context) error {
 			return wc.Truncate(ctx, objID(o), objSize, objMeta(ino, i))
 		})
 	})
@@ -403,7 +493,7 @@ func (f *File) Punch(ctx context.Context, off, n uint64) error {
 		if err != nil {
 			return err
 		}
-		return f.c.retryIO(ctx, "punch", func(ctx context.Context) error {
+		return f.c.retryIO(ctx, "punch", objRef{o.Ost, f.fid, ch.Stripe}, func(ctx context.Context) error {
 			return wc.Punch(ctx, objID(o), ch.ObjOff, ch.Len)
 		})
 	})
@@ -440,7 +530,7 @@ func (f *File) Sync(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		return f.c.retryIO(ctx, "sync", func(ctx context.Context) error { return wc.Sync(ctx, objID(o)) })
+		return f.c.retryIO(ctx, "sync", objRef{o.Ost, f.fid, stripes[i]}, func(ctx context.Context) error { return wc.Sync(ctx, objID(o)) })
 	})
 	if err != nil {
 		return err

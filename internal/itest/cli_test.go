@@ -112,7 +112,7 @@ func TestCLIWorkflow(t *testing.T) {
 	}
 	fail("is a directory", "rm", "/a")
 	run("rm", "-r", "/a")
-	fail("no entry", "stat", "/a")
+	fail("stat /a: no such file or directory", "stat", "/a")
 	fail("stripe size", "setstripe", "-S", "1000", "/x")
 }
 

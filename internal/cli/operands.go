@@ -1,0 +1,167 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+	"syscall"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"nacre/internal/client"
+	"nacre/internal/rpc"
+)
+
+// Commands with several operands (rm, mkdir, cat, stat, mv, ln, path2fid,
+// fid2path) work as coreutils do: every operand is tried, each one that
+// fails gets one line on standard error naming it ("nacre: rm /b: ..."),
+// and the command then ends with ErrReported, which cmd/nacre turns into
+// exit status 1 without printing more. Only a failure that no other
+// operand can escape (the metadata servers do not answer, an interrupt)
+// stops the command early, naming the operands left untried.
+
+// ErrReported is returned by a command that has already printed why it
+// failed (one line per operand that failed): the caller exits non-zero
+// and prints nothing more.
+var ErrReported = errors.New("errors were reported above")
+
+// operand is one resolved path argument.
+type operand struct {
+	Arg          string // as given
+	Path         string // from the file system root
+	Mount        string // the Nacre mount it is on, if any
+	AtMountPoint bool   // it is that mount's mount point
+	Err          error  // why the argument could not be resolved
+}
+
+// openEach resolves each path argument on its own (one that cannot be
+// resolved, or that is on a mount of another file system, carries its
+// error) and connects to the file system of those that can. The client
+// is nil when no argument could be resolved.
+func (e Env) openEach(ctx context.Context, args []string) (*client.Client, []operand, error) {
+	pe := e.pathEnv()
+	mgs := e.MGS
+	from := "--mgs or NACRE_MGS"
+	ops := make([]operand, len(args))
+	ok := 0
+	for i, a := range args {
+		ops[i].Arg = a
+		fp, err := pe.Resolve(a)
+		if err == nil && fp.MGS != "" {
+			switch {
+			case mgs == "":
+				mgs, from = fp.MGS, "the mount "+fp.Mount
+			case !sameAddr(mgs, fp.MGS):
+				err = fmt.Errorf("%s is on the Nacre mount %s of the file system whose MGS is %s, but this command uses the MGS %s (from %s): give --mgs %s, or a path from the file system root",
+					a, fp.Mount, fp.MGS, mgs, from, fp.MGS)
+			}
+		}
+		if err != nil {
+			ops[i].Err = err
+			continue
+		}
+		ops[i].Path, ops[i].Mount = fp.Path, fp.Mount
+		if fp.Mount != "" {
+			if mp, err := pe.Resolve(fp.Mount); err == nil && path.Clean(mp.Path) == path.Clean(fp.Path) {
+				ops[i].AtMountPoint = true
+			}
+		}
+		ok++
+	}
+	if ok == 0 {
+		return nil, ops, nil
+	}
+	e.MGS = mgs
+	c, err := e.Connect(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, ops, nil
+}
+
+// reporter prints one line per failed operand and remembers that one did.
+type reporter struct {
+	cmd    string
+	w      io.Writer
+	failed int
+}
+
+func (e Env) reporter(cmd string) *reporter { return &reporter{cmd: cmd, w: stderr(e)} }
+
+// fail reports that arg failed.
+func (r *reporter) fail(arg string, err error) {
+	r.failed++
+	fmt.Fprintf(r.w, "nacre: %s\n", operandMessage(r.cmd, arg, err))
+}
+
+// result is the command's error: ErrReported if an operand failed.
+func (r *reporter) result() error {
+	if r.failed > 0 {
+		return ErrReported
+	}
+	return nil
+}
+
+// stop reports the failure of args[i] that ends the command early (see
+// fatal) and returns the error naming the operands not tried.
+func (r *reporter) stop(args []string, i int, err error) error {
+	r.fail(args[i], err)
+	rest := args[i+1:]
+	if len(rest) == 0 {
+		return ErrReported
+	}
+	return fmt.Errorf("%s: stopped; not tried: %s", r.cmd, strings.Join(rest, " "))
+}
+
+// operandMessage is "CMD ARG: why", naming a down OST's stripe by the
+// path given.
+func operandMessage(cmd, arg string, err error) string {
+	var down *client.OSTDownError
+	if errors.As(err, &down) {
+		return fmt.Sprintf("%s %s: %s; check `nacre status`", cmd, arg, down.Describe(arg))
+	}
+	msg := err.Error()
+	var en *rpc.Errno
+	if errors.As(err, &en) {
+		switch en.Errno {
+		case syscall.ENOENT, syscall.ENOTDIR, syscall.EEXIST, syscall.ENOTEMPTY, syscall.ELOOP, syscall.EISDIR:
+			// The layers of lookups and FIDs add nothing to these.
+			msg = en.Errno.Error()
+		}
+	}
+	if strings.HasPrefix(msg, cmd+" "+arg+":") {
+		return msg
+	}
+	return cmd + " " + arg + ": " + msg
+}
+
+// fatal reports whether err is one that the next operand would meet too:
+// an interrupt, or the metadata servers not answering within the
+// client's timeout.
+func fatal(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.Aborted, codes.DeadlineExceeded:
+		return true
+	}
+	return false
+}
+
+// opError is err with operandMessage's text, for commands of one operand.
+func opError(cmd, arg string, err error) error {
+	return &operandError{msg: operandMessage(cmd, arg, err), err: err}
+}
+
+type operandError struct {
+	msg string
+	err error
+}
+
+func (e *operandError) Error() string { return e.msg }
+func (e *operandError) Unwrap() error { return e.err }

@@ -1,0 +1,128 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"nacre/internal/client"
+	"nacre/internal/fid"
+	"nacre/internal/rpc"
+)
+
+func TestOperandMessageNamesTheOperandOnce(t *testing.T) {
+	lookup := &rpc.Errno{Op: "resolve /a/b", Errno: syscall.ENOENT, Msg: `lookup a: no entry "a" in [0x200000007:0x1:0x0]: no such file or directory`}
+	down := &client.OSTDownError{OST: 1, Addr: "127.0.0.1:9", File: fid.Root, Stripe: 1, Op: "read", For: 5 * time.Second, Err: syscall.ECONNREFUSED}
+	cases := []struct {
+		cmd, arg string
+		err      error
+		want     string
+	}{
+		{"rm", "/a/b", lookup, "rm /a/b: no such file or directory"},
+		{"rm", "/a/b", fmt.Errorf("wrapped: %w", lookup), "rm /a/b: no such file or directory"},
+		{"rm", "/d", fmt.Errorf("is a directory (use -r to remove it and its contents)"), "rm /d: is a directory (use -r to remove it and its contents)"},
+		{"mv", "x", fmt.Errorf("mv x: already named"), "mv x: already named"},
+		{"rm", "/x", &rpc.Errno{Op: "unlink x", Errno: syscall.EACCES, Msg: "sticky directory"}, "rm /x: unlink x: sticky directory"},
+		{"cat", "/f", fmt.Errorf("read: %w", down), "cat /f: OST0001 (127.0.0.1:9) is down: stripe 1 of /f cannot be read (no answer for 5.0s: connection refused); check `nacre status`"},
+	}
+	for _, c := range cases {
+		if got := operandMessage(c.cmd, c.arg, c.err); got != c.want {
+			t.Errorf("operandMessage(%s, %s, %v)\n got %q\nwant %q", c.cmd, c.arg, c.err, got, c.want)
+		}
+	}
+}
+
+func TestReporterStopsNamingTheOperandsNotTried(t *testing.T) {
+	var buf bytes.Buffer
+	r := &reporter{cmd: "rm", w: &buf}
+	r.fail("/a", fmt.Errorf("boom"))
+	err := r.stop([]string{"/a", "/b", "/c", "/d"}, 1, fmt.Errorf("MDT gone"))
+	if err == nil || err.Error() != "rm: stopped; not tried: /c /d" {
+		t.Fatalf("stop: %v", err)
+	}
+	if buf.String() != "nacre: rm /a: boom\nnacre: rm /b: MDT gone\n" {
+		t.Fatalf("reported %q", buf.String())
+	}
+	if r.stop([]string{"/a"}, 0, fmt.Errorf("x")) != ErrReported {
+		t.Fatal("stop at the last operand is ErrReported")
+	}
+}
+
+func TestFatalErrorsAreTheMetadataServersNotAnswering(t *testing.T) {
+	ctx := context.Background()
+	if !fatal(ctx, fmt.Errorf("lookup x: gave up after 40 attempts: %w", status.Error(codes.Unavailable, "connection refused"))) {
+		t.Error("an MDT that does not answer is not fatal")
+	}
+	if fatal(ctx, &rpc.Errno{Op: "lookup x", Errno: syscall.ENOENT}) {
+		t.Error("ENOENT is fatal")
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if !fatal(cancelled, fmt.Errorf("anything")) {
+		t.Error("an interrupt is not fatal")
+	}
+}
+
+func TestJSONOneOrMany(t *testing.T) {
+	var buf bytes.Buffer
+	jsonOneOrMany(&buf, 1, []PathFID{{Path: "/a", FID: "[0x1:0x2:0x0]"}})
+	var one PathFID
+	if err := json.Unmarshal(buf.Bytes(), &one); err != nil || one.Path != "/a" {
+		t.Fatalf("one operand: %v %s", err, buf.String())
+	}
+	buf.Reset()
+	jsonOneOrMany[PathFID](&buf, 2, nil) // both failed
+	if strings.TrimSpace(buf.String()) != "[]" {
+		t.Fatalf("two failed operands: %q", buf.String())
+	}
+}
+
+func TestMountViewShowsPathsUnderTheMount(t *testing.T) {
+	pe := &PathEnv{Cwd: "/", Mounts: testMounts, EvalSymlinks: testEvalSymlinks}
+	whole, err := newMountView(pe, "/mnt/nacre")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := whole.show([]string{"/a/b", "/c"}); !slices.Equal(got, []string{"/mnt/nacre/a/b", "/mnt/nacre/c"}) {
+		t.Fatalf("whole mount: %v", got)
+	}
+	bind, err := newMountView(pe, "/home/u/proj") // shows /m1/proj
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := bind.show([]string{"/m1/proj/x", "/other/x", "/m1/proj"}); !slices.Equal(got, []string{"/home/u/proj/x", "/home/u/proj"}) {
+		t.Fatalf("bind mount: %v", got)
+	}
+	if _, err := bind.show([]string{"/other/x"}); err == nil || !strings.Contains(err.Error(), "its paths from the file system root: /other/x") {
+		t.Fatalf("no path under the bind mount: %v", err)
+	}
+}
+
+func TestClusterMountsMatchesTheRecordedMGS(t *testing.T) {
+	pe := PathEnv{Mounts: append(slices.Clone(testMounts), Mount{Dir: "/mnt/nacre/deeper", Root: "/", FsType: NacreFsType}),
+		MountMGS: func(dir string) string {
+			switch dir {
+			case "/mnt/nacre", "/mnt/nacre/deeper":
+				return "127.0.0.1:7000"
+			case "/mnt/stacked":
+				return "127.0.0.1:7001,127.0.0.1:7002"
+			}
+			return "" // /home/u/proj: another user's
+		}}
+	mine, unknown := clusterMounts(pe, "127.0.0.1:7000")
+	if !slices.Equal(mine, []string{"/mnt/nacre/deeper", "/mnt/nacre"}) || !slices.Equal(unknown, []string{"/home/u/proj"}) {
+		t.Fatalf("MGS 127.0.0.1:7000: mine %v, unknown %v", mine, unknown)
+	}
+	if mine, _ := clusterMounts(pe, "127.0.0.1:7002,127.0.0.1:7003"); !slices.Equal(mine, []string{"/mnt/stacked"}) {
+		t.Fatalf("replicated MGS: %v", mine)
+	}
+}
