@@ -47,6 +47,7 @@ type DB struct {
 	p     *pebble.DB
 	cache *pebble.Cache
 	dir   string
+	fs    vfs.FS
 }
 
 // quietLogger drops pebble's informational lines; errors still reach us
@@ -93,7 +94,11 @@ func Open(dir string, o Options) (*DB, error) {
 		cache.Unref()
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
-	return &DB{p: p, cache: cache, dir: dir}, nil
+	fs := o.FS
+	if fs == nil {
+		fs = vfs.Default
+	}
+	return &DB{p: p, cache: cache, dir: dir, fs: fs}, nil
 }
 
 // OpenMem opens an empty in-memory store.
@@ -101,6 +106,10 @@ func OpenMem() (*DB, error) { return Open("", Options{FS: vfs.NewMem()}) }
 
 // Dir is the directory the store lives in.
 func (d *DB) Dir() string { return d.dir }
+
+// FS is the file system the store lives on (what Options.FS gave, or the
+// real disk), for files kept next to it (the Raft log).
+func (d *DB) FS() vfs.FS { return d.fs }
 
 // Close closes the store.
 func (d *DB) Close() error {

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 
@@ -79,12 +81,19 @@ type Config struct {
 	// configuration and learns everything, usually a snapshot, from the
 	// leader.
 	Join bool
-	// DB is shared with the state machine: the raft log and hard state
-	// live under Prefix in it.
+	// DB is shared with the state machine: the group keeps its log
+	// format, address book and snapshot-install marker under Prefix in it.
 	DB *kv.DB
 	// Prefix is reserved for the raft state in DB (the MDT gives "\x00r").
 	Prefix []byte
-	SM     StateMachine
+	// LogDir is the directory of the group's Raft log (internal/raftlog),
+	// on LogFS. Default: beside the DB's directory, named after it and the
+	// group ("store.raftlog-1"); LogFS defaults to the DB's file system.
+	LogDir string
+	LogFS  vfs.FS
+	// LogSegmentSize is the size of one log segment file (default 8 MiB).
+	LogSegmentSize int64
+	SM             StateMachine
 	// Transport carries messages to the other replicas; nil when the
 	// group has a single replica.
 	Transport Transport
@@ -328,12 +337,20 @@ func Start(cfg Config) (*Group, error) {
 			boot.Voters = append(boot.Voters, p.ID)
 		}
 	}
-	st, err := openLog(cfg.DB, g.keys, boot, cfg.CacheBytes, cfg.ID, cfg.Join)
+	loc := logLoc{fs: cfg.LogFS, dir: cfg.LogDir, segment: cfg.LogSegmentSize}
+	st, err := openLog(cfg.DB, g.keys, loc, boot, cfg.CacheBytes, cfg.ID, cfg.Join)
 	if err != nil {
 		return nil, fmt.Errorf("raft group %d replica %d: %w", g.gid, g.id, err)
 	}
 	g.store = st
 	st.peers = g.encodedPeers
+	looping := false
+	defer func() {
+		if !looping {
+			// The loop closes the log when it ends; it never began.
+			st.log.Close()
+		}
+	}()
 	g.noteConf()
 	if err := g.recover(); err != nil {
 		return nil, fmt.Errorf("raft group %d replica %d: %w", g.gid, g.id, err)
@@ -398,6 +415,7 @@ func Start(cfg Config) (*Group, error) {
 	g.log.Info("raft replica starting", "first", st.first(), "last", st.last(),
 		"term", bs.GetTerm(), "commit", bs.GetCommit(), "sm_applied", g.smApplied,
 		"voters", st.trunc.GetConfState().GetVoters())
+	looping = true
 	go g.run()
 
 	// Wait until raft has re-delivered what was committed before: only
@@ -473,7 +491,20 @@ func (c *Config) fill() error {
 	if c.Log == nil {
 		c.Log = slog.Default()
 	}
+	if c.LogFS == nil {
+		c.LogFS = c.DB.FS()
+	}
+	if c.LogDir == "" {
+		c.LogDir = defaultLogDir(c.DB, c.GroupID)
+	}
 	return nil
+}
+
+// defaultLogDir is where a group's log goes when Config.LogDir is empty:
+// beside the DB's directory.
+func defaultLogDir(db *kv.DB, gid uint64) string {
+	d := db.Dir()
+	return filepath.Join(filepath.Dir(d), fmt.Sprintf("%s.raftlog-%d", filepath.Base(d), gid))
 }
 
 // recover reconciles the raft log with the state machine after a crash
@@ -487,23 +518,31 @@ func (g *Group) recover() error {
 	case err == nil:
 		// A snapshot install was interrupted. Restore is atomic, so the
 		// state machine either still has its old state (drop the marker:
-		// the log was not touched) or has the image (finish the log part).
-		b := g.db.NewWriteBatch()
-		defer b.Close()
-		if g.smApplied >= pend.GetIndex() {
+		// the log was not touched) or has the image; then the log's reset
+		// either reached the disk (a snapshot is only installed ahead of
+		// the log's truncation point, so the point tells) or is redone.
+		switch {
+		case st.trunc.GetIndex() >= pend.GetIndex():
+			g.log.Info("interrupted snapshot install had finished", "index", pend.GetIndex())
+		case g.smApplied >= pend.GetIndex():
 			g.log.Info("finishing interrupted snapshot install", "index", pend.GetIndex(), "sm_applied", g.smApplied)
-			if err := st.resetTo(b, &pend); err != nil {
+			if err := st.resetTo(&pend); err != nil {
 				return err
 			}
 			hs := &pb.HardState{Term: new(st.hs.GetTerm()), Vote: new(st.hs.GetVote()), Commit: new(max(st.hs.GetCommit(), pend.GetIndex()))}
-			if err := st.setHardState(b, hs); err != nil {
+			if err := st.setHardState(hs); err != nil {
 				return err
 			}
-		} else {
+			if err := st.log.Write(true); err != nil {
+				return fmt.Errorf("recover interrupted snapshot install: %w", err)
+			}
+			if err := st.release(); err != nil {
+				return err
+			}
+		default:
 			g.log.Info("discarding interrupted snapshot install", "index", pend.GetIndex(), "sm_applied", g.smApplied)
 		}
-		b.Delete(g.keys.pending)
-		if err := b.Commit(true); err != nil {
+		if err := g.db.Delete(g.keys.pending, true); err != nil {
 			return fmt.Errorf("recover interrupted snapshot install: %w", err)
 		}
 	case !errors.Is(err, kv.ErrNotFound):

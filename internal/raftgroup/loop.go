@@ -12,8 +12,6 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
 	"google.golang.org/protobuf/proto"
-
-	"nacre/internal/kv"
 )
 
 // The ready loop. See doc.go ("Threading model") for the shape; in short,
@@ -356,56 +354,35 @@ func (g *Group) flushOut() {
 	g.out = g.out[:0]
 }
 
-// persistStage writes all queued append work in one batch, synced if any
-// of it carries responses (which promise durability), then delivers the
-// responses.
+// persistStage writes all queued append work in one write to the log,
+// synced if any of it carries responses (which promise durability), then
+// delivers the responses.
 func (g *Group) persistStage() error {
 	msgs := g.appendQ
 	g.appendQ = nil
-	b := g.db.NewWriteBatch()
-	nents, sync := 0, false
-	commit := func() error {
-		defer b.Close()
-		if b.Empty() {
-			return nil
-		}
-		if err := b.Commit(sync); err != nil {
-			return fmt.Errorf("write raft log: %w", err)
-		}
-		g.stats.logWrites.Add(1)
-		if sync {
-			g.stats.syncs.Add(1)
-			g.stats.syncedEntries.Add(uint64(nents))
-		}
-		return nil
-	}
+	nents, sync, staged := 0, false, false
 	for _, m := range msgs {
 		if !raft.IsEmptySnap(m.GetSnapshot()) {
-			// Earlier appends go first: the install rewrites the log.
-			if err := commit(); err != nil {
+			// Records staged before the install are written with it, in
+			// order: the install's reset comes after them.
+			if err := g.installSnapshot(m.GetSnapshot()); err != nil {
 				return err
 			}
-			b, nents, sync = g.db.NewWriteBatch(), 0, false
-			if err := g.installSnapshot(b, m.GetSnapshot()); err != nil {
-				b.Close()
-				return err
-			}
+			staged = true
 		}
-		if err := g.store.append(b, m.GetEntries()); err != nil {
-			b.Close()
+		if err := g.store.append(m.GetEntries()); err != nil {
 			return err
 		}
 		nents += len(m.GetEntries())
 		if len(m.GetEntries()) > 0 || !raft.IsEmptySnap(m.GetSnapshot()) {
-			g.unsynced = true
+			g.unsynced, staged = true, true
 		}
 		if m.Term != nil {
 			if m.GetTerm() != g.store.hs.GetTerm() || m.GetVote() != g.store.hs.GetVote() {
 				g.unsynced = true
 			}
 			hs := &pb.HardState{Term: new(m.GetTerm()), Vote: new(m.GetVote()), Commit: new(m.GetCommit())}
-			if err := g.store.setHardState(b, hs); err != nil {
-				b.Close()
+			if err := g.store.setHardState(hs); err != nil {
 				return err
 			}
 		}
@@ -421,8 +398,17 @@ func (g *Group) persistStage() error {
 	if sync {
 		g.unsynced = false
 	}
-	if err := commit(); err != nil {
-		return err
+	// A write of the hard state alone (a new commit index) stays staged
+	// until the next write: it needs no durability, nor a system call.
+	if staged || sync {
+		if err := g.store.log.Write(sync); err != nil {
+			return fmt.Errorf("write raft log: %w", err)
+		}
+		g.stats.logWrites.Add(1)
+		if sync {
+			g.stats.syncs.Add(1)
+			g.stats.syncedEntries.Add(uint64(nents))
+		}
 	}
 	for _, m := range msgs {
 		for _, r := range m.GetResponses() {
@@ -446,10 +432,10 @@ func (g *Group) deliverLocal(r *pb.Message) {
 
 // installSnapshot makes the state machine and the log jump to a snapshot
 // received from the leader. The state machine's Restore is atomic; the
-// pending marker, written before it and removed in the same batch as the
-// log reset, lets a restart finish or forget an install that a crash
-// interrupted (Group.recover).
-func (g *Group) installSnapshot(b *kv.Batch, snap *pb.Snapshot) error {
+// pending marker, written before it and removed once the log is reset,
+// lets a restart finish or forget an install that a crash interrupted
+// (Group.recover).
+func (g *Group) installSnapshot(snap *pb.Snapshot) error {
 	meta := snap.GetMetadata()
 	idx := meta.GetIndex()
 	sp := g.takeSpool(idx)
@@ -461,8 +447,8 @@ func (g *Group) installSnapshot(b *kv.Batch, snap *pb.Snapshot) error {
 	if err != nil {
 		return err
 	}
-	// Not synced: the WAL keeps writes in order, so the marker is
-	// durable whenever Restore's writes are.
+	// Not synced by itself: the store keeps writes in order, and the
+	// sync below covers it with Restore's writes.
 	if err := g.db.Set(g.keys.pending, mv, false); err != nil {
 		return fmt.Errorf("install snapshot at %d: write marker: %w", idx, err)
 	}
@@ -482,11 +468,23 @@ func (g *Group) installSnapshot(b *kv.Batch, snap *pb.Snapshot) error {
 		}
 		g.smApplied = a
 	}
-	if err := g.store.resetTo(b, meta); err != nil {
+	// The image must be durable before the log forgets what it replaces.
+	if err := g.db.SyncWAL(); err != nil {
+		return fmt.Errorf("install snapshot at %d: sync the store: %w", idx, err)
+	}
+	if err := g.store.resetTo(meta); err != nil {
 		return err
 	}
-	if err := b.Delete(g.keys.pending); err != nil {
+	if err := g.store.log.Write(true); err != nil {
+		return fmt.Errorf("install snapshot at %d: reset the raft log: %w", idx, err)
+	}
+	if err := g.store.release(); err != nil {
 		return err
+	}
+	// Synced: a marker left behind would make a restart reset the log
+	// again, over entries appended after the install.
+	if err := g.db.Delete(g.keys.pending, true); err != nil {
+		return fmt.Errorf("install snapshot at %d: remove marker: %w", idx, err)
 	}
 	g.mergePeers(snap.GetData())
 	g.noteConf()
@@ -673,13 +671,20 @@ func (g *Group) maybeCompact() error {
 	}
 	c := applied - keep
 	cs := g.confAt(c)
-	b := g.db.NewWriteBatch()
-	defer b.Close()
-	if err := g.store.compact(b, c, cs); err != nil {
+	// The state machine's applies up to c must be durable before the log
+	// drops the entries they came from: they are written without sync.
+	if err := g.db.SyncWAL(); err != nil {
+		return fmt.Errorf("compact raft log to %d: sync the store: %w", c, err)
+	}
+	if err := g.store.compact(c, cs); err != nil {
 		return err
 	}
-	// Not synced: losing it only keeps more log.
-	if err := b.Commit(false); err != nil {
+	// Synced before segments are released: a truncation point lost with
+	// its segments gone would leave a log that misses entries.
+	if err := g.store.log.Write(true); err != nil {
+		return fmt.Errorf("compact raft log to %d: %w", c, err)
+	}
+	if err := g.store.release(); err != nil {
 		return fmt.Errorf("compact raft log to %d: %w", c, err)
 	}
 	i := 0
@@ -820,6 +825,9 @@ func (g *Group) shutdown(err error) {
 	}
 	if g.tr != nil {
 		g.tr.Unregister(g.gid)
+	}
+	if err := g.store.log.Close(); err != nil && g.err == nil {
+		g.err = fmt.Errorf("close raft log: %w", err)
 	}
 	g.in.mu.Lock()
 	g.in.closed = true

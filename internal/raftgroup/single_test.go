@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"nacre/internal/kv"
+	"nacre/internal/raftlog"
 )
 
 func TestSingleReplicaAppliesConcurrentProposalsExactlyOnceInOrder(t *testing.T) {
@@ -297,10 +299,12 @@ func TestApplyErrorStopsTheGroupAndFailsPendingProposals(t *testing.T) {
 func TestLogIsCompactedBehindTheAppliedIndex(t *testing.T) {
 	db, _ := kv.OpenMem()
 	defer db.Close()
-	g, _ := openSingle(t, db, func(c *Config) { c.KeepEntries = 20 })
-	defer g.Stop()
+	// Segments of 4 KiB: 200 entries fill several, and compaction must
+	// give the old ones up.
+	adjust := func(c *Config) { c.KeepEntries = 20; c.LogSegmentSize = 4096 }
+	g, _ := openSingle(t, db, adjust)
 	for i := range 200 {
-		if _, err := g.Propose(context.Background(), fmt.Appendf(nil, "%d", i)); err != nil {
+		if _, err := g.Propose(context.Background(), fmt.Appendf(nil, "%d-%s", i, strings.Repeat("x", 60))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -308,12 +312,26 @@ func TestLogIsCompactedBehindTheAppliedIndex(t *testing.T) {
 	if st.Stats.Compactions == 0 || st.FirstIndex < st.Applied-2*20 || st.FirstIndex > st.Applied-20+1 {
 		t.Fatalf("log [%d, %d] applied %d after %d compactions; want about 20 entries kept", st.FirstIndex, st.LastIndex, st.Applied, st.Stats.Compactions)
 	}
-	// No log key below the first index remains.
-	k := newKeys([]byte("\x00r"))
-	it, _ := db.NewIter(k.logLo, k.entry(nil, st.FirstIndex))
-	defer it.Close()
-	if it.First() {
-		t.Fatalf("log key %x survived compaction to %d", it.Key(), st.FirstIndex)
+	g.Stop()
+	// The segments that held only compacted entries are gone (recycled
+	// as at most two spares, or deleted).
+	names, err := db.FS().List(defaultLogDir(db, 7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	segs := 0
+	for _, n := range names {
+		if strings.HasSuffix(n, ".seg") {
+			segs++
+		}
+	}
+	if segs > 3 || len(names) > segs+2 {
+		t.Fatalf("log directory after compaction: %v", names)
+	}
+	g, _ = openSingle(t, db, adjust)
+	defer g.Stop()
+	if re := g.Status(); re.FirstIndex != st.FirstIndex || re.Applied < st.Applied {
+		t.Fatalf("reopened log starts at %d, applied %d; want %d, %d", re.FirstIndex, re.Applied, st.FirstIndex, st.Applied)
 	}
 }
 
@@ -444,14 +462,27 @@ func TestRestartAppliesAcknowledgedEntriesBeforeStartReturns(t *testing.T) {
 	}
 	db.Set(smApplied, binary.BigEndian.AppendUint64(nil, last-5), false)
 	db.Set(smCount, binary.BigEndian.AppendUint64(nil, sm.count-5), false)
-	k := newKeys([]byte("\x00r"))
-	var hs pb.HardState
-	if err := getProto(db, k.hardState, &hs); err != nil {
+	// The newest hard state record is the one replayed: add one with the
+	// lower commit index.
+	var hs *pb.HardState
+	l, err := raftlog.Open(fs, defaultLogDir(db, 7), raftlog.Options{}, func(r raftlog.Record) error {
+		if r.Type == recHard {
+			hs = new(pb.HardState)
+			return proto.Unmarshal(r.Payload, hs)
+		}
+		return nil
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	hs.Commit = new(last - 10)
-	hv, _ := proto.Marshal(&hs)
-	db.Set(k.hardState, hv, true)
+	hv, _ := proto.Marshal(hs)
+	if _, err := l.Add(recHard, hv); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
 
 	g, sm = openSingle(t, db, nil)
 	defer g.Stop()

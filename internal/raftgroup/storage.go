@@ -6,26 +6,42 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
 	"nacre/api/nacrepb"
 	"nacre/internal/kv"
+	"nacre/internal/raftlog"
 )
 
-// logFormat is the version of the key layout under Config.Prefix. A store
-// written with another layout is refused rather than misread.
-const logFormat = 1
+// logFormat is where the group's raft state lives. Format 1 kept the log
+// in the shared kv.DB under Config.Prefix; format 2 keeps it in its own
+// segmented log (internal/raftlog) and only the format, the address book
+// and the snapshot-install marker in the DB. A format-1 store is moved
+// over at start (migrateV1); anything else is refused.
+const (
+	logFormat   = 2
+	logFormatV1 = 1
+)
 
 // Key suffixes under Config.Prefix; the layout is described in doc.go.
 const (
 	sufVersion   = 'v'
-	sufHardState = 'h'
-	sufTrunc     = 's'
+	sufHardState = 'h' // format 1 only
+	sufTrunc     = 's' // format 1 only
 	sufPending   = 'p'
 	sufPeers     = 'a'
-	sufLog       = 'l'
+	sufLog       = 'l' // format 1 only
+)
+
+// Record types in the group's raftlog (doc.go, "What is stored where").
+const (
+	recEntry = 'E' // one raftpb.Entry
+	recHard  = 'H' // raftpb.HardState
+	recTrunc = 'T' // raftpb.SnapshotMetadata: entries up to Index are gone
+	recReset = 'R' // raftpb.SnapshotMetadata: every entry is gone, the log restarts after Index
 )
 
 // The truncation point of a new group (see openLog).
@@ -34,10 +50,10 @@ const (
 	bootTerm  = 1
 )
 
-// keys builds the keys of one group's raft state.
+// keys builds the keys of one group's raft state in the kv.DB.
 type keys struct {
 	version, hardState, trunc, pending, peers []byte
-	logLo, logHi                              []byte // bounds of every log key
+	logLo, logHi                              []byte // bounds of every format-1 log key
 }
 
 func newKeys(prefix []byte) keys {
@@ -54,29 +70,24 @@ func newKeys(prefix []byte) keys {
 	}
 }
 
-// entry appends the key of log index i to buf[:0].
-func (k *keys) entry(buf []byte, i uint64) []byte {
-	buf = append(buf[:0], k.logLo...)
-	return binary.BigEndian.AppendUint64(buf, i)
-}
-
-// logStore is raft.Storage over the group's keys in the shared kv.DB. It
-// keeps in memory the term of every retained entry (8 bytes each, so Term
+// logStore is raft.Storage over the group's raftlog. It keeps in memory
+// the term and the position in the log of every retained entry (so Term
 // never reads the disk) and the bodies of the most recent entries up to
 // maxCache bytes (so appends are read back by raft, for replication and
-// apply, without touching the disk); older bodies are read from the store.
+// apply, without touching the disk); older bodies are read from the log.
 //
 // Every method runs on the group's loop goroutine: raft calls Storage from
-// inside Step and Ready, and the loop is the only writer.
+// inside Step and Ready, and the loop is the only writer. Writes are
+// staged: the caller's Write (log.Write) makes them reach the file.
 type logStore struct {
-	db   *kv.DB
-	keys keys
+	log *raftlog.Log
 
 	// trunc is the truncation point: the log holds (trunc.Index, last()],
 	// and trunc.ConfState is the configuration as of trunc.Index.
 	trunc *pb.SnapshotMetadata
 	hs    *pb.HardState
-	terms []uint64 // terms[i] is the term of entry trunc.Index+1+i
+	terms []uint64      // terms[i] is the term of entry trunc.Index+1+i
+	pos   []raftlog.Pos // pos[i] is where entry trunc.Index+1+i lies
 
 	cache      []*pb.Entry // the last len(cache) entries of the log
 	cacheBytes int
@@ -92,7 +103,6 @@ type logStore struct {
 	// replicas added in the compacted part of the log.
 	peers func() []byte
 
-	keyBuf []byte
 	valBuf []byte
 }
 
@@ -150,49 +160,41 @@ func (s *logStore) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
 		return true
 	}
 	cacheFirst := s.last() - uint64(len(s.cache)) + 1
-	if lo < cacheFirst {
-		end := min(hi, cacheFirst)
-		it, err := s.db.NewIter(s.keys.entry(nil, lo), s.keys.entry(nil, end))
+	for i := lo; i < min(hi, cacheFirst); i++ {
+		e, err := s.readEntry(i)
 		if err != nil {
-			return nil, fmt.Errorf("read raft log [%d, %d): %w", lo, end, err)
+			return nil, err
 		}
-		want := lo
-		full := false
-		for it.First(); it.Valid(); it.Next() {
-			e := new(pb.Entry)
-			if err := proto.Unmarshal(it.Value(), e); err != nil {
-				it.Close()
-				return nil, fmt.Errorf("decode raft log entry %d: %w", want, err)
-			}
-			if e.GetIndex() != want {
-				it.Close()
-				return nil, fmt.Errorf("raft log has entry %d where %d belongs: store damaged", e.GetIndex(), want)
-			}
-			if !add(e) {
-				full = true
-				break
-			}
-			want++
-		}
-		err = it.Error()
-		it.Close()
-		if err != nil {
-			return nil, fmt.Errorf("read raft log [%d, %d): %w", lo, end, err)
-		}
-		if full {
+		if !add(e) {
 			return out, nil
 		}
-		if want != end {
-			return nil, fmt.Errorf("raft log misses entry %d (log is (%d, %d]): store damaged", want, s.trunc.GetIndex(), s.last())
-		}
-		lo = end
 	}
-	for i := lo; i < hi; i++ {
+	for i := max(lo, cacheFirst); i < hi; i++ {
 		if !add(s.cache[i-cacheFirst]) {
 			break
 		}
 	}
 	return out, nil
+}
+
+// readEntry reads entry i from the log file.
+func (s *logStore) readEntry(i uint64) (*pb.Entry, error) {
+	p := s.pos[i-s.trunc.GetIndex()-1]
+	typ, payload, err := s.log.Read(p)
+	if err != nil {
+		return nil, fmt.Errorf("read raft log entry %d: %w", i, err)
+	}
+	e := new(pb.Entry)
+	if typ != recEntry {
+		return nil, fmt.Errorf("raft log entry %d: the record at its position is of type %q: log damaged", i, typ)
+	}
+	if err := proto.Unmarshal(payload, e); err != nil {
+		return nil, fmt.Errorf("decode raft log entry %d: %w", i, err)
+	}
+	if e.GetIndex() != i {
+		return nil, fmt.Errorf("raft log has entry %d where %d belongs: log damaged", e.GetIndex(), i)
+	}
+	return e, nil
 }
 
 // Snapshot implements raft.Storage. The image itself is not in the
@@ -223,10 +225,11 @@ func (s *logStore) Snapshot() (*pb.Snapshot, error) {
 }
 
 // append stages ents (contiguous, possibly overwriting a suffix of the log)
-// into b and into memory. The memory view runs ahead of the store until b
-// commits; that is safe because raft reads these entries from Storage only
-// after the write is acknowledged, and a failed commit stops the group.
-func (s *logStore) append(b *kv.Batch, ents []*pb.Entry) error {
+// into the log and into memory. The memory view runs ahead of the file
+// until the caller writes; that is safe because raft reads these entries
+// from Storage only after the write is acknowledged, and a failed write
+// stops the group.
+func (s *logStore) append(ents []*pb.Entry) error {
 	if len(ents) == 0 {
 		return nil
 	}
@@ -235,26 +238,10 @@ func (s *logStore) append(b *kv.Batch, ents []*pb.Entry) error {
 	if first <= s.trunc.GetIndex() || first > last+1 {
 		return fmt.Errorf("append raft entries from %d to a log holding (%d, %d]", first, s.trunc.GetIndex(), last)
 	}
-	newLast := first + uint64(len(ents)) - 1
-	if newLast < last {
-		// A new leader overwrote our uncommitted tail with a shorter one.
-		if err := b.DeleteRange(s.keys.entry(nil, newLast+1), s.keys.entry(nil, last+1)); err != nil {
-			return err
-		}
-	}
-	for _, e := range ents {
-		var err error
-		s.valBuf, err = proto.MarshalOptions{}.MarshalAppend(s.valBuf[:0], e)
-		if err != nil {
-			return fmt.Errorf("encode raft entry %d: %w", e.GetIndex(), err)
-		}
-		s.keyBuf = s.keys.entry(s.keyBuf, e.GetIndex())
-		if err := b.Set(s.keyBuf, s.valBuf); err != nil {
-			return err
-		}
-	}
-	// Memory: cut the terms and cached bodies back to first-1, then extend.
-	s.terms = s.terms[:first-s.trunc.GetIndex()-1]
+	// Memory: cut the terms, positions and cached bodies back to first-1
+	// (a new leader may overwrite our uncommitted tail), then extend.
+	keep := first - s.trunc.GetIndex() - 1
+	s.terms, s.pos = s.terms[:keep], s.pos[:keep]
 	cacheFirst := last - uint64(len(s.cache)) + 1
 	if first <= cacheFirst {
 		s.cache, s.cacheBytes = nil, 0
@@ -266,7 +253,17 @@ func (s *logStore) append(b *kv.Batch, ents []*pb.Entry) error {
 		s.cache = s.cache[:first-cacheFirst]
 	}
 	for _, e := range ents {
+		var err error
+		s.valBuf, err = proto.MarshalOptions{}.MarshalAppend(s.valBuf[:0], e)
+		if err != nil {
+			return fmt.Errorf("encode raft entry %d: %w", e.GetIndex(), err)
+		}
+		p, err := s.log.Add(recEntry, s.valBuf)
+		if err != nil {
+			return err
+		}
 		s.terms = append(s.terms, e.GetTerm())
+		s.pos = append(s.pos, p)
 		s.cache = append(s.cache, e)
 		s.cacheBytes += entryCost(e)
 	}
@@ -286,40 +283,40 @@ func (s *logStore) trimCache() {
 	s.cache = s.cache[drop:]
 }
 
-// setHardState stages hs into b and memory.
-func (s *logStore) setHardState(b *kv.Batch, hs *pb.HardState) error {
+// setHardState stages hs into the log and memory.
+func (s *logStore) setHardState(hs *pb.HardState) error {
 	v, err := proto.Marshal(hs)
 	if err != nil {
 		return err
 	}
 	s.hs = proto.Clone(hs).(*pb.HardState)
-	return b.Set(s.keys.hardState, v)
+	_, err = s.log.Add(recHard, v)
+	return err
 }
 
 // resetTo stages the replacement of the whole log by a snapshot's
 // truncation point: every entry goes, the log restarts after meta.Index.
-func (s *logStore) resetTo(b *kv.Batch, meta *pb.SnapshotMetadata) error {
+// Once it is written, release drops the segments.
+func (s *logStore) resetTo(meta *pb.SnapshotMetadata) error {
 	meta = pb.EnsureSnapshotMetadata(proto.Clone(meta).(*pb.SnapshotMetadata))
 	v, err := proto.Marshal(meta)
 	if err != nil {
 		return err
 	}
-	if err := b.DeleteRange(s.keys.logLo, s.keys.logHi); err != nil {
-		return err
-	}
-	if err := b.Set(s.keys.trunc, v); err != nil {
-		return err
-	}
 	s.trunc = meta
-	s.terms, s.cache, s.cacheBytes = nil, nil, 0
+	s.terms, s.pos, s.cache, s.cacheBytes = nil, nil, nil, 0
 	s.applied = meta.GetIndex()
 	s.conf = meta.GetConfState()
-	return nil
+	_, err = s.log.Add(recReset, v)
+	return err
 }
 
-// compact stages the deletion of entries up to and including c, whose
-// configuration was cs, into b and memory. c must be applied.
-func (s *logStore) compact(b *kv.Batch, c uint64, cs *pb.ConfState) error {
+// compact stages the truncation of the log up to and including c, whose
+// configuration was cs, into the log and memory. c must be applied, and
+// the state machine's applies up to c durable (the caller syncs the
+// store first). Once it is written and synced, release drops what it
+// frees.
+func (s *logStore) compact(c uint64, cs *pb.ConfState) error {
 	t := s.trunc.GetIndex()
 	if c <= t || c > s.applied {
 		return fmt.Errorf("compact raft log to %d: log is (%d, %d], applied %d", c, t, s.last(), s.applied)
@@ -330,13 +327,8 @@ func (s *logStore) compact(b *kv.Batch, c uint64, cs *pb.ConfState) error {
 	if err != nil {
 		return err
 	}
-	if err := b.DeleteRange(s.keys.entry(nil, t+1), s.keys.entry(nil, c+1)); err != nil {
-		return err
-	}
-	if err := b.Set(s.keys.trunc, v); err != nil {
-		return err
-	}
 	s.terms = append([]uint64(nil), s.terms[c-t:]...)
+	s.pos = append([]raftlog.Pos(nil), s.pos[c-t:]...)
 	s.trunc = meta
 	if keep := s.last() - c; uint64(len(s.cache)) > keep {
 		over := len(s.cache) - int(keep)
@@ -345,91 +337,263 @@ func (s *logStore) compact(b *kv.Batch, c uint64, cs *pb.ConfState) error {
 		}
 		s.cache = append([]*pb.Entry(nil), s.cache[over:]...)
 	}
-	return nil
+	_, err = s.log.Add(recTrunc, v)
+	return err
 }
 
-// openLog loads the group's raft state from db, creating it on first use.
-// boot is the configuration a brand-new group starts with (empty when the
-// replica joins an existing group and learns its configuration from the
-// leader).
-func openLog(db *kv.DB, k keys, boot *pb.ConfState, maxCache int, self uint64, join bool) (*logStore, error) {
-	s := &logStore{db: db, keys: k, maxCache: maxCache, hs: &pb.HardState{}}
+// release drops the log segments that hold no retained entry, once the
+// truncation or reset that freed them is durable.
+func (s *logStore) release() error {
+	seq := s.log.ActiveSeq()
+	if len(s.pos) > 0 {
+		seq = s.pos[0].Seq()
+	}
+	return s.log.Release(seq)
+}
+
+// prologue is what every new log segment starts with: the hard state and
+// the truncation point, which may otherwise only be in segments released
+// later.
+func (s *logStore) prologue(add func(byte, []byte)) {
+	if v, err := proto.Marshal(s.trunc); err == nil {
+		add(recTrunc, v)
+	}
+	if v, err := proto.Marshal(s.hs); err == nil {
+		add(recHard, v)
+	}
+}
+
+// logLoc is where a group's log lives.
+type logLoc struct {
+	fs      vfs.FS
+	dir     string
+	segment int64
+}
+
+// openLog loads the group's raft state, creating it on first use. boot is
+// the configuration a brand-new group starts with (empty when the replica
+// joins an existing group and learns its configuration from the leader).
+func openLog(db *kv.DB, k keys, loc logLoc, boot *pb.ConfState, maxCache int, self uint64, join bool) (*logStore, error) {
 	v, err := db.Get(k.version)
 	switch {
 	case errors.Is(err, kv.ErrNotFound):
 		if !join && !slices.Contains(boot.GetVoters(), self) {
 			return nil, fmt.Errorf("a new group needs its replicas in Config.Peers, and replica %d is not among %v (or set Config.Join)", self, boot.GetVoters())
 		}
-		// A new group: record the format and the initial configuration
-		// as a truncation point, which is how etcd raft recommends
-		// bootstrapping (no synthetic conf change entries). The point is
-		// at index 1, not 0, so that no entry before the first real one
-		// exists anywhere: a replica that joins later cannot replay the
-		// log from the start without knowing the initial voters (it
-		// would apply "add me" to an empty configuration and lead
-		// alone); it needs entry 1, finds it compacted, and gets a
-		// snapshot, whose metadata holds the configuration. CockroachDB
-		// bootstraps ranges the same way. A joining replica starts at 0
-		// with no configuration and waits for that snapshot.
-		b := db.NewWriteBatch()
-		defer b.Close()
-		b.Set(k.version, binary.BigEndian.AppendUint64(nil, logFormat))
+		// A new group: record the initial configuration as a truncation
+		// point, which is how etcd raft recommends bootstrapping (no
+		// synthetic conf change entries). The point is at index 1, not
+		// 0, so that no entry before the first real one exists anywhere:
+		// a replica that joins later cannot replay the log from the start
+		// without knowing the initial voters (it would apply "add me" to
+		// an empty configuration and lead alone); it needs entry 1, finds
+		// it compacted, and gets a snapshot, whose metadata holds the
+		// configuration. CockroachDB bootstraps ranges the same way. A
+		// joining replica starts at 0 with no configuration and waits for
+		// that snapshot.
 		meta := &pb.SnapshotMetadata{ConfState: proto.Clone(pb.EnsureConfState(boot)).(*pb.ConfState)}
 		if len(boot.GetVoters()) > 0 {
 			meta.Index, meta.Term = new(uint64(bootIndex)), new(uint64(bootTerm))
 		}
-		meta = pb.EnsureSnapshotMetadata(meta)
-		mv, _ := proto.Marshal(meta)
-		b.Set(k.trunc, mv)
-		if err := b.Commit(true); err != nil {
+		s, err := createLog(loc, pb.EnsureSnapshotMetadata(meta), &pb.HardState{}, nil, maxCache)
+		if err != nil {
+			return nil, err
+		}
+		if err := db.Set(k.version, binary.BigEndian.AppendUint64(nil, logFormat), true); err != nil {
+			s.log.Close()
 			return nil, fmt.Errorf("initialise raft log: %w", err)
 		}
-		s.trunc = meta
-		s.applied = meta.GetIndex()
-		s.conf = meta.GetConfState()
 		return s, nil
 	case err != nil:
 		return nil, fmt.Errorf("read raft log format: %w", err)
+	case len(v) == 8 && binary.BigEndian.Uint64(v) == logFormatV1:
+		return migrateV1(db, k, loc, maxCache)
 	case len(v) != 8 || binary.BigEndian.Uint64(v) != logFormat:
 		return nil, fmt.Errorf("raft log format %x is not the supported format %d: written by another Nacre release", v, logFormat)
 	}
 
-	s.trunc = new(pb.SnapshotMetadata)
-	if err := getProto(db, k.trunc, s.trunc); err != nil {
-		return nil, fmt.Errorf("read raft log truncation point: %w", err)
+	s := &logStore{maxCache: maxCache, hs: &pb.HardState{}}
+	r := replayer{s: s}
+	l, err := raftlog.Open(loc.fs, loc.dir, raftlog.Options{SegmentSize: loc.segment}, r.record)
+	if err != nil {
+		return nil, err
 	}
-	s.trunc = pb.EnsureSnapshotMetadata(s.trunc)
-	if err := getProto(db, k.hardState, s.hs); err != nil && !errors.Is(err, kv.ErrNotFound) {
-		return nil, fmt.Errorf("read raft hard state: %w", err)
+	if err := r.finish(loc.dir); err != nil {
+		l.Close()
+		return nil, err
 	}
+	s.log = l
 	s.applied = s.trunc.GetIndex()
 	s.conf = s.trunc.GetConfState()
+	l.SetPrologue(s.prologue)
+	if err := l.Write(true); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return s, nil
+}
 
-	// Load every retained term, and the newest bodies into the cache.
+// createLog starts a new log in loc holding trunc, hs and ents, synced. A
+// log directory there (left by a crash before the caller recorded the
+// format in the store) is wiped first.
+func createLog(loc logLoc, trunc *pb.SnapshotMetadata, hs *pb.HardState, ents []*pb.Entry, maxCache int) (*logStore, error) {
+	if err := raftlog.Remove(loc.fs, loc.dir); err != nil {
+		return nil, err
+	}
+	l, err := raftlog.Open(loc.fs, loc.dir, raftlog.Options{SegmentSize: loc.segment}, func(raftlog.Record) error { return nil })
+	if err != nil {
+		return nil, err
+	}
+	s := &logStore{log: l, maxCache: maxCache, trunc: trunc, hs: hs, applied: trunc.GetIndex(), conf: trunc.GetConfState()}
+	l.SetPrologue(s.prologue)
+	if err := s.append(ents); err != nil {
+		l.Close()
+		return nil, err
+	}
+	if err := l.Write(true); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("initialise raft log: %w", err)
+	}
+	return s, nil
+}
+
+// migrateV1 moves a format-1 log (in the kv.DB) into a raftlog, then
+// deletes it from the DB. A crash before the format key changes leaves
+// the old log in place, and the move starts over.
+func migrateV1(db *kv.DB, k keys, loc logLoc, maxCache int) (*logStore, error) {
+	trunc := new(pb.SnapshotMetadata)
+	if err := getProto(db, k.trunc, trunc); err != nil {
+		return nil, fmt.Errorf("read raft log truncation point: %w", err)
+	}
+	trunc = pb.EnsureSnapshotMetadata(trunc)
+	hs := &pb.HardState{}
+	if err := getProto(db, k.hardState, hs); err != nil && !errors.Is(err, kv.ErrNotFound) {
+		return nil, fmt.Errorf("read raft hard state: %w", err)
+	}
 	it, err := db.NewIter(k.logLo, k.logHi)
 	if err != nil {
 		return nil, err
 	}
-	defer it.Close()
-	want := s.trunc.GetIndex() + 1
+	var ents []*pb.Entry
+	want := trunc.GetIndex() + 1
 	for it.First(); it.Valid(); it.Next() {
 		e := new(pb.Entry)
 		if err := proto.Unmarshal(it.Value(), e); err != nil {
+			it.Close()
 			return nil, fmt.Errorf("decode raft log entry %d: %w", want, err)
 		}
 		if e.GetIndex() != want {
-			return nil, fmt.Errorf("raft log has entry %d where %d belongs (truncated at %d): store damaged", e.GetIndex(), want, s.trunc.GetIndex())
+			it.Close()
+			return nil, fmt.Errorf("raft log has entry %d where %d belongs (truncated at %d): store damaged", e.GetIndex(), want, trunc.GetIndex())
 		}
+		ents = append(ents, e)
+		want++
+	}
+	err = it.Error()
+	it.Close()
+	if err != nil {
+		return nil, fmt.Errorf("read raft log: %w", err)
+	}
+	s, err := createLog(loc, trunc, hs, ents, maxCache)
+	if err != nil {
+		return nil, fmt.Errorf("move the raft log out of the store: %w", err)
+	}
+	// One atomic write: the old log goes as the new format is recorded.
+	b := db.NewWriteBatch()
+	defer b.Close()
+	b.DeleteRange(k.logLo, k.logHi)
+	b.Delete(k.trunc)
+	b.Delete(k.hardState)
+	b.Set(k.version, binary.BigEndian.AppendUint64(nil, logFormat))
+	if err := b.Commit(true); err != nil {
+		s.log.Close()
+		return nil, fmt.Errorf("drop the old raft log from the store: %w", err)
+	}
+	return s, nil
+}
+
+// replayer rebuilds a logStore from the records of its log. Entries below
+// the final truncation point may be missing (their segments were
+// released); the ones above it must all be there.
+type replayer struct {
+	s     *logStore
+	base  uint64 // the entries in memory are (base, base+len]
+	ents  []*pb.Entry
+	pos   []raftlog.Pos
+	seenT bool
+}
+
+func (r *replayer) record(rec raftlog.Record) error {
+	s := r.s
+	switch rec.Type {
+	case recHard:
+		hs := new(pb.HardState)
+		if err := proto.Unmarshal(rec.Payload, hs); err != nil {
+			return fmt.Errorf("decode raft hard state: %w", err)
+		}
+		s.hs = hs
+	case recTrunc, recReset:
+		meta := new(pb.SnapshotMetadata)
+		if err := proto.Unmarshal(rec.Payload, meta); err != nil {
+			return fmt.Errorf("decode raft log truncation point: %w", err)
+		}
+		meta = pb.EnsureSnapshotMetadata(meta)
+		s.trunc, r.seenT = meta, true
+		c := meta.GetIndex()
+		switch {
+		case rec.Type == recReset || c >= r.base+uint64(len(r.ents)):
+			r.base, r.ents, r.pos = c, nil, nil
+		case c > r.base:
+			r.ents = r.ents[c-r.base:]
+			r.pos = r.pos[c-r.base:]
+			r.base = c
+		default:
+			// c <= base: the entries in memory begin after a gap that a
+			// later truncation point must cover; nothing to drop.
+		}
+	case recEntry:
+		e := new(pb.Entry)
+		if err := proto.Unmarshal(rec.Payload, e); err != nil {
+			return fmt.Errorf("decode raft log entry: %w", err)
+		}
+		i := e.GetIndex()
+		last := r.base + uint64(len(r.ents))
+		switch {
+		case s.trunc != nil && i <= s.trunc.GetIndex():
+			// Below the truncation point: no longer part of the log.
+		case i > last+1 || i <= r.base:
+			// The entries before it were in released segments; a later
+			// truncation point must cover them (finish checks).
+			r.base, r.ents, r.pos = i-1, []*pb.Entry{e}, []raftlog.Pos{rec.Pos}
+		default:
+			// i <= last overwrites a tail, i == last+1 extends.
+			r.ents = append(r.ents[:i-r.base-1], e)
+			r.pos = append(r.pos[:i-r.base-1], rec.Pos)
+		}
+	default:
+		return fmt.Errorf("unknown raft log record type %q", rec.Type)
+	}
+	return nil
+}
+
+func (r *replayer) finish(dir string) error {
+	s := r.s
+	if !r.seenT {
+		return fmt.Errorf("raft log %s holds no truncation point, but the store says the log is there: "+
+			"the log directory is missing or damaged; replace the replica (nacre replica replace) or restore the target from a backup", dir)
+	}
+	t := s.trunc.GetIndex()
+	if len(r.ents) > 0 && r.base != t {
+		return fmt.Errorf("%w: raft log %s misses entries (%d, %d] after its truncation point %d", raftlog.ErrCorrupt, dir, t, r.base, t)
+	}
+	for _, e := range r.ents {
 		s.terms = append(s.terms, e.GetTerm())
 		s.cache = append(s.cache, e)
 		s.cacheBytes += entryCost(e)
 		s.trimCache()
-		want++
 	}
-	if err := it.Error(); err != nil {
-		return nil, fmt.Errorf("read raft log: %w", err)
-	}
-	return s, nil
+	s.pos = r.pos
+	return nil
 }
 
 func getProto(db *kv.DB, key []byte, m proto.Message) error {

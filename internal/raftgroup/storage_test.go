@@ -2,13 +2,16 @@ package raftgroup
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 
 	"nacre/internal/kv"
 )
@@ -19,14 +22,17 @@ func ent(i, term uint64, data string) *pb.Entry {
 
 func appendAndCommit(t *testing.T, s *logStore, ents ...*pb.Entry) {
 	t.Helper()
-	b := s.db.NewWriteBatch()
-	defer b.Close()
-	if err := s.append(b, ents); err != nil {
+	if err := s.append(ents); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Commit(true); err != nil {
+	if err := s.log.Write(true); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// memLoc is a log location on db's (in-memory) file system.
+func memLoc(db *kv.DB, segment int64) logLoc {
+	return logLoc{fs: db.FS(), dir: "raftlog", segment: segment}
 }
 
 func describe(t *testing.T, s *logStore, lo, hi uint64) string {
@@ -48,7 +54,7 @@ func describe(t *testing.T, s *logStore, lo, hi uint64) string {
 func TestLogStoreServesEntriesFromCacheAndStoreAlike(t *testing.T) {
 	db, _ := kv.OpenMem()
 	k := newKeys([]byte("\x00r"))
-	s, err := openLog(db, k, &pb.ConfState{Voters: []uint64{1}}, 1, 1, false)
+	s, err := openLog(db, k, memLoc(db, 0), &pb.ConfState{Voters: []uint64{1}}, 1, 1, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,10 +63,13 @@ func TestLogStoreServesEntriesFromCacheAndStoreAlike(t *testing.T) {
 	if f, _ := s.FirstIndex(); f != bootIndex+1 {
 		t.Fatalf("first index of a new group's log %d", f)
 	}
+	s.log.Close()
 	db.Close()
 	db, _ = kv.OpenMem()
 	defer db.Close()
-	s, err = openLog(db, k, nil, 1, 4, true)
+	// Segments of 4 KiB, so that the entries and the compaction below
+	// cross segments.
+	s, err = openLog(db, k, memLoc(db, 4096), nil, 1, 4, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,12 +99,15 @@ func TestLogStoreServesEntriesFromCacheAndStoreAlike(t *testing.T) {
 
 	// Compact through 2; the configuration is kept at the truncation point.
 	s.applied = 3
-	b := db.NewWriteBatch()
-	if err := s.compact(b, 2, &pb.ConfState{Voters: []uint64{1, 2}}); err != nil {
+	if err := s.compact(2, &pb.ConfState{Voters: []uint64{1, 2}}); err != nil {
 		t.Fatal(err)
 	}
-	b.Commit(true)
-	b.Close()
+	if err := s.log.Write(true); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.release(); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.Entries(2, 4, 1<<30); !errors.Is(err, raft.ErrCompacted) {
 		t.Fatalf("Entries below the truncation point: %v", err)
 	}
@@ -103,10 +115,12 @@ func TestLogStoreServesEntriesFromCacheAndStoreAlike(t *testing.T) {
 		t.Fatalf("term of the truncation point %d", tm)
 	}
 
-	re, err := openLog(db, k, nil, 1<<20, 4, true)
+	s.log.Close()
+	re, err := openLog(db, k, memLoc(db, 4096), nil, 1<<20, 4, true)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer re.log.Close()
 	if got := describe(t, re, 3, 4); got != "3/2:C " {
 		t.Fatalf("reopened log %q", got)
 	}
@@ -124,9 +138,162 @@ func TestLogStoreRefusesAnotherFormat(t *testing.T) {
 	defer db.Close()
 	k := newKeys([]byte("\x00r"))
 	db.Set(k.version, []byte{0, 0, 0, 0, 0, 0, 0, 9}, true)
-	if _, err := openLog(db, k, nil, 1, 1, true); err == nil {
-		t.Fatal("opened a raft log of format 9")
+	if _, err := openLog(db, k, memLoc(db, 0), nil, 1, 1, true); err == nil || !strings.Contains(err.Error(), "another Nacre release") {
+		t.Fatalf("opened a raft log of format 9: %v", err)
 	}
+}
+
+// TestLogStoreMovesAFormat1LogOutOfTheStore writes a log the way format 1
+// kept it (keys in the kv.DB) and opens it.
+func TestLogStoreMovesAFormat1LogOutOfTheStore(t *testing.T) {
+	db, _ := kv.OpenMem()
+	defer db.Close()
+	k := newKeys([]byte("\x00r"))
+	b := db.NewWriteBatch()
+	b.Set(k.version, binary.BigEndian.AppendUint64(nil, logFormatV1))
+	meta, _ := proto.Marshal(&pb.SnapshotMetadata{Index: new(uint64(5)), Term: new(uint64(2)), ConfState: &pb.ConfState{Voters: []uint64{1}}})
+	b.Set(k.trunc, meta)
+	hs, _ := proto.Marshal(&pb.HardState{Term: new(uint64(3)), Vote: new(uint64(1)), Commit: new(uint64(7))})
+	b.Set(k.hardState, hs)
+	for i := uint64(6); i <= 8; i++ {
+		v, _ := proto.Marshal(ent(i, 3, fmt.Sprint("v1-", i)))
+		b.Set(append(append([]byte(nil), k.logLo...), binary.BigEndian.AppendUint64(nil, i)...), v)
+	}
+	if err := b.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	for round := range 2 {
+		s, err := openLog(db, k, memLoc(db, 0), nil, 1<<20, 1, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := describe(t, s, 6, 9); got != "6/3:v1-6 7/3:v1-7 8/3:v1-8 " {
+			t.Fatalf("round %d: entries %q", round, got)
+		}
+		hs, cs, _ := s.InitialState()
+		if hs.GetTerm() != 3 || hs.GetVote() != 1 || hs.GetCommit() != 7 || fmt.Sprint(cs.GetVoters()) != "[1]" {
+			t.Fatalf("round %d: hard state %v, voters %v", round, hs, cs.GetVoters())
+		}
+		s.log.Close()
+		v, _ := db.Get(k.version)
+		if binary.BigEndian.Uint64(v) != logFormat {
+			t.Fatalf("round %d: format %d after the move", round, binary.BigEndian.Uint64(v))
+		}
+		for _, key := range [][]byte{k.trunc, k.hardState} {
+			if _, err := db.Get(key); !errors.Is(err, kv.ErrNotFound) {
+				t.Fatalf("round %d: format-1 key %x survived", round, key)
+			}
+		}
+		it, _ := db.NewIter(k.logLo, k.logHi)
+		if it.First() {
+			t.Fatalf("round %d: format-1 log key %x survived", round, it.Key())
+		}
+		it.Close()
+	}
+}
+
+func TestLogStoreWithItsLogDirectoryGoneSaysSo(t *testing.T) {
+	db, _ := kv.OpenMem()
+	defer db.Close()
+	k := newKeys([]byte("\x00r"))
+	s, err := openLog(db, k, memLoc(db, 0), &pb.ConfState{Voters: []uint64{1}}, 1, 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.log.Close()
+	if err := db.FS().RemoveAll("raftlog"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = openLog(db, k, memLoc(db, 0), &pb.ConfState{Voters: []uint64{1}}, 1, 1, false)
+	if err == nil || !strings.Contains(err.Error(), "missing or damaged") || !strings.Contains(err.Error(), "raftlog") {
+		t.Fatalf("open with the log directory gone: %v", err)
+	}
+}
+
+// TestLogStoreReplaysAcrossReleasedSegmentsAndOverwrites drives a log over
+// many small segments with overwritten tails, compactions that release
+// segments, and a reset, reopening it after each step; the reopened store
+// must hold exactly what the live one did.
+func TestLogStoreReplaysAcrossReleasedSegmentsAndOverwrites(t *testing.T) {
+	db, _ := kv.OpenMem()
+	defer db.Close()
+	k := newKeys([]byte("\x00r"))
+	loc := memLoc(db, 2048)
+	s, err := openLog(db, k, loc, &pb.ConfState{Voters: []uint64{1}}, 1<<20, 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(step string) {
+		t.Helper()
+		want := describe(t, s, s.first(), s.last()+1)
+		wantHS, _, _ := s.InitialState()
+		wantFirst := s.first()
+		s.log.Close()
+		s, err = openLog(db, k, loc, nil, 1<<20, 1, false)
+		if err != nil {
+			t.Fatalf("%s: reopen: %v", step, err)
+		}
+		hs, _, _ := s.InitialState()
+		if got := describe(t, s, s.first(), s.last()+1); got != want || s.first() != wantFirst || !proto.Equal(hs, wantHS) {
+			t.Fatalf("%s: reopened log [%d: %s] hs %v, want [%d: %s] hs %v", step, s.first(), got, hs, wantFirst, want, wantHS)
+		}
+	}
+	pad := strings.Repeat("p", 150)
+	next := uint64(2)
+	term := uint64(1)
+	for round := range 12 {
+		var ents []*pb.Entry
+		for range 10 {
+			ents = append(ents, ent(next, term, fmt.Sprintf("%d-%s", next, pad)))
+			next++
+		}
+		appendAndCommit(t, s, ents...)
+		if round%3 == 1 {
+			// A new leader overwrites the last 4 entries.
+			term++
+			next -= 4
+			appendAndCommit(t, s, ent(next, term, fmt.Sprintf("%d-over-%s", next, pad)))
+			next++
+		}
+		if err := s.setHardState(&pb.HardState{Term: new(term), Vote: new(uint64(1)), Commit: new(next - 3)}); err != nil {
+			t.Fatal(err)
+		}
+		if round%2 == 1 {
+			s.applied = next - 3
+			if err := s.compact(next-8, &pb.ConfState{Voters: []uint64{1}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.log.Write(true); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.release(); err != nil {
+			t.Fatal(err)
+		}
+		check(fmt.Sprintf("round %d", round))
+	}
+	if s.log.Segments() > 6 {
+		t.Fatalf("%d live segments after compactions", s.log.Segments())
+	}
+	// A snapshot install resets the log.
+	snap := &pb.SnapshotMetadata{Index: new(next + 100), Term: new(term + 1), ConfState: &pb.ConfState{Voters: []uint64{1, 2}}}
+	if err := s.resetTo(snap); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.log.Write(true); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.release(); err != nil {
+		t.Fatal(err)
+	}
+	check("reset")
+	if s.first() != next+101 || s.last() != next+100 {
+		t.Fatalf("after the reset: log (%d, %d]", s.first()-1, s.last())
+	}
+	appendAndCommit(t, s, ent(next+101, term+1, "after"))
+	check("after reset")
+	s.log.Close()
 }
 
 func TestProposalHeaderRoundTrip(t *testing.T) {

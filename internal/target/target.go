@@ -211,6 +211,10 @@ func Load(dir string) (Identity, error) {
 // StoreDir is where the target's pebble store lives.
 func StoreDir(dir string) string { return filepath.Join(dir, "store") }
 
+// RaftLogDir is where the Raft log of a target's group lives (MGS, MDT;
+// internal/raftlog), beside its store.
+func RaftLogDir(dir string) string { return filepath.Join(dir, "raftlog") }
+
 // identityKey is the store key under which CheckStore records the owner.
 var identityKey = []byte("\x00identity")
 

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 
@@ -26,6 +27,7 @@ import (
 	"nacre/internal/kv"
 	"nacre/internal/lfsck"
 	"nacre/internal/mdt"
+	"nacre/internal/raftlog"
 	"nacre/internal/rpc"
 	"nacre/internal/serve"
 	"nacre/internal/target"
@@ -623,6 +625,11 @@ func Restore(e Env, dir, file string) error {
 	defer f.Close()
 	h, err := mdt.Restore(db, id, f)
 	if err != nil {
+		return fmt.Errorf("restore of %s from %s: %w", id.Label(), file, err)
+	}
+	// The restored state starts a new Raft log (mdt.Restore wiped the
+	// group's state in the store).
+	if err := raftlog.Remove(vfs.Default, target.RaftLogDir(dir)); err != nil {
 		return fmt.Errorf("restore of %s from %s: %w", id.Label(), file, err)
 	}
 	fmt.Fprintf(e.Out, "restored %s from %s (%d objects, backed up %s) with new local keys;\nits object index is rebuilt by an OI scrub when it starts (nacre lfsck query)\n",
