@@ -38,6 +38,10 @@ type File struct {
 	wrote     bool
 	touched   map[int]bool
 	lastWrite int64
+	// changed: another client changed the file (Changed) since the size
+	// was last fetched: the next fetched size is the truth, not raised
+	// to this File's own writes.
+	changed bool
 }
 
 // Open opens a regular file by FID; O_TRUNC empties it (if O_WRONLY/O_RDWR).
@@ -155,13 +159,14 @@ func (c *Client) wireFor(ost uint32) (*wire.Client, error) {
 // when it reads less than len(p) because the file ends.
 func (f *File) ReadAt(ctx context.Context, p []byte, off uint64) (int, error) {
 	f.mu.Lock()
-	ino, size := f.ino, f.size
+	ino, size, changed := f.ino, f.size, f.changed
 	f.mu.Unlock()
 	if ino.Layout == nil || len(ino.Layout.Objects) == 0 {
 		return 0, io.EOF
 	}
-	if off+uint64(len(p)) > size {
-		// Someone may have written more since we looked: ask the OSTs.
+	if off+uint64(len(p)) > size || changed {
+		// Someone may have written more (or truncated) since we looked:
+		// ask the OSTs.
 		if s, err := f.Size(ctx); err == nil {
 			size = s
 		}
@@ -431,8 +436,10 @@ func (f *File) Size(ctx context.Context) (uint64, error) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	ino.Size = max(ino.Size, f.size)
-	f.ino, f.size = ino, ino.Size
+	if !f.changed {
+		ino.Size = max(ino.Size, f.size)
+	}
+	f.ino, f.size, f.changed = ino, ino.Size, false
 	return f.size, nil
 }
 

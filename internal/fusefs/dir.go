@@ -32,7 +32,7 @@ type openDir struct {
 type dirHandle struct {
 	mu    sync.Mutex
 	f     fid.FID
-	virt  bool
+	virt  uint64 // nacreID or fidDirID for a virtual directory, else 0
 	after uint64 // the page follows this cookie
 	plus  bool
 	page  []*pb.DirEntry
@@ -44,7 +44,7 @@ func (fs *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut
 	d := &dirHandle{}
 	switch in.NodeId {
 	case nacreID, fidDirID:
-		d.virt = true
+		d.virt = in.NodeId
 	default:
 		n := fs.node(in.NodeId)
 		if n == nil {
@@ -66,7 +66,7 @@ func (fs *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut
 		d.f = n.fid
 	}
 	fs.mu.Lock()
-	if !d.virt {
+	if d.virt == 0 {
 		od := fs.dirs[d.f]
 		if od == nil {
 			od = &openDir{orphan: fs.inherit[d.f]}
@@ -88,7 +88,7 @@ func (fs *FS) ReleaseDir(in *fuse.ReleaseIn) {
 	fs.mu.Lock()
 	h := fs.handles[in.Fh]
 	delete(fs.handles, in.Fh)
-	if h == nil || h.dir == nil || h.dir.virt {
+	if h == nil || h.dir == nil || h.dir.virt != 0 {
 		fs.mu.Unlock()
 		return
 	}
@@ -185,11 +185,16 @@ func (fs *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.S
 	// stays on the MDT), so its ".." goes out as unknown, which programs
 	// resolve with a stat.
 	var dot, dotdot uint64
-	if !d.virt {
+	switch d.virt {
+	case 0:
 		dot = Ino(d.f)
 		if d.f == fid.Root {
 			dotdot = dot
 		}
+	case nacreID:
+		dot, dotdot = nacreIno, Ino(fid.Root)
+	case fidDirID:
+		dot, dotdot = fidDirIno, nacreIno
 	}
 	if off == 0 {
 		if _, ok := add(fuse.DirEntry{Name: ".", Mode: syscall.S_IFDIR, Ino: dot, Off: 1}); !ok {
@@ -201,8 +206,18 @@ func (fs *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.S
 			return fuse.OK
 		}
 	}
-	if d.virt {
-		return fuse.OK // .nacre lists nothing; fid/ holds every FID
+	if d.virt != 0 {
+		// .nacre lists fid (as Lustre's .lustre does); fid/ lists
+		// nothing, though it holds every FID.
+		if d.virt == nacreID && off <= 2 {
+			if eo, ok := add(fuse.DirEntry{Name: fidDirName, Mode: syscall.S_IFDIR, Ino: fidDirIno, Off: 3}); ok && eo != nil {
+				eo.NodeId = fidDirID
+				eo.SetEntryTimeout(virtTimeout)
+				eo.SetAttrTimeout(virtTimeout)
+				virtAttr(fidDirID, &eo.Attr)
+			}
+		}
+		return fuse.OK
 	}
 	cookie := off
 	if cookie <= 2 {

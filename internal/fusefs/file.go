@@ -28,6 +28,7 @@ type openFile struct {
 	refs   int  // handles (under FS.mu)
 	orphan bool // may be an orphan: release it at the last close (FS.mu)
 	locked atomic.Bool
+	ae     appendEnd // where appends go (append.go)
 }
 
 // handle is an open file or directory (a FUSE file handle).
@@ -37,6 +38,9 @@ type handle struct {
 	of    *openFile
 	dir   *dirHandle
 	flags uint32 // open(2) flags
+	// appendDirect: opened O_APPEND for writing, so FOPEN_DIRECT_IO, and
+	// the daemon places its appends (append.go).
+	appendDirect bool
 }
 
 // syncWrites: the handle's writes are written through (and for O_SYNC
@@ -134,16 +138,25 @@ func (fs *FS) openHandle(n *node, ino *pb.Inode, flags uint32) (*handle, bool) {
 	of := fs.files[f]
 	if of == nil {
 		of = &openFile{fid: f, f: fs.c.OpenInode(ino), orphan: fs.inherit[f], wb: newWriteBehind()}
+		of.ae.end = ino.Size
 		delete(fs.inherit, f)
 		fs.files[f] = of
 	} else {
 		of.f.Refresh(ino)
+		of.ae.mu.Lock()
+		stale := of.ae.stale
+		of.ae.mu.Unlock()
+		if stale {
+			of.setEnd(ino.Size)
+		} else {
+			of.grow(ino.Size)
+		}
 	}
 	of.refs++
 	dirty := ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_SIZE_DIRTY) != 0
 	keep := n.kValid && n.kSize == ino.Size && n.kMtime == ino.MtimeNs && !dirty
 	stale := n.kValid && !keep
-	h := &handle{id: fs.nextFh, n: n, of: of, flags: flags}
+	h := &handle{id: fs.nextFh, n: n, of: of, flags: flags, appendDirect: appendDirect(flags)}
 	fs.nextFh++
 	fs.handles[h.id] = h
 	n.kSize, n.kMtime, n.kValid = ino.Size, ino.MtimeNs, true
@@ -156,10 +169,13 @@ func (fs *FS) openHandle(n *node, ino *pb.Inode, flags uint32) (*handle, bool) {
 	return h, keep
 }
 
-func openFlags(keep bool) uint32 {
+func openFlags(h *handle, keep bool) uint32 {
 	fl := uint32(fuse.FOPEN_PARALLEL_DIRECT_WRITES)
 	if keep {
 		fl |= fuse.FOPEN_KEEP_CACHE
+	}
+	if h.appendDirect {
+		fl |= fuse.FOPEN_DIRECT_IO
 	}
 	return fl
 }
@@ -197,7 +213,9 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 		return fuse.EACCES
 	}
 	h, keep := fs.openHandle(n, ino, in.Flags)
-	if in.Flags&syscall.O_TRUNC != 0 && in.Flags&syscall.O_ACCMODE != syscall.O_RDONLY && ino.Size > 0 {
+	// O_TRUNC empties the file whatever the access mode, as Linux does
+	// (openMask asked for write permission).
+	if in.Flags&syscall.O_TRUNC != 0 && ino.Size > 0 {
 		if st := fs.truncateHandle(ctx, h, 0); !st.Ok() {
 			fs.dropHandle(h)
 			return st
@@ -205,7 +223,7 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 		keep = false
 	}
 	out.Fh = h.id
-	out.OpenFlags = openFlags(keep)
+	out.OpenFlags = openFlags(h, keep)
 	return fuse.OK
 }
 
@@ -218,6 +236,7 @@ func (fs *FS) truncateHandle(ctx context.Context, h *handle, size uint64) fuse.S
 	if err != nil {
 		return fs.status("truncate", err)
 	}
+	h.of.setEnd(size)
 	if fs.sess != nil {
 		fs.sess.Invalidate(ctx, []fid.FID{h.of.fid})
 	}
@@ -265,7 +284,7 @@ func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out
 	}
 	n := fs.fillEntry(ino, &out.EntryOut)
 	h, keep := fs.openHandle(n, ino, in.Flags)
-	if existed && in.Flags&syscall.O_TRUNC != 0 && in.Flags&syscall.O_ACCMODE != syscall.O_RDONLY && ino.Size > 0 {
+	if existed && in.Flags&syscall.O_TRUNC != 0 && ino.Size > 0 {
 		if st := fs.truncateHandle(ctx, h, 0); !st.Ok() {
 			fs.dropHandle(h)
 			return st
@@ -273,7 +292,7 @@ func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out
 		keep = false
 	}
 	out.OpenOut.Fh = h.id
-	out.OpenOut.OpenFlags = openFlags(keep && existed)
+	out.OpenOut.OpenFlags = openFlags(h, keep && existed)
 	return fuse.OK
 }
 
@@ -298,7 +317,7 @@ func (fs *FS) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.Creat
 	h.of.orphan = true
 	fs.mu.Unlock()
 	out.OpenOut.Fh = h.id
-	out.OpenOut.OpenFlags = openFlags(false)
+	out.OpenOut.OpenFlags = openFlags(h, false)
 	return fuse.OK
 }
 
@@ -329,6 +348,19 @@ func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint
 	of := h.of
 	ctx := fs.ctx(&in.InHeader)
 	off := in.Offset // in is reused once Write returns
+	if h.appendDirect && in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0 {
+		if err := fs.killSetID(ctx, h.n); err != nil {
+			return 0, fs.status("write", err)
+		}
+	}
+	if h.appending(in) {
+		var err error
+		if off, err = fs.appendAt(ctx, of, uint64(len(data))); err != nil {
+			return 0, fs.status("write", err)
+		}
+	} else {
+		of.grow(off + uint64(len(data)))
+	}
 	write := func(p []byte) error {
 		of.rw.RLock()
 		defer of.rw.RUnlock()
@@ -365,10 +397,13 @@ func (fs *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 	}
 	ctx := context.Background()
 	of := h.of
+	// The data first: a client that gets one of these locks next must
+	// read it (lock.go).
+	st := fs.flushFile(ctx, of)
 	if of.locked.Load() && in.LockOwner != 0 && fs.sess != nil {
 		fs.sess.ReleaseLocks(ctx, of.fid, in.LockOwner, 0, 0)
 	}
-	return fs.flushFile(ctx, of)
+	return st
 }
 
 func (fs *FS) flushFile(ctx context.Context, of *openFile) fuse.Status {
@@ -447,6 +482,14 @@ func (fs *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 	}
 	ctx, cancelCtx := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancelCtx()
+	// The data reaches the OSTs before the locks go (lock.go).
+	if last {
+		if st := fs.flushFile(ctx, of); !st.Ok() {
+			fs.log.Warn("flush at release failed", "fid", of.fid, "status", st)
+		}
+	} else {
+		of.wb.fence(false)
+	}
 	if of.locked.Load() && fs.sess != nil {
 		var flockOwner uint64
 		if in.ReleaseFlags&fuse.FUSE_RELEASE_FLOCK_UNLOCK != 0 {
@@ -456,9 +499,6 @@ func (fs *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 	}
 	if !last {
 		return
-	}
-	if st := fs.flushFile(ctx, of); !st.Ok() {
-		fs.log.Warn("flush at release failed", "fid", of.fid, "status", st)
 	}
 	if orphan && fs.sess != nil {
 		if err := fs.sess.ReleaseOrphans(ctx, []fid.FID{of.fid}); err != nil {
@@ -498,6 +538,9 @@ func (fs *FS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Statu
 		of.rw.RLock()
 		err = of.f.Truncate(ctx, end)
 		of.rw.RUnlock()
+		if err == nil {
+			of.grow(end)
+		}
 		return fs.status("fallocate", err)
 	}
 	switch in.Mode &^ keepSize {

@@ -15,9 +15,10 @@
 // # Caching and consistency
 //
 // Attributes and entries are cached by the kernel for the mount's
-// timeouts (1 s by default); data in the kernel page cache. Writes are
-// written through to the OSTs before write(2) returns. Close-to-open
-// consistency between clients:
+// timeouts (1 s by default); data in the kernel page cache. Buffered
+// writes are written behind (writeback.go); O_APPEND handles bypass the
+// page cache and the daemon places their appends (append.go).
+// Close-to-open consistency between clients:
 //
 //   - close (FUSE FLUSH) of a file this client wrote makes the data
 //     durable, records the size and mtime on the MDT (client.File.Close)
@@ -41,7 +42,10 @@
 // file (internal/ldlm), so they are coherent across clients. close(2)
 // (FLUSH) releases the caller's POSIX locks on the file, the last close
 // of an open file (RELEASE) its flock and OFD locks; a client's locks go
-// when its session ends (unmount or death of the mount process).
+// when its session ends (unmount or death of the mount process). Locks
+// are also cache coherency points, as on NFS (lock.go): data reaches the
+// OSTs before a lock is released, and a granted lock drops the kernel's
+// cache of the file.
 //
 // Errors are the client library's errno values; this package maps
 // nothing else (errno.go).
@@ -161,6 +165,9 @@ type node struct {
 	// this deadline minus the attribute timeout. The kernel asks before
 	// every write (to clear it), so the answer is cached.
 	noCapsUntil time.Time
+	// noSetIDUntil: the file had neither set-user-ID nor set-group-ID
+	// bit, as of this deadline minus the attribute timeout (killSetID).
+	noSetIDUntil time.Time
 }
 
 // New returns the file system over c. Start a session (c.StartSession)
@@ -365,6 +372,10 @@ func (fs *FS) fillAttr(n *node, ino *pb.Inode, a *fuse.Attr) {
 			n.kSize, n.kMtime, n.kValid = ino.Size, ino.MtimeNs, true
 		}
 		n.ino, n.at, n.epoch = ino, time.Now(), fs.nsEpoch
+		n.noSetIDUntil = time.Time{}
+		if ino.Mode&(syscall.S_ISUID|syscall.S_ISGID) == 0 {
+			n.noSetIDUntil = n.at.Add(fs.o.AttrTimeout)
+		}
 		fs.mu.Unlock()
 	}
 }
@@ -513,6 +524,10 @@ func (fs *FS) Invalidate(fids []fid.FID) {
 	}
 	for _, f := range fids {
 		fs.mu.Lock()
+		if of := fs.files[f]; of != nil {
+			of.f.Changed()
+			of.endStale()
+		}
 		n := fs.byFID[f]
 		var id uint64
 		if n != nil {
@@ -520,6 +535,7 @@ func (fs *FS) Invalidate(fids []fid.FID) {
 			n.kValid = false
 			n.ino = nil
 			n.noCapsUntil = time.Time{}
+			n.noSetIDUntil = time.Time{}
 		}
 		fs.mu.Unlock()
 		if id != 0 {

@@ -57,6 +57,15 @@ func (fs *FS) SetLkw(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status {
 	return fs.setLk(cancel, in, true)
 }
 
+// Locks are cache coherency points, as on NFS: a client's writes reach
+// the OSTs before any change of its locks on the file (unlocking or
+// converting one can let another client in), and a client that is granted
+// a lock drops what its kernel caches of the file (pages, attributes) and
+// takes the file's end afresh for its next append, so it reads and
+// appends to what the previous holder wrote. Without this, two clients
+// that keep a file open and take turns under a lock (a shared log,
+// SQLite, ROMIO's data sieving) would read stale pages and append over
+// each other's records.
 func (fs *FS) setLk(cancel <-chan struct{}, in *fuse.LkIn, wait bool) fuse.Status {
 	h := fs.handle(in.Fh)
 	if h == nil || h.of == nil || fs.sess == nil {
@@ -68,5 +77,25 @@ func (fs *FS) setLk(cancel <-chan struct{}, in *fuse.LkIn, wait bool) fuse.Statu
 	} else {
 		wait = false
 	}
-	return fs.status("setlk", fs.sess.SetLock(context.Background(), h.of.fid, l, wait, cancel))
+	h.of.wb.fence(false)
+	err := fs.sess.SetLock(context.Background(), h.of.fid, l, wait, cancel)
+	if err == nil && l.Type != pb.LockType_LOCK_UNLOCK {
+		fs.lockGranted(h)
+	}
+	return fs.status("setlk", err)
+}
+
+// lockGranted drops the kernel's pages and attributes of a file this
+// client was just granted a lock on (another client may have changed it
+// under the lock before), and has the next append fetch the file's end.
+func (fs *FS) lockGranted(h *handle) {
+	h.of.endStale()
+	fs.mu.Lock()
+	n := h.n
+	n.kValid = false
+	n.ino = nil
+	fs.mu.Unlock()
+	if fs.srv != nil {
+		fs.srv.InodeNotify(n.id, 0, 0)
+	}
 }

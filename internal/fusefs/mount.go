@@ -142,16 +142,18 @@ func MountFS(ctx context.Context, c *client.Client, dir string, o MountOptions) 
 		fsname = c.Fsname()
 	}
 	mo := &fuse.MountOptions{
-		AllowOther:        o.AllowOther,
-		FsName:            fsname,
-		Name:              "nacre",
-		MaxWrite:          1 << 20,
-		MaxReadAhead:      1 << 20,
-		MaxBackground:     o.MaxBackground,
-		DirectMount:       true,
-		EnableLocks:       true,
-		Debug:             o.Debug,
-		ExtraCapabilities: fuse.CAP_READDIRPLUS_AUTO | fuse.CAP_ATOMIC_O_TRUNC,
+		AllowOther:    o.AllowOther,
+		FsName:        fsname,
+		Name:          "nacre",
+		MaxWrite:      1 << 20,
+		MaxReadAhead:  1 << 20,
+		MaxBackground: o.MaxBackground,
+		DirectMount:   true,
+		EnableLocks:   true,
+		Debug:         o.Debug,
+		// DIRECT_IO_ALLOW_MMAP: O_APPEND handles are direct (append.go)
+		// and may still be mapped shared.
+		ExtraCapabilities: fuse.CAP_READDIRPLUS_AUTO | fuse.CAP_ATOMIC_O_TRUNC | fuse.CAP_DIRECT_IO_ALLOW_MMAP,
 	}
 	if o.DefaultPermissions {
 		mo.Options = append(mo.Options, "default_permissions")

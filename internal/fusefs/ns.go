@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"math"
 	"syscall"
 	"time"
 
@@ -127,7 +128,7 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.Attr
 			op.Valid |= uint32(pb.SetattrValid_SETATTR_ATIME_NOW)
 		} else {
 			op.Valid |= uint32(pb.SetattrValid_SETATTR_ATIME)
-			op.AtimeNs = int64(in.Atime)*1e9 + int64(in.Atimensec)
+			op.AtimeNs = nsOf(in.Atime, in.Atimensec)
 		}
 	}
 	if v&fuse.FATTR_MTIME != 0 {
@@ -135,12 +136,12 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.Attr
 			op.Valid |= uint32(pb.SetattrValid_SETATTR_MTIME_NOW)
 		} else {
 			op.Valid |= uint32(pb.SetattrValid_SETATTR_MTIME)
-			op.MtimeNs = int64(in.Mtime)*1e9 + int64(in.Mtimensec)
+			op.MtimeNs = nsOf(in.Mtime, in.Mtimensec)
 		}
 	}
 	if v&fuse.FATTR_CTIME != 0 {
 		op.Valid |= uint32(pb.SetattrValid_SETATTR_CTIME)
-		op.CtimeNs = int64(in.Ctime)*1e9 + int64(in.Ctimensec)
+		op.CtimeNs = nsOf(in.Ctime, in.Ctimensec)
 	}
 	if v&(fuse.FATTR_ATIME|fuse.FATTR_MTIME) != 0 {
 		// Writes still in flight would reach the OSTs after the new
@@ -188,6 +189,21 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.Attr
 	return fuse.OK
 }
 
+// nsOf converts a time from the kernel (seconds since 1970, two's
+// complement before it) to the nanoseconds the MDT keeps, clamped to what
+// an int64 holds (years 1677 to 2262) instead of wrapping around.
+func nsOf(sec uint64, nsec uint32) int64 {
+	const g = int64(1e9)
+	s := int64(sec)
+	switch {
+	case s > (math.MaxInt64-int64(nsec))/g:
+		return math.MaxInt64
+	case s < math.MinInt64/g:
+		return math.MinInt64
+	}
+	return s*g + int64(nsec)
+}
+
 func errnoIs(err error, e syscall.Errno) bool {
 	var x syscall.Errno
 	return asErrno(err, &x) && x == e
@@ -204,7 +220,11 @@ func (fs *FS) truncate(ctx context.Context, f fid.FID, size uint64) error {
 		of.wb.fence(false)
 		of.rw.RLock()
 		defer of.rw.RUnlock()
-		return of.f.Truncate(ctx, size)
+		if err := of.f.Truncate(ctx, size); err != nil {
+			return err
+		}
+		of.setEnd(size)
+		return nil
 	}
 	_, err := fs.c.Setattr(ctx, &pb.SetattrOp{Fid: f.PB(), Valid: uint32(pb.SetattrValid_SETATTR_SIZE), Size: size})
 	return err

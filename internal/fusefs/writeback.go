@@ -114,6 +114,17 @@ func (w *writeBehind) fence(report bool) error {
 	return err
 }
 
+// maxEnd is the end of the furthest write in flight (0 if none).
+func (w *writeBehind) maxEnd() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var end uint64
+	for f := range w.flights {
+		end = max(end, f.end)
+	}
+	return end
+}
+
 // busy reports whether writes are in flight.
 func (w *writeBehind) busy() bool {
 	w.mu.Lock()

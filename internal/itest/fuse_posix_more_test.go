@@ -235,6 +235,15 @@ func TestFuseFileSemantics(t *testing.T) {
 	if st := statOf(t, p); st.Size != 0 {
 		t.Fatalf("O_TRUNC: size %d", st.Size)
 	}
+	// O_RDONLY|O_TRUNC truncates too, as on Linux's local file systems
+	// (the kernel asks for write permission).
+	must(os.WriteFile(p, []byte("xyz"), 0o644))
+	f, err = os.OpenFile(p, os.O_RDONLY|os.O_TRUNC, 0)
+	must(err)
+	f.Close()
+	if st := statOf(t, p); st.Size != 0 {
+		t.Fatalf("O_RDONLY|O_TRUNC: size %d", st.Size)
+	}
 	// Sparse: a hole reads as zeros and takes no blocks.
 	f, err = os.OpenFile(p, os.O_RDWR, 0)
 	must(err)
@@ -337,6 +346,10 @@ func TestFuseFileSemantics(t *testing.T) {
 	b, err = os.ReadFile(m.Path(".nacre", "fid", fidName))
 	if err != nil || len(b) != 300<<10 {
 		t.Fatalf("open by FID %s: %d bytes, %v", fidName, len(b), err)
+	}
+	// .nacre lists fid, as Lustre's .lustre does.
+	if ents, err := os.ReadDir(m.Path(".nacre")); err != nil || len(ents) != 1 || ents[0].Name() != "fid" || !ents[0].IsDir() {
+		t.Fatalf(".nacre lists %v (%v), want fid", ents, err)
 	}
 	if ents, _ := os.ReadDir(m.Dir); len(ents) > 0 {
 		for _, e := range ents {

@@ -175,3 +175,26 @@ func TestFuseAppendsFromProcessesOfOneMount(t *testing.T) {
 		}
 	}
 }
+
+// TestFuseTimesOutOfRangeAreClamped: times are kept in nanoseconds since
+// 1970 in an int64 (years 1677 to 2262). A time set beyond that range is
+// clamped to its edge, as ext4 clamps to its own range, rather than
+// wrapping to a date at the other end.
+func TestFuseTimesOutOfRangeAreClamped(t *testing.T) {
+	needFUSE(t)
+	cl := testcluster.Start(t, testcluster.Options{})
+	m := mountFuse(t, cl)
+	p := m.Path("f")
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const year3000, year1000 = 32503680000, -30610224000
+	ts := []unix.Timespec{{Sec: year1000}, {Sec: year3000, Nsec: 5}}
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, 0); err != nil {
+		t.Fatal(err)
+	}
+	st := statOf(t, p)
+	if st.Mtim.Sec < 9223372036 || st.Atim.Sec > -9223372036 {
+		t.Fatalf("atime %d s, mtime %d s after setting years 1000 and 3000; want the edges of the range (about -9223372036 and 9223372036)", st.Atim.Sec, st.Mtim.Sec)
+	}
+}
