@@ -1,6 +1,7 @@
 package raftgroup
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -810,18 +811,8 @@ func (g *Group) Peers() []Peer {
 	for id, a := range g.peers {
 		out = append(out, Peer{ID: id, Addr: a})
 	}
-	slices.SortFunc(out, func(a, b Peer) int { return cmpU64(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b Peer) int { return cmp.Compare(a.ID, b.ID) })
 	return out
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // broadcast closes *ch and replaces it, waking every waiter on it.

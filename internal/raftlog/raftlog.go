@@ -47,6 +47,7 @@
 package raftlog
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -188,7 +189,7 @@ func Open(fs vfs.FS, dir string, o Options, fn func(Record) error) (*Log, error)
 			}
 		}
 	}
-	slices.SortFunc(l.segs, func(a, b *segment) int { return cmpU64(a.seq, b.seq) })
+	slices.SortFunc(l.segs, func(a, b *segment) int { return cmp.Compare(a.seq, b.seq) })
 	l.prep = newPreparer(fs, dir, o.SegmentSize, spares)
 
 	// Replay. Every segment but the newest must end with an end record.
@@ -228,16 +229,6 @@ func Open(fs vfs.FS, dir string, o Options, fn func(Record) error) (*Log, error)
 	}
 	l.prep.start()
 	return l, nil
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // replay reads segment s and calls fn for its records. It returns where
@@ -518,7 +509,7 @@ func (l *Log) Read(p Pos) (byte, []byte, error) {
 }
 
 func (l *Log) seg(seq uint64) *segment {
-	i, ok := slices.BinarySearchFunc(l.segs, seq, func(s *segment, q uint64) int { return cmpU64(s.seq, q) })
+	i, ok := slices.BinarySearchFunc(l.segs, seq, func(s *segment, q uint64) int { return cmp.Compare(s.seq, q) })
 	if !ok {
 		return nil
 	}
