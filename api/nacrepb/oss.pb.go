@@ -700,6 +700,152 @@ func (x *LfsckCheckReply) GetUninitialized() uint64 {
 	return 0
 }
 
+// LfsckSummaryRequest asks an OST to summarise the records of the objects
+// of seq with ids in [from, from+span): the layout check compares the
+// summary with the sums of what the MDT's layouts expect, and checks object
+// by object (LfsckCheck) only the blocks that differ.
+type LfsckSummaryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	From          uint64                 `protobuf:"varint,2,opt,name=from,proto3" json:"from,omitempty"`
+	Span          uint64                 `protobuf:"varint,3,opt,name=span,proto3" json:"span,omitempty"`   // ids covered; a multiple of block (0: 65536)
+	Block         uint32                 `protobuf:"varint,4,opt,name=block,proto3" json:"block,omitempty"` // ids per sum (0: 1024)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LfsckSummaryRequest) Reset() {
+	*x = LfsckSummaryRequest{}
+	mi := &file_oss_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LfsckSummaryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LfsckSummaryRequest) ProtoMessage() {}
+
+func (x *LfsckSummaryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_oss_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LfsckSummaryRequest.ProtoReflect.Descriptor instead.
+func (*LfsckSummaryRequest) Descriptor() ([]byte, []int) {
+	return file_oss_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *LfsckSummaryRequest) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *LfsckSummaryRequest) GetFrom() uint64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *LfsckSummaryRequest) GetSpan() uint64 {
+	if x != nil {
+		return x.Span
+	}
+	return 0
+}
+
+func (x *LfsckSummaryRequest) GetBlock() uint32 {
+	if x != nil {
+		return x.Block
+	}
+	return 0
+}
+
+// LfsckSummaryReply: bit i of exists / uninitialized is id from+i (LSB
+// first). uninitialized: the object exists and its record has no PFID yet
+// (never written; it matches any expectation). sums[j] is the sum, modulo
+// 2^64, of ost.SumDigest of the records of the other existing objects with
+// ids in [from+j*block, from+(j+1)*block). done: no object of seq has an id
+// at or beyond from+span.
+type LfsckSummaryReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Exists        []byte                 `protobuf:"bytes,1,opt,name=exists,proto3" json:"exists,omitempty"`
+	Uninitialized []byte                 `protobuf:"bytes,2,opt,name=uninitialized,proto3" json:"uninitialized,omitempty"`
+	Sums          []uint64               `protobuf:"fixed64,3,rep,packed,name=sums,proto3" json:"sums,omitempty"`
+	Done          bool                   `protobuf:"varint,4,opt,name=done,proto3" json:"done,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LfsckSummaryReply) Reset() {
+	*x = LfsckSummaryReply{}
+	mi := &file_oss_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LfsckSummaryReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LfsckSummaryReply) ProtoMessage() {}
+
+func (x *LfsckSummaryReply) ProtoReflect() protoreflect.Message {
+	mi := &file_oss_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LfsckSummaryReply.ProtoReflect.Descriptor instead.
+func (*LfsckSummaryReply) Descriptor() ([]byte, []int) {
+	return file_oss_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *LfsckSummaryReply) GetExists() []byte {
+	if x != nil {
+		return x.Exists
+	}
+	return nil
+}
+
+func (x *LfsckSummaryReply) GetUninitialized() []byte {
+	if x != nil {
+		return x.Uninitialized
+	}
+	return nil
+}
+
+func (x *LfsckSummaryReply) GetSums() []uint64 {
+	if x != nil {
+		return x.Sums
+	}
+	return nil
+}
+
+func (x *LfsckSummaryReply) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
 // LfsckOrphansRequest: objects of seq in [from, to) whose bit is clear in
 // referenced (bit i = oid from+i, LSB first) are returned, at most max.
 type LfsckOrphansRequest struct {
@@ -715,7 +861,7 @@ type LfsckOrphansRequest struct {
 
 func (x *LfsckOrphansRequest) Reset() {
 	*x = LfsckOrphansRequest{}
-	mi := &file_oss_proto_msgTypes[11]
+	mi := &file_oss_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -727,7 +873,7 @@ func (x *LfsckOrphansRequest) String() string {
 func (*LfsckOrphansRequest) ProtoMessage() {}
 
 func (x *LfsckOrphansRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oss_proto_msgTypes[11]
+	mi := &file_oss_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -740,7 +886,7 @@ func (x *LfsckOrphansRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LfsckOrphansRequest.ProtoReflect.Descriptor instead.
 func (*LfsckOrphansRequest) Descriptor() ([]byte, []int) {
-	return file_oss_proto_rawDescGZIP(), []int{11}
+	return file_oss_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LfsckOrphansRequest) GetSeq() uint64 {
@@ -788,7 +934,7 @@ type LfsckOrphansReply struct {
 
 func (x *LfsckOrphansReply) Reset() {
 	*x = LfsckOrphansReply{}
-	mi := &file_oss_proto_msgTypes[12]
+	mi := &file_oss_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -800,7 +946,7 @@ func (x *LfsckOrphansReply) String() string {
 func (*LfsckOrphansReply) ProtoMessage() {}
 
 func (x *LfsckOrphansReply) ProtoReflect() protoreflect.Message {
-	mi := &file_oss_proto_msgTypes[12]
+	mi := &file_oss_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -813,7 +959,7 @@ func (x *LfsckOrphansReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LfsckOrphansReply.ProtoReflect.Descriptor instead.
 func (*LfsckOrphansReply) Descriptor() ([]byte, []int) {
-	return file_oss_proto_rawDescGZIP(), []int{12}
+	return file_oss_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LfsckOrphansReply) GetObjects() []*ObjectAttr {
@@ -845,7 +991,7 @@ type LfsckObjRepair struct {
 
 func (x *LfsckObjRepair) Reset() {
 	*x = LfsckObjRepair{}
-	mi := &file_oss_proto_msgTypes[13]
+	mi := &file_oss_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -857,7 +1003,7 @@ func (x *LfsckObjRepair) String() string {
 func (*LfsckObjRepair) ProtoMessage() {}
 
 func (x *LfsckObjRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_oss_proto_msgTypes[13]
+	mi := &file_oss_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -870,7 +1016,7 @@ func (x *LfsckObjRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LfsckObjRepair.ProtoReflect.Descriptor instead.
 func (*LfsckObjRepair) Descriptor() ([]byte, []int) {
-	return file_oss_proto_rawDescGZIP(), []int{13}
+	return file_oss_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LfsckObjRepair) GetSeq() uint64 {
@@ -917,7 +1063,7 @@ type LfsckObjRepairRequest struct {
 
 func (x *LfsckObjRepairRequest) Reset() {
 	*x = LfsckObjRepairRequest{}
-	mi := &file_oss_proto_msgTypes[14]
+	mi := &file_oss_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -929,7 +1075,7 @@ func (x *LfsckObjRepairRequest) String() string {
 func (*LfsckObjRepairRequest) ProtoMessage() {}
 
 func (x *LfsckObjRepairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oss_proto_msgTypes[14]
+	mi := &file_oss_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -942,7 +1088,7 @@ func (x *LfsckObjRepairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LfsckObjRepairRequest.ProtoReflect.Descriptor instead.
 func (*LfsckObjRepairRequest) Descriptor() ([]byte, []int) {
-	return file_oss_proto_rawDescGZIP(), []int{14}
+	return file_oss_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *LfsckObjRepairRequest) GetItems() []*LfsckObjRepair {
@@ -961,7 +1107,7 @@ type LfsckObjRepairReply struct {
 
 func (x *LfsckObjRepairReply) Reset() {
 	*x = LfsckObjRepairReply{}
-	mi := &file_oss_proto_msgTypes[15]
+	mi := &file_oss_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -973,7 +1119,7 @@ func (x *LfsckObjRepairReply) String() string {
 func (*LfsckObjRepairReply) ProtoMessage() {}
 
 func (x *LfsckObjRepairReply) ProtoReflect() protoreflect.Message {
-	mi := &file_oss_proto_msgTypes[15]
+	mi := &file_oss_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -986,7 +1132,7 @@ func (x *LfsckObjRepairReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LfsckObjRepairReply.ProtoReflect.Descriptor instead.
 func (*LfsckObjRepairReply) Descriptor() ([]byte, []int) {
-	return file_oss_proto_rawDescGZIP(), []int{15}
+	return file_oss_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LfsckObjRepairReply) GetDone() []bool {
@@ -1004,7 +1150,7 @@ type LfsckDigestRequest struct {
 
 func (x *LfsckDigestRequest) Reset() {
 	*x = LfsckDigestRequest{}
-	mi := &file_oss_proto_msgTypes[16]
+	mi := &file_oss_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1162,7 @@ func (x *LfsckDigestRequest) String() string {
 func (*LfsckDigestRequest) ProtoMessage() {}
 
 func (x *LfsckDigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oss_proto_msgTypes[16]
+	mi := &file_oss_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1175,7 @@ func (x *LfsckDigestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LfsckDigestRequest.ProtoReflect.Descriptor instead.
 func (*LfsckDigestRequest) Descriptor() ([]byte, []int) {
-	return file_oss_proto_rawDescGZIP(), []int{16}
+	return file_oss_proto_rawDescGZIP(), []int{18}
 }
 
 type LfsckDigestReply struct {
@@ -1042,7 +1188,7 @@ type LfsckDigestReply struct {
 
 func (x *LfsckDigestReply) Reset() {
 	*x = LfsckDigestReply{}
-	mi := &file_oss_proto_msgTypes[17]
+	mi := &file_oss_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1200,7 @@ func (x *LfsckDigestReply) String() string {
 func (*LfsckDigestReply) ProtoMessage() {}
 
 func (x *LfsckDigestReply) ProtoReflect() protoreflect.Message {
-	mi := &file_oss_proto_msgTypes[17]
+	mi := &file_oss_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1213,7 @@ func (x *LfsckDigestReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LfsckDigestReply.ProtoReflect.Descriptor instead.
 func (*LfsckDigestReply) Descriptor() ([]byte, []int) {
-	return file_oss_proto_rawDescGZIP(), []int{17}
+	return file_oss_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *LfsckDigestReply) GetDigest() uint64 {
@@ -1097,7 +1243,7 @@ type FaultObjectRequest struct {
 
 func (x *FaultObjectRequest) Reset() {
 	*x = FaultObjectRequest{}
-	mi := &file_oss_proto_msgTypes[18]
+	mi := &file_oss_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1109,7 +1255,7 @@ func (x *FaultObjectRequest) String() string {
 func (*FaultObjectRequest) ProtoMessage() {}
 
 func (x *FaultObjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oss_proto_msgTypes[18]
+	mi := &file_oss_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1122,7 +1268,7 @@ func (x *FaultObjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FaultObjectRequest.ProtoReflect.Descriptor instead.
 func (*FaultObjectRequest) Descriptor() ([]byte, []int) {
-	return file_oss_proto_rawDescGZIP(), []int{18}
+	return file_oss_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *FaultObjectRequest) GetKind() string {
@@ -1154,7 +1300,7 @@ type FaultObjectReply struct {
 
 func (x *FaultObjectReply) Reset() {
 	*x = FaultObjectReply{}
-	mi := &file_oss_proto_msgTypes[19]
+	mi := &file_oss_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1166,7 +1312,7 @@ func (x *FaultObjectReply) String() string {
 func (*FaultObjectReply) ProtoMessage() {}
 
 func (x *FaultObjectReply) ProtoReflect() protoreflect.Message {
-	mi := &file_oss_proto_msgTypes[19]
+	mi := &file_oss_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1179,7 +1325,7 @@ func (x *FaultObjectReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FaultObjectReply.ProtoReflect.Descriptor instead.
 func (*FaultObjectReply) Descriptor() ([]byte, []int) {
-	return file_oss_proto_rawDescGZIP(), []int{19}
+	return file_oss_proto_rawDescGZIP(), []int{21}
 }
 
 // FaultArmRequest arms (or with action "off" disarms) a named fault point
@@ -1198,7 +1344,7 @@ type FaultArmRequest struct {
 
 func (x *FaultArmRequest) Reset() {
 	*x = FaultArmRequest{}
-	mi := &file_oss_proto_msgTypes[20]
+	mi := &file_oss_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1210,7 +1356,7 @@ func (x *FaultArmRequest) String() string {
 func (*FaultArmRequest) ProtoMessage() {}
 
 func (x *FaultArmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oss_proto_msgTypes[20]
+	mi := &file_oss_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1223,7 +1369,7 @@ func (x *FaultArmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FaultArmRequest.ProtoReflect.Descriptor instead.
 func (*FaultArmRequest) Descriptor() ([]byte, []int) {
-	return file_oss_proto_rawDescGZIP(), []int{20}
+	return file_oss_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FaultArmRequest) GetPoint() string {
@@ -1270,7 +1416,7 @@ type FaultArmReply struct {
 
 func (x *FaultArmReply) Reset() {
 	*x = FaultArmReply{}
-	mi := &file_oss_proto_msgTypes[21]
+	mi := &file_oss_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1282,7 +1428,7 @@ func (x *FaultArmReply) String() string {
 func (*FaultArmReply) ProtoMessage() {}
 
 func (x *FaultArmReply) ProtoReflect() protoreflect.Message {
-	mi := &file_oss_proto_msgTypes[21]
+	mi := &file_oss_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1295,7 +1441,7 @@ func (x *FaultArmReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FaultArmReply.ProtoReflect.Descriptor instead.
 func (*FaultArmReply) Descriptor() ([]byte, []int) {
-	return file_oss_proto_rawDescGZIP(), []int{21}
+	return file_oss_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FaultArmReply) GetArmed() []string {
@@ -1360,7 +1506,17 @@ const file_oss_proto_rawDesc = "" +
 	"mismatched\x18\x02 \x03(\rR\n" +
 	"mismatched\x12*\n" +
 	"\x05attrs\x18\x03 \x03(\v2\x14.nacre.v1.ObjectAttrR\x05attrs\x12$\n" +
-	"\runinitialized\x18\x04 \x01(\x04R\runinitialized\"}\n" +
+	"\runinitialized\x18\x04 \x01(\x04R\runinitialized\"e\n" +
+	"\x13LfsckSummaryRequest\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\x04R\x04from\x12\x12\n" +
+	"\x04span\x18\x03 \x01(\x04R\x04span\x12\x14\n" +
+	"\x05block\x18\x04 \x01(\rR\x05block\"y\n" +
+	"\x11LfsckSummaryReply\x12\x16\n" +
+	"\x06exists\x18\x01 \x01(\fR\x06exists\x12$\n" +
+	"\runinitialized\x18\x02 \x01(\fR\runinitialized\x12\x12\n" +
+	"\x04sums\x18\x03 \x03(\x06R\x04sums\x12\x12\n" +
+	"\x04done\x18\x04 \x01(\bR\x04done\"}\n" +
 	"\x13LfsckOrphansRequest\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\x04R\x04from\x12\x0e\n" +
@@ -1398,7 +1554,7 @@ const file_oss_proto_rawDesc = "" +
 	"\x05count\x18\x04 \x01(\rR\x05count\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\tR\amessage\"%\n" +
 	"\rFaultArmReply\x12\x14\n" +
-	"\x05armed\x18\x01 \x03(\tR\x05armed2\xac\x06\n" +
+	"\x05armed\x18\x01 \x03(\tR\x05armed2\xf8\x06\n" +
 	"\x03OSS\x125\n" +
 	"\x05Hello\x12\x16.nacre.v1.HelloRequest\x1a\x14.nacre.v1.HelloReply\x12A\n" +
 	"\tPrecreate\x12\x1a.nacre.v1.PrecreateRequest\x1a\x18.nacre.v1.PrecreateReply\x12;\n" +
@@ -1409,6 +1565,7 @@ const file_oss_proto_rawDesc = "" +
 	"GetObjects\x12\x1b.nacre.v1.GetObjectsRequest\x1a\x19.nacre.v1.GetObjectsReply\x12D\n" +
 	"\n" +
 	"LfsckCheck\x12\x1b.nacre.v1.LfsckCheckRequest\x1a\x19.nacre.v1.LfsckCheckReply\x12J\n" +
+	"\fLfsckSummary\x12\x1d.nacre.v1.LfsckSummaryRequest\x1a\x1b.nacre.v1.LfsckSummaryReply\x12J\n" +
 	"\fLfsckOrphans\x12\x1d.nacre.v1.LfsckOrphansRequest\x1a\x1b.nacre.v1.LfsckOrphansReply\x12M\n" +
 	"\vLfsckRepair\x12\x1f.nacre.v1.LfsckObjRepairRequest\x1a\x1d.nacre.v1.LfsckObjRepairReply\x12G\n" +
 	"\vLfsckDigest\x12\x1c.nacre.v1.LfsckDigestRequest\x1a\x1a.nacre.v1.LfsckDigestReply\x12G\n" +
@@ -1427,7 +1584,7 @@ func file_oss_proto_rawDescGZIP() []byte {
 	return file_oss_proto_rawDescData
 }
 
-var file_oss_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_oss_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_oss_proto_goTypes = []any{
 	(*ObjectAttr)(nil),            // 0: nacre.v1.ObjectAttr
 	(*PrecreateRequest)(nil),      // 1: nacre.v1.PrecreateRequest
@@ -1440,61 +1597,65 @@ var file_oss_proto_goTypes = []any{
 	(*GetObjectsReply)(nil),       // 8: nacre.v1.GetObjectsReply
 	(*LfsckCheckRequest)(nil),     // 9: nacre.v1.LfsckCheckRequest
 	(*LfsckCheckReply)(nil),       // 10: nacre.v1.LfsckCheckReply
-	(*LfsckOrphansRequest)(nil),   // 11: nacre.v1.LfsckOrphansRequest
-	(*LfsckOrphansReply)(nil),     // 12: nacre.v1.LfsckOrphansReply
-	(*LfsckObjRepair)(nil),        // 13: nacre.v1.LfsckObjRepair
-	(*LfsckObjRepairRequest)(nil), // 14: nacre.v1.LfsckObjRepairRequest
-	(*LfsckObjRepairReply)(nil),   // 15: nacre.v1.LfsckObjRepairReply
-	(*LfsckDigestRequest)(nil),    // 16: nacre.v1.LfsckDigestRequest
-	(*LfsckDigestReply)(nil),      // 17: nacre.v1.LfsckDigestReply
-	(*FaultObjectRequest)(nil),    // 18: nacre.v1.FaultObjectRequest
-	(*FaultObjectReply)(nil),      // 19: nacre.v1.FaultObjectReply
-	(*FaultArmRequest)(nil),       // 20: nacre.v1.FaultArmRequest
-	(*FaultArmReply)(nil),         // 21: nacre.v1.FaultArmReply
-	(*FID)(nil),                   // 22: nacre.v1.FID
-	(*StripeObject)(nil),          // 23: nacre.v1.StripeObject
-	(*HelloRequest)(nil),          // 24: nacre.v1.HelloRequest
-	(*StatfsRequest)(nil),         // 25: nacre.v1.StatfsRequest
-	(*HelloReply)(nil),            // 26: nacre.v1.HelloReply
-	(*StatfsReply)(nil),           // 27: nacre.v1.StatfsReply
+	(*LfsckSummaryRequest)(nil),   // 11: nacre.v1.LfsckSummaryRequest
+	(*LfsckSummaryReply)(nil),     // 12: nacre.v1.LfsckSummaryReply
+	(*LfsckOrphansRequest)(nil),   // 13: nacre.v1.LfsckOrphansRequest
+	(*LfsckOrphansReply)(nil),     // 14: nacre.v1.LfsckOrphansReply
+	(*LfsckObjRepair)(nil),        // 15: nacre.v1.LfsckObjRepair
+	(*LfsckObjRepairRequest)(nil), // 16: nacre.v1.LfsckObjRepairRequest
+	(*LfsckObjRepairReply)(nil),   // 17: nacre.v1.LfsckObjRepairReply
+	(*LfsckDigestRequest)(nil),    // 18: nacre.v1.LfsckDigestRequest
+	(*LfsckDigestReply)(nil),      // 19: nacre.v1.LfsckDigestReply
+	(*FaultObjectRequest)(nil),    // 20: nacre.v1.FaultObjectRequest
+	(*FaultObjectReply)(nil),      // 21: nacre.v1.FaultObjectReply
+	(*FaultArmRequest)(nil),       // 22: nacre.v1.FaultArmRequest
+	(*FaultArmReply)(nil),         // 23: nacre.v1.FaultArmReply
+	(*FID)(nil),                   // 24: nacre.v1.FID
+	(*StripeObject)(nil),          // 25: nacre.v1.StripeObject
+	(*HelloRequest)(nil),          // 26: nacre.v1.HelloRequest
+	(*StatfsRequest)(nil),         // 27: nacre.v1.StatfsRequest
+	(*HelloReply)(nil),            // 28: nacre.v1.HelloReply
+	(*StatfsReply)(nil),           // 29: nacre.v1.StatfsReply
 }
 var file_oss_proto_depIdxs = []int32{
-	22, // 0: nacre.v1.ObjectAttr.parent:type_name -> nacre.v1.FID
-	23, // 1: nacre.v1.DestroyRequest.objects:type_name -> nacre.v1.StripeObject
-	23, // 2: nacre.v1.GetObjectsRequest.objects:type_name -> nacre.v1.StripeObject
+	24, // 0: nacre.v1.ObjectAttr.parent:type_name -> nacre.v1.FID
+	25, // 1: nacre.v1.DestroyRequest.objects:type_name -> nacre.v1.StripeObject
+	25, // 2: nacre.v1.GetObjectsRequest.objects:type_name -> nacre.v1.StripeObject
 	0,  // 3: nacre.v1.GetObjectsReply.attrs:type_name -> nacre.v1.ObjectAttr
 	0,  // 4: nacre.v1.LfsckCheckReply.attrs:type_name -> nacre.v1.ObjectAttr
 	0,  // 5: nacre.v1.LfsckOrphansReply.objects:type_name -> nacre.v1.ObjectAttr
 	0,  // 6: nacre.v1.LfsckObjRepair.record:type_name -> nacre.v1.ObjectAttr
-	13, // 7: nacre.v1.LfsckObjRepairRequest.items:type_name -> nacre.v1.LfsckObjRepair
-	23, // 8: nacre.v1.FaultObjectRequest.object:type_name -> nacre.v1.StripeObject
+	15, // 7: nacre.v1.LfsckObjRepairRequest.items:type_name -> nacre.v1.LfsckObjRepair
+	25, // 8: nacre.v1.FaultObjectRequest.object:type_name -> nacre.v1.StripeObject
 	0,  // 9: nacre.v1.FaultObjectRequest.record:type_name -> nacre.v1.ObjectAttr
-	24, // 10: nacre.v1.OSS.Hello:input_type -> nacre.v1.HelloRequest
+	26, // 10: nacre.v1.OSS.Hello:input_type -> nacre.v1.HelloRequest
 	1,  // 11: nacre.v1.OSS.Precreate:input_type -> nacre.v1.PrecreateRequest
 	3,  // 12: nacre.v1.OSS.Cleanup:input_type -> nacre.v1.CleanupRequest
 	5,  // 13: nacre.v1.OSS.Destroy:input_type -> nacre.v1.DestroyRequest
-	25, // 14: nacre.v1.OSS.Statfs:input_type -> nacre.v1.StatfsRequest
+	27, // 14: nacre.v1.OSS.Statfs:input_type -> nacre.v1.StatfsRequest
 	7,  // 15: nacre.v1.OSS.GetObjects:input_type -> nacre.v1.GetObjectsRequest
 	9,  // 16: nacre.v1.OSS.LfsckCheck:input_type -> nacre.v1.LfsckCheckRequest
-	11, // 17: nacre.v1.OSS.LfsckOrphans:input_type -> nacre.v1.LfsckOrphansRequest
-	14, // 18: nacre.v1.OSS.LfsckRepair:input_type -> nacre.v1.LfsckObjRepairRequest
-	16, // 19: nacre.v1.OSS.LfsckDigest:input_type -> nacre.v1.LfsckDigestRequest
-	18, // 20: nacre.v1.OSS.FaultObject:input_type -> nacre.v1.FaultObjectRequest
-	20, // 21: nacre.v1.OSS.FaultArm:input_type -> nacre.v1.FaultArmRequest
-	26, // 22: nacre.v1.OSS.Hello:output_type -> nacre.v1.HelloReply
-	2,  // 23: nacre.v1.OSS.Precreate:output_type -> nacre.v1.PrecreateReply
-	4,  // 24: nacre.v1.OSS.Cleanup:output_type -> nacre.v1.CleanupReply
-	6,  // 25: nacre.v1.OSS.Destroy:output_type -> nacre.v1.DestroyReply
-	27, // 26: nacre.v1.OSS.Statfs:output_type -> nacre.v1.StatfsReply
-	8,  // 27: nacre.v1.OSS.GetObjects:output_type -> nacre.v1.GetObjectsReply
-	10, // 28: nacre.v1.OSS.LfsckCheck:output_type -> nacre.v1.LfsckCheckReply
-	12, // 29: nacre.v1.OSS.LfsckOrphans:output_type -> nacre.v1.LfsckOrphansReply
-	15, // 30: nacre.v1.OSS.LfsckRepair:output_type -> nacre.v1.LfsckObjRepairReply
-	17, // 31: nacre.v1.OSS.LfsckDigest:output_type -> nacre.v1.LfsckDigestReply
-	19, // 32: nacre.v1.OSS.FaultObject:output_type -> nacre.v1.FaultObjectReply
-	21, // 33: nacre.v1.OSS.FaultArm:output_type -> nacre.v1.FaultArmReply
-	22, // [22:34] is the sub-list for method output_type
-	10, // [10:22] is the sub-list for method input_type
+	11, // 17: nacre.v1.OSS.LfsckSummary:input_type -> nacre.v1.LfsckSummaryRequest
+	13, // 18: nacre.v1.OSS.LfsckOrphans:input_type -> nacre.v1.LfsckOrphansRequest
+	16, // 19: nacre.v1.OSS.LfsckRepair:input_type -> nacre.v1.LfsckObjRepairRequest
+	18, // 20: nacre.v1.OSS.LfsckDigest:input_type -> nacre.v1.LfsckDigestRequest
+	20, // 21: nacre.v1.OSS.FaultObject:input_type -> nacre.v1.FaultObjectRequest
+	22, // 22: nacre.v1.OSS.FaultArm:input_type -> nacre.v1.FaultArmRequest
+	28, // 23: nacre.v1.OSS.Hello:output_type -> nacre.v1.HelloReply
+	2,  // 24: nacre.v1.OSS.Precreate:output_type -> nacre.v1.PrecreateReply
+	4,  // 25: nacre.v1.OSS.Cleanup:output_type -> nacre.v1.CleanupReply
+	6,  // 26: nacre.v1.OSS.Destroy:output_type -> nacre.v1.DestroyReply
+	29, // 27: nacre.v1.OSS.Statfs:output_type -> nacre.v1.StatfsReply
+	8,  // 28: nacre.v1.OSS.GetObjects:output_type -> nacre.v1.GetObjectsReply
+	10, // 29: nacre.v1.OSS.LfsckCheck:output_type -> nacre.v1.LfsckCheckReply
+	12, // 30: nacre.v1.OSS.LfsckSummary:output_type -> nacre.v1.LfsckSummaryReply
+	14, // 31: nacre.v1.OSS.LfsckOrphans:output_type -> nacre.v1.LfsckOrphansReply
+	17, // 32: nacre.v1.OSS.LfsckRepair:output_type -> nacre.v1.LfsckObjRepairReply
+	19, // 33: nacre.v1.OSS.LfsckDigest:output_type -> nacre.v1.LfsckDigestReply
+	21, // 34: nacre.v1.OSS.FaultObject:output_type -> nacre.v1.FaultObjectReply
+	23, // 35: nacre.v1.OSS.FaultArm:output_type -> nacre.v1.FaultArmReply
+	23, // [23:36] is the sub-list for method output_type
+	10, // [10:23] is the sub-list for method input_type
 	10, // [10:10] is the sub-list for extension type_name
 	10, // [10:10] is the sub-list for extension extendee
 	0,  // [0:10] is the sub-list for field type_name
@@ -1512,7 +1673,7 @@ func file_oss_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_oss_proto_rawDesc), len(file_oss_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,7 @@ const (
 	OSS_Statfs_FullMethodName       = "/nacre.v1.OSS/Statfs"
 	OSS_GetObjects_FullMethodName   = "/nacre.v1.OSS/GetObjects"
 	OSS_LfsckCheck_FullMethodName   = "/nacre.v1.OSS/LfsckCheck"
+	OSS_LfsckSummary_FullMethodName = "/nacre.v1.OSS/LfsckSummary"
 	OSS_LfsckOrphans_FullMethodName = "/nacre.v1.OSS/LfsckOrphans"
 	OSS_LfsckRepair_FullMethodName  = "/nacre.v1.OSS/LfsckRepair"
 	OSS_LfsckDigest_FullMethodName  = "/nacre.v1.OSS/LfsckDigest"
@@ -55,6 +56,7 @@ type OSSClient interface {
 	// what the MDT expects, list objects no layout references, repair
 	// records under a condition, summarise the store for tests.
 	LfsckCheck(ctx context.Context, in *LfsckCheckRequest, opts ...grpc.CallOption) (*LfsckCheckReply, error)
+	LfsckSummary(ctx context.Context, in *LfsckSummaryRequest, opts ...grpc.CallOption) (*LfsckSummaryReply, error)
 	LfsckOrphans(ctx context.Context, in *LfsckOrphansRequest, opts ...grpc.CallOption) (*LfsckOrphansReply, error)
 	LfsckRepair(ctx context.Context, in *LfsckObjRepairRequest, opts ...grpc.CallOption) (*LfsckObjRepairReply, error)
 	LfsckDigest(ctx context.Context, in *LfsckDigestRequest, opts ...grpc.CallOption) (*LfsckDigestReply, error)
@@ -142,6 +144,16 @@ func (c *oSSClient) LfsckCheck(ctx context.Context, in *LfsckCheckRequest, opts 
 	return out, nil
 }
 
+func (c *oSSClient) LfsckSummary(ctx context.Context, in *LfsckSummaryRequest, opts ...grpc.CallOption) (*LfsckSummaryReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LfsckSummaryReply)
+	err := c.cc.Invoke(ctx, OSS_LfsckSummary_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *oSSClient) LfsckOrphans(ctx context.Context, in *LfsckOrphansRequest, opts ...grpc.CallOption) (*LfsckOrphansReply, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(LfsckOrphansReply)
@@ -211,6 +223,7 @@ type OSSServer interface {
 	// what the MDT expects, list objects no layout references, repair
 	// records under a condition, summarise the store for tests.
 	LfsckCheck(context.Context, *LfsckCheckRequest) (*LfsckCheckReply, error)
+	LfsckSummary(context.Context, *LfsckSummaryRequest) (*LfsckSummaryReply, error)
 	LfsckOrphans(context.Context, *LfsckOrphansRequest) (*LfsckOrphansReply, error)
 	LfsckRepair(context.Context, *LfsckObjRepairRequest) (*LfsckObjRepairReply, error)
 	LfsckDigest(context.Context, *LfsckDigestRequest) (*LfsckDigestReply, error)
@@ -248,6 +261,9 @@ func (UnimplementedOSSServer) GetObjects(context.Context, *GetObjectsRequest) (*
 }
 func (UnimplementedOSSServer) LfsckCheck(context.Context, *LfsckCheckRequest) (*LfsckCheckReply, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method LfsckCheck not implemented")
+}
+func (UnimplementedOSSServer) LfsckSummary(context.Context, *LfsckSummaryRequest) (*LfsckSummaryReply, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method LfsckSummary not implemented")
 }
 func (UnimplementedOSSServer) LfsckOrphans(context.Context, *LfsckOrphansRequest) (*LfsckOrphansReply, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method LfsckOrphans not implemented")
@@ -411,6 +427,24 @@ func _OSS_LfsckCheck_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OSS_LfsckSummary_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LfsckSummaryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OSSServer).LfsckSummary(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OSS_LfsckSummary_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OSSServer).LfsckSummary(ctx, req.(*LfsckSummaryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _OSS_LfsckOrphans_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(LfsckOrphansRequest)
 	if err := dec(in); err != nil {
@@ -535,6 +569,10 @@ var OSS_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "LfsckCheck",
 			Handler:    _OSS_LfsckCheck_Handler,
+		},
+		{
+			MethodName: "LfsckSummary",
+			Handler:    _OSS_LfsckSummary_Handler,
 		},
 		{
 			MethodName: "LfsckOrphans",

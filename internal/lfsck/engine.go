@@ -21,6 +21,7 @@ import (
 // itself in unit tests).
 type OST interface {
 	Check(ctx context.Context, req *pb.LfsckCheckRequest) (*pb.LfsckCheckReply, error)
+	Summary(ctx context.Context, req *pb.LfsckSummaryRequest) (*pb.LfsckSummaryReply, error)
 	Orphans(ctx context.Context, req *pb.LfsckOrphansRequest) (*pb.LfsckOrphansReply, error)
 	Repair(ctx context.Context, req *pb.LfsckObjRepairRequest) (*pb.LfsckObjRepairReply, error)
 	GetObjects(ctx context.Context, objs []*pb.StripeObject) ([]*pb.ObjectAttr, error)

@@ -108,6 +108,18 @@ func (o localOST) Check(ctx context.Context, req *pb.LfsckCheckRequest) (*pb.Lfs
 	return &pb.LfsckCheckReply{Missing: r.Missing, Mismatched: r.Mismatched, Attrs: r.Attrs, Uninitialized: r.Uninitialized}, nil
 }
 
+func (o localOST) Summary(ctx context.Context, req *pb.LfsckSummaryRequest) (*pb.LfsckSummaryReply, error) {
+	st, err := o.st()
+	if err != nil {
+		return nil, err
+	}
+	sum, err := st.Summarize(req.Seq, req.From, req.Span, uint64(req.Block))
+	if err != nil {
+		return nil, err
+	}
+	return &pb.LfsckSummaryReply{Exists: sum.Exists, Uninitialized: sum.Uninit, Sums: sum.Sums, Done: sum.Done}, nil
+}
+
 func (o localOST) Orphans(ctx context.Context, req *pb.LfsckOrphansRequest) (*pb.LfsckOrphansReply, error) {
 	st, err := o.st()
 	if err != nil {

@@ -220,6 +220,10 @@ type layoutChecker struct {
 	order     []*ostQueue // the queues, for the flush after every file
 	lastFlush time.Time
 	wg        sync.WaitGroup
+	// frozen: while summaries are verified (summary.go), checkpoints keep
+	// the position and figures of the end of the scan.
+	frozen    *tally
+	frozenPos uint64
 }
 
 func newLayoutChecker(r *run, window int) *layoutChecker {
@@ -300,6 +304,9 @@ func (lc *layoutChecker) advance(pos uint64, final bool) {
 func (lc *layoutChecker) checkpointFigures() (uint64, tally) {
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
+	if lc.frozen != nil {
+		return lc.frozenPos, *lc.frozen
+	}
 	t := lc.r.t1
 	pos := lc.scanPos
 	if len(lc.fifo) > 0 {
@@ -320,6 +327,21 @@ func (lc *layoutChecker) batchSize() int {
 	return max(1, min(8192, b))
 }
 
+// freeze holds the figures and the position back from checkpoints until
+// thaw (summary.go, verify); the queue is drained.
+func (lc *layoutChecker) freeze() {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	t := lc.r.t1
+	lc.frozen, lc.frozenPos = &t, lc.scanPos
+}
+
+func (lc *layoutChecker) thaw() {
+	lc.mu.Lock()
+	lc.frozen = nil
+	lc.mu.Unlock()
+}
+
 // add queues the checks of one file.
 func (lc *layoutChecker) add(local uint64, f fid.FID, checks []checkItem) {
 	lc.mu.Lock()
@@ -338,6 +360,36 @@ func (lc *layoutChecker) add(local uint64, f fid.FID, checks []checkItem) {
 	lc.r.t1[Layout][tStat+sStripes] += n
 	e.delta.add(Layout, tChecked, n)
 	e.delta.add(Layout, tStat+sStripes, n)
+	for i := range checks {
+		checks[i].ent = e
+	}
+	lc.enqueueLocked(checks)
+}
+
+// queue queues checks that summaries did not settle (summary.go): their
+// stripes were counted when the scan recorded them. Each has an entry of
+// its own; one whose file is gone is dropped.
+func (lc *layoutChecker) queue(checks []checkItem) error {
+	for i := range checks {
+		it := checks[i : i+1]
+		if !lc.r.lookupCheck(&it[0]) {
+			continue
+		}
+		lc.mu.Lock()
+		lc.fifo = append(lc.fifo, it[0].ent)
+		lc.tail = it[0].ent
+		lc.enqueueLocked(it)
+		lc.mu.Unlock()
+		if lc.r.stopping() {
+			return errHalted
+		}
+	}
+	return nil
+}
+
+// enqueueLocked puts checks on their OSTs' queues, sends full queues, and
+// waits while the window is full.
+func (lc *layoutChecker) enqueueLocked(checks []checkItem) {
 	bs := lc.batchSize()
 	for _, it := range checks {
 		q := lc.queues[it.ost]
@@ -351,7 +403,7 @@ func (lc *layoutChecker) add(local uint64, f fid.FID, checks []checkItem) {
 		}
 		q.b.oids = append(q.b.oids, it.oid)
 		q.b.digests = append(q.b.digests, it.digest)
-		q.b.items = append(q.b.items, itemRef{ent: e, slot: it.slot, seq: it.seq})
+		q.b.items = append(q.b.items, itemRef{ent: it.ent, slot: it.slot, seq: it.seq})
 	}
 	lc.inflight += len(checks)
 	lc.flushLocked(false)

@@ -93,6 +93,7 @@ type run struct {
 	pac pacer
 	rep *repairer
 	lay *layoutChecker
+	exp *expectations // the layout check's table and the OSTs' summaries (nil: off)
 
 	// Phase 1 findings carried to phase 2.
 	names     *nameMatch
@@ -102,6 +103,7 @@ type run struct {
 	losers    map[uint64]bool    // objects that lost an OI conflict
 	confirmed fidBitmap          // FIDs whose OI entry the object scan confirmed
 	refs      map[uint32]*bitmap // OST objects of our sequence named by a layout
+	refsIdx   []*bitmap          // the same, by OST index (refsOf)
 	dups      map[stripe]bool    // OST objects named twice, no PFID known
 	boundary  map[uint32]uint64  // first unassigned object per OST (pool next)
 	reported  map[string]bool    // dry run: reports counted
@@ -137,6 +139,9 @@ func newRun(c *Checker, st *pb.LfsckState, resume bool) *run {
 	r.rep = newRepairer(r)
 	r.lay = newLayoutChecker(r, int(st.Params.Window))
 	r.lay.scanPos = st.Position
+	if r.on(Layout) && st.Phase <= 1 {
+		r.exp = newExpectations(r)
+	}
 	for _, comp := range Components {
 		cs := compState(st, comp)
 		r.t1[comp][tChecked], r.t1[comp][tFailed] = cs.CheckedPhase1, cs.FailedPhase1
@@ -232,6 +237,11 @@ func (r *run) execute() error {
 	if r.st.Phase <= 1 {
 		r.st.Phase = 1
 		start := r.st.Position
+		if r.exp != nil {
+			// The OSTs summarise their objects while the MDT scans.
+			r.exp.fetch()
+			defer r.exp.stop()
+		}
 		if start > 0 {
 			// Resuming: rebuild what phase 1 keeps in memory (name pairs,
 			// layout references) from the part already checked.
@@ -249,6 +259,14 @@ func (r *run) execute() error {
 		}
 		if err := r.lay.drain(); err != nil {
 			return err
+		}
+		if r.exp != nil {
+			if err := r.exp.verify(); err != nil {
+				return err
+			}
+			r.lay.thaw()
+			r.exp.stop()
+			r.exp = nil // the table's memory goes
 		}
 		if err := r.rep.flush(); err != nil {
 			return err

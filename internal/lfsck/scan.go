@@ -515,32 +515,59 @@ func (r *run) layoutObject(local uint64, v []byte, o *object, rebuild bool) {
 		r.bump1(Layout, tStat+sFiles, 1)
 	}
 	bad := (l.pattern != 0 && l.pattern != 1) || l.stripeSize == 0 || l.stripeSize%(64<<10) != 0 || len(l.objs) > 2000
+	for _, s := range l.objs {
+		if s.seq != r.ost && (s.seq != 0 || s.oid != 0) {
+			bad = true
+		}
+	}
+	// In phase 1 (not the rebuild before a phase-2 resume), every stripe
+	// is recorded in the table of expectations (summary.go) or, without
+	// room or when named twice, queued object by object.
+	exp := r.exp
+	if r.st.Phase > 1 {
+		exp = nil
+	}
 	checks := r.checkBuf[:0]
-	encoded := false
+	encoded, summed := false, false
+	var shared uint64
+	recorded := uint64(0)
 	for i, s := range l.objs {
 		if s.seq == 0 && s.oid == 0 {
 			continue // a hole
 		}
+		dup := false
 		if s.seq == r.ost {
-			bm := r.refs[s.ost]
-			if bm == nil {
-				bm = &bitmap{}
-				r.refs[s.ost] = bm
-			}
+			bm := r.refsOf(s.ost)
 			if bm.test(s.oid) {
 				r.dups[s] = true
+				dup = true
 			} else {
 				bm.set(s.oid)
 			}
-		} else {
-			bad = true
 		}
-		if rebuild || bad {
+		if bad || (rebuild && exp == nil) {
+			continue
+		}
+		rec := ost.Rec{Parent: o.fid, StripeSize: l.stripeSize, StripeCount: uint32(len(l.objs)), Gen: l.gen,
+			UID: o.uid, GID: o.gid, ProjID: o.projid}
+		if exp != nil {
+			if dup {
+				exp.markDup(s.ost, s.oid)
+			} else {
+				if !summed {
+					shared, summed = ost.SumShared(&rec), true
+				}
+				if exp.record(s.ost, s.oid, ost.SumDigest(shared, s.seq, s.oid, uint32(i)), local, i) {
+					recorded++
+					continue
+				}
+			}
+		}
+		if rebuild {
 			continue
 		}
 		if !encoded {
-			r.enc.Reset(&ost.Rec{Parent: o.fid, StripeSize: l.stripeSize, StripeCount: uint32(len(l.objs)), Gen: l.gen,
-				UID: o.uid, GID: o.gid, ProjID: o.projid})
+			r.enc.Reset(&rec)
 			encoded = true
 		}
 		checks = append(checks, checkItem{ost: s.ost, seq: s.seq, oid: s.oid, digest: r.enc.Digest(s.seq, s.oid, uint32(i)), slot: uint32(i)})
@@ -552,6 +579,12 @@ func (r *run) layoutObject(local uint64, v []byte, o *object, rebuild bool) {
 		r.found(Layout)
 		r.report(Layout, KLyBadLayout, mdt.ObjKey(local), v)
 		return
+	}
+	if recorded > 0 {
+		// Counted as checked when recorded, as queued checks are when
+		// queued; verify counts nothing again.
+		r.bump1(Layout, tChecked, recorded)
+		r.bump1(Layout, tStat+sStripes, recorded)
 	}
 	if len(checks) > 0 {
 		r.lay.add(local, o.fid, checks)
@@ -578,6 +611,28 @@ func delMut(k []byte) *pb.LfsckMut {
 }
 
 func be64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+
+// refsOf is OST ost's bitmap of named objects, created on first use (a
+// slice indexed by OST in front of the map: one lookup per stripe).
+func (r *run) refsOf(ost uint32) *bitmap {
+	if int(ost) < len(r.refsIdx) {
+		if bm := r.refsIdx[ost]; bm != nil {
+			return bm
+		}
+	}
+	bm := r.refs[ost]
+	if bm == nil {
+		bm = &bitmap{}
+		r.refs[ost] = bm
+	}
+	if ost < 1<<16 {
+		for int(ost) >= len(r.refsIdx) {
+			r.refsIdx = append(r.refsIdx, nil)
+		}
+		r.refsIdx[ost] = bm
+	}
+	return bm
+}
 
 // bump1 adds to a phase-1 figure (attributed to the work in flight, see
 // layoutChecker.bump).

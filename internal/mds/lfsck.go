@@ -124,6 +124,10 @@ func (o ossOST) Check(ctx context.Context, req *pb.LfsckCheckRequest) (*pb.Lfsck
 	return o.cli.LfsckCheck(ctx, req)
 }
 
+func (o ossOST) Summary(ctx context.Context, req *pb.LfsckSummaryRequest) (*pb.LfsckSummaryReply, error) {
+	return o.cli.LfsckSummary(ctx, req)
+}
+
 func (o ossOST) Orphans(ctx context.Context, req *pb.LfsckOrphansRequest) (*pb.LfsckOrphansReply, error) {
 	return o.cli.LfsckOrphans(ctx, req)
 }

@@ -35,6 +35,24 @@ func (v *service) LfsckCheck(ctx context.Context, req *nacrepb.LfsckCheckRequest
 	return &nacrepb.LfsckCheckReply{Missing: r.Missing, Mismatched: r.Mismatched, Attrs: r.Attrs, Uninitialized: r.Uninitialized}, nil
 }
 
+func (v *service) LfsckSummary(ctx context.Context, req *nacrepb.LfsckSummaryRequest) (*nacrepb.LfsckSummaryReply, error) {
+	if err := fault.Hit("oss.lfsck.summary"); err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	span, block := req.Span, uint64(req.Block)
+	if span == 0 {
+		span = 1 << 16
+	}
+	if block == 0 {
+		block = 1 << 10
+	}
+	sum, err := v.s.store.Summarize(req.Seq, req.From, span, block)
+	if err != nil {
+		return nil, grpcErr(err)
+	}
+	return &nacrepb.LfsckSummaryReply{Exists: sum.Exists, Uninitialized: sum.Uninit, Sums: sum.Sums, Done: sum.Done}, nil
+}
+
 func (v *service) LfsckOrphans(ctx context.Context, req *nacrepb.LfsckOrphansRequest) (*nacrepb.LfsckOrphansReply, error) {
 	if err := fault.Hit("oss.lfsck.orphans"); err != nil {
 		return nil, status.Error(codes.Unavailable, err.Error())
