@@ -118,7 +118,49 @@ func decodeLink(b []byte) (link, error) {
 	return l, nil
 }
 
+// fastStripe decodes a stripe the way the MDT writes them (one-byte tags
+// of fields 1 to 3, varints); ok is false for anything else, which
+// decodeStripe then reads. The layout check decodes every stripe of every
+// file: the generic reader cost 70 ns a stripe, a third of the MDT's work
+// per stripe.
+func fastStripe(b []byte) (s stripe, ok bool) {
+	for len(b) > 0 {
+		tag := b[0]
+		b = b[1:]
+		var v uint64
+		i := 0
+		for ; ; i++ {
+			if i == len(b) || i == 10 {
+				return s, false
+			}
+			c := b[i]
+			v |= uint64(c&0x7f) << (7 * i)
+			if c < 0x80 {
+				break
+			}
+		}
+		b = b[i+1:]
+		switch tag {
+		case 1<<3 | 0:
+			if v > 0xffffffff {
+				return s, false
+			}
+			s.ost = uint32(v)
+		case 2<<3 | 0:
+			s.seq = v
+		case 3<<3 | 0:
+			s.oid = v
+		default:
+			return s, false
+		}
+	}
+	return s, true
+}
+
 func decodeStripe(b []byte) (stripe, error) {
+	if s, ok := fastStripe(b); ok {
+		return s, nil
+	}
 	var s stripe
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)

@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	pb "nacre/api/nacrepb"
@@ -53,8 +54,11 @@ func TestDecodeMatchesProto(t *testing.T) {
 		}
 		if rng.Intn(2) == 0 {
 			ino.Layout = &pb.Layout{Pattern: 1, StripeSize: rng.Uint32(), StripeCount: int32(rng.Intn(5)) - 1, StripeOffset: -1, Generation: rng.Uint32()}
-			for j := rng.Intn(4); j > 0; j-- {
-				ino.Layout.Objects = append(ino.Layout.Objects, &pb.StripeObject{Ost: rng.Uint32(), Seq: rng.Uint64(), Oid: rng.Uint64()})
+			// Zero fields are left out of the encoding; small and large
+			// values take one to ten varint bytes.
+			val := func() uint64 { return [...]uint64{0, uint64(rng.Intn(128)), rng.Uint64() >> uint(rng.Intn(64)), rng.Uint64()}[rng.Intn(4)] }
+			for j := rng.Intn(9); j > 0; j-- {
+				ino.Layout.Objects = append(ino.Layout.Objects, &pb.StripeObject{Ost: uint32(val()), Seq: val(), Oid: val()})
 			}
 		}
 		b, _ := proto.Marshal(ino)
@@ -68,6 +72,13 @@ func TestDecodeMatchesProto(t *testing.T) {
 		}
 		if ino.Layout != nil && (o.layout.stripeCount != ino.Layout.StripeCount || len(o.layout.objs) != len(ino.Layout.Objects)) {
 			t.Fatalf("layout %+v from %v", o.layout, ino.Layout)
+		}
+		if ino.Layout != nil {
+			for j, so := range ino.Layout.Objects {
+				if s := o.layout.objs[j]; s.ost != so.Ost || s.seq != so.Seq || s.oid != so.Oid {
+					t.Fatalf("stripe %d decoded %+v from %v", j, s, so)
+				}
+			}
 		}
 		// Truncated records never panic.
 		for cut := 0; cut < len(b); cut += 1 + len(b)/10 {
@@ -219,5 +230,27 @@ func TestNameMatchFoldsGeometrically(t *testing.T) {
 	// 1000, 2000, 4000, ... 128000, then the end: 9 folds.
 	if nm.folds > 10 {
 		t.Fatalf("%d folds for %d pairs that all wait: re-reading what is pending each time", nm.folds, n)
+	}
+}
+
+// TestStripeDecoderFallsBackOnFieldsItDoesNotKnow: a stripe with a field
+// the fast reader does not expect (from a newer writer, or garbage that
+// still parses) is read by the generic reader, with the same result.
+func TestStripeDecoderFallsBackOnFieldsItDoesNotKnow(t *testing.T) {
+	b := protowire.AppendTag(nil, 1, protowire.VarintType)
+	b = protowire.AppendVarint(b, 7)
+	b = protowire.AppendTag(b, 9, protowire.BytesType)
+	b = protowire.AppendBytes(b, []byte("new"))
+	b = protowire.AppendTag(b, 3, protowire.VarintType)
+	b = protowire.AppendVarint(b, 1<<40)
+	if _, ok := fastStripe(b); ok {
+		t.Fatal("the fast reader accepted a field it does not know")
+	}
+	s, err := decodeStripe(b)
+	if err != nil || s.ost != 7 || s.oid != 1<<40 || s.seq != 0 {
+		t.Fatalf("decodeStripe: %+v, %v", s, err)
+	}
+	if _, ok := fastStripe(b[:len(b)-1]); ok {
+		t.Fatal("the fast reader accepted a truncated varint")
 	}
 }
