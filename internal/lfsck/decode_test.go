@@ -56,7 +56,9 @@ func TestDecodeMatchesProto(t *testing.T) {
 			ino.Layout = &pb.Layout{Pattern: 1, StripeSize: rng.Uint32(), StripeCount: int32(rng.Intn(5)) - 1, StripeOffset: -1, Generation: rng.Uint32()}
 			// Zero fields are left out of the encoding; small and large
 			// values take one to ten varint bytes.
-			val := func() uint64 { return [...]uint64{0, uint64(rng.Intn(128)), rng.Uint64() >> uint(rng.Intn(64)), rng.Uint64()}[rng.Intn(4)] }
+			val := func() uint64 {
+				return [...]uint64{0, uint64(rng.Intn(128)), rng.Uint64() >> uint(rng.Intn(64)), rng.Uint64()}[rng.Intn(4)]
+			}
 			for j := rng.Intn(9); j > 0; j-- {
 				ino.Layout.Objects = append(ino.Layout.Objects, &pb.StripeObject{Ost: uint32(val()), Seq: val(), Oid: val()})
 			}
