@@ -244,7 +244,12 @@ func (o *object) decodeLayout(b []byte) error {
 }
 
 // decode parses an object record into o (reset first).
-func (o *object) decode(b []byte) error {
+func (o *object) decode(b []byte) error { return o.decodeSome(b, true) }
+
+// decodeSome is decode that leaves the stripes out unless withLayout: a run
+// of the namespace check alone does not read them, and decoding them was
+// 9 % of its CPU at 2 million files (hasLayout is still set).
+func (o *object) decodeSome(b []byte, withLayout bool) error {
 	o.reset()
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
@@ -274,6 +279,9 @@ func (o *object) decode(b []byte) error {
 				o.links = append(o.links, l)
 			case 15:
 				o.hasLayout = true
+				if !withLayout {
+					break
+				}
 				if err := o.decodeLayout(v); err != nil {
 					return err
 				}

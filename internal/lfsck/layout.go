@@ -219,6 +219,7 @@ type layoutChecker struct {
 	queues    map[uint32]*ostQueue
 	order     []*ostQueue // the queues, for the flush after every file
 	lastFlush time.Time
+	advances  uint64 // calls of advance, to read the clock on some only
 	wg        sync.WaitGroup
 	// frozen: while summaries are verified (summary.go), checkpoints keep
 	// the position and figures of the end of the scan.
@@ -293,7 +294,10 @@ func (lc *layoutChecker) bumpEnt(e *entry, comp uint32, slot int, n uint64) {
 func (lc *layoutChecker) advance(pos uint64, final bool) {
 	lc.mu.Lock()
 	lc.scanPos = pos
-	flush := final || time.Since(lc.lastFlush) > 100*time.Millisecond
+	// The clock is read every 64 objects: once per object it was 3.5 % of
+	// a namespace run's CPU.
+	lc.advances++
+	flush := final || (lc.advances%64 == 0 && time.Since(lc.lastFlush) > 100*time.Millisecond)
 	if flush {
 		lc.flushLocked(true)
 	}
