@@ -125,7 +125,9 @@
 //     nothing acknowledged can be lost while the disk survives.
 //   - The commit index may reach the log after the applies it allowed
 //     (step 3 runs before step 4), or not at all. At start, Group.recover
-//     raises it to the applied index: whatever was applied was committed.
+//     raises it to the applied index: whatever was applied was committed
+//     (but not past the last entry: after a snapshot whose image is newer
+//     than its index, a follower's state machine may be ahead of its log).
 //   - Compaction drops only applied entries, and only after the store is
 //     synced, so the state machine is never behind the truncation point
 //     after a crash; the 'T' record is synced before any segment goes, so

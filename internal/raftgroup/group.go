@@ -558,12 +558,24 @@ func (g *Group) recover() error {
 		return fmt.Errorf("state machine applied index %d is behind the raft log's truncation point %d: store damaged", g.smApplied, t)
 	}
 	if g.smApplied > last && !fresh {
-		return fmt.Errorf("state machine applied index %d is beyond the raft log's last index %d: store damaged", g.smApplied, last)
+		// A snapshot's image may be newer than its index (snapshot.go):
+		// until the leader's entries up to the image reach the log, the
+		// state machine is ahead of it, and a crash can leave it so.
+		// Those entries are committed, so other voters hold them and the
+		// loop skips them when they come. A single voter has no one to
+		// get them from: its log lost what it applied.
+		if cs := st.trunc.GetConfState(); len(cs.GetVoters()) <= 1 && len(cs.GetVotersOutgoing()) == 0 {
+			return fmt.Errorf("state machine applied index %d is beyond the raft log's last index %d: store damaged", g.smApplied, last)
+		}
+		g.log.Info("state machine is ahead of the raft log (a snapshot image newer than its index); the leader's entries will catch up",
+			"sm_applied", g.smApplied, "last", last)
 	}
 	// The loop applies committed entries before it persists the commit
 	// index that made them committed, and a crash can keep the first
-	// write and lose the second; everything applied was committed.
-	if c := max(g.smApplied, t); st.hs.GetCommit() < c {
+	// write and lose the second; everything applied was committed. Raft
+	// refuses a commit index beyond the log, so it stops at the last
+	// entry (see above for a state machine ahead of the log).
+	if c := min(max(g.smApplied, t), last); st.hs.GetCommit() < c {
 		g.log.Info("raising persisted commit index to the applied index", "commit", st.hs.GetCommit(), "applied", c)
 		st.hs = &pb.HardState{Term: new(st.hs.GetTerm()), Vote: new(st.hs.GetVote()), Commit: new(c)}
 	}

@@ -36,9 +36,13 @@
 // the newest segment with a torn tail; Open keeps the records before the
 // first one that fails its check, seals that segment with an end record
 // and starts a new one, so that nothing written before the crash and not
-// made durable can reappear later. Any other damage (a segment that is
-// not the newest and does not end with an end record, a bad header) is
-// refused with an error naming the file.
+// made durable can reappear later (a newest segment without a valid
+// header is sealed as an empty one, so that its sequence number is never
+// used again). A failing record followed, in the same disk sector, by one
+// that checks was not torn by a crash, which keeps or loses whole sectors:
+// it is refused as damage. Any other damage (a segment that is not the
+// newest and does not end with an end record, a bad header) is refused
+// with an error naming the file and the offset.
 //
 // Segments are prepared ahead by a background goroutine: a new file is
 // written with zeros and synced, or a segment the caller released is
@@ -205,19 +209,16 @@ func Open(fs vfs.FS, dir string, o Options, fn func(Record) error) (*Log, error)
 			tail = end
 		}
 	}
-	if n := len(l.segs); n > 0 && tail == 0 {
-		// The newest segment has no valid header: a crash came between
-		// its rename and its first sync. It holds nothing; reuse it.
-		s := l.segs[n-1]
-		l.segs = l.segs[:n-1]
-		if err := l.prep.recycle(s.name); err != nil {
-			l.closeFiles()
-			return nil, err
-		}
-	} else if tail > 0 {
+	if tail >= 0 {
 		// Seal the newest segment where its valid records end, so that
 		// bytes after them that were written but never synced cannot be
-		// read back as records later.
+		// read back as records later. A segment without a valid header
+		// (a crash came before its first write was synced) is sealed
+		// too, as an empty one, not recycled: a crash can lose the page
+		// with the header and keep later records of that write, and
+		// recycling would give its sequence number, which those records'
+		// CRCs are seeded with, to the next segment, written over the
+		// same file.
 		if err := l.seal(l.segs[len(l.segs)-1], tail); err != nil {
 			l.closeFiles()
 			return nil, err
@@ -286,7 +287,35 @@ func (l *Log) replay(s *segment, last bool, fn func(Record) error) (int64, bool,
 	if !last {
 		return 0, false, damaged(off, "a record fails its checksum before the segment's end record (the segment was cut short or overwritten)")
 	}
+	if writtenWhole(data, off, s.seq) {
+		return 0, false, damaged(off, "a record fails its checksum, and the record after it, in the same disk sector, checks "+
+			"(the record was damaged after it was written; a crash cannot do that)")
+	}
 	return off, false, nil
+}
+
+// sectorSize is what a disk writes atomically: a crash leaves a sector
+// as it was written or as it was before, never part of each.
+const sectorSize = 512
+
+// writtenWhole reports whether the record at off, which fails its check,
+// is known to have reached the disk as written, so that the failure is
+// damage and not a write a crash lost: its length leads to a record that
+// checks and starts in the sector the failing record lies in. That record
+// was written after the failing one (records are written in order, and a
+// segment's sequence number is never used for another file), so the sector
+// reached the disk holding both. Anything else, such as a damaged length,
+// is taken for a torn tail: nothing tells the two apart.
+func writtenWhole(data []byte, off int64, seq uint64) bool {
+	if off+8 > int64(len(data)) {
+		return false
+	}
+	next := off + 8 + int64(binary.LittleEndian.Uint32(data[off:]))
+	if next <= off+8 || next/sectorSize != off/sectorSize {
+		return false
+	}
+	_, _, n := parseRecord(data, next, seq)
+	return n > 0
 }
 
 // parseRecord decodes the record at off; n is 0 when none checks there.
@@ -340,7 +369,8 @@ func appendRecord(buf []byte, seq uint64, typ byte, payload []byte) []byte {
 	return buf
 }
 
-// seal writes an end record at off in segment s and syncs it.
+// seal writes an end record at off in segment s and syncs it; at offset
+// 0 it writes a header first.
 func (l *Log) seal(s *segment, off int64) error {
 	path := filepath.Join(l.dir, s.name)
 	f, err := l.fs.OpenReadWrite(path, vfs.WriteCategoryUnspecified)
@@ -348,7 +378,11 @@ func (l *Log) seal(s *segment, off int64) error {
 		return fmt.Errorf("open raft log segment %s to seal it: %w", path, err)
 	}
 	defer f.Close()
-	rec := appendRecord(nil, s.seq, typEnd, nil)
+	var rec []byte
+	if off == 0 {
+		rec = appendRecord(rec, s.seq, typHeader, headerPayload(s.seq))
+	}
+	rec = appendRecord(rec, s.seq, typEnd, nil)
 	if _, err := f.WriteAt(rec, off); err != nil {
 		return fmt.Errorf("seal raft log segment %s: %w", path, err)
 	}
