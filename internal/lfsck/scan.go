@@ -533,6 +533,8 @@ func (r *run) layoutObject(local uint64, v []byte, o *object, rebuild bool) {
 	encoded, summed := false, false
 	var shared uint64
 	recorded := uint64(0)
+	rec := ost.Rec{Parent: o.fid, StripeSize: l.stripeSize, StripeCount: uint32(len(l.objs)), Gen: l.gen,
+		UID: o.uid, GID: o.gid, ProjID: o.projid}
 	for i, s := range l.objs {
 		if s.seq == 0 && s.oid == 0 {
 			continue // a hole
@@ -550,8 +552,6 @@ func (r *run) layoutObject(local uint64, v []byte, o *object, rebuild bool) {
 		if bad || (rebuild && exp == nil) {
 			continue
 		}
-		rec := ost.Rec{Parent: o.fid, StripeSize: l.stripeSize, StripeCount: uint32(len(l.objs)), Gen: l.gen,
-			UID: o.uid, GID: o.gid, ProjID: o.projid}
 		if exp != nil {
 			if dup {
 				exp.markDup(s.ost, s.oid)

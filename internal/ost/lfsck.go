@@ -141,7 +141,7 @@ func SumDigest(shared, seq, oid uint64, idx uint32) uint64 {
 	return mix64(shared ^ mix64(seq^0x9e3779b97f4a7c15) ^ oid*0xff51afd7ed558ccd ^ uint64(idx)<<40)
 }
 
-// RecordDigest is the digest of the record r describes.// RecordDigest is the digest of the record r describes.
+// RecordDigest is the digest of the record r describes.
 func RecordDigest(r *Rec) uint64 {
 	var buf [96]byte
 	return Digest(r.Append(buf[:0]))
