@@ -138,6 +138,13 @@ type Log struct {
 	prologue func(add func(typ byte, payload []byte))
 
 	prep *preparer
+
+	// failed is the first error of a write, sync or segment switch. After
+	// it the log refuses all use: what reached the disk is unknown, and a
+	// later fsync can report success for pages a failed one dropped (the
+	// kernel marks them clean), so only a reopen, which replays what the
+	// disk holds, is safe.
+	failed error
 }
 
 func segName(seq uint64) string { return fmt.Sprintf("%016x%s", seq, segSuffix) }
@@ -420,10 +427,13 @@ func (l *Log) Add(typ byte, payload []byte) (Pos, error) {
 	if typ == typHeader || typ == typEnd {
 		return 0, fmt.Errorf("raft log: record type %q is reserved", typ)
 	}
+	if l.failed != nil {
+		return 0, l.refused()
+	}
 	need := int64(8 + 1 + len(payload))
 	if need > l.room() {
 		if err := l.rotate(need); err != nil {
-			return 0, err
+			return 0, l.fail(err)
 		}
 	}
 	p := mkPos(l.active().seq, l.off+int64(len(l.buf)))
@@ -434,6 +444,25 @@ func (l *Log) Add(typ byte, payload []byte) (Pos, error) {
 // Write writes the staged records; with sync, it also makes them and
 // every earlier record durable.
 func (l *Log) Write(sync bool) error {
+	if l.failed != nil {
+		return l.refused()
+	}
+	return l.fail(l.write(sync))
+}
+
+// fail records the first error (nil passes through).
+func (l *Log) fail(err error) error {
+	if err != nil && l.failed == nil {
+		l.failed = err
+	}
+	return err
+}
+
+func (l *Log) refused() error {
+	return fmt.Errorf("raft log %s: unusable after an earlier failure (%v); restart to replay what the disk holds", l.dir, l.failed)
+}
+
+func (l *Log) write(sync bool) error {
 	if len(l.buf) > 0 {
 		if _, err := l.wf.WriteAt(l.buf, l.off); err != nil {
 			return fmt.Errorf("write raft log segment %s: %w", filepath.Join(l.dir, l.active().name), err)
@@ -461,7 +490,7 @@ func (l *Log) rotate(need int64) error {
 	}
 	if l.wf != nil {
 		l.buf = appendRecord(l.buf, l.active().seq, typEnd, nil)
-		if err := l.Write(true); err != nil {
+		if err := l.write(true); err != nil {
 			return err
 		}
 		// The active file stays open for reads of its records.
@@ -558,6 +587,9 @@ func (l *Log) ActiveSeq() uint64 { return l.active().seq }
 // needs that they held are in the prologue of a newer segment. Released
 // segments are recycled as spares or deleted.
 func (l *Log) Release(seq uint64) error {
+	if l.failed != nil {
+		return l.refused()
+	}
 	n := 0
 	for n < len(l.segs)-1 && l.segs[n].seq < seq {
 		n++
@@ -580,7 +612,10 @@ func (l *Log) Segments() int { return len(l.segs) }
 
 // Close writes and syncs what is staged and closes the files.
 func (l *Log) Close() error {
-	err := l.Write(true)
+	var err error
+	if l.failed == nil {
+		err = l.Write(true)
+	}
 	l.prep.stop()
 	l.closeFiles()
 	return err
