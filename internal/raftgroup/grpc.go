@@ -149,6 +149,11 @@ func (t *GRPCTransport) reportUnreachable(group, id uint64) {
 // as a network partition would. Clients can still reach the process.
 const FaultIsolate = "raft.isolate"
 
+// FaultLogSync, armed with the error action, fails the replica's next
+// synced write of its Raft log as a disk returning EIO would: the group
+// stops with the error, and the target's process exits with it.
+const FaultLogSync = "raft.log.sync"
+
 // Send implements Transport.
 func (t *GRPCTransport) Send(group uint64, to Peer, m *pb.Message) {
 	if !t.allowed(group, to, m) || fault.Hit(FaultIsolate) != nil {

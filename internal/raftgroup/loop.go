@@ -12,6 +12,8 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
 	"google.golang.org/protobuf/proto"
+
+	"nacre/internal/fault"
 )
 
 // The ready loop. See doc.go ("Threading model") for the shape; in short,
@@ -401,6 +403,11 @@ func (g *Group) persistStage() error {
 	// A write of the hard state alone (a new commit index) stays staged
 	// until the next write: it needs no durability, nor a system call.
 	if staged || sync {
+		if sync {
+			if err := fault.Hit(FaultLogSync); err != nil {
+				return fmt.Errorf("sync raft log: %w", err)
+			}
+		}
 		if err := g.store.log.Write(sync); err != nil {
 			return fmt.Errorf("write raft log: %w", err)
 		}

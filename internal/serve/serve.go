@@ -213,6 +213,7 @@ func runMDS(id target.Identity, dir string, db *kv.DB, ln, dataLn net.Listener, 
 		return nil, err
 	}
 	reg.MustRegister(raftgroup.NewCollector(srv.Group(), id.Name()))
+	go watchGroup(srv.Group(), fatal)
 	if tr == nil {
 		raftgroup.RegisterSoloAdmin(g, srv.Group()) // nacre replica list shows it too
 	}
@@ -281,6 +282,21 @@ func stopGRPC(g *grpc.Server) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		g.Stop()
+	}
+}
+
+// watchGroup makes a Raft group's fatal error (a failed write or sync of
+// its log, a store it cannot apply to) the target's: the process exits
+// with it, and a restart replays what the disk holds. Serving on with a
+// stopped group would answer every request with an error while status
+// showed the target up.
+func watchGroup(g *raftgroup.Group, fatal chan<- error) {
+	<-g.Done()
+	if err := g.Err(); err != nil {
+		select {
+		case fatal <- fmt.Errorf("raft group stopped: %w", err):
+		default:
+		}
 	}
 }
 
