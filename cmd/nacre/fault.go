@@ -1,9 +1,13 @@
 package main
 
 import (
+	"errors"
+
 	"github.com/spf13/cobra"
 
+	"nacre/internal/cli"
 	"nacre/internal/lfsck/admin"
+	"nacre/internal/rpc"
 )
 
 func faultCommand(g *globals) *cobra.Command {
@@ -33,7 +37,14 @@ func faultCommand(g *globals) *cobra.Command {
 			}
 			e := adminEnv(g, cmd)
 			e.MGS = mgs
-			return admin.FaultInject(cmd.Context(), e, args[0], paths[0], inj.stripe)
+			err = admin.FaultInject(cmd.Context(), e, args[0], paths[0], inj.stripe)
+			var en *rpc.Errno
+			if errors.As(err, &en) {
+				// A path that does not resolve: name it, not the lookup's
+				// layers ("fault inject /nope: no such file or directory").
+				return cli.OpError("fault inject", inj.path, err)
+			}
+			return err
 		},
 	}
 	inject.Flags().StringVar(&inj.path, "path", "", "the file or directory to damage")

@@ -310,7 +310,7 @@ func Put(ctx context.Context, e Env, local, remoteArg string, so StripeOpts) err
 	}
 	parent, name, err := c.ResolveParent(ctx, remote)
 	if err != nil {
-		return err
+		return opError("put", remoteArg, err)
 	}
 	dir := fidOf(parent)
 	if l == nil {
@@ -412,7 +412,12 @@ func Get(ctx context.Context, e Env, arg, local string) error {
 		}
 		out, err = os.OpenFile(local+partialSuffix, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 		if err != nil {
-			return err
+			// Name the file asked for, not the partial one beside it.
+			var pe *os.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return fmt.Errorf("get %s: cannot write %s: %w", arg, local, err)
 		}
 		defer func() {
 			out.Close()
@@ -744,15 +749,22 @@ func Mv(ctx context.Context, e Env, args []string) error {
 				if err != nil {
 					return err
 				}
-				to := dst.Path
+				to, toArg := dst.Path, dst.Arg
 				if into {
 					to = strings.TrimSuffix(to, "/") + "/" + sn
+					toArg = strings.TrimSuffix(toArg, "/") + "/" + sn
 				}
 				dp, dn, err := c.ResolveParent(ctx, to)
 				if err != nil {
-					return err
+					return atOtherPath("to", toArg, err)
 				}
-				return c.Rename(ctx, fidOf(sp), sn, fidOf(dp), dn, 0)
+				// The destination's directory exists: a missing name now is
+				// the source's, anything else is about the destination.
+				err = c.Rename(ctx, fidOf(sp), sn, fidOf(dp), dn, 0)
+				if err != nil && !errors.Is(err, syscall.ENOENT) {
+					return atOtherPath("to", toArg, err)
+				}
+				return err
 			}()
 		}
 		if op.Err != nil {
@@ -818,17 +830,19 @@ func Ln(ctx context.Context, e Env, args []string, symbolic bool) error {
 		}
 		if err == nil {
 			err = func() error {
-				name := link.Path
+				name, nameArg := link.Path, linkArg
 				if into {
-					name = strings.TrimSuffix(name, "/") + "/" + path.Base(strings.TrimRight(t, "/"))
+					base := path.Base(strings.TrimRight(t, "/"))
+					name = strings.TrimSuffix(name, "/") + "/" + base
+					nameArg = strings.TrimSuffix(nameArg, "/") + "/" + base
 				}
 				lp, ln, err := c.ResolveParent(ctx, name)
 				if err != nil {
-					return err
+					return atOtherPath("as", nameArg, err)
 				}
 				if symbolic {
 					_, err = c.Symlink(ctx, fidOf(lp), ln, t)
-					return err
+					return atOtherPath("as", nameArg, err)
 				}
 				ti, err := c.Resolve(ctx, ops[i+1].Path, false)
 				if err != nil {
@@ -837,7 +851,10 @@ func Ln(ctx context.Context, e Env, args []string, symbolic bool) error {
 				if isDir(ti) {
 					return fmt.Errorf("is a directory (hard links to directories are not allowed)")
 				}
-				_, err = c.Link(ctx, fidOf(ti), fidOf(lp), ln)
+				// As for mv: a missing name now is the target's.
+				if _, err = c.Link(ctx, fidOf(ti), fidOf(lp), ln); err != nil && !errors.Is(err, syscall.ENOENT) {
+					return atOtherPath("as", nameArg, err)
+				}
 				return err
 			}()
 		}

@@ -124,19 +124,51 @@ func operandMessage(cmd, arg string, err error) string {
 	if errors.As(err, &down) {
 		return fmt.Sprintf("%s %s: %s; check `nacre status`", cmd, arg, down.Describe(arg))
 	}
-	msg := err.Error()
-	var en *rpc.Errno
-	if errors.As(err, &en) {
-		switch en.Errno {
-		case syscall.ENOENT, syscall.ENOTDIR, syscall.EEXIST, syscall.ENOTEMPTY, syscall.ELOOP, syscall.EISDIR:
-			// The layers of lookups and FIDs add nothing to these.
-			msg = en.Errno.Error()
-		}
+	var other *otherPathError
+	if errors.As(err, &other) {
+		return fmt.Sprintf("%s %s %s %s: %s", cmd, arg, other.rel, other.path, shortMessage(other.err))
 	}
+	msg := shortMessage(err)
 	if strings.HasPrefix(msg, cmd+" "+arg+":") {
 		return msg
 	}
 	return cmd + " " + arg + ": " + msg
+}
+
+// shortMessage is err's text, or only its errno's for the errors where
+// the layers of lookups and FIDs add nothing.
+func shortMessage(err error) string {
+	var en *rpc.Errno
+	if errors.As(err, &en) {
+		switch en.Errno {
+		case syscall.ENOENT, syscall.ENOTDIR, syscall.EEXIST, syscall.ENOTEMPTY, syscall.ELOOP, syscall.EISDIR:
+			return en.Errno.Error()
+		}
+	}
+	return err.Error()
+}
+
+// otherPathError is a failure of an operand's command at another path
+// than the operand's (mv's destination, ln's link name), so that the
+// message names that path: "mv /a to /nodir/b: no such file or
+// directory", not "mv /a: no such file or directory" when /a exists.
+type otherPathError struct {
+	rel  string // "to", "as"
+	path string
+	err  error
+}
+
+func (e *otherPathError) Error() string {
+	return e.rel + " " + e.path + ": " + shortMessage(e.err)
+}
+func (e *otherPathError) Unwrap() error { return e.err }
+
+// atOtherPath wraps err (nil stays nil) as a failure at path.
+func atOtherPath(rel, path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &otherPathError{rel: rel, path: path, err: err}
 }
 
 // fatal reports whether err is one that the next operand would meet too:
@@ -152,6 +184,10 @@ func fatal(ctx context.Context, err error) bool {
 	}
 	return false
 }
+
+// OpError is err with the text of a failed operand ("CMD ARG: why", with
+// only the errno for a missing path), for commands of one operand.
+func OpError(cmd, arg string, err error) error { return opError(cmd, arg, err) }
 
 // opError is err with operandMessage's text, for commands of one operand.
 func opError(cmd, arg string, err error) error {

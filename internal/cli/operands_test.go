@@ -33,11 +33,25 @@ func TestOperandMessageNamesTheOperandOnce(t *testing.T) {
 		{"mv", "x", fmt.Errorf("mv x: already named"), "mv x: already named"},
 		{"rm", "/x", &rpc.Errno{Op: "unlink x", Errno: syscall.EACCES, Msg: "sticky directory"}, "rm /x: unlink x: sticky directory"},
 		{"cat", "/f", fmt.Errorf("read: %w", down), "cat /f: OST0001 (127.0.0.1:9) is down: stripe 1 of /f cannot be read (no answer for 5.0s: connection refused); check `nacre status`"},
+		{"mv", "/a", atOtherPath("to", "/nodir/b", lookup), "mv /a to /nodir/b: no such file or directory"},
+		{"ln", "t", fmt.Errorf("wrapped: %w", atOtherPath("as", "/x/l", &rpc.Errno{Op: "symlink l", Errno: syscall.EEXIST})), "ln t as /x/l: file exists"},
+		{"mv", "/a", atOtherPath("to", "/b", &rpc.Errno{Op: "rename", Errno: syscall.EACCES, Msg: "sticky directory"}), "mv /a to /b: rename: sticky directory"},
 	}
 	for _, c := range cases {
 		if got := operandMessage(c.cmd, c.arg, c.err); got != c.want {
 			t.Errorf("operandMessage(%s, %s, %v)\n got %q\nwant %q", c.cmd, c.arg, c.err, got, c.want)
 		}
+	}
+}
+
+func TestAtOtherPathKeepsNilAndTheCode(t *testing.T) {
+	if atOtherPath("to", "/b", nil) != nil {
+		t.Fatal("a nil error must stay nil")
+	}
+	// A server that does not answer still stops the command (fatal).
+	err := atOtherPath("to", "/b", status.Error(codes.Unavailable, "gone"))
+	if !fatal(context.Background(), err) {
+		t.Errorf("%v is not fatal", err)
 	}
 }
 

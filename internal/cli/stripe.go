@@ -34,16 +34,21 @@ func SetStripe(ctx context.Context, e Env, arg string, so StripeOpts) error {
 	if errors.Is(err, syscall.ENOENT) {
 		parent, name, err := c.ResolveParent(ctx, p)
 		if err != nil {
-			return err
+			return opError("setstripe", arg, err)
 		}
 		_, _, err = c.Create(ctx, fidOf(parent), name, syscall.S_IFREG|0o644, client.CreateOpts{Exclusive: true, Layout: l})
-		return err
+		if err != nil {
+			return opError("setstripe", arg, err)
+		}
+		return nil
 	}
 	if err != nil {
-		return err
+		return opError("setstripe", arg, err)
 	}
-	_, err = c.SetLayout(ctx, fidOf(ino), l)
-	return err
+	if _, err = c.SetLayout(ctx, fidOf(ino), l); err != nil {
+		return opError("setstripe", arg, err)
+	}
+	return nil
 }
 
 // StripeObjectJSON is one object of `getstripe --json`.
@@ -75,7 +80,7 @@ func GetStripe(ctx context.Context, e Env, arg string, asJSON bool) error {
 	defer c.Close()
 	ino, err := c.Resolve(ctx, ps[0], true)
 	if err != nil {
-		return err
+		return opError("getstripe", arg, err)
 	}
 	p := arg
 	l := ino.Layout

@@ -120,7 +120,7 @@ func TestCLISeveralOperandsAreAllTried(t *testing.T) {
 	}
 
 	c.failsFor([]string{"nacre: ln /nope: no such file or directory"}, "ln", "/f", "/nope", "/d1")
-	c.failsFor([]string{"nacre: ln /f: file exists"}, "ln", "-s", "/f", "/elsewhere", "/d1")
+	c.failsFor([]string{"nacre: ln /f as /d1/f: file exists"}, "ln", "-s", "/f", "/elsewhere", "/d1")
 	if got := c.names("/d1"); !slices.Equal(got, []string{"elsewhere", "f"}) {
 		t.Fatalf("/d1 after ln: %v", got)
 	}
@@ -462,5 +462,42 @@ func TestCLIDownUnmountsTheFileSystemsMounts(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "stopped 4 target processes") {
 		t.Fatalf("down did not stop the cluster:\n%s", out.String())
+	}
+}
+
+// TestCLIMissingPathsAreNamedPlainly checks that a path that does not
+// exist is reported as coreutils would, naming the path at fault and not
+// the layers of lookups and FIDs (it used to be `resolve /nope: lookup
+// nope: no entry "nope" in [0x200000007:0x1:0x0]: ...`), that mv and ln
+// name the destination when it is the one missing, and that get names
+// the local file, not its hidden partial file.
+func TestCLIMissingPathsAreNamedPlainly(t *testing.T) {
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 2})
+	if out, err := cl.Run("put", "/etc/hostname", "/f"); err != nil {
+		t.Fatalf("put: %v %s", err, out)
+	}
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"getstripe", "/nope"}, "nacre: getstripe /nope: no such file or directory\n"},
+		{[]string{"setstripe", "-c", "1", "/nodir/f"}, "nacre: setstripe /nodir/f: no such file or directory\n"},
+		{[]string{"setstripe", "-c", "1", "/f/x"}, "nacre: setstripe /f/x: not a directory\n"},
+		{[]string{"put", "/etc/hostname", "/nodir/f"}, "nacre: put /nodir/f: no such file or directory\n"},
+		{[]string{"mv", "/f", "/nodir/g"}, "nacre: mv /f to /nodir/g: no such file or directory\n"},
+		{[]string{"ln", "-s", "target", "/nodir/l"}, "nacre: ln target as /nodir/l: no such file or directory\n"},
+		{[]string{"ln", "/f", "/nodir/l"}, "nacre: ln /f as /nodir/l: no such file or directory\n"},
+		{[]string{"fault", "inject", "linkea_missing", "--path", "/nope"}, "nacre: fault inject /nope: no such file or directory\n"},
+		{[]string{"get", "/f", "/nonexistent-dir/x"}, "nacre: get /f: cannot write /nonexistent-dir/x: no such file or directory\n"},
+	}
+	for _, c := range cases {
+		out, err := cl.Run(c.args...)
+		if err == nil || out != c.want {
+			t.Errorf("nacre %s: got %v %q, want a failure printing %q", strings.Join(c.args, " "), err, out, c.want)
+		}
+	}
+	// The file that was named in mv's failure is still there.
+	if out, err := cl.Run("stat", "/f"); err != nil {
+		t.Errorf("stat /f: %v %s", err, out)
 	}
 }
