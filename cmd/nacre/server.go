@@ -15,7 +15,7 @@ import (
 	"nacre/internal/target"
 )
 
-const defaultClusterDir = "nacre-cluster"
+const defaultClusterDir = localcluster.DefaultDir
 
 func addServerCommands(root *cobra.Command, g *globals) {
 	// format

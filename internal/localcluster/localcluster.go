@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -67,6 +68,10 @@ type Cluster struct {
 	Targets []Proc
 }
 
+// DefaultDir is the cluster directory of `nacre up` and `nacre down`
+// without --dir.
+const DefaultDir = "nacre-cluster"
+
 // Proc is one target process.
 type Proc struct {
 	Name string
@@ -79,6 +84,9 @@ type Proc struct {
 // order.
 func Dirs(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, notACluster(dir, "no such directory")
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +122,7 @@ func Dirs(dir string) ([]string, error) {
 		}
 	}
 	if !slices.ContainsFunc(list, func(n named) bool { return n.kind == 0 }) {
-		return nil, fmt.Errorf("%s is not a local Nacre cluster (no mgs directory); create one with `nacre up --dir %s`", dir, dir)
+		return nil, notACluster(dir, "no mgs directory")
 	}
 	sort.Slice(list, func(i, j int) bool {
 		a, b := list[i], list[j]
@@ -148,6 +156,12 @@ func MGSAddr(dir string) (string, error) {
 	}
 	reps, _ := filepath.Glob(filepath.Join(dir, "mgs-r*"))
 	if len(reps) == 0 {
+		if errors.Is(err, fs.ErrNotExist) {
+			if _, serr := os.Stat(dir); serr != nil {
+				return "", notACluster(dir, "no such directory")
+			}
+			return "", notACluster(dir, "no mgs directory")
+		}
 		return "", err
 	}
 	// The replicas present now (replaced ones are moved aside).
@@ -160,6 +174,11 @@ func MGSAddr(dir string) (string, error) {
 		peers[rid.ReplicaID] = rid.Listen
 	}
 	return serve.MGSAddrs(target.Identity{Peers: peers}), nil
+}
+
+// notACluster is the error for a directory that holds no local cluster.
+func notACluster(dir, why string) error {
+	return fmt.Errorf("%s is not a local Nacre cluster (%s): give --dir the directory `nacre up --dir` was given (default ./%s)", dir, why, DefaultDir)
 }
 
 func freePort() (string, error) {
