@@ -44,6 +44,9 @@ otherwise those inconsistencies are reported. -n is a dry run: it reports
 and changes nothing at all. See docs/lfsck.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkLfsckStartFlags(st.types, st.policy); err != nil {
+				return err
+			}
 			req := &pb.LfsckStartRequest{Types: st.types, DryRun: st.dry, Reset_: st.reset, Orphan: st.orphan,
 				CreateOstobj: st.ostobj, CreateMdtobj: st.mdtobj, ErrorPolicy: st.policy, CheckpointIntervalMs: st.checkpointMs}
 			if cmd.Flags().Changed("speed") {
@@ -110,7 +113,11 @@ and changes nothing at all. See docs/lfsck.md.`,
 		Short: "Show one component in full (like Lustre's lfsck_namespace, lfsck_layout, oi_scrub)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return admin.Status(cmd.Context(), adminEnv(g, cmd), stt.mdt, strings.TrimSpace(stt.comp), stt.json)
+			comp := strings.TrimSpace(stt.comp)
+			if comp == "" {
+				return fmt.Errorf("lfsck status shows one component: give -t scrub, -t namespace or -t layout (nacre lfsck query shows them all)")
+			}
+			return admin.Status(cmd.Context(), adminEnv(g, cmd), stt.mdt, comp, stt.json)
 		},
 	}
 	status.Flags().StringVarP(&stt.comp, "type", "t", "", "scrub, namespace or layout")
@@ -156,4 +163,23 @@ and changes nothing at all. See docs/lfsck.md.`,
 	}
 	top.AddCommand(start, stop, query, status, setCmd, digest)
 	return top
+}
+
+// checkLfsckStartFlags refuses an unknown component or error policy
+// before anything is sent, with the choices, instead of the MDT's RPC
+// error.
+func checkLfsckStartFlags(types []string, policy string) error {
+	for _, t := range types {
+		switch strings.TrimSpace(t) {
+		case "scrub", "namespace", "layout", "all":
+		default:
+			return fmt.Errorf("lfsck start -t %q: unknown component; give scrub, namespace, layout or all (comma-separated)", t)
+		}
+	}
+	switch policy {
+	case "", "continue", "failout":
+	default:
+		return fmt.Errorf("lfsck start -e %q: give continue or failout", policy)
+	}
+	return nil
 }

@@ -1,0 +1,27 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestLfsckFlagsAreCheckedBeforeAnyRPC: an unknown component or error
+// policy is refused with the choices, not with the MDT's "rpc error: code
+// = InvalidArgument", and `lfsck status` without -t says what to give.
+func TestLfsckFlagsAreCheckedBeforeAnyRPC(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"lfsck", "start", "-t", "bogus"}, `lfsck start -t "bogus": unknown component; give scrub, namespace, layout or all`},
+		{[]string{"lfsck", "start", "-t", "scrub,lyout"}, `-t "lyout"`},
+		{[]string{"lfsck", "start", "-e", "stop"}, `lfsck start -e "stop": give continue or failout`},
+		{[]string{"lfsck", "status"}, "give -t scrub, -t namespace or -t layout"},
+	}
+	for _, c := range cases {
+		_, err := runNacre(t, c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "rpc error") {
+			t.Errorf("nacre %s: %v, want an error containing %q", strings.Join(c.args, " "), err, c.want)
+		}
+	}
+}
