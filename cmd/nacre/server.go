@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -136,9 +138,10 @@ func addServerCommands(root *cobra.Command, g *globals) {
 				mdt = fmt.Sprintf("1 MDT (MGS and MDT: %d replicas each)", n)
 			}
 			fmt.Fprintf(out, "Nacre is up in %.1fs: MGS %s, %s, %d OSTs, data in %s\n", time.Since(start).Seconds(), c.MGS, mdt, nost, up.dir)
-			fmt.Fprintf(out, "Try:\n  export NACRE_MGS=%s\n  nacre status\n  nacre put /etc/services /services && nacre ls -l /\n", c.MGS)
+			self := selfName()
+			fmt.Fprintf(out, "Try:\n  export NACRE_MGS=%s\n  %s status\n  %s put /etc/services /services && %s ls -l /\n", c.MGS, self, self, self)
 			if up.detach {
-				fmt.Fprintf(out, "Stop it with: nacre down --dir %s\n", up.dir)
+				fmt.Fprintf(out, "Stop it with: %s down --dir %s\n", self, up.dir)
 				fmt.Fprintf(out, "NACRE_MGS=%s\n", c.MGS)
 				return nil
 			}
@@ -201,4 +204,29 @@ free it. The mount made by nacre up --mount is always removed.`,
 	statusCmd.Flags().BoolVar(&st.json, "json", false, "print JSON")
 	statusCmd.Flags().StringVar(&st.dir, "dir", "", "find the MGS of this local cluster directory")
 	root.AddCommand(statusCmd)
+}
+
+// selfName is how to run this binary again in the hints printed for the
+// user: "nacre" when that is what the PATH finds, else the path it was
+// run by (scripts/up.sh runs bin/nacre, which is not on the PATH).
+func selfName() string {
+	return selfNameFor(os.Args[0], exec.LookPath, os.Executable)
+}
+
+func selfNameFor(arg0 string, lookPath func(string) (string, error), executable func() (string, error)) string {
+	self, err := executable()
+	if err != nil {
+		return "nacre"
+	}
+	if p, err := lookPath("nacre"); err == nil {
+		if a, err := filepath.EvalSymlinks(p); err == nil {
+			if b, err := filepath.EvalSymlinks(self); err == nil && a == b {
+				return "nacre"
+			}
+		}
+	}
+	if strings.Contains(arg0, "/") {
+		return arg0
+	}
+	return self
 }

@@ -38,3 +38,35 @@ func TestDownAndStatusNameADirectoryThatIsNoCluster(t *testing.T) {
 		t.Errorf("down created %s", missing)
 	}
 }
+
+// TestSelfNameIsWhatRunsThisBinary: up's hints ("Try: nacre status")
+// name a command that works: scripts/up.sh runs bin/nacre, not on the
+// PATH, so its hints must say bin/nacre.
+func TestSelfNameIsWhatRunsThisBinary(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "nacre")
+	os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755)
+	other := filepath.Join(dir, "other-nacre")
+	os.WriteFile(other, []byte("#!/bin/sh\n"), 0o755)
+	exe := func() (string, error) { return bin, nil }
+	found := func(p string) func(string) (string, error) {
+		return func(string) (string, error) { return p, nil }
+	}
+	notFound := func(string) (string, error) { return "", os.ErrNotExist }
+	cases := []struct {
+		arg0   string
+		lookup func(string) (string, error)
+		want   string
+	}{
+		{"nacre", found(bin), "nacre"},
+		{"bin/nacre", found(bin), "nacre"},
+		{"bin/nacre", notFound, "bin/nacre"},
+		{"bin/nacre", found(other), "bin/nacre"},
+		{"nacre", found(other), bin},
+	}
+	for _, c := range cases {
+		if got := selfNameFor(c.arg0, c.lookup, exe); got != c.want {
+			t.Errorf("selfNameFor(%q): %q, want %q", c.arg0, got, c.want)
+		}
+	}
+}
