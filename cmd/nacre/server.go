@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -146,9 +147,24 @@ func addServerCommands(root *cobra.Command, g *globals) {
 				return nil
 			}
 			fmt.Fprintln(out, "Press Ctrl-C to stop the cluster.")
-			<-cmd.Context().Done()
-			fmt.Fprintln(out, "\nstopping...")
-			return cli.Down(up.dir, out, cmd.ErrOrStderr())
+			// Also end when every target process has gone (`nacre down
+			// --dir` from another terminal), instead of waiting for a
+			// Ctrl-C with nothing left to stop.
+			tick := time.NewTicker(time.Second)
+			defer tick.Stop()
+			for {
+				select {
+				case <-cmd.Context().Done():
+					fmt.Fprintln(out, "\nstopping...")
+					return cli.Down(up.dir, out, cmd.ErrOrStderr())
+				case <-tick.C:
+				}
+				if localcluster.Running(up.dir) == 0 {
+					fmt.Fprintf(out, "every target process of %s has exited (stopped by nacre down, or died: see their serve.log); nacre up ends\n", up.dir)
+					// Unmount what is left of --mount.
+					return cli.Down(up.dir, io.Discard, cmd.ErrOrStderr())
+				}
+			}
 		},
 	}
 	upCmd.Flags().StringVar(&up.dir, "dir", defaultClusterDir, "cluster directory")

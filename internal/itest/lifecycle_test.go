@@ -164,3 +164,50 @@ func TestStatusShowsDeadTargetDown(t *testing.T) {
 	}
 	cl.Restart()
 }
+
+// TestUpInTheForegroundEndsWhenDownStopsItsCluster: `nacre up` (as
+// scripts/up.sh runs it) used to wait for a Ctrl-C forever after `nacre
+// down --dir` from another terminal had stopped every target; it now
+// notices and exits with status 0.
+func TestUpInTheForegroundEndsWhenDownStopsItsCluster(t *testing.T) {
+	bin := testcluster.Binary(t)
+	dir := t.TempDir()
+	t.Cleanup(func() { localcluster.Down(dir, io.Discard) })
+	up := exec.Command(bin, "up", "--dir", dir, "--osts", "1")
+	stdout, _ := up.StdoutPipe()
+	up.Stderr = os.Stderr
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if strings.Contains(sc.Text(), "Press Ctrl-C") {
+			break
+		}
+	}
+	rest := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(stdout)
+		rest <- string(b)
+	}()
+	if out, err := exec.Command(bin, "down", "--dir", dir).CombinedOutput(); err != nil {
+		up.Process.Kill()
+		t.Fatalf("down: %v %s", err, out)
+	}
+	done := make(chan error, 1)
+	go func() { done <- up.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("nacre up exited with %v after nacre down", err)
+		}
+	case <-time.After(10 * time.Second):
+		up.Process.Kill()
+		t.Fatalf("nacre up still waits 10 s after nacre down stopped its cluster; it printed:\n%s", strings.Join(lines, "\n"))
+	}
+	if out := <-rest; !strings.Contains(out, "every target process of "+dir+" has exited") {
+		t.Errorf("nacre up ended saying %q", out)
+	}
+}

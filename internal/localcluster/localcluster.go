@@ -496,6 +496,22 @@ func waitReady(ctx context.Context, c *Cluster, want int, timeout time.Duration)
 	return fmt.Errorf("cluster in %s not ready after %s (%s); see the serve.log files", c.Dir, timeout, last)
 }
 
+// Running counts the target processes of the cluster in dir that are
+// alive, by their pid files (so replicas added since Up count too).
+func Running(dir string) int {
+	dirs, err := Dirs(dir)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, d := range dirs {
+		if pid, err := serve.ReadPid(d); err == nil && serve.Alive(pid) && !isZombie(pid) {
+			n++
+		}
+	}
+	return n
+}
+
 func isZombie(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
