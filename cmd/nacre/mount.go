@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"nacre/internal/client"
+	"nacre/internal/fault"
 	"nacre/internal/fusefs"
 	"nacre/internal/obs"
 )
@@ -166,6 +167,10 @@ func mountForeground(ctx context.Context, out io.Writer, mgs, dir string, mo fus
 	}
 	log := obs.NewLogger(os.Stderr, false, obs.LevelFromEnv()).With("mount", dir)
 	mo.Log = log
+	// Fault points of the mount (tests), as the servers arm theirs.
+	if err := fault.ArmFromEnv(); err != nil {
+		return fail(err)
+	}
 	c, err := client.New(ctx, client.Config{MGS: mgs, Log: log})
 	if err != nil {
 		return fail(err)

@@ -100,7 +100,9 @@ func (fs *FS) ReleaseDir(in *fuse.ReleaseIn) {
 		if od.refs <= 0 {
 			delete(fs.dirs, f)
 			release = od.orphan
-			if release && fs.opening[f] > 0 {
+			if fs.closedInFlight(f, od.orphan) {
+				release = false // the rmdir or rename in flight decides (orphans.go)
+			} else if release && fs.opening[f] > 0 {
 				fs.inherit[f] = true
 				release = false
 			}

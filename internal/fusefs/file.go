@@ -105,17 +105,6 @@ func (fs *FS) endOpen(f fid.FID) {
 	}
 }
 
-func (fs *FS) markOrphan(f fid.FID) {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	if of := fs.files[f]; of != nil {
-		of.orphan = true
-	}
-	if od := fs.dirs[f]; od != nil {
-		od.orphan = true
-	}
-}
-
 func (fs *FS) markMaybeOrphans(fids []fid.FID) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
@@ -461,7 +450,9 @@ func (fs *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 		delete(fs.files, of.fid)
 	}
 	orphan := of.orphan && last
-	if orphan && fs.opening[of.fid] > 0 {
+	if last && fs.closedInFlight(of.fid, of.orphan) {
+		orphan = false // the unlink or rename in flight decides (orphans.go)
+	} else if orphan && fs.opening[of.fid] > 0 {
 		// An open of it is under way: it will release the orphan.
 		fs.inherit[of.fid] = true
 		orphan = false

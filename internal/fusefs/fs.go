@@ -124,6 +124,10 @@ type FS struct {
 	// inherit holds orphans whose last handle went while an open of them
 	// was in progress: the new open file takes over the release.
 	inherit map[fid.FID]bool
+	// flights tracks the unlinks and renames in flight with a list of
+	// open files, and the files of those lists closed meanwhile
+	// (orphans.go).
+	flights flights
 	// nsEpoch counts the unlinks and renames done through this mount:
 	// cached attributes fetched before one may describe a file it
 	// destroyed, and are not used for an open.
@@ -196,6 +200,7 @@ func New(c *client.Client, o Options) *FS {
 		opening:   map[fid.FID]int{},
 		releasing: map[fid.FID]chan struct{}{},
 		inherit:   map[fid.FID]bool{},
+		flights:   newFlights(),
 		groups:    map[uint32]groupsEntry{},
 		budget:    newBudget(writeBudget),
 	}

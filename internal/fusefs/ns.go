@@ -352,14 +352,17 @@ func (fs *FS) remove(h *fuse.InHeader, name string, dir bool) fuse.Status {
 		}
 		open = fs.filterOpen(open, fid.FromPB(ino.Fid))
 	}
+	fs.beginFlight(open)
 	ino, err := fs.sess.Unlink(ctx, pf, name, dir, open)
+	var made []fid.FID
+	if err == nil && ino != nil && ino.Nlink == 0 {
+		made = []fid.FID{fid.FromPB(ino.Fid)}
+	}
+	fs.endFlight(open, made) // orphans.go: marks or releases it
 	if err != nil {
 		return fs.status(op, err)
 	}
 	fs.dirChanged(h.NodeId, delta)
-	if ino != nil && ino.Nlink == 0 {
-		fs.markOrphan(fid.FromPB(ino.Fid))
-	}
 	return fuse.OK
 }
 
@@ -412,7 +415,14 @@ func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName
 		}
 	}
 	fs.markMaybeOrphans(open)
-	return fs.status("rename", fs.sess.Rename(ctx, sp, oldName, dp, newName, in.Flags, open))
+	fs.beginFlight(open)
+	err := fs.sess.Rename(ctx, sp, oldName, dp, newName, in.Flags, open)
+	var made []fid.FID
+	if err == nil {
+		made = open // the reply does not say which file it replaced
+	}
+	fs.endFlight(open, made)
+	return fs.status("rename", err)
 }
 
 // Access checks permissions (without default_permissions the kernel asks).

@@ -495,7 +495,10 @@ func (r *run) nsObject(snap *kv.Snapshot, local uint64, v []byte, o *object, itD
 	r.bump1(Namespace, tStat+sDirents, dirents)
 	if isDir {
 		r.bump1(Namespace, tStat+sDirectories, 1)
-		if o.nlink != 2+subdirs {
+		// A directory removed while a client has it open is kept, with no
+		// name and no links, until that client closes it: not an
+		// inconsistency.
+		if o.nlink != 2+subdirs && !(o.nlink == 0 && mdt.PendingOrphan(snap, o.fid)) {
 			r.found(Namespace)
 			r.rep.add(Namespace, nil, &pb.LfsckRepair{Component: Namespace, Kinds: []uint32{KNsNlinks},
 				Conds: []*pb.LfsckCond{condVal(mdt.ObjKey(local), v)},
