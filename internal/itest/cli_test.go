@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"nacre/internal/cli"
+	"nacre/internal/client"
 	"nacre/internal/fid"
 	"nacre/internal/lfsck"
 	"nacre/internal/testcluster"
@@ -451,4 +453,57 @@ func TestCLIDfLeavesDownTargetsOut(t *testing.T) {
 			t.Fatalf("down OST shows figures: %s", out)
 		}
 	}
+}
+
+// TestDirectoryStripeIndexPlacesItsFiles: files created in a directory
+// whose default layout names a first OST (setstripe -i) start on that OST,
+// whether made through the CLI (put) or the library with no layout of
+// their own; a file that names its own index keeps it. The MDS ordered
+// the OSTs of a create by the request alone, so such files started on
+// every OST in turn.
+func TestDirectoryStripeIndexPlacesItsFiles(t *testing.T) {
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 3})
+	if out, err := cl.Run("mkdir", "/d"); err != nil {
+		t.Fatalf("mkdir: %v %s", err, out)
+	}
+	if out, err := cl.Run("setstripe", "-c", "1", "-i", "2", "/d"); err != nil {
+		t.Fatalf("setstripe -i 2 /d: %v %s", err, out)
+	}
+	c := cl.Client(t)
+	ctx := context.Background()
+	d, err := c.Lookup(ctx, fid.Root, "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 6; i++ {
+		name := fmt.Sprintf("lib%d", i)
+		if _, _, err := c.Create(ctx, fid.FromPB(d.Fid), name, 0o644, client.CreateOpts{}); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := cl.Run("put", "/etc/hostname", fmt.Sprintf("/d/put%d", i)); err != nil {
+			t.Fatalf("put: %v %s", err, out)
+		}
+	}
+	if out, err := cl.Run("put", "-i", "0", "/etc/hostname", "/d/own"); err != nil {
+		t.Fatalf("put -i 0: %v %s", err, out)
+	}
+	check := func(name string, want int) {
+		t.Helper()
+		out, err := cl.Run("getstripe", "--json", "/d/"+name)
+		if err != nil {
+			t.Fatalf("getstripe %s: %v %s", name, err, out)
+		}
+		var s cli.StripeJSON
+		if err := json.Unmarshal([]byte(out), &s); err != nil || len(s.Objects) != 1 {
+			t.Fatalf("getstripe %s: %v %s", name, err, out)
+		}
+		if got := int(s.Objects[0].OST); got != want {
+			t.Errorf("%s is on OST %d, want %d (the first OST it asks for)", name, got, want)
+		}
+	}
+	for i := 0; i < 6; i++ {
+		check(fmt.Sprintf("lib%d", i), 2)
+		check(fmt.Sprintf("put%d", i), 2)
+	}
+	check("own", 0)
 }

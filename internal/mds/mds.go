@@ -249,7 +249,7 @@ func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error)
 			return nil, err
 		}
 		if isRegular(o.Create.Mode) && !o.Create.DelayLayout {
-			osts, err := s.pickOSTs(ctx, o.Create.Layout)
+			osts, err := s.pickOSTs(ctx, s.createHint(o.Create))
 			if err != nil {
 				return nil, err
 			}
@@ -328,6 +328,24 @@ func (s *Server) waitFIDs(ctx context.Context) error {
 // over OSTs that are up and have precreated objects, starting at the hint's
 // stripe offset if it names one. It waits briefly when no pool is ready yet
 // (only right after a start), never during normal operation.
+// createHint is what orders the OSTs of a create: its own layout, with
+// what it leaves open (the stripe count, the first OST) taken from the
+// directory's default, as the state machine will (mdt defaultLayout).
+// Without it, a directory set to start on one OST (setstripe -i) had its
+// files start on every OST in turn.
+func (s *Server) createHint(op *pb.CreateOp) *pb.Layout {
+	h := op.Layout
+	if h != nil && h.StripeOffset >= 0 {
+		return h // names its first OST (nacre put -i)
+	}
+	count, offset := s.t.DirDefault(fid.FromPB(op.Parent))
+	out := &pb.Layout{StripeCount: count, StripeOffset: offset}
+	if h != nil && h.StripeCount != 0 {
+		out.StripeCount = h.StripeCount
+	}
+	return out
+}
+
 func (s *Server) pickOSTs(ctx context.Context, hint *pb.Layout) ([]uint32, error) {
 	start := time.Now()
 	deadline := start.Add(waitReady)

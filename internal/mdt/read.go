@@ -39,6 +39,22 @@ func (t *Target) readInode(f fid.FID) (uint64, *pb.Inode, error) {
 	return getInode(t.db, f)
 }
 
+// DirDefault is the stripe count and first OST index that a new file in
+// directory parent takes from the directory's default layout, or from the
+// file system's (the root's) when the directory has none: 0 and -1 when
+// neither says. The leader orders the OSTs of a create by it; the state
+// machine resolves the same default again when it applies the create.
+func (t *Target) DirDefault(parent fid.FID) (count, offset int32) {
+	_, ino, err := t.readInode(parent)
+	if err == nil && ino.Layout == nil && parent != fid.Root {
+		_, ino, err = t.readInode(fid.Root)
+	}
+	if err != nil || ino.Layout == nil {
+		return 0, -1
+	}
+	return ino.Layout.StripeCount, ino.Layout.StripeOffset
+}
+
 // Getattr returns an object's attributes; links (the linkEA) only if asked.
 func (t *Target) Getattr(f fid.FID, wantLinks bool) (*pb.Inode, error) {
 	_, ino, err := t.readInode(f)
