@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"regexp"
 	"runtime/pprof"
 	"syscall"
 
@@ -37,10 +38,19 @@ func main() {
 		if errors.Is(err, cli.ErrReported) {
 			os.Exit(1) // each failure has been printed
 		}
-		fmt.Fprintln(os.Stderr, "nacre:", err)
+		fmt.Fprintln(os.Stderr, "nacre:", plainRPC(err.Error()))
 		os.Exit(1)
 	}
 }
+
+// rpcPrefix is what gRPC puts before a server's own message.
+var rpcPrefix = regexp.MustCompile(`rpc error: code = \w+ desc = `)
+
+// plainRPC drops gRPC's wrapping from an error for people: the servers'
+// messages already say what went wrong ("fault inject /f: stripe 9: the
+// file has 2 stripes", not "...: rpc error: code = FailedPrecondition desc
+// = stripe 9: ...").
+func plainRPC(msg string) string { return rpcPrefix.ReplaceAllString(msg, "") }
 
 // globals are the flags every command sees.
 type globals struct {
