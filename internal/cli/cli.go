@@ -43,7 +43,7 @@ func (e Env) Connect(ctx context.Context) (*client.Client, error) {
 	if e.MGS == "" {
 		return nil, fmt.Errorf("no MGS address: pass --mgs HOST:PORT or set NACRE_MGS (`nacre up` prints it)")
 	}
-	return client.New(ctx, client.Config{MGS: e.MGS, Timeout: 30 * time.Second, OSTDownAfter: OSTDownAfter})
+	return client.New(ctx, client.Config{MGS: e.MGS, Timeout: 30 * time.Second, OSTDownAfter: OSTDownAfter, FailFast: true})
 }
 
 // open resolves path arguments (PathEnv.Resolve) and connects to the file

@@ -66,6 +66,10 @@ type Config struct {
 	// Timeout, like every other failure (the FUSE mount waits out an OST
 	// restart).
 	OSTDownAfter time.Duration
+	// FailFast: a command-line client fails at once, with the reason, when
+	// the MGS refuses the connection or its name does not resolve, instead
+	// of waiting up to 10 s for it to come up (as a mount does).
+	FailFast bool
 }
 
 // Client is a connection to one Nacre file system. It is safe for
@@ -159,7 +163,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	c.mgsConn, c.mgs = cc, pb.NewMGSClient(cc)
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	h, err := c.mgs.Hello(hctx, &pb.HelloRequest{ProtocolVersion: version.Protocol, Fsname: cfg.Fsname, Who: "client"}, grpc.WaitForReady(true))
+	h, err := c.mgs.Hello(hctx, &pb.HelloRequest{ProtocolVersion: version.Protocol, Fsname: cfg.Fsname, Who: "client"}, grpc.WaitForReady(!cfg.FailFast))
 	if err != nil {
 		cc.Close()
 		if rpc.IsVersionMismatch(err) {

@@ -147,9 +147,15 @@ func TestCLIErrorsNameTheProblem(t *testing.T) {
 	for _, c := range cases {
 		cmd := exec.Command(bin, c.args...)
 		cmd.Env = append(os.Environ(), c.env)
+		start := time.Now()
 		out, err := cmd.CombinedOutput()
 		if err == nil || !strings.Contains(string(out), c.want) {
 			t.Errorf("nacre %s: want failure mentioning %q, got %v: %s", strings.Join(c.args, " "), c.want, err, out)
+		}
+		// A mistake is reported at once: an MGS that refuses connections
+		// took 10 s (the wait a mount makes for an MGS coming up).
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("nacre %s (%s) took %v to fail", strings.Join(c.args, " "), c.env, d.Round(time.Millisecond))
 		}
 	}
 }
