@@ -151,9 +151,19 @@ func addFSCommands(root *cobra.Command, g *globals) {
 	root.AddCommand(getstripe)
 
 	var dfJSON bool
-	df := &cobra.Command{Use: "df [--json]", Short: "Show space and inodes per target", GroupID: "fs", Args: cobra.NoArgs,
+	df := &cobra.Command{Use: "df [--json] [MOUNTPOINT]", Short: "Show space and inodes per target", GroupID: "fs", Args: cobra.MaximumNArgs(1),
+		Long: `Show space and inodes per target of the file system of --mgs, or of the
+Nacre mount that MOUNTPOINT (any path on it) is on, as lfs df does.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return cli.Df(cmd.Context(), g.env(cmd), dfJSON)
+			e := g.env(cmd)
+			if len(args) == 1 {
+				mgs, err := e.MountMGS(args[0])
+				if err != nil {
+					return err
+				}
+				e.MGS = mgs
+			}
+			return cli.Df(cmd.Context(), e, dfJSON)
 		}}
 	df.Flags().BoolVar(&dfJSON, "json", false, "print JSON")
 	root.AddCommand(df)

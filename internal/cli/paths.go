@@ -240,6 +240,26 @@ func (e Env) cwdOnMount() bool {
 	return err == nil && fp.Mount != ""
 }
 
+// MountMGS is the MGS of the file system mounted where path is (df
+// MOUNTPOINT): the mount's, which --mgs, if given, must name too.
+func (e Env) MountMGS(path string) (string, error) {
+	fp, err := e.pathEnv().Resolve(path)
+	if err != nil {
+		return "", err
+	}
+	if fp.Mount == "" {
+		return "", fmt.Errorf("%s is not on a Nacre mount: give a mount point (see `mount -t fuse.nacre`), or leave it out for the file system of --mgs", path)
+	}
+	mgs, _, err := e.resolvePaths(path)
+	if err != nil {
+		return "", err
+	}
+	if mgs == "" {
+		return "", fmt.Errorf("the Nacre mount %s did not record its MGS: give --mgs", fp.Mount)
+	}
+	return mgs, nil
+}
+
 // ResolvePaths resolves path arguments (PathEnv.Resolve) into paths from
 // the file system root, and returns the MGS to use for them (e.MGS, or the
 // one of the mount they are on).

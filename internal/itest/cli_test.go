@@ -226,6 +226,12 @@ func TestCLIPathsOnAMount(t *testing.T) {
 		t.Fatalf("stat x without NACRE_MGS: %s", got)
 	}
 	fail(m1, []string{"NACRE_MGS=127.0.0.1:1"}, "give --mgs "+cl.MGS, "rm", "x")
+	// df MOUNTPOINT, as lfs df: the mount's file system, no --mgs needed.
+	var df cli.DfJSON
+	if err := json.Unmarshal([]byte(run("/", []string{"NACRE_MGS="}, "df", "--json", m.Dir)), &df); err != nil || len(df.Targets) < 4 {
+		t.Fatalf("df --json %s: %v %+v", m.Dir, err, df)
+	}
+	fail("/", nil, "/tmp is not on a Nacre mount", "df", "/tmp")
 	run(m1, nil, "mv", "x", "y")
 	run(m1, nil, "ln", "y", "z")
 	run(m1, nil, "rm", "y", "z", "striped")
