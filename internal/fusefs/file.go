@@ -55,10 +55,9 @@ func (fs *FS) handle(fh uint64) *handle {
 	return fs.handles[fh]
 }
 
-// openFIDs lists the files this mount has open.
-func (fs *FS) openFIDs() []fid.FID {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
+// openFIDsLocked lists the files and directories this mount has open or is
+// opening (fs.mu held).
+func (fs *FS) openFIDsLocked() []fid.FID {
 	if len(fs.files) == 0 && len(fs.opening) == 0 && len(fs.dirs) == 0 {
 		return nil
 	}
@@ -102,19 +101,6 @@ func (fs *FS) endOpen(f fid.FID) {
 		delete(fs.opening, f)
 	} else {
 		fs.opening[f]--
-	}
-}
-
-func (fs *FS) markMaybeOrphans(fids []fid.FID) {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	for _, f := range fids {
-		if of := fs.files[f]; of != nil {
-			of.orphan = true
-		}
-		if od := fs.dirs[f]; od != nil {
-			od.orphan = true
-		}
 	}
 }
 

@@ -331,8 +331,10 @@ func (fs *FS) remove(h *fuse.InHeader, name string, dir bool) fuse.Status {
 	if dir {
 		delta = -1
 	}
-	open := fs.openFIDs()
+	flown := fs.openForFlight() // released by endFlight below (orphans.go)
+	open := flown
 	if len(open) == 0 || fs.sess == nil {
+		fs.endFlight(flown, nil)
 		var err error
 		if dir {
 			err = fs.c.Rmdir(ctx, pf, name)
@@ -348,17 +350,17 @@ func (fs *FS) remove(h *fuse.InHeader, name string, dir bool) fuse.Status {
 		// Send only the file the name names, if it is open here.
 		ino, err := fs.c.Lookup(ctx, pf, name)
 		if err != nil {
+			fs.endFlight(flown, nil)
 			return fs.status(op, err)
 		}
 		open = fs.filterOpen(open, fid.FromPB(ino.Fid))
 	}
-	fs.beginFlight(open)
 	ino, err := fs.sess.Unlink(ctx, pf, name, dir, open)
 	var made []fid.FID
 	if err == nil && ino != nil && ino.Nlink == 0 {
 		made = []fid.FID{fid.FromPB(ino.Fid)}
 	}
-	fs.endFlight(open, made) // orphans.go: marks or releases it
+	fs.endFlight(flown, made) // marks or releases what it made an orphan
 	if err != nil {
 		return fs.status(op, err)
 	}
@@ -402,9 +404,12 @@ func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName
 	// fetched again rather than guessed.
 	defer fs.forgetAttrs(in.NodeId)
 	defer fs.forgetAttrs(in.Newdir)
-	open := fs.openFIDs()
+	flown := fs.openForFlight() // released by endFlight below (orphans.go)
+	open := flown
 	if len(open) == 0 || fs.sess == nil || in.Flags&client.RenameExchange != 0 {
-		return fs.status("rename", fs.c.Rename(ctx, sp, oldName, dp, newName, in.Flags))
+		err := fs.c.Rename(ctx, sp, oldName, dp, newName, in.Flags)
+		fs.endFlight(flown, nil)
+		return fs.status("rename", err)
 	}
 	if len(open) > maxOpenList {
 		ino, err := fs.c.Lookup(ctx, dp, newName)
@@ -414,14 +419,12 @@ func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName
 			open = fs.filterOpen(open, fid.FromPB(ino.Fid))
 		}
 	}
-	fs.markMaybeOrphans(open)
-	fs.beginFlight(open)
 	err := fs.sess.Rename(ctx, sp, oldName, dp, newName, in.Flags, open)
 	var made []fid.FID
 	if err == nil {
 		made = open // the reply does not say which file it replaced
 	}
-	fs.endFlight(open, made)
+	fs.endFlight(flown, made)
 	return fs.status("rename", err)
 }
 

@@ -34,15 +34,23 @@ func newFlights() flights {
 	return flights{n: map[fid.FID]int{}, closed: map[fid.FID]bool{}, orphaned: map[fid.FID]bool{}}
 }
 
-// beginFlight registers a request about to be sent with open.
-func (fs *FS) beginFlight(open []fid.FID) {
+// openForFlight lists the FIDs open here (openFIDs) for an unlink or
+// rename about to be sent, and registers the request as in flight for
+// them in the same critical section: a close after the list was taken is
+// then always one that crossed the request. endFlight must follow, with
+// the same list, whatever happens to the request.
+func (fs *FS) openForFlight() []fid.FID {
 	fs.mu.Lock()
+	open := fs.openFIDsLocked()
 	for _, f := range open {
 		fs.flights.n[f]++
 	}
 	fs.mu.Unlock()
-	// Tests widen the window in which a close can cross the request.
-	fault.Hit("fuse.remove.inflight")
+	if len(open) > 0 {
+		// Tests widen the window in which a close can cross the request.
+		fault.Hit("fuse.remove.inflight")
+	}
+	return open
 }
 
 // closedInFlight is called, with fs.mu held, at the last close of f (file
@@ -59,7 +67,7 @@ func (fs *FS) closedInFlight(f fid.FID, orphan bool) bool {
 	return true
 }
 
-// endFlight is called when the request sent with open returned: made
+// endFlight is called when the request registered with open returned: made
 // lists the FIDs it may have made orphans (the unlinked object whose
 // link count reached zero; for a rename, every FID of the list, as the
 // reply does not say which it replaced). The FIDs still open here are
