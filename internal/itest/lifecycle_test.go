@@ -27,22 +27,11 @@ import (
 func TestUpCtrlCStopsAndRestartKeepsData(t *testing.T) {
 	bin := testcluster.Binary(t)
 	dir := t.TempDir()
-	t.Cleanup(func() { localcluster.Down(dir, io.Discard) })
-	up := exec.Command(bin, "up", "--dir", dir, "--osts", "1")
-	stdout, _ := up.StdoutPipe()
-	up.Stderr = os.Stderr
-	if err := up.Start(); err != nil {
-		t.Fatal(err)
-	}
+	up, stdout, lines := upForeground(t, bin, dir)
 	mgs := ""
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		line := sc.Text()
+	for _, line := range lines {
 		if strings.HasPrefix(line, "  export NACRE_MGS=") {
 			mgs = strings.TrimPrefix(line, "  export NACRE_MGS=")
-		}
-		if strings.Contains(line, "Press Ctrl-C") {
-			break
 		}
 	}
 	if mgs == "" {
@@ -92,7 +81,7 @@ func TestUpCtrlCStopsAndRestartKeepsData(t *testing.T) {
 	if err != nil {
 		t.Fatalf("second up: %v\n%s", err, out)
 	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	lines = strings.Split(strings.TrimSpace(string(out)), "\n")
 	last := lines[len(lines)-1]
 	if last != "NACRE_MGS="+mgs {
 		t.Fatalf("detached up must end with NACRE_MGS=%s (same MGS as before), got %q", mgs, last)
@@ -172,21 +161,7 @@ func TestStatusShowsDeadTargetDown(t *testing.T) {
 func TestUpInTheForegroundEndsWhenDownStopsItsCluster(t *testing.T) {
 	bin := testcluster.Binary(t)
 	dir := t.TempDir()
-	t.Cleanup(func() { localcluster.Down(dir, io.Discard) })
-	up := exec.Command(bin, "up", "--dir", dir, "--osts", "1")
-	stdout, _ := up.StdoutPipe()
-	up.Stderr = os.Stderr
-	if err := up.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var lines []string
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if strings.Contains(sc.Text(), "Press Ctrl-C") {
-			break
-		}
-	}
+	up, stdout, lines := upForeground(t, bin, dir)
 	rest := make(chan string, 1)
 	go func() {
 		b, _ := io.ReadAll(stdout)
@@ -210,4 +185,28 @@ func TestUpInTheForegroundEndsWhenDownStopsItsCluster(t *testing.T) {
 	if out := <-rest; !strings.Contains(out, "every target process of "+dir+" has exited") {
 		t.Errorf("nacre up ended saying %q", out)
 	}
+}
+
+// upForeground starts `nacre up` in the foreground on dir, as a user (or
+// scripts/up.sh) would, and returns it with its standard output and the
+// lines it printed up to "Press Ctrl-C", once the cluster is ready. The
+// cluster is stopped when the test ends.
+func upForeground(t *testing.T, bin, dir string) (*exec.Cmd, io.Reader, []string) {
+	t.Helper()
+	t.Cleanup(func() { localcluster.Down(dir, io.Discard) })
+	up := exec.Command(bin, "up", "--dir", dir, "--osts", "1")
+	stdout, _ := up.StdoutPipe()
+	up.Stderr = os.Stderr
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if strings.Contains(sc.Text(), "Press Ctrl-C") {
+			break
+		}
+	}
+	return up, stdout, lines
 }
