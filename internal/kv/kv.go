@@ -38,7 +38,7 @@ type Options struct {
 	CacheSize int64
 	// ReadOnly opens the store without writing to it.
 	ReadOnly bool
-	// MemTableSize is the size of one memtable (0: 32 MiB).
+	// MemTableSize is the size of one memtable (0: DefaultMemTableSize).
 	MemTableSize uint64
 }
 
@@ -48,6 +48,8 @@ type DB struct {
 	cache *pebble.Cache
 	dir   string
 	fs    vfs.FS
+	// memtable is the memtable size it was opened with.
+	memtable uint64
 }
 
 // quietLogger drops pebble's informational lines; errors still reach us
@@ -60,6 +62,18 @@ func (quietLogger) Fatalf(format string, args ...any) {
 	panic(fmt.Sprintf(format, args...))
 }
 
+// DefaultMemTableSize is the memtable size of a store whose options name
+// none.
+const DefaultMemTableSize = 32 << 20
+
+// MemTable is the memtable size these options give a store.
+func (o Options) MemTable() uint64 {
+	if o.MemTableSize == 0 {
+		return DefaultMemTableSize
+	}
+	return o.MemTableSize
+}
+
 // Open opens (creating if needed) the store in dir.
 func Open(dir string, o Options) (*DB, error) {
 	size := o.CacheSize
@@ -67,10 +81,7 @@ func Open(dir string, o Options) (*DB, error) {
 		size = 64 << 20
 	}
 	cache := pebble.NewCache(size)
-	memtable := o.MemTableSize
-	if memtable == 0 {
-		memtable = 32 << 20
-	}
+	memtable := o.MemTable()
 	opts := &pebble.Options{
 		FS:                    o.FS,
 		Cache:                 cache,
@@ -98,11 +109,14 @@ func Open(dir string, o Options) (*DB, error) {
 	if fs == nil {
 		fs = vfs.Default
 	}
-	return &DB{p: p, cache: cache, dir: dir, fs: fs}, nil
+	return &DB{p: p, cache: cache, dir: dir, fs: fs, memtable: memtable}, nil
 }
 
 // OpenMem opens an empty in-memory store.
 func OpenMem() (*DB, error) { return Open("", Options{FS: vfs.NewMem()}) }
+
+// MemTableSize is the size of the store's memtables.
+func (d *DB) MemTableSize() uint64 { return d.memtable }
 
 // Dir is the directory the store lives in.
 func (d *DB) Dir() string { return d.dir }

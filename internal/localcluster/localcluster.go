@@ -33,9 +33,11 @@ import (
 	"time"
 
 	pb "nacre/api/nacrepb"
+	"nacre/internal/layout"
 	"nacre/internal/obs"
 	"nacre/internal/rpc"
 	"nacre/internal/serve"
+	"nacre/internal/space"
 	"nacre/internal/target"
 	"nacre/internal/version"
 )
@@ -77,6 +79,9 @@ type Proc struct {
 	Name string
 	Dir  string
 	Pid  int
+	// logFrom is the size of its log when Up started it: what a failed
+	// start wrote begins there.
+	logFrom int64
 }
 
 // Dirs lists the target directories of a cluster directory: the MGS
@@ -325,16 +330,20 @@ func Up(ctx context.Context, o Options) (*Cluster, error) {
 		if id.ReplicaID != 0 {
 			name += fmt.Sprintf("-r%d", id.ReplicaID)
 		}
-		if pid, err := serve.ReadPid(d); err == nil && serve.Alive(pid) {
+		if pid, err := serve.ReadPid(d); err == nil && serve.Alive(pid) && !isZombie(pid) {
 			c.Targets = append(c.Targets, Proc{Name: name, Dir: d, Pid: pid})
 			continue
+		}
+		var logFrom int64
+		if fi, err := os.Stat(filepath.Join(d, serve.LogFile)); err == nil {
+			logFrom = fi.Size()
 		}
 		pid, err := start(o.Binary, d)
 		if err != nil {
 			Down(o.Dir, io.Discard)
 			return nil, fmt.Errorf("start %s: %w", name, err)
 		}
-		c.Targets = append(c.Targets, Proc{Name: name, Dir: d, Pid: pid})
+		c.Targets = append(c.Targets, Proc{Name: name, Dir: d, Pid: pid, logFrom: logFrom})
 	}
 	want := 0
 	for _, d := range dirs {
@@ -458,8 +467,7 @@ func waitReady(ctx context.Context, c *Cluster, want int, timeout time.Duration)
 	for time.Now().Before(deadline) {
 		for _, p := range c.Targets {
 			if !serve.Alive(p.Pid) || isZombie(p.Pid) {
-				return fmt.Errorf("%s (pid %d) exited while starting; its log %s says:\n%s", p.Name, p.Pid,
-					filepath.Join(p.Dir, serve.LogFile), tail(filepath.Join(p.Dir, serve.LogFile), 5))
+				return exitedWhileStarting(p)
 			}
 		}
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -521,16 +529,27 @@ func isZombie(pid int) bool {
 	return len(f) > 0 && f[0] == "Z"
 }
 
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "(no log)"
+// exitedWhileStarting describes a target that exited before it was
+// ready by what its log got since it was started. A target that wrote
+// nothing there may have had no room to: the free space of its device is
+// then named too.
+func exitedWhileStarting(p Proc) error {
+	logPath := filepath.Join(p.Dir, serve.LogFile)
+	// Give its last words a moment to reach the file.
+	time.Sleep(50 * time.Millisecond)
+	b, err := os.ReadFile(logPath)
+	if err == nil && int64(len(b)) > p.logFrom {
+		lines := strings.Split(strings.TrimRight(string(b[p.logFrom:]), "\n"), "\n")
+		if len(lines) > 5 {
+			lines = lines[len(lines)-5:]
+		}
+		return fmt.Errorf("%s (pid %d) exited while starting; its log %s says:\n  %s", p.Name, p.Pid, logPath, strings.Join(lines, "\n  "))
 	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
+	why := ""
+	if u, err := space.Statfs(p.Dir); err == nil && u.Avail < 1<<20 {
+		why = fmt.Sprintf(": the device of %s has %sB free, so it could not write one; free space there and start it again", p.Dir, layout.FormatSize(u.Avail))
 	}
-	return "  " + strings.Join(lines, "\n  ")
+	return fmt.Errorf("%s (pid %d) exited while starting and wrote nothing to its log %s%s", p.Name, p.Pid, logPath, why)
 }
 
 // Down stops every target process of a cluster directory: OSTs and MDTs

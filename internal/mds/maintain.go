@@ -134,6 +134,17 @@ func (s *Server) refreshConfig() {
 			o.poolReady = false
 		}
 		o.up = up
+		full := ostFull(ti.Statfs, o.full)
+		if ti.Statfs != nil {
+			o.statfs = ti.Statfs
+		}
+		switch {
+		case full && !o.full:
+			s.log.Warn("OST full; not placing new objects on it while others have room", "ost", describeFull(o))
+		case !full && o.full:
+			s.log.Info("OST has room again; placing new objects on it", "ost", describeFull(o))
+		}
+		o.full = full
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"math"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -38,6 +39,7 @@ import (
 	"nacre/internal/kv"
 	"nacre/internal/mdt"
 	"nacre/internal/raftgroup"
+	"nacre/internal/space"
 	"nacre/internal/target"
 	"nacre/internal/version"
 )
@@ -90,6 +92,10 @@ type Server struct {
 
 	m            metrics
 	lfsckMetrics *lfsckCollector // nacre_lfsck_* (metrics.go)
+	// space refuses what would add to the MDT's store once its device is
+	// down to the store's reserve (package space); nil for a store in
+	// memory.
+	space *space.Guard
 }
 
 type ostState struct {
@@ -100,6 +106,11 @@ type ostState struct {
 	up        bool
 	poolReady bool // orphan cleanup done during this leadership
 	busy      bool // a pool operation is running
+	// full: the OST reported too little free space or too few free
+	// inodes; new files take no objects on it until it has twice the
+	// reserve again (ostFull). Its statfs is kept for the message.
+	full   bool
+	statfs *pb.Statfs
 }
 
 // Start opens the MDT state machine, starts its Raft group and registers
@@ -110,6 +121,9 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{id: cfg.ID, log: cfg.Log, db: cfg.DB, t: t, mgs: cfg.MGS, osts: map[uint32]*ostState{}, stop: make(chan struct{})}
+	if cfg.DB.Dir() != "" {
+		s.space = space.NewGuard(cfg.DB.Dir(), cfg.ID.Label(), cfg.DB.MemTableSize(), nil)
+	}
 	s.m = newMetrics(cfg.Reg, cfg.ID.Name())
 	g, err := cfg.Group(smAdapter{t})
 	if err != nil {
@@ -243,6 +257,9 @@ func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error)
 		return nil, s.groupErr(&raftgroup.NotLeaderError{Leader: s.group.Leader()})
 	}
 	cmd.NowNs = time.Now().UnixNano()
+	if err := s.admitSpace(cmd); err != nil {
+		return nil, err
+	}
 	switch o := cmd.Op.(type) {
 	case *pb.Command_Create:
 		if err := s.waitFIDs(ctx); err != nil {
@@ -360,7 +377,7 @@ func (s *Server) pickOSTs(ctx context.Context, hint *pb.Layout) ([]uint32, error
 	}
 	refreshed := false
 	for {
-		ready, settling, empty := s.readyOSTs()
+		ready, settling, empty, full := s.readyOSTs()
 		if want > len(ready) && !refreshed {
 			// An OST that registered since the last configuration read
 			// (once a second) is not known yet: read it now (freshConfig),
@@ -395,6 +412,10 @@ func (s *Server) pickOSTs(ctx context.Context, hint *pb.Layout) ([]uint32, error
 			}
 			return out, nil
 		}
+		if len(full) > 0 && settling == 0 && empty == 0 {
+			// Every OST that is up is full: waiting would not help.
+			return nil, status.Errorf(codes.ResourceExhausted, "every OST that is up is full (%s): remove files or add an OST", strings.Join(full, ", "))
+		}
 		if time.Now().After(deadline) {
 			return nil, status.Errorf(codes.ResourceExhausted, "%s: no OST is up with precreated objects; check `nacre status`", s.id.Label())
 		}
@@ -405,14 +426,17 @@ func (s *Server) pickOSTs(ctx context.Context, hint *pb.Layout) ([]uint32, error
 }
 
 // readyOSTs returns the OSTs with objects to hand out, how many OSTs are
-// up but still setting up their pool, and how many have a ready pool that
-// is empty (being refilled).
-func (s *Server) readyOSTs() (ready []uint32, settling, empty int) {
+// up but still setting up their pool, how many have a ready pool that is
+// empty (being refilled), and the OSTs that are up but full, described for
+// a message.
+func (s *Server) readyOSTs() (ready []uint32, settling, empty int, full []string) {
 	pools := s.t.Pools()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, o := range s.osts {
 		switch {
+		case o.up && o.full:
+			full = append(full, describeFull(o))
 		case o.up && o.poolReady && pools[i].Avail() > 0:
 			ready = append(ready, i)
 		case o.up && o.poolReady:
@@ -422,7 +446,8 @@ func (s *Server) readyOSTs() (ready []uint32, settling, empty int) {
 		}
 	}
 	sort.Slice(ready, func(a, b int) bool { return ready[a] < ready[b] })
-	return ready, settling, empty
+	sort.Strings(full)
+	return ready, settling, empty, full
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

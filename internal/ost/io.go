@@ -105,6 +105,9 @@ func (s *Store) Write(obj fid.ObjID, off uint64, data []byte, meta *wire.ObjMeta
 	if err := checkRange(off, uint64(len(data))); err != nil {
 		return s.ioErr("write", obj, off, err)
 	}
+	if err := s.space.Admit(uint64(len(data))); err != nil {
+		return s.ioErr("write", obj, off, err)
+	}
 	e, err := s.open(obj, true)
 	if err != nil {
 		return s.ioErr("write", obj, off, err)

@@ -19,6 +19,7 @@ import (
 	"nacre/api/nacrepb"
 	"nacre/internal/fid"
 	"nacre/internal/kv"
+	"nacre/internal/space"
 	"nacre/internal/target"
 	"nacre/internal/wire"
 )
@@ -59,6 +60,9 @@ type Options struct {
 	// KV configures the attribute store; tests put a crashable file
 	// system here.
 	KV kv.Options
+	// Statfs reports the device's usage for the space reserve (nil:
+	// space.Statfs); tests make a device look full with it.
+	Statfs func(string) (space.Usage, error)
 }
 
 // Store is an open object target. It is safe for concurrent use and
@@ -71,6 +75,9 @@ type Store struct {
 	db     *kv.DB
 	log    *slog.Logger
 	fds    *fdCache
+	// space refuses data writes that would eat into the room the
+	// attribute store needs (package space).
+	space *space.Guard
 
 	// locks serialise, per object, record read-modify-writes, file
 	// creation and Destroy; striped to bound memory.
@@ -162,6 +169,9 @@ func Open(dir string, id target.Identity, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open object store %s: the directory holds %s (uuid %s), not %s (uuid %s)",
 			dir, disk.Describe(), disk.UUID, id.Describe(), id.UUID)
 	}
+	if err := space.CheckOpen(target.StoreDir(dir), disk.Label(), opts.Statfs); err != nil {
+		return nil, err
+	}
 	db, err := kv.Open(target.StoreDir(dir), opts.KV)
 	if err != nil {
 		return nil, fmt.Errorf("open object store of %s: %w", disk.Label(), err)
@@ -203,6 +213,7 @@ func Open(dir string, id target.Identity, opts Options) (*Store, error) {
 		db:         db,
 		log:        log,
 		fds:        newFDCache(max),
+		space:      space.NewGuard(dir, disk.Label(), opts.KV.MemTable(), opts.Statfs),
 		destroying: make(map[fid.ObjID]struct{}),
 		dirtyDirs:  make(map[string]struct{}),
 	}

@@ -32,6 +32,7 @@ import (
 	"nacre/internal/oss"
 	"nacre/internal/raftgroup"
 	"nacre/internal/rpc"
+	"nacre/internal/space"
 	"nacre/internal/target"
 	"nacre/internal/version"
 )
@@ -121,6 +122,9 @@ func Run(ctx context.Context, dir string, o Options) error {
 	kvo := kv.Options{}
 	if id.Kind == target.MDT {
 		kvo = kv.Options{CacheSize: 512 << 20, MemTableSize: 64 << 20}
+	}
+	if err := space.CheckOpen(target.StoreDir(dir), id.Name(), nil); err != nil {
+		return err
 	}
 	db, err := kv.Open(target.StoreDir(dir), kvo)
 	if err != nil {

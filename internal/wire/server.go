@@ -445,8 +445,17 @@ func (s *Server) refuse(sc *serverConn, h *header, msg string) (int, bool, error
 	return 0, false, fmt.Errorf("%s: %w", msg, syscall.EPROTO)
 }
 
-// replyHandlerErr sends a handler error as its errno alone; the details
-// (paths, causes) stay in the server's log.
+// PublicError is a handler error with a message meant for the client
+// (what is wrong and how to fix it, with no server-local paths), such as a
+// target refusing writes when it is full.
+type PublicError interface {
+	error
+	Public() string
+}
+
+// replyHandlerErr sends a handler error as its errno alone, or with its
+// public message if it has one; the details (paths, causes) stay in the
+// server's log.
 func (s *Server) replyHandlerErr(sc *serverConn, h *header, err error) bool {
 	e := rpc.ToErrno(err)
 	if e == 0 || e > 0xffff {
@@ -458,6 +467,9 @@ func (s *Server) replyHandlerErr(sc *serverConn, h *header, err error) bool {
 		lvl = slog.LevelDebug
 	}
 	s.log.Log(context.Background(), lvl, "wire request failed", "op", h.op.String(), "object", h.obj.String(), "offset", h.off, "err", err)
+	if pe, ok := errors.AsType[PublicError](err); ok {
+		return s.replyErr(sc, h, e, pe.Public())
+	}
 	return s.reply(sc, h, e, 0, 0, nil)
 }
 

@@ -1,0 +1,246 @@
+package itest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/client"
+	"nacre/internal/fid"
+	"nacre/internal/space"
+	"nacre/internal/testcluster"
+)
+
+// TestAFullOSTKeepsWorking puts OST0000 on a small tmpfs and fills it
+// through a file striped on it. Before this was handled, the last bytes
+// went to file data, the OST's store could then no longer flush, and the
+// OST hung at its next start, silently, inside its store's open; files
+// also kept being placed on the full OST in their round-robin turn. Now:
+// the write that would eat into the OST's store reserve fails with ENOSPC
+// naming the OST and the fix; new files go to the OST with room, also
+// from a directory that asks for OST0000 first; the full OST restarts;
+// and once files are removed it takes new files again.
+func TestAFullOSTKeepsWorking(t *testing.T) {
+	cl := testcluster.Start(t, testcluster.Options{})
+	ost0 := cl.TargetDir("ost0")
+	cl.Kill("ost0", syscall.SIGTERM)
+	onTmpfs(t, cl, ost0, "256m")
+	cl.Restart()
+
+	c := cl.Client(t)
+	ctx := context.Background()
+	dir, _, err := c.Create(ctx, fid.Root, "d", syscall.S_IFDIR|0o755, client.CreateOpts{Exclusive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := fid.FromPB(dir.Fid)
+	if _, err := c.SetLayout(ctx, d, &pb.Layout{StripeCount: 1, StripeOffset: 0, StripeSize: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	before := []byte("written before the OST filled up\n")
+	kept := createIn(t, c, d, "kept", before)
+	if o := ostOf(kept); o != 0 {
+		t.Fatalf("a file of a directory set to start on OST0000 is on OST%04x", o)
+	}
+
+	// Fill OST0000 until it refuses.
+	big, _, err := c.Create(ctx, d, "big", 0o644, client.CreateOpts{Exclusive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ostOf(big) != 0 {
+		t.Fatalf("big is on OST%04x, not OST0000", ostOf(big))
+	}
+	f := c.OpenInode(big)
+	chunk := bytes.Repeat([]byte{0xa5}, 1<<20)
+	var werr error
+	written := uint64(0)
+	for i := 0; i < 512 && werr == nil; i++ {
+		if _, werr = f.WriteAt(ctx, chunk, written); werr == nil {
+			written += uint64(len(chunk))
+			if i%8 == 7 {
+				werr = f.Sync(ctx)
+			}
+		}
+	}
+	if werr == nil {
+		werr = f.Sync(ctx)
+	}
+	f.Close(ctx)
+	if !errors.Is(werr, syscall.ENOSPC) {
+		t.Fatalf("after %d MiB on a 256 MiB OST: want ENOSPC, got %v", written>>20, werr)
+	}
+	if msg := werr.Error(); !strings.Contains(msg, "OST0000 is full") || !strings.Contains(msg, "remove files") {
+		t.Errorf("the ENOSPC does not name the full OST and the fix: %v", werr)
+	}
+	if written > 200<<20 {
+		t.Errorf("%d MiB of data went onto a 256 MiB device: the store's reserve was not kept", written>>20)
+	}
+	t.Logf("OST0000 took %d MiB, then: %v", written>>20, werr)
+
+	// The MDT learns it (heartbeat, then its configuration refresh) and
+	// places new files on OST0001, even where the directory asks for
+	// OST0000 first.
+	deadline := time.Now().Add(15 * time.Second)
+	for i := 0; ; i++ {
+		ino := createIn(t, c, d, "probe"+itoa(i), nil)
+		if ostOf(ino) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("15 s after OST0000 filled up, new files still go to it")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for i := 0; i < 4; i++ {
+		if o := ostOf(createIn(t, c, d, "after"+itoa(i), nil)); o != 0x1 {
+			t.Errorf("file %d created while OST0000 is full is on OST%04x", i, o)
+		}
+	}
+
+	// The full OST restarts (its store opens and replays) and serves
+	// what it holds.
+	cl.Kill("ost0", syscall.SIGTERM)
+	cl.Restart()
+	c2 := cl.Client(t)
+	if got := readAll(t, c2, kept); !bytes.Equal(got, before) {
+		t.Errorf("after the full OST restarted, kept reads %q, want %q", got, before)
+	}
+
+	// Removing the big file makes room; OST0000 takes new files again.
+	if _, err := c2.Unlink(ctx, d, "big"); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(20 * time.Second)
+	for i := 0; ; i++ {
+		if ostOf(createIn(t, c2, d, "again"+itoa(i), nil)) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("20 s after the big file was removed, OST0000 still takes no new files")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// onTmpfs moves a stopped target's directory onto a tmpfs of the given
+// size mounted in its place; the tmpfs is unmounted when the test ends,
+// after the cluster is stopped.
+func onTmpfs(t *testing.T, cl *testcluster.Cluster, dir, size string) {
+	t.Helper()
+	hold := filepath.Join(t.TempDir(), "hold")
+	if out, err := exec.Command("cp", "-a", dir, hold).CombinedOutput(); err != nil {
+		t.Fatalf("copy %s: %v\n%s", dir, err, out)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "nacre-test", dir).CombinedOutput(); err != nil {
+		t.Fatalf("mount a tmpfs on %s (the test needs root): %v\n%s", dir, err, out)
+	}
+	t.Cleanup(func() {
+		cl.Stop()
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v\n%s", dir, err, out)
+		}
+	})
+	if out, err := exec.Command("cp", "-a", hold+"/.", dir+"/").CombinedOutput(); err != nil {
+		t.Fatalf("copy back %s: %v\n%s", dir, err, out)
+	}
+}
+
+// createIn creates name in dir with data (none if nil) and returns its
+// inode.
+func createIn(t *testing.T, c *client.Client, dir fid.FID, name string, data []byte) *pb.Inode {
+	t.Helper()
+	ctx := context.Background()
+	ino, _, err := c.Create(ctx, dir, name, 0o644, client.CreateOpts{Exclusive: true})
+	if err != nil {
+		t.Fatalf("create %s: %v", name, err)
+	}
+	if data != nil {
+		f := c.OpenInode(ino)
+		if _, err := f.WriteAt(ctx, data, 0); err != nil {
+			t.Fatalf("write %s: %v", name, err)
+		}
+		if err := f.Close(ctx); err != nil {
+			t.Fatalf("close %s: %v", name, err)
+		}
+	}
+	return ino
+}
+
+func ostOf(ino *pb.Inode) uint32 {
+	if ino.Layout == nil || len(ino.Layout.Objects) == 0 {
+		return ^uint32(0)
+	}
+	return ino.Layout.Objects[0].Ost
+}
+
+func readAll(t *testing.T, c *client.Client, ino *pb.Inode) []byte {
+	t.Helper()
+	ctx := context.Background()
+	f, err := c.Open(ctx, fid.FromPB(ino.Fid), os.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close(ctx)
+	buf := make([]byte, 4096)
+	n, err := f.ReadAt(ctx, buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		t.Fatal(err)
+	}
+	return buf[:n]
+}
+
+// TestAFullMDTRefusesNewNamesAndRecovers fills the MDT's device with
+// something else's file (a device shared with another tenant): creates
+// then fail with ENOSPC naming the MDT while removals still work, and
+// once the space is back creates work again. Without the reserve the
+// MDT's store took the last bytes and its memtable flush then failed
+// for good.
+func TestAFullMDTRefusesNewNamesAndRecovers(t *testing.T) {
+	cl := testcluster.Start(t, testcluster.Options{})
+	mdt := cl.TargetDir("mdt0")
+	cl.Kill("mdt0", syscall.SIGTERM)
+	onTmpfs(t, cl, mdt, "512m")
+	cl.Restart()
+	c := cl.Client(t)
+	ctx := context.Background()
+	createIn(t, c, fid.Root, "before", []byte("x"))
+
+	// Leave 100 MiB free: less than the MDT's 144 MiB reserve.
+	u, err := space.Statfs(mdt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	junk := filepath.Join(mdt, "junk")
+	if out, err := exec.Command("fallocate", "-l", strconv.FormatUint(u.Avail-100<<20, 10), junk).CombinedOutput(); err != nil {
+		t.Fatalf("fallocate: %v\n%s", err, out)
+	}
+	_, _, err = c.Create(ctx, fid.Root, "refused", 0o644, client.CreateOpts{Exclusive: true})
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "MDT0000 is full") {
+		t.Fatalf("a create on a full MDT: want ENOSPC naming it, got %v", err)
+	}
+	if _, err := c.Unlink(ctx, fid.Root, "before"); err != nil {
+		t.Errorf("a removal on a full MDT: %v", err)
+	}
+	if err := os.Remove(junk); err != nil {
+		t.Fatal(err)
+	}
+	// The guard looks again at once when it would refuse.
+	createIn(t, c, fid.Root, "after", []byte("y"))
+}

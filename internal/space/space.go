@@ -1,0 +1,156 @@
+// Package space keeps a target's own store from being starved of disk
+// space by what clients write.
+//
+// A target's store (pebble, and an MDT's Raft log) must always be able to
+// flush a memtable, start a log segment and write its manifest. When file
+// data or new names take the device's last bytes, the store cannot do
+// that: pebble then retries its flush forever, and on the next start it
+// cannot even open, since replaying its write-ahead log needs a flush too.
+// So a target keeps a reserve (Lustre's OSTs keep reserved_mb_low for the
+// same reason): below it, the writes clients ask for fail with ENOSPC and
+// the target itself goes on working, so that removing files, the checker
+// and a restart all still work.
+package space
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"nacre/internal/layout"
+)
+
+// Reserve is the space a target keeps free for its store on a device of
+// total bytes: two memtables of memtable bytes (the one being flushed and
+// the one taking writes meanwhile) and 16 MiB for log segments, manifests
+// and the target's own log, or 0.5 % of the device if that is more (room
+// for compactions on a large store).
+func Reserve(total, memtable uint64) uint64 {
+	return max(2*memtable+16<<20, total/200)
+}
+
+// Usage is what statfs says of a device.
+type Usage struct {
+	Total, Avail uint64
+}
+
+// Statfs reports the usage of the device holding dir.
+func Statfs(dir string) (Usage, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return Usage{}, fmt.Errorf("statfs %s: %w", dir, err)
+	}
+	bs := uint64(st.Bsize)
+	return Usage{Total: st.Blocks * bs, Avail: st.Bavail * bs}, nil
+}
+
+// refreshEvery bounds how stale the guard's view of the device may get;
+// what others write meanwhile (the store, logs) is what the reserve
+// absorbs.
+const refreshEvery = 100 * time.Millisecond
+
+// Guard admits writes while the device keeps its reserve. It is safe for
+// concurrent use.
+type Guard struct {
+	dir      string
+	label    string // the target, for messages
+	memtable uint64
+	statfs   func(string) (Usage, error)
+	now      func() time.Time
+
+	mu       sync.Mutex
+	at       time.Time // of the last statfs
+	usage    Usage
+	admitted uint64 // bytes admitted since the last statfs
+}
+
+// NewGuard guards the device of dir for the target named label, whose
+// store uses memtables of memtable bytes. statfs may be nil (Statfs).
+func NewGuard(dir, label string, memtable uint64, statfs func(string) (Usage, error)) *Guard {
+	if statfs == nil {
+		statfs = Statfs
+	}
+	return &Guard{dir: dir, label: label, memtable: memtable, statfs: statfs, now: time.Now}
+}
+
+// Admit accounts for a write of n bytes, or refuses it with an error
+// wrapping ENOSPC when it would leave less than the reserve free.
+func (g *Guard) Admit(n uint64) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.now()
+	reserve := Reserve(g.usage.Total, g.memtable)
+	// Look again when the view is old, or when the write would cross the
+	// reserve by the old view (it may have been freed since).
+	if now.Sub(g.at) >= refreshEvery || g.admitted+n+reserve > g.usage.Avail {
+		u, err := g.statfs(g.dir)
+		if err != nil {
+			// Not knowing is no reason to refuse a write.
+			return nil
+		}
+		g.usage, g.at, g.admitted = u, now, 0
+		reserve = Reserve(u.Total, g.memtable)
+	}
+	if g.admitted+n+reserve > g.usage.Avail {
+		return &FullError{Label: g.label, Dir: g.dir, Usage: g.usage, Reserve: reserve}
+	}
+	g.admitted += n
+	return nil
+}
+
+// FullError says that a target keeps its reserve and refuses a write.
+type FullError struct {
+	Label   string
+	Dir     string
+	Usage   Usage
+	Reserve uint64
+}
+
+func (e *FullError) Error() string {
+	return fmt.Sprintf("%s is full: %sB free of %sB on the device of %s, and it keeps %sB for its own store; remove files, or add or grow a target",
+		e.Label, layout.FormatSize(e.Usage.Avail), layout.FormatSize(e.Usage.Total), e.Dir, layout.FormatSize(e.Reserve))
+}
+
+// Public is the message for a client: the same without the server's
+// paths.
+func (e *FullError) Public() string {
+	return fmt.Sprintf("%s is full: %sB free of %sB, and it keeps %sB for its own store; remove files, or add or grow a target",
+		e.Label, layout.FormatSize(e.Usage.Avail), layout.FormatSize(e.Usage.Total), layout.FormatSize(e.Reserve))
+}
+
+// Unwrap makes errors.Is(err, syscall.ENOSPC) hold.
+func (e *FullError) Unwrap() error { return syscall.ENOSPC }
+
+// CheckOpen refuses to open a store whose write-ahead log cannot be
+// replayed for lack of space: pebble flushes what it replays, and with no
+// room for that it waits forever, silently, instead of failing. It needs
+// about as much free space as the log files hold.
+func CheckOpen(storeDir, label string, statfs func(string) (Usage, error)) error {
+	if statfs == nil {
+		statfs = Statfs
+	}
+	logs, _ := filepath.Glob(filepath.Join(storeDir, "*.log"))
+	var need uint64
+	for _, l := range logs {
+		if fi, err := os.Stat(l); err == nil {
+			need += uint64(fi.Size())
+		}
+	}
+	if need == 0 {
+		return nil
+	}
+	need += 4 << 20 // a manifest, an options file, a new log
+	u, err := statfs(storeDir)
+	if err != nil {
+		return nil // let the open say what is wrong
+	}
+	if u.Avail < need {
+		return fmt.Errorf("%s cannot open its store: replaying its write-ahead log (%s) needs about %sB free on the device of %s, which has %sB; free space on that device and start it again",
+			label, strings.TrimSuffix(storeDir, "/"), layout.FormatSize(need), storeDir, layout.FormatSize(u.Avail))
+	}
+	return nil
+}

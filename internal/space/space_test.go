@@ -1,0 +1,107 @@
+package space
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// fakeDevice is a device whose free space the test sets.
+type fakeDevice struct {
+	u     Usage
+	calls int
+	err   error
+}
+
+func (d *fakeDevice) statfs(string) (Usage, error) {
+	d.calls++
+	return d.u, d.err
+}
+
+func TestReserve(t *testing.T) {
+	for _, c := range []struct{ total, memtable, want uint64 }{
+		{256 << 20, 32 << 20, 80 << 20},      // two memtables and 16 MiB
+		{1 << 40, 32 << 20, (1 << 40) / 200}, // 0.5 % of a large device
+		{0, 64 << 20, 144 << 20},
+	} {
+		if got := Reserve(c.total, c.memtable); got != c.want {
+			t.Errorf("Reserve(%d, %d) = %d, want %d", c.total, c.memtable, got, c.want)
+		}
+	}
+}
+
+func TestGuardKeepsTheReserve(t *testing.T) {
+	const mib = 1 << 20
+	dev := &fakeDevice{u: Usage{Total: 256 * mib, Avail: 100 * mib}}
+	g := NewGuard("/dev/x", "OST0000", 32*mib, dev.statfs)
+	now := time.Unix(0, 0)
+	g.now = func() time.Time { return now }
+
+	// write is an admitted write landing on the device.
+	write := func(n uint64) error {
+		err := g.Admit(n)
+		if err == nil {
+			dev.u.Avail -= n
+		}
+		return err
+	}
+	// 100 MiB free, 80 MiB reserve: 20 MiB may be written, in pieces,
+	// without a statfs per write.
+	for i := 0; i < 20; i++ {
+		if err := write(mib); err != nil {
+			t.Fatalf("write %d of 1 MiB: %v", i, err)
+		}
+	}
+	if dev.calls > 2 {
+		t.Errorf("%d statfs calls for 20 writes within 100 ms", dev.calls)
+	}
+	err := write(mib)
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("the write past the reserve: want ENOSPC, got %v", err)
+	}
+	var fe *FullError
+	if !errors.As(err, &fe) || !strings.Contains(fe.Public(), "OST0000 is full") || strings.Contains(fe.Public(), "/dev/x") {
+		t.Errorf("public message %q: want the target named and no server path", fe.Public())
+	}
+
+	// Space freed elsewhere is seen at once: a refused write looks again.
+	dev.u.Avail = 200 * mib
+	if err := g.Admit(mib); err != nil {
+		t.Fatalf("after space was freed: %v", err)
+	}
+	// Space taken by others is seen after refreshEvery.
+	dev.u.Avail = 81 * mib
+	now = now.Add(refreshEvery)
+	if err := g.Admit(2 * mib); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("1 MiB above the reserve, a 2 MiB write: want ENOSPC, got %v", err)
+	}
+	// A device that cannot be asked does not stop writes.
+	dev.err = errors.New("statfs failed")
+	now = now.Add(refreshEvery)
+	if err := g.Admit(mib); err != nil {
+		t.Errorf("with statfs failing: %v", err)
+	}
+}
+
+func TestCheckOpenNeedsRoomToReplayTheLog(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "000007.log"), make([]byte, 3<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dev := &fakeDevice{u: Usage{Total: 1 << 30, Avail: 6 << 20}}
+	err := CheckOpen(dir, "nacre-OST0000", dev.statfs)
+	if err == nil || !strings.Contains(err.Error(), "nacre-OST0000 cannot open its store") || !strings.Contains(err.Error(), "free space on that device") {
+		t.Fatalf("3 MiB of log and 6 MiB free: want a refusal naming the target and the fix, got %v", err)
+	}
+	dev.u.Avail = 8 << 20
+	if err := CheckOpen(dir, "nacre-OST0000", dev.statfs); err != nil {
+		t.Errorf("3 MiB of log and 8 MiB free: %v", err)
+	}
+	if err := CheckOpen(t.TempDir(), "nacre-OST0000", (&fakeDevice{}).statfs); err != nil {
+		t.Errorf("a new store with no log: %v", err)
+	}
+}
