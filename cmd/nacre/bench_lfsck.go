@@ -86,7 +86,9 @@ func lfsckBenchCommands(g *globals) []*cobra.Command {
 		Short: "Checker benchmarks: scan speed as a PopD tree grows, 2/4/8 OSTs, create rate under the checker",
 		Long: `Seed 003's unloaded test: grows a PopD tree on the cluster of --mgs to each
 of --sizes and runs each component (namespace, scrub, layout, all) at full
-speed; objects/s per component and size.
+speed; objects/s per component and size. With --interleave it builds a
+tree per size instead, each on a local cluster of its own, and measures
+them in --repeat rounds that visit every size in turn.
 
 Seed 000's Table I (--osts): starts a local cluster per OST count, puts
 --ost-files files striped over every OST, times the layout check.
@@ -159,6 +161,7 @@ full speed under the same load, --load-seconds each.`,
 	f.IntVar(&o.OSTStripes, "ost-stripe-count", -1, "stripe count of the Table I files (-1: every OST, as seed 000)")
 	f.StringVar(&o.ClusterDir, "cluster-dir", "", "where to put the Table I clusters (default: a temporary directory)")
 	f.IntVar(&o.Have, "have", 0, "files the scaling tree already holds (from an earlier run)")
+	f.BoolVar(&o.Interleave, "interleave", false, "scaling: a tree and a local cluster per size, measured in rounds that visit every size in turn (--repeat rounds), so that the machine's drift does not land between sizes")
 	f.IntVar(&o.Repeat, "repeat", 3, "runs per measurement; the median is kept")
 	f.BoolVar(&lb.load, "load", false, "measure the create rate under the checker")
 	f.Float64Var(&o.LoadSeconds, "load-seconds", 10, "seconds per load measurement")

@@ -222,6 +222,10 @@ type LfsckBenchOptions struct {
 	Binary     string
 	// Have is the number of files the scaling tree already holds.
 	Have int
+	// Interleave builds a tree per size, each on a local cluster of its
+	// own (Binary, ClusterDir), and measures them in rounds that visit
+	// every size in turn (runScalingInterleaved).
+	Interleave bool
 	// Repeat runs each measurement this many times and keeps the median
 	// (the machines are shared and noisy).
 	Repeat int
@@ -362,7 +366,16 @@ func say(w io.Writer, format string, args ...any) {
 func RunLfsckBench(ctx context.Context, o LfsckBenchOptions) (*LfsckBenchResult, error) {
 	host, _ := os.Hostname()
 	res := &LfsckBenchResult{Benchmark: "lfsck", Start: time.Now().UTC(), Host: host, CPUs: runtime.NumCPU()}
-	if len(o.Sizes) > 0 || o.Load {
+	if len(o.Sizes) > 0 && o.Interleave {
+		if o.Load {
+			return nil, errors.New("--interleave builds its own trees; run --load on a cluster of its own (--mgs)")
+		}
+		pts, err := runScalingInterleaved(ctx, o)
+		res.Scaling = pts
+		if err != nil {
+			return res, err
+		}
+	} else if len(o.Sizes) > 0 || o.Load {
 		if o.MGS == "" {
 			return nil, errors.New("the scaling and load runs need a cluster: --mgs HOST:PORT")
 		}
@@ -415,33 +428,11 @@ func RunLfsckBench(ctx context.Context, o LfsckBenchOptions) (*LfsckBenchResult,
 // runOSTs starts a local cluster with n OSTs, populates it with files
 // striped over every OST, and checks it.
 func runOSTs(ctx context.Context, o LfsckBenchOptions, n int) ([]LfsckPoint, error) {
-	base := o.ClusterDir
-	if base == "" {
-		d, err := os.MkdirTemp("", "nacre-bench-lfsck-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(d)
-		base = d
-	}
-	dir := filepath.Join(base, fmt.Sprintf("osts%d", n))
-	os.RemoveAll(dir)
-	say(o.Progress, "starting a cluster with %d OSTs in %s", n, dir)
-	lc, err := localcluster.Up(ctx, localcluster.Options{Dir: dir, OSTs: n, Binary: o.Binary, Out: io.Discard})
+	lc, stop, err := benchCluster(ctx, o, fmt.Sprintf("osts%d", n), n)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		localcluster.Down(dir, io.Discard)
-		if o.ClusterDir == "" {
-			os.RemoveAll(dir)
-		}
-	}()
-	// The MDS learns of the OSTs and fills their pools in the first second
-	// or two; files made before then get fewer stripes than -1 means.
-	if err := waitPools(ctx, lc.MGS, n); err != nil {
-		return nil, err
-	}
+	defer stop()
 	sc := o.OSTStripes
 	if sc == 0 {
 		sc = -1
@@ -481,6 +472,105 @@ func runOSTs(ctx context.Context, o LfsckBenchOptions, n int) ([]LfsckPoint, err
 		say(o.Progress, "%d OSTs  %8d files  %-6s %6.2f s  (%d stripes; CPU per run: MDT %.2f s, OSTs %.2f s)",
 			n, o.OSTFiles, comp, p.Seconds, p.Stripes, p.MDTCPUSeconds, p.OSTCPUSeconds)
 		out = append(out, p)
+	}
+	return out, nil
+}
+
+// benchCluster starts a fresh local cluster with n OSTs in a directory
+// named name under o.ClusterDir (or a temporary directory) and waits for
+// its pools; stop stops it and removes a temporary directory.
+func benchCluster(ctx context.Context, o LfsckBenchOptions, name string, n int) (*localcluster.Cluster, func(), error) {
+	base := o.ClusterDir
+	if base == "" {
+		d, err := os.MkdirTemp("", "nacre-bench-lfsck-")
+		if err != nil {
+			return nil, nil, err
+		}
+		base = d
+	}
+	dir := filepath.Join(base, name)
+	os.RemoveAll(dir)
+	stop := func() {
+		localcluster.Down(dir, io.Discard)
+		if o.ClusterDir == "" {
+			os.RemoveAll(base)
+		}
+	}
+	say(o.Progress, "starting a cluster with %d OSTs in %s", n, dir)
+	lc, err := localcluster.Up(ctx, localcluster.Options{Dir: dir, OSTs: n, Binary: o.Binary, Out: io.Discard})
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	// The MDS learns of the OSTs and fills their pools in the first second
+	// or two; files made before then get fewer stripes than -1 means.
+	if err := waitPools(ctx, lc.MGS, n); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return lc, stop, nil
+}
+
+// runScalingInterleaved is the scaling test with a tree (and a local
+// cluster) per size, all kept up, and the measurements taken in rounds
+// that visit every size in turn. Growing one tree measures each size at
+// a different time, and on a VM whose speed drifts by ±15 % from one
+// minute to the next that drift lands between the sizes; here it lands
+// on all of them alike.
+func runScalingInterleaved(ctx context.Context, o LfsckBenchOptions) ([]LfsckPoint, error) {
+	type tree struct {
+		size int
+		c    *admin.Conn
+		pts  map[string][]LfsckPoint
+	}
+	var trees []*tree
+	defer func() {
+		for _, t := range trees {
+			t.c.Close()
+		}
+	}()
+	for _, size := range o.Sizes {
+		lc, stop, err := benchCluster(ctx, o, fmt.Sprintf("files%d", size), 2)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		say(o.Progress, "populating PopD to %d files (%d dirs x %d subdirs, %d threads)", size, o.Dirs, o.Subdirs, o.Threads)
+		if _, err := PopD(ctx, PopDOptions{MGS: lc.MGS, Dirs: o.Dirs, Subdirs: o.Subdirs, Threads: o.Threads,
+			Files: size, StripeCount: o.StripeCount, Progress: o.Progress}); err != nil {
+			return nil, err
+		}
+		c, err := admin.Dial(ctx, lc.MGS)
+		if err != nil {
+			return nil, err
+		}
+		trees = append(trees, &tree{size: size, c: c, pts: map[string][]LfsckPoint{}})
+	}
+	for _, t := range trees {
+		if err := settle(ctx, t.c, o); err != nil {
+			return nil, err
+		}
+	}
+	rounds := max(o.Repeat, 1)
+	for r := 1; r <= rounds; r++ {
+		for _, t := range trees {
+			for _, comp := range benchComponents {
+				p, err := measure(ctx, t.c, comp, t.size, 0)
+				if err != nil {
+					return nil, err
+				}
+				t.pts[comp] = append(t.pts[comp], p)
+				say(o.Progress, "round %d/%d %8d files  %-9s %9d objects in %6.2f s: %10.0f objects/s", r, rounds, t.size, comp, p.Objects, p.Seconds, p.ObjectsPerS)
+			}
+		}
+	}
+	var out []LfsckPoint
+	for _, t := range trees {
+		for _, comp := range benchComponents {
+			pts := t.pts[comp]
+			sort.Slice(pts, func(i, j int) bool { return pts[i].ObjectsPerS < pts[j].ObjectsPerS })
+			out = append(out, pts[len(pts)/2])
+		}
 	}
 	return out, nil
 }

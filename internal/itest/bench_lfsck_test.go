@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"nacre/internal/bench"
+	"nacre/internal/localcluster"
 	"nacre/internal/testcluster"
 )
 
@@ -95,6 +96,45 @@ func TestLfsckBenchmarkShapes(t *testing.T) {
 		b, err := os.ReadFile(f)
 		if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) {
 			t.Fatalf("%s is not a PNG (%v)", filepath.Base(f), err)
+		}
+	}
+}
+
+// TestLfsckBenchmarkInterleaved: with Interleave the scaling test builds a
+// tree per size, each on a local cluster of its own, measures them in
+// rounds, and reports the median per size and component, in the same
+// shape as the growing tree.
+func TestLfsckBenchmarkInterleaved(t *testing.T) {
+	dir := t.TempDir()
+	var progress bytes.Buffer
+	res, err := bench.RunLfsckBench(context.Background(), bench.LfsckBenchOptions{
+		Sizes: []int{200, 500}, Interleave: true, Dirs: 2, Subdirs: 2, Threads: 2, Repeat: 3,
+		ClusterDir: dir, Binary: testcluster.Binary(t), Progress: &progress,
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	if len(res.Scaling) != 2*4 {
+		t.Fatalf("scaling points %d, want 8: %+v", len(res.Scaling), res.Scaling)
+	}
+	for i, p := range res.Scaling {
+		size := []int{200, 500}[i/4]
+		if p.Files != size || p.Component != []string{"namespace", "scrub", "layout", "all"}[i%4] || p.Objects < uint64(size) || p.ObjectsPerS <= 0 {
+			t.Fatalf("scaling point %d: %+v", i, p)
+		}
+	}
+	// Rounds visit every size in turn: the second round of the small
+	// tree comes after the first of the large one.
+	out := progress.String()
+	first500 := bytes.Index([]byte(out), []byte("round 1/3      500 files"))
+	second200 := bytes.Index([]byte(out), []byte("round 2/3      200 files"))
+	if first500 < 0 || second200 < 0 || second200 < first500 {
+		t.Fatalf("the rounds do not alternate between the sizes:\n%s", out)
+	}
+	// Both clusters are stopped: nothing of them runs on.
+	for _, size := range []string{"files200", "files500"} {
+		if n := localcluster.Running(filepath.Join(dir, size)); n != 0 {
+			t.Errorf("%d processes of the %s cluster still run", n, size)
 		}
 	}
 }
