@@ -3,6 +3,7 @@ package itest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	pb "nacre/api/nacrepb"
+	"nacre/internal/cli"
 	"nacre/internal/client"
 	"nacre/internal/fid"
 	"nacre/internal/space"
@@ -34,7 +36,9 @@ func TestAFullOSTKeepsWorking(t *testing.T) {
 	cl := testcluster.Start(t, testcluster.Options{})
 	ost0 := cl.TargetDir("ost0")
 	cl.Kill("ost0", syscall.SIGTERM)
-	onTmpfs(t, cl, ost0, "256m")
+	// nr_inodes=0: a file system without an inode limit (as btrfs), which
+	// reports no inodes at all; the OST must not look out of inodes.
+	onTmpfs(t, cl, ost0, "size=256m,nr_inodes=0")
 	cl.Restart()
 
 	c := cl.Client(t)
@@ -88,10 +92,33 @@ func TestAFullOSTKeepsWorking(t *testing.T) {
 	}
 	t.Logf("OST0000 took %d MiB, then: %v", written>>20, werr)
 
+	// df counts the store's reserve as not available: OST0000 shows 100 %.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, err := cl.Run("df", "--json")
+		var d cli.DfJSON
+		if err != nil || json.Unmarshal([]byte(out), &d) != nil {
+			t.Fatalf("df --json: %v\n%s", err, out)
+		}
+		full := false
+		for _, r := range d.Targets {
+			if strings.HasSuffix(r.Name, "OST0000") && r.UsePercent != nil && *r.UsePercent == 100 && r.BytesAvail < 4<<20 {
+				full = true
+			}
+		}
+		if full {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after OST0000 refused writes, df does not show it full:\n%s", out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
 	// The MDT learns it (heartbeat, then its configuration refresh) and
 	// places new files on OST0001, even where the directory asks for
 	// OST0000 first.
-	deadline := time.Now().Add(15 * time.Second)
+	deadline = time.Now().Add(15 * time.Second)
 	for i := 0; ; i++ {
 		ino := createIn(t, c, d, "probe"+itoa(i), nil)
 		if ostOf(ino) == 1 {
@@ -133,10 +160,10 @@ func TestAFullOSTKeepsWorking(t *testing.T) {
 	}
 }
 
-// onTmpfs moves a stopped target's directory onto a tmpfs of the given
-// size mounted in its place; the tmpfs is unmounted when the test ends,
-// after the cluster is stopped.
-func onTmpfs(t *testing.T, cl *testcluster.Cluster, dir, size string) {
+// onTmpfs moves a stopped target's directory onto a tmpfs mounted in its
+// place with the given options; the tmpfs is unmounted when the test
+// ends, after the cluster is stopped.
+func onTmpfs(t *testing.T, cl *testcluster.Cluster, dir, opts string) {
 	t.Helper()
 	hold := filepath.Join(t.TempDir(), "hold")
 	if out, err := exec.Command("cp", "-a", dir, hold).CombinedOutput(); err != nil {
@@ -148,13 +175,15 @@ func onTmpfs(t *testing.T, cl *testcluster.Cluster, dir, size string) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "nacre-test", dir).CombinedOutput(); err != nil {
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", opts, "nacre-test", dir).CombinedOutput(); err != nil {
 		t.Fatalf("mount a tmpfs on %s (the test needs root): %v\n%s", dir, err, out)
 	}
 	t.Cleanup(func() {
 		cl.Stop()
 		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
 			t.Errorf("umount %s: %v\n%s", dir, err, out)
+			// Detach it anyway, so that the test's directory can go.
+			exec.Command("umount", "-l", dir).Run()
 		}
 	})
 	if out, err := exec.Command("cp", "-a", hold+"/.", dir+"/").CombinedOutput(); err != nil {
@@ -216,7 +245,7 @@ func TestAFullMDTRefusesNewNamesAndRecovers(t *testing.T) {
 	cl := testcluster.Start(t, testcluster.Options{})
 	mdt := cl.TargetDir("mdt0")
 	cl.Kill("mdt0", syscall.SIGTERM)
-	onTmpfs(t, cl, mdt, "512m")
+	onTmpfs(t, cl, mdt, "size=512m")
 	cl.Restart()
 	c := cl.Client(t)
 	ctx := context.Background()

@@ -166,6 +166,9 @@ func (s *Server) Stop() {
 // LocalStatfs reports the MDT's space and inodes.
 func (s *Server) LocalStatfs() *pb.Statfs {
 	total, free, avail := diskSpace(s.db.Dir())
+	// What new names may still use: the store's reserve is not theirs
+	// (admitSpace), as on an OST (ost.Store.Statfs).
+	avail -= min(avail, space.Reserve(total, s.db.MemTableSize()))
 	return s.t.Statfs(total, free, avail)
 }
 
@@ -377,7 +380,7 @@ func (s *Server) pickOSTs(ctx context.Context, hint *pb.Layout) ([]uint32, error
 	}
 	refreshed := false
 	for {
-		ready, settling, empty, full := s.readyOSTs()
+		ready, settling, empty, down, full := s.readyOSTs()
 		if want > len(ready) && !refreshed {
 			// An OST that registered since the last configuration read
 			// (once a second) is not known yet: read it now (freshConfig),
@@ -412,11 +415,16 @@ func (s *Server) pickOSTs(ctx context.Context, hint *pb.Layout) ([]uint32, error
 			}
 			return out, nil
 		}
-		if len(full) > 0 && settling == 0 && empty == 0 {
-			// Every OST that is up is full: waiting would not help.
-			return nil, status.Errorf(codes.ResourceExhausted, "every OST that is up is full (%s): remove files or add an OST", strings.Join(full, ", "))
+		if len(full) > 0 && settling == 0 && empty == 0 && down == 0 {
+			// Every OST is up and full: waiting would not help. (With
+			// one down, as in a rolling restart, it may come back with
+			// room: wait for it as for any OST.)
+			return nil, status.Errorf(codes.ResourceExhausted, "every OST is full (%s): remove files or add an OST", strings.Join(full, ", "))
 		}
 		if time.Now().After(deadline) {
+			if len(full) > 0 {
+				return nil, status.Errorf(codes.ResourceExhausted, "%s: no OST with room is up (full: %s; down: %d); check `nacre status` and `nacre df`", s.id.Label(), strings.Join(full, ", "), down)
+			}
 			return nil, status.Errorf(codes.ResourceExhausted, "%s: no OST is up with precreated objects; check `nacre status`", s.id.Label())
 		}
 		if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
@@ -427,15 +435,17 @@ func (s *Server) pickOSTs(ctx context.Context, hint *pb.Layout) ([]uint32, error
 
 // readyOSTs returns the OSTs with objects to hand out, how many OSTs are
 // up but still setting up their pool, how many have a ready pool that is
-// empty (being refilled), and the OSTs that are up but full, described for
-// a message.
-func (s *Server) readyOSTs() (ready []uint32, settling, empty int, full []string) {
+// empty (being refilled), how many are known but down, and the OSTs that
+// are up but full, described for a message.
+func (s *Server) readyOSTs() (ready []uint32, settling, empty, down int, full []string) {
 	pools := s.t.Pools()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, o := range s.osts {
 		switch {
-		case o.up && o.full:
+		case !o.up:
+			down++
+		case o.full:
 			full = append(full, describeFull(o))
 		case o.up && o.poolReady && pools[i].Avail() > 0:
 			ready = append(ready, i)
@@ -447,7 +457,7 @@ func (s *Server) readyOSTs() (ready []uint32, settling, empty int, full []string
 	}
 	sort.Slice(ready, func(a, b int) bool { return ready[a] < ready[b] })
 	sort.Strings(full)
-	return ready, settling, empty, full
+	return ready, settling, empty, down, full
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

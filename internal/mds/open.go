@@ -78,6 +78,9 @@ func (o *openFiles) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, err
 		op = "release"
 	case *pb.Command_Tmpfile:
 		op = "tmpfile"
+		if err := s.admitSpace(cmd); err != nil {
+			return nil, err
+		}
 		if err := s.waitFIDs(ctx); err != nil {
 			return nil, err
 		}

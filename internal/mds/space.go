@@ -1,13 +1,13 @@
 package mds
 
 import (
+	"errors"
 	"fmt"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	pb "nacre/api/nacrepb"
-	"nacre/internal/kv"
 	"nacre/internal/layout"
 	"nacre/internal/space"
 )
@@ -16,14 +16,14 @@ import (
 // other OSTs have room, as Lustre's allocator skips an OST that reports
 // ENOSPC. Without this, files kept landing on a full OST in their
 // round-robin turn and every write to them failed with ENOSPC while the
-// other OSTs stood empty. An OST refuses data writes below its store's
-// reserve (package space); it counts as full here a margin above that, so
-// that files placed on it just before still have room, and as usable
-// again only at twice the margin, so that one freed object does not flip
-// it back and forth.
+// other OSTs stood empty. An OST reports as available only what clients
+// may still write (its store's reserve taken out, package space); it
+// counts as full here when that is below a margin, so that files placed
+// on it just before still have room, and as usable again only at twice
+// the margin, so that one freed object does not flip it back and forth.
 const reserveInodes = 1024 // free inodes: a precreate round and then some
 
-// fullMargin is how far above its reserve an OST counts as full.
+// fullMargin is the space an OST must have available for new objects.
 func fullMargin(total uint64) uint64 { return max(total/1000, 4<<20) }
 
 // ostFull decides whether an OST counts as full, given whether it did
@@ -32,9 +32,9 @@ func ostFull(st *pb.Statfs, wasFull bool) bool {
 	if st == nil || st.BytesTotal == 0 {
 		return wasFull
 	}
-	limit, inodes := space.Reserve(st.BytesTotal, kv.DefaultMemTableSize)+fullMargin(st.BytesTotal), uint64(reserveInodes)
+	limit, inodes := fullMargin(st.BytesTotal), uint64(reserveInodes)
 	if wasFull {
-		limit, inodes = limit+fullMargin(st.BytesTotal), 2*inodes
+		limit, inodes = 2*limit, 2*inodes
 	}
 	lowInodes := st.InodesTotal > 0 && st.InodesFree < inodes
 	return st.BytesAvail < limit || lowInodes
@@ -46,7 +46,7 @@ func describeFull(o *ostState) string {
 	if o.statfs == nil {
 		return name
 	}
-	return fmt.Sprintf("%s %sB of %sB free, %d inodes free", name, layout.FormatSize(o.statfs.BytesAvail), layout.FormatSize(o.statfs.BytesTotal), o.statfs.InodesFree)
+	return fmt.Sprintf("%s %sB of %sB available, %d inodes free", name, layout.FormatSize(o.statfs.BytesAvail), layout.FormatSize(o.statfs.BytesTotal), o.statfs.InodesFree)
 }
 
 // admitSpace refuses a command that adds to the namespace (a new name, an
@@ -59,13 +59,21 @@ func (s *Server) admitSpace(cmd *pb.Command) error {
 		return nil
 	}
 	switch cmd.Op.(type) {
-	case *pb.Command_Create, *pb.Command_Link, *pb.Command_Setxattr, *pb.Command_SetLayout:
+	case *pb.Command_Create, *pb.Command_Tmpfile, *pb.Command_Link, *pb.Command_Setxattr, *pb.Command_SetLayout:
 	default:
 		return nil
 	}
-	// About what a new inode, its name and its link record take.
-	if err := s.space.Admit(1024); err != nil {
+	// About what a new inode, its name and its link record take; the
+	// store writes it through the Raft log, not through the guard.
+	const inode = 1024
+	err := s.space.Admit(inode)
+	if fe, ok := errors.AsType[*space.FullError](err); ok {
+		// The public message: no server paths.
+		return status.Error(codes.ResourceExhausted, fe.Public())
+	}
+	if err != nil {
 		return status.Error(codes.ResourceExhausted, err.Error())
 	}
+	s.space.Done(inode)
 	return nil
 }

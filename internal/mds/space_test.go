@@ -15,8 +15,8 @@ func TestOSTFullHasHysteresis(t *testing.T) {
 	st := func(avail, inodesFree uint64) *pb.Statfs {
 		return &pb.Statfs{BytesTotal: 1024 * mib, BytesAvail: avail, InodesTotal: 1 << 20, InodesFree: inodesFree}
 	}
-	// 1 GiB OST: reserve 80 MiB, margin 4 MiB; full below 84 MiB, usable
-	// again from 88 MiB.
+	// 1 GiB OST (available is what clients may write): margin 4 MiB;
+	// full below 4 MiB, usable again from 8 MiB.
 	for _, c := range []struct {
 		name    string
 		st      *pb.Statfs
@@ -24,10 +24,11 @@ func TestOSTFullHasHysteresis(t *testing.T) {
 		want    bool
 	}{
 		{"plenty of room", st(500*mib, 1<<19), false, false},
-		{"into the margin", st(83*mib, 1<<19), false, true},
-		{"just above the margin", st(85*mib, 1<<19), false, false},
-		{"full, a little freed", st(85*mib, 1<<19), true, true},
-		{"full, twice the margin freed", st(88*mib, 1<<19), true, false},
+		{"into the margin", st(3*mib, 1<<19), false, true},
+		{"nothing available", st(0, 1<<19), false, true},
+		{"just above the margin", st(5*mib, 1<<19), false, false},
+		{"full, a little freed", st(5*mib, 1<<19), true, true},
+		{"full, twice the margin freed", st(8*mib, 1<<19), true, false},
 		{"out of inodes", st(500*mib, 100), false, true},
 		{"no report keeps the verdict", nil, true, true},
 		{"an empty report keeps the verdict", &pb.Statfs{}, false, false},
@@ -46,10 +47,14 @@ func TestAFullMDTRefusesNewNamesAndAllowsRemovals(t *testing.T) {
 		{Op: &pb.Command_Create{Create: &pb.CreateOp{}}},
 		{Op: &pb.Command_Link{Link: &pb.LinkOp{}}},
 		{Op: &pb.Command_Setxattr{Setxattr: &pb.SetxattrOp{}}},
+		{Op: &pb.Command_Tmpfile{Tmpfile: &pb.TmpfileOp{}}},
 	} {
 		err := s.admitSpace(cmd)
 		if rpc.ToErrno(err) != syscall.ENOSPC || !strings.Contains(err.Error(), "MDT0000 is full") {
 			t.Errorf("%T on a full MDT: want ENOSPC naming it, got %v", cmd.Op, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "/mdt") {
+			t.Errorf("%T: the client's message names the server's path: %v", cmd.Op, err)
 		}
 	}
 	for _, cmd := range []*pb.Command{

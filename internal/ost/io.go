@@ -108,6 +108,7 @@ func (s *Store) Write(obj fid.ObjID, off uint64, data []byte, meta *wire.ObjMeta
 	if err := s.space.Admit(uint64(len(data))); err != nil {
 		return s.ioErr("write", obj, off, err)
 	}
+	defer s.space.Done(uint64(len(data)))
 	e, err := s.open(obj, true)
 	if err != nil {
 		return s.ioErr("write", obj, off, err)

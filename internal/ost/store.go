@@ -76,8 +76,10 @@ type Store struct {
 	log    *slog.Logger
 	fds    *fdCache
 	// space refuses data writes that would eat into the room the
-	// attribute store needs (package space).
-	space *space.Guard
+	// attribute store needs (package space); memtable is that store's
+	// memtable size, which the reserve is made of.
+	space    *space.Guard
+	memtable uint64
 
 	// locks serialise, per object, record read-modify-writes, file
 	// creation and Destroy; striped to bound memory.
@@ -169,7 +171,7 @@ func Open(dir string, id target.Identity, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open object store %s: the directory holds %s (uuid %s), not %s (uuid %s)",
 			dir, disk.Describe(), disk.UUID, id.Describe(), id.UUID)
 	}
-	if err := space.CheckOpen(target.StoreDir(dir), disk.Label(), opts.Statfs); err != nil {
+	if err := space.CheckOpen(target.StoreDir(dir), disk.Label(), opts.KV.MemTable(), opts.Statfs); err != nil {
 		return nil, err
 	}
 	db, err := kv.Open(target.StoreDir(dir), opts.KV)
@@ -214,6 +216,7 @@ func Open(dir string, id target.Identity, opts Options) (*Store, error) {
 		log:        log,
 		fds:        newFDCache(max),
 		space:      space.NewGuard(dir, disk.Label(), opts.KV.MemTable(), opts.Statfs),
+		memtable:   opts.KV.MemTable(),
 		destroying: make(map[fid.ObjID]struct{}),
 		dirtyDirs:  make(map[string]struct{}),
 	}
@@ -474,14 +477,26 @@ func (s *Store) Statfs() (*nacrepb.Statfs, error) {
 		return nil, fmt.Errorf("statfs %s: %s: %w", s.label, s.objDir, err)
 	}
 	bs := uint64(st.Bsize)
+	// Available is what clients can still write: the store's reserve
+	// (package space) is not theirs, as ext4's root-reserved blocks are
+	// not an ordinary user's, so df shows 100 % when writes are refused.
+	total, avail := st.Blocks*bs, st.Bavail*bs
+	avail -= min(avail, space.Reserve(total, s.memtable))
 	// Inodes of an OST are its objects (as `lfs df -i` shows them): used
 	// is the object count, free what the local file system could still
-	// hold, since every written object becomes one local file.
+	// hold, since every written object becomes one local file. A file
+	// system without an inode limit (btrfs; tmpfs with nr_inodes=0)
+	// reports none at all: so does the OST (total 0), rather than look
+	// out of inodes.
+	inodesTotal := s.Objects() + st.Ffree
+	if st.Files == 0 {
+		inodesTotal = 0
+	}
 	return &nacrepb.Statfs{
-		BytesTotal:  st.Blocks * bs,
+		BytesTotal:  total,
 		BytesFree:   st.Bfree * bs,
-		BytesAvail:  st.Bavail * bs,
-		InodesTotal: s.Objects() + st.Ffree,
+		BytesAvail:  avail,
+		InodesTotal: inodesTotal,
 		InodesFree:  st.Ffree,
 	}, nil
 }

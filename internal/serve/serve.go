@@ -123,7 +123,7 @@ func Run(ctx context.Context, dir string, o Options) error {
 	if id.Kind == target.MDT {
 		kvo = kv.Options{CacheSize: 512 << 20, MemTableSize: 64 << 20}
 	}
-	if err := space.CheckOpen(target.StoreDir(dir), id.Name(), nil); err != nil {
+	if err := space.CheckOpen(target.StoreDir(dir), id.Name(), kvo.MemTable(), nil); err != nil {
 		return err
 	}
 	db, err := kv.Open(target.StoreDir(dir), kvo)

@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -62,10 +61,13 @@ type Guard struct {
 	statfs   func(string) (Usage, error)
 	now      func() time.Time
 
-	mu       sync.Mutex
-	at       time.Time // of the last statfs
-	usage    Usage
-	admitted uint64 // bytes admitted since the last statfs
+	mu    sync.Mutex
+	at    time.Time // of the last statfs
+	usage Usage
+	// inflight counts bytes admitted whose write has not returned yet
+	// (statfs cannot see them); landed counts those that returned since
+	// the last statfs (the one before may not have seen them either).
+	inflight, landed uint64
 }
 
 // NewGuard guards the device of dir for the target named label, whose
@@ -78,28 +80,41 @@ func NewGuard(dir, label string, memtable uint64, statfs func(string) (Usage, er
 }
 
 // Admit accounts for a write of n bytes, or refuses it with an error
-// wrapping ENOSPC when it would leave less than the reserve free.
+// wrapping ENOSPC when it would leave less than the reserve free. A
+// caller that was admitted calls Done(n) once its write returned.
 func (g *Guard) Admit(n uint64) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.now()
-	reserve := Reserve(g.usage.Total, g.memtable)
 	// Look again when the view is old, or when the write would cross the
-	// reserve by the old view (it may have been freed since).
-	if now.Sub(g.at) >= refreshEvery || g.admitted+n+reserve > g.usage.Avail {
+	// reserve by the old view (space may have been freed since).
+	if now.Sub(g.at) >= refreshEvery || !g.fits(n) {
 		u, err := g.statfs(g.dir)
 		if err != nil {
 			// Not knowing is no reason to refuse a write.
+			g.inflight += n
 			return nil
 		}
-		g.usage, g.at, g.admitted = u, now, 0
-		reserve = Reserve(u.Total, g.memtable)
+		g.usage, g.at, g.landed = u, now, 0
 	}
-	if g.admitted+n+reserve > g.usage.Avail {
-		return &FullError{Label: g.label, Dir: g.dir, Usage: g.usage, Reserve: reserve}
+	if !g.fits(n) {
+		return &FullError{Label: g.label, Dir: g.dir, Usage: g.usage, Reserve: Reserve(g.usage.Total, g.memtable)}
 	}
-	g.admitted += n
+	g.inflight += n
 	return nil
+}
+
+// Done notes that an admitted write of n bytes returned.
+func (g *Guard) Done(n uint64) {
+	g.mu.Lock()
+	g.inflight -= min(n, g.inflight)
+	g.landed += n
+	g.mu.Unlock()
+}
+
+// fits says whether n more bytes leave the reserve free by the last view.
+func (g *Guard) fits(n uint64) bool {
+	return g.landed+g.inflight+n+Reserve(g.usage.Total, g.memtable) <= g.usage.Avail
 }
 
 // FullError says that a target keeps its reserve and refuses a write.
@@ -127,9 +142,13 @@ func (e *FullError) Unwrap() error { return syscall.ENOSPC }
 
 // CheckOpen refuses to open a store whose write-ahead log cannot be
 // replayed for lack of space: pebble flushes what it replays, and with no
-// room for that it waits forever, silently, instead of failing. It needs
-// about as much free space as the log files hold.
-func CheckOpen(storeDir, label string, statfs func(string) (Usage, error)) error {
+// room for that it waits forever, silently, instead of failing. What a
+// replay writes is at most the unflushed memtables, which the log files
+// hold; pebble also keeps up to three obsolete logs at full size for
+// reuse, which a replay does not touch, so the need is capped at two
+// memtables (the reserve is more than that, so a target that kept its
+// reserve always opens).
+func CheckOpen(storeDir, label string, memtable uint64, statfs func(string) (Usage, error)) error {
 	if statfs == nil {
 		statfs = Statfs
 	}
@@ -143,14 +162,14 @@ func CheckOpen(storeDir, label string, statfs func(string) (Usage, error)) error
 	if need == 0 {
 		return nil
 	}
-	need += 4 << 20 // a manifest, an options file, a new log
+	need = min(need, 2*memtable) + 4<<20 // and a manifest, an options file, a new log
 	u, err := statfs(storeDir)
 	if err != nil {
 		return nil // let the open say what is wrong
 	}
 	if u.Avail < need {
-		return fmt.Errorf("%s cannot open its store: replaying its write-ahead log (%s) needs about %sB free on the device of %s, which has %sB; free space on that device and start it again",
-			label, strings.TrimSuffix(storeDir, "/"), layout.FormatSize(need), storeDir, layout.FormatSize(u.Avail))
+		return fmt.Errorf("%s cannot open its store %s: replaying its write-ahead log needs about %sB free on that device, which has %sB; free space there and start it again",
+			label, storeDir, layout.FormatSize(need), layout.FormatSize(u.Avail))
 	}
 	return nil
 }

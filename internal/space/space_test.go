@@ -2,6 +2,7 @@ package space
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,6 +47,7 @@ func TestGuardKeepsTheReserve(t *testing.T) {
 		err := g.Admit(n)
 		if err == nil {
 			dev.u.Avail -= n
+			g.Done(n)
 		}
 		return err
 	}
@@ -70,13 +72,30 @@ func TestGuardKeepsTheReserve(t *testing.T) {
 
 	// Space freed elsewhere is seen at once: a refused write looks again.
 	dev.u.Avail = 200 * mib
-	if err := g.Admit(mib); err != nil {
+	if err := write(mib); err != nil {
 		t.Fatalf("after space was freed: %v", err)
+	}
+	// Writes admitted but not yet written count against the reserve even
+	// across a fresh look at the device, which cannot see them.
+	now = now.Add(refreshEvery)
+	dev.u.Avail = 100 * mib
+	for i := 0; i < 20; i++ {
+		if err := g.Admit(mib); err != nil {
+			t.Fatalf("in-flight write %d: %v", i, err)
+		}
+	}
+	now = now.Add(refreshEvery)
+	if err := g.Admit(mib); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("20 MiB in flight above an 80 MiB reserve with 100 MiB free, one more: want ENOSPC, got %v", err)
+	}
+	for i := 0; i < 20; i++ {
+		dev.u.Avail -= mib
+		g.Done(mib)
 	}
 	// Space taken by others is seen after refreshEvery.
 	dev.u.Avail = 81 * mib
 	now = now.Add(refreshEvery)
-	if err := g.Admit(2 * mib); !errors.Is(err, syscall.ENOSPC) {
+	if err := write(2 * mib); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("1 MiB above the reserve, a 2 MiB write: want ENOSPC, got %v", err)
 	}
 	// A device that cannot be asked does not stop writes.
@@ -88,20 +107,33 @@ func TestGuardKeepsTheReserve(t *testing.T) {
 }
 
 func TestCheckOpenNeedsRoomToReplayTheLog(t *testing.T) {
+	const mib = 1 << 20
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "000007.log"), make([]byte, 3<<20), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "000007.log"), make([]byte, 3*mib), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	dev := &fakeDevice{u: Usage{Total: 1 << 30, Avail: 6 << 20}}
-	err := CheckOpen(dir, "nacre-OST0000", dev.statfs)
-	if err == nil || !strings.Contains(err.Error(), "nacre-OST0000 cannot open its store") || !strings.Contains(err.Error(), "free space on that device") {
+	dev := &fakeDevice{u: Usage{Total: 1 << 30, Avail: 6 * mib}}
+	err := CheckOpen(dir, "nacre-OST0000", 32*mib, dev.statfs)
+	if err == nil || !strings.Contains(err.Error(), "nacre-OST0000 cannot open its store") || !strings.Contains(err.Error(), "free space there") {
 		t.Fatalf("3 MiB of log and 6 MiB free: want a refusal naming the target and the fix, got %v", err)
 	}
-	dev.u.Avail = 8 << 20
-	if err := CheckOpen(dir, "nacre-OST0000", dev.statfs); err != nil {
+	dev.u.Avail = 8 * mib
+	if err := CheckOpen(dir, "nacre-OST0000", 32*mib, dev.statfs); err != nil {
 		t.Errorf("3 MiB of log and 8 MiB free: %v", err)
 	}
-	if err := CheckOpen(t.TempDir(), "nacre-OST0000", (&fakeDevice{}).statfs); err != nil {
+	if err := CheckOpen(t.TempDir(), "nacre-OST0000", 32*mib, (&fakeDevice{}).statfs); err != nil {
 		t.Errorf("a new store with no log: %v", err)
+	}
+	// Pebble keeps up to three obsolete logs at full size for reuse: a
+	// store at its reserve, whose logs add up to more than the reserve,
+	// still opens.
+	for i := 8; i < 12; i++ {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%06d.log", i)), make([]byte, 17*mib), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dev.u.Avail = Reserve(1<<30, 16*mib)
+	if err := CheckOpen(dir, "nacre-OST0000", 16*mib, dev.statfs); err != nil {
+		t.Errorf("71 MiB of logs (mostly kept for reuse), 16 MiB memtables, the reserve free: %v", err)
 	}
 }

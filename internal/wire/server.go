@@ -462,8 +462,14 @@ func (s *Server) replyHandlerErr(sc *serverConn, h *header, err error) bool {
 		e = syscall.EIO
 	}
 	lvl := slog.LevelWarn
-	if e == syscall.ENOENT {
+	switch e {
+	case syscall.ENOENT:
 		// A dangling reference or a destroyed object: the client reports it.
+		lvl = slog.LevelDebug
+	case syscall.ENOSPC:
+		// A full target refuses every write: a line each would fill the
+		// log, which sits on that same full device. The client gets the
+		// message, and the MDT logs when an OST becomes full.
 		lvl = slog.LevelDebug
 	}
 	s.log.Log(context.Background(), lvl, "wire request failed", "op", h.op.String(), "object", h.obj.String(), "offset", h.off, "err", err)
