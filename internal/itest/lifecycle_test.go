@@ -17,6 +17,7 @@ import (
 	"nacre/internal/cli"
 	"nacre/internal/localcluster"
 	"nacre/internal/serve"
+	"nacre/internal/target"
 	"nacre/internal/testcluster"
 )
 
@@ -209,4 +210,51 @@ func upForeground(t *testing.T, bin, dir string) (*exec.Cmd, io.Reader, []string
 		}
 	}
 	return up, stdout, lines
+}
+
+// TestUpFormatsIntoEmptyTargetDirectories: a new cluster directory may
+// hold empty directories named as its targets, the mount points of
+// devices an admin made for them (an empty lost+found, as a fresh ext4
+// has, included); `nacre up` formats into them, leaves an extra one
+// alone, and still refuses a directory with anything else in it.
+func TestUpFormatsIntoEmptyTargetDirectories(t *testing.T) {
+	bin := testcluster.Binary(t)
+	dir := t.TempDir()
+	for _, d := range []string{"ost0", "ost1/lost+found", "ost7"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { localcluster.Down(dir, io.Discard) })
+	out, err := exec.Command(bin, "up", "--dir", dir, "--osts", "2", "--detach").CombinedOutput()
+	if err != nil {
+		t.Fatalf("up with empty target directories: %v\n%s", err, out)
+	}
+	for _, d := range []string{"ost0", "ost1"} {
+		id, err := target.Load(filepath.Join(dir, d))
+		if err != nil || id.Kind != target.OST {
+			t.Errorf("%s was not formatted as an OST: %v %+v", d, err, id)
+		}
+	}
+	if !target.Empty(filepath.Join(dir, "ost7")) {
+		t.Errorf("ost7, beyond --osts 2, was touched")
+	}
+	if n := localcluster.Running(dir); n != 4 {
+		t.Errorf("%d target processes run, want 4 (MGS, MDT, 2 OSTs)", n)
+	}
+
+	other := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(other, "ost0"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(other, "ost0", "data"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command(bin, "up", "--dir", other, "--detach").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "ost0 is in the way") {
+		t.Fatalf("up on a directory whose ost0 holds a file: want a refusal naming it, got %v\n%s", err, out)
+	}
+	if n := localcluster.Running(other); n != 0 {
+		t.Errorf("%d processes started for a refused directory", n)
+	}
 }

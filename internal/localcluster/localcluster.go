@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -122,7 +123,9 @@ func Dirs(dir string) ([]string, error) {
 			nd.kind = 2
 			fmt.Sscanf(base, "ost%d", &nd.index)
 		}
-		if nd.kind >= 0 {
+		// An empty directory is not a target yet (a mount point made
+		// for one that --osts did not ask for).
+		if nd.kind >= 0 && !target.Empty(filepath.Join(dir, n)) {
 			list = append(list, nd)
 		}
 	}
@@ -201,8 +204,8 @@ func format(o Options) error {
 	_, errSingle := os.Stat(filepath.Join(o.Dir, "mgs"))
 	reps, _ := filepath.Glob(filepath.Join(o.Dir, "mgs-r*"))
 	if errors.Is(errSingle, os.ErrNotExist) && len(reps) == 0 {
-		if entries, err := os.ReadDir(o.Dir); err == nil && len(entries) > 0 {
-			return fmt.Errorf("%s is not empty and holds no Nacre cluster; use an empty or new directory", o.Dir)
+		if err := checkNewClusterDir(o.Dir); err != nil {
+			return err
 		}
 		if err := formatNew(o); err != nil {
 			return err
@@ -221,11 +224,33 @@ func format(o Options) error {
 	}
 	for i := 0; i < o.OSTs; i++ {
 		d := filepath.Join(o.Dir, fmt.Sprintf("ost%d", i))
-		if _, err := os.Stat(d); err == nil {
+		if _, err := target.Load(d); err == nil {
 			continue
 		}
 		if err := target.Format(d, target.Identity{Fsname: fsname, Kind: target.OST, Index: uint32(i), MGSNode: mgsAddr, Listen: "127.0.0.1:0", DataListen: "127.0.0.1:0"}); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// targetDirName matches the names of a local cluster's target
+// directories.
+var targetDirName = regexp.MustCompile(`^(mgs|mdt0|ost[0-9]+|(mgs|mdt0)-r[0-9]+)$`)
+
+// checkNewClusterDir accepts a directory for a new cluster: empty, or
+// holding only empty directories named as the targets will be (mount
+// points: a device of its own for an OST, as a Lustre admin mounts one
+// per target before formatting it).
+func checkNewClusterDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil // the format says what is wrong
+	}
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		if !e.IsDir() || !targetDirName.MatchString(e.Name()) || !target.Empty(p) {
+			return fmt.Errorf("%s is not empty and holds no Nacre cluster (%s is in the way); use an empty or new directory (empty directories named mgs, mdt0 or ostN, such as mount points of devices for those targets, are fine)", dir, p)
 		}
 	}
 	return nil

@@ -127,8 +127,7 @@ func Format(dir string, id Identity) error {
 		return fmt.Errorf("refusing to format %s as %s: it already holds %s; use another directory or remove this one first",
 			dir, id.Describe(), old.Describe())
 	case errors.Is(err, ErrNotFormatted):
-		entries, rerr := os.ReadDir(dir)
-		if rerr == nil && len(entries) > 0 {
+		if !Empty(dir) {
 			return fmt.Errorf("refusing to format %s: the directory is not empty and holds no Nacre target; use an empty directory", dir)
 		}
 	case errors.Is(err, os.ErrNotExist):
@@ -235,4 +234,23 @@ func CheckStore(db *kv.DB, id Identity) error {
 			db.Dir(), got, id.Describe(), id.Fsname, id.Kind, id.Index, id.UUID, id.FormatVersion)
 	}
 	return nil
+}
+
+// Empty says whether dir holds nothing a format could destroy: no entries,
+// or only an empty lost+found (a freshly made ext4 file system mounted
+// there, to give the target a device of its own).
+func Empty(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if e.Name() == "lost+found" && e.IsDir() {
+			if sub, err := os.ReadDir(filepath.Join(dir, e.Name())); err == nil && len(sub) == 0 {
+				continue
+			}
+		}
+		return false
+	}
+	return true
 }
