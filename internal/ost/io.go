@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -106,6 +107,7 @@ func (s *Store) Write(obj fid.ObjID, off uint64, data []byte, meta *wire.ObjMeta
 		return s.ioErr("write", obj, off, err)
 	}
 	if err := s.space.Admit(uint64(len(data))); err != nil {
+		s.warnFull(err)
 		return s.ioErr("write", obj, off, err)
 	}
 	defer s.space.Done(uint64(len(data)))
@@ -319,4 +321,19 @@ func (s *Store) recordFirstMeta(obj fid.ObjID, e *fdEntry, meta *wire.ObjMeta) e
 // ioErr gives an I/O error its context; the errno stays reachable.
 func (s *Store) ioErr(op string, obj fid.ObjID, off uint64, err error) error {
 	return fmt.Errorf("%s %s object %s at %d: %w", op, s.label, obj, off, err)
+}
+
+// fullWarnEvery spaces the log lines of a full OST: the wire server logs
+// each refused write at debug level only, and the log is on the full
+// device.
+const fullWarnEvery = time.Minute
+
+// warnFull logs that the OST refuses writes, at most once a minute.
+func (s *Store) warnFull(err error) {
+	now := time.Now().UnixNano()
+	last := s.fullWarned.Load()
+	if now-last < int64(fullWarnEvery) || !s.fullWarned.CompareAndSwap(last, now) {
+		return
+	}
+	s.log.Warn("OST full: refusing writes (logged at most once a minute)", "err", err)
 }

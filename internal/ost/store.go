@@ -80,6 +80,8 @@ type Store struct {
 	// memtable size, which the reserve is made of.
 	space    *space.Guard
 	memtable uint64
+	// fullWarned is when warnFull last logged (unix ns).
+	fullWarned atomic.Int64
 
 	// locks serialise, per object, record read-modify-writes, file
 	// creation and Destroy; striped to bound memory.
