@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -257,4 +258,47 @@ func TestUpFormatsIntoEmptyTargetDirectories(t *testing.T) {
 	if n := localcluster.Running(other); n != 0 {
 		t.Errorf("%d processes started for a refused directory", n)
 	}
+}
+
+// TestUpAndDownIgnoreAPidFileOfAnotherProcess: after a reboot (a power
+// cut) a target's serve.pid may name a pid that now belongs to another
+// program. `nacre up` took such a target for running and skipped it, and
+// `nacre down` sent that program SIGTERM. Now both look at what the
+// process runs.
+func TestUpAndDownIgnoreAPidFileOfAnotherProcess(t *testing.T) {
+	bin := testcluster.Binary(t)
+	dir := t.TempDir()
+	t.Cleanup(func() { localcluster.Down(dir, io.Discard) })
+	if out, err := exec.Command(bin, "up", "--dir", dir, "--detach").CombinedOutput(); err != nil {
+		t.Fatalf("up: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(bin, "down", "--dir", dir).CombinedOutput(); err != nil {
+		t.Fatalf("down: %v\n%s", err, out)
+	}
+	stranger := exec.Command("sleep", "120")
+	if err := stranger.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stranger.Process.Kill(); stranger.Wait() })
+	if err := os.WriteFile(filepath.Join(dir, "ost1", serve.PidFile), []byte(strconv.Itoa(stranger.Process.Pid)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	if out, err := exec.Command(bin, "up", "--dir", dir, "--detach").CombinedOutput(); err != nil {
+		t.Fatalf("up with a stale pid file: %v\n%s", err, out)
+	}
+	pid, ok := serve.Serving(filepath.Join(dir, "ost1"))
+	if !ok || pid == stranger.Process.Pid {
+		t.Fatalf("OST0001 was not started: serving %v, pid %d (the stranger is %d)", ok, pid, stranger.Process.Pid)
+	}
+	// Its pid file is the stranger's again: down must not signal it.
+	if err := os.WriteFile(filepath.Join(dir, "ost1", serve.PidFile), []byte(strconv.Itoa(stranger.Process.Pid)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	exec.Command(bin, "down", "--dir", dir).CombinedOutput()
+	if err := stranger.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("down signalled the process its stale pid file named: %v", err)
+	}
+	// The real OST process is still ours to stop.
+	syscall.Kill(pid, syscall.SIGTERM)
 }

@@ -355,7 +355,7 @@ func Up(ctx context.Context, o Options) (*Cluster, error) {
 		if id.ReplicaID != 0 {
 			name += fmt.Sprintf("-r%d", id.ReplicaID)
 		}
-		if pid, err := serve.ReadPid(d); err == nil && serve.Alive(pid) && !isZombie(pid) {
+		if pid, ok := serve.Serving(d); ok {
 			c.Targets = append(c.Targets, Proc{Name: name, Dir: d, Pid: pid})
 			continue
 		}
@@ -538,7 +538,7 @@ func Running(dir string) int {
 	}
 	n := 0
 	for _, d := range dirs {
-		if pid, err := serve.ReadPid(d); err == nil && serve.Alive(pid) && !isZombie(pid) {
+		if _, ok := serve.Serving(d); ok {
 			n++
 		}
 	}
@@ -598,8 +598,8 @@ func Down(dir string, out io.Writer) error {
 	var pids []int
 	var names []string
 	for _, d := range order {
-		pid, err := serve.ReadPid(d)
-		if err != nil || !serve.Alive(pid) || isZombie(pid) {
+		pid, ok := serve.Serving(d)
+		if !ok {
 			continue
 		}
 		syscall.Kill(pid, syscall.SIGTERM)
@@ -695,7 +695,7 @@ func RetireReplica(dir, group string, rid uint64) (string, error) {
 	if _, err := os.Stat(d); err != nil {
 		return "", err
 	}
-	if pid, err := serve.ReadPid(d); err == nil && serve.Alive(pid) && !isZombie(pid) {
+	if pid, ok := serve.Serving(d); ok {
 		syscall.Kill(pid, syscall.SIGTERM)
 		deadline := time.Now().Add(10 * time.Second)
 		for serve.Alive(pid) && !isZombie(pid) && time.Now().Before(deadline) {

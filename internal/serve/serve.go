@@ -8,11 +8,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -360,6 +362,70 @@ func ReadPid(dir string) (int, error) {
 		return 0, err
 	}
 	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
+// Serving returns the pid of the process serving the target in dir, by
+// its pid file, if that process runs and is `nacre serve` of that very
+// directory. After a reboot (a power cut) the pid in the file may belong
+// to any process; trusting it made `nacre up` skip the target and `nacre
+// down` signal a stranger.
+func Serving(dir string) (int, bool) {
+	pid, err := ReadPid(dir)
+	if err != nil || !Alive(pid) || zombie(pid) {
+		return 0, false
+	}
+	return pid, servesDir(pid, dir)
+}
+
+// servesDir says whether process pid runs `serve --dir D` with D the
+// directory dir. Where /proc cannot tell, it trusts the pid file.
+func servesDir(pid int, dir string) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return !errors.Is(err, fs.ErrNotExist) || !procMounted()
+	}
+	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	if !slices.Contains(args, "serve") {
+		return false
+	}
+	for i, a := range args {
+		var d string
+		switch {
+		case a == "--dir" && i+1 < len(args):
+			d = args[i+1]
+		case strings.HasPrefix(a, "--dir="):
+			d = strings.TrimPrefix(a, "--dir=")
+		default:
+			continue
+		}
+		if !filepath.IsAbs(d) {
+			cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+			if err != nil {
+				return true // cannot resolve it: trust the pid file
+			}
+			d = filepath.Join(cwd, d)
+		}
+		a, errA := os.Stat(d)
+		b, errB := os.Stat(dir)
+		return errA == nil && errB == nil && os.SameFile(a, b)
+	}
+	return false
+}
+
+func procMounted() bool {
+	_, err := os.Stat("/proc/self/cmdline")
+	return err == nil
+}
+
+// zombie says whether pid has exited and waits for its parent to reap it.
+func zombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(f) > 0 && f[0] == "Z"
 }
 
 // Alive reports whether a process exists.

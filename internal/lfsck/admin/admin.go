@@ -570,7 +570,7 @@ func offlineMDT(dir string, readOnly bool) (*kv.DB, target.Identity, error) {
 	if id.Kind != target.MDT {
 		return nil, id, fmt.Errorf("%s holds %s, not an MDT", dir, id.Describe())
 	}
-	if pid, err := serve.ReadPid(dir); err == nil && serve.Alive(pid) {
+	if pid, ok := serve.Serving(dir); ok {
 		return nil, id, fmt.Errorf("%s is served by process %d; stop it first (a file-level backup or restore is done with the MDT stopped)", dir, pid)
 	}
 	db, err := kv.Open(target.StoreDir(dir), kv.Options{ReadOnly: readOnly})
