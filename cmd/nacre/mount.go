@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -61,15 +62,18 @@ Options (-o, comma-separated):
 					return err
 				}
 			}
+			if _, ok := fusefs.FindMount(dir); ok {
+				// A second mount would stack on the first, and one
+				// umount would leave the path still mounted.
+				if _, err := os.Stat(dir); errors.Is(err, syscall.ENOTCONN) {
+					return fmt.Errorf("%s is a dead mount (its daemon is gone): unmount it first (nacre umount %s)", dir, dir)
+				}
+				return fmt.Errorf("%s is already a mount point: unmount it first (nacre umount %s)", dir, dir)
+			}
 			if st, err := os.Stat(dir); err != nil {
 				return fmt.Errorf("mount point: %w", err)
 			} else if !st.IsDir() {
 				return fmt.Errorf("mount point %s is not a directory", dir)
-			}
-			if _, ok := fusefs.FindMount(dir); ok {
-				// A second mount would stack on the first, and one
-				// umount would leave the path still mounted.
-				return fmt.Errorf("%s is already a mount point: unmount it first (nacre umount %s)", dir, dir)
 			}
 			if m.log == "" {
 				m.log = filepath.Join(fusefs.StateDir(), url.PathEscape(dir)+".log")

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/cli"
+	"nacre/internal/fusefs"
 	"nacre/internal/localcluster"
 	"nacre/internal/serve"
 	"nacre/internal/target"
@@ -301,4 +303,64 @@ func TestUpAndDownIgnoreAPidFileOfAnotherProcess(t *testing.T) {
 	}
 	// The real OST process is still ours to stop.
 	syscall.Kill(pid, syscall.SIGTERM)
+}
+
+// TestUpMountsAgainOverItsDeadMount: after a power cut (every server and
+// the mount daemon killed at once) the cluster's mount point is a dead
+// FUSE mount ("transport endpoint is not connected"). `nacre mount` there
+// says what it is and how to free it; `nacre up --mount` at the mount
+// point this cluster recorded removes it and mounts again. It failed with
+// "mkdir M: file exists" and stopped the cluster it had just started.
+func TestUpMountsAgainOverItsDeadMount(t *testing.T) {
+	needFUSE(t)
+	bin := testcluster.Binary(t)
+	dir := t.TempDir()
+	mnt := filepath.Join(t.TempDir(), "m")
+	t.Cleanup(func() {
+		localcluster.Down(dir, io.Discard)
+		exec.Command("fusermount3", "-u", "-z", mnt).Run()
+	})
+	if out, err := exec.Command(bin, "up", "--dir", dir, "--detach", "--mount", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("up --mount: %v\n%s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "kept"), []byte("before the cut\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := fusefs.ReadRecord(mnt)
+	if err != nil {
+		t.Fatalf("the mount daemon's record: %v", err)
+	}
+	victims := []int{rec.Pid}
+	dirs, _ := localcluster.Dirs(dir)
+	for _, d := range dirs {
+		if pid, ok := serve.Serving(d); ok {
+			victims = append(victims, pid)
+		}
+	}
+	for _, pid := range victims {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, pid := range victims {
+		for fusefs.Alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if _, err := os.Stat(mnt); !errors.Is(err, syscall.ENOTCONN) {
+		t.Fatalf("after the cut the mount point should be dead (ENOTCONN), stat says %v", err)
+	}
+
+	out, err := exec.Command(bin, "mount", "--mgs", "127.0.0.1:1", mnt).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "dead mount") || !strings.Contains(string(out), "nacre umount "+mnt) {
+		t.Errorf("nacre mount on a dead mount: want it named with the fix, got %v\n%s", err, out)
+	}
+
+	out, err = exec.Command(bin, "up", "--dir", dir, "--detach", "--mount", mnt).CombinedOutput()
+	if err != nil {
+		t.Fatalf("up --mount over its dead mount: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(mnt, "kept"))
+	if err != nil || string(b) != "before the cut\n" {
+		t.Fatalf("after the restart, kept reads %q, %v", b, err)
+	}
 }

@@ -1,12 +1,14 @@
 package localcluster
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"nacre/internal/fusefs"
 )
@@ -21,11 +23,25 @@ func mountLocal(bin, clusterDir, mgs, dir string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if _, ok := fusefs.FindMount(abs); ok {
+		_, serr := os.Stat(abs)
+		dead := errors.Is(serr, syscall.ENOTCONN)
+		switch {
+		case dead && recordedMount(clusterDir) == abs:
+			// This cluster's own mount, whose daemon died with the
+			// servers (a power cut, kill -9): it is of no use to anyone.
+			if err := fusefs.Umount(abs, fusefs.UmountOptions{Force: true}); err != nil {
+				return fmt.Errorf("%s is this cluster's mount from before, whose daemon is gone, and unmounting it failed: %w; run `nacre umount --force %s`", abs, err, abs)
+			}
+			fmt.Fprintf(out, "unmounted %s (its daemon was gone)\n", abs)
+		case dead:
+			return fmt.Errorf("%s is a dead mount (its daemon is gone): unmount it first (nacre umount %s)", abs, abs)
+		default:
+			return fmt.Errorf("%s is already a mount point: unmount it first (nacre umount %s) or mount somewhere else", abs, abs)
+		}
+	}
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return err
-	}
-	if _, ok := fusefs.FindMount(abs); ok {
-		return fmt.Errorf("%s is already a mount point", abs)
 	}
 	cmd := exec.Command(bin, "mount", "--mgs", mgs, abs, "--log", filepath.Join(clusterDir, "mount.log"))
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -38,14 +54,23 @@ func mountLocal(bin, clusterDir, mgs, dir string, out io.Writer) error {
 	return nil
 }
 
+// recordedMount is where this cluster's `nacre up --mount` mounted it
+// last ("" if nowhere).
+func recordedMount(clusterDir string) string {
+	b, err := os.ReadFile(filepath.Join(clusterDir, mountFile))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
 // unmountLocal unmounts what `nacre up --mount` mounted; a busy mount is
 // detached and its connection aborted, since the servers are going away.
 func unmountLocal(clusterDir string, out io.Writer) {
-	b, err := os.ReadFile(filepath.Join(clusterDir, mountFile))
-	if err != nil {
+	dir := recordedMount(clusterDir)
+	if dir == "" {
 		return
 	}
-	dir := strings.TrimSpace(string(b))
 	if _, ok := fusefs.FindMount(dir); ok {
 		err := fusefs.Umount(dir, fusefs.UmountOptions{})
 		if err != nil {
