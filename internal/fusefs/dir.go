@@ -209,14 +209,27 @@ func (fs *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.S
 		}
 	}
 	if d.virt != 0 {
-		// .nacre lists fid (as Lustre's .lustre does); fid/ lists
-		// nothing, though it holds every FID.
+		// .nacre lists fid (as Lustre's .lustre does) and, once the
+		// checker made it, lost+found; fid/ lists nothing, though it
+		// holds every FID.
 		if d.virt == nacreID && off <= 2 {
-			if eo, ok := add(fuse.DirEntry{Name: fidDirName, Mode: syscall.S_IFDIR, Ino: fidDirIno, Off: 3}); ok && eo != nil {
+			eo, ok := add(fuse.DirEntry{Name: fidDirName, Mode: syscall.S_IFDIR, Ino: fidDirIno, Off: 3})
+			if !ok {
+				return fuse.OK
+			}
+			if eo != nil {
 				eo.NodeId = fidDirID
 				eo.SetEntryTimeout(virtTimeout)
 				eo.SetAttrTimeout(virtTimeout)
 				virtAttr(fidDirID, &eo.Attr)
+			}
+		}
+		if d.virt == nacreID && off <= 3 {
+			ctx := fs.ctx(&in.InHeader)
+			if ino, err := fs.attr(ctx, fid.LostFound); err == nil {
+				if eo, ok := add(fuse.DirEntry{Name: lostFoundName, Mode: syscall.S_IFDIR, Ino: Ino(fid.LostFound), Off: 4}); ok && eo != nil {
+					fs.fillEntry(ino, eo)
+				}
 			}
 		}
 		return fuse.OK
@@ -232,6 +245,13 @@ func (fs *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.S
 			return fs.status("readdir", err)
 		}
 		for _, e := range ents {
+			cookie = e.Cookie
+			if d.f == fid.Root && string(e.Name) == nacreDirName {
+				// The real .nacre stays hidden behind the virtual one:
+				// handed to the kernel here it would take the virtual
+				// one's place in its cache.
+				continue
+			}
 			de := fuse.DirEntry{Name: string(e.Name), Mode: e.Type << 12, Ino: Ino(fid.FromPB(e.Fid)), Off: e.Cookie}
 			eo, ok := add(de)
 			if !ok {

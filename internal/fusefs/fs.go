@@ -82,6 +82,9 @@ const (
 const (
 	nacreDirName = ".nacre"
 	fidDirName   = "fid"
+	// lostFoundName is .nacre/lost+found, where the checker puts
+	// orphans (fid.LostFound).
+	lostFoundName = "lost+found"
 )
 
 // Options configure a mount.

@@ -20,6 +20,14 @@ const virtTimeout = time.Hour
 func (fs *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
 	switch h.NodeId {
 	case nacreID:
+		if name == lostFoundName {
+			ino, err := fs.attr(fs.ctx(h), fid.LostFound)
+			if err != nil {
+				return fs.status("lookup lost+found", err)
+			}
+			fs.fillEntry(ino, out)
+			return fuse.OK
+		}
 		if name != fidDirName {
 			return fuse.ENOENT
 		}

@@ -358,6 +358,47 @@ func TestFuseFileSemantics(t *testing.T) {
 			}
 		}
 	}
+
+	// Once the checker adopted an orphan, .nacre/lost+found is there
+	// through the mount too. The root's listing used to hand the kernel
+	// the real .nacre, which then hid the virtual one (no fid) and had
+	// lost+found only until its cache entry expired.
+	must(os.WriteFile(m.Path("stray"), []byte("adopt me\n"), 0o644))
+	if out, err := cl.Run("fault", "inject", "orphan", "--path", "/stray"); err != nil {
+		t.Fatalf("inject: %v\n%s", err, out)
+	}
+	if out, err := cl.Run("lfsck", "start", "-A", "-o", "--wait"); err != nil {
+		t.Fatalf("lfsck -o: %v\n%s", err, out)
+	}
+	for round := 0; round < 2; round++ {
+		ents, err := os.ReadDir(m.Dir) // readdirplus of the root
+		must(err)
+		for _, e := range ents {
+			if e.Name() == ".nacre" {
+				t.Fatal(".nacre is listed once lost+found exists")
+			}
+		}
+		names := map[string]bool{}
+		ents, err = os.ReadDir(m.Path(".nacre"))
+		must(err)
+		for _, e := range ents {
+			names[e.Name()] = e.IsDir()
+		}
+		if !names["fid"] || !names["lost+found"] || len(names) != 2 {
+			t.Fatalf("round %d: .nacre lists %v, want fid and lost+found", round, names)
+		}
+		lf, err := os.ReadDir(m.Path(".nacre", "lost+found"))
+		if err != nil || len(lf) != 1 {
+			t.Fatalf("round %d: .nacre/lost+found lists %v (%v), want the adopted file", round, lf, err)
+		}
+		b, err := os.ReadFile(m.Path(".nacre", "lost+found", lf[0].Name()))
+		if err != nil || string(b) != "adopt me\n" {
+			t.Fatalf("round %d: the adopted file reads %q, %v", round, b, err)
+		}
+		if _, err := os.Stat(m.Path(".nacre", "fid", fidName)); err != nil {
+			t.Fatalf("round %d: .nacre/fid after a listing of the root: %v", round, err)
+		}
+	}
 }
 
 func alignedBuf(n, align int) []byte {
