@@ -667,16 +667,33 @@ func (g *Group) confAt(i uint64) *pb.ConfState {
 	return cs
 }
 
+// maxLogSegments bounds the segments a log keeps for a group with few
+// entries: every start opens a new segment (Open seals the newest), and a
+// group that never gets KeepEntries entries behind its applied index (an
+// MGS, an idle MDT) was never compacted, so each restart left another
+// full-size segment (481 MiB of log for a 24 KB store after 59 starts).
+const maxLogSegments = 8
+
 // maybeCompact drops log entries more than KeepEntries behind the applied
-// index, a quarter of KeepEntries at a time.
+// index, a quarter of KeepEntries at a time; and, when the log has more
+// than maxLogSegments segments, every applied entry older than the two
+// newest segments (a follower that needs one gets a snapshot).
 func (g *Group) maybeCompact() error {
 	keep := g.cfg.KeepEntries
 	applied := g.store.applied
 	t := g.store.trunc.GetIndex()
-	if applied <= keep || applied-keep < t+max(keep/4, 1) {
+	var c uint64
+	switch {
+	case applied > keep && applied-keep >= t+max(keep/4, 1):
+		c = applied - keep
+	case g.store.log.Segments() > maxLogSegments:
+		c = min(g.store.firstFrom(g.store.log.ActiveSeq()-1)-1, applied)
+		if c <= t {
+			return nil
+		}
+	default:
 		return nil
 	}
-	c := applied - keep
 	cs := g.confAt(c)
 	// The state machine's applies up to c must be durable before the log
 	// drops the entries they came from: they are written without sync.

@@ -490,3 +490,54 @@ func TestRestartAppliesAcknowledgedEntriesBeforeStartReturns(t *testing.T) {
 		t.Fatalf("Start returned with %d of 20 acknowledged commands applied", n)
 	}
 }
+
+// TestRestartsDoNotGrowTheLogOfAQuietGroup: every start opens a new log
+// segment, and a group that never has KeepEntries entries behind its
+// applied index (an MGS, an idle MDT) was never compacted, so every
+// restart left one more full-size segment behind. Past maxLogSegments the
+// applied entries older than the two newest segments are dropped.
+func TestRestartsDoNotGrowTheLogOfAQuietGroup(t *testing.T) {
+	fs := vfs.NewMem()
+	open := func() *kv.DB {
+		db, err := kv.Open("db", kv.Options{FS: fs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	adjust := func(c *Config) { c.LogSegmentSize = 4096 }
+	ctx := context.Background()
+	segments := func(db *kv.DB) int {
+		names, err := fs.List(defaultLogDir(db, 7))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, name := range names {
+			if strings.HasSuffix(name, ".seg") {
+				n++
+			}
+		}
+		return n
+	}
+	most := 0
+	for round := range 3 * maxLogSegments {
+		db := open()
+		g, sm := openSingle(t, db, adjust)
+		if _, err := g.Propose(ctx, fmt.Appendf(nil, "r%d", round)); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(sm.commands(t)); n != round+1 {
+			t.Fatalf("round %d: %d commands applied, want %d", round, n, round+1)
+		}
+		if err := g.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		most = max(most, segments(db))
+		db.Close()
+	}
+	// The live segments, plus the spares the preparer keeps.
+	if most > maxLogSegments+3 {
+		t.Fatalf("a quiet group's log grew to %d segments over %d restarts", most, 3*maxLogSegments)
+	}
+}

@@ -1,6 +1,7 @@
 package raftgroup
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -339,6 +340,13 @@ func (s *logStore) compact(c uint64, cs *pb.ConfState) error {
 	}
 	_, err = s.log.Add(recTrunc, v)
 	return err
+}
+
+// firstFrom is the index of the first retained entry written in segment
+// seq or later, or last()+1 if there is none.
+func (s *logStore) firstFrom(seq uint64) uint64 {
+	i, _ := slices.BinarySearchFunc(s.pos, seq, func(p raftlog.Pos, seq uint64) int { return cmp.Compare(p.Seq(), seq) })
+	return s.trunc.GetIndex() + 1 + uint64(i)
 }
 
 // release drops the log segments that hold no retained entry, once the
