@@ -488,6 +488,10 @@ func waitReady(ctx context.Context, c *Cluster, want int, timeout time.Duration)
 	}
 	defer cc.Close()
 	m := pb.NewMGSClient(cc)
+	pids := map[int]bool{}
+	for _, p := range c.Targets {
+		pids[p.Pid] = true
+	}
 	var last string
 	for time.Now().Before(deadline) {
 		for _, p := range c.Targets {
@@ -505,7 +509,10 @@ func waitReady(ctx context.Context, c *Cluster, want int, timeout time.Duration)
 				if t.Kind == pb.TargetKind_TARGET_MDT {
 					mdts[t.Index] = true
 				}
-				if t.Kind != pb.TargetKind_TARGET_MGS && t.State == "up" {
+				// Up means registered by the process running now: a new
+				// MGS leader shows every target it knows as up for a
+				// while before hearing from it, with the pid it had.
+				if t.Kind != pb.TargetKind_TARGET_MGS && t.State == "up" && pids[int(t.Pid)] {
 					up++
 					if t.Kind == pb.TargetKind_TARGET_MDT && t.Leader {
 						led[t.Index] = true
