@@ -214,7 +214,13 @@ free it. The mount made by nacre up --mount is always removed.`,
 				}
 				e.MGS = addr
 			}
-			return cli.Status(cmd.Context(), e, st.json)
+			err := cli.Status(cmd.Context(), e, st.json)
+			if err != nil && st.dir != "" {
+				// With the MGS down (after a power cut, say) what runs
+				// here is still worth knowing.
+				err = fmt.Errorf("%w\n%s", err, localcluster.ProcessReport(st.dir, selfName()))
+			}
+			return err
 		},
 	}
 	statusCmd.Flags().BoolVar(&st.json, "json", false, "print JSON")

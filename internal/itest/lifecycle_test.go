@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -362,5 +363,24 @@ func TestUpMountsAgainOverItsDeadMount(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(mnt, "kept"))
 	if err != nil || string(b) != "before the cut\n" {
 		t.Fatalf("after the restart, kept reads %q, %v", b, err)
+	}
+}
+
+// TestStatusWithTheMGSDownListsTheLocalProcesses: after a power cut the
+// MGS may be the one process not running; `nacre status --dir` then says
+// which target processes of the directory run and how to start the rest,
+// not only that the MGS does not answer.
+func TestStatusWithTheMGSDownListsTheLocalProcesses(t *testing.T) {
+	cl := testcluster.Start(t, testcluster.Options{})
+	mdtPid := cl.Pid("mdt0")
+	cl.Kill("mgs", syscall.SIGKILL)
+	out, err := exec.Command(cl.Bin, "status", "--dir", cl.Dir).CombinedOutput()
+	if err == nil {
+		t.Fatalf("status with the MGS down succeeded:\n%s", out)
+	}
+	for _, want := range []string{"does not answer", "mgs        not running", fmt.Sprintf("mdt0       running (pid %d)", mdtPid), "up --dir " + cl.Dir} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("status output lacks %q:\n%s", want, out)
+		}
 	}
 }

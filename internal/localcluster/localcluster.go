@@ -536,6 +536,32 @@ func waitReady(ctx context.Context, c *Cluster, want int, timeout time.Duration)
 	return fmt.Errorf("cluster in %s not ready after %s (%s); see the serve.log files", c.Dir, timeout, last)
 }
 
+// ProcessReport says, for a cluster whose MGS does not answer, which of
+// its target processes run on this machine and how to start the others
+// (bin names the nacre binary in the hint).
+func ProcessReport(dir, bin string) string {
+	dirs, err := Dirs(dir)
+	if err != nil {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "target processes of %s on this machine:", dir)
+	stopped := 0
+	for _, d := range dirs {
+		switch pid, ok := serve.Serving(d); {
+		case ok:
+			fmt.Fprintf(&b, "\n  %-10s running (pid %d)", filepath.Base(d), pid)
+		default:
+			stopped++
+			fmt.Fprintf(&b, "\n  %-10s not running", filepath.Base(d))
+		}
+	}
+	if stopped > 0 {
+		fmt.Fprintf(&b, "\nstart them with: %s up --dir %s", bin, dir)
+	}
+	return b.String()
+}
+
 // Running counts the target processes of the cluster in dir that are
 // alive, by their pid files (so replicas added since Up count too).
 func Running(dir string) int {
