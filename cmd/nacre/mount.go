@@ -52,7 +52,7 @@ Options (-o, comma-separated):
 			if g.mgs == "" {
 				return fmt.Errorf("no MGS address: pass --mgs HOST:PORT or set NACRE_MGS")
 			}
-			dir, err := filepath.Abs(args[0])
+			dir, err := fusefs.MountPath(args[0])
 			if err != nil {
 				return err
 			}

@@ -85,6 +85,20 @@ func ReadRecord(dir string) (Record, error) {
 	return r, json.Unmarshal(b, &r)
 }
 
+// MountPath is the absolute path of mount point dir as the kernel shows it
+// in mountinfo: its parent's symbolic links resolved, not dir itself,
+// which may be a dead mount that cannot be looked at.
+func MountPath(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if parent, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		abs = filepath.Join(parent, filepath.Base(abs))
+	}
+	return abs, nil
+}
+
 // MountInfo is one line of /proc/self/mountinfo.
 type MountInfo struct {
 	Dir    string

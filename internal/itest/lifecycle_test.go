@@ -247,6 +247,37 @@ func TestUpFormatsIntoEmptyTargetDirectories(t *testing.T) {
 		t.Errorf("%d target processes run, want 4 (MGS, MDT, 2 OSTs)", n)
 	}
 
+	// After a reboot whose mount of ost1's device failed, ost1 is a bare
+	// directory: up must say so, not start without it or format a new
+	// OST in its place.
+	if out, err := exec.Command(bin, "down", "--dir", dir).CombinedOutput(); err != nil {
+		t.Fatalf("down: %v\n%s", err, out)
+	}
+	hidden := filepath.Join(t.TempDir(), "ost1-device")
+	if err := os.Rename(filepath.Join(dir, "ost1"), hidden); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "ost1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command(bin, "up", "--dir", dir, "--detach").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "ost1 is empty") || !strings.Contains(string(out), "mount the device first") {
+		t.Fatalf("up with ost1's device not mounted: want a refusal naming it, got %v\n%s", err, out)
+	}
+	if !target.Empty(filepath.Join(dir, "ost1")) {
+		t.Fatal("up wrote into the bare mount point of ost1")
+	}
+	// An empty mgs directory (its device's mount point) in a new cluster
+	// is fine too.
+	fresh := t.TempDir()
+	if err := os.Mkdir(filepath.Join(fresh, "mgs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { localcluster.Down(fresh, io.Discard) })
+	if out, err := exec.Command(bin, "up", "--dir", fresh, "--detach").CombinedOutput(); err != nil {
+		t.Fatalf("up of a new cluster with an empty mgs directory: %v\n%s", err, out)
+	}
+
 	other := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(other, "ost0"), 0o755); err != nil {
 		t.Fatal(err)

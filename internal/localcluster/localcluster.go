@@ -201,9 +201,16 @@ func freePort() (string, error) {
 // format creates the directories of a new cluster, or the OSTs an
 // existing one lacks.
 func format(o Options) error {
-	_, errSingle := os.Stat(filepath.Join(o.Dir, "mgs"))
-	reps, _ := filepath.Glob(filepath.Join(o.Dir, "mgs-r*"))
-	if errors.Is(errSingle, os.ErrNotExist) && len(reps) == 0 {
+	// New: no MGS directory holds anything yet (an empty one may be the
+	// mount point of the MGS's device).
+	fresh := true
+	mgsDirs, _ := filepath.Glob(filepath.Join(o.Dir, "mgs-r*"))
+	for _, d := range append(mgsDirs, filepath.Join(o.Dir, "mgs")) {
+		if _, err := os.Stat(d); err == nil && !target.Empty(d) {
+			fresh = false
+		}
+	}
+	if fresh {
 		if err := checkNewClusterDir(o.Dir); err != nil {
 			return err
 		}
@@ -211,6 +218,21 @@ func format(o Options) error {
 			return err
 		}
 		fmt.Fprintf(o.Out, "formatted new file system %q in %s\n", o.Fsname, o.Dir)
+	}
+	if !fresh {
+		// In a cluster that exists, a bare target directory is more
+		// likely the mount point of a device that is not mounted (after
+		// a reboot) than a place for a new target: formatting it would
+		// put a new target on the wrong file system, and leaving it out
+		// would start the cluster without it. A new device has its
+		// lost+found.
+		entries, _ := os.ReadDir(o.Dir)
+		for _, e := range entries {
+			d := filepath.Join(o.Dir, e.Name())
+			if sub, err := os.ReadDir(d); err == nil && len(sub) == 0 && e.IsDir() && targetDirName.MatchString(e.Name()) {
+				return fmt.Errorf("%s is empty: if it is the mount point of a target's device, mount the device first; to add a target there, put its file system there (an empty lost+found is fine) or remove the directory", d)
+			}
+		}
 	}
 	mgsAddr, err := MGSAddr(o.Dir)
 	if err != nil {
@@ -227,6 +249,7 @@ func format(o Options) error {
 		if _, err := target.Load(d); err == nil {
 			continue
 		}
+
 		if err := target.Format(d, target.Identity{Fsname: fsname, Kind: target.OST, Index: uint32(i), MGSNode: mgsAddr, Listen: "127.0.0.1:0", DataListen: "127.0.0.1:0"}); err != nil {
 			return err
 		}

@@ -19,7 +19,7 @@ const mountFile = "mount"
 
 // mountLocal mounts the cluster at dir with the mount daemon of bin.
 func mountLocal(bin, clusterDir, mgs, dir string, out io.Writer) error {
-	abs, err := filepath.Abs(dir)
+	abs, err := fusefs.MountPath(dir)
 	if err != nil {
 		return err
 	}

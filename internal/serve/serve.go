@@ -349,7 +349,7 @@ func listen(addr string, id target.Identity, what string) (net.Listener, error) 
 // claimPid records our pid, refusing if another live process serves dir.
 func claimPid(dir string) error {
 	p := filepath.Join(dir, PidFile)
-	if pid, err := ReadPid(dir); err == nil && pid != os.Getpid() && Alive(pid) {
+	if pid, ok := Serving(dir); ok && pid != os.Getpid() {
 		return fmt.Errorf("%s is already served by process %d; stop it first (nacre down, or kill %d)", dir, pid, pid)
 	}
 	return os.WriteFile(p, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)

@@ -13,6 +13,7 @@
 package target
 
 import (
+	"io/fs"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -246,7 +247,10 @@ func Empty(dir string) bool {
 	}
 	for _, e := range entries {
 		if e.Name() == "lost+found" && e.IsDir() {
-			if sub, err := os.ReadDir(filepath.Join(dir, e.Name())); err == nil && len(sub) == 0 {
+			// mke2fs makes it root's with mode 0700: one that cannot
+			// be read is taken for the empty one a new ext4 has.
+			sub, err := os.ReadDir(filepath.Join(dir, e.Name()))
+			if (err == nil && len(sub) == 0) || errors.Is(err, fs.ErrPermission) {
 				continue
 			}
 		}
