@@ -475,7 +475,10 @@ func virtAttr(id uint64, a *fuse.Attr) {
 	a.Blksize = 4096
 	if id == nacreID {
 		a.Ino = nacreIno
-		a.Nlink = 3
+		// It holds fid and, once the checker made it, lost+found: a
+		// count that does not say how many subdirectories there are (1,
+		// as btrfs gives) keeps find(1) from stopping after the first.
+		a.Nlink = 1
 	} else {
 		a.Ino = fidDirIno
 	}
