@@ -78,7 +78,7 @@ func TestUpCtrlCStopsAndRestartKeepsData(t *testing.T) {
 		t.Fatal("nacre up did not stop after Ctrl-C")
 	}
 	for d, pid := range pids {
-		if serve.Alive(pid) && !zombieProc(pid) {
+		if serve.Running(pid) {
 			t.Fatalf("%s (pid %d) still running after Ctrl-C", filepath.Base(d), pid)
 		}
 	}
@@ -97,16 +97,6 @@ func TestUpCtrlCStopsAndRestartKeepsData(t *testing.T) {
 	if out, err := exec.Command(bin, "down", "--dir", dir).CombinedOutput(); err != nil || !strings.Contains(string(out), "stopped") {
 		t.Fatalf("down: %v %s", err, out)
 	}
-}
-
-func zombieProc(pid int) bool {
-	b, err := os.ReadFile("/proc/" + itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(f) > 0 && f[0] == "Z"
 }
 
 // TestStatusShowsDeadTargetDown kills an OST and waits for the MGS to

@@ -54,7 +54,7 @@ func TestMDTExitsWhenItsRaftLogCannotSync(t *testing.T) {
 	}
 
 	deadline := time.Now().Add(15 * time.Second)
-	for serve.Alive(pid) && !zombieProc(pid) {
+	for serve.Running(pid) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the MDT (pid %d) still runs 15 s after its Raft log failed to sync", pid)
 		}

@@ -34,12 +34,9 @@ import (
 // and once files are removed it takes new files again.
 func TestAFullOSTKeepsWorking(t *testing.T) {
 	cl := testcluster.Start(t, testcluster.Options{})
-	ost0 := cl.TargetDir("ost0")
-	cl.Kill("ost0", syscall.SIGTERM)
 	// nr_inodes=0: a file system without an inode limit (as btrfs), which
 	// reports no inodes at all; the OST must not look out of inodes.
-	onTmpfs(t, cl, ost0, "size=256m,nr_inodes=0")
-	cl.Restart()
+	onTmpfs(t, cl, "ost0", "size=256m,nr_inodes=0")
 
 	c := cl.Client(t)
 	ctx := context.Background()
@@ -160,11 +157,14 @@ func TestAFullOSTKeepsWorking(t *testing.T) {
 	}
 }
 
-// onTmpfs moves a stopped target's directory onto a tmpfs mounted in its
-// place with the given options; the tmpfs is unmounted when the test
-// ends, after the cluster is stopped.
-func onTmpfs(t *testing.T, cl *testcluster.Cluster, dir, opts string) {
+// onTmpfs stops the target name, moves its directory onto a tmpfs
+// mounted in its place with the given options, starts it again and
+// returns the directory; the tmpfs is unmounted when the test ends, after
+// the cluster is stopped.
+func onTmpfs(t *testing.T, cl *testcluster.Cluster, name, opts string) string {
 	t.Helper()
+	dir := cl.TargetDir(name)
+	cl.Kill(name, syscall.SIGTERM)
 	hold := filepath.Join(t.TempDir(), "hold")
 	if out, err := exec.Command("cp", "-a", dir, hold).CombinedOutput(); err != nil {
 		t.Fatalf("copy %s: %v\n%s", dir, err, out)
@@ -189,6 +189,8 @@ func onTmpfs(t *testing.T, cl *testcluster.Cluster, dir, opts string) {
 	if out, err := exec.Command("cp", "-a", hold+"/.", dir+"/").CombinedOutput(); err != nil {
 		t.Fatalf("copy back %s: %v\n%s", dir, err, out)
 	}
+	cl.Restart()
+	return dir
 }
 
 // createIn creates name in dir with data (none if nil) and returns its
@@ -243,10 +245,7 @@ func readAll(t *testing.T, c *client.Client, ino *pb.Inode) []byte {
 // for good.
 func TestAFullMDTRefusesNewNamesAndRecovers(t *testing.T) {
 	cl := testcluster.Start(t, testcluster.Options{})
-	mdt := cl.TargetDir("mdt0")
-	cl.Kill("mdt0", syscall.SIGTERM)
-	onTmpfs(t, cl, mdt, "size=512m")
-	cl.Restart()
+	mdt := onTmpfs(t, cl, "mdt0", "size=512m")
 	c := cl.Client(t)
 	ctx := context.Background()
 	createIn(t, c, fid.Root, "before", []byte("x"))

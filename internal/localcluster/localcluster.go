@@ -518,7 +518,7 @@ func waitReady(ctx context.Context, c *Cluster, want int, timeout time.Duration)
 	var last string
 	for time.Now().Before(deadline) {
 		for _, p := range c.Targets {
-			if !serve.Alive(p.Pid) || isZombie(p.Pid) {
+			if !serve.Running(p.Pid) {
 				return exitedWhileStarting(p)
 			}
 		}
@@ -601,15 +601,6 @@ func Running(dir string) int {
 	return n
 }
 
-func isZombie(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	return len(f) > 0 && f[0] == "Z"
-}
-
 // exitedWhileStarting describes a target that exited before it was
 // ready by what its log got since it was started. A target that wrote
 // nothing there may have had no room to: the free space of its device is
@@ -664,10 +655,10 @@ func Down(dir string, out io.Writer) error {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for i, pid := range pids {
-		for serve.Alive(pid) && !isZombie(pid) && time.Now().Before(deadline) {
+		for serve.Running(pid) && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
-		if serve.Alive(pid) && !isZombie(pid) {
+		if serve.Running(pid) {
 			syscall.Kill(pid, syscall.SIGKILL)
 			fmt.Fprintf(out, "%s (pid %d) did not stop in time; killed\n", names[i], pid)
 		}
@@ -754,10 +745,10 @@ func RetireReplica(dir, group string, rid uint64) (string, error) {
 	if pid, ok := serve.Serving(d); ok {
 		syscall.Kill(pid, syscall.SIGTERM)
 		deadline := time.Now().Add(10 * time.Second)
-		for serve.Alive(pid) && !isZombie(pid) && time.Now().Before(deadline) {
+		for serve.Running(pid) && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
-		if serve.Alive(pid) && !isZombie(pid) {
+		if serve.Running(pid) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"syscall"
 	"time"
 
 	pb "nacre/api/nacrepb"
@@ -300,15 +299,6 @@ func (s *Server) destroyQueued() {
 	if _, err := s.propose(ctx, &pb.Command{Op: &pb.Command_DestroyDone{DestroyDone: &pb.DestroyDoneOp{Objects: done}}}); err != nil {
 		s.log.Warn("record destroyed objects", "count", len(done), "err", err)
 	}
-}
-
-func diskSpace(dir string) (total, free, avail uint64) {
-	var st syscall.Statfs_t
-	if syscall.Statfs(dir, &st) != nil {
-		return 0, 0, 0
-	}
-	bs := uint64(st.Bsize)
-	return st.Blocks * bs, st.Bfree * bs, st.Bavail * bs
 }
 
 // Cached replies are kept for replyKeep: far longer than any client

@@ -165,11 +165,11 @@ func (s *Server) Stop() {
 
 // LocalStatfs reports the MDT's space and inodes.
 func (s *Server) LocalStatfs() *pb.Statfs {
-	total, free, avail := diskSpace(s.db.Dir())
+	u, _ := space.Statfs(s.db.Dir()) // zero when it cannot be read
 	// What new names may still use: the store's reserve is not theirs
 	// (admitSpace), as on an OST (ost.Store.Statfs).
-	avail -= min(avail, space.Reserve(total, s.db.MemTableSize()))
-	return s.t.Statfs(total, free, avail)
+	avail := u.Avail - min(u.Avail, space.Reserve(u.Total, s.db.MemTableSize()))
+	return s.t.Statfs(u.Total, u.Free, avail)
 }
 
 // smAdapter lets the Raft group drive the MDT.
@@ -447,11 +447,11 @@ func (s *Server) readyOSTs() (ready []uint32, settling, empty, down int, full []
 			down++
 		case o.full:
 			full = append(full, describeFull(o))
-		case o.up && o.poolReady && pools[i].Avail() > 0:
+		case o.poolReady && pools[i].Avail() > 0:
 			ready = append(ready, i)
-		case o.up && o.poolReady:
+		case o.poolReady:
 			empty++
-		case o.up && !o.poolReady && o.cli != nil:
+		case o.cli != nil:
 			settling++
 		}
 	}

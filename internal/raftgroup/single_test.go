@@ -126,13 +126,7 @@ func TestEmptyCommandIsDistinctFromRaftEntries(t *testing.T) {
 
 func TestRestartReopensTheSameStoreAndContinues(t *testing.T) {
 	fs := vfs.NewMem()
-	open := func() *kv.DB {
-		db, err := kv.Open("db", kv.Options{FS: fs})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return db
-	}
+	open := func() *kv.DB { return openDBOn(t, fs) }
 	ctx := context.Background()
 	db := open()
 	g, _ := openSingle(t, db, nil)
@@ -498,13 +492,7 @@ func TestRestartAppliesAcknowledgedEntriesBeforeStartReturns(t *testing.T) {
 // applied entries older than the two newest segments are dropped.
 func TestRestartsDoNotGrowTheLogOfAQuietGroup(t *testing.T) {
 	fs := vfs.NewMem()
-	open := func() *kv.DB {
-		db, err := kv.Open("db", kv.Options{FS: fs})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return db
-	}
+	open := func() *kv.DB { return openDBOn(t, fs) }
 	adjust := func(c *Config) { c.LogSegmentSize = 4096 }
 	ctx := context.Background()
 	segments := func(db *kv.DB) int {
@@ -540,4 +528,15 @@ func TestRestartsDoNotGrowTheLogOfAQuietGroup(t *testing.T) {
 	if most > maxLogSegments+3 {
 		t.Fatalf("a quiet group's log grew to %d segments over %d restarts", most, 3*maxLogSegments)
 	}
+}
+
+// openDBOn opens (or reopens) the store "db" on fs, for tests that
+// restart a group over the same files.
+func openDBOn(t *testing.T, fs vfs.FS) *kv.DB {
+	t.Helper()
+	db, err := kv.Open("db", kv.Options{FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
 }

@@ -371,7 +371,7 @@ func ReadPid(dir string) (int, error) {
 // down` signal a stranger.
 func Serving(dir string) (int, bool) {
 	pid, err := ReadPid(dir)
-	if err != nil || !Alive(pid) || zombie(pid) {
+	if err != nil || !Running(pid) {
 		return 0, false
 	}
 	return pid, servesDir(pid, dir)
@@ -428,7 +428,11 @@ func zombie(pid int) bool {
 	return len(f) > 0 && f[0] == "Z"
 }
 
-// Alive reports whether a process exists.
+// Running reports whether pid is a process that has not exited: it
+// exists and is not a zombie waiting to be reaped.
+func Running(pid int) bool { return Alive(pid) && !zombie(pid) }
+
+// Alive reports whether a process exists (a zombie too: see Running).
 func Alive(pid int) bool {
 	if pid <= 0 {
 		return false

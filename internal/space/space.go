@@ -34,7 +34,7 @@ func Reserve(total, memtable uint64) uint64 {
 
 // Usage is what statfs says of a device.
 type Usage struct {
-	Total, Avail uint64
+	Total, Free, Avail uint64 // Avail: what an unprivileged writer may use
 }
 
 // Statfs reports the usage of the device holding dir.
@@ -44,7 +44,7 @@ func Statfs(dir string) (Usage, error) {
 		return Usage{}, fmt.Errorf("statfs %s: %w", dir, err)
 	}
 	bs := uint64(st.Bsize)
-	return Usage{Total: st.Blocks * bs, Avail: st.Bavail * bs}, nil
+	return Usage{Total: st.Blocks * bs, Free: st.Bfree * bs, Avail: st.Bavail * bs}, nil
 }
 
 // refreshEvery bounds how stale the guard's view of the device may get;

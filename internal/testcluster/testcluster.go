@@ -161,22 +161,12 @@ func (c *Cluster) Kill(name string, sig syscall.Signal) {
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
-		if !serve.Alive(pid) || zombie(pid) {
+		if !serve.Running(pid) {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	c.t.Fatalf("%s (pid %d) still alive after signal %v", name, pid, sig)
-}
-
-func zombie(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(f) > 0 && f[0] == "Z"
 }
 
 // Restart starts every target that is not running and waits until the
