@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -189,15 +188,6 @@ func notACluster(dir, why string) error {
 	return fmt.Errorf("%s is not a local Nacre cluster (%s): give --dir the directory `nacre up --dir` was given (default ./%s)", dir, why, DefaultDir)
 }
 
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
 // format creates the directories of a new cluster, or the OSTs an
 // existing one lacks.
 func format(o Options) error {
@@ -283,8 +273,9 @@ func checkNewClusterDir(dir string) error {
 // Replicas replicas of each, whose Raft addresses are fixed now so that
 // every replica's identity can name the others.
 func formatNew(o Options) error {
+	ports := newPortPicker()
 	if o.Replicas <= 1 {
-		addr, err := freePort()
+		addr, err := ports.pick()
 		if err != nil {
 			return err
 		}
@@ -296,7 +287,7 @@ func formatNew(o Options) error {
 	group := func() (map[uint64]string, error) {
 		peers := map[uint64]string{}
 		for r := 1; r <= o.Replicas; r++ {
-			a, err := freePort()
+			a, err := ports.pick()
 			if err != nil {
 				return nil, err
 			}
@@ -704,7 +695,11 @@ func NewReplica(dir, group string, rid uint64, peers map[uint64]string, bin stri
 	if _, err := os.Stat(d); err == nil {
 		return "", "", 0, fmt.Errorf("%s exists already: replica ids are never reused; pick another id", d)
 	}
-	addr, err := freePort()
+	var taken []string
+	for _, a := range peers {
+		taken = append(taken, a)
+	}
+	addr, err := newPortPicker(taken...).pick()
 	if err != nil {
 		return "", "", 0, err
 	}
