@@ -33,6 +33,7 @@ import (
 	"time"
 
 	pb "nacre/api/nacrepb"
+	"nacre/internal/fixedport"
 	"nacre/internal/layout"
 	"nacre/internal/obs"
 	"nacre/internal/rpc"
@@ -273,9 +274,9 @@ func checkNewClusterDir(dir string) error {
 // Replicas replicas of each, whose Raft addresses are fixed now so that
 // every replica's identity can name the others.
 func formatNew(o Options) error {
-	ports := newPortPicker()
+	ports := fixedport.NewPicker()
 	if o.Replicas <= 1 {
-		addr, err := ports.pick()
+		addr, err := ports.Pick("127.0.0.1")
 		if err != nil {
 			return err
 		}
@@ -287,7 +288,7 @@ func formatNew(o Options) error {
 	group := func() (map[uint64]string, error) {
 		peers := map[uint64]string{}
 		for r := 1; r <= o.Replicas; r++ {
-			a, err := ports.pick()
+			a, err := ports.Pick("127.0.0.1")
 			if err != nil {
 				return nil, err
 			}
@@ -699,7 +700,7 @@ func NewReplica(dir, group string, rid uint64, peers map[uint64]string, bin stri
 	for _, a := range peers {
 		taken = append(taken, a)
 	}
-	addr, err := newPortPicker(taken...).pick()
+	addr, err := fixedport.NewPicker(taken...).Pick("127.0.0.1")
 	if err != nil {
 		return "", "", 0, err
 	}

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "nacre/api/nacrepb"
+	"nacre/internal/fixedport"
 	"nacre/internal/frpc"
 	"nacre/internal/kv"
 	"nacre/internal/mds"
@@ -335,7 +336,7 @@ func listen(addr string, id target.Identity, what string) (net.Listener, error) 
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := fixedport.Listen(addr)
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
 			return nil, fmt.Errorf("%s: cannot listen on %s for its %s service: the port is in use by another process; stop it or change \"listen\" in %s",
