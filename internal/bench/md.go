@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "nacre/api/nacrepb"
@@ -342,6 +343,40 @@ func planTree(depth, branch int) []treeDir {
 	return out
 }
 
+// phaseProgress shows a phase's progress on w: on a terminal a line
+// redrawn five times a second and wiped at the end (the table printed
+// after the run holds the figures), elsewhere (logs, CI) one line when the
+// phase ends. The returned function ends it.
+func phaseProgress(w io.Writer, name string, done *atomic.Int64, total int) func(time.Duration) {
+	if w == nil {
+		return func(time.Duration) {}
+	}
+	if !isTerminal(w) {
+		return func(d time.Duration) {
+			fmt.Fprintf(w, "%s: %d of %d ops done in %.2f s\n", name, done.Load(), total, d.Seconds())
+		}
+	}
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			fmt.Fprintf(w, "\r%s: %d/%d ops\033[K", name, done.Load(), total)
+			select {
+			case <-stop:
+				fmt.Fprint(w, "\r\033[K")
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func(time.Duration) {
+		close(stop)
+		<-stopped
+	}
+}
+
 // runPhase runs op for every item of every worker, all workers at once,
 // and measures the rate over the slowest worker (as mdtest does).
 func runPhase(ctx context.Context, o MDOptions, name string, ws []*worker, items int, op func(context.Context, *worker, int) error, setup func(*worker)) (Phase, error) {
@@ -358,6 +393,8 @@ func runPhase(ctx context.Context, o MDOptions, name string, ws []*worker, items
 	var firstErr error
 	var once sync.Once
 	var wg sync.WaitGroup
+	var done atomic.Int64
+	stopProgress := phaseProgress(o.Progress, name, &done, len(ws)*items)
 	start := time.Now()
 	for wi, w := range ws {
 		wg.Add(1)
@@ -372,6 +409,7 @@ func runPhase(ctx context.Context, o MDOptions, name string, ws []*worker, items
 					continue
 				}
 				l = append(l, time.Since(t0))
+				done.Add(1)
 				if o.Timeline != nil {
 					o.Timeline.Add(1)
 				}
@@ -381,6 +419,7 @@ func runPhase(ctx context.Context, o MDOptions, name string, ws []*worker, items
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	stopProgress(elapsed)
 	var all []time.Duration
 	nerr := 0
 	for i := range lat {
@@ -389,9 +428,6 @@ func runPhase(ctx context.Context, o MDOptions, name string, ws []*worker, items
 	}
 	p := Summarize(name, all, elapsed)
 	p.Errors = nerr
-	if o.Progress != nil {
-		fmt.Fprintf(o.Progress, "%-12s %10.0f ops/s  mean %8.1f µs  p99 %8.1f µs  (%d ops)\n", p.Name, p.OpsPerSec, p.MeanUs, p.P99Us, p.Ops)
-	}
 	if ctx.Err() != nil {
 		return p, ctx.Err()
 	}
