@@ -2,20 +2,19 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/client"
 	"nacre/internal/layout"
 	"nacre/internal/rpc"
+	"nacre/internal/serve"
 )
 
 // TargetStatus is one row of `nacre status --json`.
@@ -90,17 +89,15 @@ func local(ts TargetStatus, host string) bool {
 }
 
 // targetAlive reports whether pid is a running target process: it
-// exists (signal 0), is not a zombie, and, when its command line can be
-// read, runs `serve` (a pid reused by another program is not the target).
-func targetAlive(pid int) bool {
-	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
-		return false
+// exists, is not a zombie, and runs `serve --dir` of the target's directory
+// when the MGS knows it, or at least `serve` (a pid reused by another
+// program, or by another target after a reboot, is not the target).
+func targetAlive(pid int, dir string) bool {
+	if dir != "" {
+		return serve.Serves(pid, dir)
 	}
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-		s := string(b)
-		if f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); len(f) > 0 && f[0] == "Z" {
-			return false
-		}
+	if pid <= 0 || !serve.Running(pid) {
+		return false
 	}
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil {
 		return slices.Contains(strings.Split(string(b), "\x00"), "serve")
@@ -143,7 +140,7 @@ func GetStatus(ctx context.Context, mgs string) (*ClusterStatus, error) {
 			ts.MetricsURL = "http://" + t.MetricsAddr + "/metrics"
 		}
 		if local(ts, host) {
-			alive := targetAlive(int(ts.Pid))
+			alive := targetAlive(int(ts.Pid), ts.Dir)
 			ts.PidAlive = &alive
 			if !alive {
 				// The MGS notices only after missing heartbeats.

@@ -378,6 +378,10 @@ func Serving(dir string) (int, bool) {
 	return pid, servesDir(pid, dir)
 }
 
+// Serves reports whether process pid runs, not as a zombie, and serves the
+// target in dir (its command line is `serve --dir` of that directory).
+func Serves(pid int, dir string) bool { return Running(pid) && servesDir(pid, dir) }
+
 // servesDir says whether process pid runs `serve --dir D` with D the
 // directory dir. Where /proc cannot tell, it trusts the pid file.
 func servesDir(pid int, dir string) bool {
