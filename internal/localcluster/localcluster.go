@@ -503,9 +503,24 @@ func waitReady(ctx context.Context, c *Cluster, want int, timeout time.Duration)
 	}
 	defer cc.Close()
 	m := pb.NewMGSClient(cc)
-	pids := map[int]bool{}
+	procs := map[int]Proc{}
 	for _, p := range c.Targets {
-		pids[p.Pid] = true
+		procs[p.Pid] = p
+	}
+	// startedNow says whether the MGS's record of t was made by a process
+	// this start runs, for that very target: after a reboot the pid a
+	// target last registered with may now be another target's.
+	startedNow := func(t *pb.TargetInfo) bool {
+		p, ok := procs[int(t.Pid)]
+		if !ok {
+			return false
+		}
+		if t.Dir == "" {
+			return true
+		}
+		a, errA := os.Stat(p.Dir)
+		b, errB := os.Stat(t.Dir)
+		return errA == nil && errB == nil && os.SameFile(a, b)
 	}
 	var last string
 	for time.Now().Before(deadline) {
@@ -527,7 +542,7 @@ func waitReady(ctx context.Context, c *Cluster, want int, timeout time.Duration)
 				// Up means registered by the process running now: a new
 				// MGS leader shows every target it knows as up for a
 				// while before hearing from it, with the pid it had.
-				if t.Kind != pb.TargetKind_TARGET_MGS && t.State == "up" && pids[int(t.Pid)] {
+				if t.Kind != pb.TargetKind_TARGET_MGS && t.State == "up" && startedNow(t) {
 					up++
 					if t.Kind == pb.TargetKind_TARGET_MDT && t.Leader {
 						led[t.Index] = true
