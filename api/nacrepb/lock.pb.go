@@ -145,9 +145,12 @@ func (x *SessionUp) GetAck() uint64 {
 }
 
 type SessionDown struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
-	Invalidate    []*FID                 `protobuf:"bytes,2,rep,name=invalidate,proto3" json:"invalidate,omitempty"` // drop cached attributes and data of these
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Seq        uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Invalidate []*FID                 `protobuf:"bytes,2,rep,name=invalidate,proto3" json:"invalidate,omitempty"` // drop cached attributes and data of these
+	// Give back the append tokens of these files: let no new append start,
+	// have the appends under way reach the OSTs, then acknowledge.
+	RevokeAppend  []*FID `protobuf:"bytes,3,rep,name=revoke_append,json=revokeAppend,proto3" json:"revoke_append,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -192,6 +195,13 @@ func (x *SessionDown) GetSeq() uint64 {
 func (x *SessionDown) GetInvalidate() []*FID {
 	if x != nil {
 		return x.Invalidate
+	}
+	return nil
+}
+
+func (x *SessionDown) GetRevokeAppend() []*FID {
+	if x != nil {
+		return x.RevokeAppend
 	}
 	return nil
 }
@@ -705,6 +715,121 @@ func (x *InvalidateReply) GetLate() uint32 {
 	return 0
 }
 
+type AppendTokenRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	ClientId uint64                 `protobuf:"varint,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	Fid      *FID                   `protobuf:"bytes,2,opt,name=fid,proto3" json:"fid,omitempty"`
+	// Give back the token of this grant (last close of the file). A release
+	// of an older grant, overtaken by a new one to the same client, is
+	// ignored.
+	Release       bool   `protobuf:"varint,3,opt,name=release,proto3" json:"release,omitempty"`
+	Grant         uint64 `protobuf:"varint,4,opt,name=grant,proto3" json:"grant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendTokenRequest) Reset() {
+	*x = AppendTokenRequest{}
+	mi := &file_lock_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendTokenRequest) ProtoMessage() {}
+
+func (x *AppendTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_lock_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendTokenRequest.ProtoReflect.Descriptor instead.
+func (*AppendTokenRequest) Descriptor() ([]byte, []int) {
+	return file_lock_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *AppendTokenRequest) GetClientId() uint64 {
+	if x != nil {
+		return x.ClientId
+	}
+	return 0
+}
+
+func (x *AppendTokenRequest) GetFid() *FID {
+	if x != nil {
+		return x.Fid
+	}
+	return nil
+}
+
+func (x *AppendTokenRequest) GetRelease() bool {
+	if x != nil {
+		return x.Release
+	}
+	return false
+}
+
+func (x *AppendTokenRequest) GetGrant() uint64 {
+	if x != nil {
+		return x.Grant
+	}
+	return 0
+}
+
+type AppendTokenReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Grant         uint64                 `protobuf:"varint,1,opt,name=grant,proto3" json:"grant,omitempty"` // names this grant, for its release
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendTokenReply) Reset() {
+	*x = AppendTokenReply{}
+	mi := &file_lock_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendTokenReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendTokenReply) ProtoMessage() {}
+
+func (x *AppendTokenReply) ProtoReflect() protoreflect.Message {
+	mi := &file_lock_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendTokenReply.ProtoReflect.Descriptor instead.
+func (*AppendTokenReply) Descriptor() ([]byte, []int) {
+	return file_lock_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *AppendTokenReply) GetGrant() uint64 {
+	if x != nil {
+		return x.Grant
+	}
+	return 0
+}
+
 var File_lock_proto protoreflect.FileDescriptor
 
 const file_lock_proto_rawDesc = "" +
@@ -714,12 +839,13 @@ const file_lock_proto_rawDesc = "" +
 	"\tSessionUp\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
-	"\x03ack\x18\x03 \x01(\x04R\x03ack\"N\n" +
+	"\x03ack\x18\x03 \x01(\x04R\x03ack\"\x82\x01\n" +
 	"\vSessionDown\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12-\n" +
 	"\n" +
 	"invalidate\x18\x02 \x03(\v2\r.nacre.v1.FIDR\n" +
-	"invalidate\"\x9e\x02\n" +
+	"invalidate\x122\n" +
+	"\rrevoke_append\x18\x03 \x03(\v2\r.nacre.v1.FIDR\frevokeAppend\"\x9e\x02\n" +
 	"\vLockRequest\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x1f\n" +
 	"\x03fid\x18\x02 \x01(\v2\r.nacre.v1.FIDR\x03fid\x12\x14\n" +
@@ -757,12 +883,19 @@ const file_lock_proto_rawDesc = "" +
 	"\x04fids\x18\x02 \x03(\v2\r.nacre.v1.FIDR\x04fids\"A\n" +
 	"\x0fInvalidateReply\x12\x1a\n" +
 	"\bnotified\x18\x01 \x01(\rR\bnotified\x12\x12\n" +
-	"\x04late\x18\x02 \x01(\rR\x04late*:\n" +
+	"\x04late\x18\x02 \x01(\rR\x04late\"\x82\x01\n" +
+	"\x12AppendTokenRequest\x12\x1b\n" +
+	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x1f\n" +
+	"\x03fid\x18\x02 \x01(\v2\r.nacre.v1.FIDR\x03fid\x12\x18\n" +
+	"\arelease\x18\x03 \x01(\bR\arelease\x12\x14\n" +
+	"\x05grant\x18\x04 \x01(\x04R\x05grant\"(\n" +
+	"\x10AppendTokenReply\x12\x14\n" +
+	"\x05grant\x18\x01 \x01(\x04R\x05grant*:\n" +
 	"\bLockType\x12\x0f\n" +
 	"\vLOCK_UNLOCK\x10\x00\x12\r\n" +
 	"\tLOCK_READ\x10\x01\x12\x0e\n" +
 	"\n" +
-	"LOCK_WRITE\x10\x022\x84\x03\n" +
+	"LOCK_WRITE\x10\x022\xcd\x03\n" +
 	"\x04LDLM\x129\n" +
 	"\aSession\x12\x13.nacre.v1.SessionUp\x1a\x15.nacre.v1.SessionDown(\x010\x01\x122\n" +
 	"\x04Lock\x12\x15.nacre.v1.LockRequest\x1a\x13.nacre.v1.LockReply\x125\n" +
@@ -771,7 +904,8 @@ const file_lock_proto_rawDesc = "" +
 	"CancelWait\x12\x1b.nacre.v1.CancelWaitRequest\x1a\x19.nacre.v1.CancelWaitReply\x12J\n" +
 	"\fReleaseLocks\x12\x1d.nacre.v1.ReleaseLocksRequest\x1a\x1b.nacre.v1.ReleaseLocksReply\x12D\n" +
 	"\n" +
-	"Invalidate\x12\x1b.nacre.v1.InvalidateRequest\x1a\x19.nacre.v1.InvalidateReply29\n" +
+	"Invalidate\x12\x1b.nacre.v1.InvalidateRequest\x1a\x19.nacre.v1.InvalidateReply\x12G\n" +
+	"\vAppendToken\x12\x1c.nacre.v1.AppendTokenRequest\x1a\x1a.nacre.v1.AppendTokenReply29\n" +
 	"\tOpenFiles\x12,\n" +
 	"\x06Mutate\x12\x11.nacre.v1.Command\x1a\x0f.nacre.v1.ReplyB\x13Z\x11nacre/api/nacrepbb\x06proto3"
 
@@ -788,7 +922,7 @@ func file_lock_proto_rawDescGZIP() []byte {
 }
 
 var file_lock_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_lock_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_lock_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_lock_proto_goTypes = []any{
 	(LockType)(0),               // 0: nacre.v1.LockType
 	(*SessionUp)(nil),           // 1: nacre.v1.SessionUp
@@ -801,36 +935,42 @@ var file_lock_proto_goTypes = []any{
 	(*ReleaseLocksReply)(nil),   // 8: nacre.v1.ReleaseLocksReply
 	(*InvalidateRequest)(nil),   // 9: nacre.v1.InvalidateRequest
 	(*InvalidateReply)(nil),     // 10: nacre.v1.InvalidateReply
-	(*FID)(nil),                 // 11: nacre.v1.FID
-	(*Command)(nil),             // 12: nacre.v1.Command
-	(*Reply)(nil),               // 13: nacre.v1.Reply
+	(*AppendTokenRequest)(nil),  // 11: nacre.v1.AppendTokenRequest
+	(*AppendTokenReply)(nil),    // 12: nacre.v1.AppendTokenReply
+	(*FID)(nil),                 // 13: nacre.v1.FID
+	(*Command)(nil),             // 14: nacre.v1.Command
+	(*Reply)(nil),               // 15: nacre.v1.Reply
 }
 var file_lock_proto_depIdxs = []int32{
-	11, // 0: nacre.v1.SessionDown.invalidate:type_name -> nacre.v1.FID
-	11, // 1: nacre.v1.LockRequest.fid:type_name -> nacre.v1.FID
-	0,  // 2: nacre.v1.LockRequest.type:type_name -> nacre.v1.LockType
-	0,  // 3: nacre.v1.LockReply.type:type_name -> nacre.v1.LockType
-	11, // 4: nacre.v1.ReleaseLocksRequest.fid:type_name -> nacre.v1.FID
-	11, // 5: nacre.v1.InvalidateRequest.fids:type_name -> nacre.v1.FID
-	1,  // 6: nacre.v1.LDLM.Session:input_type -> nacre.v1.SessionUp
-	3,  // 7: nacre.v1.LDLM.Lock:input_type -> nacre.v1.LockRequest
-	3,  // 8: nacre.v1.LDLM.GetLock:input_type -> nacre.v1.LockRequest
-	5,  // 9: nacre.v1.LDLM.CancelWait:input_type -> nacre.v1.CancelWaitRequest
-	7,  // 10: nacre.v1.LDLM.ReleaseLocks:input_type -> nacre.v1.ReleaseLocksRequest
-	9,  // 11: nacre.v1.LDLM.Invalidate:input_type -> nacre.v1.InvalidateRequest
-	12, // 12: nacre.v1.OpenFiles.Mutate:input_type -> nacre.v1.Command
-	2,  // 13: nacre.v1.LDLM.Session:output_type -> nacre.v1.SessionDown
-	4,  // 14: nacre.v1.LDLM.Lock:output_type -> nacre.v1.LockReply
-	4,  // 15: nacre.v1.LDLM.GetLock:output_type -> nacre.v1.LockReply
-	6,  // 16: nacre.v1.LDLM.CancelWait:output_type -> nacre.v1.CancelWaitReply
-	8,  // 17: nacre.v1.LDLM.ReleaseLocks:output_type -> nacre.v1.ReleaseLocksReply
-	10, // 18: nacre.v1.LDLM.Invalidate:output_type -> nacre.v1.InvalidateReply
-	13, // 19: nacre.v1.OpenFiles.Mutate:output_type -> nacre.v1.Reply
-	13, // [13:20] is the sub-list for method output_type
-	6,  // [6:13] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	13, // 0: nacre.v1.SessionDown.invalidate:type_name -> nacre.v1.FID
+	13, // 1: nacre.v1.SessionDown.revoke_append:type_name -> nacre.v1.FID
+	13, // 2: nacre.v1.LockRequest.fid:type_name -> nacre.v1.FID
+	0,  // 3: nacre.v1.LockRequest.type:type_name -> nacre.v1.LockType
+	0,  // 4: nacre.v1.LockReply.type:type_name -> nacre.v1.LockType
+	13, // 5: nacre.v1.ReleaseLocksRequest.fid:type_name -> nacre.v1.FID
+	13, // 6: nacre.v1.InvalidateRequest.fids:type_name -> nacre.v1.FID
+	13, // 7: nacre.v1.AppendTokenRequest.fid:type_name -> nacre.v1.FID
+	1,  // 8: nacre.v1.LDLM.Session:input_type -> nacre.v1.SessionUp
+	3,  // 9: nacre.v1.LDLM.Lock:input_type -> nacre.v1.LockRequest
+	3,  // 10: nacre.v1.LDLM.GetLock:input_type -> nacre.v1.LockRequest
+	5,  // 11: nacre.v1.LDLM.CancelWait:input_type -> nacre.v1.CancelWaitRequest
+	7,  // 12: nacre.v1.LDLM.ReleaseLocks:input_type -> nacre.v1.ReleaseLocksRequest
+	9,  // 13: nacre.v1.LDLM.Invalidate:input_type -> nacre.v1.InvalidateRequest
+	11, // 14: nacre.v1.LDLM.AppendToken:input_type -> nacre.v1.AppendTokenRequest
+	14, // 15: nacre.v1.OpenFiles.Mutate:input_type -> nacre.v1.Command
+	2,  // 16: nacre.v1.LDLM.Session:output_type -> nacre.v1.SessionDown
+	4,  // 17: nacre.v1.LDLM.Lock:output_type -> nacre.v1.LockReply
+	4,  // 18: nacre.v1.LDLM.GetLock:output_type -> nacre.v1.LockReply
+	6,  // 19: nacre.v1.LDLM.CancelWait:output_type -> nacre.v1.CancelWaitReply
+	8,  // 20: nacre.v1.LDLM.ReleaseLocks:output_type -> nacre.v1.ReleaseLocksReply
+	10, // 21: nacre.v1.LDLM.Invalidate:output_type -> nacre.v1.InvalidateReply
+	12, // 22: nacre.v1.LDLM.AppendToken:output_type -> nacre.v1.AppendTokenReply
+	15, // 23: nacre.v1.OpenFiles.Mutate:output_type -> nacre.v1.Reply
+	16, // [16:24] is the sub-list for method output_type
+	8,  // [8:16] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_lock_proto_init() }
@@ -846,7 +986,7 @@ func file_lock_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lock_proto_rawDesc), len(file_lock_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -39,6 +39,7 @@ const (
 	LDLM_CancelWait_FullMethodName   = "/nacre.v1.LDLM/CancelWait"
 	LDLM_ReleaseLocks_FullMethodName = "/nacre.v1.LDLM/ReleaseLocks"
 	LDLM_Invalidate_FullMethodName   = "/nacre.v1.LDLM/Invalidate"
+	LDLM_AppendToken_FullMethodName  = "/nacre.v1.LDLM/AppendToken"
 )
 
 // LDLMClient is the client API for LDLM service.
@@ -71,6 +72,14 @@ type LDLMClient interface {
 	// Invalidate tells every other client's session to drop what it caches
 	// of these files and waits (briefly) for their acknowledgements.
 	Invalidate(ctx context.Context, in *InvalidateRequest, opts ...grpc.CallOption) (*InvalidateReply, error)
+	// AppendToken grants the client the right to place O_APPEND writes at
+	// the end of a file, which one client holds at a time (Lustre takes a PW
+	// extent lock to the end of the file for the same reason). The client
+	// keeps it until the server revokes it (SessionDown.revoke_append, when
+	// another client asks), the client gives it back (release), or the
+	// session ends. A holder's appends cost no RPC; a file appended to by
+	// two clients at once moves the token between them.
+	AppendToken(ctx context.Context, in *AppendTokenRequest, opts ...grpc.CallOption) (*AppendTokenReply, error)
 }
 
 type lDLMClient struct {
@@ -144,6 +153,16 @@ func (c *lDLMClient) Invalidate(ctx context.Context, in *InvalidateRequest, opts
 	return out, nil
 }
 
+func (c *lDLMClient) AppendToken(ctx context.Context, in *AppendTokenRequest, opts ...grpc.CallOption) (*AppendTokenReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AppendTokenReply)
+	err := c.cc.Invoke(ctx, LDLM_AppendToken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LDLMServer is the server API for LDLM service.
 // All implementations must embed UnimplementedLDLMServer
 // for forward compatibility.
@@ -174,6 +193,14 @@ type LDLMServer interface {
 	// Invalidate tells every other client's session to drop what it caches
 	// of these files and waits (briefly) for their acknowledgements.
 	Invalidate(context.Context, *InvalidateRequest) (*InvalidateReply, error)
+	// AppendToken grants the client the right to place O_APPEND writes at
+	// the end of a file, which one client holds at a time (Lustre takes a PW
+	// extent lock to the end of the file for the same reason). The client
+	// keeps it until the server revokes it (SessionDown.revoke_append, when
+	// another client asks), the client gives it back (release), or the
+	// session ends. A holder's appends cost no RPC; a file appended to by
+	// two clients at once moves the token between them.
+	AppendToken(context.Context, *AppendTokenRequest) (*AppendTokenReply, error)
 	mustEmbedUnimplementedLDLMServer()
 }
 
@@ -201,6 +228,9 @@ func (UnimplementedLDLMServer) ReleaseLocks(context.Context, *ReleaseLocksReques
 }
 func (UnimplementedLDLMServer) Invalidate(context.Context, *InvalidateRequest) (*InvalidateReply, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Invalidate not implemented")
+}
+func (UnimplementedLDLMServer) AppendToken(context.Context, *AppendTokenRequest) (*AppendTokenReply, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AppendToken not implemented")
 }
 func (UnimplementedLDLMServer) mustEmbedUnimplementedLDLMServer() {}
 func (UnimplementedLDLMServer) testEmbeddedByValue()              {}
@@ -320,6 +350,24 @@ func _LDLM_Invalidate_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LDLM_AppendToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AppendTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LDLMServer).AppendToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LDLM_AppendToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LDLMServer).AppendToken(ctx, req.(*AppendTokenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LDLM_ServiceDesc is the grpc.ServiceDesc for LDLM service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -346,6 +394,10 @@ var LDLM_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Invalidate",
 			Handler:    _LDLM_Invalidate_Handler,
+		},
+		{
+			MethodName: "AppendToken",
+			Handler:    _LDLM_AppendToken_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

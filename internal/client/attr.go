@@ -13,6 +13,29 @@ func (c *Client) Glimpse(ctx context.Context, ino *pb.Inode) error {
 	return c.glimpseIfDirty(ctx, ino)
 }
 
+// GlimpseAlways is Glimpse also for a file the MDT holds as clean: the size
+// becomes the larger of the MDT's and the objects'. A client's close
+// records the size and clears the dirty flag while another client may
+// still be writing (its writes do not mark the file dirty again until it
+// learns of that), so an appender taking over the file's end must ask the
+// OSTs. The MDT's size stays when larger: a truncate that extended the
+// file wrote nothing to the objects.
+func (c *Client) GlimpseAlways(ctx context.Context, ino *pb.Inode) error {
+	if ino.Layout == nil || len(ino.Layout.Objects) == 0 {
+		return nil
+	}
+	g, err := c.glimpse(ctx, ino)
+	if err != nil {
+		return err
+	}
+	if g.size > ino.Size {
+		ino.Size = g.size
+	}
+	ino.Blocks = max(ino.Blocks, g.blocks)
+	mergeWriteTime(ino, g.mtime)
+	return nil
+}
+
 // Refresh gives an open file fresh attributes (from a getattr at open).
 // The size the file knows from its own writes is kept if larger.
 func (f *File) Refresh(ino *pb.Inode) {

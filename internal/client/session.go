@@ -26,9 +26,10 @@ import (
 // of open files. A client's locks are dropped when its session ends
 // (Close, process exit, network cut longer than ldlm.SessionTimeout).
 type Session struct {
-	c       *Client
-	name    string
-	onInval func([]fid.FID)
+	c        *Client
+	name     string
+	onInval  func([]fid.FID)
+	onRevoke func([]fid.FID)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -48,6 +49,9 @@ type sessMDT struct {
 	open  pb.OpenFilesClient
 	up    chan struct{} // closed once the first session stream is open
 	once  sync.Once
+	// epoch changes whenever a session stream is registered or ends: an
+	// append token is valid only in the epoch it was granted in.
+	epoch atomic.Uint64
 }
 
 // pingInterval matches ldlm.PingInterval (the server ends a session that
@@ -56,12 +60,14 @@ const pingInterval = 5 * time.Second
 
 // StartSession opens the client's session with every MDT. onInval is
 // called with the files another client changed (its caches of them must
-// go) before the change is acknowledged; it may be nil.
-func (c *Client) StartSession(ctx context.Context, name string, onInval func([]fid.FID)) (*Session, error) {
+// go) before the change is acknowledged, and onRevoke with the files whose
+// append tokens the MDS takes back (AppendToken) before that is
+// acknowledged; either may be nil.
+func (c *Client) StartSession(ctx context.Context, name string, onInval, onRevoke func([]fid.FID)) (*Session, error) {
 	// The name is for the servers' logs and travels in a protobuf string,
 	// which must be UTF-8; a mount point need not be.
 	name = strings.ToValidUTF8(name, "\uFFFD")
-	s := &Session{c: c, name: name, onInval: onInval, mdts: map[uint32]*sessMDT{}}
+	s := &Session{c: c, name: name, onInval: onInval, onRevoke: onRevoke, mdts: map[uint32]*sessMDT{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	cfg, err := c.Config(ctx)
 	if err != nil {
@@ -220,6 +226,7 @@ func (s *Session) stream(m *sessMDT) error {
 	if err != nil {
 		return err
 	}
+	defer m.epoch.Add(1) // the tokens of this stream's session are void
 	var sendMu sync.Mutex
 	send := func(u *pb.SessionUp) error {
 		sendMu.Lock()
@@ -251,6 +258,7 @@ func (s *Session) stream(m *sessMDT) error {
 		}
 		if d.Seq == 0 {
 			// The server's welcome: the session is registered.
+			m.epoch.Add(1)
 			m.once.Do(func() { close(m.up) })
 			continue
 		}
@@ -260,6 +268,15 @@ func (s *Session) stream(m *sessMDT) error {
 				fids[i] = fid.FromPB(f)
 			}
 			s.onInval(fids)
+		}
+		if len(d.RevokeAppend) > 0 {
+			fids := make([]fid.FID, len(d.RevokeAppend))
+			for i, f := range d.RevokeAppend {
+				fids[i] = fid.FromPB(f)
+			}
+			if s.onRevoke != nil {
+				s.onRevoke(fids)
+			}
 		}
 		if err := send(&pb.SessionUp{Ack: d.Seq}); err != nil {
 			return err
@@ -525,4 +542,49 @@ func (s *Session) Invalidate(ctx context.Context, fids []fid.FID) error {
 		}
 	}
 	return nil
+}
+
+// AppendToken takes the append token of f (api/lock.proto), waiting while
+// its holder gives it back, and returns the grant and the session epoch
+// the token is valid in (AppendTokenValid).
+func (s *Session) AppendToken(ctx context.Context, f fid.FID) (grant, epoch uint64, err error) {
+	m, err := s.mdt(f)
+	if err != nil {
+		return 0, 0, err
+	}
+	for {
+		e := m.epoch.Load()
+		var rep *pb.AppendTokenReply
+		err := s.ldlmCall(ctx, f, func(ld pb.LDLMClient) error {
+			var err error
+			rep, err = ld.AppendToken(ctx, &pb.AppendTokenRequest{ClientId: s.c.id, Fid: f.PB()})
+			return err
+		})
+		if err != nil {
+			return 0, 0, fmt.Errorf("append token of %s: %w", f, err)
+		}
+		// Granted within the session of epoch e, unless a stream was
+		// registered or ended meanwhile: then ask again.
+		if m.epoch.Load() == e {
+			return rep.Grant, e, nil
+		}
+	}
+}
+
+// AppendTokenValid reports whether a token of f granted in epoch is still
+// valid: the session it was granted in has not ended.
+func (s *Session) AppendTokenValid(f fid.FID, epoch uint64) bool {
+	m, err := s.mdt(f)
+	return err == nil && m.epoch.Load() == epoch
+}
+
+// ReleaseAppendToken gives back the token of a grant (best effort: the
+// session's end releases it too).
+func (s *Session) ReleaseAppendToken(ctx context.Context, f fid.FID, grant uint64) error {
+	ld, _, err := s.clients(f)
+	if err != nil {
+		return err
+	}
+	_, err = ld.AppendToken(ctx, &pb.AppendTokenRequest{ClientId: s.c.id, Fid: f.PB(), Release: true, Grant: grant})
+	return err
 }

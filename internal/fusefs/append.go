@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/client"
+	"nacre/internal/fid"
 )
 
 // Appends.
@@ -32,15 +34,26 @@ import (
 //     a change (Invalidate) or a lock on the file was granted here.
 //
 // Appends by the processes of one mount are serialised by the kernel
-// (inode lock). Between mounts, appends under a lock (flock, fcntl) are
-// therefore safe; unlocked appends from two clients at once are not
-// serialised (docs/architecture.md §9).
+// (inode lock). Between mounts, the MDS's append token (api/lock.proto,
+// internal/ldlm/appendtoken.go) makes one mount at a time the file's
+// appender: a mount takes it before its first append to an open file and
+// keeps it until another mount asks for it; it then lets no new append
+// start, lets the appends under way reach the OSTs, and gives it back.
+// Whoever gets the token next fetches the file's end afresh, so records
+// appended by clients at once neither overlap nor leave holes.
 
 // appendEnd is the end of an open file as this mount knows it.
 type appendEnd struct {
 	mu    sync.Mutex
 	end   uint64
 	stale bool // fetch the size before the next append
+	// The append token: held when tok, in the session epoch tokEpoch,
+	// under grant (for its release). revokes counts revocations, so that
+	// a grant overtaken by its own revocation is not taken as held.
+	tok      bool
+	tokEpoch uint64
+	grant    uint64
+	revokes  uint64
 }
 
 // endStale notes that the file may have changed elsewhere.
@@ -83,6 +96,9 @@ func (fs *FS) appendAt(ctx context.Context, of *openFile, n uint64) (uint64, err
 	if stale {
 		ino, err := fs.attr(ctx, of.fid) // waits for this mount's writes first
 		if err != nil {
+			return 0, err
+		}
+		if err := fs.c.GlimpseAlways(ctx, ino); err != nil {
 			return 0, err
 		}
 		of.setEnd(ino.Size)
@@ -137,4 +153,88 @@ func (fs *FS) killSetID(ctx context.Context, n *node) error {
 		fs.srv.InodeNotify(n.id, -1, 0) // the kernel's mode is stale (attributes only)
 	}
 	return err
+}
+
+// holdAppendToken returns once this mount holds of's append token, with
+// of.appending held shared so that a revocation waits for the append;
+// done releases it after the append's write is queued.
+func (fs *FS) holdAppendToken(ctx context.Context, of *openFile) (done func(), err error) {
+	if fs.sess == nil {
+		return func() {}, nil
+	}
+	for {
+		of.appending.RLock()
+		of.ae.mu.Lock()
+		held := of.ae.tok && fs.sess.AppendTokenValid(of.fid, of.ae.tokEpoch)
+		revokes := of.ae.revokes
+		of.ae.mu.Unlock()
+		if held {
+			return of.appending.RUnlock, nil
+		}
+		of.appending.RUnlock()
+		// Findable by a revocation before the grant can arrive, which may
+		// be revoked again before its reply is read here.
+		fs.mu.Lock()
+		if !slices.Contains(fs.tokens[of.fid], of) {
+			fs.tokens[of.fid] = append(fs.tokens[of.fid], of)
+		}
+		fs.mu.Unlock()
+		grant, epoch, err := fs.sess.AppendToken(ctx, of.fid)
+		if err != nil {
+			return nil, err
+		}
+		of.ae.mu.Lock()
+		if of.ae.revokes == revokes {
+			// Another mount may have appended since this one last did.
+			of.ae.tok, of.ae.tokEpoch, of.ae.grant, of.ae.stale = true, epoch, grant, true
+		}
+		of.ae.mu.Unlock()
+	}
+}
+
+// RevokeAppend gives back the append tokens of fids (the MDS asks, for
+// another mount): no new append starts, the appends under way are queued
+// and reach the OSTs, and then the session acknowledges.
+func (fs *FS) RevokeAppend(fids []fid.FID) {
+	for _, f := range fids {
+		fs.mu.Lock()
+		ofs := slices.Clone(fs.tokens[f]) // none: closed and flushed
+		fs.mu.Unlock()
+		for _, of := range ofs {
+			of.ae.mu.Lock()
+			of.ae.tok = false
+			of.ae.revokes++
+			of.ae.mu.Unlock()
+		}
+		for _, of := range ofs {
+			of.appending.Lock() // the appends that held the token are queued
+			of.appending.Unlock()
+			of.wb.fence(false) // and written
+		}
+	}
+}
+
+// releaseAppendToken gives back the token an open file holds, at its last
+// close, once its data is flushed (best effort: the MDS drops a client's
+// tokens when its session ends).
+func (fs *FS) releaseAppendToken(of *openFile) {
+	of.ae.mu.Lock()
+	held, grant := of.ae.tok, of.ae.grant
+	of.ae.tok = false
+	of.ae.mu.Unlock()
+	fs.mu.Lock()
+	if l := slices.DeleteFunc(fs.tokens[of.fid], func(o *openFile) bool { return o == of }); len(l) > 0 {
+		fs.tokens[of.fid] = l
+	} else {
+		delete(fs.tokens, of.fid)
+	}
+	fs.mu.Unlock()
+	if !held || fs.sess == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := fs.sess.ReleaseAppendToken(ctx, of.fid, grant); err != nil {
+		fs.log.Debug("give back an append token", "fid", of.fid, "err", err)
+	}
 }

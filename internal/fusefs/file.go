@@ -29,6 +29,9 @@ type openFile struct {
 	orphan bool // may be an orphan: release it at the last close (FS.mu)
 	locked atomic.Bool
 	ae     appendEnd // where appends go (append.go)
+	// appending: appends hold it shared from their token check until their
+	// write is queued; a revocation of the token exclusively (append.go).
+	appending sync.RWMutex
 }
 
 // handle is an open file or directory (a FUSE file handle).
@@ -329,7 +332,11 @@ func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint
 		}
 	}
 	if h.appending(in) {
-		var err error
+		done, err := fs.holdAppendToken(ctx, of)
+		if err != nil {
+			return 0, fs.status("write", err)
+		}
+		defer done()
 		if off, err = fs.appendAt(ctx, of, uint64(len(data))); err != nil {
 			return 0, fs.status("write", err)
 		}
@@ -477,6 +484,7 @@ func (fs *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 	if !last {
 		return
 	}
+	fs.releaseAppendToken(of)
 	if orphan && fs.sess != nil {
 		if err := fs.sess.ReleaseOrphans(ctx, []fid.FID{of.fid}); err != nil {
 			fs.log.Warn("release open-unlinked file", "fid", of.fid, "err", err)

@@ -127,6 +127,9 @@ type FS struct {
 	// inherit holds orphans whose last handle went while an open of them
 	// was in progress: the new open file takes over the release.
 	inherit map[fid.FID]bool
+	// tokens holds the open files that hold or ask for their file's
+	// append token (append.go), also while their last close flushes them.
+	tokens map[fid.FID][]*openFile
 	// flights tracks the unlinks and renames in flight with a list of
 	// open files, and the files of those lists closed meanwhile
 	// (orphans.go).
@@ -203,6 +206,7 @@ func New(c *client.Client, o Options) *FS {
 		opening:   map[fid.FID]int{},
 		releasing: map[fid.FID]chan struct{}{},
 		inherit:   map[fid.FID]bool{},
+		tokens:    map[fid.FID][]*openFile{},
 		flights:   newFlights(),
 		groups:    map[uint32]groupsEntry{},
 		budget:    newBudget(writeBudget),

@@ -37,6 +37,10 @@ type Server struct {
 	sessions map[uint64]*session
 	gone     map[uint64]time.Time
 	started  time.Time
+	tokens   map[fid.FID]*token // append tokens (appendtoken.go)
+	grantSeq uint64
+	// revokeWait: revokeWait, shorter in tests.
+	revokeWait time.Duration
 }
 
 var errNotLeader = status.Error(codes.Unavailable, "not the MDT's leader: locks and sessions are served by the leader")
@@ -51,7 +55,14 @@ type session struct {
 	seq    uint64
 	acks   map[uint64]chan struct{}
 	done   chan struct{}
+	// kick ends the session from the server's side (evict).
+	kick     chan struct{}
+	kickOnce sync.Once
 }
+
+// evict ends the session: the client's locks and tokens go, and the
+// client learns it when its stream ends.
+func (ss *session) evict() { ss.kickOnce.Do(func() { close(ss.kick) }) }
 
 // NewServer returns the service over a new lock manager; leading (nil:
 // always) tells whether this server may serve locks.
@@ -62,7 +73,7 @@ func NewServer(log *slog.Logger, leading func() bool) *Server {
 	if leading == nil {
 		leading = func() bool { return true }
 	}
-	return &Server{M: NewManager(), log: log, leading: leading, sessions: map[uint64]*session{}, gone: map[uint64]time.Time{}, started: time.Now()}
+	return &Server{M: NewManager(), log: log, leading: leading, sessions: map[uint64]*session{}, gone: map[uint64]time.Time{}, started: time.Now(), tokens: map[fid.FID]*token{}, revokeWait: revokeWait}
 }
 
 // ClientGone reports whether the client has no session, and since when
@@ -98,7 +109,7 @@ func (s *Server) Session(stream pb.LDLM_SessionServer) error {
 	if !s.leading() {
 		return errNotLeader
 	}
-	ss := &session{client: first.ClientId, name: first.Name, stream: stream, acks: map[uint64]chan struct{}{}, done: make(chan struct{})}
+	ss := &session{client: first.ClientId, name: first.Name, stream: stream, acks: map[uint64]chan struct{}{}, done: make(chan struct{}), kick: make(chan struct{})}
 	s.mu.Lock()
 	old := s.sessions[ss.client]
 	s.sessions[ss.client] = ss
@@ -161,6 +172,9 @@ loop:
 		case <-timer.C:
 			endErr = status.Error(codes.DeadlineExceeded, "session silent too long")
 			break loop
+		case <-ss.kick:
+			endErr = status.Error(codes.Aborted, "evicted: an append token was not given back in time")
+			break loop
 		case <-stream.Context().Done():
 			break loop
 		}
@@ -173,27 +187,36 @@ func (s *Server) endSession(ss *session, why error) {
 	close(ss.done)
 	s.mu.Lock()
 	current := s.sessions[ss.client] == ss
+	tokens := 0
 	if current {
 		delete(s.sessions, ss.client)
 		s.gone[ss.client] = time.Now()
+		tokens = s.dropTokens(ss.client)
 	}
 	s.mu.Unlock()
 	if current {
 		n := s.M.DropClient(ss.client)
-		s.log.Info("client session ended; its locks dropped", "client", ss.client, "name", ss.name, "locks", n, "reason", why)
+		s.log.Info("client session ended; its locks dropped", "client", ss.client, "name", ss.name, "locks", n, "append_tokens", tokens, "reason", why)
 	}
 }
 
 // notify sends an invalidation and returns a channel closed on its ack.
 func (ss *session) notify(fids []*pb.FID) (chan struct{}, error) {
+	return ss.send(&pb.SessionDown{Invalidate: fids})
+}
+
+// send sends d with the next sequence number and returns a channel closed
+// on its ack.
+func (ss *session) send(d *pb.SessionDown) (chan struct{}, error) {
 	ss.mu.Lock()
 	ss.seq++
 	seq := ss.seq
 	ch := make(chan struct{})
 	ss.acks[seq] = ch
 	ss.mu.Unlock()
+	d.Seq = seq
 	ss.sendMu.Lock()
-	err := ss.stream.Send(&pb.SessionDown{Seq: seq, Invalidate: fids})
+	err := ss.stream.Send(d)
 	ss.sendMu.Unlock()
 	return ch, err
 }
