@@ -26,10 +26,9 @@ import (
 // of open files. A client's locks are dropped when its session ends
 // (Close, process exit, network cut longer than ldlm.SessionTimeout).
 type Session struct {
-	c        *Client
-	name     string
-	onInval  func([]fid.FID)
-	onRevoke func([]fid.FID)
+	c    *Client
+	name string
+	h    SessionHandlers
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -58,16 +57,28 @@ type sessMDT struct {
 // is silent for four of them).
 const pingInterval = 5 * time.Second
 
-// StartSession opens the client's session with every MDT. onInval is
-// called with the files another client changed (its caches of them must
-// go) before the change is acknowledged, and onRevoke with the files whose
-// append tokens the MDS takes back (AppendToken) before that is
-// acknowledged; either may be nil.
-func (c *Client) StartSession(ctx context.Context, name string, onInval, onRevoke func([]fid.FID)) (*Session, error) {
+// SessionHandlers are what a session calls on the client's behalf; each
+// may be nil.
+type SessionHandlers struct {
+	// Invalidate is called with the files another client changed (the
+	// caches of them must go) before the change is acknowledged.
+	Invalidate func([]fid.FID)
+	// RevokeAppend is called with the files whose append tokens the MDS
+	// takes back (AppendToken) before that is acknowledged.
+	RevokeAppend func([]fid.FID)
+	// SessionLost is called when a session stream with an MDT ended, and
+	// returns before a new one is opened: every append token of that
+	// session is void, and the appends under way with them must reach the
+	// OSTs before a new leader may hand the tokens to another client.
+	SessionLost func(mdt uint32)
+}
+
+// StartSession opens the client's session with every MDT.
+func (c *Client) StartSession(ctx context.Context, name string, h SessionHandlers) (*Session, error) {
 	// The name is for the servers' logs and travels in a protobuf string,
 	// which must be UTF-8; a mount point need not be.
 	name = strings.ToValidUTF8(name, "\uFFFD")
-	s := &Session{c: c, name: name, onInval: onInval, onRevoke: onRevoke, mdts: map[uint32]*sessMDT{}}
+	s := &Session{c: c, name: name, h: h, mdts: map[uint32]*sessMDT{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	cfg, err := c.Config(ctx)
 	if err != nil {
@@ -135,6 +146,9 @@ func (s *Session) run(m *sessMDT) {
 	for s.ctx.Err() == nil {
 		start := time.Now()
 		err := s.stream(m)
+		if s.h.SessionLost != nil {
+			s.h.SessionLost(m.index)
+		}
 		if s.ctx.Err() != nil {
 			return
 		}
@@ -262,20 +276,20 @@ func (s *Session) stream(m *sessMDT) error {
 			m.once.Do(func() { close(m.up) })
 			continue
 		}
-		if len(d.Invalidate) > 0 && s.onInval != nil {
+		if len(d.Invalidate) > 0 && s.h.Invalidate != nil {
 			fids := make([]fid.FID, len(d.Invalidate))
 			for i, f := range d.Invalidate {
 				fids[i] = fid.FromPB(f)
 			}
-			s.onInval(fids)
+			s.h.Invalidate(fids)
 		}
 		if len(d.RevokeAppend) > 0 {
 			fids := make([]fid.FID, len(d.RevokeAppend))
 			for i, f := range d.RevokeAppend {
 				fids[i] = fid.FromPB(f)
 			}
-			if s.onRevoke != nil {
-				s.onRevoke(fids)
+			if s.h.RevokeAppend != nil {
+				s.h.RevokeAppend(fids)
 			}
 		}
 		if err := send(&pb.SessionUp{Ack: d.Seq}); err != nil {

@@ -200,17 +200,38 @@ func (fs *FS) RevokeAppend(fids []fid.FID) {
 		fs.mu.Lock()
 		ofs := slices.Clone(fs.tokens[f]) // none: closed and flushed
 		fs.mu.Unlock()
-		for _, of := range ofs {
-			of.ae.mu.Lock()
-			of.ae.tok = false
-			of.ae.revokes++
-			of.ae.mu.Unlock()
-		}
-		for _, of := range ofs {
-			of.appending.Lock() // the appends that held the token are queued
-			of.appending.Unlock()
-			of.wb.fence(false) // and written
-		}
+		giveBack(ofs)
+	}
+}
+
+// AppendTokensLost is called when a session with an MDT ended, before a
+// new one opens: the tokens it held are void, and the appends under way
+// with them reach the OSTs before this mount can be heard again (a new
+// leader grants no token to anyone until then; ldlm's tokenGrace). All
+// files are treated alike: which MDT owns a file does not matter here.
+func (fs *FS) AppendTokensLost(uint32) {
+	fs.mu.Lock()
+	var ofs []*openFile
+	for _, l := range fs.tokens {
+		ofs = append(ofs, l...)
+	}
+	fs.mu.Unlock()
+	giveBack(ofs)
+}
+
+// giveBack ends the tokens of ofs: no new append starts under them, and
+// the appends under way are queued and written.
+func giveBack(ofs []*openFile) {
+	for _, of := range ofs {
+		of.ae.mu.Lock()
+		of.ae.tok = false
+		of.ae.revokes++
+		of.ae.mu.Unlock()
+	}
+	for _, of := range ofs {
+		of.appending.Lock() // the appends that held the token are queued
+		of.appending.Unlock()
+		of.wb.fence(false) // and written
 	}
 }
 

@@ -129,7 +129,7 @@ func MountFS(ctx context.Context, c *client.Client, dir string, o MountOptions) 
 		o.Name = host + ":" + dir
 	}
 	fs := New(c, o.Options)
-	sess, err := c.StartSession(ctx, o.Name, fs.Invalidate, fs.RevokeAppend)
+	sess, err := c.StartSession(ctx, o.Name, client.SessionHandlers{Invalidate: fs.Invalidate, RevokeAppend: fs.RevokeAppend, SessionLost: fs.AppendTokensLost})
 	if err != nil {
 		return nil, fmt.Errorf("open a session with the MDS: %w", err)
 	}

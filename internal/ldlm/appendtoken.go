@@ -25,11 +25,21 @@ import (
 // client, which fetches the file's end afresh. A holder that does not
 // answer within revokeWait is evicted (its session ends, which voids its
 // tokens on both sides). Tokens live in the leader's memory: a session's
-// end drops its client's tokens, and a new leader starts with none.
+// end drops its client's tokens, and a new leader (or a restarted MDS)
+// starts with none. It grants none for tokenGrace after it took over: a
+// client that held a token from the old leader has by then seen its
+// session end, and waits for its appends under way before it opens a new
+// one (internal/client, Handlers.SessionLost), so the next holder does not
+// fetch an end that those appends are still moving.
 
 // revokeWait bounds how long a holder may take to give a token back: its
 // appends under way must reach the OSTs first.
 const revokeWait = SessionTimeout
+
+// tokenGrace is how long a new leader waits before it grants tokens. An
+// old leader ends its sessions within a fraction of a second of losing
+// leadership, and a killed one at once.
+const tokenGrace = 2 * time.Second
 
 type token struct {
 	client uint64
@@ -47,6 +57,18 @@ func (s *Server) AppendToken(ctx context.Context, r *pb.AppendTokenRequest) (*pb
 		return nil, status.Error(codes.InvalidArgument, "append token request without a client id or a file")
 	}
 	f := fid.FromPB(r.Fid)
+	if !r.Release {
+		if wait := s.tokenGrace - time.Since(s.leaderSince()); wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return nil, status.FromContextError(ctx.Err()).Err()
+			}
+			if !s.leading() {
+				return nil, errNotLeader
+			}
+		}
+	}
 	if r.Release {
 		s.mu.Lock()
 		if t := s.tokens[f]; t != nil && t.client == r.ClientId && t.grant == r.Grant && t.revoking == nil {

@@ -24,10 +24,10 @@ type tokenClient struct {
 	revokes chan uint64 // seq of each revocation
 }
 
-func startTokenServer(t *testing.T) (*Server, string) {
+func startTokenServer(t *testing.T, grace time.Duration) (*Server, string) {
 	t.Helper()
-	s := NewServer(nil, nil)
-	s.revokeWait = time.Second
+	s := NewServer(nil, nil, nil)
+	s.revokeWait, s.tokenGrace = time.Second, grace
 	g := rpc.NewServer(nil)
 	pb.RegisterLDLMServer(g, s)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -98,7 +98,7 @@ func (c *tokenClient) release(grant uint64) {
 // that a newer one overtook changes nothing; the end of a session gives
 // its tokens back.
 func TestAppendTokenMovesBetweenClientsOnlyAfterTheHolderAcknowledges(t *testing.T) {
-	_, addr := startTokenServer(t)
+	_, addr := startTokenServer(t, 0)
 	a, b := newTokenClient(t, addr, 1), newTokenClient(t, addr, 2)
 
 	ga, err := a.take(time.Second)
@@ -173,7 +173,7 @@ func TestAppendTokenMovesBetweenClientsOnlyAfterTheHolderAcknowledges(t *testing
 // A client without a session gets no token (Unavailable: it retries once
 // its session is back), so a token is always voided by a session's end.
 func TestAppendTokenNeedsASession(t *testing.T) {
-	_, addr := startTokenServer(t)
+	_, addr := startTokenServer(t, 0)
 	cc, err := rpc.Dial(addr)
 	if err != nil {
 		t.Fatal(err)
@@ -182,5 +182,26 @@ func TestAppendTokenNeedsASession(t *testing.T) {
 	_, err = pb.NewLDLMClient(cc).AppendToken(context.Background(), &pb.AppendTokenRequest{ClientId: 9, Fid: f1.PB()})
 	if status.Code(err) != codes.Unavailable {
 		t.Fatalf("AppendToken without a session: %v, want Unavailable", err)
+	}
+}
+
+// A new leader (here: a new server) grants no token before tokenGrace has
+// passed since it took over: clients of the old leader need that long to
+// see their sessions end and let their appends under way land.
+func TestAppendTokenWaitsOutTheGraceOfANewLeader(t *testing.T) {
+	s, addr := startTokenServer(t, 2*time.Second)
+	a := newTokenClient(t, addr, 1)
+	if _, err := a.take(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if since := time.Since(s.started); since < s.tokenGrace {
+		t.Fatalf("granted %v after the server took over, before its grace of %v", since, s.tokenGrace)
+	}
+	start := time.Now()
+	if _, err := a.take(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > s.tokenGrace*3/4 {
+		t.Fatalf("a grant after the grace took %v: it waited out the grace again", d)
 	}
 }

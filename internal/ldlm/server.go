@@ -31,7 +31,8 @@ type Server struct {
 
 	// leading reports whether this MDS leads its MDT: locks and sessions
 	// live on the leader only, and end when it stops leading.
-	leading func() bool
+	leading     func() bool
+	leaderSince func() time.Time
 
 	mu       sync.Mutex
 	sessions map[uint64]*session
@@ -39,8 +40,8 @@ type Server struct {
 	started  time.Time
 	tokens   map[fid.FID]*token // append tokens (appendtoken.go)
 	grantSeq uint64
-	// revokeWait: revokeWait, shorter in tests.
-	revokeWait time.Duration
+	// revokeWait and tokenGrace (appendtoken.go), shorter in tests.
+	revokeWait, tokenGrace time.Duration
 }
 
 var errNotLeader = status.Error(codes.Unavailable, "not the MDT's leader: locks and sessions are served by the leader")
@@ -65,15 +66,20 @@ type session struct {
 func (ss *session) evict() { ss.kickOnce.Do(func() { close(ss.kick) }) }
 
 // NewServer returns the service over a new lock manager; leading (nil:
-// always) tells whether this server may serve locks.
-func NewServer(log *slog.Logger, leading func() bool) *Server {
+// always) tells whether this server may serve locks, and leaderSince (nil:
+// since the server started) since when.
+func NewServer(log *slog.Logger, leading func() bool, leaderSince func() time.Time) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	if leading == nil {
 		leading = func() bool { return true }
 	}
-	return &Server{M: NewManager(), log: log, leading: leading, sessions: map[uint64]*session{}, gone: map[uint64]time.Time{}, started: time.Now(), tokens: map[fid.FID]*token{}, revokeWait: revokeWait}
+	started := time.Now()
+	if leaderSince == nil {
+		leaderSince = func() time.Time { return started }
+	}
+	return &Server{M: NewManager(), log: log, leading: leading, leaderSince: leaderSince, tokenGrace: tokenGrace, sessions: map[uint64]*session{}, gone: map[uint64]time.Time{}, started: started, tokens: map[fid.FID]*token{}, revokeWait: revokeWait}
 }
 
 // ClientGone reports whether the client has no session, and since when

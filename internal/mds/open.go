@@ -36,7 +36,7 @@ type openFiles struct {
 // startClientServices registers the LDLM and OpenFiles services on g and
 // starts the orphan reaper.
 func (s *Server) startClientServices(g *grpc.Server) {
-	lm := ldlm.NewServer(s.log, s.group.IsLeader)
+	lm := ldlm.NewServer(s.log, s.group.IsLeader, s.group.LeaderSince)
 	clientServices.Store(s, lm)
 	pb.RegisterLDLMServer(g, leaderOnlyLDLM{lm, s}) // sessions on the leader only (leadership.go)
 	pb.RegisterOpenFilesServer(g, &openFiles{s: s})

@@ -277,10 +277,12 @@ type Group struct {
 	solo     atomic.Bool // this replica is the group's only voter (and no learners)
 	leader   atomic.Uint64
 	isLeader atomic.Bool
-	term     atomic.Uint64
-	commit   atomic.Uint64
-	applied  atomic.Uint64
-	stats    stats
+	// leaderSince: when this replica last became leader (unix ns).
+	leaderSince atomic.Int64
+	term        atomic.Uint64
+	commit      atomic.Uint64
+	applied     atomic.Uint64
+	stats       stats
 
 	stateMu   sync.Mutex
 	leaderCh  chan struct{} // closed when the leader changes
@@ -658,6 +660,15 @@ func (g *Group) noteConf() {
 
 // IsLeader reports whether this replica is the leader.
 func (g *Group) IsLeader() bool { return g.isLeader.Load() }
+
+// LeaderSince is when this replica became the leader it is, or the zero
+// time if it does not lead.
+func (g *Group) LeaderSince() time.Time {
+	if !g.isLeader.Load() {
+		return time.Time{}
+	}
+	return time.Unix(0, g.leaderSince.Load())
+}
 
 // Leader is the leader's replica id, 0 if unknown.
 func (g *Group) Leader() uint64 { return g.leader.Load() }

@@ -266,6 +266,9 @@ func (g *Group) onSoftState(ss raft.SoftState) {
 	term := g.rn.BasicStatus().GetTerm()
 	g.term.Store(term)
 	g.leader.Store(ss.Lead)
+	if isLeader && !wasLeader {
+		g.leaderSince.Store(time.Now().UnixNano())
+	}
 	g.isLeader.Store(isLeader)
 	if wasLeader && !isLeader {
 		// The entries of pending proposals may still commit under the
