@@ -21,6 +21,10 @@ import (
 	"nacre/internal/obs"
 )
 
+// mountOSTDownAfter: see client.Config.OSTDownAfter (NACRE_OST_DOWN_AFTER
+// overrides it).
+const mountOSTDownAfter = 30 * time.Second
+
 func addMountCommands(root *cobra.Command, g *globals) {
 	var m struct {
 		opts    []string
@@ -175,7 +179,19 @@ func mountForeground(ctx context.Context, out io.Writer, mgs, dir string, mo fus
 	if err := fault.ArmFromEnv(); err != nil {
 		return fail(err)
 	}
-	c, err := client.New(ctx, client.Config{MGS: mgs, Log: log})
+	// An OST restart takes seconds, and I/O waits it out; an OST still
+	// unreachable after mountOSTDownAfter fails I/O with EIO at once (and
+	// logged, naming the OST) until it answers, instead of every request
+	// waiting the whole timeout.
+	downAfter := mountOSTDownAfter
+	if v := os.Getenv("NACRE_OST_DOWN_AFTER"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fail(fmt.Errorf("NACRE_OST_DOWN_AFTER=%q: give a duration such as 30s", v))
+		}
+		downAfter = d
+	}
+	c, err := client.New(ctx, client.Config{MGS: mgs, Log: log, OSTDownAfter: downAfter})
 	if err != nil {
 		return fail(err)
 	}

@@ -63,8 +63,8 @@ type Config struct {
 	// it fails with an *OSTDownError naming the OST. The clock runs per
 	// OST: once an OST has been unreachable that long, further I/O to it
 	// fails after one attempt, until the OST answers again. 0: retry until
-	// Timeout, like every other failure (the FUSE mount waits out an OST
-	// restart).
+	// Timeout, like every other failure. The FUSE mount uses 30 s, which
+	// waits out an OST restart.
 	OSTDownAfter time.Duration
 	// FailFast: a command-line client fails at once, with the reason, when
 	// the MGS refuses the connection or its name does not resolve, instead

@@ -3,20 +3,35 @@ package fusefs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"nacre/internal/client"
 )
 
 // status maps a client library error to a FUSE status. The library's
 // errors carry POSIX errno values (*rpc.Errno unwraps to syscall.Errno);
 // anything else (a timeout, a transport failure the retries could not
-// hide) is EIO, logged, so the cause is in the mount's log.
+// hide, an OST that stayed unreachable) is EIO, logged, so the cause is in
+// the mount's log. A transport error's errno (ECONNREFUSED from a dial)
+// says nothing about the file and is not passed on: an application would
+// report "Connection refused" for a read.
 func (fs *FS) status(op string, err error) fuse.Status {
 	if err == nil {
 		return fuse.OK
 	}
+	var down *client.OSTDownError
+	if errors.As(err, &down) {
+		fs.log.Warn("OST unreachable: I/O error", "op", op, "ost", fmt.Sprintf("OST%04x", down.OST), "addr", down.Addr, "err", err)
+		return fuse.EIO
+	}
 	var e syscall.Errno
+	if errors.As(err, &e) && e != 0 && transportErrno(e) {
+		fs.log.Warn("server unreachable: I/O error", "op", op, "err", err)
+		return fuse.EIO
+	}
 	if errors.As(err, &e) && e != 0 {
 		if e == syscall.EIO {
 			fs.log.Warn("I/O error", "op", op, "err", err)
@@ -29,4 +44,15 @@ func (fs *FS) status(op string, err error) fuse.Status {
 	}
 	fs.log.Warn("I/O error", "op", op, "err", err)
 	return fuse.EIO
+}
+
+// transportErrno reports whether e is a network failure (of a dial or a
+// connection) rather than an answer about the file.
+func transportErrno(e syscall.Errno) bool {
+	switch e {
+	case syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EHOSTUNREACH,
+		syscall.ENETUNREACH, syscall.ENETDOWN, syscall.EPIPE, syscall.ENOTCONN:
+		return true
+	}
+	return false
 }

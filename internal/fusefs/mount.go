@@ -150,6 +150,10 @@ func MountFS(ctx context.Context, c *client.Client, dir string, o MountOptions) 
 		MaxBackground: o.MaxBackground,
 		DirectMount:   true,
 		EnableLocks:   true,
+		// Reads answer with bytes, never a file descriptor to splice
+		// from: go-fuse would only try to grow a pipe past its 1 MiB
+		// limit for every 1 MiB read, and log that it could not.
+		DisableSplice: true,
 		Debug:         o.Debug,
 		// DIRECT_IO_ALLOW_MMAP: O_APPEND handles are direct (append.go)
 		// and may still be mapped shared.
