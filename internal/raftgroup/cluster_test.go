@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -292,6 +293,22 @@ func TestAddVoterThenRemoveTheOldLeader(t *testing.T) {
 		}
 		if st := c.leader().g.Status(); len(st.Voters) != 3 {
 			t.Fatalf("voters after RemovePeer: %v", st.Voters)
+		}
+		// Its id is never given out again, by any replica that leads
+		// next, also after a restart.
+		nl := c.leader()
+		if err := nl.g.AddVoter(ctx, l.id, "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "never reused") {
+			t.Fatalf("adding removed replica %d again: %v, want a refusal", l.id, err)
+		}
+		for id := range c.nodes {
+			if !c.nodes[id].g.wasRemoved(l.id) {
+				t.Errorf("replica %d does not know that %d was removed", id, l.id)
+			}
+		}
+		c.stop(nl.id)
+		c.start(nl.id, false)
+		if !c.nodes[nl.id].g.wasRemoved(l.id) {
+			t.Errorf("after a restart, replica %d forgot that %d was removed", nl.id, l.id)
 		}
 	})
 }

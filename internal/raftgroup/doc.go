@@ -81,6 +81,8 @@
 //	P 'p'             present only while a snapshot install is under way:
 //	                  the SnapshotMetadata being installed
 //	P 'a'             address book: replica id -> address (RaftPeers)
+//	P 'x'             ids removed from the group, never to be added again
+//	                  (8-byte big-endian ids, sorted)
 //
 // A new group writes a log holding a truncation point at index 1, term 1,
 // that holds the initial voters (etcd raft's recommended bootstrap, with

@@ -290,6 +290,9 @@ type Group struct {
 
 	peersMu sync.RWMutex
 	peers   map[uint64]string
+	// removed: the ids ever removed from the group as this replica saw
+	// it (membership.go), never to be added again.
+	removed map[uint64]bool
 
 	statusC  chan chan Status
 	notify   *notifier
@@ -359,6 +362,9 @@ func Start(cfg Config) (*Group, error) {
 		return nil, fmt.Errorf("raft group %d replica %d: %w", g.gid, g.id, err)
 	}
 	if g.peers, err = loadPeers(cfg.DB, g.keys); err != nil {
+		return nil, err
+	}
+	if g.removed, err = loadRemoved(cfg.DB, g.keys); err != nil {
 		return nil, err
 	}
 	changed := false

@@ -643,6 +643,13 @@ func (g *Group) applyConfChange(e *pb.Entry) error {
 		}
 		cc, ctx = &c, c.GetContext()
 	}
+	for _, c := range cc.AsV2().Changes {
+		if c.GetType() == pb.ConfChangeRemoveNode {
+			if err := g.noteRemoved(c.GetNodeId()); err != nil {
+				return err
+			}
+		}
+	}
 	cs := g.rn.ApplyConfChange(cc)
 	g.store.conf = cs
 	g.noteConf()

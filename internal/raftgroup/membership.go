@@ -2,6 +2,7 @@ package raftgroup
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"nacre/api/nacrepb"
+	"nacre/internal/kv"
 )
 
 // ErrMembershipBusy: raft refused a membership change because an earlier
@@ -42,6 +44,12 @@ func (g *Group) RemovePeer(ctx context.Context, id uint64) error {
 func (g *Group) changeMembership(ctx context.Context, typ pb.ConfChangeType, id uint64, addr string) error {
 	if id == 0 {
 		return errors.New("raftgroup: replica id must be > 0")
+	}
+	if typ != pb.ConfChangeRemoveNode && g.wasRemoved(id) {
+		// A replica that comes back under an old id could be taken for
+		// the old one: its votes and acknowledgements would count for a
+		// log it never had.
+		return fmt.Errorf("raftgroup: replica id %d was removed from this group; ids are never reused: give the new replica an id no replica ever had", id)
 	}
 	if err := g.checkLeader(); err != nil {
 		return err
@@ -320,4 +328,57 @@ func (g *Group) waitCaughtUp(ctx context.Context, id uint64) error {
 		case <-t.C:
 		}
 	}
+}
+
+// wasRemoved reports whether replica id was ever removed from the group.
+func (g *Group) wasRemoved(id uint64) bool {
+	g.peersMu.RLock()
+	defer g.peersMu.RUnlock()
+	return g.removed[id]
+}
+
+// noteRemoved records that replica id left the group (every replica
+// applies the change, so each keeps the record).
+func (g *Group) noteRemoved(id uint64) error {
+	g.peersMu.Lock()
+	defer g.peersMu.Unlock()
+	if g.removed[id] {
+		return nil
+	}
+	g.removed[id] = true
+	if err := g.db.Set(g.keys.removed, encodeRemoved(g.removed), false); err != nil {
+		return fmt.Errorf("raft group %d: record removed replica %d: %w", g.gid, id, err)
+	}
+	return nil
+}
+
+func loadRemoved(db *kv.DB, k keys) (map[uint64]bool, error) {
+	v, err := db.Get(k.removed)
+	if errors.Is(err, kv.ErrNotFound) {
+		return map[uint64]bool{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read removed replica ids: %w", err)
+	}
+	if len(v)%8 != 0 {
+		return nil, fmt.Errorf("read removed replica ids: %d bytes, not a list of 8-byte ids", len(v))
+	}
+	m := make(map[uint64]bool, len(v)/8)
+	for i := 0; i < len(v); i += 8 {
+		m[binary.BigEndian.Uint64(v[i:])] = true
+	}
+	return m, nil
+}
+
+func encodeRemoved(m map[uint64]bool) []byte {
+	ids := make([]uint64, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	v := make([]byte, 0, 8*len(ids))
+	for _, id := range ids {
+		v = binary.BigEndian.AppendUint64(v, id)
+	}
+	return v
 }

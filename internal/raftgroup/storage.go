@@ -34,6 +34,7 @@ const (
 	sufTrunc     = 's' // format 1 only
 	sufPending   = 'p'
 	sufPeers     = 'a'
+	sufRemoved   = 'x' // ids removed from the group (membership.go)
 	sufLog       = 'l' // format 1 only
 )
 
@@ -53,8 +54,8 @@ const (
 
 // keys builds the keys of one group's raft state in the kv.DB.
 type keys struct {
-	version, hardState, trunc, pending, peers []byte
-	logLo, logHi                              []byte // bounds of every format-1 log key
+	version, hardState, trunc, pending, peers, removed []byte
+	logLo, logHi                                       []byte // bounds of every format-1 log key
 }
 
 func newKeys(prefix []byte) keys {
@@ -66,6 +67,7 @@ func newKeys(prefix []byte) keys {
 		trunc:     k(sufTrunc),
 		pending:   k(sufPending),
 		peers:     k(sufPeers),
+		removed:   k(sufRemoved),
 		logLo:     lo,
 		logHi:     kv.PrefixEnd(lo),
 	}
