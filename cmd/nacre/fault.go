@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"nacre/internal/cli"
+	"nacre/internal/client"
 	"nacre/internal/lfsck/admin"
 	"nacre/internal/rpc"
 )
@@ -39,9 +40,11 @@ func faultCommand(g *globals) *cobra.Command {
 			e.MGS = mgs
 			err = admin.FaultInject(cmd.Context(), e, args[0], paths[0], inj.stripe)
 			var en *rpc.Errno
-			if errors.As(err, &en) {
-				// A path that does not resolve: name it, not the lookup's
-				// layers ("fault inject /nope: no such file or directory").
+			var down *client.MDTDownError
+			if errors.As(err, &en) || errors.As(err, &down) {
+				// A path that does not resolve, or an MDT that does not
+				// answer: name the path, not the lookup's layers ("fault
+				// inject /nope: no such file or directory").
 				return cli.OpError("fault inject", inj.path, err)
 			}
 			return err

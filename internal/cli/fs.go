@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,7 +41,8 @@ type LsEntry struct {
 
 // Ls lists a directory (or describes a file), sorted by name. Without a
 // path ("") it lists the current directory if that is on a Nacre mount,
-// else the root. asJSON prints an array of LsEntry.
+// else the root. asJSON prints an array of LsEntry. A symbolic link given
+// as the path is described itself with long or asJSON, as by ls -l.
 func Ls(ctx context.Context, e Env, arg string, long, asJSON bool) error {
 	if arg == "" {
 		arg = "/"
@@ -53,7 +56,19 @@ func Ls(ctx context.Context, e Env, arg string, long, asJSON bool) error {
 	}
 	defer c.Close()
 	p := ps[0]
-	ino, err := c.Resolve(ctx, p, true)
+	attrs := long || asJSON
+	// As ls(1): a symbolic link given as the path is shown itself with -l
+	// (and --json, which has its target), and followed otherwise, so that
+	// the directory it names is listed; a trailing slash follows it always.
+	trailing := strings.HasSuffix(arg, "/")
+	follow := !attrs || trailing
+	ino, err := c.Resolve(ctx, p, follow)
+	if follow && !trailing && errors.Is(err, syscall.ENOENT) {
+		// A dangling link is still listed (by its name), as ls does.
+		if l, lerr := c.Resolve(ctx, p, false); lerr == nil && l.Mode&syscall.S_IFMT == syscall.S_IFLNK {
+			ino, err = l, nil
+		}
+	}
 	if err != nil {
 		return opError("ls", arg, err)
 	}
@@ -62,7 +77,6 @@ func Ls(ctx context.Context, e Env, arg string, long, asJSON bool) error {
 		ino  *pb.Inode
 		ent  *pb.DirEntry
 	}
-	attrs := long || asJSON
 	var rows []row
 	if isDir(ino) {
 		ents, err := c.ReadDirAll(ctx, fidOf(ino), attrs)
@@ -246,8 +260,8 @@ func checkOSTIndex(index int, targets []*pb.TargetInfo) error {
 // copyBuf is the size of one put/get call: 16 stripes of 1 MiB in flight.
 const copyBuf = 16 << 20
 
-// partialSuffix marks the temporary file put writes (".NAME.nacre-partial-RANDOM"
-// in the destination's directory) and get writes (LOCAL.nacre-partial).
+// partialSuffix marks the temporary files put and get write
+// (".NAME.nacre-partial-RANDOM" in the destination's directory).
 const partialSuffix = ".nacre-partial"
 
 // Put copies a local file into the file system; local "-" is standard
@@ -258,7 +272,8 @@ const partialSuffix = ".nacre-partial"
 // killed outright leaves one behind). The destination is a new file with
 // the source's permission bits (from standard input: 0666 less the umask,
 // as a shell redirection) and the layout asked, else the layout of the
-// file it replaces, else its directory's default.
+// file it replaces, else its directory's default. A file that would get
+// fewer stripes than the first two ask is not written (checkStripes).
 func Put(ctx context.Context, e Env, local, remoteArg string, so StripeOpts) error {
 	var src io.Reader
 	var perm uint32
@@ -313,15 +328,20 @@ func Put(ctx context.Context, e Env, local, remoteArg string, so StripeOpts) err
 		return opError("put", remoteArg, err)
 	}
 	dir := fidOf(parent)
+	asked := fmt.Sprintf("asked (-c %d)", so.Count)
 	if l == nil {
 		// Replacing a file keeps its layout (as `lfs setstripe F; cp S F`).
 		if old, err := c.Lookup(ctx, dir, name); err == nil && isReg(old) && old.Layout != nil {
 			l = &pb.Layout{Pattern: old.Layout.Pattern, StripeCount: old.Layout.StripeCount, StripeSize: old.Layout.StripeSize, StripeOffset: old.Layout.StripeOffset}
+			asked = "of the file it replaces"
 		}
 	}
 	tmp := partialName(name)
 	ino, _, err := c.Create(ctx, dir, tmp, syscall.S_IFREG|perm, client.CreateOpts{Exclusive: true, Layout: l})
 	if err != nil {
+		if mdtDown(err) {
+			return opError("put", remoteArg, err)
+		}
 		return fmt.Errorf("put %s: create %s: %w", remoteArg, tmp, err)
 	}
 	done := false
@@ -336,6 +356,9 @@ func Put(ctx context.Context, e Env, local, remoteArg string, so StripeOpts) err
 			fmt.Fprintf(stderr(e), "nacre: put %s: could not remove the partial file %s: %v\n", remoteArg, tmp, err)
 		}
 	}()
+	if err := checkStripes(ctx, c, l, ino, asked); err != nil {
+		return fmt.Errorf("put %s: %w", remoteArg, err)
+	}
 	f := c.OpenInode(ino)
 	buf := make([]byte, copyBuf)
 	var off uint64
@@ -364,10 +387,64 @@ func Put(ctx context.Context, e Env, local, remoteArg string, so StripeOpts) err
 		return err
 	}
 	if err := c.Rename(ctx, dir, tmp, dir, name, 0); err != nil {
+		if mdtDown(err) {
+			return opError("put", remoteArg, err)
+		}
 		return fmt.Errorf("put %s: rename %s over it: %w", remoteArg, tmp, err)
 	}
 	done = true
 	return nil
+}
+
+// mdtDown reports whether err is an MDT that did not answer.
+func mdtDown(err error) bool {
+	var d *client.MDTDownError
+	return errors.As(err, &d)
+}
+
+// checkStripes refuses a new file (ino) that got fewer stripes than its
+// layout l asks (asked says where the count comes from), which the MDS
+// does when OSTs are down or full: as Lustre fails a create whose stripe
+// count was given rather than defaulted, a put neither halves a file's
+// bandwidth nor moves all of it onto fewer OSTs without being told to. A
+// count of -1 (every OST) and a directory's default are what the OSTs up
+// can give.
+func checkStripes(ctx context.Context, c *client.Client, l *pb.Layout, ino *pb.Inode, asked string) error {
+	if l == nil || l.StripeCount <= 0 || ino.Layout == nil {
+		return nil
+	}
+	want, got := int(l.StripeCount), len(ino.Layout.Objects)
+	if got >= want {
+		return nil
+	}
+	why := "no more OSTs could take an object (check `nacre status` and `nacre df`)"
+	if cfg, err := c.Config(ctx); err == nil {
+		seen := map[uint32]bool{}
+		var down []string
+		for _, t := range cfg.Targets {
+			if t.Kind == pb.TargetKind_TARGET_OST && t.State != "up" && !seen[t.Index] {
+				seen[t.Index] = true
+				down = append(down, fmt.Sprintf("OST%04x", t.Index))
+			}
+		}
+		sort.Strings(down)
+		switch len(down) {
+		case 0:
+		case 1:
+			why = down[0] + " is down (check `nacre status`)"
+		default:
+			why = strings.Join(down, ", ") + " are down (check `nacre status`)"
+		}
+	}
+	return fmt.Errorf("not written: it would have %s, not the %d %s, as %s; put it again once the OSTs are up, or give -c %d to accept %s",
+		plural(got, "stripe"), want, asked, why, got, plural(got, "stripe"))
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // partialName is the name of put's temporary file for name (at most 255
@@ -389,7 +466,16 @@ func umask() uint32 {
 	return uint32(m)
 }
 
-// Get copies a file out of the file system ("-" writes to standard output).
+// Get copies a file out of the file system ("-" writes to standard
+// output), as cp(1) writes its destination: into LOCAL/NAME if LOCAL is a
+// directory; through a symbolic link to the file it names (the link
+// stays); straight into a FIFO, device or other file that is not a
+// regular file (it is not replaced); and to a regular file, new or not,
+// through a hidden temporary file beside it (".NAME.nacre-partial-XXXXXXXX",
+// unique to this get) renamed over it once every byte is on the local
+// disk, so that an interrupted or failed get leaves it as it was. A file
+// replaced keeps its permission bits (and owner, where allowed); a new
+// file gets the remote file's permission bits less the umask.
 func Get(ctx context.Context, e Env, arg, local string) error {
 	c, ps, err := e.open(ctx, arg)
 	if err != nil {
@@ -404,40 +490,182 @@ func Get(ctx context.Context, e Env, arg, local string) error {
 	if !isReg(ino) {
 		return fmt.Errorf("get %s: not a regular file", arg)
 	}
-	var dst io.Writer = e.Out
-	var out *os.File
-	if local != "-" {
-		if st, err := os.Stat(local); err == nil && st.IsDir() {
-			local = local + "/" + path.Base(remote)
+	if local == "-" {
+		if err := copyOut(ctx, c, ino, e.Out); err != nil {
+			return opError("get", arg, err)
 		}
-		out, err = os.OpenFile(local+partialSuffix, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+		return nil
+	}
+	if st, err := os.Stat(local); err == nil && st.IsDir() {
+		local = filepath.Join(local, path.Base(remote))
+	}
+	err = writeLocal(local, os.FileMode(ino.Mode&0o777), func(w io.Writer) error {
+		return copyOut(ctx, c, ino, w)
+	})
+	var le *localError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &le):
+		return fmt.Errorf("get %s: %w", arg, err)
+	}
+	return opError("get", arg, err)
+}
+
+// localError is a failure to write Get's local file (not to read the
+// remote one); its text names the local file.
+type localError struct{ err error }
+
+func (e *localError) Error() string { return e.err.Error() }
+func (e *localError) Unwrap() error { return e.err }
+
+// localWriter makes the write errors of Get's local file localErrors.
+type localWriter struct {
+	w    io.Writer
+	name string
+}
+
+func (l localWriter) Write(p []byte) (int, error) {
+	n, err := l.w.Write(p)
+	if err != nil {
+		err = &localError{fmt.Errorf("cannot write %s: %w", l.name, unwrapPath(err))}
+	}
+	return n, err
+}
+
+// writeLocal writes a local file (Get's destination) with fill: see Get.
+// perm is the permission bits of a new file, before the umask. Its own
+// errors, and fill's errors writing the file, are *localErrors naming
+// local; fill's other errors are returned as they are.
+func writeLocal(local string, perm os.FileMode, fill func(io.Writer) error) error {
+	var fillErr error
+	err := writeLocalFile(local, perm, func(w io.Writer) error {
+		fillErr = fill(localWriter{w, local})
+		return fillErr
+	})
+	if err == nil || err == fillErr {
+		return err
+	}
+	return &localError{err}
+}
+
+// writeLocalFile is writeLocal; fill's errors are returned as they are.
+func writeLocalFile(local string, perm os.FileMode, fill func(io.Writer) error) error {
+	dest := local
+	if lst, err := os.Lstat(local); err == nil && lst.Mode()&os.ModeSymlink != 0 {
+		target, err := filepath.EvalSymlinks(local)
 		if err != nil {
-			// Name the file asked for, not the partial one beside it.
-			var pe *os.PathError
-			if errors.As(err, &pe) {
-				err = pe.Err
+			link, _ := os.Readlink(local)
+			if errors.Is(err, fs.ErrNotExist) {
+				// As cp: a dangling link is not written through (it may
+				// point where the user did not mean to create a file).
+				return fmt.Errorf("cannot write %s: it is a symbolic link to %s, which does not exist (not writing through a dangling link; remove the link or create %s)", local, link, link)
 			}
-			return fmt.Errorf("get %s: cannot write %s: %w", arg, local, err)
+			return fmt.Errorf("cannot write %s (a symbolic link to %s): %w", local, link, unwrapPath(err))
 		}
-		defer func() {
-			out.Close()
-			os.Remove(local + partialSuffix)
-		}()
-		dst = out
+		dest = target
 	}
-	if err := copyOut(ctx, c, ino, dst); err != nil {
-		return opError("get", arg, err)
+	st, err := os.Stat(dest)
+	switch {
+	case err == nil && st.IsDir():
+		return fmt.Errorf("cannot write %s: it is a directory", local)
+	case err == nil && !st.Mode().IsRegular():
+		// A FIFO, a device, a socket: write into it (`get F /dev/null`),
+		// never replace it with a regular file.
+		return writeInto(local, dest, fill)
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("cannot write %s: %w", local, unwrapPath(err))
 	}
-	if out != nil {
-		if err := out.Sync(); err != nil {
-			return err
-		}
-		if err := out.Close(); err != nil {
-			return err
-		}
-		return os.Rename(local+partialSuffix, local)
+	return replaceFile(local, dest, st, perm, fill)
+}
+
+// writeInto writes into the existing file dest (not a regular file),
+// named local in messages.
+func writeInto(local, dest string, fill func(io.Writer) error) error {
+	// O_TRUNC as cp's; devices and FIFOs ignore it.
+	f, err := os.OpenFile(dest, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return fmt.Errorf("cannot write %s: %w", local, unwrapPath(err))
+	}
+	if err := fill(f); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("cannot write %s: %w", local, unwrapPath(err))
 	}
 	return nil
+}
+
+// replaceFile writes the regular file dest (old: its attributes, nil if it
+// does not exist yet; local: its name in messages) through a temporary
+// file in its directory, renamed over it once durable.
+func replaceFile(local, dest string, old os.FileInfo, perm os.FileMode, fill func(io.Writer) error) (err error) {
+	dir, name := filepath.Split(dest)
+	if dir == "" {
+		dir = "."
+	}
+	// O_EXCL with the mode: the kernel applies the umask, and a temporary
+	// name is never shared by two gets (or taken from another file).
+	var f *os.File
+	for try := 0; ; try++ {
+		tmp := filepath.Join(dir, partialName(name))
+		f, err = os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+		if err == nil || !errors.Is(err, fs.ErrExist) || try == 100 {
+			break
+		}
+	}
+	if err != nil {
+		if old != nil && errors.Is(err, fs.ErrPermission) {
+			// The file may be writable when its directory is not.
+			return fmt.Errorf("cannot write %s: cannot create the temporary file that replaces it in %s: %w", local, dir, unwrapPath(err))
+		}
+		return fmt.Errorf("cannot write %s: %w", local, unwrapPath(err))
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if old != nil {
+		// The file replaced keeps its owner (when allowed: only root may
+		// give a file away) and then its mode, as cp writing into it would.
+		if s, ok := old.Sys().(*syscall.Stat_t); ok && (int(s.Uid) != os.Geteuid() || int(s.Gid) != os.Getegid()) {
+			f.Chown(int(s.Uid), int(s.Gid))
+		}
+		if err := f.Chmod(old.Mode() & (os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky)); err != nil {
+			return fmt.Errorf("cannot write %s: give the temporary file %s its mode: %w", local, tmp, unwrapPath(err))
+		}
+	}
+	if err := fill(f); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("cannot write %s: %w", local, unwrapPath(err))
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("cannot write %s: %w", local, unwrapPath(err))
+	}
+	if err := os.Rename(tmp, dest); err != nil {
+		return fmt.Errorf("cannot write %s: rename the temporary file %s over it: %w", local, tmp, unwrapPath(err))
+	}
+	return nil
+}
+
+// unwrapPath drops an *fs.PathError's operation and path, for messages
+// that name the file themselves.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Err
+	}
+	return err
 }
 
 func copyOut(ctx context.Context, c *client.Client, ino *pb.Inode, dst io.Writer) error {

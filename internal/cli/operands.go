@@ -124,6 +124,11 @@ func operandMessage(cmd, arg string, err error) string {
 	if errors.As(err, &down) {
 		return fmt.Sprintf("%s %s: %s; check `nacre status`", cmd, arg, down.Describe(arg))
 	}
+	var mdt *client.MDTDownError
+	if errors.As(err, &mdt) {
+		// The call and FID add nothing the user can act on.
+		return fmt.Sprintf("%s %s: %s; check `nacre status`", cmd, arg, mdt.Describe())
+	}
 	var other *otherPathError
 	if errors.As(err, &other) {
 		return fmt.Sprintf("%s %s %s %s: %s", cmd, arg, other.rel, other.path, shortMessage(other.err))
@@ -176,6 +181,9 @@ func atOtherPath(rel, path string, err error) error {
 // client's timeout.
 func fatal(ctx context.Context, err error) bool {
 	if ctx.Err() != nil {
+		return true
+	}
+	if mdtDown(err) {
 		return true
 	}
 	switch status.Code(err) {

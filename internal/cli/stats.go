@@ -17,11 +17,14 @@ import (
 	"nacre/internal/obs"
 )
 
-// OpStat is one operation type of one target over the sampling interval.
+// OpStat is one operation type of one target: its count since the target
+// started, and its rate and mean latency over the sampling interval.
 type OpStat struct {
-	Count  float64 `json:"count"`
-	Rate   float64 `json:"per_sec"`
-	MeanUs float64 `json:"mean_us"`
+	Count float64 `json:"count"`
+	Rate  float64 `json:"per_sec"`
+	// MeanUs is 0 (and left out of the JSON) when no operation of the
+	// type ended in the interval: there is no mean then, not a mean of 0.
+	MeanUs float64 `json:"mean_us,omitempty"`
 }
 
 // TargetStats is `nacre stats --json` for one target.
@@ -127,7 +130,8 @@ func diffStats(ts *TargetStats, a, b *obs.Scrape) {
 			dcnt := b.Sum(s[1]+"_count", m) - a.Sum(s[1]+"_count", m)
 			os := OpStat{Count: n, Rate: round1(dn / dt)}
 			if dcnt > 0 {
-				os.MeanUs = round1(dsum / dcnt * 1e6)
+				// At least 0.1 µs: a mean that rounds to 0 is still a mean.
+				os.MeanUs = max(round1(dsum/dcnt*1e6), 0.1)
 			}
 			ts.Ops[op] = os
 		}
@@ -167,31 +171,42 @@ func Stats(ctx context.Context, e Env, only string, interval time.Duration, asJS
 	if asJSON {
 		return JSON(e.Out, s)
 	}
+	writeStats(e.Out, s)
+	return nil
+}
+
+// writeStats prints s as a table per target. SAMPLES counts the
+// operations since the target started; PER SEC and MEAN µs are over the
+// interval, and MEAN µs is "-" when none ended in it.
+func writeStats(w io.Writer, s *StatsJSON) {
 	for _, ts := range s.Targets {
-		fmt.Fprintf(e.Out, "%s (%s)  %s\n", ts.Name, ts.Kind, ts.MetricsURL)
+		fmt.Fprintf(w, "%s (%s)  %s\n", ts.Name, ts.Kind, ts.MetricsURL)
 		if ts.Error != "" {
-			fmt.Fprintf(e.Out, "  unreachable: %s\n\n", ts.Error)
+			fmt.Fprintf(w, "  unreachable: %s\n\n", ts.Error)
 			continue
 		}
 		if len(ts.Ops) > 0 {
-			t := newTable(e.Out)
+			t := newTable(w)
 			t.AppendHeader(table.Row{"OPERATION", "SAMPLES", "PER SEC", "MEAN µs"})
 			for _, op := range sortedKeys(ts.Ops) {
 				o := ts.Ops[op]
-				t.AppendRow(table.Row{op, int64(o.Count), fmt.Sprintf("%.1f", o.Rate), fmt.Sprintf("%.1f", o.MeanUs)})
+				mean := "-"
+				if o.MeanUs > 0 {
+					mean = fmt.Sprintf("%.1f", o.MeanUs)
+				}
+				t.AppendRow(table.Row{op, int64(o.Count), fmt.Sprintf("%.1f", o.Rate), mean})
 			}
 			t.SetColumnConfigs([]table.ColumnConfig{{Number: 2, Align: text.AlignRight}, {Number: 3, Align: text.AlignRight}, {Number: 4, Align: text.AlignRight}})
 			t.Render()
 		}
 		for _, k := range sortedKeys(ts.Counters) {
-			fmt.Fprintf(e.Out, "  %-22s %16.0f  %12.1f/s\n", k, ts.Counters[k], ts.Rates[k])
+			fmt.Fprintf(w, "  %-22s %16.0f  %12.1f/s\n", k, ts.Counters[k], ts.Rates[k])
 		}
 		for _, k := range sortedKeys(ts.Gauges) {
-			fmt.Fprintf(e.Out, "  %-22s %16.0f\n", k, ts.Gauges[k])
+			fmt.Fprintf(w, "  %-22s %16.0f\n", k, ts.Gauges[k])
 		}
-		fmt.Fprintln(e.Out)
+		fmt.Fprintln(w)
 	}
-	return nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -386,13 +386,22 @@ func (c *Client) retry(ctx context.Context, what string, f func(ctx context.Cont
 		deadline = d
 	}
 	backoff := 20 * time.Millisecond
+	start := time.Now()
+	var cause error
 	for attempt := 0; ; attempt++ {
 		actx, cancel := context.WithDeadline(ctx, deadline)
 		err := f(actx)
+		cut := actx.Err() != nil
 		cancel()
+		if err != nil && (cause == nil || !cut) {
+			// The attempt cut short by the deadline fails with a timeout
+			// whatever is wrong ("i/o timeout" for a server that refuses
+			// connections): the one before says why.
+			cause = err
+		}
 		if err == nil || !rpc.Retryable(err) || time.Now().After(deadline) || ctx.Err() != nil {
 			if err != nil && rpc.Retryable(err) {
-				return fmt.Errorf("%s: gave up after %d attempts: %w", what, attempt+1, err)
+				return &gaveUpError{what: what, attempts: attempt + 1, took: time.Since(start), err: cause}
 			}
 			return err
 		}

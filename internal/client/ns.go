@@ -25,7 +25,7 @@ func (c *Client) mutate(ctx context.Context, what string, f fid.FID, cmd *pb.Com
 		return err
 	})
 	if err != nil {
-		return nil, &rpc.Errno{Op: what, Errno: rpc.ToErrno(err), Msg: err.Error()}
+		return nil, c.mdtError(what, f, err)
 	}
 	if rep.Errno != 0 {
 		return rep, rpc.NewErrno(what, rep.Errno, rep.Message)
@@ -42,7 +42,7 @@ func (c *Client) read(ctx context.Context, what string, f fid.FID, call func(ctx
 		return call(ctx, m.cli)
 	})
 	if err != nil {
-		return &rpc.Errno{Op: what, Errno: rpc.ToErrno(err), Msg: err.Error()}
+		return c.mdtError(what, f, err)
 	}
 	return nil
 }

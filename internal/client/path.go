@@ -45,6 +45,10 @@ func (c *Client) Resolve(ctx context.Context, path string, follow bool) (*pb.Ino
 		parent := cur
 		next, err := c.Lookup(ctx, fid.FromPB(cur.Fid), name)
 		if err != nil {
+			var down *MDTDownError
+			if errors.As(err, &down) {
+				return nil, err // names the MDT, not a path to fix
+			}
 			return nil, &rpc.Errno{Op: "resolve " + path, Errno: rpc.ToErrno(err), Msg: err.Error()}
 		}
 		last := i == len(parts)-1

@@ -348,7 +348,7 @@ func (s *Session) mutate(ctx context.Context, what string, f fid.FID, cmd *pb.Co
 		return err
 	})
 	if err != nil {
-		return nil, &rpc.Errno{Op: what, Errno: rpc.ToErrno(err), Msg: err.Error()}
+		return nil, c.mdtError(what, f, err)
 	}
 	if rep.Errno != 0 {
 		return rep, rpc.NewErrno(what, rep.Errno, rep.Message)

@@ -19,6 +19,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/client"
@@ -27,6 +29,7 @@ import (
 	"nacre/internal/kv"
 	"nacre/internal/lfsck"
 	"nacre/internal/mdt"
+	"nacre/internal/raftgroup"
 	"nacre/internal/raftlog"
 	"nacre/internal/rpc"
 	"nacre/internal/serve"
@@ -143,36 +146,77 @@ func (k *conn) mdtAddr(idx uint32) (string, error) {
 		}
 	}
 	if any == "" {
-		return "", fmt.Errorf("MDT%04x is not up (see nacre status)", idx)
+		return "", fmt.Errorf("MDT%04x is not up; check `nacre status`", idx)
 	}
 	return any, nil
 }
 
-func (k *conn) lfsck(idx uint32) (pb.LfsckClient, error) {
+func (k *conn) lfsck(idx uint32) (pb.LfsckClient, string, error) {
 	a, err := k.mdtAddr(idx)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	cc, err := k.dial(a)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return pb.NewLfsckClient(cc), nil
+	return pb.NewLfsckClient(cc), a, nil
 }
 
 // each calls fn with the checker service of every MDT in idxs, in order;
-// an error of fn is prefixed with the MDT's name.
+// an error of fn is prefixed with the MDT's name, and one that could not
+// reach the MDT says so as the client commands do.
 func (k *conn) each(idxs []uint32, fn func(i uint32, cli pb.LfsckClient) error) error {
 	for _, i := range idxs {
-		cli, err := k.lfsck(i)
+		cli, addr, err := k.lfsck(i)
 		if err != nil {
 			return err
 		}
 		if err := fn(i, cli); err != nil {
+			if u := notAnswering(i, addr, err); u != nil {
+				return u
+			}
 			return fmt.Errorf("MDT%04x: %w", i, err)
 		}
 	}
 	return nil
+}
+
+// unreachableError is a call that could not reach an MDT.
+type unreachableError struct {
+	msg string
+	err error
+}
+
+func (e *unreachableError) Error() string { return e.msg }
+func (e *unreachableError) Unwrap() error { return e.err }
+
+// notAnswering is err, of a call to MDT idx at addr, as the client
+// commands say an MDT that cannot be reached ("MDT0000 (ADDR) does not
+// answer: connection refused; check `nacre status`", not gRPC's
+// "connection error: desc = ..."), or nil if the MDT answered: the MGS
+// shows a target up until it misses its heartbeats, so one just killed is
+// dialled before it is known down.
+func notAnswering(idx uint32, addr string, err error) error {
+	if status.Code(err) != codes.Unavailable {
+		return nil
+	}
+	if _, _, ok := raftgroup.LeaderHint(err); ok {
+		return nil // a replica that answered that it does not lead
+	}
+	return &unreachableError{msg: fmt.Sprintf("MDT%04x (%s) does not answer: %s; check `nacre status`", idx, addr, connCause(err)), err: err}
+}
+
+// connCause is why a connection failed, without gRPC's layers around it.
+func connCause(err error) string {
+	msg := status.Convert(err).Message()
+	for _, s := range []string{"connection refused", "connection reset by peer", "no route to host",
+		"network is unreachable", "host is unreachable", "i/o timeout", "broken pipe", "EOF"} {
+		if strings.Contains(msg, s) {
+			return s
+		}
+	}
+	return msg
 }
 
 // StartOptions are the options of nacre lfsck start.
@@ -535,7 +579,7 @@ func Digests(ctx context.Context, e Env) error {
 		var d *pb.LfsckDigestReply
 		switch t.Kind {
 		case pb.TargetKind_TARGET_MDT:
-			cli, err := k.lfsck(t.Index)
+			cli, _, err := k.lfsck(t.Index)
 			if err != nil {
 				return err
 			}
@@ -654,7 +698,7 @@ func (c *Conn) Close() { c.k.close() }
 
 // Start starts the checker of MDT mdtIdx.
 func (c *Conn) Start(ctx context.Context, mdtIdx uint32, req *pb.LfsckStartRequest) error {
-	cli, err := c.k.lfsck(mdtIdx)
+	cli, _, err := c.k.lfsck(mdtIdx)
 	if err != nil {
 		return err
 	}
@@ -664,7 +708,7 @@ func (c *Conn) Start(ctx context.Context, mdtIdx uint32, req *pb.LfsckStartReque
 
 // Stop stops the checker of MDT mdtIdx.
 func (c *Conn) Stop(ctx context.Context, mdtIdx uint32) error {
-	cli, err := c.k.lfsck(mdtIdx)
+	cli, _, err := c.k.lfsck(mdtIdx)
 	if err != nil {
 		return err
 	}

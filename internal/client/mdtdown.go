@@ -1,0 +1,86 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc/status"
+
+	"nacre/internal/fid"
+	"nacre/internal/rpc"
+)
+
+// MDTDownError is a metadata call given up because its MDT did not answer
+// within Config.Timeout.
+type MDTDownError struct {
+	MDT      uint32
+	Addr     string // the MDT's address as `nacre status` shows it ("N replicas" if several)
+	Op       string // the call, e.g. "getattr [0x200000007:0x1:0x0]"
+	Attempts int
+	For      time.Duration
+	Err      error // the attempt's error that says most (not one cut short by the timeout)
+}
+
+func (e *MDTDownError) Error() string {
+	return fmt.Sprintf("%s: %s (gave up after %d attempts in %.1fs)", e.Op, e.Describe(), e.Attempts, e.For.Seconds())
+}
+
+// Describe is the message without the call: "MDT0000 (127.0.0.1:PORT)
+// does not answer: connection refused".
+func (e *MDTDownError) Describe() string {
+	return fmt.Sprintf("MDT%04x (%s) does not answer: %s", e.MDT, e.Addr, shortCause(e.Err))
+}
+
+// Unwrap is EIO, what a POSIX caller gets, as before there was this type;
+// not the gRPC status, which would make callers retry for another timeout
+// what was retried for one.
+func (e *MDTDownError) Unwrap() error { return syscall.EIO }
+
+// shortCause is the reason a server could not be reached, without the
+// layers of gRPC and dialling around it.
+func shortCause(err error) string {
+	msg := status.Convert(err).Message()
+	for _, s := range []string{"connection refused", "connection reset by peer", "no route to host",
+		"network is unreachable", "host is unreachable", "i/o timeout", "broken pipe"} {
+		if strings.Contains(msg, s) {
+			return s
+		}
+	}
+	return msg
+}
+
+// gaveUpError is Client.retry giving up on a call that kept failing with a
+// retryable error.
+type gaveUpError struct {
+	what     string
+	attempts int
+	took     time.Duration
+	err      error
+}
+
+func (e *gaveUpError) Error() string {
+	return fmt.Sprintf("%s: gave up after %d attempts: %v", e.what, e.attempts, e.err)
+}
+
+func (e *gaveUpError) Unwrap() error { return e.err }
+
+// mdtError is the error of a metadata call (what, on f's MDT) that failed
+// with err: an *MDTDownError if the MDT did not answer within the timeout,
+// else an *rpc.Errno (retry's error already names the call: it is not
+// named twice).
+func (c *Client) mdtError(what string, f fid.FID, err error) error {
+	var g *gaveUpError
+	if !errors.As(err, &g) {
+		return &rpc.Errno{Op: what, Errno: rpc.ToErrno(err), Msg: err.Error()}
+	}
+	d := &MDTDownError{Op: what, Attempts: g.attempts, For: g.took, Err: g.err}
+	if m, merr := c.mdtFor(f); merr == nil {
+		c.mu.Lock()
+		d.MDT, d.Addr = m.index, m.addr
+		c.mu.Unlock()
+	}
+	return d
+}
