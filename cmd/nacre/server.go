@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"nacre/internal/cli"
+	"nacre/internal/client"
 	"nacre/internal/localcluster"
 	"nacre/internal/obs"
 	"nacre/internal/serve"
@@ -50,6 +51,13 @@ func addServerCommands(root *cobra.Command, g *globals) {
 			if kind != target.MGS && mgsnode == "" {
 				return fmt.Errorf("an %s needs the MGS address: --mgsnode HOST:PORT", kind)
 			}
+			if kind != target.MGS {
+				// A bad address would be found only by the server, which
+				// would then log its dial error many times a second.
+				if err := client.CheckMGSAddr(mgsnode); err != nil {
+					return fmt.Errorf("--mgsnode %s: %w", mgsnode, err)
+				}
+			}
 			id := target.Identity{Fsname: f.fsname, Kind: kind, Index: f.index, MGSNode: mgsnode, Listen: f.listen, DataListen: f.data, MetricsListen: f.metrics}
 			if err := setReplica(&id, f.replica, f.peers, f.created); err != nil { // replica.go
 				return err
@@ -63,7 +71,13 @@ func addServerCommands(root *cobra.Command, g *globals) {
 			if err := target.Format(f.dir, id); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "formatted %s in %s\n", id.Describe(), f.dir)
+			// Describe what was written: Format fills in what id lacks
+			// (format version, UUID) on its own copy.
+			written, err := target.Load(f.dir)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "formatted %s in %s\n", written.Describe(), f.dir)
 			return nil
 		},
 	}
@@ -106,26 +120,38 @@ func addServerCommands(root *cobra.Command, g *globals) {
 		osts, replicas int
 		detach         bool
 		mount          string
+		allowMissing   bool
 	}
 	upCmd := &cobra.Command{
-		Use:     "up [--dir DIR] [--osts N] [--replicas N] [--detach]",
+		Use:     "up [--dir DIR] [--osts N] [--replicas N] [--mount DIR] [--allow-missing] [--detach]",
 		Short:   "Format (when new) and start a local cluster: MGS, one MDT, N OSTs",
 		GroupID: "server",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
-			osts := up.osts
-			if !cmd.Flags().Changed("osts") {
-				if _, err := os.Stat(filepath.Join(up.dir, "mgs")); err == nil {
-					osts = 0 // keep what the cluster has
+			// Flags left at their defaults are not passed: the defaults
+			// are for a new cluster, and an existing one keeps what it
+			// has (Up notes a value given that it does not apply).
+			o := localcluster.Options{Dir: up.dir, Out: out, Mount: up.mount, AllowMissing: up.allowMissing}
+			if cmd.Flags().Changed("osts") {
+				if up.osts < 1 {
+					return fmt.Errorf("--osts %d: a cluster needs at least 1 OST (an existing cluster keeps the OSTs it has; a larger --osts adds OSTs)", up.osts)
 				}
+				o.OSTs = up.osts
+			}
+			if cmd.Flags().Changed("replicas") {
+				if err := localcluster.CheckReplicas(up.replicas); err != nil {
+					return err
+				}
+				o.Replicas = up.replicas
+			}
+			if cmd.Flags().Changed("fsname") {
+				o.Fsname = up.fsname
 			}
 			start := time.Now()
-			c, err := localcluster.Up(cmd.Context(), localcluster.Options{Dir: up.dir, Fsname: up.fsname, OSTs: osts, Out: out, Replicas: up.replicas, Mount: up.mount})
+			// A failed Up has stopped what it started, and only that.
+			c, err := localcluster.Up(cmd.Context(), o)
 			if err != nil {
-				if c != nil {
-					localcluster.Down(up.dir, cmd.ErrOrStderr())
-				}
 				return err
 			}
 			nost := 0
@@ -138,7 +164,11 @@ func addServerCommands(root *cobra.Command, g *globals) {
 			if n := localcluster.Replicas(c); n > 1 {
 				mdt = fmt.Sprintf("1 MDT (MGS and MDT: %d replicas each)", n)
 			}
-			fmt.Fprintf(out, "Nacre is up in %.1fs: MGS %s, %s, %d OSTs, data in %s\n", time.Since(start).Seconds(), c.MGS, mdt, nost, up.dir)
+			osts := "1 OST"
+			if nost != 1 {
+				osts = fmt.Sprintf("%d OSTs", nost)
+			}
+			fmt.Fprintf(out, "Nacre is up in %.1fs: MGS %s, %s, %s, data in %s\n", time.Since(start).Seconds(), c.MGS, mdt, osts, up.dir)
 			self := selfName()
 			fmt.Fprintf(out, "Try:\n  export NACRE_MGS=%s\n  %s status\n  %s put /etc/services /services && %s ls -l /\n", c.MGS, self, self, self)
 			if up.detach {
@@ -170,8 +200,9 @@ func addServerCommands(root *cobra.Command, g *globals) {
 	upCmd.Flags().StringVar(&up.dir, "dir", defaultClusterDir, "cluster directory")
 	upCmd.Flags().StringVar(&up.fsname, "fsname", "nacre", "file system name for a new cluster")
 	upCmd.Flags().IntVar(&up.osts, "osts", 2, "number of OSTs (a new cluster gets this many; an existing one grows to it)")
-	upCmd.Flags().IntVar(&up.replicas, "replicas", 1, "replicas of the MGS and of each MDT of a new cluster, each its own process (3 for high availability)")
+	upCmd.Flags().IntVar(&up.replicas, "replicas", 1, "replicas of the MGS and of each MDT of a new cluster, each its own process: 1, or an odd number from 3 (3 for high availability)")
 	upCmd.Flags().StringVar(&up.mount, "mount", "", "also mount the file system at this directory (unmounted by down or Ctrl-C)")
+	upCmd.Flags().BoolVar(&up.allowMissing, "allow-missing", false, "start even if the directory of an OST (or MDT replica) the MGS knows is missing (files with stripes on a missing OST fail until it is back)")
 	upCmd.Flags().BoolVar(&up.detach, "detach", false, "return once the cluster is ready; print NACRE_MGS=host:port last")
 	root.AddCommand(upCmd)
 

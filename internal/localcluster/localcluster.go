@@ -9,10 +9,14 @@
 //
 //	D/mgs-r1 ... D/mgs-rR   D/mdt0-r1 ... D/mdt0-rR   D/ost0 ...
 //
-// Up formats what is new, starts every target, waits until the MGS reports
-// all of them up and the MDT leads, and then either returns (detached) or
-// waits for a signal and stops the processes. Down stops the processes of a
-// cluster directory by the pids in their pid files.
+// Up formats what is new, starts every target that is not running, waits
+// until the MGS reports all of them up and the MDT leads, and then either
+// returns (detached) or waits for a signal and stops the processes. A
+// target the MGS has registered whose directory is missing keeps the
+// cluster from being declared ready (unless AllowMissing). When Up fails
+// it stops the processes it started and leaves alone those that ran
+// before. Down stops the processes of a cluster directory by the pids in
+// their pid files.
 package localcluster
 
 import (
@@ -34,6 +38,7 @@ import (
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/fixedport"
+	"nacre/internal/fusefs"
 	"nacre/internal/layout"
 	"nacre/internal/obs"
 	"nacre/internal/rpc"
@@ -45,10 +50,13 @@ import (
 
 // Options configure Up.
 type Options struct {
-	Dir    string
-	Fsname string // for a new cluster (default "nacre")
+	Dir string
+	// Fsname names the file system of a new cluster (default "nacre");
+	// an existing cluster keeps its own, with a note if this differs.
+	Fsname string
 	// OSTs is the number of OSTs: a new cluster gets this many (default 2);
-	// an existing one grows to it (never shrinks).
+	// an existing one grows to it (never shrinks: a smaller number is
+	// noted as ignored; 0 keeps what it has).
 	OSTs int
 	// Binary is the nacre executable to run the targets (default: this one).
 	Binary string
@@ -60,8 +68,13 @@ type Options struct {
 	// ready (`nacre up --mount`); Down unmounts it.
 	Mount string
 	// Replicas is the number of replicas of the MGS and of each MDT of a
-	// new cluster (default 1); an existing cluster keeps what it has.
+	// new cluster (default 1; 1 or an odd number from 3, CheckReplicas);
+	// an existing cluster keeps what it has, with a note if this differs.
 	Replicas int
+	// AllowMissing starts an existing cluster even though the MGS has
+	// registered an OST (or an MDT replica) whose directory is missing
+	// here; without it Up refuses (`nacre up --allow-missing`).
+	AllowMissing bool
 }
 
 // Cluster describes a running local cluster.
@@ -80,6 +93,9 @@ type Proc struct {
 	Name string
 	Dir  string
 	Pid  int
+	// Started says that this Up started the process (it was not running
+	// before): a failed Up stops only those.
+	Started bool
 	// logFrom is the size of its log when Up started it: what a failed
 	// start wrote begins there.
 	logFrom int64
@@ -192,15 +208,7 @@ func notACluster(dir, why string) error {
 // format creates the directories of a new cluster, or the OSTs an
 // existing one lacks.
 func format(o Options) error {
-	// New: no MGS directory holds anything yet (an empty one may be the
-	// mount point of the MGS's device).
-	fresh := true
-	mgsDirs, _ := filepath.Glob(filepath.Join(o.Dir, "mgs-r*"))
-	for _, d := range append(mgsDirs, filepath.Join(o.Dir, "mgs")) {
-		if _, err := os.Stat(d); err == nil && !target.Empty(d) {
-			fresh = false
-		}
-	}
+	fresh := isNew(o.Dir)
 	if fresh {
 		if err := checkNewClusterDir(o.Dir); err != nil {
 			return err
@@ -246,6 +254,74 @@ func format(o Options) error {
 		}
 	}
 	return nil
+}
+
+// isNew says whether dir holds no cluster yet: no MGS directory holds
+// anything (an empty one may be the mount point of the MGS's device).
+func isNew(dir string) bool {
+	mgsDirs, _ := filepath.Glob(filepath.Join(dir, "mgs-r*"))
+	for _, d := range append(mgsDirs, filepath.Join(dir, "mgs")) {
+		if _, err := os.Stat(d); err == nil && !target.Empty(d) {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckReplicas accepts a number of replicas for the MGS and the MDTs: 1,
+// or an odd number from 3. A Raft group works while a majority of its
+// replicas do, so 2 replicas survive no failure (no better than 1, with
+// twice the processes) and an even number survives no more failures than
+// one fewer.
+func CheckReplicas(n int) error {
+	if n == 1 || (n >= 3 && n%2 == 1) {
+		return nil
+	}
+	why := "a group needs at least 1 replica"
+	if n >= 2 {
+		why = fmt.Sprintf("a Raft group works while a majority of its replicas do, so %d replicas survive no more failures than %d", n, n-1)
+		if n == 2 {
+			why = "a Raft group works while a majority of its replicas do, so 2 replicas survive no failure, no better than 1"
+		}
+	}
+	return fmt.Errorf("--replicas %d: use 1, or an odd number from 3 (3 survive the loss of one replica): %s", n, why)
+}
+
+// noteIgnored tells, for an existing cluster, which of the options given
+// for a new one it does not apply: the file system name and the number of
+// replicas are fixed when a cluster is made, and OSTs are only added.
+func noteIgnored(o Options) {
+	dirs, err := Dirs(o.Dir)
+	if err != nil {
+		return // the start says what is wrong
+	}
+	id, err := target.Load(dirs[0])
+	if err == nil && o.Fsname != "" && o.Fsname != id.Fsname {
+		fmt.Fprintf(o.Out, "note: --fsname %s is ignored: %s holds file system %q already, whose name was fixed when it was formatted\n", o.Fsname, o.Dir, id.Fsname)
+	}
+	replicas, osts := 0, 0
+	for _, d := range dirs {
+		b := filepath.Base(d)
+		switch {
+		case strings.HasPrefix(b, "mdt0-r"):
+			replicas++
+		case strings.HasPrefix(b, "ost"):
+			osts++
+		}
+	}
+	if replicas == 0 {
+		replicas = 1
+	}
+	if o.Replicas != 0 && o.Replicas != replicas {
+		has := "one MGS and one MDT, not replicated; whether they are is decided when a cluster is made (a new cluster directory gets --replicas)"
+		if replicas > 1 {
+			has = fmt.Sprintf("%d replicas each of the MGS and the MDT; change them in the running cluster with `nacre replica add|remove --target mgs|mdt0`", replicas)
+		}
+		fmt.Fprintf(o.Out, "note: --replicas %d is ignored: %s exists with %s\n", o.Replicas, o.Dir, has)
+	}
+	if o.OSTs > 0 && o.OSTs < osts {
+		fmt.Fprintf(o.Out, "note: --osts %d is ignored: %s has %d OSTs already, and a cluster never loses OSTs (a larger --osts adds OSTs)\n", o.OSTs, o.Dir, osts)
+	}
 }
 
 // targetDirName matches the names of a local cluster's target
@@ -325,13 +401,18 @@ func formatNew(o Options) error {
 }
 
 // Up formats (when new) and starts a cluster and waits until it is ready.
-// The processes keep running after Up returns; stop them with Down.
+// The processes keep running after Up returns; stop them with Down. When
+// Up fails it stops the processes it started, and only those: targets
+// that were running before are left alone, and the error says which were
+// stopped and which left running.
 func Up(ctx context.Context, o Options) (*Cluster, error) {
-	if o.Fsname == "" {
-		o.Fsname = "nacre"
-	}
 	if o.OSTs < 0 {
 		return nil, fmt.Errorf("--osts %d: the number of OSTs must be at least 1", o.OSTs)
+	}
+	if o.Replicas != 0 {
+		if err := CheckReplicas(o.Replicas); err != nil {
+			return nil, err
+		}
 	}
 	if o.Out == nil {
 		o.Out = io.Discard
@@ -346,8 +427,29 @@ func Up(ctx context.Context, o Options) (*Cluster, error) {
 		}
 		o.Binary = exe
 	}
+	if o.Mount != "" {
+		// A mount point that cannot be used is found now, before
+		// anything is started only to be stopped again.
+		abs, err := fusefs.MountPath(o.Mount)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := mountPointState(o.Dir, abs); err != nil {
+			return nil, err
+		}
+	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
+	}
+	if isNew(o.Dir) {
+		if o.Fsname == "" {
+			o.Fsname = "nacre"
+		}
+		if o.OSTs == 0 {
+			o.OSTs = 2
+		}
+	} else {
+		noteIgnored(o)
 	}
 	if err := format(o); err != nil {
 		return nil, err
@@ -361,10 +463,19 @@ func Up(ctx context.Context, o Options) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{Dir: o.Dir, MGS: mgsAddr}
+	if err := c.start(ctx, o, dirs); err != nil {
+		return nil, c.stopStarted(err)
+	}
+	return c, nil
+}
+
+// start starts the targets in dirs that are not running, waits until the
+// cluster is ready and mounts it if asked.
+func (c *Cluster) start(ctx context.Context, o Options, dirs []string) error {
 	for _, d := range dirs {
 		id, err := target.Load(d)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		name := id.Label()
 		if id.ReplicaID != 0 {
@@ -380,10 +491,9 @@ func Up(ctx context.Context, o Options) (*Cluster, error) {
 		}
 		pid, err := start(o.Binary, d)
 		if err != nil {
-			Down(o.Dir, io.Discard)
-			return nil, fmt.Errorf("start %s: %w", name, err)
+			return fmt.Errorf("start %s: %w", name, err)
 		}
-		c.Targets = append(c.Targets, Proc{Name: name, Dir: d, Pid: pid, logFrom: logFrom})
+		c.Targets = append(c.Targets, Proc{Name: name, Dir: d, Pid: pid, Started: true, logFrom: logFrom})
 	}
 	want := 0
 	for _, d := range dirs {
@@ -391,16 +501,142 @@ func Up(ctx context.Context, o Options) (*Cluster, error) {
 			want++
 		}
 	}
-	if err := waitReady(ctx, c, want, o.ReadyTimeout); err != nil {
-		return c, err
+	warned := false
+	check := func(ts []*pb.TargetInfo) error {
+		return checkRegistered(o, ts, &warned)
+	}
+	if err := waitReady(ctx, c, want, o.ReadyTimeout, check); err != nil {
+		return err
 	}
 	waitPools(ctx, c, poolWait)
 	if o.Mount != "" {
 		if err := mountLocal(o.Binary, o.Dir, c.MGS, o.Mount, o.Out); err != nil {
-			return c, err
+			return err
 		}
 	}
-	return c, nil
+	return nil
+}
+
+// stopStarted stops the processes this Up started, after err made it
+// fail, and adds to err what was stopped and what was left running. The
+// targets that ran before are not touched: `nacre up` on a running
+// cluster (to mount it, or to start one target that died) must not stop
+// the rest because its own part failed.
+func (c *Cluster) stopStarted(err error) error {
+	var started, before []Proc
+	for _, p := range c.Targets {
+		if p.Started {
+			started = append(started, p)
+		} else {
+			before = append(before, p)
+		}
+	}
+	// The MGS was started first: stop in the reverse order, so that it
+	// goes last.
+	var names []string
+	var pids []int
+	for i := len(started) - 1; i >= 0; i-- {
+		p := started[i]
+		if pid, ok := serve.Serving(p.Dir); ok && pid == p.Pid {
+			names = append(names, p.Name)
+			pids = append(pids, p.Pid)
+		}
+	}
+	stopPids(names, pids, io.Discard)
+	labels := func(ps []Proc) string {
+		var l []string
+		for _, p := range ps {
+			l = append(l, p.Name)
+		}
+		return strings.Join(l, ", ")
+	}
+	var what []string
+	if len(pids) > 0 {
+		what = append(what, fmt.Sprintf("stopped the target processes this run started (%s)", strings.Join(names, ", ")))
+	}
+	if len(before) > 0 {
+		what = append(what, fmt.Sprintf("left running the %d that were running before (%s)", len(before), labels(before)))
+	}
+	if len(what) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w\n%s", err, strings.Join(what, "; "))
+}
+
+// checkRegistered compares the targets the MGS has registered with the
+// target directories of the cluster: an OST or MDT registered from a
+// directory of this cluster that is gone (moved away, its device not
+// mounted) would otherwise leave the cluster running without it, with
+// fewer stripes for new files and nothing said. It is refused, or with
+// o.AllowMissing reported once (warned) and accepted; nothing runs
+// without the MDT, so a missing one is refused in any case.
+func checkRegistered(o Options, ts []*pb.TargetInfo, warned *bool) error {
+	host, _ := os.Hostname()
+	var refuse []string
+	for _, t := range ts {
+		if t.Kind != pb.TargetKind_TARGET_OST && t.Kind != pb.TargetKind_TARGET_MDT {
+			continue
+		}
+		if t.Dir == "" || (t.Host != "" && t.Host != host) || !inCluster(o.Dir, t.Dir) {
+			continue // not a target of this cluster directory
+		}
+		local := filepath.Join(o.Dir, filepath.Base(t.Dir))
+		if _, err := os.Lstat(local); !errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		missing := fmt.Sprintf("%s is registered with the MGS but its directory %s is missing (moved away, or its device not mounted)", label(t), local)
+		restore := fmt.Sprintf("restore or mount %s and run `nacre up --dir %s` again", local, o.Dir)
+		effect := "its group runs on its other replicas"
+		if t.Kind == pb.TargetKind_TARGET_OST {
+			effect = "files with stripes on it fail until it is back, and new files get fewer stripes"
+		}
+		switch {
+		case t.Kind == pb.TargetKind_TARGET_MDT && t.ReplicaId == 0:
+			return fmt.Errorf("%s: %s; the file system cannot run without its MDT", missing, restore)
+		case o.AllowMissing:
+			if !*warned {
+				fmt.Fprintf(o.Out, "warning: %s; starting without it (--allow-missing): %s\n", missing, effect)
+			}
+		default:
+			refuse = append(refuse, fmt.Sprintf("%s: %s; to start without it, add --allow-missing (%s)", missing, restore, effect))
+		}
+	}
+	*warned = true
+	if len(refuse) > 0 {
+		return errors.New(strings.Join(refuse, "\n"))
+	}
+	return nil
+}
+
+// label names a registered target as Up names its process: OST0001,
+// MDT0000-r2.
+func label(t *pb.TargetInfo) string {
+	kind := "OST"
+	if t.Kind == pb.TargetKind_TARGET_MDT {
+		kind = "MDT"
+	}
+	s := fmt.Sprintf("%s%04x", kind, t.Index)
+	if t.ReplicaId != 0 {
+		s += fmt.Sprintf("-r%d", t.ReplicaId)
+	}
+	return s
+}
+
+// inCluster says whether the registered target directory d was a
+// directory of the cluster in dir: its parent is dir (by name, or the
+// same directory reached by another path).
+func inCluster(dir, d string) bool {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return false
+	}
+	parent := filepath.Dir(d)
+	if parent == abs {
+		return true
+	}
+	a, errA := os.Stat(abs)
+	b, errB := os.Stat(parent)
+	return errA == nil && errB == nil && os.SameFile(a, b)
 }
 
 // Start runs `nacre serve --dir d` in its own session, logging to
@@ -494,8 +730,9 @@ func poolsFull(ctx context.Context, ts []*pb.TargetInfo) bool {
 	return true
 }
 
-// waitReady waits until every target is up in the MGS and the MDT leads.
-func waitReady(ctx context.Context, c *Cluster, want int, timeout time.Duration) error {
+// waitReady waits until every target is up in the MGS and the MDT leads;
+// check sees every answer of the MGS first, and its error ends the wait.
+func waitReady(ctx context.Context, c *Cluster, want int, timeout time.Duration, check func([]*pb.TargetInfo) error) error {
 	deadline := time.Now().Add(timeout)
 	cc, err := rpc.Dial(c.MGS)
 	if err != nil {
@@ -533,6 +770,9 @@ func waitReady(ctx context.Context, c *Cluster, want int, timeout time.Duration)
 		cfg, err := m.GetConfig(cctx, &pb.GetConfigRequest{})
 		cancel()
 		if err == nil {
+			if err := check(cfg.Targets); err != nil {
+				return err
+			}
 			up := 0
 			mdts, led := map[uint32]bool{}, map[uint32]bool{}
 			for _, t := range cfg.Targets {
@@ -656,13 +896,27 @@ func Down(dir string, out io.Writer) error {
 		if !ok {
 			continue
 		}
-		syscall.Kill(pid, syscall.SIGTERM)
 		pids = append(pids, pid)
 		names = append(names, filepath.Base(d))
 	}
+	stopPids(names, pids, out)
+	if len(pids) == 0 {
+		fmt.Fprintf(out, "no target of %s was running\n", dir)
+	} else {
+		fmt.Fprintf(out, "stopped %d target processes of %s\n", len(pids), dir)
+	}
+	return nil
+}
+
+// stopPids sends SIGTERM to every process in pids (named by names), all
+// at once, and SIGKILL to those still running 10 s later.
+func stopPids(names []string, pids []int, out io.Writer) {
+	for _, pid := range pids {
+		syscall.Kill(pid, syscall.SIGTERM)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for i, pid := range pids {
-		for serve.Running(pid) && time.Now().Before(deadline) {
+		for !exited(pid) && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		if serve.Running(pid) {
@@ -670,12 +924,18 @@ func Down(dir string, out io.Writer) error {
 			fmt.Fprintf(out, "%s (pid %d) did not stop in time; killed\n", names[i], pid)
 		}
 	}
-	if len(pids) == 0 {
-		fmt.Fprintf(out, "no target of %s was running\n", dir)
-	} else {
-		fmt.Fprintf(out, "stopped %d target processes of %s\n", len(pids), dir)
+}
+
+// exited says whether pid has exited with all its threads. The main
+// thread of a Go process is a zombie (not serve.Running) while its other
+// threads still exit, and until the last one has, the process's sockets
+// are open: a target started again at once would find its port in use.
+func exited(pid int) bool {
+	if serve.Running(pid) {
+		return false
 	}
-	return nil
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	return err != nil || len(tasks) <= 1
 }
 
 // Version is reported by `nacre up` for logs.
@@ -711,6 +971,9 @@ func NewReplica(dir, group string, rid uint64, peers map[uint64]string, bin stri
 	if _, err := os.Stat(d); err == nil {
 		return "", "", 0, fmt.Errorf("%s exists already: replica ids are never reused; pick another id", d)
 	}
+	if slices.Contains(RemovedReplicaIDs(dir, group), rid) {
+		return "", "", 0, fmt.Errorf("replica %d of %s was removed before (its directory is %s): replica ids are never reused; pick another id", rid, group, filepath.Join(dir, fmt.Sprintf("removed-%s-r%d-*", group, rid)))
+	}
 	var taken []string
 	for _, a := range peers {
 		taken = append(taken, a)
@@ -743,6 +1006,23 @@ func NewReplica(dir, group string, rid uint64, peers map[uint64]string, bin stri
 		return "", "", 0, err
 	}
 	return d, addr, pid, nil
+}
+
+// RemovedReplicaIDs lists the ids of the replicas of group that were
+// removed from the cluster in dir (RetireReplica kept their directories as
+// D/removed-NAME-rID-TIME).
+func RemovedReplicaIDs(dir, group string) []uint64 {
+	ms, _ := filepath.Glob(filepath.Join(dir, "removed-"+group+"-r*-*"))
+	var ids []uint64
+	for _, m := range ms {
+		rest := strings.TrimPrefix(filepath.Base(m), "removed-"+group+"-r")
+		if i := strings.IndexByte(rest, '-'); i > 0 {
+			if id, err := strconv.ParseUint(rest[:i], 10, 64); err == nil {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
 }
 
 // RetireReplica stops the process of a replica that left its group and

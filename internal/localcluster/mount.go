@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,22 +24,21 @@ func mountLocal(bin, clusterDir, mgs, dir string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if _, ok := fusefs.FindMount(abs); ok {
-		_, serr := os.Stat(abs)
-		dead := errors.Is(serr, syscall.ENOTCONN)
-		switch {
-		case dead && recordedMount(clusterDir) == abs:
-			// This cluster's own mount, whose daemon died with the
-			// servers (a power cut, kill -9): it is of no use to anyone.
-			if err := fusefs.Umount(abs, fusefs.UmountOptions{Force: true}); err != nil {
-				return fmt.Errorf("%s is this cluster's mount from before, whose daemon is gone, and unmounting it failed: %w; run `nacre umount --force %s`", abs, err, abs)
-			}
-			fmt.Fprintf(out, "unmounted %s (its daemon was gone)\n", abs)
-		case dead:
-			return fmt.Errorf("%s is a dead mount (its daemon is gone): unmount it first (nacre umount %s)", abs, abs)
-		default:
-			return fmt.Errorf("%s is already a mount point: unmount it first (nacre umount %s) or mount somewhere else", abs, abs)
+	state, err := mountPointState(clusterDir, abs)
+	if err != nil {
+		return err
+	}
+	switch state {
+	case mountLiveOurs:
+		fmt.Fprintf(out, "mounted at %s already\n", abs)
+		return nil
+	case mountDeadOurs:
+		// This cluster's own mount, whose daemon died with the
+		// servers (a power cut, kill -9): it is of no use to anyone.
+		if err := fusefs.Umount(abs, fusefs.UmountOptions{Force: true}); err != nil {
+			return fmt.Errorf("%s is this cluster's mount from before, whose daemon is gone, and unmounting it failed: %w; run `nacre umount --force %s`", abs, err, abs)
 		}
+		fmt.Fprintf(out, "unmounted %s (its daemon was gone)\n", abs)
 	}
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return err
@@ -52,6 +52,60 @@ func mountLocal(bin, clusterDir, mgs, dir string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "mounted at %s (log %s)\n", abs, filepath.Join(clusterDir, "mount.log"))
 	return nil
+}
+
+// mountState is what is at a mount point `nacre up --mount` was given.
+type mountState int
+
+const (
+	mountFree     mountState = iota // no mount: mount there
+	mountDeadOurs                   // this cluster's mount, its daemon gone: replace it
+	mountLiveOurs                   // this cluster's mount, working: nothing to do
+)
+
+// mountPointState looks at the mount point abs for the cluster in
+// clusterDir, and refuses one that cannot be mounted on: another mount
+// (alive or dead), or a path that is not, and cannot be made, a directory.
+func mountPointState(clusterDir, abs string) (mountState, error) {
+	if _, ok := fusefs.FindMount(abs); !ok {
+		return mountFree, checkMountDir(abs)
+	}
+	ours := recordedMount(clusterDir) == abs
+	if fusefs.MountDead(abs) {
+		if ours {
+			return mountDeadOurs, nil
+		}
+		return 0, fmt.Errorf("%s is a dead mount (its daemon is gone): unmount it first (nacre umount %s)", abs, abs)
+	}
+	if ours {
+		rec, err := fusefs.ReadRecord(abs)
+		mgs, merr := MGSAddr(clusterDir)
+		if err == nil && merr == nil && rec.MGS == mgs && fusefs.Alive(rec.Pid) {
+			return mountLiveOurs, nil
+		}
+	}
+	return 0, fmt.Errorf("%s is already a mount point: unmount it first (nacre umount %s) or mount somewhere else", abs, abs)
+}
+
+// checkMountDir accepts a mount point that is a directory, or that can
+// be made one: its nearest existing ancestor is a directory.
+func checkMountDir(abs string) error {
+	for p := abs; ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		switch {
+		case err == nil && fi.IsDir():
+			return nil
+		case err == nil && p == abs:
+			return fmt.Errorf("--mount %s is not a directory: give a directory to mount at (it is made if missing)", abs)
+		case err == nil:
+			return fmt.Errorf("--mount %s cannot be made: %s is not a directory; give a directory to mount at", abs, p)
+		case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
+			return fmt.Errorf("--mount %s: %w", abs, err)
+		}
+		if p == filepath.Dir(p) {
+			return nil
+		}
+	}
 }
 
 // recordedMount is where this cluster's `nacre up --mount` mounted it

@@ -1,0 +1,79 @@
+package itest
+
+import (
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"nacre/internal/fusefs"
+	"nacre/internal/localcluster"
+	"nacre/internal/testcluster"
+)
+
+// TestUpMountsAgainRightAfterItsMountDaemonDied: TestUpMountsAgainOver-
+// ItsDeadMount without the wait. For a second after the mount daemon was
+// killed, `nacre up --mount M` said "M is already a mount point" while
+// `ls M` said "transport endpoint is not connected": it judged the mount
+// by stat(2), which the kernel answers from its attribute cache. Here the
+// mount point's attributes are fresh when the daemon is killed, and up
+// runs at once; the servers keep running, so it gets to the mount in
+// well under that second. Running up again on the working mount is no
+// error.
+func TestUpMountsAgainRightAfterItsMountDaemonDied(t *testing.T) {
+	needFUSE(t)
+	bin := testcluster.Binary(t)
+	dir := t.TempDir()
+	mnt := filepath.Join(t.TempDir(), "m")
+	t.Cleanup(func() {
+		localcluster.Down(dir, io.Discard)
+		exec.Command("fusermount3", "-u", "-z", mnt).Run()
+	})
+	if out, err := exec.Command(bin, "up", "--dir", dir, "--detach", "--mount", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("up --mount: %v\n%s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "kept"), []byte("before the kill\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := servingPids(t, dir)
+	rec, err := fusefs.ReadRecord(mnt)
+	if err != nil {
+		t.Fatalf("the mount daemon's record: %v", err)
+	}
+
+	// Fill the kernel's attribute cache of the mount point, then kill.
+	if _, err := os.Stat(mnt); err != nil {
+		t.Fatal(err)
+	}
+	syscall.Kill(rec.Pid, syscall.SIGKILL)
+	deadline := time.Now().Add(10 * time.Second)
+	for fusefs.Alive(rec.Pid) && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := os.Stat(mnt); err == nil {
+		t.Logf("right after the kill, stat(2) of the dead mount point still succeeds (attribute cache)")
+	}
+	start := time.Now()
+	out, err := exec.Command(bin, "up", "--dir", dir, "--detach", "--mount", mnt).CombinedOutput()
+	if err != nil {
+		t.Fatalf("up --mount right after the mount daemon died (%.2fs): %v\n%s", time.Since(start).Seconds(), err, out)
+	}
+	if !strings.Contains(string(out), "unmounted "+mnt+" (its daemon was gone)") {
+		t.Errorf("up did not say it replaced the dead mount:\n%s", out)
+	}
+	b, err := os.ReadFile(filepath.Join(mnt, "kept"))
+	if err != nil || string(b) != "before the kill\n" {
+		t.Fatalf("after the new mount, kept reads %q, %v", b, err)
+	}
+	stillServing(t, dir, before, "after up replaced the dead mount")
+
+	out, err = exec.Command(bin, "up", "--dir", dir, "--detach", "--mount", mnt).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "mounted at "+mnt+" already") {
+		t.Errorf("up --mount on the cluster's working mount: %v\n%s", err, out)
+	}
+	stillServing(t, dir, before, "after up on the working mount")
+}

@@ -1,0 +1,161 @@
+package localcluster
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/target"
+)
+
+// TestCheckReplicasWantsOneOrAnOddNumber: 2 replicas survive no failure
+// (a majority of 2 is 2), so only 1 or an odd number from 3 is accepted,
+// and the refusal says why.
+func TestCheckReplicasWantsOneOrAnOddNumber(t *testing.T) {
+	for _, n := range []int{1, 3, 5, 7} {
+		if err := CheckReplicas(n); err != nil {
+			t.Errorf("CheckReplicas(%d): %v", n, err)
+		}
+	}
+	for _, n := range []int{-1, 0, 2, 4, 6} {
+		err := CheckReplicas(n)
+		if err == nil || !strings.Contains(err.Error(), "use 1, or an odd number from 3") {
+			t.Errorf("CheckReplicas(%d) = %v, want a refusal naming what to use", n, err)
+		}
+	}
+	if err := CheckReplicas(2); err == nil || !strings.Contains(err.Error(), "survive no failure") {
+		t.Errorf("CheckReplicas(2) = %v, want it to say why 2 is no good", err)
+	}
+}
+
+// TestUpRefusesBadOptionsBeforeFormatting: a bad --osts or --replicas is
+// refused before the cluster directory is made, and a new cluster gets at
+// least one OST.
+func TestUpRefusesBadOptionsBeforeFormatting(t *testing.T) {
+	for _, o := range []Options{{OSTs: -1}, {Replicas: 2}, {Replicas: -3}, {Replicas: 4}} {
+		o.Dir = filepath.Join(t.TempDir(), "c")
+		if _, err := Up(t.Context(), o); err == nil {
+			t.Errorf("Up(%+v) succeeded", o)
+		}
+		if _, err := os.Stat(o.Dir); err == nil {
+			t.Errorf("Up(%+v) made %s before refusing", o, o.Dir)
+		}
+	}
+}
+
+// TestCheckMountDirRefusesWhatCannotBeAMountPoint: `nacre up --mount` on
+// a regular file (or below one) is refused before anything starts.
+func TestCheckMountDirRefusesWhatCannotBeAMountPoint(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkMountDir(file); err == nil || !strings.Contains(err.Error(), "is not a directory") {
+		t.Errorf("a regular file: %v", err)
+	}
+	if err := checkMountDir(filepath.Join(file, "sub", "m")); err == nil || !strings.Contains(err.Error(), file+" is not a directory") {
+		t.Errorf("below a regular file: %v", err)
+	}
+	for _, ok := range []string{dir, filepath.Join(dir, "new"), filepath.Join(dir, "new", "deeper")} {
+		if err := checkMountDir(ok); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+	if _, err := mountPointState(t.TempDir(), file); err == nil {
+		t.Errorf("mountPointState accepted a regular file")
+	}
+}
+
+// TestCheckRegisteredNamesAMissingTargetDirectory: an OST the MGS has
+// registered from a directory of this cluster that is gone is refused,
+// naming it, the directory and both ways out; --allow-missing lets the
+// cluster start with a warning; a missing MDT is refused in every case;
+// targets of other directories or hosts are none of this cluster's
+// business.
+func TestCheckRegisteredNamesAMissingTargetDirectory(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"mgs", "mdt0", "ost0"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	host, _ := os.Hostname()
+	ost := func(i uint32, d, h string) *pb.TargetInfo {
+		return &pb.TargetInfo{Kind: pb.TargetKind_TARGET_OST, Index: i, Dir: d, Host: h}
+	}
+	present := []*pb.TargetInfo{
+		{Kind: pb.TargetKind_TARGET_MGS, Dir: filepath.Join(dir, "mgs"), Host: host},
+		{Kind: pb.TargetKind_TARGET_MDT, Dir: filepath.Join(dir, "mdt0"), Host: host},
+		ost(0, filepath.Join(dir, "ost0"), host),
+		ost(5, filepath.Join(t.TempDir(), "ost5"), host), // formatted elsewhere by hand
+		ost(6, filepath.Join(dir, "ost6"), "another-host"),
+		ost(7, "", host),
+	}
+	var out bytes.Buffer
+	warned := false
+	if err := checkRegistered(Options{Dir: dir, Out: &out}, present, &warned); err != nil {
+		t.Fatalf("every target present: %v", err)
+	}
+
+	missing := append(present, ost(1, filepath.Join(dir, "ost1"), host))
+	err := checkRegistered(Options{Dir: dir, Out: &out}, missing, &warned)
+	want := []string{"OST0001", filepath.Join(dir, "ost1") + " is missing", "restore or mount " + filepath.Join(dir, "ost1"), "--allow-missing"}
+	for _, w := range want {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("missing ost1: %v, want it to say %q", err, w)
+		}
+	}
+
+	warned = false
+	out.Reset()
+	o := Options{Dir: dir, Out: &out, AllowMissing: true}
+	if err := checkRegistered(o, missing, &warned); err != nil {
+		t.Errorf("missing ost1 with --allow-missing: %v", err)
+	}
+	if err := checkRegistered(o, missing, &warned); err != nil {
+		t.Errorf("missing ost1 with --allow-missing, again: %v", err)
+	}
+	if got := out.String(); strings.Count(got, "warning: OST0001") != 1 {
+		t.Errorf("with --allow-missing, want one warning naming OST0001, got %q", got)
+	}
+
+	if err := os.Remove(filepath.Join(dir, "mdt0")); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkRegistered(o, present, &warned); err == nil || !strings.Contains(err.Error(), "MDT0000") {
+		t.Errorf("missing mdt0 with --allow-missing: %v, want a refusal naming MDT0000", err)
+	}
+}
+
+// TestNoteIgnoredSaysWhatAnExistingClusterKeeps: --fsname, --replicas
+// and a smaller --osts do not change an existing cluster; each one given
+// gets a note, and a larger --osts (which adds OSTs) none.
+func TestNoteIgnoredSaysWhatAnExistingClusterKeeps(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []struct {
+		name string
+		kind target.Kind
+		idx  uint32
+	}{{"mgs", target.MGS, 0}, {"mdt0", target.MDT, 0}, {"ost0", target.OST, 0}, {"ost1", target.OST, 1}} {
+		if err := target.Format(filepath.Join(dir, d.name), target.Identity{Fsname: "fs1", Kind: d.kind, Index: d.idx, Listen: "127.0.0.1:1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bytes.Buffer
+	noteIgnored(Options{Dir: dir, Out: &out, Fsname: "other", Replicas: 3, OSTs: 1})
+	for _, w := range []string{"--fsname other is ignored", `file system "fs1"`, "--replicas 3 is ignored", "--osts 1 is ignored", "has 2 OSTs"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("notes lack %q:\n%s", w, out.String())
+		}
+	}
+	out.Reset()
+	noteIgnored(Options{Dir: dir, Out: &out, Fsname: "fs1", Replicas: 1, OSTs: 3})
+	noteIgnored(Options{Dir: dir, Out: &out})
+	if out.Len() != 0 {
+		t.Errorf("notes for values the cluster has, or a larger --osts:\n%s", out.String())
+	}
+}
