@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -69,7 +68,7 @@ Options (-o, comma-separated):
 			if _, ok := fusefs.FindMount(dir); ok {
 				// A second mount would stack on the first, and one
 				// umount would leave the path still mounted.
-				if _, err := os.Stat(dir); errors.Is(err, syscall.ENOTCONN) {
+				if fusefs.MountDead(dir) {
 					return fmt.Errorf("%s is a dead mount (its daemon is gone): unmount it first (nacre umount %s)", dir, dir)
 				}
 				return fmt.Errorf("%s is already a mount point: unmount it first (nacre umount %s)", dir, dir)

@@ -89,6 +89,9 @@ snapshot, and becomes a voter once it has caught up.`,
 			if err != nil {
 				return 0, err
 			}
+			for _, r := range localcluster.RemovedReplicaIDs(dir, grp.Name) {
+				next = max(next, r+1) // ids are never reused
+			}
 			if id == 0 {
 				id = next
 			}

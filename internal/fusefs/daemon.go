@@ -225,8 +225,7 @@ func Umount(dir string, o UmountOptions) error {
 	alive := recErr == nil && Alive(rec.Pid)
 	if recErr != nil {
 		// No record: judge by the connection.
-		var st syscall.Stat_t
-		alive = !errors.Is(syscall.Stat(dir, &st), syscall.ENOTCONN)
+		alive = !MountDead(dir)
 	}
 	root := os.Geteuid() == 0
 	if o.Force || !alive {
@@ -274,4 +273,32 @@ func Umount(dir string, o UmountOptions) error {
 	}
 	os.Remove(recordPath(dir))
 	return nil
+}
+
+// deadProbeWait bounds MountDead's wait for the daemon's answer.
+const deadProbeWait = 2 * time.Second
+
+// MountDead tells whether the FUSE mount at dir has lost its daemon. It
+// asks with statfs(2), which the kernel always passes to the daemon:
+// stat(2) is answered from the kernel's attribute cache for a second
+// after the daemon died, so a mount killed a moment ago looked alive
+// ("already a mount point") while ls said "transport endpoint is not
+// connected". A daemon that has not answered within deadProbeWait still
+// holds the connection (busy, or waiting for its servers): alive.
+func MountDead(dir string) bool {
+	done := make(chan error, 1)
+	go func() {
+		var st syscall.Statfs_t
+		err := syscall.Statfs(dir, &st)
+		for errors.Is(err, syscall.EINTR) {
+			err = syscall.Statfs(dir, &st)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED)
+	case <-time.After(deadProbeWait):
+		return false
+	}
 }
