@@ -253,6 +253,10 @@ func TestLfsckStopWithAnOSTDown(t *testing.T) {
 	if f, _ := found(r); f != 0 || lc.Status != "partial" || len(lc.IncompleteOSTs) == 0 {
 		t.Fatalf("with OST1 down: %s %+v", summary(r), lc)
 	}
+	// The text query names what "partial" left out.
+	if out, err := cl.Run("lfsck", "query"); err != nil || !strings.Contains(out, "not checked on OST0001") {
+		t.Fatalf("lfsck query with OST1 down does not name it: %v\n%s", err, out)
+	}
 	if out, err := cl.Run("fault", "arm", "lfsck.scan.object=delay:50ms", "--target", "mdt0"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}

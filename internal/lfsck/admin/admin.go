@@ -415,6 +415,14 @@ func printReports(e Env, reps []*lfsck.Report, jsonOut bool) error {
 			if len(kinds) > 0 {
 				fmt.Fprintf(e.Out, "  (%s)", strings.Join(kinds, ", "))
 			}
+			if len(c.IncompleteOSTs) > 0 {
+				// "partial" alone does not say what was not checked.
+				var osts []string
+				for _, o := range c.IncompleteOSTs {
+					osts = append(osts, fmt.Sprintf("OST%04x", o))
+				}
+				fmt.Fprintf(e.Out, "  (not checked on %s: down or not answering; run again once up)", strings.Join(osts, ", "))
+			}
 			fmt.Fprintln(e.Out)
 		}
 	}
