@@ -410,14 +410,25 @@ func mdtDown(err error) bool {
 // count of -1 (every OST) and a directory's default are what the OSTs up
 // can give.
 func checkStripes(ctx context.Context, c *client.Client, l *pb.Layout, ino *pb.Inode, asked string) error {
+	got, want, why, short := stripesShort(ctx, c, l, ino)
+	if !short {
+		return nil
+	}
+	return fmt.Errorf("not written: it would have %s, not the %d %s, as %s; put it again once the OSTs are up, or give -c %d to accept %s",
+		plural(got, "stripe"), want, asked, why, got, plural(got, "stripe"))
+}
+
+// stripesShort reports whether ino got fewer stripes than l asks, how
+// many of how many, and why (the OSTs that are down, if any).
+func stripesShort(ctx context.Context, c *client.Client, l *pb.Layout, ino *pb.Inode) (got, want int, why string, short bool) {
 	if l == nil || l.StripeCount <= 0 || ino.Layout == nil {
-		return nil
+		return 0, 0, "", false
 	}
-	want, got := int(l.StripeCount), len(ino.Layout.Objects)
+	want, got = int(l.StripeCount), len(ino.Layout.Objects)
 	if got >= want {
-		return nil
+		return got, want, "", false
 	}
-	why := "no more OSTs could take an object (check `nacre status` and `nacre df`)"
+	why = "no more OSTs could take an object (check `nacre status` and `nacre df`)"
 	if cfg, err := c.Config(ctx); err == nil {
 		seen := map[uint32]bool{}
 		var down []string
@@ -436,8 +447,7 @@ func checkStripes(ctx context.Context, c *client.Client, l *pb.Layout, ino *pb.I
 			why = strings.Join(down, ", ") + " are down (check `nacre status`)"
 		}
 	}
-	return fmt.Errorf("not written: it would have %s, not the %d %s, as %s; put it again once the OSTs are up, or give -c %d to accept %s",
-		plural(got, "stripe"), want, asked, why, got, plural(got, "stripe"))
+	return got, want, why, true
 }
 
 func plural(n int, what string) string {

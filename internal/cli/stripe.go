@@ -36,17 +36,31 @@ func SetStripe(ctx context.Context, e Env, arg string, so StripeOpts) error {
 		if err != nil {
 			return opError("setstripe", arg, err)
 		}
-		_, _, err = c.Create(ctx, fidOf(parent), name, syscall.S_IFREG|0o644, client.CreateOpts{Exclusive: true, Layout: l})
+		nino, _, err := c.Create(ctx, fidOf(parent), name, syscall.S_IFREG|0o644, client.CreateOpts{Exclusive: true, Layout: l})
 		if err != nil {
 			return opError("setstripe", arg, err)
+		}
+		// A file made for its layout is no use with fewer stripes than
+		// asked (as put refuses them): it goes again.
+		if got, want, why, short := stripesShort(ctx, c, l, nino); short {
+			if _, uerr := c.Unlink(ctx, fidOf(parent), name); uerr != nil {
+				return fmt.Errorf("setstripe %s: created with %s, not %d, as %s; and removing it failed: %v", arg, plural(got, "stripe"), want, why, uerr)
+			}
+			return fmt.Errorf("setstripe %s: not created: it would have %s, not %d, as %s; try again once the OSTs are up, or give -c %d", arg, plural(got, "stripe"), want, why, got)
 		}
 		return nil
 	}
 	if err != nil {
 		return opError("setstripe", arg, err)
 	}
-	if _, err = c.SetLayout(ctx, fidOf(ino), l); err != nil {
+	nino, err := c.SetLayout(ctx, fidOf(ino), l)
+	if err != nil {
 		return opError("setstripe", arg, err)
+	}
+	if nino != nil && ino.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		if got, want, why, short := stripesShort(ctx, c, l, nino); short {
+			return fmt.Errorf("setstripe %s: it has %s, not %d, as %s; run setstripe again once the OSTs are up (the file is still empty)", arg, plural(got, "stripe"), want, why)
+		}
 	}
 	return nil
 }

@@ -204,8 +204,12 @@ func TestCLIPutKeepsTheStripeCount(t *testing.T) {
 	if n := stripes("/w"); n != 2 {
 		t.Fatalf("/w has %d stripes after the refused put", n)
 	}
+	// setstripe creating a file: the same refusal, and no file left.
+	if _, errOut, code := c.exit("setstripe", "-c", "2", "/s"); code == 0 || !strings.Contains(errOut, "not created: it would have 1 stripe, not 2") || !strings.Contains(errOut, "OST0001 is down") {
+		t.Fatalf("setstripe -c 2 /s with OST0001 down: exit %d, %q", code, errOut)
+	}
 	if names := c.names("/"); len(names) != 1 {
-		t.Fatalf("the refused puts left %v", names)
+		t.Fatalf("the refused puts and setstripe left %v", names)
 	}
 	c.run("put", "-c", "1", src, "/w")
 	if n := stripes("/w"); n != 1 || c.run("cat", "/w") != "new contents\n" {
