@@ -94,13 +94,16 @@ func (fs *FS) appendAt(ctx context.Context, of *openFile, n uint64) (uint64, err
 	stale := of.ae.stale
 	of.ae.mu.Unlock()
 	if stale {
-		ino, err := fs.attr(ctx, of.fid) // waits for this mount's writes first
+		// fs.attr, but always asking the OSTs (GlimpseAlways), once.
+		fs.fenceOwnWrites(of.fid)
+		ino, err := fs.c.Getattr(ctx, of.fid)
 		if err != nil {
 			return 0, err
 		}
 		if err := fs.c.GlimpseAlways(ctx, ino); err != nil {
 			return 0, err
 		}
+		fs.ownSize(ino)
 		of.setEnd(ino.Size)
 	}
 	of.ae.mu.Lock()

@@ -28,24 +28,12 @@ func TestFuseAppendsAcrossMountsWithoutLocks(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 2*writersPerMount)
+	written := map[string]int{}
 	for mi, m := range []*fuseMount{a, b} {
 		for w := 0; w < writersPerMount; w++ {
 			name := fmt.Sprintf("%c%d", 'a'+mi, w)
-			f, err := os.OpenFile(m.Path("log"), os.O_WRONLY|os.O_APPEND, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer f.Close()
-				for i := 0; i < records; i++ {
-					if _, err := f.WriteString(rec(name, i)); err != nil {
-						errs <- fmt.Errorf("writer %s, record %d: %w", name, i, err)
-						return
-					}
-				}
-			}()
+			written[name] = records
+			appendRecords(t, &wg, errs, m.Path("log"), name, rec, records, nil, nil)
 		}
 	}
 	wg.Wait()
@@ -53,15 +41,40 @@ func TestFuseAppendsAcrossMountsWithoutLocks(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	written := map[string]int{}
-	for mi := 0; mi < 2; mi++ {
-		for w := 0; w < writersPerMount; w++ {
-			written[fmt.Sprintf("%c%d", 'a'+mi, w)] = records
-		}
-	}
 	for _, m := range []*fuseMount{a, b} {
 		checkAppendLog(t, m.Path("log"), rec, written)
 	}
+}
+
+// appendRecords appends rec(name, 0), rec(name, 1), ... to the file at p
+// through a descriptor of its own opened O_APPEND, in a goroutine of wg:
+// n records, or with n < 0 until stop is closed. *written (if not nil)
+// counts the records whose write returned; a failure goes to errs.
+func appendRecords(t *testing.T, wg *sync.WaitGroup, errs chan<- error, p, name string, rec func(string, int) string, n int, stop <-chan struct{}, written *int) {
+	t.Helper()
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer f.Close()
+		for i := 0; n < 0 || i < n; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := f.WriteString(rec(name, i)); err != nil {
+				errs <- fmt.Errorf("writer %s, record %d: %w", name, i, err)
+				return
+			}
+			if written != nil {
+				*written = i + 1
+			}
+		}
+	}()
 }
 
 // checkAppendLog checks that the log at p holds, as whole lines, each
@@ -118,27 +131,7 @@ func TestReplicaAppendsAcrossMountsSurviveFailover(t *testing.T) {
 	written := make([]int, 2)
 	errs := make(chan error, 2)
 	for mi, m := range []*fuseMount{a, b} {
-		f, err := os.OpenFile(m.Path("log"), os.O_WRONLY|os.O_APPEND, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer f.Close()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if _, err := f.WriteString(rec(fmt.Sprint(mi), i)); err != nil {
-					errs <- fmt.Errorf("mount %d, record %d: %w", mi, i, err)
-					return
-				}
-				written[mi] = i + 1
-			}
-		}()
+		appendRecords(t, &wg, errs, m.Path("log"), fmt.Sprint(mi), rec, -1, stop, &written[mi])
 	}
 	time.Sleep(1500 * time.Millisecond)
 	leader := waitLeader(t, cl, "mdt0")

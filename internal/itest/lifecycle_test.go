@@ -334,20 +334,7 @@ func TestUpAndDownIgnoreAPidFileOfAnotherProcess(t *testing.T) {
 // point this cluster recorded removes it and mounts again. It failed with
 // "mkdir M: file exists" and stopped the cluster it had just started.
 func TestUpMountsAgainOverItsDeadMount(t *testing.T) {
-	needFUSE(t)
-	bin := testcluster.Binary(t)
-	dir := t.TempDir()
-	mnt := filepath.Join(t.TempDir(), "m")
-	t.Cleanup(func() {
-		localcluster.Down(dir, io.Discard)
-		exec.Command("fusermount3", "-u", "-z", mnt).Run()
-	})
-	if out, err := exec.Command(bin, "up", "--dir", dir, "--detach", "--mount", mnt).CombinedOutput(); err != nil {
-		t.Fatalf("up --mount: %v\n%s", err, out)
-	}
-	if err := os.WriteFile(filepath.Join(mnt, "kept"), []byte("before the cut\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	bin, dir, mnt := upMounted(t, "before the cut\n")
 	rec, err := fusefs.ReadRecord(mnt)
 	if err != nil {
 		t.Fatalf("the mount daemon's record: %v", err)

@@ -25,20 +25,7 @@ import (
 // well under that second. Running up again on the working mount is no
 // error.
 func TestUpMountsAgainRightAfterItsMountDaemonDied(t *testing.T) {
-	needFUSE(t)
-	bin := testcluster.Binary(t)
-	dir := t.TempDir()
-	mnt := filepath.Join(t.TempDir(), "m")
-	t.Cleanup(func() {
-		localcluster.Down(dir, io.Discard)
-		exec.Command("fusermount3", "-u", "-z", mnt).Run()
-	})
-	if out, err := exec.Command(bin, "up", "--dir", dir, "--detach", "--mount", mnt).CombinedOutput(); err != nil {
-		t.Fatalf("up --mount: %v\n%s", err, out)
-	}
-	if err := os.WriteFile(filepath.Join(mnt, "kept"), []byte("before the kill\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	bin, dir, mnt := upMounted(t, "before the kill\n")
 	before := servingPids(t, dir)
 	rec, err := fusefs.ReadRecord(mnt)
 	if err != nil {
@@ -76,4 +63,26 @@ func TestUpMountsAgainRightAfterItsMountDaemonDied(t *testing.T) {
 		t.Errorf("up --mount on the cluster's working mount: %v\n%s", err, out)
 	}
 	stillServing(t, dir, before, "after up on the working mount")
+}
+
+// upMounted starts a local cluster with `nacre up --detach --mount` and
+// writes kept into its file "kept"; the cluster is stopped and the mount
+// removed at the end of the test.
+func upMounted(t *testing.T, kept string) (bin, dir, mnt string) {
+	t.Helper()
+	needFUSE(t)
+	bin = testcluster.Binary(t)
+	dir = t.TempDir()
+	mnt = filepath.Join(t.TempDir(), "m")
+	t.Cleanup(func() {
+		localcluster.Down(dir, io.Discard)
+		exec.Command("fusermount3", "-u", "-z", mnt).Run()
+	})
+	if out, err := exec.Command(bin, "up", "--dir", dir, "--detach", "--mount", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("up --mount: %v\n%s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "kept"), []byte(kept), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return bin, dir, mnt
 }
