@@ -83,8 +83,11 @@ func (x *RaftMessage) GetMessage() []byte {
 }
 
 type RaftBatch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Messages      []*RaftMessage         `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Messages []*RaftMessage         `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	// The sender's listen address: a replica that has not heard of the
+	// sender (a leader added while it was down) learns where to answer.
+	From          string `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -124,6 +127,13 @@ func (x *RaftBatch) GetMessages() []*RaftMessage {
 		return x.Messages
 	}
 	return nil
+}
+
+func (x *RaftBatch) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
 }
 
 type RaftSnapshotChunk struct {
@@ -278,8 +288,12 @@ func (x *RaftPeer) GetAddr() string {
 }
 
 type RaftPeers struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Peers         []*RaftPeer            `protobuf:"bytes,1,rep,name=peers,proto3" json:"peers,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Peers []*RaftPeer            `protobuf:"bytes,1,rep,name=peers,proto3" json:"peers,omitempty"`
+	// Ids removed from the group, never to be added again. A snapshot
+	// carries them, so that a replica that catches up from one (and never
+	// applies the removals) refuses them too.
+	Removed       []uint64 `protobuf:"varint,2,rep,packed,name=removed,proto3" json:"removed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -317,6 +331,13 @@ func (*RaftPeers) Descriptor() ([]byte, []int) {
 func (x *RaftPeers) GetPeers() []*RaftPeer {
 	if x != nil {
 		return x.Peers
+	}
+	return nil
+}
+
+func (x *RaftPeers) GetRemoved() []uint64 {
+	if x != nil {
+		return x.Removed
 	}
 	return nil
 }
@@ -784,9 +805,10 @@ const file_raftgroup_proto_rawDesc = "" +
 	"\x0fraftgroup.proto\x12\bnacre.v1\"=\n" +
 	"\vRaftMessage\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\x04R\x05group\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\fR\amessage\">\n" +
+	"\amessage\x18\x02 \x01(\fR\amessage\"R\n" +
 	"\tRaftBatch\x121\n" +
-	"\bmessages\x18\x01 \x03(\v2\x15.nacre.v1.RaftMessageR\bmessages\"W\n" +
+	"\bmessages\x18\x01 \x03(\v2\x15.nacre.v1.RaftMessageR\bmessages\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\"W\n" +
 	"\x11RaftSnapshotChunk\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\x04R\x05group\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\fR\amessage\x12\x12\n" +
@@ -794,9 +816,10 @@ const file_raftgroup_proto_rawDesc = "" +
 	"\aRaftAck\".\n" +
 	"\bRaftPeer\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
-	"\x04addr\x18\x02 \x01(\tR\x04addr\"5\n" +
+	"\x04addr\x18\x02 \x01(\tR\x04addr\"O\n" +
 	"\tRaftPeers\x12(\n" +
-	"\x05peers\x18\x01 \x03(\v2\x12.nacre.v1.RaftPeerR\x05peers\"*\n" +
+	"\x05peers\x18\x01 \x03(\v2\x12.nacre.v1.RaftPeerR\x05peers\x12\x18\n" +
+	"\aremoved\x18\x02 \x03(\x04R\aremoved\"*\n" +
 	"\x12RaftMembersRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\x04R\x05group\"\xa6\x01\n" +
 	"\n" +

@@ -310,6 +310,35 @@ func TestAddVoterThenRemoveTheOldLeader(t *testing.T) {
 		if !c.nodes[nl.id].g.wasRemoved(l.id) {
 			t.Errorf("after a restart, replica %d forgot that %d was removed", nl.id, l.id)
 		}
+
+		// A replica that joins after the removal has left the log learns
+		// it from the snapshot it starts from.
+		for i := range 30 {
+			if _, err := c.propose(ctx, fmt.Sprintf("q%d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		nd = c.addNode(5)
+		c.start(5, true)
+		if err := c.leader().g.AddVoter(ctx, 5, nd.addr); err != nil {
+			t.Fatal(err)
+		}
+		r, err = c.propose(ctx, "with the new one")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.waitApplied(r.Index)
+		if st := nd.g.Status(); st.Stats.SnapshotsRecv == 0 {
+			t.Fatalf("replica 5 joined without a snapshot (log [%d, %d])", st.FirstIndex, st.LastIndex)
+		}
+		if !nd.g.wasRemoved(l.id) {
+			t.Errorf("replica 5, which joined from a snapshot, does not know that %d was removed", l.id)
+		}
+		c.stop(5)
+		c.start(5, false)
+		if !c.nodes[5].g.wasRemoved(l.id) {
+			t.Errorf("after a restart, replica 5 forgot that %d was removed", l.id)
+		}
 	})
 }
 
@@ -356,5 +385,52 @@ func TestGrownGroupRestartsWithItsCurrentConfiguration(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.waitApplied(r.Index)
+	})
+}
+
+// TestReplicaDownWhileAnotherJoinedFollowsItAsLeader: replica 3 is down
+// while replica 4 joins, and 4 leads when 3 comes back. 3's address book
+// does not name 4; it learns 4's address from 4's messages, answers, and
+// catches up (here by snapshot: the log it missed is gone).
+func TestReplicaDownWhileAnotherJoinedFollowsItAsLeader(t *testing.T) {
+	transports(t, func(t *testing.T, kind string) {
+		c := newCluster(t, kind, 3, func(cfg *Config) { cfg.KeepEntries = 10 })
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if _, err := c.propose(ctx, "first"); err != nil {
+			t.Fatal(err)
+		}
+		c.stop(3)
+		if c.leader().id == 3 {
+			t.Fatal("a stopped replica leads")
+		}
+		nd := c.addNode(4)
+		c.start(4, true)
+		if err := c.leader().g.AddVoter(ctx, 4, nd.addr); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 40 {
+			if _, err := c.propose(ctx, fmt.Sprintf("p%d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := c.leader().g.TransferLeadership(ctx, 4); err != nil {
+			t.Fatal(err)
+		}
+		if l := c.leader(); l.id != 4 {
+			t.Fatalf("replica %d leads after the transfer to 4", l.id)
+		}
+		c.start(3, false)
+		r, err := c.propose(ctx, "with 3 back")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.waitApplied(r.Index)
+		if n := len(c.sameCommands()); n != 42 {
+			t.Fatalf("replicas applied %d commands, want 42", n)
+		}
+		if a := c.nodes[3].g.peerAddr(4); a != nd.addr {
+			t.Fatalf("replica 3 has address %q for replica 4, want %q", a, nd.addr)
+		}
 	})
 }

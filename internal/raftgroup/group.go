@@ -349,7 +349,7 @@ func Start(cfg Config) (*Group, error) {
 		return nil, fmt.Errorf("raft group %d replica %d: %w", g.gid, g.id, err)
 	}
 	g.store = st
-	st.peers = g.encodedPeers
+	st.peers = g.snapshotPeers
 	looping := false
 	defer func() {
 		if !looping {
@@ -414,6 +414,7 @@ func Start(cfg Config) (*Group, error) {
 	g.applied.Store(g.smApplied)
 
 	if g.tr != nil {
+		g.tellSelf(g.peers[g.id])
 		if err := g.tr.Register(g.gid, handler{g}); err != nil {
 			return nil, fmt.Errorf("raft group %d replica %d: %w", g.gid, g.id, err)
 		}

@@ -55,8 +55,9 @@ type GRPCTransport struct {
 	closed bool
 	wg     sync.WaitGroup // sender goroutines
 
-	fast   atomic.Bool           // send over the fast path (fast.go)
-	fastIn map[net.Conn]struct{} // accepted fast connections
+	self   atomic.Pointer[string] // this process's listen address, sent with every batch
+	fast   atomic.Bool            // send over the fast path (fast.go)
+	fastIn map[net.Conn]struct{}  // accepted fast connections
 }
 
 type groupEntry struct {
@@ -285,7 +286,7 @@ func (pc *peerConn) direct(group uint64, ms ...*pb.Message) bool {
 	if pc.fc == nil || pc.busy.Load() != 0 {
 		return false
 	}
-	batch := &nacrepb.RaftBatch{Messages: make([]*nacrepb.RaftMessage, 0, len(ms))}
+	batch := &nacrepb.RaftBatch{Messages: make([]*nacrepb.RaftMessage, 0, len(ms)), From: pc.t.selfAddr()}
 	for _, m := range ms {
 		b, err := proto.Marshal(m)
 		if err != nil {
@@ -344,7 +345,7 @@ func (pc *peerConn) run() {
 		case <-pc.t.ctx.Done():
 			return
 		}
-		batch := &nacrepb.RaftBatch{}
+		batch := &nacrepb.RaftBatch{From: pc.t.selfAddr()}
 		size := 0
 		for {
 			om := items[len(items)-1]
@@ -553,6 +554,17 @@ func (s raftService) receive(stream grpc.ClientStreamingServer[nacrepb.RaftBatch
 	}
 }
 
+// setSelf records the address the group's peers reach this process at
+// (Start calls it with the replica's own entry of the address book).
+func (t *GRPCTransport) setSelf(addr string) { t.self.Store(&addr) }
+
+func (t *GRPCTransport) selfAddr() string {
+	if p := t.self.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
 // deliver hands a received batch to its groups, a run of messages of one
 // group at a time (usually the whole batch, as a process rarely hosts
 // several groups yet).
@@ -564,7 +576,7 @@ func (t *GRPCTransport) deliver(b *nacrepb.RaftBatch) {
 			return
 		}
 		if h := t.handler(cur); h != nil {
-			h.Deliver(msgs)
+			h.Deliver(b.From, msgs)
 		}
 		msgs = nil
 	}

@@ -119,10 +119,23 @@ func (g *Group) UpdatePeer(p Peer) error {
 		return nil
 	}
 	g.peers[p.ID] = p.Addr
+	if p.ID == g.id {
+		g.tellSelf(p.Addr)
+	}
 	if err := g.db.Set(g.keys.peers, encodePeers(g.peers), false); err != nil {
 		return fmt.Errorf("raft group %d: write address book: %w", g.gid, err)
 	}
 	return nil
+}
+
+// tellSelf gives the transport this replica's address, which it sends
+// with every batch (learnAddr). A replica that joined learns its own
+// address when it applies its addition, if its configuration did not
+// name it.
+func (g *Group) tellSelf(addr string) {
+	if s, ok := g.tr.(interface{ setSelf(string) }); ok && addr != "" {
+		s.setSelf(addr)
+	}
 }
 
 func (g *Group) setPeerAddr(id uint64, addr string) {
@@ -132,7 +145,8 @@ func (g *Group) setPeerAddr(id uint64, addr string) {
 }
 
 // mergePeers adds the addresses a snapshot carries (the leader's address
-// book) for replicas this one has not heard of.
+// book) for replicas this one has not heard of, and the ids removed from
+// the group: the entries that removed them are behind the snapshot.
 func (g *Group) mergePeers(data []byte) {
 	if len(data) == 0 {
 		return
@@ -147,12 +161,46 @@ func (g *Group) mergePeers(data []byte) {
 			g.setPeerAddr(p.Id, p.Addr)
 		}
 	}
+	for _, id := range ps.Removed {
+		if err := g.noteRemoved(id); err != nil {
+			g.log.Warn("removed replica id from a snapshot not recorded", "peer", id, "err", err)
+		}
+	}
 }
 
-func (g *Group) encodedPeers() []byte {
+// learnAddr records from as the address of the replicas that sent msgs,
+// for those missing from the address book. Without it a replica that was
+// down while another joined could never answer that one once it leads:
+// its answers had no address to go to, so the leader would never learn
+// that it lags and send it the snapshot that carries the address book.
+func (g *Group) learnAddr(from string, msgs []*pb.Message) {
+	var last uint64
+	for _, m := range msgs {
+		id := m.GetFrom()
+		if id == last || id == 0 || id == g.id {
+			continue
+		}
+		last = id
+		if g.peerAddr(id) != "" || g.wasRemoved(id) {
+			continue
+		}
+		g.log.Info("learned the address of a replica from its messages", "peer", id, "addr", from)
+		g.setPeerAddr(id, from)
+	}
+}
+
+// snapshotPeers is what a snapshot carries besides the state machine's
+// image: the address book and the removed ids.
+func (g *Group) snapshotPeers() []byte {
 	g.peersMu.RLock()
 	defer g.peersMu.RUnlock()
-	return encodePeers(g.peers)
+	ps := peersMsg(g.peers)
+	for id := range g.removed {
+		ps.Removed = append(ps.Removed, id)
+	}
+	slices.Sort(ps.Removed)
+	v, _ := proto.MarshalOptions{Deterministic: true}.Marshal(ps)
+	return v
 }
 
 // ErrAlreadyMember: AddReplica was asked to add a replica id that is

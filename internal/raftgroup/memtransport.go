@@ -202,7 +202,7 @@ func (t *MemTransport) hand(addr string, group uint64, msgs []*pb.Message) {
 		}
 		return
 	}
-	h.Deliver(msgs)
+	h.Deliver(t.addr, msgs)
 }
 
 func (t *MemTransport) sendSnapshot(group uint64, to Peer, m *pb.Message) {

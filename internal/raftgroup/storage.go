@@ -631,12 +631,18 @@ func loadPeers(db *kv.DB, k keys) (map[uint64]string, error) {
 }
 
 func encodePeers(m map[uint64]string) []byte {
-	var ps nacrepb.RaftPeers
+	v, _ := proto.MarshalOptions{Deterministic: true}.Marshal(peersMsg(m))
+	return v
+}
+
+// peersMsg is the address book m as a message, in id order.
+func peersMsg(m map[uint64]string) *nacrepb.RaftPeers {
+	ps := &nacrepb.RaftPeers{}
 	for id, a := range m {
 		ps.Peers = append(ps.Peers, &nacrepb.RaftPeer{Id: id, Addr: a})
 	}
-	v, _ := proto.MarshalOptions{Deterministic: true}.Marshal(&ps)
-	return v
+	slices.SortFunc(ps.Peers, func(a, b *nacrepb.RaftPeer) int { return cmp.Compare(a.Id, b.Id) })
+	return ps
 }
 
 // entryCost is what a cached entry costs in memory, roughly: its body plus

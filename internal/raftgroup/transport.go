@@ -27,8 +27,9 @@ type Transport interface {
 // Handler is a group's side of a Transport; Start registers one per
 // group. None of its methods block on the group's loop.
 type Handler interface {
-	// Deliver hands received messages to the group.
-	Deliver(msgs []*pb.Message)
+	// Deliver hands received messages to the group; from is the
+	// sending process's listen address, if the transport knows it.
+	Deliver(from string, msgs []*pb.Message)
 	// ReportUnreachable tells raft a message to replica id was lost.
 	ReportUnreachable(id uint64)
 	// ReportSnapshot tells raft whether a snapshot reached replica id.
@@ -43,8 +44,11 @@ type Handler interface {
 // handler is the Handler of a Group.
 type handler struct{ g *Group }
 
-func (h handler) Deliver(msgs []*pb.Message) {
+func (h handler) Deliver(from string, msgs []*pb.Message) {
 	g := h.g
+	if from != "" {
+		g.learnAddr(from, msgs)
+	}
 	dropped := false
 	g.in.push(func(it *inboxItems) {
 		if len(it.msgs)+len(msgs) > maxInboxMsgs {
