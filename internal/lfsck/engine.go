@@ -164,6 +164,12 @@ func (c *Checker) Start(ctx context.Context, req *pb.LfsckStartRequest) (string,
 	c.mu.Lock()
 	prev := proto.Clone(c.state).(*pb.LfsckState)
 	c.mu.Unlock()
+	if !req.DryRun && prev.Params.DryRun {
+		// What query shows after a dry run is that run, kept in memory
+		// only; a real run continues from the stored state (a stopped
+		// real run resumes from its checkpoint).
+		prev = c.loadState()
+	}
 
 	// Resume when the selected components were interrupted, the request
 	// does not reset, and the run kind (dry or not) is the same.

@@ -102,6 +102,17 @@ func TestStopAndResumeEndLikeAnUninterruptedRun(t *testing.T) {
 			t.Fatalf("after stop: status %s", s)
 		}
 		stops++
+		if stops == 1 {
+			// A dry run between stop and start is no reset: the stopped
+			// run still resumes from its checkpoint.
+			if _, err := c.Start(ctx, &pb.LfsckStartRequest{Types: []string{"all"}, DryRun: true}); err != nil {
+				t.Fatal(err)
+			}
+			c.Wait(ctx)
+			if s := c.Report().Components["namespace"].Status; s != "completed" {
+				t.Fatalf("dry run between stop and start: status %s", s)
+			}
+		}
 		req := proto.Clone(allRepairs).(*pb.LfsckStartRequest) // no reset: resume with the saved parameters
 		msg, err := c.Start(ctx, req)
 		if err != nil {
