@@ -183,7 +183,22 @@ func direntParent(k []byte) (uint64, bool) {
 func (r *run) object(snap *kv.Snapshot, local uint64, v []byte, itD *kv.Iter, itI *oiReaders, rebuild bool, o *object) error {
 	if !rebuild {
 		if err := fault.Hit("lfsck.scan.object"); err != nil {
-			return r.failed(Scrub, 1, err)
+			comp := uint32(Scrub)
+			for _, c := range Components {
+				if r.on(c) {
+					comp = c
+					break
+				}
+			}
+			if err := r.failed(comp, 1, err); err != nil {
+				return err
+			}
+			// With -e continue the next object follows; this one's
+			// entries are passed over, not taken for orphans.
+			if itD != nil {
+				r.skipDirents(itD, local, rebuild, false)
+			}
+			return nil
 		}
 	}
 	// The OI scrub reports an object whose layout does not decode, so it

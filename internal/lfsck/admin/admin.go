@@ -249,7 +249,11 @@ func Start(ctx context.Context, e Env, o StartOptions) error {
 	if !o.Wait {
 		return nil
 	}
-	return waitDone(ctx, e, k, idxs, o.JSON)
+	reps, err := waitDone(ctx, e, k, idxs, o.JSON)
+	if err != nil {
+		return err
+	}
+	return unfinished(reps)
 }
 
 func isTerminal(w io.Writer) bool {
@@ -263,14 +267,14 @@ func isTerminal(w io.Writer) bool {
 
 // waitDone polls until no MDT runs the checker; on a terminal it shows
 // one progress line, rewritten in place.
-func waitDone(ctx context.Context, e Env, k *conn, idxs []uint32, jsonOut bool) error {
+func waitDone(ctx context.Context, e Env, k *conn, idxs []uint32, jsonOut bool) ([]*lfsck.Report, error) {
 	tty := isTerminal(e.Err)
 	var last []*lfsck.Report
 	poll := 20 * time.Millisecond
 	for {
 		reps, err := k.query(ctx, idxs)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		last = reps
 		running := false
@@ -299,12 +303,36 @@ func waitDone(ctx context.Context, e Env, k *conn, idxs []uint32, jsonOut bool) 
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(poll):
 		}
 		poll = min(poll*3/2, 500*time.Millisecond)
 	}
-	return printReports(e, last, jsonOut)
+	return last, printReports(e, last, jsonOut)
+}
+
+// unfinished is the error start --wait ends with when a component of the run did
+// not complete (failed, partial, stopped by someone else), so that scripts
+// can tell from the exit status.
+func unfinished(reps []*lfsck.Report) error {
+	var bad []string
+	for _, r := range reps {
+		for _, name := range []string{"scrub", "namespace", "layout"} {
+			c := r.Components[name]
+			if c == nil || !contains(r.Params.Types, name) || c.Status == "completed" {
+				continue
+			}
+			what := fmt.Sprintf("%s %s on %s", name, c.Status, r.Target)
+			if c.Failed > 0 {
+				what += fmt.Sprintf(" (%d items failed)", c.Failed)
+			}
+			bad = append(bad, what)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the check did not complete: %s; see `nacre lfsck query` and the MDT's log", strings.Join(bad, ", "))
 }
 
 func contains(l []string, s string) bool {
@@ -373,7 +401,8 @@ func Query(ctx context.Context, e Env, mdtIdx int, all, jsonOut, wait bool) erro
 	}
 	defer k.close()
 	if wait {
-		return waitDone(ctx, e, k, idxs, jsonOut)
+		_, err := waitDone(ctx, e, k, idxs, jsonOut)
+		return err
 	}
 	reps, err := k.query(ctx, idxs)
 	if err != nil {
