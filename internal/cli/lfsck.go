@@ -45,7 +45,7 @@ func LfsckStart(ctx context.Context, e Env, o admin.StartOptions) error {
 			}
 		}
 		// The report of the run just started: wait as Start does.
-		return admin.Query(ctx, ae, o.MDT, o.All, true, true)
+		return admin.WaitStarted(ctx, ae, o.MDT, o.All, true)
 	}
 	// admin.Start starts one MDT after the other in index order, one
 	// message line each; the names come from the MGS.

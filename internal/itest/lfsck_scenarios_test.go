@@ -248,7 +248,12 @@ func TestLfsckStopWithAnOSTDown(t *testing.T) {
 	buildLTree(t, ctx, c, "t")
 	cl.Kill("ost1", syscall.SIGKILL)
 	time.Sleep(300 * time.Millisecond)
-	r := lfsckRun(t, cl, "-r", "-o", "-t", "layout")
+	// start --wait says the run did not complete (exit 1), after the report.
+	out, err := cl.Run("lfsck", "start", "--wait", "--json", "-r", "-o", "-t", "layout")
+	if err == nil || !strings.Contains(out, "layout partial on") {
+		t.Fatalf("lfsck start --wait with OST1 down: %v, want exit 1 naming the partial layout check\n%s", err, out)
+	}
+	r := parseReport(t, out)
 	lc := r.Components["layout"]
 	if f, _ := found(r); f != 0 || lc.Status != "partial" || len(lc.IncompleteOSTs) == 0 {
 		t.Fatalf("with OST1 down: %s %+v", summary(r), lc)
@@ -276,7 +281,19 @@ func TestLfsckStopWithAnOSTDown(t *testing.T) {
 	}
 	cl.Run("fault", "arm", "lfsck.scan.object=off", "--target", "mdt0")
 	cl.Restart()
-	if f, _ := found(lfsckRun(t, cl, "-r", "-o")); f != 0 {
+	// Right after the restart the MDT may not reach OST1 yet (the run is
+	// partial and start --wait exits 1): try again until it does.
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		out, err = cl.Run("lfsck", "start", "--wait", "--json", "-r", "-o")
+		if err == nil {
+			break
+		}
+		if !strings.Contains(out, "partial on") || time.Now().After(deadline) {
+			t.Fatalf("lfsck after the OST came back: %v\n%s", err, out)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if f, _ := found(parseReport(t, out)); f != 0 {
 		t.Fatal("inconsistencies after the OST came back")
 	}
 }

@@ -249,7 +249,22 @@ func Start(ctx context.Context, e Env, o StartOptions) error {
 	if !o.Wait {
 		return nil
 	}
-	reps, err := waitDone(ctx, e, k, idxs, o.JSON)
+	return waitStarted(ctx, e, k, idxs, o.JSON)
+}
+
+// WaitStarted waits for the run just started on MDT mdtIdx (or all) and
+// prints its result, as Start with Wait does.
+func WaitStarted(ctx context.Context, e Env, mdtIdx int, all, jsonOut bool) error {
+	k, idxs, err := connectMDTs(ctx, e, mdtIdx, all)
+	if err != nil {
+		return err
+	}
+	defer k.close()
+	return waitStarted(ctx, e, k, idxs, jsonOut)
+}
+
+func waitStarted(ctx context.Context, e Env, k *conn, idxs []uint32, jsonOut bool) error {
+	reps, err := waitDone(ctx, e, k, idxs, jsonOut)
 	if err != nil {
 		return err
 	}
