@@ -147,6 +147,11 @@ func GetStatus(ctx context.Context, mgs string) (*ClusterStatus, error) {
 				ts.State = "down"
 			}
 		}
+		if ts.State == "down" {
+			// A dead replica leads nothing, whatever the MGS last heard
+			// from it; its group elects another within seconds.
+			ts.Leader = false
+		}
 		if s := t.Statfs; s != nil {
 			ts.BytesTotal, ts.BytesAvail = s.BytesTotal, s.BytesAvail
 			ts.BytesUsed = s.BytesTotal - s.BytesFree

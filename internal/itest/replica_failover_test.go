@@ -100,6 +100,7 @@ func TestReplicaLeaderKilledUnderLoadLosesNothingAndRunsNothingTwice(t *testing.
 	failoverRun(t, cl, 4, func() func() {
 		cl.Kill(leader, syscall.SIGKILL)
 		t.Logf("killed the leader %s with SIGKILL", leader)
+		checkStatusAfterKill(t, cl, leader)
 		return func() {
 			cl.Restart() // the old leader comes back as a follower and catches up
 			t.Logf("%s restarted; leader now %s", leader, waitLeader(t, cl, "mdt0"))
