@@ -56,6 +56,20 @@ snapshot, and becomes a voter once it has caught up.`,
 		return e, grp, err
 	}
 	top.PersistentFlags().StringVar(&dir, "dir", "", "local cluster directory (its MGS; add and remove manage the replica processes)")
+	// asJSON: with --json the messages of a change go to standard error
+	// and standard output gets one JSON document (cli.ReplicaChange).
+	var asJSON bool
+	jsonOut := func(cmd *cobra.Command, e *cli.Env) cli.Env {
+		out := *e
+		if asJSON {
+			cmd.SetOut(cmd.ErrOrStderr())
+			e.Out = cmd.ErrOrStderr()
+		}
+		return out
+	}
+	jsonFlag := func(c *cobra.Command) {
+		c.Flags().BoolVar(&asJSON, "json", false, "print the change and the group's replicas after it as JSON (messages go to standard error)")
+	}
 
 	var list struct {
 		target string
@@ -112,7 +126,7 @@ snapshot, and becomes a voter once it has caught up.`,
 		return id, cli.ReplicaAdd(cmd.Context(), e, grp, id, addr, add.learner, add.timeout)
 	}
 	addCmd := &cobra.Command{
-		Use:   "add --target mgs|mdtN (--dir CLUSTER_DIR | --id N --addr HOST:PORT) [--learner]",
+		Use:   "add --target mgs|mdtN (--dir CLUSTER_DIR | --id N --addr HOST:PORT) [--learner] [--json]",
 		Short: "Add a replica to a group (it catches up by snapshot, then votes)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -120,10 +134,15 @@ snapshot, and becomes a voter once it has caught up.`,
 			if err != nil {
 				return err
 			}
-			_, err = addOne(cmd, e, grp)
-			return err
+			je := jsonOut(cmd, &e)
+			id, err := addOne(cmd, e, grp)
+			if err != nil || !asJSON {
+				return err
+			}
+			return cli.PrintReplicaChange(cmd.Context(), je, grp, cli.ReplicaChange{Action: "add", Replica: id})
 		},
 	}
+	jsonFlag(addCmd)
 	addCmd.Flags().StringVar(&add.target, "target", "mdt0", "group: mgs or mdtN")
 	addCmd.Flags().Uint64Var(&add.id, "id", 0, "replica id (never reused; default with --dir: the next unused one)")
 	addCmd.Flags().StringVar(&add.addr, "addr", "", "the new replica's address (its --listen)")
@@ -149,7 +168,7 @@ snapshot, and becomes a voter once it has caught up.`,
 		return nil
 	}
 	removeCmd := &cobra.Command{
-		Use:   "remove --target mgs|mdtN --id N",
+		Use:   "remove --target mgs|mdtN --id N [--json]",
 		Short: "Remove a replica from a group (a leader hands over first)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -160,14 +179,19 @@ snapshot, and becomes a voter once it has caught up.`,
 			if rm.id == 0 {
 				return fmt.Errorf("--id is required")
 			}
-			return removeOne(cmd, e, grp, rm.id)
+			je := jsonOut(cmd, &e)
+			if err := removeOne(cmd, e, grp, rm.id); err != nil || !asJSON {
+				return err
+			}
+			return cli.PrintReplicaChange(cmd.Context(), je, grp, cli.ReplicaChange{Action: "remove", Replica: rm.id})
 		},
 	}
+	jsonFlag(removeCmd)
 	removeCmd.Flags().StringVar(&rm.target, "target", "mdt0", "group: mgs or mdtN")
 	removeCmd.Flags().Uint64Var(&rm.id, "id", 0, "replica id")
 
 	replaceCmd := &cobra.Command{
-		Use:   "replace --target mgs|mdtN --id N (--dir CLUSTER_DIR | --new-id M --addr HOST:PORT)",
+		Use:   "replace --target mgs|mdtN --id N (--dir CLUSTER_DIR | --new-id M --addr HOST:PORT) [--json]",
 		Short: "Replace a replica: add a new one, then remove the old one",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -182,6 +206,7 @@ snapshot, and becomes a voter once it has caught up.`,
 				return fmt.Errorf("--new-id %d is the replica to replace: the new replica needs a new id (ids are never reused)", add.id)
 			}
 			add.learner = false
+			je := jsonOut(cmd, &e)
 			nid, err := addOne(cmd, e, grp)
 			if err != nil {
 				return err
@@ -190,9 +215,13 @@ snapshot, and becomes a voter once it has caught up.`,
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "replica %d replaced by replica %d\n", rm.id, nid)
-			return nil
+			if !asJSON {
+				return nil
+			}
+			return cli.PrintReplicaChange(cmd.Context(), je, grp, cli.ReplicaChange{Action: "replace", Replica: rm.id, NewReplica: nid})
 		},
 	}
+	jsonFlag(replaceCmd)
 	replaceCmd.Flags().StringVar(&rm.target, "target", "mdt0", "group: mgs or mdtN")
 	replaceCmd.Flags().Uint64Var(&rm.id, "id", 0, "replica to replace")
 	replaceCmd.Flags().Uint64Var(&add.id, "new-id", 0, "the new replica's id (default with --dir: the next unused one)")
@@ -204,7 +233,7 @@ snapshot, and becomes a voter once it has caught up.`,
 		to     uint64
 	}
 	transferCmd := &cobra.Command{
-		Use:   "transfer --target mgs|mdtN [--to N]",
+		Use:   "transfer --target mgs|mdtN [--to N] [--json]",
 		Short: "Hand a group's leadership to another replica (before maintenance)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -212,9 +241,15 @@ snapshot, and becomes a voter once it has caught up.`,
 			if err != nil {
 				return err
 			}
-			return cli.ReplicaTransfer(cmd.Context(), e, grp, tr.to)
+			je := jsonOut(cmd, &e)
+			leader, err := cli.ReplicaTransfer(cmd.Context(), e, grp, tr.to)
+			if err != nil || !asJSON {
+				return err
+			}
+			return cli.PrintReplicaChange(cmd.Context(), je, grp, cli.ReplicaChange{Action: "transfer", Leader: leader})
 		},
 	}
+	jsonFlag(transferCmd)
 	transferCmd.Flags().StringVar(&tr.target, "target", "mdt0", "group: mgs or mdtN")
 	transferCmd.Flags().Uint64Var(&tr.to, "to", 0, "replica to lead (default: the most up-to-date one)")
 

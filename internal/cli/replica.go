@@ -136,12 +136,65 @@ func leaderView(ctx context.Context, addrs map[uint64]string) (*pb.RaftMembersRe
 // ReplicaList prints the replicas of the MGS and of every MDT (or of
 // one group).
 func ReplicaList(ctx context.Context, e Env, only string, asJSON bool) error {
+	rows, err := ReplicaRows(ctx, e, only)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return JSON(e.Out, rows)
+	}
+	t := newTable(e.Out)
+	t.AppendHeader([]any{"GROUP", "REPLICA", "ADDRESS", "ROLE", "STATE", "TERM", "APPLIED", "MATCH", "SNAPSHOTS (SENT/RECEIVED)", "PID"})
+	for _, r := range rows {
+		state := r.State
+		if r.Lease {
+			state += " (lease)"
+		}
+		match := "-"
+		if r.Progress != "" {
+			match = fmt.Sprintf("%d (%s)", r.Match, r.Progress)
+		}
+		pid := "-"
+		if r.Pid != 0 {
+			pid = fmt.Sprint(r.Pid)
+		}
+		t.AppendRow([]any{r.Target, r.Replica, r.Addr, r.Role, state, r.Term, r.Applied, match, fmt.Sprintf("%d/%d", r.SnapsSent, r.SnapsRecv), pid})
+	}
+	t.Render()
+	return nil
+}
+
+// ReplicaChange is what `nacre replica add|remove|replace|transfer --json`
+// prints: the change and the group's replicas after it (as replica list
+// --json shows them).
+type ReplicaChange struct {
+	Action     string       `json:"action"`
+	Target     string       `json:"target"`
+	Replica    uint64       `json:"replica,omitempty"`     // added, removed, or replaced
+	NewReplica uint64       `json:"new_replica,omitempty"` // replace: the replica that took its place
+	Leader     uint64       `json:"leader,omitempty"`      // transfer: the replica that leads now
+	Replicas   []ReplicaRow `json:"replicas"`
+}
+
+// PrintReplicaChange prints c as JSON, with the group's replicas as they
+// are now.
+func PrintReplicaChange(ctx context.Context, e Env, g ReplicaGroup, c ReplicaChange) error {
+	rows, err := ReplicaRows(ctx, e, g.Name)
+	if err != nil {
+		return fmt.Errorf("%s done, but listing the replicas of %s failed: %w", c.Action, g.Name, err)
+	}
+	c.Target, c.Replicas = strings.ToUpper(g.Name), rows
+	return JSON(e.Out, c)
+}
+
+// ReplicaRows lists the replicas of every group, or of group only.
+func ReplicaRows(ctx context.Context, e Env, only string) ([]ReplicaRow, error) {
 	if e.MGS == "" {
-		return fmt.Errorf("no MGS address: pass --mgs HOST:PORT, --dir CLUSTER_DIR, or set NACRE_MGS")
+		return nil, fmt.Errorf("no MGS address: pass --mgs HOST:PORT, --dir CLUSTER_DIR, or set NACRE_MGS")
 	}
 	st, err := GetStatus(ctx, e.MGS)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	groups := []ReplicaGroup{{Name: "mgs", Kind: pb.TargetKind_TARGET_MGS}}
 	seen := map[uint32]bool{}
@@ -154,7 +207,7 @@ func ReplicaList(ctx context.Context, e Env, only string, asJSON bool) error {
 	if only != "" {
 		g, err := ParseGroup(only)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		groups = []ReplicaGroup{g}
 	}
@@ -162,7 +215,7 @@ func ReplicaList(ctx context.Context, e Env, only string, asJSON bool) error {
 	for _, g := range groups {
 		addrs, pids, err := replicaAddrs(ctx, e.MGS, g)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		lv, _, _ := leaderView(ctx, addrs)
 		ids := make([]uint64, 0, len(addrs))
@@ -195,28 +248,7 @@ func ReplicaList(ctx context.Context, e Env, only string, asJSON bool) error {
 			rows = append(rows, r)
 		}
 	}
-	if asJSON {
-		return JSON(e.Out, rows)
-	}
-	t := newTable(e.Out)
-	t.AppendHeader([]any{"GROUP", "REPLICA", "ADDRESS", "ROLE", "STATE", "TERM", "APPLIED", "MATCH", "SNAPSHOTS (SENT/RECEIVED)", "PID"})
-	for _, r := range rows {
-		state := r.State
-		if r.Lease {
-			state += " (lease)"
-		}
-		match := "-"
-		if r.Progress != "" {
-			match = fmt.Sprintf("%d (%s)", r.Match, r.Progress)
-		}
-		pid := "-"
-		if r.Pid != 0 {
-			pid = fmt.Sprint(r.Pid)
-		}
-		t.AppendRow([]any{r.Target, r.Replica, r.Addr, r.Role, state, r.Term, r.Applied, match, fmt.Sprintf("%d/%d", r.SnapsSent, r.SnapsRecv), pid})
-	}
-	t.Render()
-	return nil
+	return rows, nil
 }
 
 // GroupPeers returns the members of a group and their addresses (for a
@@ -357,15 +389,15 @@ func ReplicaRemove(ctx context.Context, e Env, g ReplicaGroup, id uint64) error 
 
 // ReplicaTransfer hands the group's leadership to replica to (0: the most
 // up-to-date other voter).
-func ReplicaTransfer(ctx context.Context, e Env, g ReplicaGroup, to uint64) error {
+func ReplicaTransfer(ctx context.Context, e Env, g ReplicaGroup, to uint64) (uint64, error) {
 	r, err := onLeader(ctx, e, g, func(ctx context.Context, c pb.RaftAdminClient) (*pb.RaftMembersReply, error) {
 		return c.TransferLeader(ctx, &pb.RaftTransferRequest{To: to})
 	})
 	if err != nil {
-		return refusal(err, "transfer leadership of %s", g.Name)
+		return 0, refusal(err, "transfer leadership of %s", g.Name)
 	}
 	fmt.Fprintf(e.Out, "replica %d leads %s\n", r.Leader, strings.ToUpper(g.Name))
-	return nil
+	return r.Leader, nil
 }
 
 func roleOf(r *pb.RaftMembersReply, id uint64) string {

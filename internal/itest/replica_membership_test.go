@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -105,7 +106,19 @@ func TestReplicaAddRemoveReplaceOnline(t *testing.T) {
 			break
 		}
 	}
-	run("remove", "--target", "mdt0", "--id", fmt.Sprint(follower))
+	// With --json: one document on standard output, the messages on
+	// standard error.
+	out, errOut, err := nacreIn(cl, "/", nil, "replica", "remove", "--target", "mdt0", "--id", fmt.Sprint(follower), "--dir", cl.Dir, "--json")
+	var change cli.ReplicaChange
+	if err != nil || json.Unmarshal([]byte(out), &change) != nil {
+		t.Fatalf("replica remove --json: %v\nstdout: %s\nstderr: %s", err, out, errOut)
+	}
+	if change.Action != "remove" || change.Target != "MDT0" || change.Replica != follower || !strings.Contains(errOut, "removed from MDT0") {
+		t.Fatalf("replica remove --json: %+v\nstderr: %s", change, errOut)
+	}
+	if ids, _ = voters(change.Replicas); len(ids) != 3 || slices.Contains(ids, follower) {
+		t.Fatalf("after remove, --json lists voters %v, want 3 without %d", ids, follower)
+	}
 	if ids, _ = voters(replicaList(t, cl, "mdt0")); len(ids) != 3 {
 		t.Fatalf("after remove: voters %v, want 3", ids)
 	}
