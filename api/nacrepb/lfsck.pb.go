@@ -958,6 +958,7 @@ type LfsckParams struct {
 	Failout              bool                   `protobuf:"varint,8,opt,name=failout,proto3" json:"failout,omitempty"`
 	Auto                 bool                   `protobuf:"varint,9,opt,name=auto,proto3" json:"auto,omitempty"` // started by the MDT itself
 	CheckpointIntervalMs int64                  `protobuf:"varint,10,opt,name=checkpoint_interval_ms,json=checkpointIntervalMs,proto3" json:"checkpoint_interval_ms,omitempty"`
+	AllTargets           bool                   `protobuf:"varint,11,opt,name=all_targets,json=allTargets,proto3" json:"all_targets,omitempty"` // started with -A on every MDT
 	unknownFields        protoimpl.UnknownFields
 	sizeCache            protoimpl.SizeCache
 }
@@ -1060,6 +1061,13 @@ func (x *LfsckParams) GetCheckpointIntervalMs() int64 {
 		return x.CheckpointIntervalMs
 	}
 	return 0
+}
+
+func (x *LfsckParams) GetAllTargets() bool {
+	if x != nil {
+		return x.AllTargets
+	}
+	return false
 }
 
 type LfsckComponentState struct {
@@ -1417,6 +1425,7 @@ type LfsckStartRequest struct {
 	CreateMdtobj         bool                   `protobuf:"varint,8,opt,name=create_mdtobj,json=createMdtobj,proto3" json:"create_mdtobj,omitempty"`
 	ErrorPolicy          string                 `protobuf:"bytes,9,opt,name=error_policy,json=errorPolicy,proto3" json:"error_policy,omitempty"` // continue (default) or failout
 	CheckpointIntervalMs int64                  `protobuf:"varint,10,opt,name=checkpoint_interval_ms,json=checkpointIntervalMs,proto3" json:"checkpoint_interval_ms,omitempty"`
+	AllTargets           bool                   `protobuf:"varint,11,opt,name=all_targets,json=allTargets,proto3" json:"all_targets,omitempty"` // -A: the same run was started on every MDT
 	unknownFields        protoimpl.UnknownFields
 	sizeCache            protoimpl.SizeCache
 }
@@ -1519,6 +1528,13 @@ func (x *LfsckStartRequest) GetCheckpointIntervalMs() int64 {
 		return x.CheckpointIntervalMs
 	}
 	return 0
+}
+
+func (x *LfsckStartRequest) GetAllTargets() bool {
+	if x != nil {
+		return x.AllTargets
+	}
+	return false
 }
 
 type LfsckStartReply struct {
@@ -2176,7 +2192,7 @@ const file_lfsck_proto_rawDesc = "" +
 	"\n" +
 	"components\x18\b \x03(\v2\x1d.nacre.v1.LfsckComponentStateR\n" +
 	"components\x12'\n" +
-	"\x0fincomplete_osts\x18\t \x03(\rR\x0eincompleteOsts\"\xb0\x02\n" +
+	"\x0fincomplete_osts\x18\t \x03(\rR\x0eincompleteOsts\"\xd1\x02\n" +
 	"\vLfsckParams\x12\x14\n" +
 	"\x05types\x18\x01 \x01(\rR\x05types\x12\x14\n" +
 	"\x05speed\x18\x02 \x01(\x04R\x05speed\x12\x16\n" +
@@ -2188,7 +2204,9 @@ const file_lfsck_proto_rawDesc = "" +
 	"\afailout\x18\b \x01(\bR\afailout\x12\x12\n" +
 	"\x04auto\x18\t \x01(\bR\x04auto\x124\n" +
 	"\x16checkpoint_interval_ms\x18\n" +
-	" \x01(\x03R\x14checkpointIntervalMs\"\x8a\b\n" +
+	" \x01(\x03R\x14checkpointIntervalMs\x12\x1f\n" +
+	"\vall_targets\x18\v \x01(\bR\n" +
+	"allTargets\"\x8a\b\n" +
 	"\x13LfsckComponentState\x12\x1c\n" +
 	"\tcomponent\x18\x01 \x01(\rR\tcomponent\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\rR\x06status\x12\x14\n" +
@@ -2229,7 +2247,7 @@ const file_lfsck_proto_rawDesc = "" +
 	"\x04name\x18\x04 \x01(\fR\x04name\x12\x12\n" +
 	"\x04type\x18\x05 \x01(\rR\x04type\x12\x14\n" +
 	"\x05local\x18\x06 \x01(\x04R\x05local\x12\x14\n" +
-	"\x05flags\x18\a \x01(\rR\x05flags\"\xe0\x02\n" +
+	"\x05flags\x18\a \x01(\rR\x05flags\"\x81\x03\n" +
 	"\x11LfsckStartRequest\x12\x14\n" +
 	"\x05types\x18\x01 \x03(\tR\x05types\x12\x19\n" +
 	"\x05speed\x18\x02 \x01(\x04H\x00R\x05speed\x88\x01\x01\x12\x1b\n" +
@@ -2241,7 +2259,9 @@ const file_lfsck_proto_rawDesc = "" +
 	"\rcreate_mdtobj\x18\b \x01(\bR\fcreateMdtobj\x12!\n" +
 	"\ferror_policy\x18\t \x01(\tR\verrorPolicy\x124\n" +
 	"\x16checkpoint_interval_ms\x18\n" +
-	" \x01(\x03R\x14checkpointIntervalMsB\b\n" +
+	" \x01(\x03R\x14checkpointIntervalMs\x12\x1f\n" +
+	"\vall_targets\x18\v \x01(\bR\n" +
+	"allTargetsB\b\n" +
 	"\x06_speedB\t\n" +
 	"\a_window\"+\n" +
 	"\x0fLfsckStartReply\x12\x18\n" +

@@ -216,6 +216,7 @@ func (c *Checker) Start(ctx context.Context, req *pb.LfsckStartRequest) (string,
 		p.Window = *req.Window
 	}
 	p.DryRun = req.DryRun
+	p.AllTargets = req.AllTargets
 	p.Orphan = req.Orphan || (resume && prev.Params.Orphan)
 	p.CreateOstobj = p.CreateOstobj || req.CreateOstobj
 	p.CreateMdtobj = p.CreateMdtobj || req.CreateMdtobj
@@ -328,6 +329,9 @@ func paramBits(p *pb.LfsckParams) uint32 {
 	}
 	if p.DryRun {
 		b |= PDryRun
+	}
+	if p.AllTargets {
+		b |= PAllTargets
 	}
 	if p.Orphan {
 		b |= POrphan

@@ -2,7 +2,9 @@ package lfsck
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 
 	pb "nacre/api/nacrepb"
@@ -94,67 +96,199 @@ func TestEveryFaultKind(t *testing.T) {
 	}
 }
 
+// checkData checks what the tree reads back after kind k was repaired:
+// every kind, the untouched files intact and exactly the lost+found
+// entries it must produce (docs/lfsck.md, lost+found); then by the
+// kind's Data: "intact" files read back their data; "stripe-lost" (stripe
+// 0 of f1) reads as zeros of the stripe's length, the rest intact (and
+// the adopted old object of slot_conflict reads back its data);
+// "lost+found" objects read back their data from lost+found; "empty"
+// objects were re-created empty by the checker.
 func checkData(t *testing.T, h *harness, tr *tree, k fault.Kind, target fid.FID) {
 	t.Helper()
 	same := func(f fid.FID, want []byte, what string) {
+		t.Helper()
 		got, err := h.read(f)
 		if err != nil {
 			t.Fatalf("read %s: %v", what, err)
 		}
 		if !bytes.Equal(got, want) {
-			t.Fatalf("%s reads back %d bytes, want %d (differ: %v)", what, len(got), len(want), len(got) == len(want))
+			t.Fatalf("%s reads back %d bytes, want %d (%s)", what, len(got), len(want), firstDiff(got, want))
 		}
 	}
-	// The untouched file is always intact.
-	if f, err := h.lookup(tr.d, "f2"); err != nil || f != tr.f2 {
-		t.Fatalf("f2: %v %v", f, err)
+	resolves := func(parent fid.FID, name string, want fid.FID) {
+		t.Helper()
+		if f, err := h.lookup(parent, name); err != nil || f != want {
+			t.Fatalf("%s resolves to %v, %v; want %v", name, f, err, want)
+		}
 	}
+	gone := func(parent fid.FID, name string) {
+		t.Helper()
+		if f, err := h.lookup(parent, name); err == nil {
+			t.Fatalf("%s is back in its directory (%v)", name, f)
+		}
+	}
+	const ss = 64 << 10
+	// The untouched files are always intact.
+	resolves(tr.d, "f2", tr.f2)
 	same(tr.f2, tr.data2, "f2")
+	if k.Kind != "lost_parent" {
+		resolves(tr.d, "e", tr.e)
+		resolves(tr.e, "only", tr.only)
+		same(tr.only, tr.dataOnly, "e/only")
+	}
+
+	// lost+found holds exactly what the kind must produce, named
+	// <FID>-<type>-<n> (n: 0, the first free number).
 	lpf := h.lpf()
+	wantLPF := map[string]fid.FID{}
+	switch k.Kind {
+	case "orphan", "lost_mdt_object":
+		typ := map[string]string{"orphan": "O", "lost_mdt_object": "R"}[k.Kind]
+		wantLPF[tr.f1.String()+"-"+typ+"-0"] = tr.f1
+	case "orphan_dir":
+		// The injection drops the linkEA: the old parent is not known.
+		wantLPF[tr.s.String()+"-D-0"] = tr.s
+	case "lost_parent":
+		wantLPF[tr.e.String()+"-P-0"] = tr.e
+	case "slot_conflict":
+		name := tr.f1.String() + "-C-0"
+		f, ok := lpf[name]
+		if !ok || f == tr.f1 || f.IsZero() {
+			t.Fatalf("lost+found: want %s holding a new file, got %v", name, lpf)
+		}
+		wantLPF[name] = f
+	case "orphan_nopfid":
+		// One new file per OST object, named by its own new FID.
+		for name, f := range lpf {
+			if name == f.String()+"-N-0" && f != tr.f1 {
+				wantLPF[name] = f
+			}
+		}
+		if len(wantLPF) != 2 {
+			t.Fatalf("lost+found: want two <newFID>-N-0 files, got %v", lpf)
+		}
+	default:
+		if k.Data == "lost+found" {
+			t.Fatalf("checkData does not know what %s puts in lost+found", k.Kind)
+		}
+	}
+	if fmt.Sprint(lpf) != fmt.Sprint(wantLPF) {
+		t.Fatalf("lost+found after %s: %v, want %v", k.Kind, lpf, wantLPF)
+	}
+
 	switch k.Data {
 	case "intact":
-		if k.Target == "file" && k.Kind != "nlink_less" {
-			f, err := h.lookup(tr.d, "f1")
-			if err != nil || f != tr.f1 {
-				t.Fatalf("f1 resolves to %v, %v", f, err)
+		switch {
+		case k.Kind == "nlink_less":
+			resolves(tr.d, "h1", tr.h1)
+			resolves(tr.d, "h2", tr.h1)
+			same(tr.h1, []byte("hard"), "h1")
+			if ino, err := h.tg.Getattr(tr.h1, false); err != nil || ino.Nlink != 2 {
+				t.Fatalf("h1: nlink %v, %v; want 2", ino.GetNlink(), err)
 			}
+		case k.Target == "file":
+			resolves(tr.d, "f1", tr.f1)
 			same(tr.f1, tr.data1, "f1")
+		case k.Target == "dir":
+			resolves(tr.d, "s", tr.s)
+			if ino, err := h.tg.Getattr(tr.s, false); err != nil || ino.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+				t.Fatalf("s: %v, %v", ino, err)
+			}
+		}
+	case "stripe-lost":
+		// Stripe 0 of f1 lost its data: it reads as zeros, the file keeps
+		// its length, stripe 1 is intact.
+		resolves(tr.d, "f1", tr.f1)
+		same(tr.f1, stripeView(tr.data1, ss, 2, map[int]bool{1: true}, 0), "f1 (stripe 0 lost)")
+		switch k.Kind {
+		case "multiple_reference":
+			// f2 kept the shared object; f1 got one of its own.
+			f1, _ := h.tg.Getattr(tr.f1, false)
+			f2, _ := h.tg.Getattr(tr.f2, false)
+			for _, a := range f1.GetLayout().GetObjects() {
+				for _, b := range f2.GetLayout().GetObjects() {
+					if a.Ost == b.Ost && a.Seq == b.Seq && a.Oid == b.Oid {
+						t.Fatalf("f1 and f2 still share object %v", a)
+					}
+				}
+			}
+		case "slot_conflict":
+			// The object that lost the slot is adopted in a new file of
+			// f1's layout holding it at its slot: f1's stripe-0 data.
+			name := tr.f1.String() + "-C-0"
+			same(lpf[name], stripeView(tr.data1, ss, 2, map[int]bool{0: true}, stripeEnd(len(tr.data1), ss, 2, 0)), "lost+found/"+name)
 		}
 	case "lost+found":
-		var found bool
-		for name, f := range lpf {
-			switch {
-			case k.Kind == "lost_parent" && strings.HasSuffix(name, "-P-0"):
-				c, err := h.lookup(f, "only")
-				if err != nil || c != tr.only {
-					t.Fatalf("lost+found/%s/only: %v %v", name, c, err)
+		switch k.Kind {
+		case "orphan", "lost_mdt_object":
+			gone(tr.d, "f1")
+			for name, f := range wantLPF {
+				same(f, tr.data1, "lost+found/"+name)
+			}
+		case "orphan_dir":
+			gone(tr.d, "s")
+			if ino, err := h.tg.Getattr(tr.s, false); err != nil || ino.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+				t.Fatalf("lost+found directory: %v, %v", ino, err)
+			}
+		case "lost_parent":
+			gone(tr.d, "e")
+			resolves(tr.e, "only", tr.only)
+			same(tr.only, tr.dataOnly, "lost+found/"+tr.e.String()+"-P-0/only")
+		case "orphan_nopfid":
+			// Each new file holds one of f1's objects as its only stripe.
+			gone(tr.d, "f1")
+			want := map[string]bool{}
+			for s := 0; s < 2; s++ {
+				want[string(objectBytes(tr.data1, ss, 2, s))] = true
+			}
+			for name, f := range wantLPF {
+				got, err := h.read(f)
+				if err != nil || !want[string(got)] {
+					t.Fatalf("lost+found/%s reads back %d bytes (%v), not the data of one of f1's objects", name, len(got), err)
 				}
-				same(c, tr.dataOnly, "lost+found/"+name+"/only")
-				found = true
-			case f == target:
-				if !strings.HasPrefix(name, target.String()+"-") {
-					t.Fatalf("lost+found name %q does not start with the FID", name)
-				}
-				if k.Target == "file" {
-					same(f, tr.data1, "lost+found/"+name)
-				}
-				found = true
-			case k.Kind == "orphan_nopfid" && strings.Contains(name, "-N-"):
-				found = true
+				delete(want, string(got))
 			}
 		}
-		if !found {
-			t.Fatalf("nothing in lost+found for %s: %v", k.Kind, lpf)
-		}
 	case "empty":
-		name := "f1"
+		// The checker re-created the object (-C): empty, root's, 0600 or
+		// 0700, marked as created by the checker.
+		name, typ, perm := "f1", uint32(syscall.S_IFREG), uint32(0o600)
 		if k.Target == "dir" {
-			name = "s"
+			name, typ, perm = "s", syscall.S_IFDIR, 0o700
 		}
-		if f, err := h.lookup(tr.d, name); err != nil || f != target {
-			t.Fatalf("%s resolves to %v, %v", name, f, err)
+		resolves(tr.d, name, target)
+		ino, err := h.tg.Getattr(target, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ino.Mode&syscall.S_IFMT != typ || ino.Mode&0o7777 != perm || ino.Uid != 0 || (typ == syscall.S_IFREG && ino.Size != 0) ||
+			ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_LFSCK_CREATED) == 0 {
+			t.Fatalf("re-created %s: mode %o uid %d size %d flags %x", name, ino.Mode, ino.Uid, ino.Size, ino.Flags)
+		}
+		if typ == syscall.S_IFDIR {
+			if ents, _, err := h.tg.Readdir(target, 0, 100, false, nil); err != nil || len(ents) != 0 {
+				t.Fatalf("re-created directory holds %d entries, %v", len(ents), err)
+			}
+		} else {
+			same(target, nil, "re-created "+name)
+		}
+	default:
+		t.Fatalf("checkData does not know data %q of %s", k.Data, k.Kind)
+	}
+}
+
+// firstDiff says where two byte slices first differ.
+func firstDiff(got, want []byte) string {
+	for i := range min(len(got), len(want)) {
+		if got[i] != want[i] {
+			return fmt.Sprintf("first difference at %d: %#x, want %#x", i, got[i], want[i])
 		}
 	}
+	if len(got) != len(want) {
+		return "one is a prefix of the other"
+	}
+	return "equal"
 }
 
 // injectInto damages tr as kind k says and returns the object damaged.

@@ -63,6 +63,7 @@ func (r *run) orphans() error {
 				return errHalted
 			}
 			to := min(from+orphanChunk, bound)
+			r.orphanPos.Store(uint64(idx)<<48 | from&(1<<48-1))
 			if err := fault.Hit("lfsck.orphans.send"); err != nil {
 				r.markIncomplete(idx)
 				break

@@ -90,8 +90,10 @@ type liveFigures struct {
 	phaseT0    time.Time
 	runBase    [4][2]int64
 	lastCkpt   time.Time
-	ckptCount  uint64
+	ckptCount  [4]uint64
 	phase2Pos  []byte
+	phase2Step uint32
+	orphanPos  uint64
 	incomplete []uint32
 }
 
@@ -102,7 +104,7 @@ func (r *run) live() *liveFigures {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return &liveFigures{t1: t1, t2: r.t2, pos: r.pos.Load(), phase: r.st.Phase, phaseT0: r.phaseT0, runBase: r.runBase,
-		lastCkpt: r.lastCkpt, ckptCount: r.ckptCount, phase2Pos: r.st.Phase2Position, incomplete: append([]uint32(nil), r.st.IncompleteOsts...)}
+		lastCkpt: r.lastCkpt, ckptCount: r.ckptCount, phase2Pos: r.st.Phase2Position, phase2Step: r.st.Phase2Step, orphanPos: r.orphanPos.Load(), incomplete: append([]uint32(nil), r.st.IncompleteOsts...)}
 }
 
 // Report describes the checker now.
@@ -168,17 +170,19 @@ func (c *Checker) Report() *Report {
 			case 1:
 				cr.CurrentPosition = fmt.Sprintf("object %d", lv.pos)
 			case 2:
-				cr.CurrentPosition = "phase 2"
-			}
-			if dt := now.Sub(lv.lastCkpt).Seconds(); dt > 0 {
-				var total uint64
-				for _, cc := range Components {
-					if p.Types&(1<<cc) != 0 {
-						total += lv.t1[cc][tChecked] + lv.t2[cc][tChecked]
+				cr.CurrentPosition = "phase 2: the trace of uncertain items"
+				if lv.phase2Step > 0 || !r.on(Namespace) {
+					cr.CurrentPosition = "phase 2: orphan OST objects"
+					if op := lv.orphanPos; op != 0 {
+						cr.CurrentPosition = fmt.Sprintf("phase 2: orphan OST objects, OST%04x object %d", op>>48, op&(1<<48-1))
 					}
 				}
-				if total >= lv.ckptCount {
-					cr.RealTimeSpeed = round1(float64(total-lv.ckptCount) / dt)
+			}
+			if dt := now.Sub(lv.lastCkpt).Seconds(); dt > 0 {
+				// This component's objects per second since the last
+				// checkpoint.
+				if n := lv.t1[comp][tChecked] + lv.t2[comp][tChecked]; n >= lv.ckptCount[comp] {
+					cr.RealTimeSpeed = round1(float64(n-lv.ckptCount[comp]) / dt)
 				}
 			}
 			if comp == Layout {

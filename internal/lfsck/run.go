@@ -115,7 +115,8 @@ type run struct {
 	phaseT0   time.Time
 	runBase   [4][2]int64 // run time per component and phase before this resume
 	lastCkpt  time.Time
-	ckptCount uint64     // checked at the last checkpoint (real-time speed)
+	ckptCount [4]uint64  // checked per component at the last checkpoint (real-time speed)
+	orphanPos atomic.Uint64 // phase 2: OST index << 48 | object id the orphan scan asks about (report)
 	base      runFigures // the figures it started from (Progress)
 	failErr   error
 	ost       uint64 // our object sequence on every OST
@@ -159,7 +160,9 @@ func newRun(c *Checker, st *pb.LfsckState, resume bool) *run {
 		}
 		r.runBase[comp] = [2]int64{cs.RunTimePhase1Ns, cs.RunTimePhase2Ns}
 	}
-	r.ckptCount = r.t1[Namespace][tChecked] + r.t1[Scrub][tChecked] + r.t1[Layout][tChecked]
+	for _, comp := range Components {
+		r.ckptCount[comp] = r.t1[comp][tChecked]
+	}
 	return r
 }
 
@@ -470,7 +473,6 @@ func (r *run) fillState() {
 	if r.st.Phase == 1 {
 		r.st.Position = pos
 	}
-	var total uint64
 	for _, comp := range Components {
 		if !r.on(comp) {
 			continue
@@ -478,7 +480,7 @@ func (r *run) fillState() {
 		cs := compState(r.st, comp)
 		cs.CheckedPhase1, cs.FailedPhase1 = t1[comp][tChecked], t1[comp][tFailed]
 		cs.CheckedPhase2, cs.FailedPhase2 = r.t2[comp][tChecked], r.t2[comp][tFailed]
-		total += cs.CheckedPhase1 + cs.CheckedPhase2
+		r.ckptCount[comp] = cs.CheckedPhase1 + cs.CheckedPhase2
 		if cs.Stats == nil {
 			cs.Stats = map[string]uint64{}
 		}
@@ -509,7 +511,6 @@ func (r *run) fillState() {
 		cs.RunTimePhase1Ns, cs.RunTimePhase2Ns = run[0], run[1]
 	}
 	r.lastCkpt = now
-	r.ckptCount = total
 }
 
 // failed counts a failure; with -e failout it ends the run.

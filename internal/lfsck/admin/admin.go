@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/client"
@@ -237,6 +238,11 @@ func Start(ctx context.Context, e Env, o StartOptions) error {
 		return err
 	}
 	defer k.close()
+	if o.All {
+		req := proto.Clone(o.Req).(*pb.LfsckStartRequest)
+		req.AllTargets = true
+		o.Req = req
+	}
 	if err := k.each(idxs, func(_ uint32, cli pb.LfsckClient) error {
 		rep, err := cli.Start(ctx, o.Req)
 		if err == nil {

@@ -1,0 +1,184 @@
+package lfsck
+
+import (
+	"fmt"
+	"hash/crc64"
+	"strings"
+	"testing"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/fault"
+	"nacre/internal/layout"
+	"nacre/internal/mdt"
+)
+
+// userDigests summarises what a run may change only by repairing: every
+// key of the MDT store but the checker's own (state, counters, reports,
+// trace: prefix K) and the applied log index (every command moves it),
+// and every key of every OST store.
+func (h *harness) userDigests() string {
+	h.t.Helper()
+	it, err := h.db.NewIter(nil, nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer it.Close()
+	tab := crc64.MakeTable(crc64.ECMA)
+	var crc uint64
+	n := 0
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()
+		if (len(k) > 0 && k[0] == mdt.PfxChecker) || string(k) == "\x01applied" {
+			continue
+		}
+		crc = crc64.Update(crc, tab, []byte(fmt.Sprintf("%d:%x=%d:", len(k), k, len(it.Value()))))
+		crc = crc64.Update(crc, tab, it.Value())
+		n++
+	}
+	if err := it.Error(); err != nil {
+		h.t.Fatal(err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "mdt %x/%d", crc, n)
+	for _, i := range h.ostN {
+		d, n, err := h.osts[i].StoreDigest()
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		fmt.Fprintf(&b, " ost%d %x/%d", i, d, n)
+	}
+	return b.String()
+}
+
+// flagReq is a real run (from the beginning) with the repair options in
+// flags ("-o -c -C").
+func flagReq(flags string) *pb.LfsckStartRequest {
+	return &pb.LfsckStartRequest{Types: []string{"all"}, Reset_: true,
+		Orphan: strings.Contains(flags, "-o"), CreateOstobj: strings.Contains(flags, "-c"), CreateMdtobj: strings.Contains(flags, "-C")}
+}
+
+// otherFlags are the repair options a kind does not need.
+func otherFlags(k fault.Kind) string {
+	var out []string
+	for _, f := range []string{"-o", "-c", "-C"} {
+		if !strings.Contains(k.Needs, f) {
+			out = append(out, f)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// TestRepairsThatNeedAFlagHappenOnlyWhenAsked: for every kind whose repair
+// needs -c, -C or -o, a real run without that option (with none, and with
+// every other one) reports the finding and changes nothing outside the
+// checker's own state; with the option, the same damage is repaired.
+// OST objects no layout names are looked for only with -o (docs/lfsck.md,
+// the layout check's phase 2): without it those kinds are not found at
+// all, and nothing changes either.
+func TestRepairsThatNeedAFlagHappenOnlyWhenAsked(t *testing.T) {
+	n := 0
+	for _, k := range fault.Kinds {
+		if k.Needs == "" {
+			continue
+		}
+		n++
+		t.Run(k.Kind, func(t *testing.T) {
+			h := newHarness(t, 2)
+			tr := buildTree(h)
+			c := New(h.env())
+			if f, _ := totals(h.run(c, flagReq(""))); f != 0 {
+				t.Fatal("the clean tree is inconsistent")
+			}
+			target := injectInto(h, tr, k)
+			want := uint64(1)
+			if k.Count == "stripes" {
+				want = 2
+			}
+			wantFound := want
+			if k.Component == "layout" && k.Counter == "orphan" {
+				wantFound = 0
+			}
+			for _, flags := range []string{"", otherFlags(k)} {
+				before := h.userDigests()
+				rep := h.run(c, flagReq(flags))
+				got := rep.Components[k.Component].Counters[k.Counter]
+				if got.Inconsistent != wantFound || got.Repaired != 0 {
+					t.Fatalf("real run with %q (not %s): want %s.%s %d found, 0 repaired; got %s",
+						flags, k.Needs, k.Component, k.Counter, wantFound, describe(rep))
+				}
+				if f, r := totals(rep); f != wantFound || r != 0 {
+					t.Fatalf("real run with %q: other counters moved: %s", flags, describe(rep))
+				}
+				for name, cr := range rep.Components {
+					if cr.Status != "completed" {
+						t.Fatalf("real run with %q: %s ended %s", flags, name, cr.Status)
+					}
+				}
+				if after := h.userDigests(); after != before {
+					t.Fatalf("real run with %q (not %s) changed the stores:\n%s\n%s", flags, k.Needs, before, after)
+				}
+				if lpf := h.lpf(); len(lpf) != 0 {
+					t.Fatalf("real run with %q adopted into lost+found: %v", flags, lpf)
+				}
+			}
+			rep := h.run(c, flagReq(k.Needs))
+			if got := rep.Components[k.Component].Counters[k.Counter]; got.Inconsistent != want || got.Repaired != want {
+				t.Fatalf("real run with %s: want %d %s.%s repaired, got %s", k.Needs, want, k.Component, k.Counter, describe(rep))
+			}
+			if f, _ := totals(h.run(c, flagReq(""))); f != 0 {
+				t.Fatal("still inconsistent after the repair")
+			}
+			checkData(t, h, tr, k, target)
+		})
+	}
+	if n < 10 {
+		t.Fatalf("only %d kinds need an option", n)
+	}
+}
+
+// stripeView is what a file of data (stripe size ss, count stripes)
+// reads back when only its stripes in keep hold their data (the others
+// read as zeros), up to length size (0: len(data)).
+func stripeView(data []byte, ss uint64, count int, keep map[int]bool, size int) []byte {
+	if size == 0 {
+		size = len(data)
+	}
+	out := make([]byte, size)
+	for _, ch := range layout.Split(ss, count, 0, uint64(len(data))) {
+		if !keep[ch.Stripe] {
+			continue
+		}
+		end := min(int(ch.FileOff+ch.Len), size)
+		if int(ch.FileOff) < end {
+			copy(out[ch.FileOff:end], data[ch.FileOff:end])
+		}
+	}
+	return out
+}
+
+// stripeEnd is the file size a layout with only stripe s present gives:
+// the end of the last chunk of data on s.
+func stripeEnd(n int, ss uint64, count, s int) int {
+	end := 0
+	for _, ch := range layout.Split(ss, count, 0, uint64(n)) {
+		if ch.Stripe == s {
+			end = int(ch.FileOff + ch.Len)
+		}
+	}
+	return end
+}
+
+// objectBytes is what the OST object of stripe s holds.
+func objectBytes(data []byte, ss uint64, count, s int) []byte {
+	var out []byte
+	for _, ch := range layout.Split(ss, count, 0, uint64(len(data))) {
+		if ch.Stripe != s {
+			continue
+		}
+		if need := int(ch.ObjOff + ch.Len); need > len(out) {
+			out = append(out, make([]byte, need-len(out))...)
+		}
+		copy(out[ch.ObjOff:], data[ch.FileOff:ch.FileOff+ch.Len])
+	}
+	return out
+}
