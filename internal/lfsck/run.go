@@ -115,9 +115,9 @@ type run struct {
 	phaseT0   time.Time
 	runBase   [4][2]int64 // run time per component and phase before this resume
 	lastCkpt  time.Time
-	ckptCount [4]uint64  // checked per component at the last checkpoint (real-time speed)
+	ckptCount [4]uint64     // checked per component at the last checkpoint (real-time speed)
 	orphanPos atomic.Uint64 // phase 2: OST index << 48 | object id the orphan scan asks about (report)
-	base      runFigures // the figures it started from (Progress)
+	base      runFigures    // the figures it started from (Progress)
 	failErr   error
 	ost       uint64 // our object sequence on every OST
 	checkBuf  []checkItem
