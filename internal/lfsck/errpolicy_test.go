@@ -46,3 +46,30 @@ func TestErrorPolicy(t *testing.T) {
 		})
 	}
 }
+
+// TestOIScanKeepsToTheSpeedLimit: the OI entries the object scan did not
+// confirm (here 600 dangling ones) are read after it, and count against
+// the speed limit as objects do.
+func TestOIScanKeepsToTheSpeedLimit(t *testing.T) {
+	h := newHarness(t, 1)
+	d := h.mkdir(fid.Root, "d")
+	const n = 600
+	for i := range n {
+		name := fmt.Sprintf("f%d", i)
+		f := h.create(d, name, 0, nil)
+		h.inject("oi_dangling", f, d, name, 0)
+	}
+	c := New(h.env())
+	speed := uint64(1 << 30) // a limit, but no waiting
+	rep := h.run(c, &pb.LfsckStartRequest{Types: []string{"scrub"}, Reset_: true, Speed: &speed})
+	if got := rep.Components["scrub"].Counters["dangling"].Repaired; got != n {
+		t.Fatalf("%d dangling OI entries repaired, want %d: %s", got, n, describe(rep))
+	}
+	c.mu.Lock()
+	paced := c.last.lim.n
+	c.mu.Unlock()
+	// About n objects in the object scan, and n OI entries after it.
+	if paced < 2*n-64 {
+		t.Fatalf("the speed limit accounted for %d items, want at least %d (objects and unconfirmed OI entries)", paced, 2*n-64)
+	}
+}

@@ -401,7 +401,7 @@ func (r *run) scanOIWindow(snap *kv.Snapshot, pos []byte) ([]byte, bool, error) 
 	}
 	defer it.Close()
 	t0 := time.Now()
-	n := 0
+	n, looked := 0, 0
 	var o object
 	for valid := it.First(); valid; valid = it.Next() {
 		k := it.Key()
@@ -425,6 +425,14 @@ func (r *run) scanOIWindow(snap *kv.Snapshot, pos []byte) ([]byte, bool, error) 
 			continue
 		}
 		v := it.Value()
+		// Entries the object scan did not confirm cost a read of the
+		// store each: they keep to the speed limit (-s) as objects do.
+		looked++
+		if looked&63 == 0 {
+			if err := r.lim.wait(r.ctx, 64); err != nil {
+				return nil, false, err
+			}
+		}
 		if len(v) == 8 {
 			ov, err := snap.Get(mdt.ObjKey(binary.BigEndian.Uint64(v)))
 			if err == nil && o.decode(ov) == nil && o.fid == f {
