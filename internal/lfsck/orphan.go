@@ -2,6 +2,7 @@ package lfsck
 
 import (
 	"context"
+	"encoding/binary"
 	"sort"
 	"syscall"
 
@@ -44,8 +45,19 @@ func (r *run) orphans() error {
 		idxs = append(idxs, idx)
 	}
 	sort.Slice(idxs, func(i, j int) bool { return idxs[i] < idxs[j] })
-	var cands []orphanObj
+	// Resume where a checkpoint of this step left off: the chunks before
+	// it are adopted (a chunk adopted again finds nothing: its objects
+	// are named now).
+	r.mu.Lock()
+	if r.st.Phase2Step == 0 {
+		r.st.Phase2Step, r.st.Phase2Position = 1, nil
+	}
+	resumeOST, resumeFrom, resuming := decodeOrphanPos(r.st.Phase2Position)
+	r.mu.Unlock()
 	for _, idx := range idxs {
+		if resuming && idx < resumeOST {
+			continue
+		}
 		if r.incomplete(idx) {
 			r.log.Warn("orphan scan skips an OST that did not answer", "ost", idx)
 			continue
@@ -58,7 +70,11 @@ func (r *run) orphans() error {
 			bm = &bitmap{}
 		}
 		cli := r.env.OSTs()[idx]
-		for from := uint64(1); from < bound; {
+		from := uint64(1)
+		if resuming && idx == resumeOST {
+			from = max(from, resumeFrom)
+		}
+		for from < bound {
 			if r.stopping() {
 				return errHalted
 			}
@@ -79,16 +95,39 @@ func (r *run) orphans() error {
 				r.markIncomplete(idx)
 				break
 			}
+			cands := make([]orphanObj, 0, len(rep.Objects))
 			for _, a := range rep.Objects {
 				cands = append(cands, orphanObj{ost: idx, attr: a})
 			}
-			if rep.Next <= from {
-				break
+			// Adopted chunk by chunk, so that memory stays bounded and a
+			// checkpoint can follow each chunk. A lost file's stripes on
+			// other OSTs (or in later chunks) join the file re-created
+			// for the first ones: it has their PFID's FID.
+			if err := r.adoptChunk(cands); err != nil {
+				return err
 			}
-			from = rep.Next
+			next := rep.Next
+			if next <= from {
+				next = bound
+			}
+			r.mu.Lock()
+			r.st.Phase2Position = encodeOrphanPos(idx, next)
+			r.mu.Unlock()
+			if err := r.maybeCheckpoint(); err != nil {
+				return err
+			}
+			from = next
 		}
 	}
-	// Group by PFID (objects without one are each their own group).
+	r.mu.Lock()
+	r.st.Phase2Position = encodeOrphanPos(1<<32-1, 0)
+	r.mu.Unlock()
+	return r.rep.flush()
+}
+
+// adoptChunk adopts the orphans of one listing, grouped by the PFID they
+// carry (objects without one each alone), in the order they came.
+func (r *run) adoptChunk(cands []orphanObj) error {
 	groups := map[fid.FID][]orphanObj{}
 	var order []fid.FID
 	var lone []orphanObj
@@ -113,7 +152,22 @@ func (r *run) orphans() error {
 			return err
 		}
 	}
-	return r.rep.flush()
+	return nil
+}
+
+// The orphan scan's resume position (Phase2Position at Phase2Step 1; the
+// namespace's trace positions are used at step 0 only): the OST index and
+// the next object id to list there.
+func encodeOrphanPos(ost uint32, from uint64) []byte {
+	b := binary.BigEndian.AppendUint32(make([]byte, 0, 12), ost)
+	return binary.BigEndian.AppendUint64(b, from)
+}
+
+func decodeOrphanPos(b []byte) (ost uint32, from uint64, ok bool) {
+	if len(b) != 12 {
+		return 0, 0, false
+	}
+	return binary.BigEndian.Uint32(b), binary.BigEndian.Uint64(b[4:]), true
 }
 
 func slotOf(o orphanObj) *pb.StripeObject {
@@ -156,9 +210,6 @@ func orphanInode(members []orphanObj, l *pb.Layout, f fid.FID) *pb.Inode {
 
 // adopt settles the orphans claiming parent pf (zero: no PFID).
 func (r *run) adopt(pf fid.FID, members []orphanObj) error {
-	if err := r.lim.wait(r.ctx, uint64(len(members))); err != nil {
-		return err
-	}
 	if err := r.pac.pace(r.ctx); err != nil {
 		return err
 	}
@@ -178,6 +229,12 @@ func (r *run) adopt(pf fid.FID, members []orphanObj) error {
 	r.mu.Lock()
 	r.t2[Layout][tChecked] += uint64(len(members))
 	r.mu.Unlock()
+	// The speed limit counts the objects to judge, not those the listing
+	// returned only because their destruction is still queued (after many
+	// unlinks, most of them).
+	if err := r.lim.wait(r.ctx, uint64(len(live))); err != nil {
+		return err
+	}
 	// Not queued for destruction now, so nothing will destroy it: if the
 	// OST still has it, it is an orphan (one destroyed between the listing
 	// and now is gone from the OST).

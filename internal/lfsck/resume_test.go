@@ -24,15 +24,53 @@ var severalKinds = []string{"oi_missing", "oi_stale", "dirent_fid", "dirent_miss
 	"nlink_less", "dir_nlink", "bad_type", "orphan", "lost_parent", "pfid_missing_parent", "owner", "stripe_index",
 	"lost_mdt_object", "ost_object_missing", "multiple_reference", "dangling"}
 
-// agedDamaged builds an aged tree (bulk plus one small tree per kind) and
-// damages each small tree with its kind.
+// agedDamaged builds an aged tree (bulk files, then renamed across
+// directories, unlinked, hard-linked, chmodded, and directories made and
+// removed, so that local keys have holes and entries point across the
+// tree; plus one small tree per kind) and damages each small tree with
+// its kind.
 func agedDamaged(h *harness, bulk int) {
 	base := h.mkdir(fid.Root, "aged")
+	var dirs []fid.FID
 	for d := 0; d < 3; d++ {
 		dir := h.mkdir(base, fmt.Sprintf("bulk%d", d))
+		dirs = append(dirs, dir)
 		for i := 0; i < bulk/3; i++ {
 			h.create(dir, fmt.Sprintf("f%d", i), 1+i%2, nil)
 		}
+	}
+	ok := func(r *pb.Reply) {
+		h.t.Helper()
+		if r.Errno != 0 {
+			h.t.Fatalf("aging: %s", r.Message)
+		}
+	}
+	for d, dir := range dirs {
+		for i := 0; i < bulk/3; i++ {
+			name := []byte(fmt.Sprintf("f%d", i))
+			switch {
+			case i%5 == 0:
+				ok(h.do(&pb.RenameOp{SrcParent: dir.PB(), SrcName: name, DstParent: dirs[(d+1)%3].PB(), DstName: []byte(fmt.Sprintf("m%d-%d", d, i))}))
+			case i%5 == 1:
+				ok(h.do(&pb.UnlinkOp{Parent: dir.PB(), Name: name}))
+			case i%7 == 2:
+				f, err := h.lookup(dir, string(name))
+				if err != nil {
+					h.t.Fatal(err)
+				}
+				ok(h.do(&pb.LinkOp{Fid: f.PB(), Parent: dirs[(d+2)%3].PB(), Name: []byte(fmt.Sprintf("l%d-%d", d, i))}))
+			case i%11 == 3:
+				f, err := h.lookup(dir, string(name))
+				if err != nil {
+					h.t.Fatal(err)
+				}
+				ok(h.do(&pb.SetattrOp{Fid: f.PB(), Valid: uint32(pb.SetattrValid_SETATTR_MODE), Mode: 0o600}))
+			}
+		}
+		tmp := h.mkdir(dir, "tmp")
+		h.create(tmp, "x", 1, nil)
+		ok(h.do(&pb.UnlinkOp{Parent: tmp.PB(), Name: []byte("x")}))
+		ok(h.do(&pb.UnlinkOp{Parent: dir.PB(), Name: []byte("tmp"), Dir: true}))
 	}
 	for i, name := range severalKinds {
 		k, _ := fault.LookupKind(name)
@@ -139,7 +177,7 @@ func TestCrashResumeEndsLikeAnUninterruptedRun(t *testing.T) {
 	agedDamaged(h, 600)
 	ctx := context.Background()
 	c := New(h.env())
-	if _, err := c.Start(ctx, fullReq(1500)); err != nil {
+	if _, err := c.Start(ctx, fullReq(800)); err != nil {
 		t.Fatal(err)
 	}
 	for crash := 0; crash < 2; crash++ {

@@ -233,6 +233,11 @@ func (r *run) object(snap *kv.Snapshot, local uint64, v []byte, itD *kv.Iter, it
 			loser = true
 		}
 	}
+	if rebuild && r.on(Scrub) && !loser {
+		// Checked before the checkpoint: its OI entry was confirmed (or
+		// repaired) then, so the OI range scan need not read it again.
+		r.confirmed.set(o.fid)
+	}
 	if loser {
 		if itD != nil {
 			r.skipDirents(itD, local, rebuild, false)
