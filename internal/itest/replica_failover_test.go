@@ -125,7 +125,8 @@ func TestReplicaLeaderCutOffUnderLoadLosesNothingAndRunsNothingTwice(t *testing.
 
 // TestReplicaMGSLeaderKilled: with the MGS leader gone, clients and
 // targets carry on through the other MGS replicas (they name all three),
-// and sequence grants made by the new MGS leader do not repeat old ones.
+// and the FLD keeps every range (grants after a failover are
+// TestReplicaMGSFailoverBetweenSequenceGrants's).
 func TestReplicaMGSLeaderKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")

@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	pb "nacre/api/nacrepb"
@@ -16,6 +20,12 @@ import (
 // follows the config so it is ready to lead.
 func (s *Server) maintain() {
 	defer s.wg.Done()
+	switch pol := loadSeqPolicy(); {
+	case pol.err != nil:
+		s.log.Warn("test knob ignored; using the default sequence grants", "err", pol.err)
+	case pol.env != "":
+		s.log.Warn("test-only sequence grant policy in effect", "env", testSeqGrantEnv+"="+pol.env, "count", pol.count, "low_water_fids", pol.low)
+	}
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	var lastConfig, lastDestroy time.Time
@@ -147,13 +157,49 @@ func (s *Server) refreshConfig() {
 	}
 }
 
+// seqPolicy is how many sequences the MDS asks the MGS for at a time
+// (count) and below how many FIDs left it asks (low): seqGrantSize and
+// seqLowWater, unless NACRE_TEST_SEQ_GRANT says otherwise.
+type seqPolicy struct {
+	count, low uint64
+	env        string // the test knob's value, if set
+	err        error  // a knob that could not be parsed (defaults used)
+}
+
+// testSeqGrantEnv is a knob for tests only, read once per process when the
+// MDS starts: NACRE_TEST_SEQ_GRANT=COUNT/LOW asks the MGS for COUNT
+// sequences at a time whenever fewer than LOW sequences' worth of FIDs
+// (LOW x fid.Width) remain. With a LOW far above what is ever granted
+// ("1/100000") the leader asks for one sequence on every tick of its
+// maintenance loop (50 ms), so that a test sees many grants - across an MGS
+// failover, say - without creating fid.Width files per grant. Production
+// is 64/2 (seqGrantSize, seqLowWater).
+const testSeqGrantEnv = "NACRE_TEST_SEQ_GRANT"
+
+var loadSeqPolicy = sync.OnceValue(func() seqPolicy {
+	p := seqPolicy{count: seqGrantSize, low: seqLowWater, env: os.Getenv(testSeqGrantEnv)}
+	if p.env == "" {
+		return p
+	}
+	c, l, ok := strings.Cut(p.env, "/")
+	count, err1 := strconv.ParseUint(c, 10, 64)
+	low, err2 := strconv.ParseUint(l, 10, 64)
+	if !ok || err1 != nil || err2 != nil || count == 0 || count > 1<<20 || low > 1<<32 {
+		p.err = fmt.Errorf("%s=%q: want COUNT/LOW, 1 <= COUNT <= %d sequences per grant, LOW <= %d sequences", testSeqGrantEnv, p.env, 1<<20, uint64(1)<<32)
+		return p
+	}
+	p.count, p.low = count, low*uint64(fid.Width)
+	return p
+})
+
 func (s *Server) ensureSequences() {
-	if s.t.SeqRemaining() >= seqLowWater {
+	pol := loadSeqPolicy()
+	if s.t.SeqRemaining() >= pol.low {
 		return
 	}
 	ctx, cancel := s.ctx(5 * time.Second)
 	defer cancel()
-	r, err := s.mgs.AllocSeqRange(ctx, &pb.AllocSeqRangeRequest{Mdt: s.id.Index, Count: seqGrantSize})
+	r, err := s.mgs.AllocSeqRange(ctx, &pb.AllocSeqRangeRequest{Mdt: s.id.Index, Count: pol.count})
 	if err != nil {
 		s.log.Warn("cannot get FID sequences from the MGS", "err", err)
 		return

@@ -35,6 +35,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "nacre/api/nacrepb"
+	"nacre/internal/fault"
 	"nacre/internal/fid"
 	"nacre/internal/kv"
 	"nacre/internal/mdt"
@@ -252,9 +253,11 @@ func (s *Server) Hello(ctx context.Context, r *pb.HelloRequest) (*pb.HelloReply,
 func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error) {
 	start := time.Now()
 	op := opName(cmd)
-	if r, ok := s.t.ReplyFor(cmd.ClientId, cmd.RequestId); ok {
-		s.m.observe(op, start, r.Errno)
-		return r, nil
+	if fault.Hit(FaultReplyPrecheckSkip) == nil {
+		if r, ok := s.t.ReplyFor(cmd.ClientId, cmd.RequestId); ok {
+			s.m.observe(op, start, r.Errno)
+			return r, nil
+		}
 	}
 	if !s.group.IsLeader() {
 		return nil, s.groupErr(&raftgroup.NotLeaderError{Leader: s.group.Leader()})
@@ -287,6 +290,15 @@ func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error)
 	}
 	r, err := s.propose(ctx, cmd)
 	if err != nil {
+		return nil, err
+	}
+	if r.TimeNs != cmd.NowNs && cmd.ClientId != 0 {
+		// Apply found the request in the reply cache: an earlier entry
+		// of the log executed it (a retry that reached a new leader
+		// before it had applied that entry).
+		s.log.Info("retried request answered from the reply cache by apply", "op", op, "client", cmd.ClientId, "request", cmd.RequestId, "index", r.Index)
+	}
+	if err := s.replyFaults(ctx, op, cmd, r); err != nil {
 		return nil, err
 	}
 	s.m.observe(op, start, r.Errno)
