@@ -430,7 +430,11 @@ func zombie(pid int) bool {
 	}
 	s := string(b)
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(f) > 0 && f[0] == "Z"
+	// A killed process's main thread can be a zombie while its other
+	// threads still exit and still hold its files (the store's lock):
+	// it is gone only once a single thread is left (num_threads, field
+	// 20 of stat, is f[17]).
+	return len(f) > 17 && f[0] == "Z" && f[17] == "1"
 }
 
 // Running reports whether pid is a process that has not exited: it
