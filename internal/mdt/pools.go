@@ -1,11 +1,11 @@
 package mdt
 
 import (
+	"encoding/binary"
+	"fmt"
 	"syscall"
 
 	"google.golang.org/protobuf/proto"
-
-	"encoding/binary"
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/kv"
@@ -54,10 +54,25 @@ func (x *txn) seqGrant(op *pb.SeqGrantOp) (*pb.Reply, error) {
 	if s.Cur >= op.Start && s.Cur < op.End {
 		return &pb.Reply{}, nil // already in use: a retried grant
 	}
+	// The MGS grants ranges in increasing order and the leader records
+	// them in that order, so a new grant starts above the sequence in use
+	// and above every range held. Anything else is a retry of a grant
+	// already recorded (then it matches a range held) or a grant that
+	// must not be used: one below the current sequence would hand out
+	// its FIDs again.
+	stale := op.Start <= s.Cur
 	for _, r := range s.Ranges {
-		if op.Start < r[1] && r[0] < op.End {
+		if r[0] == op.Start && r[1] == op.End {
 			return &pb.Reply{}, nil
 		}
+		if op.Start < r[1] {
+			stale = true
+		}
+	}
+	if stale {
+		x.t.log.Warn("sequence grant ignored: it is not above the sequences this MDT holds (a stale retry, or a range granted twice)",
+			"start", fmt.Sprintf("%#x", op.Start), "end", fmt.Sprintf("%#x", op.End), "current", fmt.Sprintf("%#x", s.Cur), "ranges", len(s.Ranges))
+		return &pb.Reply{}, nil
 	}
 	s.Ranges = append(s.Ranges, [2]uint64{op.Start, op.End})
 	x.st.dirtySeq = true
