@@ -33,6 +33,7 @@ var Kinds = []Kind{
 	{"linkea_missing", "namespace", "file", "linkea", "", "1", "intact", "clear the object's linkEA"},
 	{"linkea_bad", "namespace", "file", "linkea", "", "1", "intact", "make the linkEA entry's parent FID insane (version ~0)"},
 	{"linkea_extra", "namespace", "file", "linkea", "", "1", "intact", "add a linkEA entry naming a parent that does not exist"},
+	{"linkea_renamed", "namespace", "file", "unmatched_pairs", "", "1", "intact", "rename the linkEA entry of the file's name to a name its directory does not have (the linkEA lacks the real name and holds a stale one)"},
 	{"linkea_claim", "namespace", "file", "multiple_referenced", "", "1", "intact", "add a linkEA entry claiming the name of another object in the same directory"},
 	{"linkea_unmatched", "namespace", "dir", "unmatched_pairs", "", "1", "intact", "make a directory's linkEA name the root, which has no entry of that name (Lustre's bad `..`)"},
 	{"nlink_less", "namespace", "file", "nlinks", "", "1", "intact", "lower the nlink of a file with two names to 1"},

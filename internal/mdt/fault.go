@@ -189,6 +189,25 @@ func (t *Target) BuildFault(req *pb.FaultInjectRequest) (*pb.FaultOp, []OSTFault
 	case "linkea_extra":
 		ino.Links = append(ino.Links, &pb.LinkEntry{Parent: fid.FID{Seq: f.Seq, Oid: fid.Width - 2}.PB(), Name: []byte("lost-parent")})
 		putIno()
+	case "linkea_renamed":
+		if err := entry(); err != nil {
+			return nil, nil, err
+		}
+		gone := reqName + ".renamed"
+		if _, _, found, _ := lookupName(r, plocal, gone); found {
+			return nil, nil, fmt.Errorf("fault %s: the directory has an entry %q", req.Kind, gone)
+		}
+		cond(DirentKey(plocal, gone), nil)
+		renamed := false
+		for _, l := range ino.Links {
+			if fid.FromPB(l.Parent) == pf && string(l.Name) == reqName {
+				l.Name, renamed = []byte(gone), true
+			}
+		}
+		if !renamed {
+			return nil, nil, fmt.Errorf("fault %s: the linkEA of %s has no entry %q", req.Kind, f, reqName)
+		}
+		putIno()
 	case "linkea_claim":
 		if err := entry(); err != nil {
 			return nil, nil, err
