@@ -181,6 +181,9 @@ func (f *File) ReadAt(ctx context.Context, p []byte, off uint64) (int, error) {
 	err := parallel(ctx, len(ps), ioParallel, func(ctx context.Context, i int) error {
 		pc := ps[i]
 		o := ino.Layout.Objects[pc.stripe]
+		if isHole(o) {
+			return nil // a slot with no object (a file the checker rebuilt from some of its stripes) reads as zeros
+		}
 		wc, err := f.c.wireFor(o.Ost)
 		if err != nil {
 			return err
@@ -230,6 +233,9 @@ func (f *File) WriteAt(ctx context.Context, p []byte, off uint64) (int, error) {
 	err := parallel(ctx, len(ps), ioParallel, func(ctx context.Context, i int) error {
 		pc := ps[i]
 		o := ino.Layout.Objects[pc.stripe]
+		if isHole(o) {
+			return holeErr("write", f.fid, pc.stripe)
+		}
 		wc, err := f.c.wireFor(o.Ost)
 		if err != nil {
 			return err
@@ -404,6 +410,9 @@ func (c *Client) glimpse(ctx context.Context, ino *pb.Inode) (glimpseResult, err
 	mtimes := make([]int64, len(l.Objects))
 	err := parallel(ctx, len(l.Objects), ioParallel, func(ctx context.Context, i int) error {
 		o := l.Objects[i]
+		if isHole(o) {
+			return nil // no object: size 0
+		}
 		wc, err := c.wireFor(o.Ost)
 		if err != nil {
 			return err
@@ -463,6 +472,9 @@ func (c *Client) truncateObjects(ctx context.Context, ino *pb.Inode, size uint64
 	l := ino.Layout
 	return parallel(ctx, len(l.Objects), ioParallel, func(ctx context.Context, i int) error {
 		o := l.Objects[i]
+		if isHole(o) {
+			return nil
+		}
 		wc, err := c.wireFor(o.Ost)
 		if err != nil {
 			return err
@@ -496,6 +508,9 @@ func (f *File) Punch(ctx context.Context, off, n uint64) error {
 	err := parallel(ctx, len(chunks), ioParallel, func(ctx context.Context, i int) error {
 		ch := chunks[i]
 		o := ino.Layout.Objects[ch.Stripe]
+		if isHole(o) {
+			return nil // nothing to punch
+		}
 		wc, err := f.c.wireFor(o.Ost)
 		if err != nil {
 			return err
@@ -533,6 +548,9 @@ func (f *File) Sync(ctx context.Context) error {
 	}
 	err := parallel(ctx, len(stripes), ioParallel, func(ctx context.Context, i int) error {
 		o := ino.Layout.Objects[stripes[i]]
+		if isHole(o) {
+			return nil
+		}
 		wc, err := f.c.wireFor(o.Ost)
 		if err != nil {
 			return err
@@ -580,4 +598,14 @@ func (f *File) Close(ctx context.Context) error {
 	f.ino, f.size, f.wrote, f.dirtySet = nino.Inode, g.size, false, false
 	f.mu.Unlock()
 	return nil
+}
+
+// isHole says whether a layout slot names no object (0:0): the checker
+// rebuilds a file from the stripes it found (lost+found), leaving holes
+// for the others. A hole reads as zeros; it cannot be written.
+func isHole(o *pb.StripeObject) bool { return o.GetSeq() == 0 && o.GetOid() == 0 }
+
+func holeErr(op string, f fid.FID, stripe int) error {
+	return &rpc.Errno{Op: fmt.Sprintf("%s %s", op, f), Errno: syscall.EIO,
+		Msg: fmt.Sprintf("stripe %d has no OST object (a file rebuilt by the checker from the stripes it found); copy the data you need to a new file", stripe)}
 }

@@ -189,7 +189,14 @@ func mustRead(t *testing.T, ctx context.Context, c *client.Client, path string, 
 		t.Fatalf("read %s: %v", path, err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatalf("%s reads back %d bytes, want %d", path, len(got), len(want))
+		at := min(len(got), len(want))
+		for i := range at {
+			if got[i] != want[i] {
+				at = i
+				break
+			}
+		}
+		t.Fatalf("%s reads back %d bytes, want %d (first difference at %d)", path, len(got), len(want), at)
 	}
 }
 

@@ -114,27 +114,47 @@ func TestLfsckStopResumeAndKill9EndLikeAnUninterruptedRun(t *testing.T) {
 		t.Fatalf("after %d stops: %s\nuninterrupted: %s", stops, got, want)
 	}
 
-	// kill -9 in the middle, twice.
+	// kill -9 in the middle, twice. The speed limit (saved with the
+	// run's parameters, so the resumed run keeps it) holds the run long
+	// enough that both kills land in it; each restarted MDS resumes the
+	// run by itself from its last checkpoint.
 	damageSet(t, ctx, cl, c, "c", 600)
 	quiesce(t, cl)
+	const crashSpeed = 800
+	if out, err := cl.Run(append(append([]string{}, args...), "-s", fmt.Sprint(crashSpeed))...); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	kills := 0
 	for crash := 0; crash < 2; crash++ {
-		if out, err := cl.Run("fault", "arm", "lfsck.scan.object=delay:2ms", "--target", "mdt0"); err != nil {
-			t.Fatalf("%v\n%s", err, out)
+		time.Sleep(400 * time.Millisecond)
+		r := lfsckQuery(t, cl)
+		ns := r.Components["namespace"]
+		if !r.Running || (ns.Status != "scanning-phase1" && ns.Status != "scanning-phase2") {
+			t.Fatalf("before kill -9 %d: the check is not running (%s): too fast to be killed", crash+1, summary(r))
 		}
-		if crash == 0 {
-			if out, err := cl.Run(args...); err != nil {
-				t.Fatalf("%v\n%s", err, out)
-			}
-		}
-		time.Sleep(700 * time.Millisecond)
-		if r := lfsckQuery(t, cl); r.Components["namespace"].Status == "completed" {
-			break
-		}
+		ckpt := ns.LastCheckpointPosition
+		// Let that checkpoint reach the store (one is written every
+		// 100 ms): the kill then comes after it.
+		time.Sleep(200 * time.Millisecond)
 		cl.Kill("mdt0", syscall.SIGKILL)
+		kills++
 		time.Sleep(300 * time.Millisecond) // let the test process reap it (as crash_test does)
 		cl.Restart()
-		r := waitStatus(t, cl, "namespace", 30*time.Second, "scanning-phase1", "scanning-phase2", "completed")
-		t.Logf("after kill -9 %d: %s", crash+1, r.Components["namespace"].Status)
+		// Until the restarted MDT leads and resumes the run, the query
+		// shows the stored state of the killed run (scanning, not
+		// running).
+		r = waitRunningOr(t, cl, "namespace", 30*time.Second, "completed")
+		ns = r.Components["namespace"]
+		t.Logf("after kill -9 %d: %s, resumed at %d (checkpoint seen before the kill: %d)", crash+1, ns.Status, ns.LatestStartPosition, ckpt)
+		if ns.LatestStartPosition == 0 || ns.LatestStartPosition < ckpt {
+			t.Fatalf("after kill -9 %d the run started at %d, not at its checkpoint (%d or later)", crash+1, ns.LatestStartPosition, ckpt)
+		}
+		if r.Params.SpeedLimit != crashSpeed {
+			t.Fatalf("after kill -9 %d the run resumed with speed limit %d, not its own (%d)", crash+1, r.Params.SpeedLimit, crashSpeed)
+		}
+	}
+	if kills != 2 {
+		t.Fatalf("%d kills", kills)
 	}
 	got = counters(waitStatus(t, cl, "namespace", 60*time.Second, "completed"))
 	if got != want {
@@ -343,4 +363,28 @@ func TestMDTBackupRestoreRebuildsTheOI(t *testing.T) {
 	if f, _ := found(lfsckRun(t, cl, "-r", "-o")); f != 0 {
 		t.Fatal("inconsistent after the restore and the scrub")
 	}
+}
+
+// waitRunningOr polls until a check runs, or component has one of the
+// statuses.
+func waitRunningOr(t *testing.T, cl *testcluster.Cluster, component string, timeout time.Duration, statuses ...string) *lfsck.Report {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last *lfsck.Report
+	for time.Now().Before(deadline) {
+		if out, err := cl.Run("lfsck", "query", "--json"); err == nil {
+			last = parseReport(t, out)
+			if last.Running {
+				return last
+			}
+			for _, s := range statuses {
+				if last.Components[component].Status == s {
+					return last
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("no check running and %s not %v after %v (last: %v)", component, statuses, timeout, last)
+	return nil
 }

@@ -230,15 +230,19 @@ func (r *run) main() {
 		}
 	}()
 	lowerPriority()
+	r.mu.Lock()
 	r.phaseT0 = time.Now()
-	r.lastCkpt = time.Now()
+	r.lastCkpt = r.phaseT0
+	r.mu.Unlock()
 	err := r.execute()
 	r.end(err)
 }
 
 func (r *run) execute() error {
 	if r.st.Phase <= 1 {
+		r.mu.Lock()
 		r.st.Phase = 1
+		r.mu.Unlock()
 		start := r.st.Position
 		if r.exp != nil {
 			// The OSTs summarise their objects while the MDT scans.
