@@ -75,7 +75,11 @@ func TestProgressAddsUpRuns(t *testing.T) {
 	}
 	var last [4]Progress
 	sawRunning := false
+	deadline := time.Now().Add(2 * time.Minute)
 	for i := 0; c.Running(); i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("stops and resumes every 300 ms did not end the run in 2 minutes: %s", describe(c.Report()))
+		}
 		time.Sleep(100 * time.Millisecond)
 		p := c.Progress()
 		for _, comp := range Components {
