@@ -221,7 +221,7 @@ func checkLTree(t *testing.T, ctx context.Context, c *client.Client, tr *ltree, 
 	case "stripe-lost":
 		// Stripe 0 of f1 lost its data: zeros, the file keeps its length.
 		resolves(tr.path+"/f1", tr.f1)
-		mustRead(t, ctx, c, tr.path+"/f1", stripeView(tr.data1, ss, 2, map[int]bool{1: true}, 0))
+		mustRead(t, ctx, c, tr.path+"/f1", layout.View(tr.data1, ss, 2, map[int]bool{1: true}, 0))
 		if k.Kind == "slot_conflict" {
 			// The object that lost the slot, adopted at its slot in a
 			// new file whose other stripe is a hole.
@@ -249,7 +249,7 @@ func checkLTree(t *testing.T, ctx context.Context, c *client.Client, tr *ltree, 
 			gone(tr.path + "/f1")
 			objs := map[string]bool{}
 			for s := 0; s < 2; s++ {
-				objs[string(objectBytes(tr.data1, ss, 2, s))] = true
+				objs[string(layout.ObjectData(tr.data1, ss, 2, s))] = true
 			}
 			for n := range want {
 				got, err := lfsckRead(t, ctx, c, lpf+n)
@@ -290,54 +290,13 @@ func checkLTree(t *testing.T, ctx context.Context, c *client.Client, tr *ltree, 
 	}
 }
 
-// stripeView is what data (stripe size ss, count stripes) reads back when
-// only the stripes in keep hold their data, up to size (0: len(data)).
-func stripeView(data []byte, ss uint64, count int, keep map[int]bool, size int) []byte {
-	if size == 0 {
-		size = len(data)
-	}
-	out := make([]byte, size)
-	for _, ch := range layout.Split(ss, count, 0, uint64(len(data))) {
-		if end := min(int(ch.FileOff+ch.Len), size); keep[ch.Stripe] && int(ch.FileOff) < end {
-			copy(out[ch.FileOff:end], data[ch.FileOff:end])
-		}
-	}
-	return out
-}
-
-// stripeEnd is the size of a file whose only data is its stripe s.
-func stripeEnd(n int, ss uint64, count, s int) int {
-	end := 0
-	for _, ch := range layout.Split(ss, count, 0, uint64(n)) {
-		if ch.Stripe == s {
-			end = int(ch.FileOff + ch.Len)
-		}
-	}
-	return end
-}
-
-// objectBytes is what the OST object of stripe s holds.
-func objectBytes(data []byte, ss uint64, count, s int) []byte {
-	var out []byte
-	for _, ch := range layout.Split(ss, count, 0, uint64(len(data))) {
-		if ch.Stripe != s {
-			continue
-		}
-		if need := int(ch.ObjOff + ch.Len); need > len(out) {
-			out = append(out, make([]byte, need-len(out))...)
-		}
-		copy(out[ch.ObjOff:], data[ch.FileOff:ch.FileOff+ch.Len])
-	}
-	return out
-}
-
 // checkHoleFile checks a file of count stripes of size ss whose only
 // object is stripe s, holding what stripe s of data held: it reads as
 // data on stripe s, zeros in the slots without an object, up to the end
 // of stripe s's data.
 func checkHoleFile(t *testing.T, ctx context.Context, c *client.Client, path string, data []byte, ss uint64, count, s int) {
 	t.Helper()
-	want := stripeView(data, ss, count, map[int]bool{s: true}, stripeEnd(len(data), ss, count, s))
+	want := layout.View(data, ss, count, map[int]bool{s: true}, layout.EndOfStripe(len(data), ss, count, s))
 	got, err := lfsckRead(t, ctx, c, path)
 	if err != nil {
 		t.Fatalf("read %s (a file with holes in its layout): %v", path, err)

@@ -10,6 +10,7 @@ import (
 
 	"nacre/internal/client"
 	"nacre/internal/fid"
+	"nacre/internal/layout"
 	"nacre/internal/lfsck"
 	"nacre/internal/testcluster"
 )
@@ -245,6 +246,6 @@ func injectStripe1(t *testing.T, ctx context.Context, cl *testcluster.Cluster, c
 	}
 	// The file keeps its size (the MDT's): stripe 1's ranges, to the
 	// end, read as zeros.
-	mustRead(t, ctx, c, tr.path+"/f1", stripeView(tr.data1, 64<<10, 2, map[int]bool{0: true}, 0))
+	mustRead(t, ctx, c, tr.path+"/f1", layout.View(tr.data1, 64<<10, 2, map[int]bool{0: true}, 0))
 	mustRead(t, ctx, c, tr.path+"/f2", tr.data2)
 }

@@ -10,6 +10,7 @@ import (
 	pb "nacre/api/nacrepb"
 	"nacre/internal/fault"
 	"nacre/internal/fid"
+	"nacre/internal/layout"
 )
 
 // tree is the small tree every kind test damages.
@@ -200,7 +201,7 @@ func checkData(t *testing.T, h *harness, tr *tree, k fault.Kind, target fid.FID)
 		// Stripe 0 of f1 lost its data: it reads as zeros, the file keeps
 		// its length, stripe 1 is intact.
 		resolves(tr.d, "f1", tr.f1)
-		same(tr.f1, stripeView(tr.data1, ss, 2, map[int]bool{1: true}, 0), "f1 (stripe 0 lost)")
+		same(tr.f1, layout.View(tr.data1, ss, 2, map[int]bool{1: true}, 0), "f1 (stripe 0 lost)")
 		switch k.Kind {
 		case "multiple_reference":
 			// f2 kept the shared object; f1 got one of its own.
@@ -217,7 +218,7 @@ func checkData(t *testing.T, h *harness, tr *tree, k fault.Kind, target fid.FID)
 			// The object that lost the slot is adopted in a new file of
 			// f1's layout holding it at its slot: f1's stripe-0 data.
 			name := tr.f1.String() + "-C-0"
-			same(lpf[name], stripeView(tr.data1, ss, 2, map[int]bool{0: true}, stripeEnd(len(tr.data1), ss, 2, 0)), "lost+found/"+name)
+			same(lpf[name], layout.View(tr.data1, ss, 2, map[int]bool{0: true}, layout.EndOfStripe(len(tr.data1), ss, 2, 0)), "lost+found/"+name)
 		}
 	case "lost+found":
 		switch k.Kind {
@@ -240,7 +241,7 @@ func checkData(t *testing.T, h *harness, tr *tree, k fault.Kind, target fid.FID)
 			gone(tr.d, "f1")
 			want := map[string]bool{}
 			for s := 0; s < 2; s++ {
-				want[string(objectBytes(tr.data1, ss, 2, s))] = true
+				want[string(layout.ObjectData(tr.data1, ss, 2, s))] = true
 			}
 			for name, f := range wantLPF {
 				got, err := h.read(f)

@@ -8,7 +8,6 @@ import (
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/fault"
-	"nacre/internal/layout"
 	"nacre/internal/mdt"
 )
 
@@ -134,51 +133,4 @@ func TestRepairsThatNeedAFlagHappenOnlyWhenAsked(t *testing.T) {
 	if n < 10 {
 		t.Fatalf("only %d kinds need an option", n)
 	}
-}
-
-// stripeView is what a file of data (stripe size ss, count stripes)
-// reads back when only its stripes in keep hold their data (the others
-// read as zeros), up to length size (0: len(data)).
-func stripeView(data []byte, ss uint64, count int, keep map[int]bool, size int) []byte {
-	if size == 0 {
-		size = len(data)
-	}
-	out := make([]byte, size)
-	for _, ch := range layout.Split(ss, count, 0, uint64(len(data))) {
-		if !keep[ch.Stripe] {
-			continue
-		}
-		end := min(int(ch.FileOff+ch.Len), size)
-		if int(ch.FileOff) < end {
-			copy(out[ch.FileOff:end], data[ch.FileOff:end])
-		}
-	}
-	return out
-}
-
-// stripeEnd is the file size a layout with only stripe s present gives:
-// the end of the last chunk of data on s.
-func stripeEnd(n int, ss uint64, count, s int) int {
-	end := 0
-	for _, ch := range layout.Split(ss, count, 0, uint64(n)) {
-		if ch.Stripe == s {
-			end = int(ch.FileOff + ch.Len)
-		}
-	}
-	return end
-}
-
-// objectBytes is what the OST object of stripe s holds.
-func objectBytes(data []byte, ss uint64, count, s int) []byte {
-	var out []byte
-	for _, ch := range layout.Split(ss, count, 0, uint64(len(data))) {
-		if ch.Stripe != s {
-			continue
-		}
-		if need := int(ch.ObjOff + ch.Len); need > len(out) {
-			out = append(out, make([]byte, need-len(out))...)
-		}
-		copy(out[ch.ObjOff:], data[ch.FileOff:ch.FileOff+ch.Len])
-	}
-	return out
 }

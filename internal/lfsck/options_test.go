@@ -12,6 +12,7 @@ import (
 	pb "nacre/api/nacrepb"
 	"nacre/internal/fault"
 	"nacre/internal/fid"
+	"nacre/internal/layout"
 	"nacre/internal/ost"
 )
 
@@ -217,10 +218,10 @@ func TestInjectIntoStripeOne(t *testing.T) {
 			const ss = 64 << 10
 			want := tr.data1
 			if k.Data == "stripe-lost" {
-				want = stripeView(tr.data1, ss, 2, map[int]bool{0: true}, 0)
+				want = layout.View(tr.data1, ss, 2, map[int]bool{0: true}, 0)
 			}
 			want = want[:min(len(want), len(got))]
-			if len(got) < stripeEnd(len(tr.data1), ss, 2, 0) || !bytes.Equal(got, want) {
+			if len(got) < layout.EndOfStripe(len(tr.data1), ss, 2, 0) || !bytes.Equal(got, want) {
 				t.Fatalf("f1 reads back %d bytes (%s)", len(got), firstDiff(got, want))
 			}
 		})
