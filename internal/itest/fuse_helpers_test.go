@@ -55,7 +55,9 @@ func mountFuse(t testing.TB, cl *testcluster.Cluster, opts ...string) *fuseMount
 	for _, o := range opts {
 		args = append(args, "-o", o)
 	}
-	logf, err := os.Create(m.Log)
+	// O_APPEND like the daemon's own --log: with two offsets into one
+	// file, stdout overwrote the log's first lines.
+	logf, err := os.OpenFile(m.Log, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}

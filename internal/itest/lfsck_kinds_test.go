@@ -213,9 +213,15 @@ func checkLTree(t *testing.T, ctx context.Context, c *client.Client, tr *ltree, 
 		case k.Target == "file":
 			resolves(tr.path+"/f1", tr.f1)
 			mustRead(t, ctx, c, tr.path+"/f1", tr.data1)
+			if k.Kind == "dirent_alien" {
+				gone(tr.path + "/f1.alien")
+			}
 		case k.Target == "dir":
 			if ino := resolves(tr.path+"/s", tr.s); ino.Mode&syscall.S_IFMT != syscall.S_IFDIR {
 				t.Fatalf("s: mode %o", ino.Mode)
+			}
+			if k.Kind == "dir_second_name" {
+				gone(tr.path + "/s.second")
 			}
 		}
 	case "stripe-lost":

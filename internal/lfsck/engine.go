@@ -55,7 +55,11 @@ type Checker struct {
 	mu    sync.Mutex
 	state *pb.LfsckState // the latest run: persisted, or a dry run's (memory only)
 	cur   *run
-	last  *run       // the last finished run (its live figures for reports)
+	last  *run // the last finished run (its live figures for reports)
+	// began: a run started since state was last read from the store
+	// (then state is that run's, newer than the store; a dry run's is
+	// in memory only).
+	began bool
 	done  runFigures // Progress: what the runs that ended counted (progress.go)
 	shown runFigures // Progress: the highest totals returned
 }
@@ -317,6 +321,7 @@ func (c *Checker) begin(ctx context.Context, prev *pb.LfsckState, p *pb.LfsckPar
 	c.mu.Lock()
 	c.state = proto.Clone(st).(*pb.LfsckState)
 	c.cur = r
+	c.began = true
 	c.mu.Unlock()
 	go r.main()
 	return nil
@@ -407,13 +412,15 @@ func (c *Checker) Abandon() {
 	c.mu.Lock()
 	r := c.cur
 	c.mu.Unlock()
-	if r == nil {
-		return
+	if r != nil {
+		r.halt(haltAbandon)
+		<-r.done
 	}
-	r.halt(haltAbandon)
-	<-r.done
+	// The next leader's runs change the store: this replica reads it
+	// again when it leads (Resume).
 	c.mu.Lock()
 	c.state = c.loadState()
+	c.began = false
 	c.mu.Unlock()
 }
 
@@ -446,8 +453,13 @@ func (c *Checker) Resume(ctx context.Context) error {
 	c.ctlMu.Lock()
 	c.mu.Lock()
 	busy := c.cur != nil
-	c.state = c.loadState()
-	st := proto.Clone(c.state).(*pb.LfsckState)
+	st := c.loadState()
+	if !c.began {
+		// Else a run started here before this replica's leadership was
+		// noticed (an admin can be quicker than the 200 ms tick): what it
+		// left is newer, and a dry run's result is in memory only.
+		c.state = proto.Clone(st).(*pb.LfsckState)
+	}
 	c.mu.Unlock()
 	c.ctlMu.Unlock()
 	if busy {

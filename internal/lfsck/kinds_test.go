@@ -191,8 +191,14 @@ func checkData(t *testing.T, h *harness, tr *tree, k fault.Kind, target fid.FID)
 		case k.Target == "file":
 			resolves(tr.d, "f1", tr.f1)
 			same(tr.f1, tr.data1, "f1")
+			if k.Kind == "dirent_alien" {
+				gone(tr.d, "f1.alien")
+			}
 		case k.Target == "dir":
 			resolves(tr.d, "s", tr.s)
+			if k.Kind == "dir_second_name" {
+				gone(tr.d, "s.second")
+			}
 			if ino, err := h.tg.Getattr(tr.s, false); err != nil || ino.Mode&syscall.S_IFMT != syscall.S_IFDIR {
 				t.Fatalf("s: %v, %v", ino, err)
 			}

@@ -435,6 +435,11 @@ func (r *run) reconcile(child fid.FID, group []*pb.LfsckTraceItem, claims map[na
 			// corrupt entry), or a directory named twice: remove the
 			// entry; the object keeps its other name.
 			f.muts = append(f.muts, delMut(dk))
+			if dtyp == dtDir {
+				// The parent counts the entry as a subdirectory: its
+				// nlink is counted again once the entry is gone.
+				f.muts = append(f.muts, &pb.LfsckMut{M: &pb.LfsckMut_DirNlink{DirNlink: nk.parent.PB()}})
+			}
 			f.kinds[KNsDirent] = true
 			continue
 		}

@@ -133,8 +133,11 @@ func (rp *repairer) evalDry(comp uint32, e *entry, rep *pb.LfsckRepair) {
 	if ok, err := mdt.CheckConds(db, rep.Conds); err != nil || !ok {
 		return
 	}
-	for _, m := range rep.Muts {
-		if d, ok := m.M.(*pb.LfsckMut_DirNlink); ok && !dirNlinkWrong(db, fid.FromPB(d.DirNlink), r) {
+	// A recount that is the whole repair finds something only if the
+	// count is wrong now; one that follows other changes just settles
+	// the count after them (mdt's stage.dirNlink).
+	if len(rep.Muts) > 0 {
+		if d, ok := rep.Muts[0].M.(*pb.LfsckMut_DirNlink); ok && !dirNlinkWrong(db, fid.FromPB(d.DirNlink), r) {
 			return
 		}
 	}

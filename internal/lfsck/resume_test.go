@@ -429,3 +429,63 @@ func TestSpeedLimitHoldsAndChangesWhileRunning(t *testing.T) {
 		t.Fatalf("at 4000 objects/s, %d objects in 0.5 s", d)
 	}
 }
+
+// TestLeadershipNoticedAfterADryRunKeepsItsReport: the server tells the
+// checker it leads up to 200 ms after it does (mds followLeader), and an
+// admin's dry run can start and end before that. Resume must not replace
+// the dry run's figures, kept in memory only, with the stored state (the
+// report showed no objects checked: itest's base counts went wrong).
+// Losing the leadership afterwards drops them: the next leader's store
+// is what counts.
+func TestLeadershipNoticedAfterADryRunKeepsItsReport(t *testing.T) {
+	h := newHarness(t, 1)
+	for i := 0; i < 20; i++ {
+		h.create(fid.Root, fmt.Sprintf("f%02d", i), 1, []byte("x"))
+	}
+	ctx := context.Background()
+	c := New(h.env())
+	dry := h.run(c, &pb.LfsckStartRequest{Types: []string{"namespace"}, DryRun: true})
+	objects := dry.Components["namespace"].Stats["objects"]
+	if objects < 20 {
+		t.Fatalf("the dry run checked %d objects, want at least 20", objects)
+	}
+	if err := c.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after := c.Report().Components["namespace"]
+	if after.Stats["objects"] != objects || after.Status != "completed" || !c.Report().Params.DryRun {
+		t.Fatalf("after Resume the report shows %s, %d objects, dry run %v; want the dry run's completed, %d objects",
+			after.Status, after.Stats["objects"], c.Report().Params.DryRun, objects)
+	}
+	c.Abandon()
+	if got := c.Report().Components["namespace"].Stats["objects"]; got != 0 {
+		t.Fatalf("after losing the leadership the report still shows the dry run's %d objects", got)
+	}
+}
+
+// TestDryRunBeforeLeadershipNoticedStillResumesACrashedRun: a dry run
+// started on a restarted server before its leadership was noticed does
+// not hide the real run that was scanning when the server died.
+func TestDryRunBeforeLeadershipNoticedStillResumesACrashedRun(t *testing.T) {
+	h := newHarnessPool(t, 2, 4096)
+	agedDamaged(h, 600)
+	ctx := context.Background()
+	c := New(h.env())
+	if _, err := c.Start(ctx, fullReq(800)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(250 * time.Millisecond)
+	if !c.Running() {
+		t.Fatal("the run ended before the crash")
+	}
+	c.Abandon()
+	c = New(h.env()) // a restarted server
+	h.run(c, &pb.LfsckStartRequest{Types: []string{"namespace"}, DryRun: true})
+	if err := c.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Running() {
+		t.Fatal("the crashed run did not resume")
+	}
+	c.Stop(ctx)
+}

@@ -208,6 +208,51 @@ func (t *Target) BuildFault(req *pb.FaultInjectRequest) (*pb.FaultOp, []OSTFault
 			return nil, nil, fmt.Errorf("fault %s: the linkEA of %s has no entry %q", req.Kind, f, reqName)
 		}
 		putIno()
+	case "linkea_stale":
+		if err := entry(); err != nil {
+			return nil, nil, err
+		}
+		if isDir(ino) {
+			return nil, nil, fmt.Errorf("fault %s: use a file", req.Kind)
+		}
+		gone := reqName + ".stale"
+		if _, _, found, _ := lookupName(r, plocal, gone); found {
+			return nil, nil, fmt.Errorf("fault %s: the directory has an entry %q", req.Kind, gone)
+		}
+		if uint32(len(ino.Links)) != ino.Nlink {
+			return nil, nil, fmt.Errorf("fault %s: %s has %d linkEA entries for %d links; use a file whose names agree", req.Kind, f, len(ino.Links), ino.Nlink)
+		}
+		cond(DirentKey(plocal, gone), nil)
+		ino.Links = append(ino.Links, &pb.LinkEntry{Parent: pf.PB(), Name: []byte(gone)})
+		putIno()
+	case "dirent_alien":
+		if err := entry(); err != nil {
+			return nil, nil, err
+		}
+		if isDir(ino) || ino.Mode&syscall.S_IFMT == syscall.S_IFLNK {
+			return nil, nil, fmt.Errorf("fault %s: use a regular file", req.Kind)
+		}
+		alien := reqName + ".alien"
+		ak := DirentKey(plocal, alien)
+		cond(ak, nil)
+		set(ak, encodeDirent(f, DirentType(syscall.S_IFLNK)))
+	case "dir_second_name":
+		if err := entry(); err != nil {
+			return nil, nil, err
+		}
+		if !isDir(ino) {
+			return nil, nil, fmt.Errorf("fault %s: use a directory", req.Kind)
+		}
+		second := reqName + ".second"
+		sk := DirentKey(plocal, second)
+		cond(sk, nil)
+		set(sk, encodeDirent(f, DirentType(syscall.S_IFDIR)))
+		// The parent counts the new entry as a subdirectory, as a link
+		// made by the file system would: only the name is wrong.
+		pv, _ := r.Get(ObjKey(plocal))
+		cond(ObjKey(plocal), pv)
+		pino.Nlink++
+		set(ObjKey(plocal), mustMarshal(pino))
 	case "linkea_claim":
 		if err := entry(); err != nil {
 			return nil, nil, err

@@ -221,8 +221,8 @@ func (x *txn) lfsckApply(r *pb.LfsckRepair, count bool) error {
 	st := &stage{x: x, vals: map[string][]byte{}}
 	saved := x.saveCounters()
 	var merr error
-	for _, m := range r.Muts {
-		if merr = st.apply(m); merr != nil {
+	for i, m := range r.Muts {
+		if merr = st.apply(m, i > 0); merr != nil {
 			break
 		}
 	}
@@ -365,7 +365,9 @@ func (s *stage) NewIter(lower, upper []byte) (*kv.Iter, error) {
 
 func (s *stage) putInode(local uint64, ino *pb.Inode) { s.set(ObjKey(local), mustMarshal(ino)) }
 
-func (s *stage) apply(m *pb.LfsckMut) error {
+// apply stages one change; followUp: an earlier change of the same repair
+// was staged.
+func (s *stage) apply(m *pb.LfsckMut, followUp bool) error {
 	switch v := m.M.(type) {
 	case *pb.LfsckMut_Set:
 		if v.Set == nil || len(v.Set.Key) == 0 {
@@ -384,7 +386,7 @@ func (s *stage) apply(m *pb.LfsckMut) error {
 	case *pb.LfsckMut_InsertDirent:
 		return s.insertDirent(v.InsertDirent)
 	case *pb.LfsckMut_DirNlink:
-		return s.dirNlink(fid.FromPB(v.DirNlink))
+		return s.dirNlink(fid.FromPB(v.DirNlink), followUp)
 	case *pb.LfsckMut_NewStripe:
 		return s.newStripe(v.NewStripe)
 	default:
@@ -623,19 +625,33 @@ func (s *stage) insertDirent(d *pb.LfsckInsertDirent) error {
 
 // dirNlink sets a directory's nlink to 2 + its subdirectory entries,
 // counted now.
-func (s *stage) dirNlink(f fid.FID) error {
+// dirNlink sets a directory's nlink to 2 + its subdirectory entries,
+// counting the entries this repair staged. As the whole repair it is stale
+// when the count is right already; as a follow-up (after a change to the
+// directory's entries) it only settles the count.
+func (s *stage) dirNlink(f fid.FID, followUp bool) error {
 	local, d, err := s.getDirInode(f)
 	if err != nil {
 		return err
 	}
 	p := DirentPrefix(local)
+	isSub := func(v []byte) bool {
+		_, typ, ok := decodeDirent(v)
+		return ok && typ == DirentType(syscall.S_IFDIR)
+	}
 	it, err := s.x.b.NewIter(p, kv.PrefixEnd(p))
 	if err != nil {
 		return errf(syscall.EIO, "count subdirectories of %s: %v", f, err)
 	}
 	n := uint32(2)
+	seen := map[string]bool{}
 	for it.First(); it.Valid(); it.Next() {
-		if _, typ, ok := decodeDirent(it.Value()); ok && typ == DirentType(syscall.S_IFDIR) {
+		v := it.Value()
+		if sv, staged := s.vals[string(it.Key())]; staged {
+			seen[string(it.Key())] = true
+			v = sv // nil: deleted by this repair
+		}
+		if v != nil && isSub(v) {
 			n++
 		}
 	}
@@ -644,7 +660,15 @@ func (s *stage) dirNlink(f fid.FID) error {
 	if err != nil {
 		return errf(syscall.EIO, "count subdirectories of %s: %v", f, err)
 	}
+	for k, v := range s.vals {
+		if !seen[k] && v != nil && strings.HasPrefix(k, string(p)) && isSub(v) {
+			n++ // added by this repair
+		}
+	}
 	if d.Nlink == n {
+		if followUp {
+			return nil
+		}
 		return errStale
 	}
 	d.Nlink = n
