@@ -141,8 +141,7 @@ func TestLfsckStopResumeAndKill9EndLikeAnUninterruptedRun(t *testing.T) {
 		time.Sleep(300 * time.Millisecond) // let the test process reap it (as crash_test does)
 		cl.Restart()
 		// Until the restarted MDT leads and resumes the run, the query
-		// shows the stored state of the killed run (scanning, not
-		// running).
+		// shows the killed run as crashed (not running).
 		r = waitRunningOr(t, cl, "namespace", 30*time.Second, "completed")
 		ns = r.Components["namespace"]
 		t.Logf("after kill -9 %d: %s, resumed at %d (checkpoint seen before the kill: %d)", crash+1, ns.Status, ns.LatestStartPosition, ckpt)

@@ -99,6 +99,13 @@ func (c *Checker) loadState() *pb.LfsckState {
 	have := map[uint32]bool{}
 	for _, cs := range st.Components {
 		have[cs.Component] = true
+		// A run of this process reports its own state: a stored scanning
+		// status is a run whose server died (kill -9, power cut). Lustre
+		// shows it as crashed too until it resumes, and with
+		// NACRE_LFSCK_NO_AUTO nothing resumes it by itself.
+		if cs.Status == StPhase1 || cs.Status == StPhase2 {
+			cs.Status = StCrashed
+		}
 	}
 	for _, comp := range Components {
 		if !have[comp] {
