@@ -52,6 +52,7 @@ var Kinds = []Kind{
 	{"stripe_index", "layout", "file", "bad_stripe_index", "", "1", "intact", "store a wrong stripe index in stripe I's PFID"},
 	{"owner", "layout", "file", "inconsistent_owner", "", "1", "intact", "change the owner recorded on stripe I's OST object"},
 	{"multiple_reference", "layout", "file", "multiple_referenced", "", "1", "stripe-lost", "make stripe I name the OST object of another written file in the same directory (the file's own object is destroyed)"},
+	{"slot_lost", "layout", "file", "orphan", "-o", "1", "intact", "make stripe I name an object id the OST does not have; the real object stays, its PFID claiming the slot (put back in the slot, also with -c: Lustre's test 18d)"},
 	{"lost_mdt_object", "layout", "file", "orphan", "-o", "stripes", "lost+found", "remove the file's MDT object and name, keep its OST objects (adopted as <FID>-R-0)"},
 	{"lost_layout", "layout", "file", "orphan", "-o", "stripes", "intact", "drop the file's layout; its OST objects become orphans that point back"},
 	{"orphan_nopfid", "layout", "file", "orphan", "-o", "stripes", "lost+found", "remove the file's MDT object and name, and the PFIDs of its OST objects (adopted as <newFID>-N-0)"},

@@ -577,13 +577,25 @@ func (r *run) freshSlot(it *checkItem) (uint64, []byte, *pb.Inode, bool) {
 
 // stripeMissing: a layout slot names an object the OST does not have.
 func (r *run) stripeMissing(it *checkItem) {
+	if r.st.Params.Orphan && r.st.Phase == 1 {
+		if _, _, _, ok := r.freshSlot(it); ok {
+			r.deferLost(it) // an orphan may claim the slot (lost.go)
+		}
+		return
+	}
+	r.danglingSlot(it, r.st.Params.CreateOstobj)
+}
+
+// danglingSlot reports a slot whose object is missing, or with create
+// gives it a new, empty object.
+func (r *run) danglingSlot(it *checkItem, create bool) {
 	local, v, ino, ok := r.freshSlot(it)
 	if !ok {
 		return
 	}
 	r.found(Layout)
 	key := stripeKey(it.ost, it.seq, it.oid)
-	if !r.st.Params.CreateOstobj {
+	if !create {
 		r.rep.add(Layout, it.ent, &pb.LfsckRepair{Component: Layout, Kinds: []uint32{KLyDangling},
 			Conds: []*pb.LfsckCond{condVal(mdt.ObjKey(local), v)}, ReportKey: append([]byte{KLyDangling}, key...)})
 		return

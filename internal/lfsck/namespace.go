@@ -183,7 +183,19 @@ func (r *run) phase2() error {
 		}
 	}
 	if r.on(Layout) && r.st.Params.Orphan {
+		r.mu.Lock()
+		none := len(r.lost) == 0
+		r.mu.Unlock()
+		if none && !r.dry {
+			// Resumed in phase 2: the dangling slots phase 1 left.
+			if err := r.loadLost(); err != nil {
+				return fmt.Errorf("read the dangling slots: %w", err)
+			}
+		}
 		if err := r.orphans(); err != nil {
+			return err
+		}
+		if err := r.settleLost(); err != nil {
 			return err
 		}
 	}

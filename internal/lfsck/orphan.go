@@ -295,6 +295,16 @@ func (r *run) adopt(pf fid.FID, members []orphanObj) error {
 					objs[i] = slotOf(m)
 					changed = true
 					n++
+				case i < len(objs) && r.takeLost(pf, uint32(i), objs[i]):
+					// The slot names an object the OST does not have:
+					// this one, which claims it, was lost from the layout
+					// only (lost.go).
+					objs[i] = slotOf(m)
+					changed = true
+					n++
+					if !r.dry {
+						f.muts = append(f.muts, delMut(lostKey(lostSlot{pf, uint32(i)})))
+					}
 				case i < len(objs) && objs[i].Ost == m.ost && objs[i].Seq == m.attr.Seq && objs[i].Oid == m.attr.Oid:
 					// named after all (a change in flight)
 				case i >= len(objs) && i < want && want <= layout.MaxStripeCount:

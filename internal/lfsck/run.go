@@ -105,6 +105,7 @@ type run struct {
 	refs      map[uint32]*bitmap // OST objects of our sequence named by a layout
 	refsIdx   []*bitmap          // the same, by OST index (refsOf)
 	dups      map[stripe]bool    // OST objects named twice, no PFID known
+	lost      map[lostSlot]stripe // with -o: dangling slots left for after the orphan step (lost.go); under mu
 	boundary  map[uint32]uint64  // first unassigned object per OST (pool next)
 	reported  map[string]bool    // dry run: reports counted
 
@@ -131,7 +132,7 @@ func newRun(c *Checker, st *pb.LfsckState, resume bool) *run {
 	r := &run{
 		c: c, env: c.env, log: c.log, st: st, dry: st.Params.DryRun, resume: resume,
 		done: make(chan struct{}), names: newNameMatch(), overlay: map[fid.FID]uint64{}, losers: map[uint64]bool{},
-		confirmed: fidBitmap{}, refs: map[uint32]*bitmap{}, dups: map[stripe]bool{}, boundary: map[uint32]uint64{},
+		confirmed: fidBitmap{}, refs: map[uint32]*bitmap{}, dups: map[stripe]bool{}, lost: map[lostSlot]stripe{}, boundary: map[uint32]uint64{},
 		reported: map[string]bool{}, ost: fid.OSTSeq(c.env.Target.Identity().Index),
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
@@ -306,6 +307,9 @@ func (r *run) enterPhase2(items []*pb.LfsckTraceItem) error {
 	}
 	if !r.dry {
 		if err := r.writeTrace(items); err != nil {
+			return err
+		}
+		if err := r.saveLost(); err != nil {
 			return err
 		}
 	} else {

@@ -366,6 +366,16 @@ func (t *Target) BuildFault(req *pb.FaultInjectRequest) (*pb.FaultOp, []OSTFault
 			osts = append(osts, OSTFault{OST: slot.Ost, Kind: "set_record", Obj: slot, Rec: rec})
 		}
 		return nil, osts, nil
+	case "slot_lost":
+		if err := stripeOf(); err != nil {
+			return nil, nil, err
+		}
+		// An id far above any the OST has handed out: the slot dangles,
+		// and the real object, still claiming it, is an orphan.
+		lost := proto.Clone(slot).(*pb.StripeObject)
+		lost.Oid |= 1 << 46
+		ino.Layout.Objects[req.Stripe] = lost
+		putIno()
 	case "multiple_reference":
 		if err := entry(); err != nil {
 			return nil, nil, err

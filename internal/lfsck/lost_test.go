@@ -1,0 +1,118 @@
+package lfsck
+
+import (
+	"bytes"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/fault"
+	"nacre/internal/fid"
+	"nacre/internal/layout"
+)
+
+// A slot that names a missing object while the real one is still on the
+// OST claiming it (slot_lost) goes back to the real object also when -c
+// is given: the checker does not first fill the slot with a new, empty
+// object (which would send the real one to lost+found; Lustre's test 18d).
+func TestLostSlotGetsItsObjectBackAlsoWithCreate(t *testing.T) {
+	h := newHarness(t, 2)
+	tr := buildTree(h)
+	c := New(h.env())
+	h.inject("slot_lost", tr.f1, tr.d, "f1", 0)
+	ino, err := h.tg.Getattr(tr.f1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bogus := ino.Layout.Objects[0]
+	req := &pb.LfsckStartRequest{Types: []string{"all"}, Reset_: true, Orphan: true, CreateOstobj: true}
+	rep := h.run(c, req)
+	lay := rep.Components["layout"]
+	if lay.Counters["orphan"].Repaired != 1 || lay.Counters["dangling"].Inconsistent != 0 {
+		t.Fatalf("want 1 orphan repaired and no dangling slot: %s", describe(rep))
+	}
+	if f, r := totals(rep); f != 1 || r != 1 {
+		t.Fatalf("other counters moved: %s", describe(rep))
+	}
+	if attrs, err := h.osts[bogus.Ost].GetObjects([]fid.ObjID{{Seq: bogus.Seq, Oid: bogus.Oid}}); err != nil || len(attrs) != 1 || attrs[0].Exists {
+		t.Fatalf("the checker created the missing object %v: %v, %v", bogus, attrs, err)
+	}
+	got, err := h.read(tr.f1)
+	if err != nil || !bytes.Equal(got, tr.data1) {
+		t.Fatalf("f1 reads back %d bytes (%v), want its %d bytes", len(got), err, len(tr.data1))
+	}
+	if lpf := h.lpf(); len(lpf) != 0 {
+		t.Fatalf("lost+found: %v", lpf)
+	}
+	if again := h.run(c, req); func() bool { f, _ := totals(again); return f != 0 }() {
+		t.Fatalf("second run: %s", describe(again))
+	}
+}
+
+// With -o, a dangling slot no orphan claims is settled after the orphan
+// step as phase 1 settles it without -o: with -c, a new empty object.
+func TestDanglingSlotWithOrphansIsCreatedAfterThem(t *testing.T) {
+	h := newHarness(t, 2)
+	tr := buildTree(h)
+	c := New(h.env())
+	h.inject("ost_object_missing", tr.f1, tr.d, "f1", 0)
+	req := &pb.LfsckStartRequest{Types: []string{"all"}, Reset_: true, Orphan: true}
+	dry := proto2Dry(req)
+	if rep := h.run(c, dry); rep.Components["layout"].Counters["dangling"].Inconsistent != 1 {
+		t.Fatalf("dry run with -o: want 1 dangling: %s", describe(rep))
+	}
+	rep := h.run(c, req) // -o without -c: reported
+	if got := rep.Components["layout"].Counters["dangling"]; got.Inconsistent != 1 || got.Repaired != 0 {
+		t.Fatalf("-o: want 1 dangling found, none repaired: %s", describe(rep))
+	}
+	req.CreateOstobj = true
+	rep = h.run(c, req)
+	if got := rep.Components["layout"].Counters["dangling"]; got.Inconsistent != 1 || got.Repaired != 1 {
+		t.Fatalf("-o -c: want 1 dangling repaired: %s", describe(rep))
+	}
+	if again := h.run(c, req); func() bool { f, _ := totals(again); return f != 0 }() {
+		t.Fatalf("second run: %s", describe(again))
+	}
+	const ss = 64 << 10
+	got, err := h.read(tr.f1)
+	if want := layout.View(tr.data1, ss, 2, map[int]bool{1: true}, 0); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("f1 reads back %d bytes (%v), want %d with stripe 0 zero", len(got), err, len(want))
+	}
+}
+
+// A run that fails right after entering phase 2 (its checkpoint there is
+// the last) keeps its dangling slots in the store: resumed by a new
+// checker, it still puts the real object back.
+func TestLostSlotSurvivesAFailureAtPhase2(t *testing.T) {
+	h := newHarness(t, 2)
+	tr := buildTree(h)
+	c := New(h.env())
+	h.inject("slot_lost", tr.f1, tr.d, "f1", 0)
+	fault.Arm("lfsck.checkpoint.after", fault.Action{Kind: "error", Count: 1})
+	defer fault.Disarm("lfsck.checkpoint.after")
+	req := &pb.LfsckStartRequest{Types: []string{"all"}, Reset_: true, Orphan: true, CreateOstobj: true}
+	failed := h.run(c, req)
+	if failed.Components["layout"].Status != "failed" || failed.Components["layout"].Counters["orphan"].Repaired != 0 {
+		t.Fatalf("want a run failed at phase 2's checkpoint, before the orphan step: %s", describe(failed))
+	}
+	c = New(h.env()) // the slots must come from the store, not memory
+	resumed := h.run(c, &pb.LfsckStartRequest{Orphan: true, CreateOstobj: true})
+	lay := resumed.Components["layout"]
+	if lay.Status != "completed" || lay.Counters["orphan"].Repaired != 1 || lay.Counters["dangling"].Inconsistent != 0 {
+		t.Fatalf("resumed run: want 1 orphan repaired, no dangling: %s", describe(resumed))
+	}
+	got, err := h.read(tr.f1)
+	if err != nil || !bytes.Equal(got, tr.data1) {
+		t.Fatalf("f1 reads back %d bytes (%v), want its %d bytes", len(got), err, len(tr.data1))
+	}
+	if lpf := h.lpf(); len(lpf) != 0 {
+		t.Fatalf("lost+found: %v", lpf)
+	}
+}
+
+func proto2Dry(r *pb.LfsckStartRequest) *pb.LfsckStartRequest {
+	d := proto.Clone(r).(*pb.LfsckStartRequest)
+	d.DryRun = true
+	return d
+}
