@@ -98,16 +98,16 @@ type run struct {
 	// Phase 1 findings carried to phase 2.
 	names     *nameMatch
 	items     []*pb.LfsckTraceItem
-	omu       sync.Mutex         // guards overlay against the OST result handlers
-	overlay   map[fid.FID]uint64 // OI corrections (FID -> local)
-	losers    map[uint64]bool    // objects that lost an OI conflict
-	confirmed fidBitmap          // FIDs whose OI entry the object scan confirmed
-	refs      map[uint32]*bitmap // OST objects of our sequence named by a layout
-	refsIdx   []*bitmap          // the same, by OST index (refsOf)
-	dups      map[stripe]bool    // OST objects named twice, no PFID known
+	omu       sync.Mutex          // guards overlay against the OST result handlers
+	overlay   map[fid.FID]uint64  // OI corrections (FID -> local)
+	losers    map[uint64]bool     // objects that lost an OI conflict
+	confirmed fidBitmap           // FIDs whose OI entry the object scan confirmed
+	refs      map[uint32]*bitmap  // OST objects of our sequence named by a layout
+	refsIdx   []*bitmap           // the same, by OST index (refsOf)
+	dups      map[stripe]bool     // OST objects named twice, no PFID known
 	lost      map[lostSlot]stripe // with -o: dangling slots left for after the orphan step (lost.go); under mu
-	boundary  map[uint32]uint64  // first unassigned object per OST (pool next)
-	reported  map[string]bool    // dry run: reports counted
+	boundary  map[uint32]uint64   // first unassigned object per OST (pool next)
+	reported  map[string]bool     // dry run: reports counted
 
 	mu        sync.Mutex
 	t1        tally // phase 1, live
