@@ -772,22 +772,14 @@ func (r *run) resolveDups() error {
 		if len(hs) < 2 {
 			continue
 		}
-		cli := r.env.OSTs()[s.ost]
-		if cli == nil {
-			r.markIncomplete(s.ost)
-			continue
-		}
-		ctx, cancel := context.WithTimeout(r.ctx, r.env.RPCTimeout)
-		attrs, err := cli.GetObjects(ctx, []*pb.StripeObject{{Ost: s.ost, Seq: s.seq, Oid: s.oid}})
-		cancel()
+		a, ok, err := r.askOST(s)
 		if err != nil {
-			if r.stopping() {
-				return errHalted
-			}
-			r.markIncomplete(s.ost)
+			return err
+		}
+		if !ok {
 			continue
 		}
-		if len(attrs) == 1 && attrs[0].Parent != nil && !fid.FromPB(attrs[0].Parent).IsZero() {
+		if a != nil && a.Parent != nil && !fid.FromPB(a.Parent).IsZero() {
 			continue // the checks settled it
 		}
 		for _, h := range hs[1:] {
@@ -859,4 +851,29 @@ func (r *run) ostClient(idx uint32) OST {
 		r.ostMap, r.ostAt = r.env.OSTs(), time.Now()
 	}
 	return r.ostMap[idx]
+}
+
+// askOST reads one object's record from its OST: nil if the OST returned
+// none. ok is false when the OST is unknown or did not answer (it is then
+// marked incomplete); err is errHalted when the run is stopping.
+func (r *run) askOST(s stripe) (a *pb.ObjectAttr, ok bool, err error) {
+	cli := r.env.OSTs()[s.ost]
+	if cli == nil {
+		r.markIncomplete(s.ost)
+		return nil, false, nil
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, r.env.RPCTimeout)
+	attrs, err := cli.GetObjects(ctx, []*pb.StripeObject{{Ost: s.ost, Seq: s.seq, Oid: s.oid}})
+	cancel()
+	if err != nil {
+		if r.stopping() {
+			return nil, false, errHalted
+		}
+		r.markIncomplete(s.ost)
+		return nil, false, nil
+	}
+	if len(attrs) != 1 {
+		return nil, true, nil
+	}
+	return attrs[0], true, nil
 }

@@ -1,7 +1,6 @@
 package lfsck
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 	"sort"
@@ -146,28 +145,18 @@ func (r *run) settleLost() error {
 			return err
 		}
 		s := objs[ls]
-		cli := r.env.OSTs()[s.ost]
-		if cli == nil {
-			r.markIncomplete(s.ost)
-			continue
-		}
-		ctx, cancel := context.WithTimeout(r.ctx, r.env.RPCTimeout)
-		attrs, err := cli.GetObjects(ctx, []*pb.StripeObject{{Ost: s.ost, Seq: s.seq, Oid: s.oid}})
-		cancel()
+		a, ok, err := r.askOST(s)
 		if err != nil {
-			if r.stopping() {
-				return errHalted
-			}
-			r.markIncomplete(s.ost)
-			continue
+			return err
 		}
-		if len(attrs) == 1 && attrs[0].Exists {
+		if a != nil && a.Exists {
 			continue // there now (a run before a crash made it)
 		}
-		// An OST whose orphans were not all listed may still hold the
-		// slot's real object: report the slot, make nothing.
+		// An OST that does not answer now, or whose orphans were not all
+		// listed, may still hold the slot's real object: report the slot,
+		// make nothing.
 		r.danglingSlot(&checkItem{ost: s.ost, slot: ls.slot, seq: s.seq, oid: s.oid, ent: &entry{fid: ls.f, done: true}},
-			r.st.Params.CreateOstobj && !r.incomplete(s.ost))
+			ok && r.st.Params.CreateOstobj && !r.incomplete(s.ost))
 	}
 	return r.rep.flush()
 }
