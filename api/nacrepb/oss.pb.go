@@ -784,6 +784,7 @@ type LfsckSummaryReply struct {
 	Uninitialized []byte                 `protobuf:"bytes,2,opt,name=uninitialized,proto3" json:"uninitialized,omitempty"`
 	Sums          []uint64               `protobuf:"fixed64,3,rep,packed,name=sums,proto3" json:"sums,omitempty"`
 	Done          bool                   `protobuf:"varint,4,opt,name=done,proto3" json:"done,omitempty"`
+	Next          uint64                 `protobuf:"varint,5,opt,name=next,proto3" json:"next,omitempty"` // not done: the first object id after the range
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -844,6 +845,13 @@ func (x *LfsckSummaryReply) GetDone() bool {
 		return x.Done
 	}
 	return false
+}
+
+func (x *LfsckSummaryReply) GetNext() uint64 {
+	if x != nil {
+		return x.Next
+	}
+	return 0
 }
 
 // LfsckOrphansRequest: objects of seq in [from, to) whose bit is clear in
@@ -979,14 +987,18 @@ func (x *LfsckOrphansReply) GetNext() uint64 {
 // LfsckObjRepair changes one object's record if its current record still
 // has the digest expect (or is absent, with create).
 type LfsckObjRepair struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
-	Oid           uint64                 `protobuf:"varint,2,opt,name=oid,proto3" json:"oid,omitempty"`
-	Expect        uint64                 `protobuf:"fixed64,3,opt,name=expect,proto3" json:"expect,omitempty"`
-	Create        bool                   `protobuf:"varint,4,opt,name=create,proto3" json:"create,omitempty"` // the object must be absent; create it
-	Record        *ObjectAttr            `protobuf:"bytes,5,opt,name=record,proto3" json:"record,omitempty"`  // PFID, layout and owner fields to store
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Seq    uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Oid    uint64                 `protobuf:"varint,2,opt,name=oid,proto3" json:"oid,omitempty"`
+	Expect uint64                 `protobuf:"fixed64,3,opt,name=expect,proto3" json:"expect,omitempty"`
+	Create bool                   `protobuf:"varint,4,opt,name=create,proto3" json:"create,omitempty"` // the object must be absent; create it
+	Record *ObjectAttr            `protobuf:"bytes,5,opt,name=record,proto3" json:"record,omitempty"`  // PFID, layout and owner fields to store
+	// Destroy the object instead, if its record's digest is expect and it
+	// holds no data (an object the checker made for a dangling slot, never
+	// written since: Lustre's conditional destroy, test 18d).
+	DestroyIfEmpty bool `protobuf:"varint,6,opt,name=destroy_if_empty,json=destroyIfEmpty,proto3" json:"destroy_if_empty,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *LfsckObjRepair) Reset() {
@@ -1052,6 +1064,13 @@ func (x *LfsckObjRepair) GetRecord() *ObjectAttr {
 		return x.Record
 	}
 	return nil
+}
+
+func (x *LfsckObjRepair) GetDestroyIfEmpty() bool {
+	if x != nil {
+		return x.DestroyIfEmpty
+	}
+	return false
 }
 
 type LfsckObjRepairRequest struct {
@@ -1511,12 +1530,13 @@ const file_oss_proto_rawDesc = "" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\x04R\x04from\x12\x12\n" +
 	"\x04span\x18\x03 \x01(\x04R\x04span\x12\x14\n" +
-	"\x05block\x18\x04 \x01(\rR\x05block\"y\n" +
+	"\x05block\x18\x04 \x01(\rR\x05block\"\x8d\x01\n" +
 	"\x11LfsckSummaryReply\x12\x16\n" +
 	"\x06exists\x18\x01 \x01(\fR\x06exists\x12$\n" +
 	"\runinitialized\x18\x02 \x01(\fR\runinitialized\x12\x12\n" +
 	"\x04sums\x18\x03 \x03(\x06R\x04sums\x12\x12\n" +
-	"\x04done\x18\x04 \x01(\bR\x04done\"}\n" +
+	"\x04done\x18\x04 \x01(\bR\x04done\x12\x12\n" +
+	"\x04next\x18\x05 \x01(\x04R\x04next\"}\n" +
 	"\x13LfsckOrphansRequest\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\x04R\x04from\x12\x0e\n" +
@@ -1527,13 +1547,14 @@ const file_oss_proto_rawDesc = "" +
 	"\x03max\x18\x05 \x01(\rR\x03max\"W\n" +
 	"\x11LfsckOrphansReply\x12.\n" +
 	"\aobjects\x18\x01 \x03(\v2\x14.nacre.v1.ObjectAttrR\aobjects\x12\x12\n" +
-	"\x04next\x18\x02 \x01(\x04R\x04next\"\x92\x01\n" +
+	"\x04next\x18\x02 \x01(\x04R\x04next\"\xbc\x01\n" +
 	"\x0eLfsckObjRepair\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x10\n" +
 	"\x03oid\x18\x02 \x01(\x04R\x03oid\x12\x16\n" +
 	"\x06expect\x18\x03 \x01(\x06R\x06expect\x12\x16\n" +
 	"\x06create\x18\x04 \x01(\bR\x06create\x12,\n" +
-	"\x06record\x18\x05 \x01(\v2\x14.nacre.v1.ObjectAttrR\x06record\"G\n" +
+	"\x06record\x18\x05 \x01(\v2\x14.nacre.v1.ObjectAttrR\x06record\x12(\n" +
+	"\x10destroy_if_empty\x18\x06 \x01(\bR\x0edestroyIfEmpty\"G\n" +
 	"\x15LfsckObjRepairRequest\x12.\n" +
 	"\x05items\x18\x01 \x03(\v2\x18.nacre.v1.LfsckObjRepairR\x05items\")\n" +
 	"\x13LfsckObjRepairReply\x12\x12\n" +

@@ -109,7 +109,7 @@ func TestLfsckEveryFaultKind(t *testing.T) {
 				others := otherFlags(k)
 				if k.Kind == "slot_lost" {
 					// Without -o the slot is only dangling; -c would give
-					// it a new object and send the real one to lost+found.
+					// it a new object (lfsck's own tests cover that).
 					wantFound, counter, others = want, "dangling", []string{"-C"}
 				}
 				r := lfsckRun(t, cl, append([]string{"-r"}, others...)...)

@@ -117,7 +117,7 @@ func (o localOST) Summary(ctx context.Context, req *pb.LfsckSummaryRequest) (*pb
 	if err != nil {
 		return nil, err
 	}
-	return &pb.LfsckSummaryReply{Exists: sum.Exists, Uninitialized: sum.Uninit, Sums: sum.Sums, Done: sum.Done}, nil
+	return &pb.LfsckSummaryReply{Exists: sum.Exists, Uninitialized: sum.Uninit, Sums: sum.Sums, Done: sum.Done, Next: sum.Next}, nil
 }
 
 func (o localOST) Orphans(ctx context.Context, req *pb.LfsckOrphansRequest) (*pb.LfsckOrphansReply, error) {
@@ -137,15 +137,7 @@ func (o localOST) Repair(ctx context.Context, req *pb.LfsckObjRepairRequest) (*p
 	if err != nil {
 		return nil, err
 	}
-	items := make([]ost.ObjRepair, len(req.Items))
-	for i, it := range req.Items {
-		rec := ost.Rec{}
-		if it.Record != nil {
-			rec = ost.AttrRec(it.Record)
-		}
-		items[i] = ost.ObjRepair{Obj: fid.ObjID{Seq: it.Seq, Oid: it.Oid}, Expect: it.Expect, Create: it.Create, Rec: rec}
-	}
-	done, err := st.RepairObjects(items)
+	done, err := st.RepairObjects(ost.RepairsOf(req.Items))
 	if err != nil {
 		return nil, err
 	}

@@ -116,3 +116,61 @@ func proto2Dry(r *pb.LfsckStartRequest) *pb.LfsckStartRequest {
 	d.DryRun = true
 	return d
 }
+
+// A run with -c but without -o gives the dangling slot a new, empty
+// object; a later run with -o finds the real object claiming the slot.
+// The empty object, never written, is destroyed and the real one goes
+// back (Lustre's conditional destroy, test 18d). Once the new object has
+// been written, it stays, and the real one is adopted into lost+found.
+func TestOrphanReplacesTheEmptyObjectCreateMadeForItsSlot(t *testing.T) {
+	for _, written := range []bool{false, true} {
+		h := newHarness(t, 2)
+		tr := buildTree(h)
+		c := New(h.env())
+		h.inject("slot_lost", tr.f1, tr.d, "f1", 0)
+		ino, err := h.tg.Getattr(tr.f1, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		made := ino.Layout.Objects[0]
+		rep := h.run(c, &pb.LfsckStartRequest{Types: []string{"layout"}, Reset_: true, CreateOstobj: true})
+		if got := rep.Components["layout"].Counters["dangling"]; got.Repaired != 1 {
+			t.Fatalf("-c: want the dangling slot given an object: %s", describe(rep))
+		}
+		want := tr.data1
+		if written {
+			// A client writes the file's first stripe: into the new object.
+			ino, _ = h.tg.Getattr(tr.f1, false)
+			want = append([]byte(nil), tr.data1...)
+			copy(want, bytes.Repeat([]byte{0xee}, 1000))
+			h.write(ino, want[:1000])
+		}
+		rep = h.run(c, &pb.LfsckStartRequest{Types: []string{"layout"}, Reset_: true, Orphan: true, CreateOstobj: true})
+		if got := rep.Components["layout"].Counters["orphan"]; got.Repaired != 1 {
+			t.Fatalf("written %v: -o: want 1 orphan repaired: %s", written, describe(rep))
+		}
+		attrs, err := h.osts[made.Ost].GetObjects([]fid.ObjID{{Seq: made.Seq, Oid: made.Oid}})
+		if err != nil || len(attrs) != 1 {
+			t.Fatal(attrs, err)
+		}
+		got, err := h.read(tr.f1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lpf := h.lpf()
+		if !written {
+			if attrs[0].Exists || !bytes.Equal(got, tr.data1) || len(lpf) != 0 {
+				t.Fatalf("the empty object is still there (%v), or f1 reads back %d bytes, not its %d, or lost+found holds %v",
+					attrs[0].Exists, len(got), len(tr.data1), lpf)
+			}
+			continue
+		}
+		if !attrs[0].Exists || !bytes.Equal(got[:1000], want[:1000]) {
+			t.Fatalf("written: the object the client wrote was destroyed (%v), or f1 lost the write", !attrs[0].Exists)
+		}
+		name := tr.f1.String() + "-C-0"
+		if _, ok := lpf[name]; !ok || len(lpf) != 1 {
+			t.Fatalf("written: lost+found holds %v, want %s (the real object)", lpf, name)
+		}
+	}
+}

@@ -99,9 +99,9 @@ func TestRepairsThatNeedAFlagHappenOnlyWhenAsked(t *testing.T) {
 			}
 			runs := []string{"", otherFlags(k)}
 			if k.Kind == "slot_lost" {
-				// Without -o the slot is only dangling (and -c would give
-				// it a new object: the real one then goes to lost+found,
-				// docs/lfsck.md).
+				// Without -o the slot is only dangling, and -c would give
+				// it a new object (which a later run with -o destroys
+				// again: TestOrphanReplacesTheEmptyObjectCreateMadeForItsSlot).
 				wantFound, counter, runs = want, "dangling", []string{"", "-C"}
 			}
 			for _, flags := range runs {

@@ -295,6 +295,8 @@ func (r *run) adopt(pf fid.FID, members []orphanObj) error {
 					objs[i] = slotOf(m)
 					changed = true
 					n++
+				case i < len(objs) && objs[i].Ost == m.ost && objs[i].Seq == m.attr.Seq && objs[i].Oid == m.attr.Oid:
+					// named after all (a change in flight)
 				case i < len(objs) && r.takeLost(pf, uint32(i), objs[i]):
 					// The slot names an object the OST does not have:
 					// this one, which claims it, was lost from the layout
@@ -305,8 +307,13 @@ func (r *run) adopt(pf fid.FID, members []orphanObj) error {
 					if !r.dry {
 						f.muts = append(f.muts, delMut(lostKey(lostSlot{pf, uint32(i)})))
 					}
-				case i < len(objs) && objs[i].Ost == m.ost && objs[i].Seq == m.attr.Seq && objs[i].Oid == m.attr.Oid:
-					// named after all (a change in flight)
+				case i < len(objs) && r.emptyTakerGone(pf, uint32(i), objs[i]):
+					// The slot's object was made for a dangling slot (a
+					// run with -c before the orphan was seen) and never
+					// written: destroyed, it gives the slot back.
+					objs[i] = slotOf(m)
+					changed = true
+					n++
 				case i >= len(objs) && i < want && want <= layout.MaxStripeCount:
 					for len(objs) <= i {
 						objs = append(objs, &pb.StripeObject{})
@@ -413,4 +420,30 @@ func (r *run) stillOnOST(ms []orphanObj) []orphanObj {
 		}
 	}
 	return out
+}
+
+// emptyTakerGone reports whether slot i of file pf, which an orphan claims
+// too, is held by an object that claims it as well but holds no data (the
+// checker's -c makes such objects for dangling slots; Lustre marks them
+// with ctime 0), and in a real run destroys that object on its OST, only
+// if it still has no data then (Lustre's conditional destroy, test 18d).
+// The orphan then takes the slot; if the layout changed meanwhile, the
+// slot dangles and the next run with -o puts the orphan there.
+func (r *run) emptyTakerGone(pf fid.FID, i uint32, s *pb.StripeObject) bool {
+	a, ok, err := r.askOST(stripe{s.Ost, s.Seq, s.Oid})
+	if err != nil || !ok || a == nil || !a.Exists || a.Size != 0 || a.Blocks != 0 ||
+		fid.FromPB(a.Parent) != pf || a.StripeIndex != i {
+		return false
+	}
+	if r.dry {
+		return true
+	}
+	var buf [96]byte
+	got := ost.AttrRec(a)
+	done, err := r.ostRepair(s.Ost, &pb.LfsckObjRepair{Seq: s.Seq, Oid: s.Oid, Expect: ost.Digest(got.Append(buf[:0])), DestroyIfEmpty: true})
+	if err != nil {
+		r.log.Warn("orphan adoption: destroy the empty object of the slot", "fid", pf, "slot", i, "err", err)
+		return false
+	}
+	return done
 }

@@ -64,6 +64,10 @@ type expPage struct {
 
 const expPageBytes = sumSpan * 20
 
+// maxTablePages bounds the table's pages per OST: ids from 2^32 on are
+// checked object by object.
+const maxTablePages = 1 << 16
+
 // ostSums is one OST's summary pages, filled by its fetcher.
 type ostSums struct {
 	pages map[uint64]*pb.LfsckSummaryReply // by id/sumSpan
@@ -98,7 +102,7 @@ func newExpectations(r *run) *expectations {
 // oid of OST ost; false means it has no room (queue the stripe instead).
 func (e *expectations) record(ost uint32, oid, dig, local uint64, slot int) bool {
 	pi := oid / sumSpan
-	if ost >= 1<<16 || pi >= 1<<16 { // ids beyond 2^32: not worth a table
+	if ost >= 1<<16 || pi >= maxTablePages { // ids beyond 2^32: not worth a table
 		return false
 	}
 	for int(ost) >= len(e.pages) {
@@ -151,7 +155,7 @@ func (e *expectations) fetch() {
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
-			for pi := uint64(0); ; pi++ {
+			for pi := uint64(0); ; {
 				rep, err := (*pb.LfsckSummaryReply)(nil), fault.Hit("lfsck.layout.summary")
 				if err == nil {
 					rctx, rcancel := context.WithTimeout(ctx, e.r.env.RPCTimeout)
@@ -170,13 +174,21 @@ func (e *expectations) fetch() {
 					return
 				}
 				s.pages[pi] = rep
-				if rep.Done {
+				// Pages without objects are skipped (a page left out
+				// reads as empty once done), and ids from 2^32 on are
+				// never in the table (record): one object at a huge id
+				// (garbage, or made by -c for a corrupt slot) once had
+				// this loop fetch 2^30 pages.
+				next := max(pi+1, rep.Next/sumSpan)
+				if rep.Done || next >= maxTablePages {
 					s.done = true
 				}
+				done := s.done
 				e.mu.Unlock()
-				if rep.Done {
+				if done {
 					return
 				}
+				pi = next
 			}
 		}()
 	}

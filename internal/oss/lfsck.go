@@ -8,7 +8,6 @@ import (
 
 	"nacre/api/nacrepb"
 	"nacre/internal/fault"
-	"nacre/internal/fid"
 	"nacre/internal/ost"
 )
 
@@ -50,7 +49,7 @@ func (v *service) LfsckSummary(ctx context.Context, req *nacrepb.LfsckSummaryReq
 	if err != nil {
 		return nil, grpcErr(err)
 	}
-	return &nacrepb.LfsckSummaryReply{Exists: sum.Exists, Uninitialized: sum.Uninit, Sums: sum.Sums, Done: sum.Done}, nil
+	return &nacrepb.LfsckSummaryReply{Exists: sum.Exists, Uninitialized: sum.Uninit, Sums: sum.Sums, Done: sum.Done, Next: sum.Next}, nil
 }
 
 func (v *service) LfsckOrphans(ctx context.Context, req *nacrepb.LfsckOrphansRequest) (*nacrepb.LfsckOrphansReply, error) {
@@ -65,15 +64,7 @@ func (v *service) LfsckOrphans(ctx context.Context, req *nacrepb.LfsckOrphansReq
 }
 
 func (v *service) LfsckRepair(ctx context.Context, req *nacrepb.LfsckObjRepairRequest) (*nacrepb.LfsckObjRepairReply, error) {
-	items := make([]ost.ObjRepair, len(req.Items))
-	for i, it := range req.Items {
-		rec := ost.Rec{}
-		if it.Record != nil {
-			rec = ost.AttrRec(it.Record)
-		}
-		items[i] = ost.ObjRepair{Obj: fid.ObjID{Seq: it.Seq, Oid: it.Oid}, Expect: it.Expect, Create: it.Create, Rec: rec}
-	}
-	done, err := v.s.store.RepairObjects(items)
+	done, err := v.s.store.RepairObjects(ost.RepairsOf(req.Items))
 	if err != nil {
 		return nil, grpcErr(err)
 	}

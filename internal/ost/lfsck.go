@@ -238,6 +238,7 @@ type Summary struct {
 	Exists, Uninit []byte   // bit i: id from+i, LSB first
 	Sums           []uint64 // per block: the sum of the digests of initialized records
 	Done           bool     // no object of seq at or beyond the range
+	Next           uint64   // not Done: the first object id after the range
 }
 
 // Summarize summarises the records of the objects of seq with ids in
@@ -285,7 +286,7 @@ func (s *Store) Summarize(seq, from, span, block uint64) (*Summary, error) {
 		}
 		oid := binary.BigEndian.Uint64(k[9:])
 		if oid-from >= span {
-			sum.Done = false
+			sum.Done, sum.Next = false, oid
 			break
 		}
 		if gone[oid] {
@@ -372,6 +373,23 @@ type ObjRepair struct {
 	Expect uint64 // digest of the current record
 	Create bool   // the object must be absent; create it
 	Rec    Rec    // the record to store (Seq and Oid are Obj's)
+	// DestroyIfEmpty destroys the object instead, if its record's digest
+	// is Expect and it has no data file (never written: a write creates
+	// the file under the object's lock, which the check holds).
+	DestroyIfEmpty bool
+}
+
+// RepairsOf converts the repairs as the checker sends them.
+func RepairsOf(items []*nacrepb.LfsckObjRepair) []ObjRepair {
+	out := make([]ObjRepair, len(items))
+	for i, it := range items {
+		rec := Rec{}
+		if it.Record != nil {
+			rec = AttrRec(it.Record)
+		}
+		out[i] = ObjRepair{Obj: fid.ObjID{Seq: it.Seq, Oid: it.Oid}, Expect: it.Expect, Create: it.Create, Rec: rec, DestroyIfEmpty: it.DestroyIfEmpty}
+	}
+	return out
 }
 
 // RepairObjects applies each repair whose condition holds, and syncs.
@@ -386,6 +404,14 @@ func (s *Store) RepairObjects(items []ObjRepair) ([]bool, error) {
 	for i, r := range items {
 		if r.Create {
 			creates = append(creates, i)
+			continue
+		}
+		if r.DestroyIfEmpty {
+			ok, err := s.destroyIfEmpty(r)
+			if err != nil {
+				return done, err
+			}
+			done[i] = ok
 			continue
 		}
 		ok, err := s.repairOne(r)
@@ -436,6 +462,22 @@ func (s *Store) RepairObjects(items []ObjRepair) ([]bool, error) {
 		return done, fmt.Errorf("repair %s objects: %w", s.label, err)
 	}
 	return done, nil
+}
+
+func (s *Store) destroyIfEmpty(r ObjRepair) (bool, error) {
+	s.metaMu.Lock()
+	defer s.metaMu.Unlock()
+	n, err := s.destroyLocked([]fid.ObjID{r.Obj}, func(obj fid.ObjID, v []byte) bool {
+		if Digest(v) != r.Expect {
+			return false
+		}
+		_, err := os.Stat(s.path(obj))
+		return errors.Is(err, fs.ErrNotExist)
+	}, nil)
+	if err != nil {
+		return false, fmt.Errorf("repair %s object %s: destroy: %w", s.label, r.Obj, err)
+	}
+	return n == 1, nil
 }
 
 func (s *Store) repairOne(r ObjRepair) (bool, error) {

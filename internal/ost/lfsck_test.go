@@ -138,3 +138,62 @@ func TestSummaryAgreesWithCheckObjects(t *testing.T) {
 		}
 	}
 }
+
+// A summary that stops before the next object says where it is, so that
+// the checker skips the empty ranges in between (one object at a huge id
+// once made it ask for 2^30 empty ranges).
+func TestSummaryNamesTheNextObject(t *testing.T) {
+	s := newStore(t)
+	s.Precreate(seq, 1, 10)
+	far := uint64(1) << 40
+	r := Rec{Parent: fileB, StripeIndex: 0}
+	if done, err := s.RepairObjects([]ObjRepair{{Obj: obj(far), Create: true, Rec: r}}); err != nil || !done[0] {
+		t.Fatalf("create object %d: %v %v", far, done, err)
+	}
+	sum, err := s.Summarize(seq, 0, 1024, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Done || sum.Next != far {
+		t.Fatalf("summary of [0, 1024): done %v, next %d; want not done, next %d", sum.Done, sum.Next, far)
+	}
+	if sum, err = s.Summarize(seq, far, 1024, 64); err != nil || !sum.Done || sum.Next != 0 {
+		t.Fatalf("summary from %d: %+v, %v; want done", far, sum, err)
+	}
+}
+
+// DestroyIfEmpty destroys an object only if its record is the one
+// expected and it was never written.
+func TestDestroyIfEmptyOnlyDestroysUnwrittenObjects(t *testing.T) {
+	s := newStore(t)
+	s.Precreate(seq, 1, 10)
+	r := Rec{Parent: fileB, StripeIndex: 1}
+	if done, err := s.RepairObjects([]ObjRepair{{Obj: obj(20), Create: true, Rec: r}, {Obj: obj(21), Create: true, Rec: r}}); err != nil || !done[0] || !done[1] {
+		t.Fatalf("create: %v %v", done, err)
+	}
+	must(t, s.Write(obj(21), 0, []byte("data"), metaFor(fileB, 1)))
+	digest := func(oid uint64) uint64 {
+		rec := AttrRec(record(t, s, obj(oid)))
+		return RecordDigest(&rec)
+	}
+	cases := []struct {
+		oid    uint64
+		expect uint64
+		want   bool
+	}{
+		{20, digest(20) + 1, false}, // another record than the checker saw
+		{21, digest(21), false},     // written
+		{20, digest(20), true},
+		{20, digest(20), false}, // gone already
+	}
+	for i, c := range cases {
+		done, err := s.RepairObjects([]ObjRepair{{Obj: obj(c.oid), Expect: c.expect, DestroyIfEmpty: true}})
+		if err != nil || done[0] != c.want {
+			t.Fatalf("case %d (object %d): done %v, %v; want %v", i, c.oid, done, err, c.want)
+		}
+	}
+	attrs, err := s.GetObjects([]fid.ObjID{obj(20), obj(21)})
+	if err != nil || attrs[0].Exists || !attrs[1].Exists || attrs[1].Size != 4 {
+		t.Fatalf("after: %v, %v", attrs, err)
+	}
+}

@@ -171,14 +171,14 @@ func (s *Store) Cleanup(seq, from uint64) (destroyed, lastID uint64, err error) 
 		return 0, 0, fmt.Errorf("%s: %w", op, err)
 	}
 	for len(victims) > destroyChunk {
-		n, err := s.destroyLocked(victims[:destroyChunk], nil)
+		n, err := s.destroyLocked(victims[:destroyChunk], nil, nil)
 		destroyed += n
 		if err != nil {
 			return destroyed, 0, fmt.Errorf("%s: %w", op, err)
 		}
 		victims = victims[destroyChunk:]
 	}
-	n, err := s.destroyLocked(victims, func(b *kv.Batch) error {
+	n, err := s.destroyLocked(victims, nil, func(b *kv.Batch) error {
 		// The records are gone from the batch's view only at commit, so
 		// find the highest oid that survives it: skip the victims.
 		lastID, err = s.highestOidExcept(seq, victims)
@@ -228,7 +228,7 @@ func (s *Store) Destroy(objs []fid.ObjID) (uint64, error) {
 	defer s.leave()
 	s.metaMu.Lock()
 	defer s.metaMu.Unlock()
-	n, err := s.destroyLocked(objs, nil)
+	n, err := s.destroyLocked(objs, nil, nil)
 	if err != nil {
 		return n, fmt.Errorf("destroy %s objects: %w", s.label, err)
 	}
@@ -239,8 +239,10 @@ func (s *Store) Destroy(objs []fid.ObjID) (uint64, error) {
 // destroyLocked destroys objs (metaMu held): first the data files, made
 // durable by fsyncing their directories, then the records in one synced
 // batch, to which final may add. The objects count as missing from the
-// moment their files go, so no write can recreate a file in between.
-func (s *Store) destroyLocked(objs []fid.ObjID, final func(*kv.Batch) error) (uint64, error) {
+// moment their files go, so no write can recreate a file in between. With
+// cond, only the objects for which it holds, asked under the object's lock
+// with the record, are destroyed.
+func (s *Store) destroyLocked(objs []fid.ObjID, cond func(fid.ObjID, []byte) bool, final func(*kv.Batch) error) (uint64, error) {
 	b := s.db.NewWriteBatch()
 	defer b.Close()
 	dirs := make(map[string]struct{})
@@ -248,7 +250,7 @@ func (s *Store) destroyLocked(objs []fid.ObjID, final func(*kv.Batch) error) (ui
 	defer func() { s.setDestroying(marked, false) }()
 	var failed error
 	for _, obj := range objs {
-		if err := s.unlinkForDestroy(obj, b, dirs, &marked); err != nil {
+		if err := s.unlinkForDestroy(obj, cond, b, dirs, &marked); err != nil {
 			failed = err
 			break
 		}
@@ -280,17 +282,19 @@ func (s *Store) destroyLocked(objs []fid.ObjID, final func(*kv.Batch) error) (ui
 
 // unlinkForDestroy removes obj's data file under obj's lock and adds the
 // deletion of its record to b. A missing object is skipped.
-func (s *Store) unlinkForDestroy(obj fid.ObjID, b *kv.Batch, dirs map[string]struct{}, marked *[]fid.ObjID) error {
+func (s *Store) unlinkForDestroy(obj fid.ObjID, cond func(fid.ObjID, []byte) bool, b *kv.Batch, dirs map[string]struct{}, marked *[]fid.ObjID) error {
 	mu := s.lockFor(obj)
 	mu.Lock()
 	defer mu.Unlock()
 	if s.isDestroying(obj) {
 		return nil // listed twice
 	}
-	if _, err := s.db.Get(objKey(obj)); errors.Is(err, kv.ErrNotFound) {
+	if v, err := s.db.Get(objKey(obj)); errors.Is(err, kv.ErrNotFound) {
 		return nil
 	} else if err != nil {
 		return fmt.Errorf("object %s: %w", obj, err)
+	} else if cond != nil && !cond(obj, v) {
+		return nil
 	}
 	s.fds.drop(obj)
 	p := s.path(obj)

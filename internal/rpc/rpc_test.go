@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"syscall"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "nacre/api/nacrepb"
+	"nacre/internal/version"
 )
 
 type mgsStub struct{ pb.UnimplementedMGSServer }
@@ -59,7 +61,7 @@ func TestOtherProtocolVersionRefusedNamingBoth(t *testing.T) {
 	}
 	ctx := metadata.AppendToOutgoingContext(context.Background(), versionKey, "99")
 	_, err = c.Hello(ctx, &pb.HelloRequest{})
-	if !IsVersionMismatch(err) || !strings.Contains(err.Error(), "protocol 99") || !strings.Contains(err.Error(), "protocol 1") {
+	if !IsVersionMismatch(err) || !strings.Contains(err.Error(), "protocol 99") || !strings.Contains(err.Error(), fmt.Sprintf("protocol %d", version.Protocol)) {
 		t.Fatalf("version 99: %v", err)
 	}
 }
