@@ -17,6 +17,7 @@ import (
 	"nacre/internal/fault"
 	"nacre/internal/fid"
 	"nacre/internal/mdt"
+	"nacre/internal/ost"
 )
 
 // severalKinds are injected together into one aged tree.
@@ -330,12 +331,23 @@ func TestGarbageNeverCrashesTheChecker(t *testing.T) {
 	}
 	// The checker's own state and trace.
 	sets = append(sets, &pb.LfsckKV{Key: mdt.KeyLfsckState, Value: junk(40)},
-		&pb.LfsckKV{Key: append(mdt.LfsckTracePrefix(Namespace), junk(10)...), Value: junk(30)})
+		&pb.LfsckKV{Key: append(mdt.LfsckTracePrefix(Namespace), junk(10)...), Value: junk(30)},
+		&pb.LfsckKV{Key: append(mdt.LfsckTracePrefix(Layout), junk(10)...), Value: junk(20)})
 	for _, kv := range sets {
 		if _, err := h.d.Do(&pb.Command{Op: &pb.Command_Fault{Fault: &pb.FaultOp{Kind: "garbage", Change: &pb.LfsckRepair{
 			Muts: []*pb.LfsckMut{{M: &pb.LfsckMut_Set{Set: kv}}}}}}}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// An OST object of the MDT's sequence at a huge id: the summaries
+	// once asked for every empty range below it and never finished.
+	f1, err := h.tg.Getattr(tr.f1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s0 := f1.Layout.Objects[0]
+	if done, err := h.osts[s0.Ost].RepairObjects([]ost.ObjRepair{{Obj: fid.ObjID{Seq: s0.Seq, Oid: 1 << 44}, Create: true}}); err != nil || !done[0] {
+		t.Fatalf("make an object at id 2^44: %v, %v", done, err)
 	}
 	c := New(h.env())
 	for _, dry := range []bool{true, false, false} {
