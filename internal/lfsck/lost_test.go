@@ -12,20 +12,25 @@ import (
 	"nacre/internal/layout"
 )
 
-// A slot that names a missing object while the real one is still on the
-// OST claiming it (slot_lost) goes back to the real object also when -c
-// is given: the checker does not first fill the slot with a new, empty
-// object (which would send the real one to lost+found; Lustre's test 18d).
-func TestLostSlotGetsItsObjectBackAlsoWithCreate(t *testing.T) {
+// withLostSlot builds the test tree with slot_lost on f1's stripe 0 and
+// returns the object that slot names now (missing).
+func withLostSlot(t *testing.T) (*harness, *tree, *Checker, *pb.StripeObject) {
 	h := newHarness(t, 2)
 	tr := buildTree(h)
-	c := New(h.env())
 	h.inject("slot_lost", tr.f1, tr.d, "f1", 0)
 	ino, err := h.tg.Getattr(tr.f1, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bogus := ino.Layout.Objects[0]
+	return h, tr, New(h.env()), ino.Layout.Objects[0]
+}
+
+// A slot that names a missing object while the real one is still on the
+// OST claiming it (slot_lost) goes back to the real object also when -c
+// is given: the checker does not first fill the slot with a new, empty
+// object (which would send the real one to lost+found; Lustre's test 18d).
+func TestLostSlotGetsItsObjectBackAlsoWithCreate(t *testing.T) {
+	h, tr, c, bogus := withLostSlot(t)
 	req := &pb.LfsckStartRequest{Types: []string{"all"}, Reset_: true, Orphan: true, CreateOstobj: true}
 	rep := h.run(c, req)
 	lay := rep.Components["layout"]
@@ -124,15 +129,7 @@ func proto2Dry(r *pb.LfsckStartRequest) *pb.LfsckStartRequest {
 // been written, it stays, and the real one is adopted into lost+found.
 func TestOrphanReplacesTheEmptyObjectCreateMadeForItsSlot(t *testing.T) {
 	for _, written := range []bool{false, true} {
-		h := newHarness(t, 2)
-		tr := buildTree(h)
-		c := New(h.env())
-		h.inject("slot_lost", tr.f1, tr.d, "f1", 0)
-		ino, err := h.tg.Getattr(tr.f1, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		made := ino.Layout.Objects[0]
+		h, tr, c, made := withLostSlot(t)
 		rep := h.run(c, &pb.LfsckStartRequest{Types: []string{"layout"}, Reset_: true, CreateOstobj: true})
 		if got := rep.Components["layout"].Counters["dangling"]; got.Repaired != 1 {
 			t.Fatalf("-c: want the dangling slot given an object: %s", describe(rep))
@@ -140,7 +137,7 @@ func TestOrphanReplacesTheEmptyObjectCreateMadeForItsSlot(t *testing.T) {
 		want := tr.data1
 		if written {
 			// A client writes the file's first stripe: into the new object.
-			ino, _ = h.tg.Getattr(tr.f1, false)
+			ino, _ := h.tg.Getattr(tr.f1, false)
 			want = append([]byte(nil), tr.data1...)
 			copy(want, bytes.Repeat([]byte{0xee}, 1000))
 			h.write(ino, want[:1000])
