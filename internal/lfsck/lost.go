@@ -3,6 +3,8 @@ package lfsck
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	pb "nacre/api/nacrepb"
@@ -124,15 +126,9 @@ func (r *run) takeLost(pf fid.FID, i uint32, s *pb.StripeObject) bool {
 // does without -o.
 func (r *run) settleLost() error {
 	r.mu.Lock()
-	slots := make([]lostSlot, 0, len(r.lost))
-	for ls := range r.lost {
-		slots = append(slots, ls)
-	}
-	objs := make(map[lostSlot]stripe, len(r.lost))
-	for ls, s := range r.lost {
-		objs[ls] = s
-	}
+	objs := maps.Clone(r.lost)
 	r.mu.Unlock()
+	slots := slices.Collect(maps.Keys(objs))
 	sort.Slice(slots, func(i, j int) bool {
 		a, b := slots[i], slots[j]
 		if a.f != b.f {

@@ -170,6 +170,19 @@ func TestStopAndResumeEndLikeAnUninterruptedRun(t *testing.T) {
 	}
 }
 
+// crashSoon lets c's run go on for a moment, then abandons it without a
+// checkpoint (as kill -9 would) and returns the checker of the restarted
+// server.
+func crashSoon(t *testing.T, h *harness, c *Checker) *Checker {
+	t.Helper()
+	time.Sleep(250 * time.Millisecond)
+	if !c.Running() {
+		t.Fatal("the run ended before the crash")
+	}
+	c.Abandon()
+	return New(h.env())
+}
+
 // TestCrashResumeEndsLikeAnUninterruptedRun abandons the run without a
 // checkpoint (as kill -9 would) twice and lets a new checker resume it.
 func TestCrashResumeEndsLikeAnUninterruptedRun(t *testing.T) {
@@ -182,12 +195,7 @@ func TestCrashResumeEndsLikeAnUninterruptedRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	for crash := 0; crash < 2; crash++ {
-		time.Sleep(250 * time.Millisecond)
-		if !c.Running() {
-			t.Fatalf("crash %d: the run ended before it", crash)
-		}
-		c.Abandon()
-		c = New(h.env()) // a restarted server
+		c = crashSoon(t, h, c)
 		// As Lustre: a run whose server died shows as crashed until it
 		// resumes (also when nothing resumes it: NACRE_LFSCK_NO_AUTO).
 		if rep := c.Report(); rep.Running || rep.Components["namespace"].Status != "crashed" || rep.Components["layout"].Status != "crashed" {
@@ -488,12 +496,7 @@ func TestDryRunBeforeLeadershipNoticedStillResumesACrashedRun(t *testing.T) {
 	if _, err := c.Start(ctx, fullReq(800)); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(250 * time.Millisecond)
-	if !c.Running() {
-		t.Fatal("the run ended before the crash")
-	}
-	c.Abandon()
-	c = New(h.env()) // a restarted server
+	c = crashSoon(t, h, c)
 	h.run(c, &pb.LfsckStartRequest{Types: []string{"namespace"}, DryRun: true})
 	if err := c.Resume(ctx); err != nil {
 		t.Fatal(err)

@@ -82,6 +82,13 @@ func (t *Target) BuildFault(req *pb.FaultInjectRequest) (*pb.FaultOp, []OSTFault
 		cond(dk, dv)
 		return nil
 	}
+	// extraEntry adds an entry naming the object, of type mode, beside
+	// its own (entry() first), where there is none.
+	extraEntry := func(suffix string, mode uint32) {
+		k := DirentKey(plocal, reqName+suffix)
+		cond(k, nil)
+		set(k, encodeDirent(f, DirentType(mode)))
+	}
 	dropXattrs := func(l uint64) error {
 		p := xattrPrefix(l)
 		it, err := r.NewIter(p, kv.PrefixEnd(p))
@@ -232,10 +239,7 @@ func (t *Target) BuildFault(req *pb.FaultInjectRequest) (*pb.FaultOp, []OSTFault
 		if isDir(ino) || ino.Mode&syscall.S_IFMT == syscall.S_IFLNK {
 			return nil, nil, fmt.Errorf("fault %s: use a regular file", req.Kind)
 		}
-		alien := reqName + ".alien"
-		ak := DirentKey(plocal, alien)
-		cond(ak, nil)
-		set(ak, encodeDirent(f, DirentType(syscall.S_IFLNK)))
+		extraEntry(".alien", syscall.S_IFLNK)
 	case "dir_second_name":
 		if err := entry(); err != nil {
 			return nil, nil, err
@@ -243,10 +247,7 @@ func (t *Target) BuildFault(req *pb.FaultInjectRequest) (*pb.FaultOp, []OSTFault
 		if !isDir(ino) {
 			return nil, nil, fmt.Errorf("fault %s: use a directory", req.Kind)
 		}
-		second := reqName + ".second"
-		sk := DirentKey(plocal, second)
-		cond(sk, nil)
-		set(sk, encodeDirent(f, DirentType(syscall.S_IFDIR)))
+		extraEntry(".second", syscall.S_IFDIR)
 		// The parent counts the new entry as a subdirectory, as a link
 		// made by the file system would: only the name is wrong.
 		pv, _ := r.Get(ObjKey(plocal))
