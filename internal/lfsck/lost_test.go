@@ -2,7 +2,10 @@ package lfsck
 
 import (
 	"bytes"
+	"errors"
+	"syscall"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -169,5 +172,68 @@ func TestOrphanReplacesTheEmptyObjectCreateMadeForItsSlot(t *testing.T) {
 		if _, ok := lpf[name]; !ok || len(lpf) != 1 {
 			t.Fatalf("written: lost+found holds %v, want %s (the real object)", lpf, name)
 		}
+	}
+}
+
+// The file changes between the adoption's snapshot and its apply, after
+// the conditional destroy has already taken the empty object -c made for
+// the slot: the layout repair is refused as stale, and the adoption must
+// be tried again on the file as it is now. Before, the slot named a
+// destroyed object until another run with -o.
+func TestOrphanTakesTheSlotBackWhenTheFileChangesDuringAdoption(t *testing.T) {
+	h, tr, c, made := withLostSlot(t)
+	rep := h.run(c, &pb.LfsckStartRequest{Types: []string{"layout"}, Reset_: true, CreateOstobj: true})
+	if got := rep.Components["layout"].Counters["dangling"]; got.Repaired != 1 {
+		t.Fatalf("-c: want the dangling slot given an object: %s", describe(rep))
+	}
+	const point = "lfsck.orphans.adopt"
+	before := fault.Hits(point)
+	if err := fault.Arm(point, fault.Action{Kind: "delay", Delay: time.Second, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	defer fault.Disarm(point)
+	changed := make(chan error, 1)
+	go func() {
+		for deadline := time.Now().Add(30 * time.Second); fault.Hits(point) == before; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				changed <- errors.New("the adoption never reached " + point)
+				return
+			}
+		}
+		// A client changes the file's mode while the adoption waits.
+		r, err := h.d.Do(&pb.Command{ClientId: 10, RequestId: 1, Op: &pb.Command_Setattr{Setattr: &pb.SetattrOp{
+			Fid: tr.f1.PB(), Valid: uint32(pb.SetattrValid_SETATTR_MODE), Mode: 0o600}}})
+		if err == nil && r.Errno != 0 {
+			err = syscall.Errno(r.Errno)
+		}
+		changed <- err
+	}()
+	req := &pb.LfsckStartRequest{Types: []string{"layout"}, Reset_: true, Orphan: true, CreateOstobj: true}
+	rep = h.run(c, req)
+	if err := <-changed; err != nil {
+		t.Fatal(err)
+	}
+	lay := rep.Components["layout"]
+	if lay.Counters["orphan"].Repaired != 1 || lay.Counters["dangling"].Inconsistent != 0 {
+		t.Fatalf("want the orphan put back in its slot once, no dangling slot: %s", describe(rep))
+	}
+	if attrs, err := h.osts[made.Ost].GetObjects([]fid.ObjID{{Seq: made.Seq, Oid: made.Oid}}); err != nil || len(attrs) != 1 || attrs[0].Exists {
+		t.Fatalf("the empty object is still there: %v, %v", attrs, err)
+	}
+	ino, err := h.tg.Getattr(tr.f1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ino.Mode&0o7777 != 0o600 {
+		t.Fatalf("the client's change was lost: mode %o", ino.Mode)
+	}
+	if got, err := h.read(tr.f1); err != nil || !bytes.Equal(got, tr.data1) {
+		t.Fatalf("f1 reads back %d bytes (%v), want its %d bytes", len(got), err, len(tr.data1))
+	}
+	if lpf := h.lpf(); len(lpf) != 0 {
+		t.Fatalf("lost+found: %v", lpf)
+	}
+	if again := h.run(c, req); func() bool { f, _ := totals(again); return f != 0 }() {
+		t.Fatalf("second run: %s", describe(again))
 	}
 }

@@ -174,6 +174,8 @@ func slotOf(o orphanObj) *pb.StripeObject {
 	return &pb.StripeObject{Ost: o.ost, Seq: o.attr.Seq, Oid: o.attr.Oid}
 }
 
+func stripeOf(s *pb.StripeObject) stripe { return stripe{s.Ost, s.Seq, s.Oid} }
+
 func isDummy(s *pb.StripeObject) bool { return s == nil || (s.Seq == 0 && s.Oid == 0) }
 
 // orphanLayout builds a layout holding members at their stripe indexes,
@@ -208,10 +210,89 @@ func orphanInode(members []orphanObj, l *pb.Layout, f fid.FID) *pb.Inode {
 		Flags: uint32(pb.InodeFlag_INODE_FLAG_SIZE_DIRTY | pb.InodeFlag_INODE_FLAG_LFSCK_CREATED)}
 }
 
+// adoptTries bounds the attempts to adopt one file's orphans while
+// clients keep changing the file.
+const adoptTries = 3
+
 // adopt settles the orphans claiming parent pf (zero: no PFID).
+//
+// A repair is applied only if what it was computed from is unchanged, so
+// a client changing the file between the snapshot and the apply makes it
+// a no-op. That is harmless for most adoptions (the orphans are still
+// orphans for the next run), but not after an empty object was destroyed
+// on its OST to give its slot back (emptyTakerGone), or a slot of the
+// run's dangling list was taken: the slot would name a missing object.
+// So while the file's layout does not show the orphans in the slots the
+// repair gave them, the adoption is computed again on the file as it is.
 func (r *run) adopt(pf fid.FID, members []orphanObj) error {
+	r.mu.Lock()
+	r.t2[Layout][tChecked] += uint64(len(members))
+	r.mu.Unlock()
+	for try := 1; ; try++ {
+		placed, err := r.adoptOnce(pf, members)
+		if err != nil || len(placed) == 0 || r.dry || !r.st.Params.Orphan {
+			return err
+		}
+		missed := r.notPlaced(pf, placed)
+		if len(missed) == 0 {
+			return nil
+		}
+		// The slots that still name the object they named are dangling
+		// slots of this run now: the next attempt (or settleLost) takes
+		// them up.
+		r.mu.Lock()
+		for _, p := range missed {
+			r.lost[lostSlot{pf, p.slot}] = p.was
+		}
+		r.mu.Unlock()
+		if try == adoptTries {
+			r.log.Warn("orphan adoption: the file kept changing; its slots are left for the end of the run", "fid", pf, "slots", len(missed))
+			return nil
+		}
+	}
+}
+
+// slotFill is a slot an adoption gave to an orphan in place of an object
+// that is missing (was, a dangling slot) or that it destroyed (an empty
+// one).
+type slotFill struct {
+	slot uint32
+	was  stripe
+	obj  *pb.StripeObject
+}
+
+// notPlaced lists the fills that the file's layout does not show now
+// and whose slot still names the object it named before.
+func (r *run) notPlaced(pf fid.FID, placed []slotFill) []slotFill {
+	_, ino, err := r.lookup(r.env.Target.DB(), pf)
+	if err != nil {
+		return nil // gone: its objects are orphans again, with a PFID that names nothing
+	}
+	var objs []*pb.StripeObject
+	if ino.Layout != nil {
+		objs = ino.Layout.Objects
+	}
+	var missed []slotFill
+	for _, p := range placed {
+		if int(p.slot) >= len(objs) {
+			continue
+		}
+		s := objs[p.slot]
+		if s.Ost == p.obj.Ost && s.Seq == p.obj.Seq && s.Oid == p.obj.Oid {
+			continue
+		}
+		if (stripe{s.Ost, s.Seq, s.Oid}) == p.was {
+			missed = append(missed, p)
+		}
+	}
+	return missed
+}
+
+// adoptOnce computes and applies one adoption of pf's orphans; it returns
+// the slots it filled in place of a missing or destroyed object.
+func (r *run) adoptOnce(pf fid.FID, members []orphanObj) ([]slotFill, error) {
 	if err := r.pac.pace(r.ctx); err != nil {
-		return err
+		return nil, err
 	}
 	snap := r.env.Target.DB().NewSnapshot()
 	defer snap.Close()
@@ -226,23 +307,21 @@ func (r *run) adopt(pf fid.FID, members []orphanObj) error {
 		f.cond(k, nil)
 		live = append(live, m)
 	}
-	r.mu.Lock()
-	r.t2[Layout][tChecked] += uint64(len(members))
-	r.mu.Unlock()
 	// The speed limit counts the objects to judge, not those the listing
 	// returned only because their destruction is still queued (after many
 	// unlinks, most of them).
 	if err := r.lim.wait(r.ctx, uint64(len(live))); err != nil {
-		return err
+		return nil, err
 	}
 	// Not queued for destruction now, so nothing will destroy it: if the
 	// OST still has it, it is an orphan (one destroyed between the listing
 	// and now is gone from the OST).
 	live = r.stillOnOST(live)
 	if len(live) == 0 {
-		return nil
+		return nil, nil
 	}
 	n := 0
+	var placed []slotFill
 	var newFiles []orphanObj
 	newFile := func(ms []orphanObj, base string) {
 		newFiles = append(newFiles, ms...)
@@ -301,6 +380,7 @@ func (r *run) adopt(pf fid.FID, members []orphanObj) error {
 					// The slot names an object the OST does not have:
 					// this one, which claims it, was lost from the layout
 					// only (lost.go).
+					placed = append(placed, slotFill{uint32(i), stripeOf(objs[i]), slotOf(m)})
 					objs[i] = slotOf(m)
 					changed = true
 					n++
@@ -311,6 +391,7 @@ func (r *run) adopt(pf fid.FID, members []orphanObj) error {
 					// The slot's object was made for a dangling slot (a
 					// run with -c before the orphan was seen) and never
 					// written: destroyed, it gives the slot back.
+					placed = append(placed, slotFill{uint32(i), stripeOf(objs[i]), slotOf(m)})
 					objs[i] = slotOf(m)
 					changed = true
 					n++
@@ -334,7 +415,11 @@ func (r *run) adopt(pf fid.FID, members []orphanObj) error {
 		}
 	}
 	if n == 0 {
-		return nil
+		return nil, nil
+	}
+	// Tests change the file here, between the snapshot and the apply.
+	if err := fault.Hit("lfsck.orphans.adopt"); err != nil {
+		return nil, err
 	}
 	r.found(Layout)
 	kinds := make([]uint32, n)
@@ -348,17 +433,17 @@ func (r *run) adopt(pf fid.FID, members []orphanObj) error {
 	}
 	r.rep.add(Layout, nil, rep)
 	if err := r.rep.flush(); err != nil {
-		return err
+		return nil, err
 	}
 	if r.dry || !r.st.Params.Orphan {
-		return nil
+		return placed, nil
 	}
 	// New files (<FID>-C-n, <newFID>-N-n) got their FID at apply: point
 	// their objects' PFIDs at them.
 	for _, m := range newFiles {
 		r.repointPFID(m)
 	}
-	return nil
+	return placed, nil
 }
 
 // repointPFID finds the lost+found file holding m (made by this run) and
