@@ -272,3 +272,142 @@ func TestAFullMDTRefusesNewNamesAndRecovers(t *testing.T) {
 	// The guard looks again at once when it would refuse.
 	createIn(t, c, fid.Root, "after", []byte("y"))
 }
+
+// TestAnMDTOutOfInodesRefusesNewNamesAndRecovers: another tenant of the
+// MDT's device takes its inodes; creates fail with ENOSPC naming the MDT
+// and the cause before the store's own inodes are gone, removals still
+// work, and creates work again once the inodes are back.
+func TestAnMDTOutOfInodesRefusesNewNamesAndRecovers(t *testing.T) {
+	cl := testcluster.Start(t, testcluster.Options{})
+	mdt := onTmpfs(t, cl, "mdt0", "size=512m,nr_inodes=2000")
+	c := cl.Client(t)
+	ctx := context.Background()
+	createIn(t, c, fid.Root, "before", []byte("x"))
+
+	// Leave fewer free inodes than the store keeps.
+	junk := filepath.Join(mdt, "junk")
+	if err := os.Mkdir(junk, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		u, err := space.Statfs(mdt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.FilesFree < space.ReserveInodes/2 {
+			break
+		}
+		if err := os.WriteFile(filepath.Join(junk, itoa(i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, _, err := c.Create(ctx, fid.Root, "refused", 0o644, client.CreateOpts{Exclusive: true})
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "MDT0000 is out of inodes") {
+		t.Fatalf("a create on an MDT out of inodes: want ENOSPC naming it and the cause, got %v", err)
+	}
+	if _, err := c.Unlink(ctx, fid.Root, "before"); err != nil {
+		t.Errorf("a removal on an MDT out of inodes: %v", err)
+	}
+	if err := os.RemoveAll(junk); err != nil {
+		t.Fatal(err)
+	}
+	createIn(t, c, fid.Root, "after", []byte("y"))
+}
+
+// TestAnOSTOutOfInodesKeepsWorking puts OST0000 on a device with few
+// inodes and writes into files placed there while it still had many (an
+// empty file takes no inode on the OST; its first write makes one). The
+// OST refuses the writes that would take the inodes its own store needs,
+// with ENOSPC naming it and the cause, restarts, and takes writes again
+// once files are removed. Before, the writes took the last inode and the
+// store could not make a new file: the OST did not start again.
+func TestAnOSTOutOfInodesKeepsWorking(t *testing.T) {
+	cl := testcluster.Start(t, testcluster.Options{})
+	onTmpfs(t, cl, "ost0", "size=512m,nr_inodes=1400")
+
+	c := cl.Client(t)
+	ctx := context.Background()
+	dir, _, err := c.Create(ctx, fid.Root, "d", syscall.S_IFDIR|0o755, client.CreateOpts{Exclusive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := fid.FromPB(dir.Fid)
+	if _, err := c.SetLayout(ctx, d, &pb.Layout{StripeCount: 1, StripeOffset: 0, StripeSize: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	var files []*pb.Inode
+	for i := 0; i < 1200; i++ {
+		if ino := createIn(t, c, d, "f"+itoa(i), nil); ostOf(ino) == 0 {
+			files = append(files, ino)
+		}
+	}
+	if len(files) < 1100 {
+		t.Fatalf("only %d of 1200 files went to OST0000, which had room for their objects", len(files))
+	}
+	write := func(ino *pb.Inode) error {
+		f := c.OpenInode(ino)
+		_, err := f.WriteAt(ctx, []byte("x"+fid.FromPB(ino.Fid).String()), 0)
+		if cerr := f.Close(ctx); err == nil {
+			err = cerr
+		}
+		return err
+	}
+	var werr error
+	written := 0
+	for _, ino := range files {
+		if werr = write(ino); werr != nil {
+			break
+		}
+		written++
+	}
+	if !errors.Is(werr, syscall.ENOSPC) {
+		t.Fatalf("after %d files written on a device of 1400 inodes: want ENOSPC, got %v", written, werr)
+	}
+	if msg := werr.Error(); !strings.Contains(msg, "OST0000 is out of inodes") || !strings.Contains(msg, "remove files") {
+		t.Errorf("the ENOSPC does not name the OST, the cause and the fix: %v", werr)
+	}
+	t.Logf("OST0000 took %d files, then: %v", written, werr)
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(cl.TargetDir("ost0"), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Ffree < 200 {
+		t.Errorf("the OST's device has %d free inodes left: its store's reserve was not kept", st.Ffree)
+	}
+
+	// The OST restarts (its store makes new files to open) and serves
+	// what it holds.
+	cl.Kill("ost0", syscall.SIGTERM)
+	cl.Restart()
+	c2 := cl.Client(t)
+	first := files[0]
+	if got, want := readAll(t, c2, first), "x"+fid.FromPB(first.Fid).String(); string(got) != want {
+		t.Errorf("after the OST restarted, the first file reads %q, want %q", got, want)
+	}
+
+	// Removing written files frees their inodes: the rest can be written.
+	for i := 0; i < written/2; i++ {
+		if _, err := c2.Unlink(ctx, d, "f"+itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	next := files[written]
+	for {
+		err := func() error {
+			f := c2.OpenInode(next)
+			_, err := f.WriteAt(ctx, []byte("again"), 0)
+			if cerr := f.Close(ctx); err == nil {
+				err = cerr
+			}
+			return err
+		}()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.ENOSPC) || time.Now().After(deadline) {
+			t.Fatalf("30 s after %d files were removed, a write still fails: %v", written/2, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -67,6 +67,12 @@ func (s *Server) admitSpace(cmd *pb.Command) error {
 	// store writes it through the Raft log, not through the guard.
 	const inode = 1024
 	err := s.space.Admit(inode)
+	if err == nil {
+		s.space.Done(inode)
+		// The store's own files need inodes too (a device shared with
+		// others can run out of them).
+		err = s.space.AdmitFiles(0)
+	}
 	if fe, ok := errors.AsType[*space.FullError](err); ok {
 		// The public message: no server paths.
 		return status.Error(codes.ResourceExhausted, fe.Public())
@@ -74,6 +80,5 @@ func (s *Server) admitSpace(cmd *pb.Command) error {
 	if err != nil {
 		return status.Error(codes.ResourceExhausted, err.Error())
 	}
-	s.space.Done(inode)
 	return nil
 }

@@ -42,6 +42,12 @@ func (s *Store) open(obj fid.ObjID, create bool) (*fdEntry, error) {
 		if !create {
 			return nil, nil
 		}
+		// The object's file (and perhaps its bucket directory) takes
+		// inodes, which the store must never run out of.
+		if err := s.space.AdmitFiles(2); err != nil {
+			s.warnFull(err)
+			return nil, err
+		}
 		// We hold the object's lock, so nobody else creates this file.
 		dir := s.bucketDir(obj)
 		if err := mkdirSynced(dir); err != nil {

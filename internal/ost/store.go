@@ -490,15 +490,18 @@ func (s *Store) Statfs() (*nacrepb.Statfs, error) {
 	// system without an inode limit (btrfs; tmpfs with nr_inodes=0)
 	// reports none at all: so does the OST (total 0), rather than look
 	// out of inodes.
+	// The inodes the store keeps for itself (package space) are not
+	// free for objects.
 	inodesTotal := s.Objects() + st.Ffree
+	inodesFree := st.Ffree - min(st.Ffree, space.ReserveInodes)
 	if st.Files == 0 {
-		inodesTotal = 0
+		inodesTotal, inodesFree = 0, 0
 	}
 	return &nacrepb.Statfs{
 		BytesTotal:  total,
 		BytesFree:   st.Bfree * bs,
 		BytesAvail:  avail,
 		InodesTotal: inodesTotal,
-		InodesFree:  st.Ffree,
+		InodesFree:  inodesFree,
 	}, nil
 }

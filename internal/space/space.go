@@ -32,9 +32,20 @@ func Reserve(total, memtable uint64) uint64 {
 	return max(2*memtable+16<<20, total/200)
 }
 
+// ReserveInodes is the number of free inodes a target keeps for its
+// store, on a file system that counts inodes: a flush and a compaction
+// each make new files before they remove old ones, a log needs a new
+// segment, a manifest rotates. An OST makes one file per object written
+// (and a directory per 256), so its writes could take the last ones; the
+// store would then be stuck as when out of bytes.
+const ReserveInodes = 256
+
 // Usage is what statfs says of a device.
 type Usage struct {
 	Total, Free, Avail uint64 // Avail: what an unprivileged writer may use
+	// Files and FilesFree count inodes; a file system without an inode
+	// limit (btrfs, tmpfs with nr_inodes=0) reports Files 0.
+	Files, FilesFree uint64
 }
 
 // Statfs reports the usage of the device holding dir.
@@ -44,7 +55,7 @@ func Statfs(dir string) (Usage, error) {
 		return Usage{}, fmt.Errorf("statfs %s: %w", dir, err)
 	}
 	bs := uint64(st.Bsize)
-	return Usage{Total: st.Blocks * bs, Free: st.Bfree * bs, Avail: st.Bavail * bs}, nil
+	return Usage{Total: st.Blocks * bs, Free: st.Bfree * bs, Avail: st.Bavail * bs, Files: st.Files, FilesFree: st.Ffree}, nil
 }
 
 // refreshEvery bounds how stale the guard's view of the device may get;
@@ -68,6 +79,8 @@ type Guard struct {
 	// (statfs cannot see them); landed counts those that returned since
 	// the last statfs (the one before may not have seen them either).
 	inflight, landed uint64
+	// files counts the inodes admitted since the last statfs.
+	files uint64
 }
 
 // NewGuard guards the device of dir for the target named label, whose
@@ -95,13 +108,41 @@ func (g *Guard) Admit(n uint64) error {
 			g.inflight += n
 			return nil
 		}
-		g.usage, g.at, g.landed = u, now, 0
+		g.usage, g.at, g.landed, g.files = u, now, 0, 0
 	}
 	if !g.fits(n) {
 		return &FullError{Label: g.label, Dir: g.dir, Usage: g.usage, Reserve: Reserve(g.usage.Total, g.memtable)}
 	}
 	g.inflight += n
 	return nil
+}
+
+// AdmitFiles accounts for n new files or directories, or refuses them with
+// an error wrapping ENOSPC when they would leave fewer than ReserveInodes
+// free inodes.
+func (g *Guard) AdmitFiles(n uint64) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.now()
+	if now.Sub(g.at) >= refreshEvery || !g.filesFit(n) {
+		u, err := g.statfs(g.dir)
+		if err != nil {
+			g.files += n
+			return nil
+		}
+		g.usage, g.at, g.landed, g.files = u, now, 0, 0
+	}
+	if !g.filesFit(n) {
+		return &FullError{Label: g.label, Dir: g.dir, Usage: g.usage, Reserve: ReserveInodes, Inodes: true}
+	}
+	g.files += n
+	return nil
+}
+
+// filesFit says whether n more inodes leave the reserve free by the last
+// view.
+func (g *Guard) filesFit(n uint64) bool {
+	return g.usage.Files == 0 || g.files+n+ReserveInodes <= g.usage.FilesFree
 }
 
 // Done notes that an admitted write of n bytes returned.
@@ -122,10 +163,15 @@ type FullError struct {
 	Label   string
 	Dir     string
 	Usage   Usage
-	Reserve uint64
+	Reserve uint64 // bytes, or inodes if Inodes
+	Inodes  bool   // out of inodes rather than bytes
 }
 
 func (e *FullError) Error() string {
+	if e.Inodes {
+		return fmt.Sprintf("%s is out of inodes: %d free of %d on the device of %s, and it keeps %d for its own store; remove files, or add or grow a target",
+			e.Label, e.Usage.FilesFree, e.Usage.Files, e.Dir, e.Reserve)
+	}
 	return fmt.Sprintf("%s is full: %sB free of %sB on the device of %s, and it keeps %sB for its own store; remove files, or add or grow a target",
 		e.Label, layout.FormatSize(e.Usage.Avail), layout.FormatSize(e.Usage.Total), e.Dir, layout.FormatSize(e.Reserve))
 }
@@ -133,12 +179,20 @@ func (e *FullError) Error() string {
 // Public is the message for a client: the same without the server's
 // paths.
 func (e *FullError) Public() string {
+	if e.Inodes {
+		return fmt.Sprintf("%s is out of inodes: %d free of %d, and it keeps %d for its own store; remove files, or add or grow a target",
+			e.Label, e.Usage.FilesFree, e.Usage.Files, e.Reserve)
+	}
 	return fmt.Sprintf("%s is full: %sB free of %sB, and it keeps %sB for its own store; remove files, or add or grow a target",
 		e.Label, layout.FormatSize(e.Usage.Avail), layout.FormatSize(e.Usage.Total), layout.FormatSize(e.Reserve))
 }
 
 // Unwrap makes errors.Is(err, syscall.ENOSPC) hold.
 func (e *FullError) Unwrap() error { return syscall.ENOSPC }
+
+// openInodes is what opening a store needs in inodes: a new log, a
+// manifest and options file, and the tables a replay flushes.
+const openInodes = 16
 
 // CheckOpen refuses to open a store whose write-ahead log cannot be
 // replayed for lack of space: pebble flushes what it replays, and with no
@@ -151,6 +205,10 @@ func (e *FullError) Unwrap() error { return syscall.ENOSPC }
 func CheckOpen(storeDir, label string, memtable uint64, statfs func(string) (Usage, error)) error {
 	if statfs == nil {
 		statfs = Statfs
+	}
+	if u, err := statfs(storeDir); err == nil && u.Files > 0 && u.FilesFree < openInodes {
+		return fmt.Errorf("%s cannot open its store %s: opening it makes new files (a log, a manifest, the tables a replay flushes) and the device has %d free inodes of %d; remove files there and start it again",
+			label, storeDir, u.FilesFree, u.Files)
 	}
 	logs, _ := filepath.Glob(filepath.Join(storeDir, "*.log"))
 	var need uint64

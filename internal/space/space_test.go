@@ -137,3 +137,62 @@ func TestCheckOpenNeedsRoomToReplayTheLog(t *testing.T) {
 		t.Errorf("71 MiB of logs (mostly kept for reuse), 16 MiB memtables, the reserve free: %v", err)
 	}
 }
+
+func TestGuardKeepsInodesForTheStore(t *testing.T) {
+	dev := &fakeDevice{u: Usage{Total: 1 << 30, Avail: 1 << 29, Files: 1000, FilesFree: ReserveInodes + 10}}
+	g := NewGuard("/dev/x", "OST0001", 32<<20, dev.statfs)
+	now := time.Unix(0, 0)
+	g.now = func() time.Time { return now }
+	// mk is a file made on the device once admitted.
+	mk := func() error {
+		err := g.AdmitFiles(1)
+		if err == nil {
+			dev.u.FilesFree--
+		}
+		return err
+	}
+	for i := 0; i < 10; i++ {
+		if err := mk(); err != nil {
+			t.Fatalf("file %d of the 10 above the reserve: %v", i, err)
+		}
+	}
+	err := mk()
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("a file into the inode reserve: want ENOSPC, got %v", err)
+	}
+	var fe *FullError
+	if !errors.As(err, &fe) || !strings.Contains(fe.Public(), "OST0001 is out of inodes") || !strings.Contains(fe.Public(), "remove files") ||
+		strings.Contains(fe.Public(), "/dev/x") {
+		t.Errorf("message %q: want the target, the cause and the fix named, and no server path", fe.Public())
+	}
+	// Within one view of the device (no statfs), the files admitted count.
+	dev.u.FilesFree = ReserveInodes + 3
+	now = now.Add(refreshEvery)
+	calls := dev.calls
+	if g.AdmitFiles(2) != nil || g.AdmitFiles(1) != nil || dev.calls != calls+1 {
+		t.Error("refused the files above the reserve, or looked at the device for each")
+	}
+	dev.u.FilesFree -= 3
+	if g.AdmitFiles(1) == nil {
+		t.Error("admitted a file into the reserve")
+	}
+	// A file system without an inode limit never runs out.
+	dev.u = Usage{Total: 1 << 30, Avail: 1 << 29}
+	now = now.Add(refreshEvery)
+	if err := g.AdmitFiles(1 << 20); err != nil {
+		t.Errorf("no inode limit: %v", err)
+	}
+}
+
+func TestCheckOpenNeedsInodes(t *testing.T) {
+	dir := t.TempDir()
+	dev := &fakeDevice{u: Usage{Total: 1 << 30, Avail: 1 << 29, Files: 1000, FilesFree: 3}}
+	err := CheckOpen(dir, "nacre-OST0002", 32<<20, dev.statfs)
+	if err == nil || !strings.Contains(err.Error(), "3 free inodes") || !strings.Contains(err.Error(), "remove files") {
+		t.Fatalf("want a refusal naming the free inodes and the fix, got %v", err)
+	}
+	dev.u.FilesFree = 500
+	if err := CheckOpen(dir, "nacre-OST0002", 32<<20, dev.statfs); err != nil {
+		t.Fatal(err)
+	}
+}
