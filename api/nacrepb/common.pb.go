@@ -35,6 +35,12 @@ const (
 	InodeFlag_INODE_FLAG_SIZE_DIRTY InodeFlag = 1
 	// LFSCK_CREATED: made by the checker (Lustre marks these with ctime 0).
 	InodeFlag_INODE_FLAG_LFSCK_CREATED InodeFlag = 2
+	// ACL: the object has an access ACL (system.posix_acl_access) that says
+	// more than its mode bits; permission checks read it.
+	InodeFlag_INODE_FLAG_ACL InodeFlag = 4
+	// DEFAULT_ACL: the directory has a default ACL
+	// (system.posix_acl_default), which new objects in it inherit.
+	InodeFlag_INODE_FLAG_DEFAULT_ACL InodeFlag = 8
 )
 
 // Enum value maps for InodeFlag.
@@ -43,11 +49,15 @@ var (
 		0: "INODE_FLAG_NONE",
 		1: "INODE_FLAG_SIZE_DIRTY",
 		2: "INODE_FLAG_LFSCK_CREATED",
+		4: "INODE_FLAG_ACL",
+		8: "INODE_FLAG_DEFAULT_ACL",
 	}
 	InodeFlag_value = map[string]int32{
 		"INODE_FLAG_NONE":          0,
 		"INODE_FLAG_SIZE_DIRTY":    1,
 		"INODE_FLAG_LFSCK_CREATED": 2,
+		"INODE_FLAG_ACL":           4,
+		"INODE_FLAG_DEFAULT_ACL":   8,
 	}
 )
 
@@ -1018,11 +1028,13 @@ const file_common_proto_rawDesc = "" +
 	"\x04uuid\x18\x05 \x01(\tR\x04uuid\"\x0f\n" +
 	"\rStatfsRequest\"7\n" +
 	"\vStatfsReply\x12(\n" +
-	"\x06statfs\x18\x01 \x01(\v2\x10.nacre.v1.StatfsR\x06statfs*Y\n" +
+	"\x06statfs\x18\x01 \x01(\v2\x10.nacre.v1.StatfsR\x06statfs*\x89\x01\n" +
 	"\tInodeFlag\x12\x13\n" +
 	"\x0fINODE_FLAG_NONE\x10\x00\x12\x19\n" +
 	"\x15INODE_FLAG_SIZE_DIRTY\x10\x01\x12\x1c\n" +
-	"\x18INODE_FLAG_LFSCK_CREATED\x10\x02*P\n" +
+	"\x18INODE_FLAG_LFSCK_CREATED\x10\x02\x12\x12\n" +
+	"\x0eINODE_FLAG_ACL\x10\x04\x12\x1a\n" +
+	"\x16INODE_FLAG_DEFAULT_ACL\x10\b*P\n" +
 	"\n" +
 	"TargetKind\x12\x12\n" +
 	"\x0eTARGET_UNKNOWN\x10\x00\x12\x0e\n" +

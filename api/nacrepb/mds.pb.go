@@ -541,7 +541,10 @@ type CreateOp struct {
 	Osts      []uint32               `protobuf:"varint,9,rep,packed,name=osts,proto3" json:"osts,omitempty"` // leader: OSTs to take objects from, in order
 	// delay_layout: make a regular file without OST objects (Lustre's
 	// O_LOV_DELAY_CREATE); its layout is set before its first write.
-	DelayLayout   bool `protobuf:"varint,10,opt,name=delay_layout,json=delayLayout,proto3" json:"delay_layout,omitempty"`
+	DelayLayout bool `protobuf:"varint,10,opt,name=delay_layout,json=delayLayout,proto3" json:"delay_layout,omitempty"`
+	// umask: the creating process's umask, applied here unless the parent
+	// has a default ACL (which replaces it); a mount passes mode unmasked.
+	Umask         uint32 `protobuf:"varint,11,opt,name=umask,proto3" json:"umask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -644,6 +647,13 @@ func (x *CreateOp) GetDelayLayout() bool {
 		return x.DelayLayout
 	}
 	return false
+}
+
+func (x *CreateOp) GetUmask() uint32 {
+	if x != nil {
+		return x.Umask
+	}
+	return 0
 }
 
 type LinkOp struct {
@@ -1493,6 +1503,7 @@ type TmpfileOp struct {
 	Layout        *Layout                `protobuf:"bytes,3,opt,name=layout,proto3" json:"layout,omitempty"`
 	Projid        uint32                 `protobuf:"varint,4,opt,name=projid,proto3" json:"projid,omitempty"`
 	Osts          []uint32               `protobuf:"varint,5,rep,packed,name=osts,proto3" json:"osts,omitempty"` // leader, as in CreateOp
+	Umask         uint32                 `protobuf:"varint,6,opt,name=umask,proto3" json:"umask,omitempty"`      // as in CreateOp
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1560,6 +1571,13 @@ func (x *TmpfileOp) GetOsts() []uint32 {
 		return x.Osts
 	}
 	return nil
+}
+
+func (x *TmpfileOp) GetUmask() uint32 {
+	if x != nil {
+		return x.Umask
+	}
+	return 0
 }
 
 // OrphanReleaseOp: the client closed these files for the last time; each
@@ -2319,7 +2337,7 @@ const file_mds_proto_rawDesc = "" +
 	"openRename\x12/\n" +
 	"\atmpfile\x184 \x01(\v2\x13.nacre.v1.TmpfileOpH\x00R\atmpfile\x12B\n" +
 	"\x0eorphan_release\x185 \x01(\v2\x19.nacre.v1.OrphanReleaseOpH\x00R\rorphanReleaseB\x04\n" +
-	"\x02op\"\x9e\x02\n" +
+	"\x02op\"\xb4\x02\n" +
 	"\bCreateOp\x12%\n" +
 	"\x06parent\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\fR\x04name\x12\x12\n" +
@@ -2331,7 +2349,8 @@ const file_mds_proto_rawDesc = "" +
 	"\x06projid\x18\b \x01(\rR\x06projid\x12\x12\n" +
 	"\x04osts\x18\t \x03(\rR\x04osts\x12!\n" +
 	"\fdelay_layout\x18\n" +
-	" \x01(\bR\vdelayLayout\"d\n" +
+	" \x01(\bR\vdelayLayout\x12\x14\n" +
+	"\x05umask\x18\v \x01(\rR\x05umask\"d\n" +
 	"\x06LinkOp\x12\x1f\n" +
 	"\x03fid\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x03fid\x12%\n" +
 	"\x06parent\x18\x02 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
@@ -2393,13 +2412,14 @@ const file_mds_proto_rawDesc = "" +
 	"\x04open\x18\x02 \x03(\v2\r.nacre.v1.FIDR\x04open\"]\n" +
 	"\fOpenRenameOp\x12*\n" +
 	"\x06rename\x18\x01 \x01(\v2\x12.nacre.v1.RenameOpR\x06rename\x12!\n" +
-	"\x04open\x18\x02 \x03(\v2\r.nacre.v1.FIDR\x04open\"\x9c\x01\n" +
+	"\x04open\x18\x02 \x03(\v2\r.nacre.v1.FIDR\x04open\"\xb2\x01\n" +
 	"\tTmpfileOp\x12%\n" +
 	"\x06parent\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\rR\x04mode\x12(\n" +
 	"\x06layout\x18\x03 \x01(\v2\x10.nacre.v1.LayoutR\x06layout\x12\x16\n" +
 	"\x06projid\x18\x04 \x01(\rR\x06projid\x12\x12\n" +
-	"\x04osts\x18\x05 \x03(\rR\x04osts\"4\n" +
+	"\x04osts\x18\x05 \x03(\rR\x04osts\x12\x14\n" +
+	"\x05umask\x18\x06 \x01(\rR\x05umask\"4\n" +
 	"\x0fOrphanReleaseOp\x12!\n" +
 	"\x04fids\x18\x01 \x03(\v2\r.nacre.v1.FIDR\x04fids\"\xa7\x01\n" +
 	"\x05Reply\x12\x14\n" +

@@ -41,6 +41,7 @@ foreground); stop it with ` + "`nacre umount MOUNTPOINT`" + `.
 Options (-o, comma-separated):
   allow_other             let other users use the mount
   default_permissions     kernel checks permissions (default; no_default_permissions)
+  acl                     POSIX ACLs, with default_permissions (default; noacl)
   ro                      read-only
   attr_timeout=S          attribute cache timeout in seconds (default 1)
   entry_timeout=S         name cache timeout (default 1)

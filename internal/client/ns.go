@@ -57,6 +57,10 @@ type CreateOpts struct {
 	// DelayLayout creates a regular file without OST objects; the first
 	// write gives it its layout (Lustre's O_LOV_DELAY_CREATE).
 	DelayLayout bool
+	// Umask is applied by the MDT unless the parent directory has a
+	// default ACL, which replaces it (a mount with ACLs passes the
+	// process's umask and the mode unmasked, as the kernel leaves it).
+	Umask uint32
 }
 
 // Create makes a file of the type in mode's S_IFMT bits (regular if 0).
@@ -65,7 +69,7 @@ type CreateOpts struct {
 func (c *Client) Create(ctx context.Context, parent fid.FID, name string, mode uint32, o CreateOpts) (*pb.Inode, bool, error) {
 	rep, err := c.mutate(ctx, "create "+name, parent, &pb.Command{Op: &pb.Command_Create{Create: &pb.CreateOp{
 		Parent: parent.PB(), Name: []byte(name), Mode: mode, Rdev: o.Rdev, Symlink: []byte(o.Symlink),
-		Exclusive: o.Exclusive, Layout: o.Layout, Projid: o.Projid, DelayLayout: o.DelayLayout}}})
+		Exclusive: o.Exclusive, Layout: o.Layout, Projid: o.Projid, DelayLayout: o.DelayLayout, Umask: o.Umask}}})
 	if err != nil {
 		return nil, false, err
 	}

@@ -391,9 +391,9 @@ func (s *Session) Rename(ctx context.Context, sp fid.FID, sn string, dp fid.FID,
 
 // Tmpfile makes a regular file in no directory (O_TMPFILE), an orphan of
 // this client until it is linked somewhere or released.
-func (s *Session) Tmpfile(ctx context.Context, parent fid.FID, mode uint32, l *pb.Layout) (*pb.Inode, error) {
+func (s *Session) Tmpfile(ctx context.Context, parent fid.FID, mode, umask uint32, l *pb.Layout) (*pb.Inode, error) {
 	rep, err := s.mutate(ctx, "tmpfile", parent, &pb.Command{Op: &pb.Command_Tmpfile{Tmpfile: &pb.TmpfileOp{
-		Parent: parent.PB(), Mode: mode, Layout: l}}})
+		Parent: parent.PB(), Mode: mode, Umask: umask, Layout: l}}})
 	if err != nil {
 		return nil, err
 	}

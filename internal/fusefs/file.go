@@ -245,7 +245,7 @@ func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out
 	}
 	cred := fs.cred(&in.InHeader)
 	ctx := client.WithCred(context.Background(), cred)
-	ino, existed, err := fs.c.Create(ctx, pf, name, in.Mode, client.CreateOpts{Exclusive: in.Flags&syscall.O_EXCL != 0})
+	ino, existed, err := fs.c.Create(ctx, pf, name, in.Mode, client.CreateOpts{Exclusive: in.Flags&syscall.O_EXCL != 0, Umask: in.Umask})
 	if err != nil {
 		return fs.status("create", err)
 	}
@@ -285,7 +285,7 @@ func (fs *FS) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.Creat
 		return fuse.Status(syscall.EOPNOTSUPP)
 	}
 	ctx := fs.ctx(&in.InHeader)
-	ino, err := fs.sess.Tmpfile(ctx, pf, in.Mode&0o7777, nil)
+	ino, err := fs.sess.Tmpfile(ctx, pf, in.Mode&0o7777, in.Umask, nil)
 	if err != nil {
 		return fs.status("tmpfile", err)
 	}

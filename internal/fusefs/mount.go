@@ -35,11 +35,14 @@ type MountOptions struct {
 	ReadAheadKB int
 	// FsName is shown as the device in /proc/mounts and df.
 	FsName string
+	// ACL enables POSIX ACLs (needs DefaultPermissions: the kernel checks
+	// access against the ACLs it reads back).
+	ACL bool
 }
 
 // DefaultMountOptions are the options `nacre mount` starts from.
 func DefaultMountOptions() MountOptions {
-	return MountOptions{DefaultPermissions: true, MaxBackground: 64, ReadAheadKB: 4096}
+	return MountOptions{DefaultPermissions: true, ACL: true, MaxBackground: 64, ReadAheadKB: 4096}
 }
 
 // ParseOptions applies a comma-separated -o list to o.
@@ -71,6 +74,10 @@ func ParseOptions(o *MountOptions, s string) error {
 			o.DefaultPermissions = true
 		case "no_default_permissions":
 			o.DefaultPermissions = false
+		case "acl":
+			o.ACL = true
+		case "noacl":
+			o.ACL = false
 		case "ro":
 			o.ReadOnly = true
 		case "rw":
@@ -161,6 +168,13 @@ func MountFS(ctx context.Context, c *client.Client, dir string, o MountOptions) 
 	}
 	if o.DefaultPermissions {
 		mo.Options = append(mo.Options, "default_permissions")
+		if o.ACL {
+			// The kernel enforces the ACLs; it passes the umask
+			// instead of applying it, since a default ACL replaces
+			// it (the MDT decides).
+			mo.EnableAcl = true
+			mo.ExtraCapabilities |= fuse.CAP_DONT_MASK
+		}
 	}
 	if o.ReadOnly {
 		mo.Options = append(mo.Options, "ro")

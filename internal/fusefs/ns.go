@@ -262,12 +262,12 @@ func (fs *FS) create(h *fuse.InHeader, name string, mode uint32, o client.Create
 
 // Mknod makes a regular file, FIFO, socket or device node.
 func (fs *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
-	return fs.create(&in.InHeader, name, in.Mode, client.CreateOpts{Rdev: in.Rdev}, out)
+	return fs.create(&in.InHeader, name, in.Mode, client.CreateOpts{Rdev: in.Rdev, Umask: in.Umask}, out)
 }
 
 // Mkdir makes a directory.
 func (fs *FS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
-	return fs.create(&in.InHeader, name, syscall.S_IFDIR|in.Mode&0o7777, client.CreateOpts{}, out)
+	return fs.create(&in.InHeader, name, syscall.S_IFDIR|in.Mode&0o7777, client.CreateOpts{Umask: in.Umask}, out)
 }
 
 // Symlink makes a symbolic link.

@@ -23,8 +23,13 @@ func inGroup(c *pb.Cred, gid uint32) bool {
 
 // mayAccess applies the POSIX permission bits (R_OK 4, W_OK 2, X_OK 1),
 // as the MDT does: root may do anything but execute a file no one may
-// execute.
+// execute. An object with an access ACL is let through: the kernel has
+// checked it against the ACL already (a mount with ACLs always has
+// default_permissions), and the MDT checks its own operations.
 func mayAccess(ino *pb.Inode, c *pb.Cred, mask uint32) bool {
+	if ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_ACL) != 0 {
+		return true
+	}
 	mask &= 7
 	if c.Uid == 0 {
 		if mask&1 == 0 || ino.Mode&syscall.S_IFMT == syscall.S_IFDIR {

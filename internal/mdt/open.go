@@ -255,7 +255,7 @@ func (x *txn) openRename(op *pb.OpenRenameOp) (*pb.Reply, error) {
 func (x *txn) tmpfile(op *pb.TmpfileOp) (*pb.Reply, error) {
 	name := fmt.Sprintf(".nacre-tmpfile.%x.%x", x.cmd.ClientId, x.cmd.RequestId)
 	cr, err := x.create(&pb.CreateOp{Parent: op.Parent, Name: []byte(name), Mode: syscall.S_IFREG | op.Mode&0o7777,
-		Exclusive: true, Layout: op.Layout, Projid: op.Projid, Osts: op.Osts})
+		Exclusive: true, Layout: op.Layout, Projid: op.Projid, Osts: op.Osts, Umask: op.Umask})
 	if err != nil {
 		return nil, err
 	}

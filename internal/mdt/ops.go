@@ -20,7 +20,7 @@ func (x *txn) getDir(f fid.FID, access uint32, what string) (uint64, *pb.Inode, 
 	if !isDir(ino) {
 		return 0, nil, errf(syscall.ENOTDIR, "%s %s is not a directory", what, f)
 	}
-	if access != 0 && !mayAccess(ino, x.cred, access) {
+	if access != 0 && !mayAccess(x.b, local, ino, x.cred, access) {
 		return 0, nil, errf(syscall.EACCES, "%s %s: uid %d may not modify it", what, f, x.cred.Uid)
 	}
 	return local, ino, nil
@@ -86,6 +86,10 @@ func (x *txn) create(op *pb.CreateOp) (*pb.Reply, error) {
 			ino.Mode |= syscall.S_ISGID
 		}
 	}
+	accessACL, defACL, err := x.inheritACL(plocal, parent, ino, op.Umask)
+	if err != nil {
+		return nil, err
+	}
 	switch mode & syscall.S_IFMT {
 	case syscall.S_IFDIR:
 		ino.Nlink = 2
@@ -112,6 +116,7 @@ func (x *txn) create(op *pb.CreateOp) (*pb.Reply, error) {
 	}
 	local := x.allocLocal()
 	x.b.Set(OIKey(f), putU64(local))
+	x.storeACLs(local, accessACL, defACL)
 	x.put(local, ino)
 	x.b.Set(DirentKey(plocal, name), encodeDirent(f, DirentType(mode)))
 	x.t.inodes++
@@ -400,7 +405,7 @@ func (x *txn) rename(op *pb.RenameOp) (*pb.Reply, error) {
 		} else if in {
 			return nil, errf(syscall.EINVAL, "move directory %q into itself", srcName)
 		}
-		if !mayAccess(s.ino, x.cred, accW) {
+		if !mayAccess(x.b, s.local, s.ino, x.cred, accW) {
 			return nil, errf(syscall.EACCES, "move directory %q to another parent", srcName)
 		}
 	}
@@ -513,6 +518,9 @@ func (x *txn) setattr(op *pb.SetattrOp) (*pb.Reply, error) {
 			mode &^= syscall.S_ISGID
 		}
 		ino.Mode = ino.Mode&syscall.S_IFMT | mode
+		if err := x.chmodACL(local, ino); err != nil {
+			return nil, err
+		}
 		changed = true
 	}
 	if has(pb.SetattrValid_SETATTR_UID) || has(pb.SetattrValid_SETATTR_GID) {
@@ -543,7 +551,7 @@ func (x *txn) setattr(op *pb.SetattrOp) (*pb.Reply, error) {
 		if !isReg(ino) {
 			return nil, errf(syscall.EINVAL, "truncate %s: not a regular file", f)
 		}
-		if !has(pb.SetattrValid_SETATTR_CLEAR_DIRTY) && !owner && !mayAccess(ino, c, accW) {
+		if !has(pb.SetattrValid_SETATTR_CLEAR_DIRTY) && !owner && !mayAccess(x.b, local, ino, c, accW) {
 			return nil, errf(syscall.EACCES, "truncate %s", f)
 		}
 		if ino.Size != op.Size && !has(pb.SetattrValid_SETATTR_CLEAR_DIRTY) {
@@ -577,7 +585,7 @@ func (x *txn) setattr(op *pb.SetattrOp) (*pb.Reply, error) {
 		}
 	}
 	if has(pb.SetattrValid_SETATTR_ATIME_NOW) || has(pb.SetattrValid_SETATTR_MTIME_NOW) {
-		if !owner && !mayAccess(ino, c, accW) {
+		if !owner && !mayAccess(x.b, local, ino, c, accW) {
 			return nil, errf(syscall.EACCES, "touch %s", f)
 		}
 		if has(pb.SetattrValid_SETATTR_ATIME_NOW) {
@@ -617,7 +625,7 @@ func (x *txn) setattr(op *pb.SetattrOp) (*pb.Reply, error) {
 // MaxXattrValue is the largest extended attribute value.
 const MaxXattrValue = 64 << 10
 
-func (x *txn) checkXattr(ino *pb.Inode, f fid.FID, name string) error {
+func (x *txn) checkXattr(local uint64, ino *pb.Inode, f fid.FID, name string) error {
 	if name == "" || len(name) > MaxNameLen {
 		return errf(syscall.ERANGE, "xattr name of %d bytes", len(name))
 	}
@@ -626,7 +634,7 @@ func (x *txn) checkXattr(ino *pb.Inode, f fid.FID, name string) error {
 		if !isReg(ino) && !isDir(ino) {
 			return errf(syscall.EPERM, "user xattr on a special file %s", f)
 		}
-		if x.cred.Uid != 0 && x.cred.Uid != ino.Uid && !mayAccess(ino, x.cred, accW) {
+		if x.cred.Uid != 0 && x.cred.Uid != ino.Uid && !mayAccess(x.b, local, ino, x.cred, accW) {
 			return errf(syscall.EACCES, "set xattr %q on %s", name, f)
 		}
 	case hasPrefix(name, "trusted."):
@@ -637,6 +645,8 @@ func (x *txn) checkXattr(ino *pb.Inode, f fid.FID, name string) error {
 		if x.cred.Uid != 0 && x.cred.Uid != ino.Uid {
 			return errf(syscall.EPERM, "security xattr %q on %s", name, f)
 		}
+	case isACLName(name):
+		return x.checkACLChange(ino, f, name)
 	default:
 		return errf(syscall.EOPNOTSUPP, "xattr namespace of %q", name)
 	}
@@ -652,7 +662,7 @@ func (x *txn) setxattr(op *pb.SetxattrOp) (*pb.Reply, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := x.checkXattr(ino, f, name); err != nil {
+	if err := x.checkXattr(local, ino, f, name); err != nil {
 		return nil, err
 	}
 	if len(op.Value) > MaxXattrValue {
@@ -670,7 +680,13 @@ func (x *txn) setxattr(op *pb.SetxattrOp) (*pb.Reply, error) {
 	if op.Flags&2 != 0 && !exists {
 		return nil, errf(syscall.ENODATA, "xattr %q on %s", name, f)
 	}
-	x.b.Set(k, op.Value)
+	if isACLName(name) {
+		if err := x.setACL(local, ino, f, name, op.Value); err != nil {
+			return nil, err
+		}
+	} else {
+		x.b.Set(k, op.Value)
+	}
 	ino.CtimeNs = x.now
 	x.put(local, ino)
 	return &pb.Reply{Inode: stripLinks(ino)}, nil
@@ -683,14 +699,18 @@ func (x *txn) removexattr(op *pb.RemovexattrOp) (*pb.Reply, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := x.checkXattr(ino, f, name); err != nil {
+	if err := x.checkXattr(local, ino, f, name); err != nil {
 		return nil, err
 	}
 	k := xattrKey(local, name)
 	if _, err := x.b.Get(k); errors.Is(err, kv.ErrNotFound) {
 		return nil, errf(syscall.ENODATA, "xattr %q on %s", name, f)
 	}
-	x.b.Delete(k)
+	if isACLName(name) {
+		x.removeACL(local, ino, name)
+	} else {
+		x.b.Delete(k)
+	}
 	ino.CtimeNs = x.now
 	x.put(local, ino)
 	return &pb.Reply{Inode: stripLinks(ino)}, nil

@@ -5,6 +5,8 @@ import (
 	"syscall"
 
 	pb "nacre/api/nacrepb"
+	"nacre/internal/acl"
+	"nacre/internal/kv"
 )
 
 // Access bits for mayAccess.
@@ -39,8 +41,23 @@ func inGroup(c *pb.Cred, gid uint32) bool {
 	return false
 }
 
-// mayAccess applies the POSIX permission bits (no ACLs).
-func mayAccess(ino *pb.Inode, c *pb.Cred, mask uint32) bool {
+// mayAccess applies the POSIX permission bits and, to an object with an
+// access ACL, the ACL (read from r, under the object's local key).
+func mayAccess(r kv.Reader, local uint64, ino *pb.Inode, c *pb.Cred, mask uint32) bool {
+	if c.Uid == 0 || ino.Flags&flagACL == 0 {
+		return modeAllows(ino, c, mask)
+	}
+	a, err := readACL(r, local, acl.XattrAccess)
+	if err != nil || a == nil {
+		// An unreadable ACL falls back to the bits, which the ACL's
+		// base entries and mask were kept in step with.
+		return modeAllows(ino, c, mask)
+	}
+	return a.Allows(ino.Mode, ino.Uid, ino.Gid, c.Uid, func(g uint32) bool { return inGroup(c, g) }, mask)
+}
+
+// modeAllows applies the POSIX permission bits only.
+func modeAllows(ino *pb.Inode, c *pb.Cred, mask uint32) bool {
 	if c.Uid == 0 {
 		if mask&accX == 0 || isDir(ino) {
 			return true

@@ -76,7 +76,7 @@ func (t *Target) Lookup(parent fid.FID, name string, cred *pb.Cred) (*pb.Inode, 
 	if !isDir(p) {
 		return nil, errf(syscall.ENOTDIR, "lookup %q: %s is not a directory", name, parent)
 	}
-	if !mayAccess(p, credOr(cred), accX) {
+	if !mayAccess(t.db, plocal, p, credOr(cred), accX) {
 		return nil, errf(syscall.EACCES, "lookup %q in %s", name, parent)
 	}
 	if len(name) > MaxNameLen {
@@ -121,7 +121,7 @@ func (t *Target) Readdir(f fid.FID, cookie uint64, max int, plus bool, cred *pb.
 	if !isDir(d) {
 		return nil, false, errf(syscall.ENOTDIR, "readdir %s", f)
 	}
-	if !mayAccess(d, credOr(cred), accR) {
+	if !mayAccess(t.db, local, d, credOr(cred), accR) {
 		return nil, false, errf(syscall.EACCES, "readdir %s", f)
 	}
 	if max <= 0 {
@@ -175,7 +175,7 @@ func (t *Target) Getxattr(f fid.FID, name string, cred *pb.Cred) ([]byte, error)
 	if strings.HasPrefix(name, "trusted.") && c.Uid != 0 {
 		return nil, errf(syscall.ENODATA, "xattr %q", name)
 	}
-	if strings.HasPrefix(name, "user.") && !mayAccess(ino, c, accR) {
+	if strings.HasPrefix(name, "user.") && !mayAccess(t.db, local, ino, c, accR) {
 		return nil, errf(syscall.EACCES, "read xattr %q of %s", name, f)
 	}
 	v, err := t.db.Get(xattrKey(local, name))
