@@ -411,3 +411,73 @@ func TestAnOSTOutOfInodesKeepsWorking(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// TestAFullFollowerReplicaStopsNewNames: one follower replica of a
+// three-replica MDT sits on a device with less free space than its
+// store's reserve. The leader, whose own device has room, refuses new
+// names with ENOSPC naming that replica, since the follower would apply
+// them too; removals still work; once the follower has room again,
+// creates work again. Before, the leader took the names and the follower
+// filled its device.
+func TestAFullFollowerReplicaStopsNewNames(t *testing.T) {
+	cl := startReplicated(t)
+	leader := waitLeader(t, cl, "mdt0")
+	var follower string
+	for _, n := range replicaNames(t, cl, "mdt0") {
+		if n != leader {
+			follower = n
+			break
+		}
+	}
+	dir := onTmpfs(t, cl, follower, "size=512m")
+	if l := waitLeader(t, cl, "mdt0"); l != leader {
+		t.Fatalf("leadership moved from %s to %s while %s restarted", leader, l, follower)
+	}
+	c := cl.Client(t)
+	ctx := context.Background()
+	createIn(t, c, fid.Root, "before", []byte("x"))
+
+	// Leave 100 MiB free on the follower's device: less than its 144 MiB
+	// reserve.
+	u, err := space.Statfs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	junk := filepath.Join(dir, "junk")
+	if out, err := exec.Command("fallocate", "-l", strconv.FormatUint(u.Avail-100<<20, 10), junk).CombinedOutput(); err != nil {
+		t.Fatalf("fallocate: %v\n%s", err, out)
+	}
+	// The leader hears of it through the follower's heartbeat to the MGS.
+	deadline := time.Now().Add(15 * time.Second)
+	for i := 0; ; i++ {
+		_, _, err := c.Create(ctx, fid.Root, "probe"+itoa(i), 0o644, client.CreateOpts{Exclusive: true})
+		if err != nil {
+			if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "replica") || !strings.Contains(err.Error(), "is full") {
+				t.Fatalf("a create while a follower is full: want ENOSPC naming the replica, got %v", err)
+			}
+			t.Logf("refused: %v", err)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("15 s after a follower's device filled up, the leader still takes new names")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, err := c.Unlink(ctx, fid.Root, "before"); err != nil {
+		t.Errorf("a removal while a follower is full: %v", err)
+	}
+	if err := os.Remove(junk); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(15 * time.Second)
+	for {
+		_, _, err := c.Create(ctx, fid.Root, "after", 0o644, client.CreateOpts{Exclusive: true})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.ENOSPC) || time.Now().After(deadline) {
+			t.Fatalf("after the follower's space came back: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -113,7 +113,11 @@ func (s *Server) refreshConfig() {
 	s.cfgAt.Store(time.Now().UnixNano())
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	clear(s.replicas)
 	for _, ti := range cfg.Targets {
+		if ti.Kind == pb.TargetKind_TARGET_MDT && ti.Index == s.id.Index && ti.ReplicaId != 0 && ti.ReplicaId != s.group.ID() {
+			s.replicas[ti.ReplicaId] = ti
+		}
 		if ti.Kind != pb.TargetKind_TARGET_OST {
 			continue
 		}

@@ -81,12 +81,15 @@ type Server struct {
 
 	linearizable bool // reads wait for the read index (replicated groups)
 
-	mu     sync.Mutex
-	osts   map[uint32]*ostState
-	rr     atomic.Uint64
-	cfgAt  atomic.Int64 // when the OSTs were last read from the MGS (unix ns)
-	cfgMu  sync.Mutex   // one freshConfig at a time
-	cfgTry time.Time    // the last freshConfig attempt (under cfgMu)
+	mu   sync.Mutex
+	osts map[uint32]*ostState
+	// replicas: the other replicas of this MDT as the MGS last listed
+	// them, by replica id (their state and space; space.go).
+	replicas map[uint64]*pb.TargetInfo
+	rr       atomic.Uint64
+	cfgAt    atomic.Int64 // when the OSTs were last read from the MGS (unix ns)
+	cfgMu    sync.Mutex   // one freshConfig at a time
+	cfgTry   time.Time    // the last freshConfig attempt (under cfgMu)
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -121,7 +124,7 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{id: cfg.ID, log: cfg.Log, db: cfg.DB, t: t, mgs: cfg.MGS, osts: map[uint32]*ostState{}, stop: make(chan struct{})}
+	s := &Server{id: cfg.ID, log: cfg.Log, db: cfg.DB, t: t, mgs: cfg.MGS, osts: map[uint32]*ostState{}, replicas: map[uint64]*pb.TargetInfo{}, stop: make(chan struct{})}
 	if cfg.DB.Dir() != "" {
 		s.space = space.NewGuard(cfg.DB.Dir(), cfg.ID.Label(), cfg.DB.MemTableSize(), nil)
 	}

@@ -3,6 +3,8 @@ package mds
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -80,5 +82,34 @@ func (s *Server) admitSpace(cmd *pb.Command) error {
 	if err != nil {
 		return status.Error(codes.ResourceExhausted, err.Error())
 	}
+	if msg := s.fullReplica(); msg != "" {
+		return status.Error(codes.ResourceExhausted, msg)
+	}
 	return nil
+}
+
+// fullReplica names another replica of this MDT whose device is down to
+// its store's reserve, by its last heartbeat ("" if none is). Every
+// replica applies the same entries: without this check only the leader's
+// device counted, and a follower on a smaller or fuller one took new names
+// until its log could not grow and it stopped, leaving the group one
+// failure from unavailable. Now new names are refused while any replica
+// that is up is short (etcd raises its NOSPACE alarm for the whole
+// cluster in the same case); removals still go through. A replica that
+// is down does not count: it catches up from a snapshot, whose size the
+// reserve does not cover.
+func (s *Server) fullReplica() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := slices.Sorted(maps.Keys(s.replicas))
+	for _, id := range ids {
+		ti := s.replicas[id]
+		st := ti.Statfs
+		if ti.State != "up" || st == nil || st.BytesTotal == 0 || st.BytesAvail >= fullMargin(st.BytesTotal) {
+			continue
+		}
+		return fmt.Sprintf("%s replica %d is full: %sB available beyond its store's reserve on a %sB device; free space on that replica's device, or replace the replica (nacre replica replace)",
+			s.id.Label(), id, layout.FormatSize(st.BytesAvail), layout.FormatSize(st.BytesTotal))
+	}
+	return ""
 }
