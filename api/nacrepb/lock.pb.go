@@ -84,6 +84,118 @@ func (LockType) EnumDescriptor() ([]byte, []int) {
 	return file_lock_proto_rawDescGZIP(), []int{0}
 }
 
+type OpensRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClientId      uint64                 `protobuf:"varint,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	Opened        []*FID                 `protobuf:"bytes,2,rep,name=opened,proto3" json:"opened,omitempty"`
+	Closed        []*FID                 `protobuf:"bytes,3,rep,name=closed,proto3" json:"closed,omitempty"`
+	Replace       bool                   `protobuf:"varint,4,opt,name=replace,proto3" json:"replace,omitempty"` // opened is the whole list (a new session's first)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpensRequest) Reset() {
+	*x = OpensRequest{}
+	mi := &file_lock_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpensRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpensRequest) ProtoMessage() {}
+
+func (x *OpensRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_lock_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpensRequest.ProtoReflect.Descriptor instead.
+func (*OpensRequest) Descriptor() ([]byte, []int) {
+	return file_lock_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *OpensRequest) GetClientId() uint64 {
+	if x != nil {
+		return x.ClientId
+	}
+	return 0
+}
+
+func (x *OpensRequest) GetOpened() []*FID {
+	if x != nil {
+		return x.Opened
+	}
+	return nil
+}
+
+func (x *OpensRequest) GetClosed() []*FID {
+	if x != nil {
+		return x.Closed
+	}
+	return nil
+}
+
+func (x *OpensRequest) GetReplace() bool {
+	if x != nil {
+		return x.Replace
+	}
+	return false
+}
+
+type OpensReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Inodes        []*Inode               `protobuf:"bytes,1,rep,name=inodes,proto3" json:"inodes,omitempty"` // one per opened, in order
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpensReply) Reset() {
+	*x = OpensReply{}
+	mi := &file_lock_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpensReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpensReply) ProtoMessage() {}
+
+func (x *OpensReply) ProtoReflect() protoreflect.Message {
+	mi := &file_lock_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpensReply.ProtoReflect.Descriptor instead.
+func (*OpensReply) Descriptor() ([]byte, []int) {
+	return file_lock_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *OpensReply) GetInodes() []*Inode {
+	if x != nil {
+		return x.Inodes
+	}
+	return nil
+}
+
 type SessionUp struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ClientId      uint64                 `protobuf:"varint,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"` // first message: the client
@@ -95,7 +207,7 @@ type SessionUp struct {
 
 func (x *SessionUp) Reset() {
 	*x = SessionUp{}
-	mi := &file_lock_proto_msgTypes[0]
+	mi := &file_lock_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -107,7 +219,7 @@ func (x *SessionUp) String() string {
 func (*SessionUp) ProtoMessage() {}
 
 func (x *SessionUp) ProtoReflect() protoreflect.Message {
-	mi := &file_lock_proto_msgTypes[0]
+	mi := &file_lock_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -120,7 +232,7 @@ func (x *SessionUp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionUp.ProtoReflect.Descriptor instead.
 func (*SessionUp) Descriptor() ([]byte, []int) {
-	return file_lock_proto_rawDescGZIP(), []int{0}
+	return file_lock_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *SessionUp) GetClientId() uint64 {
@@ -157,7 +269,7 @@ type SessionDown struct {
 
 func (x *SessionDown) Reset() {
 	*x = SessionDown{}
-	mi := &file_lock_proto_msgTypes[1]
+	mi := &file_lock_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -169,7 +281,7 @@ func (x *SessionDown) String() string {
 func (*SessionDown) ProtoMessage() {}
 
 func (x *SessionDown) ProtoReflect() protoreflect.Message {
-	mi := &file_lock_proto_msgTypes[1]
+	mi := &file_lock_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -182,7 +294,7 @@ func (x *SessionDown) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionDown.ProtoReflect.Descriptor instead.
 func (*SessionDown) Descriptor() ([]byte, []int) {
-	return file_lock_proto_rawDescGZIP(), []int{1}
+	return file_lock_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *SessionDown) GetSeq() uint64 {
@@ -225,7 +337,7 @@ type LockRequest struct {
 
 func (x *LockRequest) Reset() {
 	*x = LockRequest{}
-	mi := &file_lock_proto_msgTypes[2]
+	mi := &file_lock_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -237,7 +349,7 @@ func (x *LockRequest) String() string {
 func (*LockRequest) ProtoMessage() {}
 
 func (x *LockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lock_proto_msgTypes[2]
+	mi := &file_lock_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -250,7 +362,7 @@ func (x *LockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRequest.ProtoReflect.Descriptor instead.
 func (*LockRequest) Descriptor() ([]byte, []int) {
-	return file_lock_proto_rawDescGZIP(), []int{2}
+	return file_lock_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *LockRequest) GetClientId() uint64 {
@@ -344,7 +456,7 @@ type LockReply struct {
 
 func (x *LockReply) Reset() {
 	*x = LockReply{}
-	mi := &file_lock_proto_msgTypes[3]
+	mi := &file_lock_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -356,7 +468,7 @@ func (x *LockReply) String() string {
 func (*LockReply) ProtoMessage() {}
 
 func (x *LockReply) ProtoReflect() protoreflect.Message {
-	mi := &file_lock_proto_msgTypes[3]
+	mi := &file_lock_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -369,7 +481,7 @@ func (x *LockReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockReply.ProtoReflect.Descriptor instead.
 func (*LockReply) Descriptor() ([]byte, []int) {
-	return file_lock_proto_rawDescGZIP(), []int{3}
+	return file_lock_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *LockReply) GetErrno() int32 {
@@ -417,7 +529,7 @@ type CancelWaitRequest struct {
 
 func (x *CancelWaitRequest) Reset() {
 	*x = CancelWaitRequest{}
-	mi := &file_lock_proto_msgTypes[4]
+	mi := &file_lock_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -429,7 +541,7 @@ func (x *CancelWaitRequest) String() string {
 func (*CancelWaitRequest) ProtoMessage() {}
 
 func (x *CancelWaitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lock_proto_msgTypes[4]
+	mi := &file_lock_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -442,7 +554,7 @@ func (x *CancelWaitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelWaitRequest.ProtoReflect.Descriptor instead.
 func (*CancelWaitRequest) Descriptor() ([]byte, []int) {
-	return file_lock_proto_rawDescGZIP(), []int{4}
+	return file_lock_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CancelWaitRequest) GetClientId() uint64 {
@@ -467,7 +579,7 @@ type CancelWaitReply struct {
 
 func (x *CancelWaitReply) Reset() {
 	*x = CancelWaitReply{}
-	mi := &file_lock_proto_msgTypes[5]
+	mi := &file_lock_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -479,7 +591,7 @@ func (x *CancelWaitReply) String() string {
 func (*CancelWaitReply) ProtoMessage() {}
 
 func (x *CancelWaitReply) ProtoReflect() protoreflect.Message {
-	mi := &file_lock_proto_msgTypes[5]
+	mi := &file_lock_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -492,7 +604,7 @@ func (x *CancelWaitReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelWaitReply.ProtoReflect.Descriptor instead.
 func (*CancelWaitReply) Descriptor() ([]byte, []int) {
-	return file_lock_proto_rawDescGZIP(), []int{5}
+	return file_lock_proto_rawDescGZIP(), []int{7}
 }
 
 // ReleaseLocksRequest drops, on one file, the POSIX locks of posix_owner
@@ -512,7 +624,7 @@ type ReleaseLocksRequest struct {
 
 func (x *ReleaseLocksRequest) Reset() {
 	*x = ReleaseLocksRequest{}
-	mi := &file_lock_proto_msgTypes[6]
+	mi := &file_lock_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -524,7 +636,7 @@ func (x *ReleaseLocksRequest) String() string {
 func (*ReleaseLocksRequest) ProtoMessage() {}
 
 func (x *ReleaseLocksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lock_proto_msgTypes[6]
+	mi := &file_lock_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -537,7 +649,7 @@ func (x *ReleaseLocksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLocksRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseLocksRequest) Descriptor() ([]byte, []int) {
-	return file_lock_proto_rawDescGZIP(), []int{6}
+	return file_lock_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReleaseLocksRequest) GetClientId() uint64 {
@@ -583,7 +695,7 @@ type ReleaseLocksReply struct {
 
 func (x *ReleaseLocksReply) Reset() {
 	*x = ReleaseLocksReply{}
-	mi := &file_lock_proto_msgTypes[7]
+	mi := &file_lock_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -595,7 +707,7 @@ func (x *ReleaseLocksReply) String() string {
 func (*ReleaseLocksReply) ProtoMessage() {}
 
 func (x *ReleaseLocksReply) ProtoReflect() protoreflect.Message {
-	mi := &file_lock_proto_msgTypes[7]
+	mi := &file_lock_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -608,7 +720,7 @@ func (x *ReleaseLocksReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLocksReply.ProtoReflect.Descriptor instead.
 func (*ReleaseLocksReply) Descriptor() ([]byte, []int) {
-	return file_lock_proto_rawDescGZIP(), []int{7}
+	return file_lock_proto_rawDescGZIP(), []int{9}
 }
 
 type InvalidateRequest struct {
@@ -621,7 +733,7 @@ type InvalidateRequest struct {
 
 func (x *InvalidateRequest) Reset() {
 	*x = InvalidateRequest{}
-	mi := &file_lock_proto_msgTypes[8]
+	mi := &file_lock_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -633,7 +745,7 @@ func (x *InvalidateRequest) String() string {
 func (*InvalidateRequest) ProtoMessage() {}
 
 func (x *InvalidateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lock_proto_msgTypes[8]
+	mi := &file_lock_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -646,7 +758,7 @@ func (x *InvalidateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvalidateRequest.ProtoReflect.Descriptor instead.
 func (*InvalidateRequest) Descriptor() ([]byte, []int) {
-	return file_lock_proto_rawDescGZIP(), []int{8}
+	return file_lock_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *InvalidateRequest) GetClientId() uint64 {
@@ -673,7 +785,7 @@ type InvalidateReply struct {
 
 func (x *InvalidateReply) Reset() {
 	*x = InvalidateReply{}
-	mi := &file_lock_proto_msgTypes[9]
+	mi := &file_lock_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -685,7 +797,7 @@ func (x *InvalidateReply) String() string {
 func (*InvalidateReply) ProtoMessage() {}
 
 func (x *InvalidateReply) ProtoReflect() protoreflect.Message {
-	mi := &file_lock_proto_msgTypes[9]
+	mi := &file_lock_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -698,7 +810,7 @@ func (x *InvalidateReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvalidateReply.ProtoReflect.Descriptor instead.
 func (*InvalidateReply) Descriptor() ([]byte, []int) {
-	return file_lock_proto_rawDescGZIP(), []int{9}
+	return file_lock_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *InvalidateReply) GetNotified() uint32 {
@@ -730,7 +842,7 @@ type AppendTokenRequest struct {
 
 func (x *AppendTokenRequest) Reset() {
 	*x = AppendTokenRequest{}
-	mi := &file_lock_proto_msgTypes[10]
+	mi := &file_lock_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +854,7 @@ func (x *AppendTokenRequest) String() string {
 func (*AppendTokenRequest) ProtoMessage() {}
 
 func (x *AppendTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lock_proto_msgTypes[10]
+	mi := &file_lock_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,7 +867,7 @@ func (x *AppendTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendTokenRequest.ProtoReflect.Descriptor instead.
 func (*AppendTokenRequest) Descriptor() ([]byte, []int) {
-	return file_lock_proto_rawDescGZIP(), []int{10}
+	return file_lock_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AppendTokenRequest) GetClientId() uint64 {
@@ -795,7 +907,7 @@ type AppendTokenReply struct {
 
 func (x *AppendTokenReply) Reset() {
 	*x = AppendTokenReply{}
-	mi := &file_lock_proto_msgTypes[11]
+	mi := &file_lock_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -807,7 +919,7 @@ func (x *AppendTokenReply) String() string {
 func (*AppendTokenReply) ProtoMessage() {}
 
 func (x *AppendTokenReply) ProtoReflect() protoreflect.Message {
-	mi := &file_lock_proto_msgTypes[11]
+	mi := &file_lock_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -820,7 +932,7 @@ func (x *AppendTokenReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendTokenReply.ProtoReflect.Descriptor instead.
 func (*AppendTokenReply) Descriptor() ([]byte, []int) {
-	return file_lock_proto_rawDescGZIP(), []int{11}
+	return file_lock_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AppendTokenReply) GetGrant() uint64 {
@@ -835,7 +947,15 @@ var File_lock_proto protoreflect.FileDescriptor
 const file_lock_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"lock.proto\x12\bnacre.v1\x1a\fcommon.proto\x1a\tmds.proto\"N\n" +
+	"lock.proto\x12\bnacre.v1\x1a\fcommon.proto\x1a\tmds.proto\"\x93\x01\n" +
+	"\fOpensRequest\x12\x1b\n" +
+	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12%\n" +
+	"\x06opened\x18\x02 \x03(\v2\r.nacre.v1.FIDR\x06opened\x12%\n" +
+	"\x06closed\x18\x03 \x03(\v2\r.nacre.v1.FIDR\x06closed\x12\x18\n" +
+	"\areplace\x18\x04 \x01(\bR\areplace\"5\n" +
+	"\n" +
+	"OpensReply\x12'\n" +
+	"\x06inodes\x18\x01 \x03(\v2\x0f.nacre.v1.InodeR\x06inodes\"N\n" +
 	"\tSessionUp\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
@@ -905,9 +1025,10 @@ const file_lock_proto_rawDesc = "" +
 	"\fReleaseLocks\x12\x1d.nacre.v1.ReleaseLocksRequest\x1a\x1b.nacre.v1.ReleaseLocksReply\x12D\n" +
 	"\n" +
 	"Invalidate\x12\x1b.nacre.v1.InvalidateRequest\x1a\x19.nacre.v1.InvalidateReply\x12G\n" +
-	"\vAppendToken\x12\x1c.nacre.v1.AppendTokenRequest\x1a\x1a.nacre.v1.AppendTokenReply29\n" +
+	"\vAppendToken\x12\x1c.nacre.v1.AppendTokenRequest\x1a\x1a.nacre.v1.AppendTokenReply2p\n" +
 	"\tOpenFiles\x12,\n" +
-	"\x06Mutate\x12\x11.nacre.v1.Command\x1a\x0f.nacre.v1.ReplyB\x13Z\x11nacre/api/nacrepbb\x06proto3"
+	"\x06Mutate\x12\x11.nacre.v1.Command\x1a\x0f.nacre.v1.Reply\x125\n" +
+	"\x05Opens\x12\x16.nacre.v1.OpensRequest\x1a\x14.nacre.v1.OpensReplyB\x13Z\x11nacre/api/nacrepbb\x06proto3"
 
 var (
 	file_lock_proto_rawDescOnce sync.Once
@@ -922,55 +1043,63 @@ func file_lock_proto_rawDescGZIP() []byte {
 }
 
 var file_lock_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_lock_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_lock_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_lock_proto_goTypes = []any{
 	(LockType)(0),               // 0: nacre.v1.LockType
-	(*SessionUp)(nil),           // 1: nacre.v1.SessionUp
-	(*SessionDown)(nil),         // 2: nacre.v1.SessionDown
-	(*LockRequest)(nil),         // 3: nacre.v1.LockRequest
-	(*LockReply)(nil),           // 4: nacre.v1.LockReply
-	(*CancelWaitRequest)(nil),   // 5: nacre.v1.CancelWaitRequest
-	(*CancelWaitReply)(nil),     // 6: nacre.v1.CancelWaitReply
-	(*ReleaseLocksRequest)(nil), // 7: nacre.v1.ReleaseLocksRequest
-	(*ReleaseLocksReply)(nil),   // 8: nacre.v1.ReleaseLocksReply
-	(*InvalidateRequest)(nil),   // 9: nacre.v1.InvalidateRequest
-	(*InvalidateReply)(nil),     // 10: nacre.v1.InvalidateReply
-	(*AppendTokenRequest)(nil),  // 11: nacre.v1.AppendTokenRequest
-	(*AppendTokenReply)(nil),    // 12: nacre.v1.AppendTokenReply
-	(*FID)(nil),                 // 13: nacre.v1.FID
-	(*Command)(nil),             // 14: nacre.v1.Command
-	(*Reply)(nil),               // 15: nacre.v1.Reply
+	(*OpensRequest)(nil),        // 1: nacre.v1.OpensRequest
+	(*OpensReply)(nil),          // 2: nacre.v1.OpensReply
+	(*SessionUp)(nil),           // 3: nacre.v1.SessionUp
+	(*SessionDown)(nil),         // 4: nacre.v1.SessionDown
+	(*LockRequest)(nil),         // 5: nacre.v1.LockRequest
+	(*LockReply)(nil),           // 6: nacre.v1.LockReply
+	(*CancelWaitRequest)(nil),   // 7: nacre.v1.CancelWaitRequest
+	(*CancelWaitReply)(nil),     // 8: nacre.v1.CancelWaitReply
+	(*ReleaseLocksRequest)(nil), // 9: nacre.v1.ReleaseLocksRequest
+	(*ReleaseLocksReply)(nil),   // 10: nacre.v1.ReleaseLocksReply
+	(*InvalidateRequest)(nil),   // 11: nacre.v1.InvalidateRequest
+	(*InvalidateReply)(nil),     // 12: nacre.v1.InvalidateReply
+	(*AppendTokenRequest)(nil),  // 13: nacre.v1.AppendTokenRequest
+	(*AppendTokenReply)(nil),    // 14: nacre.v1.AppendTokenReply
+	(*FID)(nil),                 // 15: nacre.v1.FID
+	(*Inode)(nil),               // 16: nacre.v1.Inode
+	(*Command)(nil),             // 17: nacre.v1.Command
+	(*Reply)(nil),               // 18: nacre.v1.Reply
 }
 var file_lock_proto_depIdxs = []int32{
-	13, // 0: nacre.v1.SessionDown.invalidate:type_name -> nacre.v1.FID
-	13, // 1: nacre.v1.SessionDown.revoke_append:type_name -> nacre.v1.FID
-	13, // 2: nacre.v1.LockRequest.fid:type_name -> nacre.v1.FID
-	0,  // 3: nacre.v1.LockRequest.type:type_name -> nacre.v1.LockType
-	0,  // 4: nacre.v1.LockReply.type:type_name -> nacre.v1.LockType
-	13, // 5: nacre.v1.ReleaseLocksRequest.fid:type_name -> nacre.v1.FID
-	13, // 6: nacre.v1.InvalidateRequest.fids:type_name -> nacre.v1.FID
-	13, // 7: nacre.v1.AppendTokenRequest.fid:type_name -> nacre.v1.FID
-	1,  // 8: nacre.v1.LDLM.Session:input_type -> nacre.v1.SessionUp
-	3,  // 9: nacre.v1.LDLM.Lock:input_type -> nacre.v1.LockRequest
-	3,  // 10: nacre.v1.LDLM.GetLock:input_type -> nacre.v1.LockRequest
-	5,  // 11: nacre.v1.LDLM.CancelWait:input_type -> nacre.v1.CancelWaitRequest
-	7,  // 12: nacre.v1.LDLM.ReleaseLocks:input_type -> nacre.v1.ReleaseLocksRequest
-	9,  // 13: nacre.v1.LDLM.Invalidate:input_type -> nacre.v1.InvalidateRequest
-	11, // 14: nacre.v1.LDLM.AppendToken:input_type -> nacre.v1.AppendTokenRequest
-	14, // 15: nacre.v1.OpenFiles.Mutate:input_type -> nacre.v1.Command
-	2,  // 16: nacre.v1.LDLM.Session:output_type -> nacre.v1.SessionDown
-	4,  // 17: nacre.v1.LDLM.Lock:output_type -> nacre.v1.LockReply
-	4,  // 18: nacre.v1.LDLM.GetLock:output_type -> nacre.v1.LockReply
-	6,  // 19: nacre.v1.LDLM.CancelWait:output_type -> nacre.v1.CancelWaitReply
-	8,  // 20: nacre.v1.LDLM.ReleaseLocks:output_type -> nacre.v1.ReleaseLocksReply
-	10, // 21: nacre.v1.LDLM.Invalidate:output_type -> nacre.v1.InvalidateReply
-	12, // 22: nacre.v1.LDLM.AppendToken:output_type -> nacre.v1.AppendTokenReply
-	15, // 23: nacre.v1.OpenFiles.Mutate:output_type -> nacre.v1.Reply
-	16, // [16:24] is the sub-list for method output_type
-	8,  // [8:16] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	15, // 0: nacre.v1.OpensRequest.opened:type_name -> nacre.v1.FID
+	15, // 1: nacre.v1.OpensRequest.closed:type_name -> nacre.v1.FID
+	16, // 2: nacre.v1.OpensReply.inodes:type_name -> nacre.v1.Inode
+	15, // 3: nacre.v1.SessionDown.invalidate:type_name -> nacre.v1.FID
+	15, // 4: nacre.v1.SessionDown.revoke_append:type_name -> nacre.v1.FID
+	15, // 5: nacre.v1.LockRequest.fid:type_name -> nacre.v1.FID
+	0,  // 6: nacre.v1.LockRequest.type:type_name -> nacre.v1.LockType
+	0,  // 7: nacre.v1.LockReply.type:type_name -> nacre.v1.LockType
+	15, // 8: nacre.v1.ReleaseLocksRequest.fid:type_name -> nacre.v1.FID
+	15, // 9: nacre.v1.InvalidateRequest.fids:type_name -> nacre.v1.FID
+	15, // 10: nacre.v1.AppendTokenRequest.fid:type_name -> nacre.v1.FID
+	3,  // 11: nacre.v1.LDLM.Session:input_type -> nacre.v1.SessionUp
+	5,  // 12: nacre.v1.LDLM.Lock:input_type -> nacre.v1.LockRequest
+	5,  // 13: nacre.v1.LDLM.GetLock:input_type -> nacre.v1.LockRequest
+	7,  // 14: nacre.v1.LDLM.CancelWait:input_type -> nacre.v1.CancelWaitRequest
+	9,  // 15: nacre.v1.LDLM.ReleaseLocks:input_type -> nacre.v1.ReleaseLocksRequest
+	11, // 16: nacre.v1.LDLM.Invalidate:input_type -> nacre.v1.InvalidateRequest
+	13, // 17: nacre.v1.LDLM.AppendToken:input_type -> nacre.v1.AppendTokenRequest
+	17, // 18: nacre.v1.OpenFiles.Mutate:input_type -> nacre.v1.Command
+	1,  // 19: nacre.v1.OpenFiles.Opens:input_type -> nacre.v1.OpensRequest
+	4,  // 20: nacre.v1.LDLM.Session:output_type -> nacre.v1.SessionDown
+	6,  // 21: nacre.v1.LDLM.Lock:output_type -> nacre.v1.LockReply
+	6,  // 22: nacre.v1.LDLM.GetLock:output_type -> nacre.v1.LockReply
+	8,  // 23: nacre.v1.LDLM.CancelWait:output_type -> nacre.v1.CancelWaitReply
+	10, // 24: nacre.v1.LDLM.ReleaseLocks:output_type -> nacre.v1.ReleaseLocksReply
+	12, // 25: nacre.v1.LDLM.Invalidate:output_type -> nacre.v1.InvalidateReply
+	14, // 26: nacre.v1.LDLM.AppendToken:output_type -> nacre.v1.AppendTokenReply
+	18, // 27: nacre.v1.OpenFiles.Mutate:output_type -> nacre.v1.Reply
+	2,  // 28: nacre.v1.OpenFiles.Opens:output_type -> nacre.v1.OpensReply
+	20, // [20:29] is the sub-list for method output_type
+	11, // [11:20] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_lock_proto_init() }
@@ -986,7 +1115,7 @@ func file_lock_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lock_proto_rawDesc), len(file_lock_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

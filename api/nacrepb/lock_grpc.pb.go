@@ -413,6 +413,7 @@ var LDLM_ServiceDesc = grpc.ServiceDesc{
 
 const (
 	OpenFiles_Mutate_FullMethodName = "/nacre.v1.OpenFiles/Mutate"
+	OpenFiles_Opens_FullMethodName  = "/nacre.v1.OpenFiles/Opens"
 )
 
 // OpenFilesClient is the client API for OpenFiles service.
@@ -421,6 +422,13 @@ const (
 type OpenFilesClient interface {
 	// Mutate is MDS.Mutate for the open-file commands (Command fields 50-59).
 	Mutate(ctx context.Context, in *Command, opts ...grpc.CallOption) (*Reply, error)
+	// Opens tells the leader which files the client has open (its first
+	// open of each, its last close), so that a file removed through another
+	// client is kept while it is open here (Lustre keeps open-unlinked
+	// files by its open handles). It needs the client's session. It answers
+	// once every removal that could have missed the opens has been applied,
+	// with each opened file's attributes then (no fid: it is gone).
+	Opens(ctx context.Context, in *OpensRequest, opts ...grpc.CallOption) (*OpensReply, error)
 }
 
 type openFilesClient struct {
@@ -441,12 +449,29 @@ func (c *openFilesClient) Mutate(ctx context.Context, in *Command, opts ...grpc.
 	return out, nil
 }
 
+func (c *openFilesClient) Opens(ctx context.Context, in *OpensRequest, opts ...grpc.CallOption) (*OpensReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(OpensReply)
+	err := c.cc.Invoke(ctx, OpenFiles_Opens_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // OpenFilesServer is the server API for OpenFiles service.
 // All implementations must embed UnimplementedOpenFilesServer
 // for forward compatibility.
 type OpenFilesServer interface {
 	// Mutate is MDS.Mutate for the open-file commands (Command fields 50-59).
 	Mutate(context.Context, *Command) (*Reply, error)
+	// Opens tells the leader which files the client has open (its first
+	// open of each, its last close), so that a file removed through another
+	// client is kept while it is open here (Lustre keeps open-unlinked
+	// files by its open handles). It needs the client's session. It answers
+	// once every removal that could have missed the opens has been applied,
+	// with each opened file's attributes then (no fid: it is gone).
+	Opens(context.Context, *OpensRequest) (*OpensReply, error)
 	mustEmbedUnimplementedOpenFilesServer()
 }
 
@@ -459,6 +484,9 @@ type UnimplementedOpenFilesServer struct{}
 
 func (UnimplementedOpenFilesServer) Mutate(context.Context, *Command) (*Reply, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Mutate not implemented")
+}
+func (UnimplementedOpenFilesServer) Opens(context.Context, *OpensRequest) (*OpensReply, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Opens not implemented")
 }
 func (UnimplementedOpenFilesServer) mustEmbedUnimplementedOpenFilesServer() {}
 func (UnimplementedOpenFilesServer) testEmbeddedByValue()                   {}
@@ -499,6 +527,24 @@ func _OpenFiles_Mutate_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OpenFiles_Opens_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OpensRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpenFilesServer).Opens(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpenFiles_Opens_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpenFilesServer).Opens(ctx, req.(*OpensRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // OpenFiles_ServiceDesc is the grpc.ServiceDesc for OpenFiles service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -509,6 +555,10 @@ var OpenFiles_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Mutate",
 			Handler:    _OpenFiles_Mutate_Handler,
+		},
+		{
+			MethodName: "Opens",
+			Handler:    _OpenFiles_Opens_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

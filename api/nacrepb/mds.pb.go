@@ -1388,9 +1388,15 @@ func (x *DestroyDoneOp) GetObjects() []*StripeObject {
 // kept as an open-unlinked orphan (Lustre's PENDING) until the client
 // releases it (OrphanReleaseOp) or its session is gone (internal/mdt/open.go).
 type OpenUnlinkOp struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Unlink        *UnlinkOp              `protobuf:"bytes,1,opt,name=unlink,proto3" json:"unlink,omitempty"`
-	Open          []*FID                 `protobuf:"bytes,2,rep,name=open,proto3" json:"open,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Unlink *UnlinkOp              `protobuf:"bytes,1,opt,name=unlink,proto3" json:"unlink,omitempty"`
+	Open   []*FID                 `protobuf:"bytes,2,rep,name=open,proto3" json:"open,omitempty"`
+	// shared: set by the leader when other clients have files open. If
+	// the last name of a regular file goes and the file is not one of
+	// `open`, it is kept too, as a shared orphan (owner
+	// mdt.SharedOrphanOwner) that the leader destroys once no client has it
+	// open (internal/mds/open.go).
+	Shared        bool `protobuf:"varint,3,opt,name=shared,proto3" json:"shared,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1439,12 +1445,20 @@ func (x *OpenUnlinkOp) GetOpen() []*FID {
 	return nil
 }
 
+func (x *OpenUnlinkOp) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
+}
+
 // OpenRenameOp is a rename by a client that has files open: a replaced
 // destination that is one of `open` is kept as an orphan (see OpenUnlinkOp).
 type OpenRenameOp struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Rename        *RenameOp              `protobuf:"bytes,1,opt,name=rename,proto3" json:"rename,omitempty"`
 	Open          []*FID                 `protobuf:"bytes,2,rep,name=open,proto3" json:"open,omitempty"`
+	Shared        bool                   `protobuf:"varint,3,opt,name=shared,proto3" json:"shared,omitempty"` // as in OpenUnlinkOp
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1491,6 +1505,13 @@ func (x *OpenRenameOp) GetOpen() []*FID {
 		return x.Open
 	}
 	return nil
+}
+
+func (x *OpenRenameOp) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
 }
 
 // TmpfileOp makes a regular file in no directory (O_TMPFILE): an orphan
@@ -1584,8 +1605,16 @@ func (x *TmpfileOp) GetUmask() uint32 {
 // orphan among them whose link count is still zero is destroyed. Internal
 // (client_id 0) releases any client's orphans (the MDS's orphan reaper).
 type OrphanReleaseOp struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Fids          []*FID                 `protobuf:"bytes,1,rep,name=fids,proto3" json:"fids,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Fids  []*FID                 `protobuf:"bytes,1,rep,name=fids,proto3" json:"fids,omitempty"`
+	// share: orphans of the client that other clients still have open
+	// (the leader moves them here from fids): they become shared orphans
+	// instead of being destroyed.
+	Share []*FID `protobuf:"bytes,2,rep,name=share,proto3" json:"share,omitempty"`
+	// opens_seen (internal): clients tell this MDT of their open files; from
+	// then on a new leader keeps every removed file for a grace period
+	// (internal/mds/shared.go).
+	OpensSeen     bool `protobuf:"varint,3,opt,name=opens_seen,json=opensSeen,proto3" json:"opens_seen,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1625,6 +1654,20 @@ func (x *OrphanReleaseOp) GetFids() []*FID {
 		return x.Fids
 	}
 	return nil
+}
+
+func (x *OrphanReleaseOp) GetShare() []*FID {
+	if x != nil {
+		return x.Share
+	}
+	return nil
+}
+
+func (x *OrphanReleaseOp) GetOpensSeen() bool {
+	if x != nil {
+		return x.OpensSeen
+	}
+	return false
 }
 
 type Reply struct {
@@ -2406,22 +2449,27 @@ const file_mds_proto_rawDesc = "" +
 	"\x05start\x18\x01 \x01(\x04R\x05start\x12\x10\n" +
 	"\x03end\x18\x02 \x01(\x04R\x03end\"A\n" +
 	"\rDestroyDoneOp\x120\n" +
-	"\aobjects\x18\x01 \x03(\v2\x16.nacre.v1.StripeObjectR\aobjects\"]\n" +
+	"\aobjects\x18\x01 \x03(\v2\x16.nacre.v1.StripeObjectR\aobjects\"u\n" +
 	"\fOpenUnlinkOp\x12*\n" +
 	"\x06unlink\x18\x01 \x01(\v2\x12.nacre.v1.UnlinkOpR\x06unlink\x12!\n" +
-	"\x04open\x18\x02 \x03(\v2\r.nacre.v1.FIDR\x04open\"]\n" +
+	"\x04open\x18\x02 \x03(\v2\r.nacre.v1.FIDR\x04open\x12\x16\n" +
+	"\x06shared\x18\x03 \x01(\bR\x06shared\"u\n" +
 	"\fOpenRenameOp\x12*\n" +
 	"\x06rename\x18\x01 \x01(\v2\x12.nacre.v1.RenameOpR\x06rename\x12!\n" +
-	"\x04open\x18\x02 \x03(\v2\r.nacre.v1.FIDR\x04open\"\xb2\x01\n" +
+	"\x04open\x18\x02 \x03(\v2\r.nacre.v1.FIDR\x04open\x12\x16\n" +
+	"\x06shared\x18\x03 \x01(\bR\x06shared\"\xb2\x01\n" +
 	"\tTmpfileOp\x12%\n" +
 	"\x06parent\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\rR\x04mode\x12(\n" +
 	"\x06layout\x18\x03 \x01(\v2\x10.nacre.v1.LayoutR\x06layout\x12\x16\n" +
 	"\x06projid\x18\x04 \x01(\rR\x06projid\x12\x12\n" +
 	"\x04osts\x18\x05 \x03(\rR\x04osts\x12\x14\n" +
-	"\x05umask\x18\x06 \x01(\rR\x05umask\"4\n" +
+	"\x05umask\x18\x06 \x01(\rR\x05umask\"x\n" +
 	"\x0fOrphanReleaseOp\x12!\n" +
-	"\x04fids\x18\x01 \x03(\v2\r.nacre.v1.FIDR\x04fids\"\xa7\x01\n" +
+	"\x04fids\x18\x01 \x03(\v2\r.nacre.v1.FIDR\x04fids\x12#\n" +
+	"\x05share\x18\x02 \x03(\v2\r.nacre.v1.FIDR\x05share\x12\x1d\n" +
+	"\n" +
+	"opens_seen\x18\x03 \x01(\bR\topensSeen\"\xa7\x01\n" +
 	"\x05Reply\x12\x14\n" +
 	"\x05errno\x18\x01 \x01(\x05R\x05errno\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12%\n" +
@@ -2595,41 +2643,42 @@ var file_mds_proto_depIdxs = []int32{
 	33, // 38: nacre.v1.TmpfileOp.parent:type_name -> nacre.v1.FID
 	34, // 39: nacre.v1.TmpfileOp.layout:type_name -> nacre.v1.Layout
 	33, // 40: nacre.v1.OrphanReleaseOp.fids:type_name -> nacre.v1.FID
-	36, // 41: nacre.v1.Reply.inode:type_name -> nacre.v1.Inode
-	33, // 42: nacre.v1.LookupRequest.parent:type_name -> nacre.v1.FID
-	29, // 43: nacre.v1.LookupRequest.cred:type_name -> nacre.v1.Cred
-	33, // 44: nacre.v1.GetattrRequest.fid:type_name -> nacre.v1.FID
-	33, // 45: nacre.v1.ReaddirRequest.fid:type_name -> nacre.v1.FID
-	29, // 46: nacre.v1.ReaddirRequest.cred:type_name -> nacre.v1.Cred
-	33, // 47: nacre.v1.DirEntry.fid:type_name -> nacre.v1.FID
-	36, // 48: nacre.v1.DirEntry.inode:type_name -> nacre.v1.Inode
-	23, // 49: nacre.v1.ReaddirReply.entries:type_name -> nacre.v1.DirEntry
-	33, // 50: nacre.v1.XattrRequest.fid:type_name -> nacre.v1.FID
-	29, // 51: nacre.v1.XattrRequest.cred:type_name -> nacre.v1.Cred
-	33, // 52: nacre.v1.Fid2PathRequest.fid:type_name -> nacre.v1.FID
-	37, // 53: nacre.v1.MDS.Hello:input_type -> nacre.v1.HelloRequest
-	1,  // 54: nacre.v1.MDS.Mutate:input_type -> nacre.v1.Command
-	20, // 55: nacre.v1.MDS.Lookup:input_type -> nacre.v1.LookupRequest
-	21, // 56: nacre.v1.MDS.Getattr:input_type -> nacre.v1.GetattrRequest
-	22, // 57: nacre.v1.MDS.Readdir:input_type -> nacre.v1.ReaddirRequest
-	25, // 58: nacre.v1.MDS.Getxattr:input_type -> nacre.v1.XattrRequest
-	25, // 59: nacre.v1.MDS.Listxattr:input_type -> nacre.v1.XattrRequest
-	27, // 60: nacre.v1.MDS.Fid2Path:input_type -> nacre.v1.Fid2PathRequest
-	38, // 61: nacre.v1.MDS.Statfs:input_type -> nacre.v1.StatfsRequest
-	39, // 62: nacre.v1.MDS.Hello:output_type -> nacre.v1.HelloReply
-	18, // 63: nacre.v1.MDS.Mutate:output_type -> nacre.v1.Reply
-	18, // 64: nacre.v1.MDS.Lookup:output_type -> nacre.v1.Reply
-	18, // 65: nacre.v1.MDS.Getattr:output_type -> nacre.v1.Reply
-	24, // 66: nacre.v1.MDS.Readdir:output_type -> nacre.v1.ReaddirReply
-	26, // 67: nacre.v1.MDS.Getxattr:output_type -> nacre.v1.XattrReply
-	26, // 68: nacre.v1.MDS.Listxattr:output_type -> nacre.v1.XattrReply
-	28, // 69: nacre.v1.MDS.Fid2Path:output_type -> nacre.v1.Fid2PathReply
-	40, // 70: nacre.v1.MDS.Statfs:output_type -> nacre.v1.StatfsReply
-	62, // [62:71] is the sub-list for method output_type
-	53, // [53:62] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	33, // 41: nacre.v1.OrphanReleaseOp.share:type_name -> nacre.v1.FID
+	36, // 42: nacre.v1.Reply.inode:type_name -> nacre.v1.Inode
+	33, // 43: nacre.v1.LookupRequest.parent:type_name -> nacre.v1.FID
+	29, // 44: nacre.v1.LookupRequest.cred:type_name -> nacre.v1.Cred
+	33, // 45: nacre.v1.GetattrRequest.fid:type_name -> nacre.v1.FID
+	33, // 46: nacre.v1.ReaddirRequest.fid:type_name -> nacre.v1.FID
+	29, // 47: nacre.v1.ReaddirRequest.cred:type_name -> nacre.v1.Cred
+	33, // 48: nacre.v1.DirEntry.fid:type_name -> nacre.v1.FID
+	36, // 49: nacre.v1.DirEntry.inode:type_name -> nacre.v1.Inode
+	23, // 50: nacre.v1.ReaddirReply.entries:type_name -> nacre.v1.DirEntry
+	33, // 51: nacre.v1.XattrRequest.fid:type_name -> nacre.v1.FID
+	29, // 52: nacre.v1.XattrRequest.cred:type_name -> nacre.v1.Cred
+	33, // 53: nacre.v1.Fid2PathRequest.fid:type_name -> nacre.v1.FID
+	37, // 54: nacre.v1.MDS.Hello:input_type -> nacre.v1.HelloRequest
+	1,  // 55: nacre.v1.MDS.Mutate:input_type -> nacre.v1.Command
+	20, // 56: nacre.v1.MDS.Lookup:input_type -> nacre.v1.LookupRequest
+	21, // 57: nacre.v1.MDS.Getattr:input_type -> nacre.v1.GetattrRequest
+	22, // 58: nacre.v1.MDS.Readdir:input_type -> nacre.v1.ReaddirRequest
+	25, // 59: nacre.v1.MDS.Getxattr:input_type -> nacre.v1.XattrRequest
+	25, // 60: nacre.v1.MDS.Listxattr:input_type -> nacre.v1.XattrRequest
+	27, // 61: nacre.v1.MDS.Fid2Path:input_type -> nacre.v1.Fid2PathRequest
+	38, // 62: nacre.v1.MDS.Statfs:input_type -> nacre.v1.StatfsRequest
+	39, // 63: nacre.v1.MDS.Hello:output_type -> nacre.v1.HelloReply
+	18, // 64: nacre.v1.MDS.Mutate:output_type -> nacre.v1.Reply
+	18, // 65: nacre.v1.MDS.Lookup:output_type -> nacre.v1.Reply
+	18, // 66: nacre.v1.MDS.Getattr:output_type -> nacre.v1.Reply
+	24, // 67: nacre.v1.MDS.Readdir:output_type -> nacre.v1.ReaddirReply
+	26, // 68: nacre.v1.MDS.Getxattr:output_type -> nacre.v1.XattrReply
+	26, // 69: nacre.v1.MDS.Listxattr:output_type -> nacre.v1.XattrReply
+	28, // 70: nacre.v1.MDS.Fid2Path:output_type -> nacre.v1.Fid2PathReply
+	40, // 71: nacre.v1.MDS.Statfs:output_type -> nacre.v1.StatfsReply
+	63, // [63:72] is the sub-list for method output_type
+	54, // [54:63] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_mds_proto_init() }

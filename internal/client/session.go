@@ -71,6 +71,9 @@ type SessionHandlers struct {
 	// session is void, and the appends under way with them must reach the
 	// OSTs before a new leader may hand the tokens to another client.
 	SessionLost func(mdt uint32)
+	// OpenFIDs lists the files the client has open, for a new session to
+	// tell its MDT (a new leader knows none; see Opened).
+	OpenFIDs func() []fid.FID
 }
 
 // StartSession opens the client's session with every MDT.
@@ -274,6 +277,7 @@ func (s *Session) stream(m *sessMDT) error {
 			// The server's welcome: the session is registered.
 			m.epoch.Add(1)
 			m.once.Do(func() { close(m.up) })
+			go s.replayOpens(ctx, m)
 			continue
 		}
 		if len(d.Invalidate) > 0 && s.h.Invalidate != nil {
@@ -398,6 +402,77 @@ func (s *Session) Tmpfile(ctx context.Context, parent fid.FID, mode, umask uint3
 		return nil, err
 	}
 	return rep.Inode, nil
+}
+
+// Opened tells the MDT of f that this client opened f (its first open
+// here), so that f is kept if another client removes its last name while
+// it is open here (until Closed). It returns f's attributes as of then,
+// or ENOENT if f is gone: a removal under way when f was opened came
+// first. Against an MDS that does not know opens it returns (nil, nil).
+func (s *Session) Opened(ctx context.Context, f fid.FID) (*pb.Inode, error) {
+	c := s.c
+	var rep *pb.OpensReply
+	err := c.retry(ctx, "open", func(ctx context.Context) error {
+		_, open, err := s.clients(f)
+		if err != nil {
+			return err
+		}
+		rep, err = open.Opens(ctx, &pb.OpensRequest{ClientId: c.id, Opened: []*pb.FID{f.PB()}})
+		if rpc.Retryable(err) {
+			if m, merr := s.mdt(f); merr == nil {
+				s.follow(m, c.probeLeader(ctx, m.index))
+			}
+		}
+		return err
+	})
+	if status.Code(err) == codes.Unimplemented {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, c.mdtError("open", f, err)
+	}
+	if len(rep.Inodes) != 1 || rep.Inodes[0].GetFid() == nil {
+		return nil, rpc.NewErrno("open "+f.String(), int32(syscall.ENOENT), "removed")
+	}
+	return rep.Inodes[0], nil
+}
+
+// Closed tells the MDT of f that this client closed f for the last time.
+// A failure is only logged: the MDT keeps a removed file longer than it
+// needs to, until the session's next list of open files.
+func (s *Session) Closed(ctx context.Context, f fid.FID) {
+	err := s.c.retry(ctx, "close", func(ctx context.Context) error {
+		_, open, err := s.clients(f)
+		if err != nil {
+			return err
+		}
+		_, err = open.Opens(ctx, &pb.OpensRequest{ClientId: s.c.id, Closed: []*pb.FID{f.PB()}})
+		return err
+	})
+	if err != nil && status.Code(err) != codes.Unimplemented && s.ctx.Err() == nil {
+		s.c.log.Warn("tell the MDT a file is closed", "fid", f, "err", err)
+	}
+}
+
+// replayOpens tells a new session's MDT every file open here that it
+// owns.
+func (s *Session) replayOpens(ctx context.Context, m *sessMDT) {
+	var mine []*pb.FID
+	if s.h.OpenFIDs != nil {
+		for _, f := range s.h.OpenFIDs() {
+			if mc, err := s.c.mdtFor(f); err == nil && mc.index == m.index {
+				mine = append(mine, f.PB())
+			}
+		}
+	}
+	s.mu.Lock()
+	open := m.open
+	s.mu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := open.Opens(cctx, &pb.OpensRequest{ClientId: s.c.id, Opened: mine, Replace: true}); err != nil && status.Code(err) != codes.Unimplemented && ctx.Err() == nil {
+		s.c.log.Warn("tell a new session's MDT the open files", "mdt", m.index, "files", len(mine), "err", err)
+	}
 }
 
 // ReleaseOrphans tells the MDT this client closed the files for the last

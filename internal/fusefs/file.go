@@ -85,8 +85,11 @@ func (fs *FS) openFIDsLocked() []fid.FID {
 // renames that started before it (they could not know of it).
 func (fs *FS) beginOpen(f fid.FID) {
 	fs.mu.Lock()
-	for fs.releasing[f] != nil {
+	for fs.releasing[f] != nil || fs.closing[f] != nil {
 		ch := fs.releasing[f]
+		if ch == nil {
+			ch = fs.closing[f]
+		}
 		fs.mu.Unlock()
 		<-ch
 		fs.mu.Lock()
@@ -171,9 +174,18 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 	ctx := client.WithCred(context.Background(), cred)
 	fs.beginOpen(n.fid)
 	defer fs.endOpen(n.fid)
-	// Attributes fetched moments ago (by the lookup of this open) serve;
-	// others are fetched again (close-to-open).
-	_, ino := fs.cached(in.NodeId, true)
+	// The first open here tells the MDS (so that another client's
+	// removal keeps the file while it is open here), which answers with
+	// fresh attributes; otherwise attributes fetched moments ago (by the
+	// lookup of this open) serve, and others are fetched again
+	// (close-to-open).
+	ino, st := fs.registerOpen(ctx, n.fid)
+	if !st.Ok() {
+		return st
+	}
+	if ino == nil {
+		_, ino = fs.cached(in.NodeId, true)
+	}
 	if ino == nil {
 		var err error
 		if ino, err = fs.attr(ctx, n.fid); err != nil {
@@ -259,6 +271,11 @@ func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out
 	}
 	if !existed {
 		fs.dirChanged(in.NodeId, 0)
+	}
+	if fresh, st := fs.registerOpen(ctx, fid.FromPB(ino.Fid)); !st.Ok() {
+		return st
+	} else if fresh != nil && existed {
+		ino = fresh
 	}
 	n := fs.fillEntry(ino, &out.EntryOut)
 	h, keep := fs.openHandle(n, ino, in.Flags)
@@ -455,7 +472,24 @@ func (fs *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 		released = make(chan struct{})
 		fs.releasing[of.fid] = released
 	}
+	var closed chan struct{}
+	if last && fs.sess != nil && fs.closing[of.fid] == nil {
+		closed = make(chan struct{})
+		fs.closing[of.fid] = closed
+	}
 	fs.mu.Unlock()
+	if closed != nil {
+		// After the orphan's release (deferred calls run last first).
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			fs.sess.Closed(ctx, of.fid)
+			cancel()
+			fs.mu.Lock()
+			delete(fs.closing, of.fid)
+			fs.mu.Unlock()
+			close(closed)
+		}()
+	}
 	if orphan {
 		defer func() {
 			fs.mu.Lock()
@@ -544,4 +578,39 @@ func (fs *FS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Statu
 		return extend()
 	}
 	return fuse.Status(syscall.EOPNOTSUPP)
+}
+
+// registerOpen tells the MDS of this mount's first open of f (Session.Opened)
+// and returns f's attributes as of then; nil if f is open here already, the
+// mount has no session, or the MDS does not know opens, and ENOENT if a
+// removal through another client came first.
+func (fs *FS) registerOpen(ctx context.Context, f fid.FID) (*pb.Inode, fuse.Status) {
+	if fs.sess == nil {
+		return nil, fuse.OK
+	}
+	fs.mu.Lock()
+	first := fs.files[f] == nil
+	fs.mu.Unlock()
+	if !first {
+		return nil, fuse.OK
+	}
+	ino, err := fs.sess.Opened(ctx, f)
+	if err != nil {
+		return nil, fs.status("open", err)
+	}
+	if ino != nil && ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_SIZE_DIRTY) != 0 {
+		return nil, fuse.OK // its size comes from the OSTs: fetch it as before
+	}
+	return ino, fuse.OK
+}
+
+// openFileFIDs lists the regular files open here (for a new session).
+func (fs *FS) openFileFIDs() []fid.FID {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	out := make([]fid.FID, 0, len(fs.files))
+	for f := range fs.files {
+		out = append(out, f)
+	}
+	return out
 }

@@ -124,6 +124,10 @@ type FS struct {
 	// releasing holds the files whose orphan is being released: an open
 	// of one (through a name the kernel still caches) waits for it.
 	releasing map[fid.FID]chan struct{}
+	// closing holds the files whose last close is being told to the MDS
+	// (Release): an open of one waits, so that the MDS hears of the
+	// close before the new open.
+	closing map[fid.FID]chan struct{}
 	// inherit holds orphans whose last handle went while an open of them
 	// was in progress: the new open file takes over the release.
 	inherit map[fid.FID]bool
@@ -205,6 +209,7 @@ func New(c *client.Client, o Options) *FS {
 		dirs:      map[fid.FID]*openDir{},
 		opening:   map[fid.FID]int{},
 		releasing: map[fid.FID]chan struct{}{},
+		closing:   map[fid.FID]chan struct{}{},
 		inherit:   map[fid.FID]bool{},
 		tokens:    map[fid.FID][]*openFile{},
 		flights:   newFlights(),

@@ -136,7 +136,7 @@ func MountFS(ctx context.Context, c *client.Client, dir string, o MountOptions) 
 		o.Name = host + ":" + dir
 	}
 	fs := New(c, o.Options)
-	sess, err := c.StartSession(ctx, o.Name, client.SessionHandlers{Invalidate: fs.Invalidate, RevokeAppend: fs.RevokeAppend, SessionLost: fs.AppendTokensLost})
+	sess, err := c.StartSession(ctx, o.Name, client.SessionHandlers{Invalidate: fs.Invalidate, RevokeAppend: fs.RevokeAppend, SessionLost: fs.AppendTokensLost, OpenFIDs: fs.openFileFIDs})
 	if err != nil {
 		return nil, fmt.Errorf("open a session with the MDS: %w", err)
 	}

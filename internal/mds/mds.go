@@ -83,6 +83,10 @@ type Server struct {
 
 	mu   sync.Mutex
 	osts map[uint32]*ostState
+	// rm counts removals under way (shared.go); orphanGrace and
+	// openGrace are the grace periods of open.go and shared.go.
+	rm                     removals
+	orphanGrace, openGrace time.Duration
 	// replicas: the other replicas of this MDT as the MGS last listed
 	// them, by replica id (their state and space; space.go).
 	replicas map[uint64]*pb.TargetInfo
@@ -291,7 +295,7 @@ func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error)
 	default:
 		return nil, status.Errorf(codes.InvalidArgument, "%s: clients may not send %T", s.id.Label(), cmd.Op)
 	}
-	r, err := s.propose(ctx, cmd)
+	r, err := s.proposeRemoval(ctx, cmd)
 	if err != nil {
 		return nil, err
 	}

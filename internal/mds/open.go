@@ -12,6 +12,7 @@ import (
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/ldlm"
+	"nacre/internal/mdt"
 	"nacre/internal/raftgroup"
 )
 
@@ -46,8 +47,10 @@ func (s *Server) startClientServices(g *grpc.Server) {
 			grace = d
 		}
 	}
-	s.wg.Add(1)
+	s.orphanGrace, s.openGrace = grace, openGrace()
+	s.wg.Add(2)
 	go s.reapOrphans(lm, grace)
+	go s.releaseShared(lm)
 }
 
 // LDLM is the lock manager service (for tests and tools).
@@ -76,6 +79,7 @@ func (o *openFiles) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, err
 		op = "rename"
 	case *pb.Command_OrphanRelease:
 		op = "release"
+		s.shareReleased(cmd)
 	case *pb.Command_Tmpfile:
 		op = "tmpfile"
 		if err := s.admitSpace(cmd); err != nil {
@@ -92,7 +96,7 @@ func (o *openFiles) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, err
 	default:
 		return nil, status.Errorf(codes.InvalidArgument, "%s: OpenFiles.Mutate does not take %T", s.id.Label(), cmd.Op)
 	}
-	r, err := s.propose(ctx, cmd)
+	r, err := s.proposeRemoval(ctx, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -132,6 +136,9 @@ func (s *Server) reapOrphans(lm *ldlm.Server, grace time.Duration) {
 		}
 		var reap []*pb.FID
 		for _, o := range orphans {
+			if o.Client == mdt.SharedOrphanOwner {
+				continue // releaseShared's
+			}
 			gone, since := lm.ClientGone(o.Client)
 			if gone && now.Sub(since) >= grace {
 				reap = append(reap, o.FID.PB())

@@ -29,6 +29,7 @@ var (
 	keyNextLocal = metaKey("nextlocal")
 	keyFidSeq    = metaKey("fidseq")
 	keyInodes    = metaKey("inodes")
+	keyOpensSeen = metaKey("opensseen")
 )
 
 func poolKey(ost uint32) []byte {

@@ -42,6 +42,11 @@ import (
 
 const pfxPending = 'P'
 
+// SharedOrphanOwner owns the orphans that no one client keeps: files
+// removed through one client while others had them open (OpenUnlinkOp's
+// shared). The leader destroys them once no client has them open.
+const SharedOrphanOwner = ^uint64(0)
+
 // PendingPrefix is the key prefix of the open-unlinked orphan records.
 var PendingPrefix = []byte{pfxPending}
 
@@ -118,15 +123,17 @@ func (x *txn) openFiles() (*pb.Reply, error) {
 type pin struct {
 	local  uint64
 	f      fid.FID
+	owner  uint64 // whose orphan it becomes
 	orig   *pb.Inode
 	dir    bool
 	xattrs [][2][]byte
 }
 
-// pinName pins the non-directory that parent/name names, if it is one of
-// open. Failures are left for the ordinary operation to report.
-func (x *txn) pinName(parent *pb.FID, name string, open []*pb.FID) *pin {
-	if parent == nil || len(open) == 0 {
+// pinName pins what parent/name names if it is one of open (for the
+// client), or, with shared, if it is a regular file (for no client in
+// particular). Failures are left for the ordinary operation to report.
+func (x *txn) pinName(parent *pb.FID, name string, open []*pb.FID, shared bool) *pin {
+	if parent == nil || (len(open) == 0 && !shared) {
 		return nil
 	}
 	plocal, dir, err := x.get(fid.FromPB(parent))
@@ -144,15 +151,19 @@ func (x *txn) pinName(parent *pb.FID, name string, open []*pb.FID) *pin {
 			break
 		}
 	}
-	if !held {
-		return nil
-	}
 	local, child, err := x.get(cf)
 	if err != nil {
 		return nil
 	}
+	owner := x.cmd.ClientId
+	if !held {
+		if !shared || !isReg(child) {
+			return nil
+		}
+		owner = SharedOrphanOwner
+	}
 	if isDir(child) {
-		p := &pin{local: local, f: cf, orig: child, dir: true}
+		p := &pin{local: local, f: cf, owner: owner, orig: child, dir: true}
 		pfx := xattrPrefix(local)
 		if it, err := x.b.NewIter(pfx, kv.PrefixEnd(pfx)); err == nil {
 			for it.First(); it.Valid(); it.Next() {
@@ -165,7 +176,7 @@ func (x *txn) pinName(parent *pb.FID, name string, open []*pb.FID) *pin {
 	orig := cloneInode(child)
 	child.Nlink++
 	x.put(local, child)
-	return &pin{local: local, f: cf, orig: orig}
+	return &pin{local: local, f: cf, owner: owner, orig: orig}
 }
 
 // settle removes the pin after the operation: on failure the object is
@@ -192,7 +203,7 @@ func (x *txn) settle(p *pin, opErr error) *pb.Inode {
 	}
 	x.put(local, ino)
 	if ino.Nlink == 0 {
-		x.b.Set(PendingKey(p.f), encodePending(x.cmd.ClientId, local))
+		x.b.Set(PendingKey(p.f), encodePending(p.owner, local))
 	}
 	return stripLinks(ino)
 }
@@ -216,7 +227,7 @@ func (x *txn) settleDir(p *pin, opErr error) *pb.Inode {
 		x.b.Set(kv[0], kv[1])
 	}
 	x.t.inodes++
-	x.b.Set(PendingKey(p.f), encodePending(x.cmd.ClientId, p.local))
+	x.b.Set(PendingKey(p.f), encodePending(p.owner, p.local))
 	return stripLinks(ino)
 }
 
@@ -224,7 +235,7 @@ func (x *txn) openUnlink(op *pb.OpenUnlinkOp) (*pb.Reply, error) {
 	if op.Unlink == nil {
 		return nil, errf(syscall.EINVAL, "open unlink without an unlink")
 	}
-	p := x.pinName(op.Unlink.Parent, string(op.Unlink.Name), op.Open)
+	p := x.pinName(op.Unlink.Parent, string(op.Unlink.Name), op.Open, op.Shared)
 	r, err := x.unlink(op.Unlink)
 	kept := x.settle(p, err)
 	if err != nil {
@@ -243,7 +254,7 @@ func (x *txn) openRename(op *pb.OpenRenameOp) (*pb.Reply, error) {
 	}
 	var p *pin
 	if rn.Flags&renameExchange == 0 && !(proto.Equal(rn.SrcParent, rn.DstParent) && bytes.Equal(rn.SrcName, rn.DstName)) {
-		p = x.pinName(rn.DstParent, string(rn.DstName), op.Open)
+		p = x.pinName(rn.DstParent, string(rn.DstName), op.Open, op.Shared)
 	}
 	r, err := x.rename(rn)
 	x.settle(p, err)
@@ -259,7 +270,7 @@ func (x *txn) tmpfile(op *pb.TmpfileOp) (*pb.Reply, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := x.pinName(op.Parent, name, []*pb.FID{cr.Inode.Fid})
+	p := x.pinName(op.Parent, name, []*pb.FID{cr.Inode.Fid}, false)
 	_, err = x.unlink(&pb.UnlinkOp{Parent: op.Parent, Name: []byte(name)})
 	kept := x.settle(p, err)
 	if err != nil || kept == nil {
@@ -268,7 +279,32 @@ func (x *txn) tmpfile(op *pb.TmpfileOp) (*pb.Reply, error) {
 	return &pb.Reply{Inode: kept}, nil
 }
 
+// OpensSeen reports whether clients have told this MDT of open files
+// (OrphanReleaseOp.opens_seen).
+func (t *Target) OpensSeen() bool {
+	_, err := t.db.Get(keyOpensSeen)
+	return err == nil
+}
+
 func (x *txn) orphanRelease(op *pb.OrphanReleaseOp) (*pb.Reply, error) {
+	if op.OpensSeen {
+		x.b.Set(keyOpensSeen, []byte{1})
+	}
+	for _, pf := range op.Share {
+		f := fid.FromPB(pf)
+		k := PendingKey(f)
+		v, err := x.b.Get(k)
+		if errors.Is(err, kv.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, errf(syscall.EIO, "read orphan record of %s: %v", f, err)
+		}
+		if len(v) != 16 || binary.BigEndian.Uint64(v) != x.cmd.ClientId {
+			continue // not this client's (any more)
+		}
+		x.b.Set(k, encodePending(SharedOrphanOwner, binary.BigEndian.Uint64(v[8:])))
+	}
 	for _, pf := range op.Fids {
 		f := fid.FromPB(pf)
 		k := PendingKey(f)

@@ -1,0 +1,88 @@
+package ldlm
+
+import (
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"nacre/internal/fid"
+)
+
+// Open files of clients, as their sessions report them (the leader's
+// memory only, like locks). The MDS keeps a file removed through one
+// client while another has it open (internal/mds/open.go); it asks here.
+//
+// A client's opens outlive its session for a grace period, as its
+// orphans do: a client cut off for a moment, or reconnecting to a new
+// leader, still has its files open. A new leader knows no opens at all
+// until the clients' new sessions report them: the MDS treats every
+// removal in a new leadership's first moments as if others had files
+// open (internal/mds/shared.go).
+
+// NoteOpens records what client opened (first open on the client) and
+// closed (last close); with replace, opened is all it has open. The
+// client needs a session here (else Unavailable: the session is being
+// opened, retry).
+func (s *Server) NoteOpens(client uint64, opened, closed []fid.FID, replace bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sessions[client] == nil {
+		return status.Error(codes.Unavailable, "no session of this client here yet: open files are recorded with the session")
+	}
+	set := s.opens[client]
+	if set == nil || replace {
+		set = map[fid.FID]bool{}
+		s.opens[client] = set
+	}
+	for _, f := range opened {
+		set[f] = true
+	}
+	for _, f := range closed {
+		delete(set, f)
+	}
+	if len(set) == 0 {
+		delete(s.opens, client)
+	}
+	return nil
+}
+
+// counts reports whether client's opens still count (with s.mu held):
+// it has a session, or lost it less than grace ago.
+func (s *Server) counts(client uint64, grace time.Duration) bool {
+	if s.sessions[client] != nil {
+		return true
+	}
+	t, ok := s.gone[client]
+	if !ok || time.Since(t) >= grace {
+		delete(s.opens, client)
+		return false
+	}
+	return true
+}
+
+// OpenElsewhere reports whether a client other than client has files
+// open (a client's opens count for grace after its session ended).
+func (s *Server) OpenElsewhere(client uint64, grace time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c, set := range s.opens {
+		if c != client && len(set) > 0 && s.counts(c, grace) {
+			return true
+		}
+	}
+	return false
+}
+
+// HeldOpen reports whether a client other than except (0: any) has f
+// open.
+func (s *Server) HeldOpen(f fid.FID, except uint64, grace time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c, set := range s.opens {
+		if c != except && set[f] && s.counts(c, grace) {
+			return true
+		}
+	}
+	return false
+}
