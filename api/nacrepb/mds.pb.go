@@ -544,7 +544,10 @@ type CreateOp struct {
 	DelayLayout bool `protobuf:"varint,10,opt,name=delay_layout,json=delayLayout,proto3" json:"delay_layout,omitempty"`
 	// umask: the creating process's umask, applied here unless the parent
 	// has a default ACL (which replaces it); a mount passes mode unmasked.
-	Umask         uint32 `protobuf:"varint,11,opt,name=umask,proto3" json:"umask,omitempty"`
+	Umask uint32 `protobuf:"varint,11,opt,name=umask,proto3" json:"umask,omitempty"`
+	// open: the client opens the file it creates (or finds): the leader
+	// records it as open, as OpenFiles.Opens would, saving that round trip.
+	Open          bool `protobuf:"varint,12,opt,name=open,proto3" json:"open,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -654,6 +657,13 @@ func (x *CreateOp) GetUmask() uint32 {
 		return x.Umask
 	}
 	return 0
+}
+
+func (x *CreateOp) GetOpen() bool {
+	if x != nil {
+		return x.Open
+	}
+	return false
 }
 
 type LinkOp struct {
@@ -1671,13 +1681,16 @@ func (x *OrphanReleaseOp) GetOpensSeen() bool {
 }
 
 type Reply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Errno         int32                  `protobuf:"varint,1,opt,name=errno,proto3" json:"errno,omitempty"`                 // 0 or a POSIX errno
-	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`              // detail for people when errno != 0
-	Inode         *Inode                 `protobuf:"bytes,3,opt,name=inode,proto3" json:"inode,omitempty"`                  // the object operated on or created
-	Existed       bool                   `protobuf:"varint,4,opt,name=existed,proto3" json:"existed,omitempty"`             // create without O_EXCL found the name
-	Index         uint64                 `protobuf:"varint,5,opt,name=index,proto3" json:"index,omitempty"`                 // raft index that applied it
-	TimeNs        int64                  `protobuf:"varint,6,opt,name=time_ns,json=timeNs,proto3" json:"time_ns,omitempty"` // the command's time (reply cache expiry)
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Errno   int32                  `protobuf:"varint,1,opt,name=errno,proto3" json:"errno,omitempty"`                 // 0 or a POSIX errno
+	Message string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`              // detail for people when errno != 0
+	Inode   *Inode                 `protobuf:"bytes,3,opt,name=inode,proto3" json:"inode,omitempty"`                  // the object operated on or created
+	Existed bool                   `protobuf:"varint,4,opt,name=existed,proto3" json:"existed,omitempty"`             // create without O_EXCL found the name
+	Index   uint64                 `protobuf:"varint,5,opt,name=index,proto3" json:"index,omitempty"`                 // raft index that applied it
+	TimeNs  int64                  `protobuf:"varint,6,opt,name=time_ns,json=timeNs,proto3" json:"time_ns,omitempty"` // the command's time (reply cache expiry)
+	// opened: the leader recorded the created (or found) file as open by
+	// the client (CreateOp.open; OpenFiles.Opens).
+	Opened        bool `protobuf:"varint,7,opt,name=opened,proto3" json:"opened,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1752,6 +1765,13 @@ func (x *Reply) GetTimeNs() int64 {
 		return x.TimeNs
 	}
 	return 0
+}
+
+func (x *Reply) GetOpened() bool {
+	if x != nil {
+		return x.Opened
+	}
+	return false
 }
 
 // TrimRepliesOp drops cached replies of commands older than before_ns:
@@ -2380,7 +2400,7 @@ const file_mds_proto_rawDesc = "" +
 	"openRename\x12/\n" +
 	"\atmpfile\x184 \x01(\v2\x13.nacre.v1.TmpfileOpH\x00R\atmpfile\x12B\n" +
 	"\x0eorphan_release\x185 \x01(\v2\x19.nacre.v1.OrphanReleaseOpH\x00R\rorphanReleaseB\x04\n" +
-	"\x02op\"\xb4\x02\n" +
+	"\x02op\"\xc8\x02\n" +
 	"\bCreateOp\x12%\n" +
 	"\x06parent\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\fR\x04name\x12\x12\n" +
@@ -2393,7 +2413,8 @@ const file_mds_proto_rawDesc = "" +
 	"\x04osts\x18\t \x03(\rR\x04osts\x12!\n" +
 	"\fdelay_layout\x18\n" +
 	" \x01(\bR\vdelayLayout\x12\x14\n" +
-	"\x05umask\x18\v \x01(\rR\x05umask\"d\n" +
+	"\x05umask\x18\v \x01(\rR\x05umask\x12\x12\n" +
+	"\x04open\x18\f \x01(\bR\x04open\"d\n" +
 	"\x06LinkOp\x12\x1f\n" +
 	"\x03fid\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x03fid\x12%\n" +
 	"\x06parent\x18\x02 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
@@ -2469,14 +2490,15 @@ const file_mds_proto_rawDesc = "" +
 	"\x04fids\x18\x01 \x03(\v2\r.nacre.v1.FIDR\x04fids\x12#\n" +
 	"\x05share\x18\x02 \x03(\v2\r.nacre.v1.FIDR\x05share\x12\x1d\n" +
 	"\n" +
-	"opens_seen\x18\x03 \x01(\bR\topensSeen\"\xa7\x01\n" +
+	"opens_seen\x18\x03 \x01(\bR\topensSeen\"\xbf\x01\n" +
 	"\x05Reply\x12\x14\n" +
 	"\x05errno\x18\x01 \x01(\x05R\x05errno\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12%\n" +
 	"\x05inode\x18\x03 \x01(\v2\x0f.nacre.v1.InodeR\x05inode\x12\x18\n" +
 	"\aexisted\x18\x04 \x01(\bR\aexisted\x12\x14\n" +
 	"\x05index\x18\x05 \x01(\x04R\x05index\x12\x17\n" +
-	"\atime_ns\x18\x06 \x01(\x03R\x06timeNs\",\n" +
+	"\atime_ns\x18\x06 \x01(\x03R\x06timeNs\x12\x16\n" +
+	"\x06opened\x18\a \x01(\bR\x06opened\",\n" +
 	"\rTrimRepliesOp\x12\x1b\n" +
 	"\tbefore_ns\x18\x01 \x01(\x03R\bbeforeNs\"n\n" +
 	"\rLookupRequest\x12%\n" +

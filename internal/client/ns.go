@@ -61,19 +61,31 @@ type CreateOpts struct {
 	// default ACL, which replaces it (a mount with ACLs passes the
 	// process's umask and the mode unmasked, as the kernel leaves it).
 	Umask uint32
+	// Open asks the MDS to record the file as open by this client (a
+	// mount's create of a file it opens); Reply.Opened says it did.
+	Open bool
 }
 
 // Create makes a file of the type in mode's S_IFMT bits (regular if 0).
 // Without Exclusive an existing regular file is returned as it is (open
 // with O_CREAT); Reply.Existed tells which happened.
 func (c *Client) Create(ctx context.Context, parent fid.FID, name string, mode uint32, o CreateOpts) (*pb.Inode, bool, error) {
-	rep, err := c.mutate(ctx, "create "+name, parent, &pb.Command{Op: &pb.Command_Create{Create: &pb.CreateOp{
-		Parent: parent.PB(), Name: []byte(name), Mode: mode, Rdev: o.Rdev, Symlink: []byte(o.Symlink),
-		Exclusive: o.Exclusive, Layout: o.Layout, Projid: o.Projid, DelayLayout: o.DelayLayout, Umask: o.Umask}}})
+	rep, err := c.CreateReply(ctx, parent, name, mode, o)
 	if err != nil {
 		return nil, false, err
 	}
 	return rep.Inode, rep.Existed, nil
+}
+
+// CreateReply is Create with the MDS's whole reply.
+func (c *Client) CreateReply(ctx context.Context, parent fid.FID, name string, mode uint32, o CreateOpts) (*pb.Reply, error) {
+	rep, err := c.mutate(ctx, "create "+name, parent, &pb.Command{Op: &pb.Command_Create{Create: &pb.CreateOp{
+		Parent: parent.PB(), Name: []byte(name), Mode: mode, Rdev: o.Rdev, Symlink: []byte(o.Symlink),
+		Exclusive: o.Exclusive, Layout: o.Layout, Projid: o.Projid, DelayLayout: o.DelayLayout, Umask: o.Umask, Open: o.Open}}})
+	if err != nil {
+		return nil, err
+	}
+	return rep, nil
 }
 
 // Mkdir makes a directory.

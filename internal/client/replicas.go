@@ -282,6 +282,20 @@ func (g *mdtGroup) Lookup(ctx context.Context, in *pb.LookupRequest, _ ...grpc.C
 	return
 }
 
+// Opens goes to the leader (mdsapi.Opener); a replica that cannot serve it
+// answers Unimplemented.
+func (g *mdtGroup) Opens(ctx context.Context, in *pb.OpensRequest) (out *pb.OpensReply, err error) {
+	err = g.call(ctx, false, func(c pb.MDSClient) (e error) {
+		o, ok := c.(mdsapi.Opener)
+		if !ok {
+			return status.Error(codes.Unimplemented, "opens over framed RPC")
+		}
+		out, e = o.Opens(ctx, in)
+		return
+	})
+	return
+}
+
 func (g *mdtGroup) Getattr(ctx context.Context, in *pb.GetattrRequest, _ ...grpc.CallOption) (out *pb.Reply, err error) {
 	err = g.call(ctx, true, func(c pb.MDSClient) (e error) { out, e = c.Getattr(ctx, in); return })
 	return

@@ -16,6 +16,7 @@ import (
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/fid"
+	"nacre/internal/mdsapi"
 	"nacre/internal/rpc"
 )
 
@@ -411,20 +412,7 @@ func (s *Session) Tmpfile(ctx context.Context, parent fid.FID, mode, umask uint3
 // first. Against an MDS that does not know opens it returns (nil, nil).
 func (s *Session) Opened(ctx context.Context, f fid.FID) (*pb.Inode, error) {
 	c := s.c
-	var rep *pb.OpensReply
-	err := c.retry(ctx, "open", func(ctx context.Context) error {
-		_, open, err := s.clients(f)
-		if err != nil {
-			return err
-		}
-		rep, err = open.Opens(ctx, &pb.OpensRequest{ClientId: c.id, Opened: []*pb.FID{f.PB()}})
-		if rpc.Retryable(err) {
-			if m, merr := s.mdt(f); merr == nil {
-				s.follow(m, c.probeLeader(ctx, m.index))
-			}
-		}
-		return err
-	})
+	rep, err := s.opens(ctx, "open", f, &pb.OpensRequest{ClientId: c.id, Opened: []*pb.FID{f.PB()}})
 	if status.Code(err) == codes.Unimplemented {
 		return nil, nil
 	}
@@ -440,18 +428,51 @@ func (s *Session) Opened(ctx context.Context, f fid.FID) (*pb.Inode, error) {
 // Closed tells the MDT of f that this client closed f for the last time.
 // A failure is only logged: the MDT keeps a removed file longer than it
 // needs to, until the session's next list of open files.
-func (s *Session) Closed(ctx context.Context, f fid.FID) {
-	err := s.c.retry(ctx, "close", func(ctx context.Context) error {
+func (s *Session) Closed(ctx context.Context, fids []fid.FID) {
+	if len(fids) == 0 {
+		return
+	}
+	_, err := s.opens(ctx, "close", fids[0], &pb.OpensRequest{ClientId: s.c.id, Closed: pbFIDs(fids)})
+	if err != nil && status.Code(err) != codes.Unimplemented && s.ctx.Err() == nil {
+		s.c.log.Warn("tell the MDT files are closed", "files", len(fids), "err", err)
+	}
+}
+
+// opens calls Opens on the leader of f's MDT: over the framed RPC of the
+// client's requests when it serves it (one round trip as cheap as a
+// lookup), else over the session's gRPC connection.
+func (s *Session) opens(ctx context.Context, what string, f fid.FID, req *pb.OpensRequest) (*pb.OpensReply, error) {
+	c := s.c
+	var rep *pb.OpensReply
+	framed := true
+	err := c.retry(ctx, what, func(ctx context.Context) error {
+		var err error
+		if framed {
+			var m *mdtConn
+			if m, err = c.mdtFor(f); err != nil {
+				return err
+			}
+			if o, ok := m.cli.(mdsapi.Opener); ok {
+				rep, err = o.Opens(ctx, req)
+				if status.Code(err) != codes.Unimplemented {
+					return err
+				}
+			}
+			framed = false
+		}
 		_, open, err := s.clients(f)
 		if err != nil {
 			return err
 		}
-		_, err = open.Opens(ctx, &pb.OpensRequest{ClientId: s.c.id, Closed: []*pb.FID{f.PB()}})
+		rep, err = open.Opens(ctx, req)
+		if rpc.Retryable(err) {
+			if m, merr := s.mdt(f); merr == nil {
+				s.follow(m, c.probeLeader(ctx, m.index))
+			}
+		}
 		return err
 	})
-	if err != nil && status.Code(err) != codes.Unimplemented && s.ctx.Err() == nil {
-		s.c.log.Warn("tell the MDT a file is closed", "fid", f, "err", err)
-	}
+	return rep, err
 }
 
 // replayOpens tells a new session's MDT every file open here that it

@@ -257,10 +257,11 @@ func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out
 	}
 	cred := fs.cred(&in.InHeader)
 	ctx := client.WithCred(context.Background(), cred)
-	ino, existed, err := fs.c.Create(ctx, pf, name, in.Mode, client.CreateOpts{Exclusive: in.Flags&syscall.O_EXCL != 0, Umask: in.Umask})
+	rep, err := fs.c.CreateReply(ctx, pf, name, in.Mode, client.CreateOpts{Exclusive: in.Flags&syscall.O_EXCL != 0, Umask: in.Umask, Open: fs.sess != nil})
 	if err != nil {
 		return fs.status("create", err)
 	}
+	ino, existed := rep.Inode, rep.Existed
 	if existed {
 		if err := fs.c.Glimpse(ctx, ino); err != nil {
 			return fs.status("create", err)
@@ -272,7 +273,13 @@ func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out
 	if !existed {
 		fs.dirChanged(in.NodeId, 0)
 	}
-	if fresh, st := fs.registerOpen(ctx, fid.FromPB(ino.Fid)); !st.Ok() {
+	if rep.Opened {
+		// The MDS recorded the open with the create; a close of this
+		// file still queued here has nothing more to say.
+		fs.mu.Lock()
+		delete(fs.closeq, fid.FromPB(ino.Fid))
+		fs.mu.Unlock()
+	} else if fresh, st := fs.registerOpen(ctx, fid.FromPB(ino.Fid)); !st.Ok() {
 		return st
 	} else if fresh != nil && existed {
 		ino = fresh
@@ -472,23 +479,10 @@ func (fs *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 		released = make(chan struct{})
 		fs.releasing[of.fid] = released
 	}
-	var closed chan struct{}
-	if last && fs.sess != nil && fs.closing[of.fid] == nil {
-		closed = make(chan struct{})
-		fs.closing[of.fid] = closed
-	}
 	fs.mu.Unlock()
-	if closed != nil {
+	if last && fs.sess != nil {
 		// After the orphan's release (deferred calls run last first).
-		defer func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			fs.sess.Closed(ctx, of.fid)
-			cancel()
-			fs.mu.Lock()
-			delete(fs.closing, of.fid)
-			fs.mu.Unlock()
-			close(closed)
-		}()
+		defer fs.queueClose(of.fid)
 	}
 	if orphan {
 		defer func() {
@@ -590,6 +584,12 @@ func (fs *FS) registerOpen(ctx context.Context, f fid.FID) (*pb.Inode, fuse.Stat
 	}
 	fs.mu.Lock()
 	first := fs.files[f] == nil
+	if _, queued := fs.closeq[f]; first && queued {
+		// Closed here moments ago and not told yet: the MDS still has
+		// it as open here.
+		delete(fs.closeq, f)
+		first = false
+	}
 	fs.mu.Unlock()
 	if !first {
 		return nil, fuse.OK
@@ -602,6 +602,66 @@ func (fs *FS) registerOpen(ctx context.Context, f fid.FID) (*pb.Inode, fuse.Stat
 		return nil, fuse.OK // its size comes from the OSTs: fetch it as before
 	}
 	return ino, fuse.OK
+}
+
+// closeBatchDelay is how long a last close waits to be told to the MDS,
+// with the others of that moment: a file opened again meanwhile needs no
+// message at all (an application that writes files and reads them back,
+// or opens one file again and again, pays the open's round trip to the
+// MDS once). The price: a file another client removes is kept that much
+// longer after its last close here.
+const closeBatchDelay = 5 * time.Second
+
+// queueClose tells the MDS, soon, that f is closed here.
+func (fs *FS) queueClose(f fid.FID) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.files[f] != nil {
+		return // opened again already
+	}
+	fs.closeq[f] = time.Now()
+	if !fs.closeTimer {
+		fs.closeTimer = true
+		time.AfterFunc(closeBatchDelay/5, fs.sendCloses)
+	}
+}
+
+// sendCloses tells the MDS the closes queued for closeBatchDelay, and
+// looks again later while others wait. An open of one being told waits
+// until it is (beginOpen), so that the MDS hears the close before the
+// open.
+func (fs *FS) sendCloses() {
+	fs.mu.Lock()
+	var fids []fid.FID
+	done := make(chan struct{})
+	for f, at := range fs.closeq {
+		if time.Since(at) >= closeBatchDelay {
+			fids = append(fids, f)
+			fs.closing[f] = done
+			delete(fs.closeq, f)
+		}
+	}
+	if len(fs.closeq) > 0 {
+		time.AfterFunc(closeBatchDelay/5, fs.sendCloses)
+	} else {
+		fs.closeTimer = false
+	}
+	fs.mu.Unlock()
+	if len(fids) == 0 {
+		close(done)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	fs.sess.Closed(ctx, fids)
+	cancel()
+	fs.mu.Lock()
+	for _, f := range fids {
+		if fs.closing[f] == done {
+			delete(fs.closing, f)
+		}
+	}
+	fs.mu.Unlock()
+	close(done)
 }
 
 // openFileFIDs lists the regular files open here (for a new session).

@@ -128,6 +128,10 @@ type FS struct {
 	// (Release): an open of one waits, so that the MDS hears of the
 	// close before the new open.
 	closing map[fid.FID]chan struct{}
+	// closeq holds last closes not told to the MDS yet (queueClose);
+	// closeTimer is set while a send of them is scheduled.
+	closeq     map[fid.FID]time.Time
+	closeTimer bool
 	// inherit holds orphans whose last handle went while an open of them
 	// was in progress: the new open file takes over the release.
 	inherit map[fid.FID]bool
@@ -210,6 +214,7 @@ func New(c *client.Client, o Options) *FS {
 		opening:   map[fid.FID]int{},
 		releasing: map[fid.FID]chan struct{}{},
 		closing:   map[fid.FID]chan struct{}{},
+		closeq:    map[fid.FID]time.Time{},
 		inherit:   map[fid.FID]bool{},
 		tokens:    map[fid.FID][]*openFile{},
 		flights:   newFlights(),

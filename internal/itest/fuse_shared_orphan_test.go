@@ -81,6 +81,24 @@ func TestFuseFileRemovedThroughAnotherClientStaysOpen(t *testing.T) {
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
+	// A file held open by the descriptor that created it (the create
+	// recorded the open) and removed through the other mount.
+	created, err := os.Create(a.Path("created"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(b.Path("created")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // longer than a release takes
+	if _, err := created.WriteAt(data, 0); err != nil {
+		t.Fatalf("write to a created file removed through another mount: %v", err)
+	}
+	if got := make([]byte, len(data)); func() bool { n, err := created.ReadAt(got, 0); return err != nil || n != len(data) || !bytes.Equal(got, data) }() {
+		t.Fatal("a created file removed through another mount does not read back what was written")
+	}
+	created.Close()
+
 	// A file removed through the client library (no mount, no opens of
 	// its own) while open on a mount is kept too.
 	if err := os.WriteFile(a.Path("g"), data, 0o644); err != nil {

@@ -308,6 +308,11 @@ func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error)
 	if err := s.replyFaults(ctx, op, cmd, r); err != nil {
 		return nil, err
 	}
+	if c, ok := cmd.Op.(*pb.Command_Create); ok && c.Create.Open && r.Errno == 0 && r.Inode != nil {
+		if r, err = s.noteCreateOpen(ctx, cmd.ClientId, r); err != nil {
+			return nil, err
+		}
+	}
 	s.m.observe(op, start, r.Errno)
 	return r, nil
 }

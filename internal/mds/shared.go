@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"syscall"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/fid"
@@ -178,7 +181,13 @@ func (s *Server) shareReleased(cmd *pb.Command) {
 
 // Opens records a client's opens and closes (see above).
 func (o *openFiles) Opens(ctx context.Context, req *pb.OpensRequest) (*pb.OpensReply, error) {
-	s := o.s
+	return o.s.Opens(ctx, req)
+}
+
+// Opens is OpenFiles.Opens, also served over framed RPC (mdsapi).
+func (s *Server) Opens(ctx context.Context, req *pb.OpensRequest) (*pb.OpensReply, error) {
+	start := time.Now()
+	defer func() { s.m.observe("opens", start, 0) }()
 	if !s.group.IsLeader() {
 		return nil, s.groupErr(&raftgroup.NotLeaderError{Leader: s.group.Leader()})
 	}
@@ -211,6 +220,34 @@ func (o *openFiles) Opens(ctx context.Context, req *pb.OpensRequest) (*pb.OpensR
 		}
 		out.Inodes = append(out.Inodes, ino)
 	}
+	return out, nil
+}
+
+// noteCreateOpen records the file a create made or found as open by the
+// client (CreateOp.open), with Opens' ordering: a removal that began
+// before the open was recorded has been applied when the reply goes, and
+// if it took the file the create answers ENOENT. The reply cache's copy
+// is not changed.
+func (s *Server) noteCreateOpen(ctx context.Context, client uint64, r *pb.Reply) (*pb.Reply, error) {
+	lm := s.LDLM()
+	f := fid.FromPB(r.Inode.Fid)
+	if lm == nil || lm.NoteOpens(client, []fid.FID{f}, nil, false) != nil {
+		return r, nil // no session (a library client): nothing to record
+	}
+	if !s.t.OpensSeen() {
+		if _, err := s.propose(ctx, &pb.Command{Op: &pb.Command_OrphanRelease{OrphanRelease: &pb.OrphanReleaseOp{OpensSeen: true}}}); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.rm.waitBefore(ctx, s.rm.mark()); err != nil {
+		return nil, err
+	}
+	out := proto.Clone(r).(*pb.Reply)
+	if _, err := s.t.Getattr(f, false); err != nil {
+		out.Errno, out.Message = int32(syscall.ENOENT), fmt.Sprintf("%s was removed through another client as it was opened", f)
+		return out, nil
+	}
+	out.Opened = true
 	return out, nil
 }
 

@@ -24,11 +24,18 @@ const (
 	MethodListxattr
 	MethodFid2Path
 	MethodStatfs
+	MethodOpens
 )
 
-// Methods is the server table for s.
+// Opener is the MDS's record of the files clients have open
+// (OpenFiles.Opens), served here too: a mount calls it at every first open.
+type Opener interface {
+	Opens(context.Context, *pb.OpensRequest) (*pb.OpensReply, error)
+}
+
+// Methods is the server table for s (with Opens if s is an Opener).
 func Methods(s pb.MDSServer) map[uint16]frpc.Method {
-	return map[uint16]frpc.Method{
+	m := map[uint16]frpc.Method{
 		MethodMutate:    frpc.Handle(s.Mutate),
 		MethodLookup:    frpc.Handle(s.Lookup),
 		MethodGetattr:   frpc.Handle(s.Getattr),
@@ -38,6 +45,10 @@ func Methods(s pb.MDSServer) map[uint16]frpc.Method {
 		MethodFid2Path:  frpc.Handle(s.Fid2Path),
 		MethodStatfs:    frpc.Handle(s.Statfs),
 	}
+	if o, ok := s.(Opener); ok {
+		m[MethodOpens] = frpc.Handle(o.Opens)
+	}
+	return m
 }
 
 // Client is a nacrepb.MDSClient over framed RPC.
@@ -98,6 +109,11 @@ func (c *Client) Fid2Path(ctx context.Context, in *pb.Fid2PathRequest, _ ...grpc
 
 func (c *Client) Statfs(ctx context.Context, in *pb.StatfsRequest, _ ...grpc.CallOption) (*pb.StatfsReply, error) {
 	return call[pb.StatfsReply](ctx, c.c, MethodStatfs, in)
+}
+
+// Opens is OpenFiles.Opens over framed RPC.
+func (c *Client) Opens(ctx context.Context, in *pb.OpensRequest) (*pb.OpensReply, error) {
+	return call[pb.OpensReply](ctx, c.c, MethodOpens, in)
 }
 
 type protoMessage = interface {
