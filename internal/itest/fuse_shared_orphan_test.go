@@ -94,7 +94,10 @@ func TestFuseFileRemovedThroughAnotherClientStaysOpen(t *testing.T) {
 	if _, err := created.WriteAt(data, 0); err != nil {
 		t.Fatalf("write to a created file removed through another mount: %v", err)
 	}
-	if got := make([]byte, len(data)); func() bool { n, err := created.ReadAt(got, 0); return err != nil || n != len(data) || !bytes.Equal(got, data) }() {
+	if got := make([]byte, len(data)); func() bool {
+		n, err := created.ReadAt(got, 0)
+		return err != nil || n != len(data) || !bytes.Equal(got, data)
+	}() {
 		t.Fatal("a created file removed through another mount does not read back what was written")
 	}
 	created.Close()
