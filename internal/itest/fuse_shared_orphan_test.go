@@ -94,11 +94,9 @@ func TestFuseFileRemovedThroughAnotherClientStaysOpen(t *testing.T) {
 	if _, err := created.WriteAt(data, 0); err != nil {
 		t.Fatalf("write to a created file removed through another mount: %v", err)
 	}
-	if got := make([]byte, len(data)); func() bool {
-		n, err := created.ReadAt(got, 0)
-		return err != nil || n != len(data) || !bytes.Equal(got, data)
-	}() {
-		t.Fatal("a created file removed through another mount does not read back what was written")
+	got := make([]byte, len(data))
+	if n, err := created.ReadAt(got, 0); err != nil || n != len(data) || !bytes.Equal(got, data) {
+		t.Fatalf("a created file removed through another mount reads back %d bytes (%v), not what was written", n, err)
 	}
 	created.Close()
 
@@ -117,7 +115,7 @@ func TestFuseFileRemovedThroughAnotherClientStaysOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second) // longer than a release takes
-	got := make([]byte, len(data))
+	got = make([]byte, len(data))
 	if n, err := held.ReadAt(got, 0); err != nil || n != len(data) || !bytes.Equal(got, data) {
 		t.Fatalf("removed through the library: the open file reads %d bytes (%v)", n, err)
 	}
