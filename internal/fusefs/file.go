@@ -664,13 +664,37 @@ func (fs *FS) sendCloses() {
 	close(done)
 }
 
-// openFileFIDs lists the regular files open here (for a new session).
+// flushCloses tells the MDS every queued close now (at unmount).
+func (fs *FS) flushCloses() {
+	if fs.sess == nil {
+		return
+	}
+	fs.mu.Lock()
+	fids := make([]fid.FID, 0, len(fs.closeq))
+	for f := range fs.closeq {
+		fids = append(fids, f)
+	}
+	clear(fs.closeq)
+	fs.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	fs.sess.Closed(ctx, fids)
+	cancel()
+}
+
+// openFileFIDs lists the regular files the MDS is to count as open here
+// (for a new session): those open, and those whose close is not told yet
+// (an open of one sends nothing, queueClose).
 func (fs *FS) openFileFIDs() []fid.FID {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	out := make([]fid.FID, 0, len(fs.files))
+	out := make([]fid.FID, 0, len(fs.files)+len(fs.closeq))
 	for f := range fs.files {
 		out = append(out, f)
+	}
+	for f := range fs.closeq {
+		if fs.files[f] == nil {
+			out = append(out, f)
+		}
 	}
 	return out
 }

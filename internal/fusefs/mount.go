@@ -204,6 +204,7 @@ func MountFS(ctx context.Context, c *client.Client, dir string, o MountOptions) 
 func (m *Mount) Wait() {
 	m.Server.Wait()
 	m.FS.Close()
+	m.FS.flushCloses()
 	m.sess.Close()
 }
 
