@@ -247,7 +247,6 @@ func TestAFullMDTRefusesNewNamesAndRecovers(t *testing.T) {
 	cl := testcluster.Start(t, testcluster.Options{})
 	mdt := onTmpfs(t, cl, "mdt0", "size=512m")
 	c := cl.Client(t)
-	ctx := context.Background()
 	createIn(t, c, fid.Root, "before", []byte("x"))
 
 	// Leave 100 MiB free: less than the MDT's 144 MiB reserve.
@@ -259,17 +258,26 @@ func TestAFullMDTRefusesNewNamesAndRecovers(t *testing.T) {
 	if out, err := exec.Command("fallocate", "-l", strconv.FormatUint(u.Avail-100<<20, 10), junk).CombinedOutput(); err != nil {
 		t.Fatalf("fallocate: %v\n%s", err, out)
 	}
-	_, _, err = c.Create(ctx, fid.Root, "refused", 0o644, client.CreateOpts{Exclusive: true})
-	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "MDT0000 is full") {
-		t.Fatalf("a create on a full MDT: want ENOSPC naming it, got %v", err)
+	refusesNewNames(t, c, "MDT0000 is full", junk)
+}
+
+// refusesNewNames checks an MDT whose device is short (of space or
+// inodes, taken by junk): a create fails with ENOSPC and a message with
+// want, a removal works, and once junk is gone a create works again (the
+// guard looks again at once when it would refuse).
+func refusesNewNames(t *testing.T, c *client.Client, want, junk string) {
+	t.Helper()
+	ctx := context.Background()
+	_, _, err := c.Create(ctx, fid.Root, "refused", 0o644, client.CreateOpts{Exclusive: true})
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("a create on a short MDT: want ENOSPC with %q, got %v", want, err)
 	}
 	if _, err := c.Unlink(ctx, fid.Root, "before"); err != nil {
-		t.Errorf("a removal on a full MDT: %v", err)
+		t.Errorf("a removal on a short MDT: %v", err)
 	}
-	if err := os.Remove(junk); err != nil {
+	if err := os.RemoveAll(junk); err != nil {
 		t.Fatal(err)
 	}
-	// The guard looks again at once when it would refuse.
 	createIn(t, c, fid.Root, "after", []byte("y"))
 }
 
@@ -281,7 +289,6 @@ func TestAnMDTOutOfInodesRefusesNewNamesAndRecovers(t *testing.T) {
 	cl := testcluster.Start(t, testcluster.Options{})
 	mdt := onTmpfs(t, cl, "mdt0", "size=512m,nr_inodes=2000")
 	c := cl.Client(t)
-	ctx := context.Background()
 	createIn(t, c, fid.Root, "before", []byte("x"))
 
 	// Leave fewer free inodes than the store keeps.
@@ -301,17 +308,7 @@ func TestAnMDTOutOfInodesRefusesNewNamesAndRecovers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, _, err := c.Create(ctx, fid.Root, "refused", 0o644, client.CreateOpts{Exclusive: true})
-	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "MDT0000 is out of inodes") {
-		t.Fatalf("a create on an MDT out of inodes: want ENOSPC naming it and the cause, got %v", err)
-	}
-	if _, err := c.Unlink(ctx, fid.Root, "before"); err != nil {
-		t.Errorf("a removal on an MDT out of inodes: %v", err)
-	}
-	if err := os.RemoveAll(junk); err != nil {
-		t.Fatal(err)
-	}
-	createIn(t, c, fid.Root, "after", []byte("y"))
+	refusesNewNames(t, c, "MDT0000 is out of inodes", junk)
 }
 
 // TestAnOSTOutOfInodesKeepsWorking puts OST0000 on a device with few

@@ -286,34 +286,42 @@ func (t *Target) OpensSeen() bool {
 	return err == nil
 }
 
+// pending reads f's orphan record (nil if it has none).
+func (x *txn) pending(f fid.FID) ([]byte, error) {
+	v, err := x.b.Get(PendingKey(f))
+	if errors.Is(err, kv.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, errf(syscall.EIO, "read orphan record of %s: %v", f, err)
+	}
+	return v, nil
+}
+
 func (x *txn) orphanRelease(op *pb.OrphanReleaseOp) (*pb.Reply, error) {
 	if op.OpensSeen {
 		x.b.Set(keyOpensSeen, []byte{1})
 	}
 	for _, pf := range op.Share {
 		f := fid.FromPB(pf)
-		k := PendingKey(f)
-		v, err := x.b.Get(k)
-		if errors.Is(err, kv.ErrNotFound) {
-			continue
-		}
+		v, err := x.pending(f)
 		if err != nil {
-			return nil, errf(syscall.EIO, "read orphan record of %s: %v", f, err)
+			return nil, err
 		}
 		if len(v) != 16 || binary.BigEndian.Uint64(v) != x.cmd.ClientId {
-			continue // not this client's (any more)
+			continue // none, or not this client's (any more)
 		}
-		x.b.Set(k, encodePending(SharedOrphanOwner, binary.BigEndian.Uint64(v[8:])))
+		x.b.Set(PendingKey(f), encodePending(SharedOrphanOwner, binary.BigEndian.Uint64(v[8:])))
 	}
 	for _, pf := range op.Fids {
 		f := fid.FromPB(pf)
 		k := PendingKey(f)
-		v, err := x.b.Get(k)
-		if errors.Is(err, kv.ErrNotFound) {
-			continue
-		}
+		v, err := x.pending(f)
 		if err != nil {
-			return nil, errf(syscall.EIO, "read orphan record of %s: %v", f, err)
+			return nil, err
+		}
+		if v == nil {
+			continue
 		}
 		if x.cmd.ClientId != 0 && len(v) >= 8 && binary.BigEndian.Uint64(v) != x.cmd.ClientId {
 			continue // another client's orphan now
