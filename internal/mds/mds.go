@@ -87,6 +87,7 @@ type Server struct {
 	// openGrace are the grace periods of open.go and shared.go.
 	rm                     removals
 	orphanGrace, openGrace time.Duration
+	opensSeen              atomic.Bool // mdt.Target.OpensSeen, once true
 	// replicas: the other replicas of this MDT as the MGS last listed
 	// them, by replica id (their state and space; space.go).
 	replicas map[uint64]*pb.TargetInfo

@@ -195,15 +195,9 @@ func (s *Server) Opens(ctx context.Context, req *pb.OpensRequest) (*pb.OpensRepl
 	if err := lm.NoteOpens(req.ClientId, fromPBs(req.Opened), fromPBs(req.Closed), req.Replace); err != nil {
 		return nil, err
 	}
-	if len(req.Opened) > 0 && !s.t.OpensSeen() {
-		// Once per file system: from now on new leaderships wait for
-		// the clients' lists (markShared).
-		r, err := s.propose(ctx, &pb.Command{Op: &pb.Command_OrphanRelease{OrphanRelease: &pb.OrphanReleaseOp{OpensSeen: true}}})
-		if err != nil {
+	if len(req.Opened) > 0 {
+		if err := s.noteOpensSeen(ctx); err != nil {
 			return nil, err
-		}
-		if r.Errno != 0 {
-			return nil, s.groupErr(fmt.Errorf("record that clients report open files: %s", r.Message))
 		}
 	}
 	out := &pb.OpensReply{}
@@ -234,10 +228,8 @@ func (s *Server) noteCreateOpen(ctx context.Context, client uint64, r *pb.Reply)
 	if lm == nil || lm.NoteOpens(client, []fid.FID{f}, nil, false) != nil {
 		return r, nil // no session (a library client): nothing to record
 	}
-	if !s.t.OpensSeen() {
-		if _, err := s.propose(ctx, &pb.Command{Op: &pb.Command_OrphanRelease{OrphanRelease: &pb.OrphanReleaseOp{OpensSeen: true}}}); err != nil {
-			return nil, err
-		}
+	if err := s.noteOpensSeen(ctx); err != nil {
+		return nil, err
 	}
 	if err := s.rm.waitBefore(ctx, s.rm.mark()); err != nil {
 		return nil, err
@@ -249,6 +241,26 @@ func (s *Server) noteCreateOpen(ctx context.Context, client uint64, r *pb.Reply)
 	}
 	out.Opened = true
 	return out, nil
+}
+
+// noteOpensSeen records, once per file system, that clients report open
+// files: from then on new leaderships wait for their lists (markShared).
+// The answer is kept in memory once true (it never goes back).
+func (s *Server) noteOpensSeen(ctx context.Context) error {
+	if s.opensSeen.Load() {
+		return nil
+	}
+	if !s.t.OpensSeen() {
+		r, err := s.propose(ctx, &pb.Command{Op: &pb.Command_OrphanRelease{OrphanRelease: &pb.OrphanReleaseOp{OpensSeen: true}}})
+		if err != nil {
+			return err
+		}
+		if r.Errno != 0 {
+			return s.groupErr(fmt.Errorf("record that clients report open files: %s", r.Message))
+		}
+	}
+	s.opensSeen.Store(true)
+	return nil
 }
 
 func fromPBs(fs []*pb.FID) []fid.FID {
