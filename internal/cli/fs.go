@@ -127,7 +127,11 @@ func Ls(ctx context.Context, e Env, arg string, long, asJSON bool) error {
 		if i.Mode&syscall.S_IFMT == syscall.S_IFLNK {
 			name += " -> " + string(i.Symlink)
 		}
-		fmt.Fprintf(e.Out, "%s %3d %5d %5d %12d %s %s\n", ModeString(i.Mode), i.Nlink, i.Uid, i.Gid, i.Size,
+		mode := ModeString(i.Mode)
+		if i.Flags&uint32(pb.InodeFlag_INODE_FLAG_ACL) != 0 {
+			mode += "+" // as ls -l marks a file with an ACL
+		}
+		fmt.Fprintf(e.Out, "%s %3d %5d %5d %12d %s %s\n", mode, i.Nlink, i.Uid, i.Gid, i.Size,
 			time.Unix(0, i.MtimeNs).Format("Jan _2 15:04"), name)
 	}
 	return nil

@@ -62,6 +62,9 @@ func TestFusePOSIXACLs(t *testing.T) {
 	setfacl(t, "-m", "u:65534:rwx", m.Path("shared"))
 	wantACL(t, getfacl(t, m.Path("shared")), "user:65534:rwx", "mask::rwx", "group::r-x", "other::---")
 	mustUser(t, root, "echo hi > shared/x && cat shared/x && ls shared")
+	if out, err := cl.Run("ls", "-l", "/"); err != nil || !strings.Contains(out, "drwxrwx---+") {
+		t.Errorf("nacre ls -l does not mark the directory with an ACL (drwxrwx---+): %v\n%s", err, out)
+	}
 	var st syscall.Stat_t
 	must(syscall.Stat(m.Path("shared"), &st))
 	if st.Mode&0o777 != 0o770 {
