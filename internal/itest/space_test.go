@@ -40,14 +40,7 @@ func TestAFullOSTKeepsWorking(t *testing.T) {
 
 	c := cl.Client(t)
 	ctx := context.Background()
-	dir, _, err := c.Create(ctx, fid.Root, "d", syscall.S_IFDIR|0o755, client.CreateOpts{Exclusive: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := fid.FromPB(dir.Fid)
-	if _, err := c.SetLayout(ctx, d, &pb.Layout{StripeCount: 1, StripeOffset: 0, StripeSize: 1 << 20}); err != nil {
-		t.Fatal(err)
-	}
+	d := dirOnOST0(t, c)
 	before := []byte("written before the OST filled up\n")
 	kept := createIn(t, c, d, "kept", before)
 	if o := ostOf(kept); o != 0 {
@@ -155,6 +148,22 @@ func TestAFullOSTKeepsWorking(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// dirOnOST0 makes the directory /d, whose files get one stripe, on
+// OST0000.
+func dirOnOST0(t *testing.T, c *client.Client) fid.FID {
+	t.Helper()
+	ctx := context.Background()
+	dir, _, err := c.Create(ctx, fid.Root, "d", syscall.S_IFDIR|0o755, client.CreateOpts{Exclusive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := fid.FromPB(dir.Fid)
+	if _, err := c.SetLayout(ctx, d, &pb.Layout{StripeCount: 1, StripeOffset: 0, StripeSize: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // onTmpfs stops the target name, moves its directory onto a tmpfs
@@ -324,14 +333,7 @@ func TestAnOSTOutOfInodesKeepsWorking(t *testing.T) {
 
 	c := cl.Client(t)
 	ctx := context.Background()
-	dir, _, err := c.Create(ctx, fid.Root, "d", syscall.S_IFDIR|0o755, client.CreateOpts{Exclusive: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := fid.FromPB(dir.Fid)
-	if _, err := c.SetLayout(ctx, d, &pb.Layout{StripeCount: 1, StripeOffset: 0, StripeSize: 1 << 20}); err != nil {
-		t.Fatal(err)
-	}
+	d := dirOnOST0(t, c)
 	var files []*pb.Inode
 	for i := 0; i < 1200; i++ {
 		if ino := createIn(t, c, d, "f"+itoa(i), nil); ostOf(ino) == 0 {
