@@ -191,28 +191,40 @@ func (s *Server) Opens(ctx context.Context, req *pb.OpensRequest) (*pb.OpensRepl
 	if !s.group.IsLeader() {
 		return nil, s.groupErr(&raftgroup.NotLeaderError{Leader: s.group.Leader()})
 	}
-	lm := s.LDLM()
-	if err := lm.NoteOpens(req.ClientId, fromPBs(req.Opened), fromPBs(req.Closed), req.Replace); err != nil {
+	opened := fromPBs(req.Opened)
+	if err := s.LDLM().NoteOpens(req.ClientId, opened, fromPBs(req.Closed), req.Replace); err != nil {
 		return nil, err
 	}
-	if len(req.Opened) > 0 {
-		if err := s.noteOpensSeen(ctx); err != nil {
-			return nil, err
-		}
+	switch {
+	case len(opened) == 0:
+		return &pb.OpensReply{}, nil
+	case req.Replace:
+		return &pb.OpensReply{}, s.noteOpensSeen(ctx)
 	}
-	out := &pb.OpensReply{}
-	if len(req.Opened) == 0 || req.Replace {
-		return out, nil
+	inodes, err := s.afterOpens(ctx, opened)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.OpensReply{Inodes: inodes}, nil
+}
+
+// afterOpens follows the recording of opens: it waits until the removals
+// that began before are applied and returns each file's attributes then
+// (an Inode without a fid: gone).
+func (s *Server) afterOpens(ctx context.Context, fids []fid.FID) ([]*pb.Inode, error) {
+	if err := s.noteOpensSeen(ctx); err != nil {
+		return nil, err
 	}
 	if err := s.rm.waitBefore(ctx, s.rm.mark()); err != nil {
 		return nil, err
 	}
-	for _, f := range req.Opened {
-		ino, err := s.t.Getattr(fid.FromPB(f), false)
+	out := make([]*pb.Inode, len(fids))
+	for i, f := range fids {
+		ino, err := s.t.Getattr(f, false)
 		if err != nil {
 			ino = &pb.Inode{}
 		}
-		out.Inodes = append(out.Inodes, ino)
+		out[i] = ino
 	}
 	return out, nil
 }
@@ -228,14 +240,12 @@ func (s *Server) noteCreateOpen(ctx context.Context, client uint64, r *pb.Reply)
 	if lm == nil || lm.NoteOpens(client, []fid.FID{f}, nil, false) != nil {
 		return r, nil // no session (a library client): nothing to record
 	}
-	if err := s.noteOpensSeen(ctx); err != nil {
-		return nil, err
-	}
-	if err := s.rm.waitBefore(ctx, s.rm.mark()); err != nil {
+	inodes, err := s.afterOpens(ctx, []fid.FID{f})
+	if err != nil {
 		return nil, err
 	}
 	out := proto.Clone(r).(*pb.Reply)
-	if _, err := s.t.Getattr(f, false); err != nil {
+	if inodes[0].Fid == nil {
 		out.Errno, out.Message = int32(syscall.ENOENT), fmt.Sprintf("%s was removed through another client as it was opened", f)
 		return out, nil
 	}

@@ -59,40 +59,38 @@ func (x *txn) setACL(local uint64, ino *pb.Inode, f fid.FID, name string, value 
 	if err != nil {
 		return errf(syscall.EINVAL, "%s on %s: %v", name, f, err)
 	}
-	k := xattrKey(local, name)
-	if name == acl.XattrDefault {
+	if name == acl.XattrAccess {
 		if len(a) == 0 {
-			x.b.Delete(k)
-			ino.Flags &^= flagDefaultACL
-			return nil
+			return errf(syscall.EINVAL, "%s on %s: an access ACL needs user::, group:: and other:: entries", name, f)
 		}
-		x.b.Set(k, a.Encode())
-		ino.Flags |= flagDefaultACL
-		return nil
+		mode, minimal := a.Mode()
+		ino.Mode = ino.Mode&^0o777 | mode
+		if minimal {
+			a = nil
+		}
 	}
-	if len(a) == 0 {
-		return errf(syscall.EINVAL, "%s on %s: an access ACL needs user::, group:: and other:: entries", name, f)
-	}
-	mode, minimal := a.Mode()
-	ino.Mode = ino.Mode&^0o777 | mode
-	if minimal {
-		x.b.Delete(k)
-		ino.Flags &^= flagACL
-		return nil
-	}
-	x.b.Set(k, a.Encode())
-	ino.Flags |= flagACL
+	x.putACL(local, ino, name, a)
 	return nil
 }
 
 // removeACL drops an ACL; the mode bits stay as they are.
-func (x *txn) removeACL(local uint64, ino *pb.Inode, name string) {
-	x.b.Delete(xattrKey(local, name))
+func (x *txn) removeACL(local uint64, ino *pb.Inode, name string) { x.putACL(local, ino, name, nil) }
+
+// putACL stores ACL name of the object (an empty one: none) and sets its
+// flag to match.
+func (x *txn) putACL(local uint64, ino *pb.Inode, name string, a acl.ACL) {
+	flag := flagACL
 	if name == acl.XattrDefault {
-		ino.Flags &^= flagDefaultACL
-	} else {
-		ino.Flags &^= flagACL
+		flag = flagDefaultACL
 	}
+	k := xattrKey(local, name)
+	if len(a) == 0 {
+		x.b.Delete(k)
+		ino.Flags &^= flag
+		return
+	}
+	x.b.Set(k, a.Encode())
+	ino.Flags |= flag
 }
 
 // chmodACL brings a stored access ACL in step with new mode bits.
@@ -117,15 +115,14 @@ func (x *txn) chmodACL(local uint64, ino *pb.Inode) error {
 // (a new directory keeps it as its own default, too), else the umask. It
 // returns the ACLs to store once the object has its local key.
 func (x *txn) inheritACL(plocal uint64, parent, ino *pb.Inode, umask uint32) (access, def []byte, err error) {
-	if parent.Flags&flagDefaultACL == 0 || isSymlink(ino) {
-		if !isSymlink(ino) {
-			ino.Mode &^= umask & 0o777
-		}
-		return nil, nil, nil
+	if isSymlink(ino) {
+		return nil, nil, nil // its mode is always 0777
 	}
-	d, err := readACL(x.b, plocal, acl.XattrDefault)
-	if err != nil {
-		return nil, nil, errf(syscall.EIO, "read the default ACL of %s: %v", fid.FromPB(parent.Fid), err)
+	var d acl.ACL
+	if parent.Flags&flagDefaultACL != 0 {
+		if d, err = readACL(x.b, plocal, acl.XattrDefault); err != nil {
+			return nil, nil, errf(syscall.EIO, "read the default ACL of %s: %v", fid.FromPB(parent.Fid), err)
+		}
 	}
 	if d == nil {
 		ino.Mode &^= umask & 0o777

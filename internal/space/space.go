@@ -98,17 +98,10 @@ func NewGuard(dir, label string, memtable uint64, statfs func(string) (Usage, er
 func (g *Guard) Admit(n uint64) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	now := g.now()
-	// Look again when the view is old, or when the write would cross the
-	// reserve by the old view (space may have been freed since).
-	if now.Sub(g.at) >= refreshEvery || !g.fits(n) {
-		u, err := g.statfs(g.dir)
-		if err != nil {
-			// Not knowing is no reason to refuse a write.
-			g.inflight += n
-			return nil
-		}
-		g.usage, g.at, g.landed, g.files = u, now, 0, 0
+	if !g.look(func() bool { return g.fits(n) }) {
+		// Not knowing is no reason to refuse a write.
+		g.inflight += n
+		return nil
 	}
 	if !g.fits(n) {
 		return &FullError{Label: g.label, Dir: g.dir, Usage: g.usage, Reserve: Reserve(g.usage.Total, g.memtable)}
@@ -123,14 +116,9 @@ func (g *Guard) Admit(n uint64) error {
 func (g *Guard) AdmitFiles(n uint64) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	now := g.now()
-	if now.Sub(g.at) >= refreshEvery || !g.filesFit(n) {
-		u, err := g.statfs(g.dir)
-		if err != nil {
-			g.files += n
-			return nil
-		}
-		g.usage, g.at, g.landed, g.files = u, now, 0, 0
+	if !g.look(func() bool { return g.filesFit(n) }) {
+		g.files += n
+		return nil
 	}
 	if !g.filesFit(n) {
 		return &FullError{Label: g.label, Dir: g.dir, Usage: g.usage, Reserve: ReserveInodes, Inodes: true}
@@ -143,6 +131,22 @@ func (g *Guard) AdmitFiles(n uint64) error {
 // view.
 func (g *Guard) filesFit(n uint64) bool {
 	return g.usage.Files == 0 || g.files+n+ReserveInodes <= g.usage.FilesFree
+}
+
+// look takes a new view of the device (with g.mu held) when the last is
+// old, or when it would refuse what fits says (space may have been freed
+// since). It reports false if the device cannot be read.
+func (g *Guard) look(fits func() bool) bool {
+	now := g.now()
+	if now.Sub(g.at) < refreshEvery && fits() {
+		return true
+	}
+	u, err := g.statfs(g.dir)
+	if err != nil {
+		return false
+	}
+	g.usage, g.at, g.landed, g.files = u, now, 0, 0
+	return true
 }
 
 // Done notes that an admitted write of n bytes returned.
