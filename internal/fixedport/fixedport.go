@@ -7,6 +7,13 @@
 // lets the kernel choose: another server's listener on port 0, or any
 // outgoing connection's local port. A CI run lost a Raft replica that way,
 // and the port would have stayed taken at every restart.
+//
+// The range is split in two. A Picker's ports are free when picked but
+// bound later, by another process; a listener on port 0 binds at once. If
+// both drew from the same ports, a server's metrics listener could take
+// the port just picked for the MGS that starts beside it (a CI run lost a
+// test that way). So picks come from the lower third and port-0 listeners
+// from the rest, and neither can take the other's port in that window.
 package fixedport
 
 import (
@@ -31,6 +38,16 @@ func Listen(addr string) (net.Listener, error) {
 		// kernel's choice is the best left.
 		return net.Listen("tcp", addr)
 	}
+	_, mid := pickRange(lo, hi)
+	return listenIn(host, mid, hi)
+}
+
+// pickRange is the part of [lo, hi) a Picker draws from; Listen on port 0
+// draws from the rest.
+func pickRange(lo, hi int) (int, int) { return lo, lo + (hi-lo)/3 }
+
+// listenIn listens on a random free port of [lo, hi) on host.
+func listenIn(host string, lo, hi int) (net.Listener, error) {
 	var lastErr error
 	for try := 0; try < 200; try++ {
 		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(lo+rand.IntN(hi-lo))))
@@ -64,8 +81,16 @@ func NewPicker(taken ...string) *Picker {
 
 // Pick returns an address on host whose port is free now.
 func (p *Picker) Pick(host string) (string, error) {
+	lo, hi := Range()
 	for try := 0; try < 200; try++ {
-		ln, err := Listen(net.JoinHostPort(host, "0"))
+		var ln net.Listener
+		var err error
+		if hi-lo < 1000 {
+			ln, err = net.Listen("tcp", net.JoinHostPort(host, "0"))
+		} else {
+			plo, phi := pickRange(lo, hi)
+			ln, err = listenIn(host, plo, phi)
+		}
 		if err != nil {
 			return "", fmt.Errorf("pick a port: %w", err)
 		}
