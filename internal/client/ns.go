@@ -112,17 +112,28 @@ func (c *Client) Link(ctx context.Context, f, parent fid.FID, name string) (*pb.
 // Unlink removes a name that is not a directory; the result is the
 // object's state after the removal (Nlink 0 when it is gone).
 func (c *Client) Unlink(ctx context.Context, parent fid.FID, name string) (*pb.Inode, error) {
-	rep, err := c.mutate(ctx, "unlink "+name, parent, &pb.Command{Op: &pb.Command_Unlink{Unlink: &pb.UnlinkOp{Parent: parent.PB(), Name: []byte(name)}}})
-	if err != nil {
-		return nil, err
-	}
-	return rep.Inode, nil
+	return c.Remove(ctx, parent, name, false)
 }
 
 // Rmdir removes an empty directory.
 func (c *Client) Rmdir(ctx context.Context, parent fid.FID, name string) error {
-	_, err := c.mutate(ctx, "rmdir "+name, parent, &pb.Command{Op: &pb.Command_Unlink{Unlink: &pb.UnlinkOp{Parent: parent.PB(), Name: []byte(name), Dir: true}}})
+	_, err := c.Remove(ctx, parent, name, true)
 	return err
+}
+
+// Remove removes a name: a file's (unlink) or an empty directory's
+// (rmdir, dir). It returns the object as the removal left it (its link
+// count; no names).
+func (c *Client) Remove(ctx context.Context, parent fid.FID, name string, dir bool) (*pb.Inode, error) {
+	what := "unlink "
+	if dir {
+		what = "rmdir "
+	}
+	rep, err := c.mutate(ctx, what+name, parent, &pb.Command{Op: &pb.Command_Unlink{Unlink: &pb.UnlinkOp{Parent: parent.PB(), Name: []byte(name), Dir: dir}}})
+	if err != nil {
+		return nil, err
+	}
+	return rep.Inode, nil
 }
 
 // Rename flags.

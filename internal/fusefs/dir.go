@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"syscall"
 	"time"
@@ -55,7 +56,14 @@ func (fs *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut
 		defer fs.endOpen(n.fid)
 		ino, err := fs.c.Getattr(client.WithCred(context.Background(), cred), n.fid)
 		if err != nil {
-			return fs.status("opendir", err)
+			last := fs.lastAttrs(n)
+			if last == nil || !errors.Is(err, syscall.ENOENT) {
+				return fs.status("opendir", err)
+			}
+			// Removed while the kernel holds it (a process's working
+			// directory): it opens, and lists nothing (readDir), as on
+			// a local file system.
+			ino = last
 		}
 		if ino.Mode&syscall.S_IFMT != syscall.S_IFDIR {
 			return fuse.ENOTDIR
@@ -241,6 +249,11 @@ func (fs *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.S
 	ctx := fs.ctx(&in.InHeader)
 	for {
 		ents, eof, err := fs.entries(ctx, d, cookie, plus)
+		if errors.Is(err, syscall.ENOENT) {
+			// The directory is gone (removed while open): it holds no
+			// names, as a removed directory on a local file system.
+			return fuse.OK
+		}
 		if err != nil {
 			return fs.status("readdir", err)
 		}

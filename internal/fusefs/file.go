@@ -13,6 +13,7 @@ import (
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/client"
+	"nacre/internal/fault"
 	"nacre/internal/fid"
 )
 
@@ -248,6 +249,10 @@ func (fs *FS) dropHandle(h *handle) {
 
 // Create makes (or, without O_EXCL, opens an existing) regular file.
 func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	return fs.createFile(in, name, out, 1)
+}
+
+func (fs *FS) createFile(in *fuse.CreateIn, name string, out *fuse.CreateOut, attempt int) fuse.Status {
 	pf, st := fs.fidOf(in.NodeId)
 	if !st.Ok() {
 		return st
@@ -276,9 +281,26 @@ func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out
 	if rep.Opened {
 		// The MDS recorded the open with the create; a close of this
 		// file still queued here has nothing more to say.
+		f := fid.FromPB(ino.Fid)
 		fs.mu.Lock()
-		delete(fs.closeq, fid.FromPB(ino.Fid))
+		delete(fs.closeq, f)
+		closing := fs.closing[f]
 		fs.mu.Unlock()
+		if closing != nil && existed {
+			// A close of this existing file was on its way to the MDS
+			// as the create recorded the open, and the MDS keeps
+			// whichever it heard last: say the open again once the
+			// close is through. Should a removal through another
+			// client come in between, the name no longer holds this
+			// file: create again.
+			<-closing
+			if _, err := fs.sess.Opened(ctx, f); err != nil {
+				if errors.Is(err, syscall.ENOENT) && attempt < 3 {
+					return fs.createFile(in, name, out, attempt+1)
+				}
+				return fs.status("create", err)
+			}
+		}
 	} else if fresh, st := fs.registerOpen(ctx, fid.FromPB(ino.Fid)); !st.Ok() {
 		return st
 	} else if fresh != nil && existed {
@@ -651,6 +673,8 @@ func (fs *FS) sendCloses() {
 		close(done)
 		return
 	}
+	// Tests widen the window in which an open can cross the closes.
+	fault.Hit("fuse.closes.send")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	fs.sess.Closed(ctx, fids)
 	cancel()

@@ -179,6 +179,11 @@ type node struct {
 	ino   *pb.Inode
 	at    time.Time
 	epoch uint64 // FS.nsEpoch when fetched
+	// last is the last attributes fetched, kept through invalidations:
+	// what a getattr answers (with no links) once the object is gone from
+	// the MDT while the kernel still holds it (a working directory, an
+	// open file), as a local file system answers fstat.
+	last *pb.Inode
 	// noCapsUntil: the file had no security.capability xattr, as of
 	// this deadline minus the attribute timeout. The kernel asks before
 	// every write (to clear it), so the answer is cached.
@@ -393,7 +398,7 @@ func (fs *FS) fillAttr(n *node, ino *pb.Inode, a *fuse.Attr) {
 		if ino.Mode&syscall.S_IFMT == syscall.S_IFREG {
 			n.kSize, n.kMtime, n.kValid = ino.Size, ino.MtimeNs, true
 		}
-		n.ino, n.at, n.epoch = ino, time.Now(), fs.nsEpoch
+		n.ino, n.at, n.epoch, n.last = ino, time.Now(), fs.nsEpoch, ino
 		n.noSetIDUntil = time.Time{}
 		if ino.Mode&(syscall.S_ISUID|syscall.S_ISGID) == 0 {
 			n.noSetIDUntil = n.at.Add(fs.o.AttrTimeout)
@@ -420,6 +425,45 @@ func (fs *FS) cached(id uint64, forOpen bool) (*node, *pb.Inode) {
 		return n, nil
 	}
 	return n, proto.Clone(n.ino).(*pb.Inode)
+}
+
+// lastAttrs returns a copy of the node's last fetched attributes with no
+// links (nil if it has none): the object is gone from the MDT.
+func (fs *FS) lastAttrs(n *node) *pb.Inode {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if n.last == nil {
+		return nil
+	}
+	ino := proto.Clone(n.last).(*pb.Inode)
+	ino.Nlink = 0
+	return ino
+}
+
+// unlinked notes, in the cached attributes of the object a removal through
+// this mount named, the link count the MDT answered (ino; nil: unknown). A
+// directory's attributes are otherwise answered from the cache (GetAttr),
+// and would show the links it had until they expire.
+func (fs *FS) unlinked(ino *pb.Inode) {
+	if ino == nil || ino.Fid == nil {
+		return
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	n := fs.byFID[fid.FromPB(ino.Fid)]
+	if n == nil {
+		return
+	}
+	if n.ino != nil {
+		c := proto.Clone(n.ino).(*pb.Inode)
+		c.Nlink, c.CtimeNs = ino.Nlink, ino.CtimeNs
+		n.ino = c
+	}
+	if n.last != nil && ino.Nlink == 0 {
+		c := proto.Clone(n.last).(*pb.Inode)
+		c.Nlink, c.CtimeNs = 0, ino.CtimeNs
+		n.last = c
+	}
 }
 
 // removed notes an unlink or rename done through this mount.

@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"errors"
 	"math"
 	"syscall"
 	"time"
@@ -102,6 +103,15 @@ func (fs *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.Attr
 	fs.fenceFID(n.fid)
 	ino, err := fs.attr(fs.ctx(&in.InHeader), n.fid)
 	if err != nil {
+		if last := fs.lastAttrs(n); last != nil && errors.Is(err, syscall.ENOENT) {
+			// Gone from the MDT (removed here or through another client)
+			// while the kernel still holds it: its last attributes with
+			// no links, as fstat of a removed file and stat of a removed
+			// working directory answer on a local file system.
+			fs.fillAttr(nil, last, &out.Attr)
+			out.SetTimeout(fs.o.AttrTimeout)
+			return fuse.OK
+		}
 		return fs.status("getattr", err)
 	}
 	fs.fillAttr(n, ino, &out.Attr)
@@ -343,14 +353,10 @@ func (fs *FS) remove(h *fuse.InHeader, name string, dir bool) fuse.Status {
 	open := flown
 	if len(open) == 0 || fs.sess == nil {
 		fs.endFlight(flown, nil)
-		var err error
-		if dir {
-			err = fs.c.Rmdir(ctx, pf, name)
-		} else {
-			_, err = fs.c.Unlink(ctx, pf, name)
-		}
+		ino, err := fs.c.Remove(ctx, pf, name, dir)
 		if err == nil {
 			fs.dirChanged(h.NodeId, delta)
+			fs.unlinked(ino)
 		}
 		return fs.status(op, err)
 	}
@@ -373,6 +379,7 @@ func (fs *FS) remove(h *fuse.InHeader, name string, dir bool) fuse.Status {
 		return fs.status(op, err)
 	}
 	fs.dirChanged(h.NodeId, delta)
+	fs.unlinked(ino)
 	return fuse.OK
 }
 

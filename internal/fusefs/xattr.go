@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -123,6 +124,9 @@ func (fs *FS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, de
 	}
 	v, err := fs.c.Getxattr(ctx, f, attr)
 	if err != nil {
+		if fs.goneHeld(h.NodeId, err) {
+			return 0, fuse.ENODATA
+		}
 		st := fs.status("getxattr", err)
 		if caps && st == fuse.ENODATA {
 			fs.setNoCaps(h.NodeId, time.Now().Add(fs.o.AttrTimeout))
@@ -133,6 +137,20 @@ func (fs *FS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, de
 }
 
 const capsXattr = "security.capability"
+
+// goneHeld reports whether err says the object of node id is gone from the
+// MDT while the kernel still holds it (see node.last): its extended
+// attributes are then answered as none, as ls asks of a removed working
+// directory.
+func (fs *FS) goneHeld(id uint64, err error) bool {
+	if !errors.Is(err, syscall.ENOENT) {
+		return false
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	n := fs.nodes[id]
+	return n != nil && n.last != nil
+}
 
 // aclAbsent reports whether the attributes cached for node id (still
 // valid) say it has no ACL of the kind attr names. The kernel asks for the
@@ -180,6 +198,9 @@ func (fs *FS) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (
 		return 0, st
 	}
 	names, err := fs.c.Listxattr(fs.ctx(h), f)
+	if fs.goneHeld(h.NodeId, err) {
+		return 0, fuse.OK
+	}
 	if err != nil {
 		return 0, fs.status("listxattr", err)
 	}

@@ -3,7 +3,10 @@ package itest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
+	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -159,5 +162,134 @@ func TestReplicaOpenFilesSurviveFailover(t *testing.T) {
 	got := make([]byte, len(data))
 	if n, err := held.ReadAt(got, 0); err != nil || n != len(data) || !bytes.Equal(got, data) {
 		t.Fatalf("after a failover and a removal through another mount, the open file reads %d bytes (%v)", n, err)
+	}
+}
+
+// TestFuseCreateOfAnExistingFileCrossingItsCloseKeepsTheOpen: a mount
+// closes a file (its close goes to the MDS in a later batch) and, while
+// that batch is on its way, opens the same file again through a name it
+// believed missing (a cached negative entry: O_CREAT becomes the MDS's
+// create of an existing file, which records the open itself). The MDS
+// hears the open and then the close; before, it counted the file as
+// closed here, and a removal through another mount destroyed a file
+// still open. Now the mount says the open again once the close is
+// through.
+func TestFuseCreateOfAnExistingFileCrossingItsCloseKeepsTheOpen(t *testing.T) {
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 1})
+	// Only the mounts: the close batch waits 4 s before it is sent.
+	t.Setenv("NACRE_FAULTS", "fuse.closes.send=delay:4s*1")
+	a := mountFuse(t, cl, "negative_timeout=60")
+	b := mountFuse(t, cl)
+	data := bytes.Repeat([]byte("open again while its close travels\n"), 1024)
+	if err := os.WriteFile(a.Path("f"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	closed := time.Now()
+	// a caches "g" as missing; b then makes it a second name of f.
+	if _, err := os.Stat(a.Path("g")); !os.IsNotExist(err) {
+		t.Fatalf("stat of a missing name: %v", err)
+	}
+	if err := os.Link(b.Path("f"), b.Path("g")); err != nil {
+		t.Fatal(err)
+	}
+	// The close is queued for 5 s, the batches are looked at each second,
+	// and the one holding f waits 4 s before it goes: at 6.5 s it is on
+	// its way.
+	time.Sleep(time.Until(closed.Add(6500 * time.Millisecond)))
+	held, err := os.OpenFile(a.Path("g"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	var st, fst syscall.Stat_t
+	if err := syscall.Fstat(int(held.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Stat(b.Path("f"), &fst); err != nil || fst.Ino != st.Ino {
+		t.Fatalf("the open of g is not of f (inode %d, f's %d: %v): the test did not open the existing file", st.Ino, fst.Ino, err)
+	}
+	// Past the batch's arrival, remove both names through b.
+	time.Sleep(time.Until(closed.Add(11 * time.Second)))
+	for _, n := range []string{"f", "g"} {
+		if err := os.Remove(b.Path(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(time.Second) // longer than a release takes
+	got := make([]byte, len(data))
+	if n, err := held.ReadAt(got, 0); err != nil || n != len(data) || !bytes.Equal(got, data) {
+		t.Fatalf("a file opened again while its close was on its way, then removed through another mount, reads %d bytes (%v), want its %d", n, err, len(data))
+	}
+}
+
+// TestFuseDirectoryRemovedWhileInUse: a directory that is a shell's
+// working directory or open on a descriptor, removed through the same or
+// another mount, behaves as on a local file system: stat gives it no
+// links, listing it gives nothing (ls exits 0, says nothing on stderr),
+// and nothing can be made in it. Before, stat gave ENOENT (removed
+// through another mount) or the link count it had (through this mount),
+// and ls failed.
+func TestFuseDirectoryRemovedWhileInUse(t *testing.T) {
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 1})
+	a := mountFuse(t, cl)
+	b := mountFuse(t, cl)
+	for _, through := range []*fuseMount{a, b} {
+		where := "this mount"
+		if through == b {
+			where = "another mount"
+		}
+		t.Run(where, func(t *testing.T) {
+			name := "wd-" + strings.ReplaceAll(where, " ", "-")
+			if err := os.Mkdir(a.Path(name), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			fd, err := os.Open(a.Path(name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fd.Close()
+			// A shell whose working directory it is, waiting for a line.
+			sh := exec.Command("sh", "-c", `read x; ls -la .; echo "ls=$?"; stat -c 'links=%h' .; mkdir sub 2>/dev/null; echo "mkdir=$?"`)
+			sh.Dir = a.Path(name)
+			in, err := sh.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr bytes.Buffer
+			sh.Stdout, sh.Stderr = &stdout, &stderr
+			if err := sh.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer sh.Process.Kill()
+			if err := os.Remove(through.Path(name)); err != nil {
+				t.Fatal(err)
+			}
+			if through == b {
+				time.Sleep(1500 * time.Millisecond) // past a's attribute timeout
+			}
+			var st syscall.Stat_t
+			if err := syscall.Fstat(int(fd.Fd()), &st); err != nil || st.Nlink != 0 || st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+				t.Errorf("fstat of the open directory removed through %s: links %d, mode %o (%v); want a directory with 0 links", where, st.Nlink, st.Mode, err)
+			}
+			// Nothing, or ENOENT: the kernel refuses to list a directory
+			// removed on this machine (it marks it dead), as on ext4.
+			if names, err := fd.Readdirnames(-1); len(names) != 0 || (err != nil && !errors.Is(err, syscall.ENOENT)) {
+				t.Errorf("listing the open directory removed through %s: %q (%v), want nothing", where, names, err)
+			}
+			in.Write([]byte("go\n"))
+			in.Close()
+			if err := sh.Wait(); err != nil {
+				t.Fatalf("shell: %v\n%s%s", err, stdout.String(), stderr.String())
+			}
+			out := stdout.String()
+			for _, want := range []string{"ls=0", "links=0", "mkdir=1"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("in a working directory removed through %s: want %q in\n%s", where, want, out)
+				}
+			}
+			if stderr.Len() != 0 {
+				t.Errorf("in a working directory removed through %s, the commands complained:\n%s", where, stderr.String())
+			}
+		})
 	}
 }
