@@ -38,10 +38,11 @@ type ObjectAttr struct {
 	Uid           uint32                 `protobuf:"varint,8,opt,name=uid,proto3" json:"uid,omitempty"`
 	Gid           uint32                 `protobuf:"varint,9,opt,name=gid,proto3" json:"gid,omitempty"`
 	Projid        uint32                 `protobuf:"varint,10,opt,name=projid,proto3" json:"projid,omitempty"`
-	Size          uint64                 `protobuf:"varint,11,opt,name=size,proto3" json:"size,omitempty"`                      // filled on reads: bytes of object data
-	Blocks        uint64                 `protobuf:"varint,12,opt,name=blocks,proto3" json:"blocks,omitempty"`                  // filled on reads: 512-byte blocks allocated
-	MtimeNs       int64                  `protobuf:"varint,13,opt,name=mtime_ns,json=mtimeNs,proto3" json:"mtime_ns,omitempty"` // filled on reads
-	Exists        bool                   `protobuf:"varint,14,opt,name=exists,proto3" json:"exists,omitempty"`                  // filled on reads
+	Size          uint64                 `protobuf:"varint,11,opt,name=size,proto3" json:"size,omitempty"`                               // filled on reads: bytes of object data
+	Blocks        uint64                 `protobuf:"varint,12,opt,name=blocks,proto3" json:"blocks,omitempty"`                           // filled on reads: 512-byte blocks allocated
+	MtimeNs       int64                  `protobuf:"varint,13,opt,name=mtime_ns,json=mtimeNs,proto3" json:"mtime_ns,omitempty"`          // filled on reads
+	Exists        bool                   `protobuf:"varint,14,opt,name=exists,proto3" json:"exists,omitempty"`                           // filled on reads
+	DataSynced    bool                   `protobuf:"varint,15,opt,name=data_synced,json=dataSynced,proto3" json:"data_synced,omitempty"` // the data file was made and synced: it must be there
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -170,6 +171,13 @@ func (x *ObjectAttr) GetMtimeNs() int64 {
 func (x *ObjectAttr) GetExists() bool {
 	if x != nil {
 		return x.Exists
+	}
+	return false
+}
+
+func (x *ObjectAttr) GetDataSynced() bool {
+	if x != nil {
+		return x.DataSynced
 	}
 	return false
 }
@@ -1474,7 +1482,7 @@ var File_oss_proto protoreflect.FileDescriptor
 
 const file_oss_proto_rawDesc = "" +
 	"\n" +
-	"\toss.proto\x12\bnacre.v1\x1a\fcommon.proto\"\xf8\x02\n" +
+	"\toss.proto\x12\bnacre.v1\x1a\fcommon.proto\"\x99\x03\n" +
 	"\n" +
 	"ObjectAttr\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x10\n" +
@@ -1493,7 +1501,9 @@ const file_oss_proto_rawDesc = "" +
 	"\x04size\x18\v \x01(\x04R\x04size\x12\x16\n" +
 	"\x06blocks\x18\f \x01(\x04R\x06blocks\x12\x19\n" +
 	"\bmtime_ns\x18\r \x01(\x03R\amtimeNs\x12\x16\n" +
-	"\x06exists\x18\x0e \x01(\bR\x06exists\"P\n" +
+	"\x06exists\x18\x0e \x01(\bR\x06exists\x12\x1f\n" +
+	"\vdata_synced\x18\x0f \x01(\bR\n" +
+	"dataSynced\"P\n" +
 	"\x10PrecreateRequest\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\x04R\x05start\x12\x14\n" +

@@ -22,6 +22,9 @@ import (
 // ErrNotFound is returned by Get when the key is absent.
 var ErrNotFound = errors.New("kv: key not found")
 
+// ErrNoStore is returned by Open with MustExist when dir holds no store.
+var ErrNoStore = errors.New("no store there")
+
 // Reader is what read paths need; DB, Batch and Snapshot implement it.
 type Reader interface {
 	// Get returns a copy of the value, or ErrNotFound.
@@ -40,6 +43,9 @@ type Options struct {
 	ReadOnly bool
 	// MemTableSize is the size of one memtable (0: DefaultMemTableSize).
 	MemTableSize uint64
+	// MustExist refuses to create a new store (ErrNoStore): a target
+	// that has run before must find its data, not start empty.
+	MustExist bool
 }
 
 // DB is an open store.
@@ -89,6 +95,7 @@ func Open(dir string, o Options) (*DB, error) {
 		Logger:                quietLogger{},
 		FormatMajorVersion:    pebble.FormatNewest,
 		MemTableSize:          memtable,
+		ErrorIfNotExists:      o.MustExist,
 		L0CompactionThreshold: 4,
 		// Keep the WAL files for reuse so that a sync is an fdatasync of a
 		// preallocated file, not a size change.
@@ -103,6 +110,9 @@ func Open(dir string, o Options) (*DB, error) {
 	p, err := pebble.Open(dir, opts)
 	if err != nil {
 		cache.Unref()
+		if errors.Is(err, pebble.ErrDBDoesNotExist) {
+			return nil, fmt.Errorf("open store %s: %w", dir, ErrNoStore)
+		}
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
 	fs := o.FS

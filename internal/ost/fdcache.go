@@ -30,6 +30,9 @@ type fdEntry struct {
 	// hasPFID caches "the record has a PFID", so that writes through a
 	// layout skip the record lookup once it is there.
 	hasPFID atomic.Bool
+	// synced caches "the record says the data file was synced"
+	// (ObjectAttr.data_synced), so that each sync does not read it.
+	synced atomic.Bool
 }
 
 func newFDCache(max int) *fdCache {
@@ -51,9 +54,10 @@ func (c *fdCache) get(obj fid.ObjID) *fdEntry {
 
 // add caches a newly opened file and returns it referenced. The caller
 // holds obj's lock, so no other entry for obj can be added meanwhile.
-func (c *fdCache) add(obj fid.ObjID, f *os.File, hasPFID bool) *fdEntry {
+func (c *fdCache) add(obj fid.ObjID, f *os.File, hasPFID, synced bool) *fdEntry {
 	e := &fdEntry{obj: obj, f: f, refs: 1}
 	e.hasPFID.Store(hasPFID)
+	e.synced.Store(synced)
 	var toClose []*os.File
 	c.mu.Lock()
 	if old := c.m[obj]; old != nil {

@@ -39,6 +39,11 @@ func (s *Store) open(obj fid.ObjID, create bool) (*fdEntry, error) {
 	p := s.path(obj)
 	f, err := os.OpenFile(p, os.O_RDWR, 0)
 	if errors.Is(err, fs.ErrNotExist) {
+		if rec.DataSynced {
+			// Lost, not "no data yet": zeros in its place would be
+			// silent corruption.
+			return nil, &dataLostError{label: s.label, path: p}
+		}
 		if !create {
 			return nil, nil
 		}
@@ -61,7 +66,7 @@ func (s *Store) open(obj fid.ObjID, create bool) (*fdEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.fds.add(obj, f, hasPFID(rec)), nil
+	return s.fds.add(obj, f, hasPFID(rec), rec.DataSynced), nil
 }
 
 // checkRange refuses offsets that do not fit a file offset.
@@ -242,12 +247,19 @@ func (s *Store) Sync(obj fid.ObjID) error {
 	}
 	if e != nil {
 		err := control(e.f, "fdatasync", unix.Fdatasync)
+		if err == nil {
+			err = s.syncBucket(obj)
+		}
+		if err == nil && !e.synced.Load() {
+			// The file is on disk now, with its directory entry: from
+			// here its absence is lost data (open).
+			err = s.markSynced(obj, e)
+		}
 		s.fds.release(e)
 		if err != nil {
 			return op(err)
 		}
-	}
-	if err := s.syncBucket(obj); err != nil {
+	} else if err := s.syncBucket(obj); err != nil {
 		return op(err)
 	}
 	if err := s.syncRecords(); err != nil {
@@ -286,6 +298,39 @@ func (s *Store) SetAttr(obj fid.ObjID, meta *wire.ObjMeta) error {
 		e.hasPFID.Store(hasPFID(rec))
 		s.fds.release(e)
 	}
+	return nil
+}
+
+// dataLostError is ErrDataLost for one object: the client is told which
+// OST's file is missing (wire.PublicError), the OST's log has the path.
+type dataLostError struct{ label, path string }
+
+func (e *dataLostError) Error() string { return e.path + ": " + ErrDataLost.Error() }
+func (e *dataLostError) Unwrap() error { return ErrDataLost }
+func (e *dataLostError) Public() string {
+	return "the object's data file is missing on " + e.label + ", although data was synced to it: see that OST's log"
+}
+
+// markSynced records in obj's record that its data file was synced
+// (made durable by the next syncRecords).
+func (s *Store) markSynced(obj fid.ObjID, e *fdEntry) error {
+	mu := s.lockFor(obj)
+	mu.Lock()
+	defer mu.Unlock()
+	if s.isDestroying(obj) {
+		return ErrNoObject
+	}
+	rec, err := s.getRecord(obj)
+	if err != nil {
+		return err
+	}
+	if !rec.DataSynced {
+		rec.DataSynced = true
+		if err := s.putRecord(obj, rec); err != nil {
+			return err
+		}
+	}
+	e.synced.Store(true)
 	return nil
 }
 

@@ -203,7 +203,7 @@ func (s *Store) CheckObjects(seq uint64, oids []uint64, digests []uint64) (*Chec
 			continue
 		}
 		v := it.Value()
-		if Digest(v) == digests[i] {
+		if Digest(layoutPart(v)) == digests[i] {
 			continue
 		}
 		b := Rec{Seq: seq, Oid: oid}
@@ -231,6 +231,17 @@ func (s *Store) CheckObjects(seq uint64, oids []uint64, digests []uint64) (*Chec
 		return nil, fmt.Errorf("check %s objects: %w", s.label, err)
 	}
 	return res, nil
+}
+
+// layoutPart is the part of a stored record that the MDT's layouts
+// describe: all but data_synced (field 15, encoded last, as 0x78 0x01),
+// which only the OST knows. In a valid record those two bytes at the end
+// can only be that field: 0x78 ends any varint it is part of.
+func layoutPart(v []byte) []byte {
+	if n := len(v); n >= 2 && v[n-2] == 15<<3 && v[n-1] == 1 {
+		return v[:n-2]
+	}
+	return v
 }
 
 // Summary is what Summarize found for a range of object ids.
@@ -499,7 +510,13 @@ func (s *Store) repairOne(r ObjRepair) (bool, error) {
 	}
 	rec := r.Rec
 	rec.Seq, rec.Oid = r.Obj.Seq, r.Obj.Oid
-	if err := s.db.Set(objKey(r.Obj), rec.Append(nil), false); err != nil {
+	b := rec.Append(nil)
+	if old, err := decodeRecord(r.Obj, v); err == nil && old.DataSynced {
+		// The repair is of the layout fields; the data file stays what
+		// it was (ObjectAttr.data_synced, field 15).
+		b = append(b, 15<<3, 1)
+	}
+	if err := s.db.Set(objKey(r.Obj), b, false); err != nil {
 		return false, fmt.Errorf("repair %s object %s: %w", s.label, r.Obj, err)
 	}
 	s.recDirty.Add(1)

@@ -57,8 +57,14 @@ func TestSummaryAgreesWithCheckObjects(t *testing.T) {
 	wantSum := map[uint64]uint64{} // oid -> SumDigest of its record
 	for oid := uint64(1); oid <= n; oid++ {
 		switch oid % 5 {
-		case 1, 2: // written: a PFID
+		case 1, 2: // written: a PFID; synced too (data_synced, which no layout knows of)
 			must(t, s.Write(obj(oid), 0, []byte("x"), metaFor(fid.FID{Seq: 0x200000400, Oid: uint32(oid)}, uint32(oid%4))))
+			if oid%5 == 2 {
+				must(t, s.Sync(obj(oid)))
+				if !record(t, s, obj(oid)).DataSynced {
+					t.Fatalf("object %d synced: its record does not say so", oid)
+				}
+			}
 			r := AttrRec(record(t, s, obj(oid)))
 			want[oid] = RecordDigest(&r)
 			wantSum[oid] = SumDigest(SumShared(&r), seq, oid, r.StripeIndex)

@@ -443,14 +443,48 @@ func TestSyncSyncsTheWALOnlyWhenARecordChanged(t *testing.T) {
 		t.Fatalf("first write through a layout made %d record writes, want 1", s.recDirty.Load())
 	}
 	must(t, s.Sync(obj(1)))
-	if s.recSynced.Load() != 1 {
-		t.Fatal("sync did not cover the record write")
+	// The first sync also records that the data file is on disk.
+	if s.recDirty.Load() != 2 || s.recSynced.Load() != 2 {
+		t.Fatalf("after the first sync: %d record writes, %d synced; want 2 and 2", s.recDirty.Load(), s.recSynced.Load())
 	}
 	for i := range 10 {
 		must(t, s.Write(obj(1), uint64(i), []byte("b"), metaFor(fileA, 0)))
 	}
-	if s.recDirty.Load() != 1 {
-		t.Fatalf("later writes rewrote the record: %d record writes", s.recDirty.Load())
+	must(t, s.Sync(obj(1)))
+	if s.recDirty.Load() != 2 {
+		t.Fatalf("later writes and syncs rewrote the record: %d record writes", s.recDirty.Load())
+	}
+}
+
+// A synced object whose data file is gone (removed by hand, a damaged
+// file system) is an I/O error naming the file, never zeros; an object
+// whose file was never synced reads as empty, as after a crash that lost
+// unsynced writes.
+func TestASyncedObjectWhoseDataFileIsMissingIsAnError(t *testing.T) {
+	dir, id := format(t)
+	s, err := Open(dir, id, Options{})
+	must(t, err)
+	s.Precreate(seq, 1, 2)
+	must(t, s.Write(obj(1), 0, []byte("synced data"), metaFor(fileA, 0)))
+	must(t, s.Sync(obj(1)))
+	must(t, s.Write(obj(2), 0, []byte("never synced"), metaFor(fileA, 1)))
+	must(t, s.Close())
+	for _, o := range []fid.ObjID{obj(1), obj(2)} {
+		if err := os.Remove(s.path(o)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s = open(t, dir, id, Options{})
+	p := make([]byte, 16)
+	n, err := s.Read(obj(1), 0, p)
+	if !errors.Is(err, ErrDataLost) || !errors.Is(err, syscall.EIO) || !strings.Contains(err.Error(), s.path(obj(1))) {
+		t.Fatalf("read of a synced object without its data file: %d bytes, %v; want EIO naming the file", n, err)
+	}
+	if err := s.Write(obj(1), 0, []byte("x"), nil); !errors.Is(err, ErrDataLost) {
+		t.Fatalf("write to a synced object without its data file: %v; want it refused, not a new empty file", err)
+	}
+	if n, err := s.Read(obj(2), 0, p); err != nil || n != 0 {
+		t.Fatalf("read of a never synced object without its data file: %d bytes, %v; want none", n, err)
 	}
 }
 

@@ -48,6 +48,8 @@ var (
 	ErrInvalid error = &errnoError{"invalid argument", syscall.EINVAL}
 	// ErrTooBig: an offset or size beyond the largest object.
 	ErrTooBig error = &errnoError{"offset beyond the largest object size", syscall.EFBIG}
+	// ErrDataLost: the object's data file, once synced, is not there.
+	ErrDataLost error = &errnoError{"its data file is missing, although data was written to it and synced; restore the file from a backup of the OST's objects directory, or remove the file that holds this object", syscall.EIO}
 )
 
 // Options configure Open.
@@ -334,6 +336,7 @@ func encodeRecord(rec *nacrepb.ObjectAttr) []byte {
 		Seq: rec.Seq, Oid: rec.Oid, Parent: rec.Parent,
 		StripeIndex: rec.StripeIndex, StripeSize: rec.StripeSize, StripeCount: rec.StripeCount,
 		LayoutGen: rec.LayoutGen, Uid: rec.Uid, Gid: rec.Gid, Projid: rec.Projid,
+		DataSynced: rec.DataSynced,
 	}
 	b, err := proto.Marshal(stored)
 	if err != nil {

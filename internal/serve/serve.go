@@ -126,10 +126,22 @@ func Run(ctx context.Context, dir string, o Options) error {
 	if id.Kind == target.MDT {
 		kvo = kv.Options{CacheSize: 512 << 20, MemTableSize: 64 << 20}
 	}
+	// A target that has run must find its store: an unmounted device or
+	// removed files must not become a new, empty target (and its Raft log
+	// must not be started afresh beside it).
+	kvo.MustExist = target.HasRun(dir, id)
 	if err := space.CheckOpen(target.StoreDir(dir), id.Name(), kvo.MemTable(), nil); err != nil {
 		return err
 	}
 	db, err := kv.Open(target.StoreDir(dir), kvo)
+	if errors.Is(err, kv.ErrNoStore) {
+		since := "before"
+		if !id.Started.IsZero() {
+			since = "since " + id.Started.Format(time.RFC3339)
+		}
+		return fmt.Errorf("%s: there is no store in %s, although the target has run %s: %w",
+			id.Name(), target.StoreDir(dir), since, target.ErrStoreLost)
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", id.Name(), err)
 	}
@@ -183,6 +195,14 @@ func Run(ctx context.Context, dir string, o Options) error {
 		}
 		go forward(r.Fatal(), fatal)
 		stop = func() { r.Stop(); srv.Stop() }
+	}
+	if id.Started.IsZero() {
+		// The store holds the target now (CheckStore recorded it).
+		id.Started = time.Now().UTC()
+		if err := target.Save(dir, id); err != nil {
+			stop()
+			return err
+		}
 	}
 	log.Info("serving", "addr", ln.Addr().String(), "data_addr", info.DataAddr, "metrics", mh.URL(), "pid", os.Getpid(), "version", version.Software)
 	if o.Ready != nil {

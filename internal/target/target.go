@@ -21,6 +21,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"nacre/internal/kv"
@@ -60,6 +62,9 @@ type Identity struct {
 	// replica ids to raft addresses. Empty means one replica.
 	ReplicaID uint64            `json:"replica_id,omitempty"`
 	Peers     map[uint64]string `json:"peers,omitempty"`
+	// Started is when the target first ran on its store: from then on a
+	// missing or empty store is lost data, never a new target.
+	Started time.Time `json:"started,omitzero"`
 }
 
 // Name is the Lustre-style target name, e.g. nacre-MDT0000.
@@ -128,9 +133,26 @@ func Format(dir string, id Identity) error {
 		return fmt.Errorf("refusing to format %s as %s: it already holds %s; use another directory or remove this one first",
 			dir, id.Describe(), old.Describe())
 	case errors.Is(err, ErrNotFormatted):
-		if !Empty(dir) {
+		if Empty(dir) {
+			break
+		}
+		rec, serr := StoreIdentity(StoreDir(dir))
+		if serr != nil {
 			return fmt.Errorf("refusing to format %s: the directory is not empty and holds no Nacre target; use an empty directory", dir)
 		}
+		// The identity file was lost and the store kept: write the file
+		// again for the target the store belongs to, keeping its UUID.
+		f := strings.Split(rec, "|")
+		if len(f) != 5 || f[0] != id.Fsname || f[1] != string(id.Kind) || f[2] != strconv.FormatUint(uint64(id.Index), 10) {
+			return fmt.Errorf("refusing to format %s as %s: its store belongs to another target (%s); give the type, index and file system name it records, or use an empty directory",
+				dir, id.Describe(), rec)
+		}
+		if f[4] != strconv.Itoa(version.Format) {
+			return fmt.Errorf("refusing to format %s: its store is of format version %s, this nacre (%s) writes version %d",
+				dir, f[4], version.Software, version.Format)
+		}
+		id.UUID = f[3]
+		id.Started = time.Now().UTC()
 	case errors.Is(err, os.ErrNotExist):
 	default:
 		return fmt.Errorf("refusing to format %s as %s: %w", dir, id.Describe(), err)
@@ -188,6 +210,15 @@ func Load(dir string) (Identity, error) {
 	}
 	data, err := os.ReadFile(filepath.Join(dir, IdentityFile))
 	if errors.Is(err, os.ErrNotExist) {
+		if rec, serr := StoreIdentity(StoreDir(dir)); serr == nil {
+			f := strings.Split(rec, "|")
+			what := rec
+			if len(f) == 5 {
+				what = fmt.Sprintf("%s index %s of file system %q", strings.ToUpper(f[1]), f[2], f[0])
+			}
+			return id, fmt.Errorf("%s: %w: %s is missing, but the store there belongs to %s; restore %s from a backup, or write it again with `nacre format` and the target's type, index, file system name and MGS (format adopts the store it finds)",
+				dir, ErrNotFormatted, IdentityFile, what, IdentityFile)
+		}
 		return id, fmt.Errorf("%s: %w (no %s); run `nacre format` first", dir, ErrNotFormatted, IdentityFile)
 	}
 	if err != nil {
@@ -225,6 +256,10 @@ func CheckStore(db *kv.DB, id Identity) error {
 	want := fmt.Sprintf("%s|%s|%d|%s|%d", id.Fsname, id.Kind, id.Index, id.UUID, id.FormatVersion)
 	got, err := db.Get(identityKey)
 	if errors.Is(err, kv.ErrNotFound) {
+		if !id.Started.IsZero() {
+			return fmt.Errorf("the store %s of %s holds none of its data, although the target has run on it since %s: %w",
+				db.Dir(), id.Label(), id.Started.Format(time.RFC3339), ErrStoreLost)
+		}
 		return db.Set(identityKey, []byte(want), true)
 	}
 	if err != nil {
@@ -235,6 +270,40 @@ func CheckStore(db *kv.DB, id Identity) error {
 			db.Dir(), got, id.Describe(), id.Fsname, id.Kind, id.Index, id.UUID, id.FormatVersion)
 	}
 	return nil
+}
+
+// ErrStoreLost says a target that has run finds no store: its device is
+// not mounted, or its data was removed.
+var ErrStoreLost = errors.New("its data is not there; mount the device that holds it or restore it from a backup (nacre mdt restore for an MDT), or, to start it empty and lose what it held, format a new target in an empty directory")
+
+// HasRun says whether the target in dir has run before: its identity says
+// so, or (identity files older than that record) it left a Raft log or OST
+// objects, which a first start makes only after its store.
+func HasRun(dir string, id Identity) bool {
+	if !id.Started.IsZero() {
+		return true
+	}
+	for _, sub := range []string{RaftLogDir(dir), filepath.Join(dir, "objects")} {
+		if entries, err := os.ReadDir(sub); err == nil && len(entries) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// StoreIdentity reads what a store records of its target
+// ("fsname|kind|index|uuid|version"), without changing it.
+func StoreIdentity(storeDir string) (string, error) {
+	db, err := kv.Open(storeDir, kv.Options{ReadOnly: true, CacheSize: 1 << 20})
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	v, err := db.Get(identityKey)
+	if err != nil {
+		return "", fmt.Errorf("read the identity the store %s records: %w", storeDir, err)
+	}
+	return string(v), nil
 }
 
 // Empty says whether dir holds nothing a format could destroy: no entries,

@@ -1,10 +1,12 @@
 package target
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"nacre/internal/kv"
 )
@@ -71,5 +73,38 @@ func TestCheckStoreRefusesForeignStore(t *testing.T) {
 	b.UUID = "u2"
 	if err := CheckStore(db, b); err == nil || !strings.Contains(err.Error(), "another target") {
 		t.Fatalf("foreign store accepted: %v", err)
+	}
+}
+
+// A target has run once its identity says so, or (identity files written
+// before that was recorded) once it left a Raft log or OST objects; a
+// store without the target's record is then refused, not taken as new.
+func TestATargetThatHasRunNeedsItsStore(t *testing.T) {
+	dir := t.TempDir()
+	id := Identity{Fsname: "a", Kind: OST, UUID: "u1", FormatVersion: 1}
+	if HasRun(dir, id) {
+		t.Fatal("a new target counts as having run")
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "objects", "100000000"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if !HasRun(dir, id) {
+		t.Fatal("an OST with objects but no start recorded does not count as having run")
+	}
+	mdt := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(RaftLogDir(mdt), "0000000000000001.seg"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if !HasRun(mdt, Identity{Kind: MDT}) {
+		t.Fatal("an MDT with a Raft log but no start recorded does not count as having run")
+	}
+	db, _ := kv.OpenMem()
+	defer db.Close()
+	id.Started = time.Now()
+	if err := CheckStore(db, id); !errors.Is(err, ErrStoreLost) {
+		t.Fatalf("an empty store of a target that has run: %v, want ErrStoreLost", err)
+	}
+	if _, err := db.Get(identityKey); !errors.Is(err, kv.ErrNotFound) {
+		t.Fatalf("the refused store was written to: %v", err)
 	}
 }

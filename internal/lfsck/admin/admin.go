@@ -679,7 +679,11 @@ func offlineMDT(dir string, readOnly bool) (*kv.DB, target.Identity, error) {
 	if err != nil {
 		return nil, id, err
 	}
-	if err := target.CheckStore(db, id); err != nil && !readOnly {
+	// A restore may write into a new, empty store (the old device died):
+	// that store is the target's from now on, whatever it has run on.
+	chk := id
+	chk.Started = time.Time{}
+	if err := target.CheckStore(db, chk); err != nil && !readOnly {
 		db.Close()
 		return nil, id, err
 	}

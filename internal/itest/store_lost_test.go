@@ -1,0 +1,133 @@
+package itest
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"nacre/internal/target"
+	"nacre/internal/testcluster"
+)
+
+// mgsOf is the MGS address of the local cluster in dir.
+func mgsOf(t *testing.T, dir string) string {
+	t.Helper()
+	id, err := target.Load(filepath.Join(dir, "mgs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id.Listen
+}
+
+// TestATargetThatLostItsStoreRefusesToStart: a target that has run and
+// finds its store missing or emptied (a device not mounted, files removed
+// by hand) used to start as a new, empty target: the namespace vanished,
+// the MDT's Raft log was started afresh, and the files' OST objects were
+// left behind. Now it refuses, names the store and the ways out, and
+// leaves the log alone; with the store back the cluster starts and the
+// file reads back. A lost identity file is reported with the store's
+// target, and `nacre format` with that target's parameters adopts the
+// store instead of refusing the directory.
+func TestATargetThatLostItsStoreRefusesToStart(t *testing.T) {
+	bin := testcluster.Binary(t)
+	dir := t.TempDir()
+	if out, err := upDetached(t, bin, dir); err != nil {
+		t.Fatalf("up: %v\n%s", err, out)
+	}
+	mgs := mgsOf(t, dir)
+	data := bytes.Repeat([]byte("kept through a lost store\n"), 500)
+	src := filepath.Join(t.TempDir(), "src")
+	if err := os.WriteFile(src, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, error) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "NACRE_MGS="+mgs)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run("put", src, "/f"); err != nil {
+		t.Fatalf("put: %v\n%s", err, out)
+	}
+	down := func() {
+		t.Helper()
+		if out, err := exec.Command(bin, "down", "--dir", dir).CombinedOutput(); err != nil {
+			t.Fatalf("down: %v\n%s", err, out)
+		}
+	}
+	down()
+	logSegments := func() []string {
+		names, _ := filepath.Glob(filepath.Join(target.RaftLogDir(filepath.Join(dir, "mdt0")), "*"))
+		return names
+	}
+	segs := logSegments()
+	if len(segs) == 0 {
+		t.Fatal("the MDT has no Raft log files to keep")
+	}
+
+	for _, tgt := range []string{"mdt0", "ost0"} {
+		store := target.StoreDir(filepath.Join(dir, tgt))
+		away := filepath.Join(t.TempDir(), "store")
+		if err := os.Rename(store, away); err != nil {
+			t.Fatal(err)
+		}
+		// Removed outright, and (for the MDT) present but empty.
+		for _, how := range []string{"missing", "empty"} {
+			if how == "empty" {
+				if err := os.Mkdir(store, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			out, err := upDetached(t, bin, dir)
+			for _, want := range []string{"there is no store in " + store, "has run since", "mount the device that holds it or restore it"} {
+				if err == nil || !strings.Contains(out, want) {
+					t.Errorf("up with the store of %s %s: want an error saying %q, got %v\n%s", tgt, how, want, err, out)
+				}
+			}
+			if strings.Contains(out, "Nacre is up") {
+				t.Fatalf("up with the store of %s %s declared the cluster ready:\n%s", tgt, how, out)
+			}
+			os.RemoveAll(store)
+		}
+		if got := logSegments(); tgt == "mdt0" && strings.Join(got, ",") != strings.Join(segs, ",") {
+			t.Errorf("the MDT's Raft log changed while its store was away: %v, was %v", got, segs)
+		}
+		if err := os.Rename(away, store); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The identity file of ost0 is lost; its store is not.
+	idFile := filepath.Join(dir, "ost0", target.IdentityFile)
+	if err := os.Remove(idFile); err != nil {
+		t.Fatal(err)
+	}
+	out, err := upDetached(t, bin, dir)
+	for _, want := range []string{target.IdentityFile + " is missing", "belongs to OST index 0 of file system \"nacre\"", "nacre format"} {
+		if err == nil || !strings.Contains(out, want) {
+			t.Errorf("up without ost0's identity file: want an error saying %q, got %v\n%s", want, err, out)
+		}
+	}
+	down()
+	format := func(index string) (string, error) {
+		out, err := exec.Command(bin, "format", "--type", "ost", "--index", index, "--fsname", "nacre", "--mgsnode", mgs,
+			"--dir", filepath.Join(dir, "ost0")).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := format("1"); err == nil || !strings.Contains(out, "belongs to another target") {
+		t.Errorf("format of ost0's directory as OST0001: want a refusal naming the store's target, got %v\n%s", err, out)
+	}
+	if out, err := format("0"); err != nil {
+		t.Fatalf("format adopting ost0's store: %v\n%s", err, out)
+	}
+	if out, err := upDetached(t, bin, dir); err != nil {
+		t.Fatalf("up with every store back: %v\n%s", err, out)
+	}
+	got, err := run("cat", "/f")
+	if err != nil || got != string(data) {
+		t.Fatalf("the file after the stores came back: %d bytes (%v), want its %d", len(got), err, len(data))
+	}
+}
