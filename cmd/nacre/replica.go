@@ -163,8 +163,10 @@ snapshot, and becomes a voter once it has caught up.`,
 				fmt.Fprintf(cmd.ErrOrStderr(), "replica %d left the group; its process or directory: %v\n", id, err)
 				return nil
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "stopped it and moved its directory to %s\n", to)
+			fmt.Fprintf(e.Out, "stopped it and moved its directory to %s\n", to)
+			return nil
 		}
+		fmt.Fprintf(e.Out, "its process stops by itself within seconds; then delete its target directory (or keep it elsewhere for the record)\n")
 		return nil
 	}
 	removeCmd := &cobra.Command{

@@ -83,7 +83,7 @@ func addServerCommands(root *cobra.Command, g *globals) {
 	}
 	format.Flags().StringVar(&f.kind, "type", "", "target type: mgs, mdt or ost")
 	format.Flags().StringVar(&f.dir, "dir", "", "target directory (new or empty)")
-	format.Flags().StringVar(&f.fsname, "fsname", "nacre", "file system name (1-8 characters)")
+	format.Flags().StringVar(&f.fsname, "fsname", "nacre", "file system name: 1 to 8 letters, digits, _ or -")
 	format.Flags().Uint32Var(&f.index, "index", 0, "MDT or OST index")
 	format.Flags().StringVar(&f.mgsnode, "mgsnode", "", "MGS address of the file system (MDT, OST; default --mgs)")
 	format.Flags().StringVar(&f.listen, "listen", "127.0.0.1:0", "gRPC listen address (port 0: pick one at first start and keep it)")

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +20,7 @@ import (
 	"nacre/internal/client"
 	"nacre/internal/fid"
 	"nacre/internal/rpc"
+	"nacre/internal/serve"
 	"nacre/internal/testcluster"
 )
 
@@ -296,5 +299,58 @@ func TestReplicaRefusesMembershipMistakes(t *testing.T) {
 	}
 	if ids, _ := voters(replicaList(t, cl, "mdt0")); len(ids) != 4 {
 		t.Fatalf("voters after promoting %d: %v", learner.id, ids)
+	}
+}
+
+// TestARemovedReplicaStopsAndLeavesStatus: a replica removed without
+// --dir (its process is not the CLI's to stop) kept running, registered
+// with the MGS again after the removal made it forget it, and showed in
+// `nacre status` as up. Now it stops by itself, says why, and status no
+// longer lists it; the group keeps serving.
+func TestARemovedReplicaStopsAndLeavesStatus(t *testing.T) {
+	cl := startReplicated(t)
+	leader := waitLeader(t, cl, "mdt0")
+	var victim string
+	for _, n := range replicaNames(t, cl, "mdt0") {
+		if n != leader {
+			victim = n
+			break
+		}
+	}
+	pid := pidOf(t, cl, victim)
+	rid := strings.TrimPrefix(victim, "mdt0-r")
+	out, err := cl.Run("replica", "remove", "--target", "mdt0", "--id", rid)
+	if err != nil || !strings.Contains(out, "stops by itself") {
+		t.Fatalf("replica remove: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for serve.Running(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("removed replica %s (pid %d) still runs 15 s after its removal", victim, pid)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	logb, _ := os.ReadFile(filepath.Join(cl.TargetDir(victim), "serve.log"))
+	if !strings.Contains(string(logb), "was removed from its group") {
+		t.Errorf("the removed replica's log does not say why it stopped:\n%s", logb)
+	}
+	// Past a heartbeat or two: nothing registered it again.
+	time.Sleep(3 * time.Second)
+	sout, err := cl.Run("status", "--json")
+	if err != nil {
+		t.Fatalf("status --json: %v\n%s", err, sout)
+	}
+	var st cli.ClusterStatus
+	if err := json.Unmarshal([]byte(sout), &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, ts := range st.Targets {
+		if filepath.Base(ts.Dir) == victim {
+			t.Errorf("status still lists the removed replica %s: %+v", victim, ts)
+		}
+	}
+	c := cl.Client(t)
+	if _, err := c.Mkdir(context.Background(), fid.Root, "after-removal", 0o755); err != nil {
+		t.Fatalf("the group after the removal: %v", err)
 	}
 }

@@ -158,3 +158,48 @@ func TestUpThatFailsStopsOnlyWhatItStarted(t *testing.T) {
 		t.Fatalf("up once the port is free: %v\n%s", err, out)
 	}
 }
+
+// TestTwoUpsOnOneDirectoryDoNotBreakTheCluster: two `nacre up` started at
+// once on a new directory raced: both formatted and started targets, one
+// stopped the other's, and a run that said "Nacre is up" left a cluster
+// without its MGS. Now the second waits its turn or is refused with a
+// message naming the other, and the cluster ends complete.
+func TestTwoUpsOnOneDirectoryDoNotBreakTheCluster(t *testing.T) {
+	bin := testcluster.Binary(t)
+	dir := t.TempDir()
+	t.Cleanup(func() { localcluster.Down(dir, io.Discard) })
+	type result struct {
+		out string
+		err error
+	}
+	res := make(chan result, 2)
+	for range 2 {
+		go func() {
+			out, err := exec.Command(bin, "up", "--dir", dir, "--detach").CombinedOutput()
+			res <- result{string(out), err}
+		}()
+	}
+	ok := 0
+	for range 2 {
+		r := <-res
+		switch {
+		case r.err == nil:
+			ok++
+		case strings.Contains(r.out, "another `nacre up`") && strings.Contains(r.out, dir):
+		default:
+			t.Errorf("a concurrent up failed without naming the other: %v\n%s", r.err, r.out)
+		}
+	}
+	if ok == 0 {
+		t.Fatal("neither concurrent up started the cluster")
+	}
+	pids := servingPids(t, dir)
+	for _, name := range []string{"mgs", "mdt0", "ost0", "ost1"} {
+		if pids[name] == 0 {
+			t.Errorf("after two concurrent ups, %s is not running (running: %v)", name, pids)
+		}
+	}
+	if out, err := exec.Command(bin, "status", "--mgs", mgsOf(t, dir)).CombinedOutput(); err != nil {
+		t.Fatalf("status after two concurrent ups: %v\n%s", err, out)
+	}
+}

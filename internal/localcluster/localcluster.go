@@ -20,6 +20,7 @@
 package localcluster
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -258,6 +259,35 @@ func format(o Options) error {
 
 // isNew says whether dir holds no cluster yet: no MGS directory holds
 // anything (an empty one may be the mount point of the MGS's device).
+// upLockFile is the lock `nacre up` holds on a cluster directory while it
+// formats and starts targets there.
+const upLockFile = ".nacre-up.lock"
+
+// lockUp takes the cluster directory's lock, refusing when another
+// `nacre up` holds it: two at once would format the same targets and
+// stop each other's processes.
+func lockUp(dir string) (func(), error) {
+	p := filepath.Join(dir, upLockFile)
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock cluster directory %s: %w", dir, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder := ""
+		if b, rerr := os.ReadFile(p); rerr == nil && len(bytes.TrimSpace(b)) > 0 {
+			holder = " (pid " + string(bytes.TrimSpace(b)) + ")"
+		}
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("another `nacre up`%s is starting the cluster in %s; wait for it to finish, then run this again", holder, dir)
+		}
+		return nil, fmt.Errorf("lock cluster directory %s: %w", dir, err)
+	}
+	f.Truncate(0)
+	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return func() { f.Close() }, nil
+}
+
 func isNew(dir string) bool {
 	mgsDirs, _ := filepath.Glob(filepath.Join(dir, "mgs-r*"))
 	for _, d := range append(mgsDirs, filepath.Join(dir, "mgs")) {
@@ -339,6 +369,9 @@ func checkNewClusterDir(dir string) error {
 	}
 	for _, e := range entries {
 		p := filepath.Join(dir, e.Name())
+		if e.Name() == upLockFile && !e.IsDir() {
+			continue // ours (lockUp)
+		}
 		if !e.IsDir() || !targetDirName.MatchString(e.Name()) || !target.Empty(p) {
 			return fmt.Errorf("%s is not empty and holds no Nacre cluster (%s is in the way); use an empty or new directory (empty directories named mgs, mdt0 or ostN, such as mount points of devices for those targets, are fine)", dir, p)
 		}
@@ -441,6 +474,11 @@ func Up(ctx context.Context, o Options) (*Cluster, error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
 	}
+	unlock, err := lockUp(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if isNew(o.Dir) {
 		if o.Fsname == "" {
 			o.Fsname = "nacre"

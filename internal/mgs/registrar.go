@@ -68,6 +68,11 @@ func (r *Registrar) Kick() {
 	}
 }
 
+// Quiet ends heartbeats and registrations but keeps the connection for
+// Client (Stop still closes it): a replica removed from its group must
+// not register again after the MGS forgot it.
+func (r *Registrar) Quiet() { r.cancel() }
+
 // Stop ends heartbeats.
 func (r *Registrar) Stop() {
 	r.cancel()

@@ -293,6 +293,10 @@ type Group struct {
 	// removed: the ids ever removed from the group as this replica saw
 	// it (membership.go), never to be added again.
 	removed map[uint64]bool
+	// removedSelf is closed once this replica knows it was removed from
+	// the group (Removed).
+	removedSelf     chan struct{}
+	removedSelfOnce sync.Once
 
 	statusC  chan chan Status
 	notify   *notifier
@@ -329,6 +333,8 @@ func Start(cfg Config) (*Group, error) {
 		appliedCh: make(chan struct{}),
 		statusC:   make(chan chan Status),
 		replayed:  make(chan bool, 1),
+
+		removedSelf: make(chan struct{}),
 	}
 	g.in.spools = map[uint64]*spool{}
 	g.initLease()
@@ -366,6 +372,9 @@ func Start(cfg Config) (*Group, error) {
 	}
 	if g.removed, err = loadRemoved(cfg.DB, g.keys); err != nil {
 		return nil, err
+	}
+	if g.removed[g.id] {
+		g.noteRemovedSelf()
 	}
 	changed := false
 	for _, p := range cfg.Peers {
@@ -698,6 +707,14 @@ func (g *Group) Stats() Stats { return g.stats.load() }
 // Done is closed when the group has stopped, by Stop or by a fatal error
 // (see Err).
 func (g *Group) Done() <-chan struct{} { return g.done }
+
+// Removed is closed once this replica knows it was removed from the group
+// (it applied its own removal, now or before a restart): it is no member,
+// will never be one again, and only answers as a bystander. Its server
+// stops (internal/serve).
+func (g *Group) Removed() <-chan struct{} { return g.removedSelf }
+
+func (g *Group) noteRemovedSelf() { g.removedSelfOnce.Do(func() { close(g.removedSelf) }) }
 
 // Err is the fatal error that stopped the group, nil while it runs or
 // after a clean Stop.

@@ -648,6 +648,9 @@ func (g *Group) applyConfChange(e *pb.Entry) error {
 			if err := g.noteRemoved(c.GetNodeId()); err != nil {
 				return err
 			}
+			if c.GetNodeId() == g.id {
+				defer g.noteRemovedSelf()
+			}
 		}
 	}
 	cs := g.rn.ApplyConfChange(cc)

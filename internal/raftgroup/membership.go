@@ -344,6 +344,12 @@ func (g *Group) AddReplica(ctx context.Context, id uint64, addr string, learnerO
 		return nil
 	}
 	if err := g.waitCaughtUp(ctx, id); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			// Kept as a learner (it holds no vote, so the group's
+			// majority is unchanged): a retry promotes it.
+			return fmt.Errorf("%w; it stays a learner of %s, which costs the group nothing: once its process runs and reaches the group, run the same command again to make it a voter, or take it out with nacre replica remove (its id %d is then never used again)",
+				err, g.name(), id)
+		}
 		return err
 	}
 	if err := g.AddVoter(ctx, id, ""); err != nil {

@@ -178,3 +178,27 @@ func TestSoloAdminNamesTheTarget(t *testing.T) {
 		db.Close()
 	}
 }
+
+// A replica that never catches up (its process is not running) is left a
+// learner, and the error says so and what to do: run the command again
+// once it runs, or remove it.
+func TestAddReplicaThatCannotCatchUpSaysItStaysALearner(t *testing.T) {
+	c := newCluster(t, "mem", 3, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.propose(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	l := c.leader()
+	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancelShort()
+	err := l.g.AddReplica(short, 9, "mem-nobody", false)
+	for _, want := range []string{"replica 9 has not caught up", "stays a learner", "run the same command again", "nacre replica remove"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("adding a replica that cannot catch up: %v; want it to say %q", err, want)
+		}
+	}
+	if st := l.g.Status(); len(st.Learners) != 1 || st.Learners[0] != 9 || len(st.Voters) != 3 {
+		t.Fatalf("voters %v learners %v, want the 3 voters and learner 9", st.Voters, st.Learners)
+	}
+}

@@ -140,7 +140,7 @@ func runMGS(id target.Identity, dir string, db *kv.DB, ln net.Listener, reg *pro
 	}
 	srv.Attach(g)
 	reg.MustRegister(raftgroup.NewCollector(srv.Group(), id.Name()))
-	go watchGroup(srv.Group(), fatal) // serve.go
+	go watchGroup(srv.Group(), id, dir, fatal) // serve.go
 	if tr == nil {
 		raftgroup.RegisterSoloAdmin(g, srv.Group()) // nacre replica list shows it too
 	}
@@ -164,6 +164,7 @@ func runMGS(id target.Identity, dir string, db *kv.DB, ln net.Listener, reg *pro
 			return nil, err
 		}
 		go forward(r.Fatal(), fatal)
+		go quietWhenRemoved(srv.Group(), r) // serve.go
 	}
 	return func() {
 		if r != nil {

@@ -94,6 +94,9 @@ func Run(ctx context.Context, dir string, o Options) error {
 		metricsAddr = "127.0.0.1:0"
 	}
 	mh, err := obs.Serve(metricsAddr, reg)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%s: %w; stop the process that holds the port or change \"metrics_listen\" in %s", id.Name(), err, target.IdentityFile)
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", id.Name(), err)
 	}
@@ -240,7 +243,7 @@ func runMDS(id target.Identity, dir string, db *kv.DB, ln, dataLn net.Listener, 
 		return nil, err
 	}
 	reg.MustRegister(raftgroup.NewCollector(srv.Group(), id.Name()))
-	go watchGroup(srv.Group(), fatal)
+	go watchGroup(srv.Group(), id, dir, fatal)
 	if tr == nil {
 		raftgroup.RegisterSoloAdmin(g, srv.Group()) // nacre replica list shows it too
 	}
@@ -269,6 +272,7 @@ func runMDS(id target.Identity, dir string, db *kv.DB, ln, dataLn net.Listener, 
 	}
 	kick.set(r)
 	go forward(r.Fatal(), fatal)
+	go quietWhenRemoved(srv.Group(), r)
 	return func() {
 		handOff(srv.Group(), log) // replicas.go
 		r.Stop()
@@ -317,13 +321,41 @@ func stopGRPC(g *grpc.Server) {
 // with it, and a restart replays what the disk holds. Serving on with a
 // stopped group would answer every request with an error while status
 // showed the target up.
-func watchGroup(g *raftgroup.Group, fatal chan<- error) {
-	<-g.Done()
-	if err := g.Err(); err != nil {
+//
+// A replica removed from its group (nacre replica remove) stops too: it
+// is no member and never will be again, and serving on it would register
+// with the MGS and show in status as if it were.
+func watchGroup(g *raftgroup.Group, id target.Identity, dir string, fatal chan<- error) {
+	select {
+	case <-g.Done():
+		if err := g.Err(); err != nil {
+			select {
+			case fatal <- fmt.Errorf("raft group stopped: %w", err):
+			default:
+			}
+		}
+	case <-g.Removed():
+		// Let the answer to the removal and the commit that carries it
+		// reach the others first.
 		select {
-		case fatal <- fmt.Errorf("raft group stopped: %w", err):
+		case <-time.After(2 * time.Second):
+		case <-g.Done():
+		}
+		select {
+		case fatal <- fmt.Errorf("replica %d was removed from its group (nacre replica remove) and serves nothing, so it stopped; delete its directory %s, or move it out of the cluster directory", id.ReplicaID, absDir(dir)):
 		default:
 		}
+	}
+}
+
+// quietWhenRemoved stops r's heartbeats once the replica is removed from
+// its group, so that it does not register again in the moments before it
+// stops (watchGroup).
+func quietWhenRemoved(g *raftgroup.Group, r *mgs.Registrar) {
+	select {
+	case <-g.Removed():
+		r.Quiet()
+	case <-g.Done():
 	}
 }
 
@@ -359,8 +391,12 @@ func listen(addr string, id target.Identity, what string) (net.Listener, error) 
 	ln, err := fixedport.Listen(addr)
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
-			return nil, fmt.Errorf("%s: cannot listen on %s for its %s service: the port is in use by another process; stop it or change \"listen\" in %s",
-				id.Name(), addr, what, target.IdentityFile)
+			field := "listen"
+			if what == "data" {
+				field = "data_listen"
+			}
+			return nil, fmt.Errorf("%s: cannot listen on %s for its %s service: the port is in use by another process; stop it or change %q in %s",
+				id.Name(), addr, what, field, target.IdentityFile)
 		}
 		return nil, fmt.Errorf("%s: listen on %s: %w", id.Name(), addr, err)
 	}

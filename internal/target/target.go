@@ -110,6 +110,22 @@ func NewUUID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// CheckFsname accepts a file system name as Lustre does: 1 to 8
+// letters, digits, '_' or '-', not starting with '-'. The name becomes
+// part of target names, log lines, mount sources and paths.
+func CheckFsname(name string) error {
+	ok := name != "" && len(name) <= 8 && name[0] != '-'
+	for _, c := range []byte(name) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			ok = false
+		}
+	}
+	if !ok {
+		return fmt.Errorf("file system name %q: use 1 to 8 letters, digits, '_' or '-' (not first), e.g. \"scratch\"", name)
+	}
+	return nil
+}
+
 // ErrNotFormatted is returned by Load for a directory without identity.
 var ErrNotFormatted = errors.New("not a formatted Nacre target")
 
@@ -117,8 +133,8 @@ var ErrNotFormatted = errors.New("not a formatted Nacre target")
 // directory that already holds a target (of any kind, file system or
 // format version) or other files.
 func Format(dir string, id Identity) error {
-	if id.Fsname == "" || len(id.Fsname) > 8 {
-		return fmt.Errorf("format %s: file system name %q must be 1 to 8 characters", dir, id.Fsname)
+	if err := CheckFsname(id.Fsname); err != nil {
+		return fmt.Errorf("format %s: %w", dir, err)
 	}
 	if id.UUID == "" {
 		id.UUID = NewUUID()
@@ -225,7 +241,11 @@ func Load(dir string) (Identity, error) {
 		return id, fmt.Errorf("read identity of %s: %w", dir, err)
 	}
 	if err := json.Unmarshal(data, &id); err != nil {
-		return id, fmt.Errorf("identity file %s is corrupt: %v; restore it from a backup or reformat the target", filepath.Join(dir, IdentityFile), err)
+		return id, fmt.Errorf("identity file %s is corrupt: %v; restore it from a backup, or remove it and run `nacre format` with the target's type, index and file system name (format adopts the store it finds)", filepath.Join(dir, IdentityFile), err)
+	}
+	if id.FormatVersion == 0 {
+		return id, fmt.Errorf("identity file %s names no format version: it is damaged or was not written by nacre; restore it from a backup, or remove it and run `nacre format` with the target's type, index and file system name (format adopts the store it finds)",
+			filepath.Join(dir, IdentityFile))
 	}
 	if id.FormatVersion != version.Format {
 		return id, fmt.Errorf("%s holds a target of format version %d, but this nacre (%s) reads format version %d; use a nacre release that reads version %d",

@@ -51,8 +51,15 @@ func TestFormatRefusesNonEmptyDirAndBadNames(t *testing.T) {
 	if err := Format(dir, Identity{Fsname: "x", Kind: MGS}); err == nil || !strings.Contains(err.Error(), "not empty") {
 		t.Fatalf("non-empty dir: %v", err)
 	}
-	if err := Format(t.TempDir(), Identity{Fsname: "muchtoolongname", Kind: MGS}); err == nil {
-		t.Fatal("long fsname accepted")
+	for _, bad := range []string{"", "muchtoolongname", "a/b", "a b", "..", "*", "-rf", "x\ny", "caf\xe9"} {
+		if err := Format(t.TempDir(), Identity{Fsname: bad, Kind: MGS}); err == nil || !strings.Contains(err.Error(), "letters, digits") {
+			t.Errorf("file system name %q: %v, want a refusal saying what a name may hold", bad, err)
+		}
+	}
+	for _, good := range []string{"nacre", "scr_01", "a-b", "X"} {
+		if err := Format(t.TempDir(), Identity{Fsname: good, Kind: MGS}); err != nil {
+			t.Errorf("file system name %q refused: %v", good, err)
+		}
 	}
 	if _, err := Load(t.TempDir()); err == nil || !strings.Contains(err.Error(), "nacre format") {
 		t.Fatalf("unformatted dir: %v", err)
