@@ -22,6 +22,7 @@ import (
 	"nacre/internal/client"
 	"nacre/internal/fid"
 	"nacre/internal/layout"
+	"nacre/internal/rpc"
 )
 
 // LsEntry is one entry of `nacre ls --json` (a file given as the path
@@ -331,6 +332,11 @@ func Put(ctx context.Context, e Env, local, remoteArg string, so StripeOpts) err
 	if err != nil {
 		return opError("put", remoteArg, err)
 	}
+	if len(name) > 255 {
+		// Known now, not after the data is copied (the rename would
+		// refuse it).
+		return opError("put", remoteArg, &rpc.Errno{Op: "name", Errno: syscall.ENAMETOOLONG, Msg: fmt.Sprintf("a name of %d bytes (at most 255)", len(name))})
+	}
 	dir := fidOf(parent)
 	asked := fmt.Sprintf("asked (-c %d)", so.Count)
 	if l == nil {
@@ -418,9 +424,19 @@ func checkStripes(ctx context.Context, c *client.Client, l *pb.Layout, ino *pb.I
 	if !short {
 		return nil
 	}
+	if tooFewOSTs(why) {
+		return fmt.Errorf("not written: it would have %s, not the %d %s, as %s; give -c %d, or -c -1 for every OST",
+			plural(got, "stripe"), want, asked, why, got)
+	}
 	return fmt.Errorf("not written: it would have %s, not the %d %s, as %s; put it again once the OSTs are up, or give -c %d to accept %s",
 		plural(got, "stripe"), want, asked, why, got, plural(got, "stripe"))
 }
+
+const onlyOSTs = "the file system has only "
+
+// tooFewOSTs says whether stripesShort's reason is that the file system
+// has fewer OSTs than asked (waiting for OSTs to come up does not help).
+func tooFewOSTs(why string) bool { return strings.HasPrefix(why, onlyOSTs) }
 
 // stripesShort reports whether ino got fewer stripes than l asks, how
 // many of how many, and why (the OSTs that are down, if any).
@@ -435,17 +451,23 @@ func stripesShort(ctx context.Context, c *client.Client, l *pb.Layout, ino *pb.I
 	why = "no more OSTs could take an object (check `nacre status` and `nacre df`)"
 	if cfg, err := c.Config(ctx); err == nil {
 		seen := map[uint32]bool{}
+		osts := map[uint32]bool{}
 		var down []string
 		for _, t := range cfg.Targets {
+			if t.Kind == pb.TargetKind_TARGET_OST {
+				osts[t.Index] = true
+			}
 			if t.Kind == pb.TargetKind_TARGET_OST && t.State != "up" && !seen[t.Index] {
 				seen[t.Index] = true
 				down = append(down, fmt.Sprintf("OST%04x", t.Index))
 			}
 		}
 		sort.Strings(down)
-		switch len(down) {
-		case 0:
-		case 1:
+		switch {
+		case len(osts) < want:
+			why = fmt.Sprintf(onlyOSTs+"%s (a file gets at most one stripe per OST)", plural(len(osts), "OST"))
+		case len(down) == 0:
+		case len(down) == 1:
 			why = down[0] + " is down (check `nacre status`)"
 		default:
 			why = strings.Join(down, ", ") + " are down (check `nacre status`)"

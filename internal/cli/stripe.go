@@ -46,7 +46,11 @@ func SetStripe(ctx context.Context, e Env, arg string, so StripeOpts) error {
 			if _, uerr := c.Unlink(ctx, fidOf(parent), name); uerr != nil {
 				return fmt.Errorf("setstripe %s: created with %s, not %d, as %s; and removing it failed: %v", arg, plural(got, "stripe"), want, why, uerr)
 			}
-			return fmt.Errorf("setstripe %s: not created: it would have %s, not %d, as %s; try again once the OSTs are up, or give -c %d", arg, plural(got, "stripe"), want, why, got)
+			retry := "try again once the OSTs are up, or "
+			if tooFewOSTs(why) {
+				retry = ""
+			}
+			return fmt.Errorf("setstripe %s: not created: it would have %s, not %d, as %s; %sgive -c %d", arg, plural(got, "stripe"), want, why, retry, got)
 		}
 		return nil
 	}
@@ -59,7 +63,11 @@ func SetStripe(ctx context.Context, e Env, arg string, so StripeOpts) error {
 	}
 	if nino != nil && ino.Mode&syscall.S_IFMT == syscall.S_IFREG {
 		if got, want, why, short := stripesShort(ctx, c, l, nino); short {
-			return fmt.Errorf("setstripe %s: it has %s, not %d, as %s; run setstripe again once the OSTs are up (the file is still empty)", arg, plural(got, "stripe"), want, why)
+			retry := "run setstripe again once the OSTs are up"
+			if tooFewOSTs(why) {
+				retry = fmt.Sprintf("run setstripe again with -c %d or less", got)
+			}
+			return fmt.Errorf("setstripe %s: it has %s, not %d, as %s; %s (the file is still empty)", arg, plural(got, "stripe"), want, why, retry)
 		}
 	}
 	return nil

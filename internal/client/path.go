@@ -25,6 +25,12 @@ func (c *Client) Resolve(ctx context.Context, path string, follow bool) (*pb.Ino
 		return nil, err
 	}
 	parts := splitPath(path)
+	// A trailing slash names a directory, through a final symlink too
+	// (POSIX): "file/" is ENOTDIR.
+	dirOnly := strings.HasSuffix(path, "/") && len(parts) > 0
+	if dirOnly {
+		follow = true
+	}
 	links := 0
 	for i := 0; i < len(parts); i++ {
 		name := parts[i]
@@ -71,6 +77,9 @@ func (c *Client) Resolve(ctx context.Context, path string, follow bool) (*pb.Ino
 			continue
 		}
 		cur = next
+	}
+	if dirOnly && cur.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return nil, &rpc.Errno{Op: "resolve " + path, Errno: syscall.ENOTDIR, Msg: "a path ending in / names a directory"}
 	}
 	if cur.Mode&syscall.S_IFMT == syscall.S_IFREG {
 		if err := c.glimpseIfDirty(ctx, cur); err != nil {

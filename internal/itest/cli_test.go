@@ -519,3 +519,41 @@ func TestDirectoryStripeIndexPlacesItsFiles(t *testing.T) {
 	}
 	check("own", 0)
 }
+
+// TestCLINamesAndStripeMistakes: mistakes with a running cluster fail
+// with the reason a user can act on. Before: "file/" listed the file; an
+// empty symlink target was "file name too long"; a 256-byte name failed
+// only after the data was copied; asking more stripes than there are OSTs
+// said to wait for OSTs to come up.
+func TestCLINamesAndStripeMistakes(t *testing.T) {
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 2})
+	if out, err := cl.Run("put", "/etc/hostname", "/h"); err != nil {
+		t.Fatalf("put: %v\n%s", err, out)
+	}
+	long := "/" + strings.Repeat("n", 256)
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"ls", "/h/"}, []string{"not a directory"}},
+		{[]string{"stat", "/h/"}, []string{"not a directory"}},
+		{[]string{"ln", "-s", "", "/empty"}, []string{"no such file or directory"}},
+		{[]string{"put", "/etc/hostname", long}, []string{"256 bytes (at most 255)"}},
+		{[]string{"put", "-c", "3", "/etc/hostname", "/c3"}, []string{"has only 2 OSTs", "give -c 2"}},
+		{[]string{"setstripe", "-c", "5", "/c5"}, []string{"has only 2 OSTs", "give -c 2"}},
+	} {
+		out, err := cl.Run(c.args...)
+		for _, w := range c.want {
+			if err == nil || !strings.Contains(out, w) {
+				t.Errorf("nacre %q: want a failure saying %q, got %v: %s", c.args, w, err, out)
+			}
+		}
+		if strings.Contains(out, "once the OSTs are up") {
+			t.Errorf("nacre %q: tells the user to wait for OSTs: %s", c.args, out)
+		}
+	}
+	out, err := cl.Run("ls", "/")
+	if err != nil || strings.TrimSpace(out) != "h" {
+		t.Errorf("after the refused commands, / holds %q (%v), want only h", out, err)
+	}
+}

@@ -99,7 +99,11 @@ func (x *txn) create(op *pb.CreateOp) (*pb.Reply, error) {
 		}
 		parent.Nlink++
 	case syscall.S_IFLNK:
-		if len(op.Symlink) == 0 || len(op.Symlink) > 4095 {
+		if len(op.Symlink) == 0 {
+			// As Linux answers symlink("", name).
+			return nil, errf(syscall.ENOENT, "an empty symlink target")
+		}
+		if len(op.Symlink) > 4095 {
 			return nil, errf(syscall.ENAMETOOLONG, "symlink target of %d bytes (1 to 4095 allowed)", len(op.Symlink))
 		}
 		ino.Symlink = op.Symlink
