@@ -79,6 +79,10 @@ Options (-o, comma-separated):
 			} else if !st.IsDir() {
 				return fmt.Errorf("mount point %s is not a directory", dir)
 			}
+			if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+				// As mount(8) does, but say so: the files are not gone.
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s is not empty: what it holds is hidden while Nacre is mounted over it, and comes back at unmount\n", dir)
+			}
 			if m.log == "" {
 				m.log = filepath.Join(fusefs.StateDir(), url.PathEscape(dir)+".log")
 			}

@@ -202,7 +202,7 @@ func addServerCommands(root *cobra.Command, g *globals) {
 	upCmd.Flags().IntVar(&up.osts, "osts", 2, "number of OSTs (a new cluster gets this many; an existing one grows to it)")
 	upCmd.Flags().IntVar(&up.replicas, "replicas", 1, "replicas of the MGS and of each MDT of a new cluster, each its own process: 1, or an odd number from 3 (3 for high availability)")
 	upCmd.Flags().StringVar(&up.mount, "mount", "", "also mount the file system at this directory (unmounted by down or Ctrl-C)")
-	upCmd.Flags().BoolVar(&up.allowMissing, "allow-missing", false, "start even if the directory of an OST (or MDT replica) the MGS knows is missing (files with stripes on a missing OST fail until it is back)")
+	upCmd.Flags().BoolVar(&up.allowMissing, "allow-missing", false, "start even if the directory of an OST (or MDT replica) the MGS knows is missing, or an OST fails to start (files with stripes on a missing OST fail until it is back)")
 	upCmd.Flags().BoolVar(&up.detach, "detach", false, "return once the cluster is ready; print NACRE_MGS=host:port last")
 	root.AddCommand(upCmd)
 

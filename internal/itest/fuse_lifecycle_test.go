@@ -28,9 +28,17 @@ func TestFuseMountGoesToTheBackground(t *testing.T) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// A file in the mount point: hidden while mounted, and said so.
+	if err := os.WriteFile(filepath.Join(dir, "under"), []byte("local"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	logPath := filepath.Join(t.TempDir(), "mount.log")
-	if out, err := cl.Run("mount", dir, "--log", logPath); err != nil {
+	out, err := cl.Run("mount", dir, "--log", logPath)
+	if err != nil {
 		t.Fatalf("nacre mount: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "is not empty: what it holds is hidden") {
+		t.Errorf("mount over a directory holding a file did not warn:\n%s", out)
 	}
 	rec, err := fusefs.ReadRecord(dir)
 	if err != nil {
@@ -59,6 +67,9 @@ func TestFuseMountGoesToTheBackground(t *testing.T) {
 	}
 	if _, err := fusefs.ReadRecord(dir); err == nil {
 		t.Fatal("mount record left behind")
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, "under")); err != nil || string(got) != "local" {
+		t.Fatalf("the file under the mount point after umount: %q %v", got, err)
 	}
 	// A second mount sees the file.
 	m := mountFuse(t, cl)

@@ -543,7 +543,17 @@ func (c *Cluster) start(ctx context.Context, o Options, dirs []string) error {
 	check := func(ts []*pb.TargetInfo) error {
 		return checkRegistered(o, ts, &warned)
 	}
-	if err := waitReady(ctx, c, want, o.ReadyTimeout, check); err != nil {
+	// An OST that fails to start (a damaged store) is, with
+	// --allow-missing, left out as a missing one is: the rest of the file
+	// system serves the files without stripes on it.
+	tolerate := func(p Proc, err error) bool {
+		if !o.AllowMissing || !strings.HasPrefix(p.Name, "OST") {
+			return false
+		}
+		fmt.Fprintf(o.Out, "warning: %v\nstarting without %s (--allow-missing): files with stripes on it fail until it is back, and new files get fewer stripes\n", err, p.Name)
+		return true
+	}
+	if err := waitReady(ctx, c, want, o.ReadyTimeout, check, tolerate); err != nil {
 		return err
 	}
 	waitPools(ctx, c, poolWait)
@@ -770,7 +780,7 @@ func poolsFull(ctx context.Context, ts []*pb.TargetInfo) bool {
 
 // waitReady waits until every target is up in the MGS and the MDT leads;
 // check sees every answer of the MGS first, and its error ends the wait.
-func waitReady(ctx context.Context, c *Cluster, want int, timeout time.Duration, check func([]*pb.TargetInfo) error) error {
+func waitReady(ctx context.Context, c *Cluster, want int, timeout time.Duration, check func([]*pb.TargetInfo) error, tolerate func(Proc, error) bool) error {
 	deadline := time.Now().Add(timeout)
 	cc, err := rpc.Dial(c.MGS)
 	if err != nil {
@@ -799,10 +809,18 @@ func waitReady(ctx context.Context, c *Cluster, want int, timeout time.Duration,
 	}
 	var last string
 	for time.Now().Before(deadline) {
-		for _, p := range c.Targets {
-			if !serve.Running(p.Pid) {
-				return exitedWhileStarting(p)
+		for i := 0; i < len(c.Targets); i++ {
+			p := c.Targets[i]
+			if serve.Running(p.Pid) {
+				continue
 			}
+			err := exitedWhileStarting(p)
+			if !tolerate(p, err) {
+				return err
+			}
+			c.Targets = append(c.Targets[:i], c.Targets[i+1:]...)
+			want--
+			i--
 		}
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		cfg, err := m.GetConfig(cctx, &pb.GetConfigRequest{})
