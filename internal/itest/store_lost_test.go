@@ -131,3 +131,65 @@ func TestATargetThatLostItsStoreRefusesToStart(t *testing.T) {
 		t.Fatalf("the file after the stores came back: %d bytes (%v), want its %d", len(got), err, len(data))
 	}
 }
+
+// TestAnMDTWhoseRaftLogLostAppliedEntriesSaysHowToRecover: the MDT's log
+// lost entries its store had applied (a segment damaged past its first
+// records). The start is refused with what happened and the remedy -
+// back the MDT up and restore it, which starts a new log from the store -
+// instead of "store damaged"; following it brings the namespace back.
+func TestAnMDTWhoseRaftLogLostAppliedEntriesSaysHowToRecover(t *testing.T) {
+	bin := testcluster.Binary(t)
+	dir := t.TempDir()
+	if out, err := upDetached(t, bin, dir); err != nil {
+		t.Fatalf("up: %v\n%s", err, out)
+	}
+	mgs := mgsOf(t, dir)
+	run := func(args ...string) (string, error) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "NACRE_MGS="+mgs)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	for _, d := range []string{"/a", "/b", "/c"} {
+		if out, err := run("mkdir", d); err != nil {
+			t.Fatalf("mkdir: %v\n%s", err, out)
+		}
+	}
+	if out, err := run("down", "--dir", dir); err != nil {
+		t.Fatalf("down: %v\n%s", err, out)
+	}
+	mdt := filepath.Join(dir, "mdt0")
+	segs, _ := filepath.Glob(filepath.Join(target.RaftLogDir(mdt), "*.seg"))
+	if len(segs) != 1 {
+		t.Fatalf("want one log segment, found %v", segs)
+	}
+	b, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := len(bytes.TrimRight(b, "\x00"))
+	clear(b[used/2 : used])
+	if err := os.WriteFile(segs[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := upDetached(t, bin, dir)
+	backup := "nacre mdt backup --dir " + mdt + " --out F"
+	for _, want := range []string{"the log lost entries it had", backup, "nacre mdt restore --dir " + mdt + " --from F"} {
+		if err == nil || !strings.Contains(out, want) {
+			t.Errorf("up with the MDT's log cut short: want %q, got %v\n%s", want, err, out)
+		}
+	}
+	f := filepath.Join(t.TempDir(), "mdt.bak")
+	if out, err := run("mdt", "backup", "--dir", mdt, "--out", f); err != nil {
+		t.Fatalf("backup: %v\n%s", err, out)
+	}
+	if out, err := run("mdt", "restore", "--dir", mdt, "--from", f); err != nil {
+		t.Fatalf("restore: %v\n%s", err, out)
+	}
+	if out, err := upDetached(t, bin, dir); err != nil {
+		t.Fatalf("up after the restore: %v\n%s", err, out)
+	}
+	if out, err := run("ls", "/"); err != nil || strings.Join(strings.Fields(out), " ") != "a b c" {
+		t.Fatalf("after the restore / lists %q (%v), want a b c", out, err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -583,7 +584,8 @@ func (g *Group) recover() error {
 		// loop skips them when they come. A single voter has no one to
 		// get them from: its log lost what it applied.
 		if cs := st.trunc.GetConfState(); len(cs.GetVoters()) <= 1 && len(cs.GetVotersOutgoing()) == 0 {
-			return fmt.Errorf("state machine applied index %d is beyond the raft log's last index %d: store damaged", g.smApplied, last)
+			return fmt.Errorf("the Raft log in %s ends at index %d, but the store has applied entries up to %d: the log lost entries it had (a damaged or truncated segment file, or writes the disk acknowledged and then lost); the store holds everything applied: %s",
+				g.cfg.LogDir, last, g.smApplied, g.relogHint())
 		}
 		g.log.Info("state machine is ahead of the raft log (a snapshot image newer than its index); the leader's entries will catch up",
 			"sm_applied", g.smApplied, "last", last)
@@ -707,6 +709,16 @@ func (g *Group) Stats() Stats { return g.stats.load() }
 // Done is closed when the group has stopped, by Stop or by a fatal error
 // (see Err).
 func (g *Group) Done() <-chan struct{} { return g.done }
+
+// relogHint says how to start a single replica whose log lost applied
+// entries again from its store.
+func (g *Group) relogHint() string {
+	if strings.HasPrefix(g.cfg.Target, "mdt") {
+		dir := filepath.Dir(g.cfg.LogDir)
+		return fmt.Sprintf("back the MDT up and restore it, which starts a new log from the store (nacre mdt backup --dir %s --out F; nacre mdt restore --dir %s --from F)", dir, dir)
+	}
+	return "restore the target directory from a backup"
+}
 
 // Removed is closed once this replica knows it was removed from the group
 // (it applied its own removal, now or before a restart): it is no member,
