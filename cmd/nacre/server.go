@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -246,6 +247,18 @@ free it. The mount made by nacre up --mount is always removed.`,
 				e.MGS = addr
 			}
 			err := cli.Status(cmd.Context(), e, st.json)
+			if err != nil && st.dir != "" && st.json {
+				// Scripts get a document on standard output too: the
+				// error and what runs here.
+				procs, _ := localcluster.Processes(st.dir)
+				doc := struct {
+					Error     string                      `json:"error"`
+					MGS       string                      `json:"mgs"`
+					Processes []localcluster.ProcessState `json:"processes"`
+				}{err.Error(), e.MGS, procs}
+				b, _ := json.MarshalIndent(doc, "", "  ")
+				fmt.Fprintln(cmd.OutOrStdout(), string(b))
+			}
 			if err != nil && st.dir != "" {
 				// With the MGS down (after a power cut, say) what runs
 				// here is still worth knowing.

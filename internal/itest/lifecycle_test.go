@@ -2,6 +2,7 @@ package itest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -394,5 +395,28 @@ func TestStatusWithTheMGSDownListsTheLocalProcesses(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("status output lacks %q:\n%s", want, out)
 		}
+	}
+	// With --json, standard output holds a document with the same.
+	cmd := exec.Command(cl.Bin, "status", "--dir", cl.Dir, "--json")
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	if err := cmd.Run(); err == nil {
+		t.Fatal("status --json with the MGS down succeeded")
+	}
+	var doc struct {
+		Error     string                      `json:"error"`
+		Processes []localcluster.ProcessState `json:"processes"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &doc); err != nil {
+		t.Fatalf("status --json with the MGS down: %v\n%s", err, stdout.String())
+	}
+	running := map[string]int{}
+	for _, p := range doc.Processes {
+		if p.Running {
+			running[p.Target] = p.Pid
+		}
+	}
+	if !strings.Contains(doc.Error, "does not answer") || running["mdt0"] != mdtPid || running["mgs"] != 0 || len(doc.Processes) != 4 {
+		t.Errorf("status --json with the MGS down: %+v", doc)
 	}
 }

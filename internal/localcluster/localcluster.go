@@ -888,6 +888,33 @@ func ProcessReport(dir, bin string) string {
 	return b.String()
 }
 
+// ProcessState is one target process of a local cluster as `nacre status
+// --dir D --json` reports it when the MGS does not answer.
+type ProcessState struct {
+	Target  string `json:"target"` // the directory's name: mgs, mdt0, ost1, mdt0-r2
+	Dir     string `json:"dir"`
+	Running bool   `json:"running"`
+	Pid     int    `json:"pid,omitempty"`
+}
+
+// Processes lists the target processes of the cluster in dir.
+func Processes(dir string) ([]ProcessState, error) {
+	dirs, err := Dirs(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ProcessState, 0, len(dirs))
+	for _, d := range dirs {
+		ps := ProcessState{Target: filepath.Base(d), Dir: d}
+		ps.Pid, ps.Running = serve.Serving(d)
+		if !ps.Running {
+			ps.Pid = 0
+		}
+		out = append(out, ps)
+	}
+	return out, nil
+}
+
 // Running counts the target processes of the cluster in dir that are
 // alive, by their pid files (so replicas added since Up count too).
 func Running(dir string) int {
