@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
+	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -26,6 +30,7 @@ func faultCommand(g *globals) *cobra.Command {
 	var inj struct {
 		path   string
 		stripe uint32
+		yes    bool
 	}
 	inject := &cobra.Command{
 		Use:   "inject KIND --path PATH [--stripe I]",
@@ -38,6 +43,16 @@ func faultCommand(g *globals) *cobra.Command {
 			}
 			e := adminEnv(g, cmd)
 			e.MGS = mgs
+			if !inj.yes && cli.IsTerminal(os.Stdin) {
+				// Typed at a terminal, maybe on the wrong cluster or
+				// path: the damage is real and only the checker undoes
+				// it.
+				fmt.Fprintf(cmd.ErrOrStderr(), "This damages %s (%s) on purpose; nacre lfsck repairs it, and a file's data may be lost. Type yes to go on: ", inj.path, args[0])
+				line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+				if strings.TrimSpace(line) != "yes" {
+					return fmt.Errorf("fault inject %s: not confirmed; nothing was changed (--yes skips the question)", inj.path)
+				}
+			}
 			err = admin.FaultInject(cmd.Context(), e, args[0], paths[0], inj.stripe)
 			var en *rpc.Errno
 			var down *client.MDTDownError
@@ -52,6 +67,7 @@ func faultCommand(g *globals) *cobra.Command {
 	}
 	inject.Flags().StringVar(&inj.path, "path", "", "the file or directory to damage")
 	inject.Flags().Uint32Var(&inj.stripe, "stripe", 0, "the stripe (layout kinds)")
+	inject.Flags().BoolVar(&inj.yes, "yes", false, "do not ask for confirmation at a terminal")
 	inject.MarkFlagRequired("path")
 	var target string
 	arm := &cobra.Command{

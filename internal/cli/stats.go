@@ -12,6 +12,7 @@ import (
 
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/jedib0t/go-pretty/v6/text"
+	"golang.org/x/sys/unix"
 
 	"nacre/internal/layout"
 	"nacre/internal/obs"
@@ -274,6 +275,13 @@ func Top(ctx context.Context, e Env, interval time.Duration, iterations int) err
 		}
 	}
 	return nil
+}
+
+// IsTerminal says whether f is a terminal (it answers a terminal's
+// ioctl; /dev/null, a character device too, does not).
+func IsTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 func isTerminal(w io.Writer) bool {
