@@ -147,6 +147,9 @@ func addServerCommands(root *cobra.Command, g *globals) {
 				o.Replicas = up.replicas
 			}
 			if cmd.Flags().Changed("fsname") {
+				if err := target.CheckFsname(up.fsname); err != nil {
+					return fmt.Errorf("--fsname: %w", err)
+				}
 				o.Fsname = up.fsname
 			}
 			start := time.Now()

@@ -29,6 +29,8 @@ func TestUpRefusesBadFlagsBeforeStartingAnything(t *testing.T) {
 		{[]string{"--replicas", "0"}, "--replicas 0: use 1, or an odd number from 3"},
 		{[]string{"--replicas", "2"}, "2 replicas survive no failure"},
 		{[]string{"--replicas", "4"}, "--replicas 4: use 1, or an odd number from 3"},
+		{[]string{"--osts", "5000"}, "--osts 5000: a local cluster runs each OST as a process on this machine; at most 256"},
+		{[]string{"--fsname", "a/b"}, `file system name "a/b": use 1 to 8 letters, digits`},
 	}
 	for _, c := range cases {
 		dir := filepath.Join(t.TempDir(), "c")

@@ -259,6 +259,10 @@ func format(o Options) error {
 
 // isNew says whether dir holds no cluster yet: no MGS directory holds
 // anything (an empty one may be the mount point of the MGS's device).
+// MaxLocalOSTs bounds `nacre up --osts`: a typo must not start thousands
+// of processes.
+const MaxLocalOSTs = 256
+
 // upLockFile is the lock `nacre up` holds on a cluster directory while it
 // formats and starts targets there.
 const upLockFile = ".nacre-up.lock"
@@ -441,6 +445,9 @@ func formatNew(o Options) error {
 func Up(ctx context.Context, o Options) (*Cluster, error) {
 	if o.OSTs < 0 {
 		return nil, fmt.Errorf("--osts %d: the number of OSTs must be at least 1", o.OSTs)
+	}
+	if o.OSTs > MaxLocalOSTs {
+		return nil, fmt.Errorf("--osts %d: a local cluster runs each OST as a process on this machine; at most %d (a larger file system runs its OSTs on their own servers: nacre format and nacre serve)", o.OSTs, MaxLocalOSTs)
 	}
 	if o.Replicas != 0 {
 		if err := CheckReplicas(o.Replicas); err != nil {

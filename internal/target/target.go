@@ -110,6 +110,10 @@ func NewUUID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// MaxIndex is the largest MDT or OST index (names print it in four hex
+// digits, OST0000 to OSTffff).
+const MaxIndex = 0xffff
+
 // CheckFsname accepts a file system name as Lustre does: 1 to 8
 // letters, digits, '_' or '-', not starting with '-'. The name becomes
 // part of target names, log lines, mount sources and paths.
@@ -135,6 +139,9 @@ var ErrNotFormatted = errors.New("not a formatted Nacre target")
 func Format(dir string, id Identity) error {
 	if err := CheckFsname(id.Fsname); err != nil {
 		return fmt.Errorf("format %s: %w", dir, err)
+	}
+	if id.Index > MaxIndex {
+		return fmt.Errorf("format %s: index %d: MDT and OST indexes go from 0 to %d, as Lustre's", dir, id.Index, MaxIndex)
 	}
 	if id.UUID == "" {
 		id.UUID = NewUUID()
