@@ -71,21 +71,17 @@ func targetName(fsname string, t *pb.TargetInfo) string {
 }
 
 // local reports whether a target runs on this machine, so that its pid
-// means a process here: the host name it registered with is this one's,
-// and its directory is here. For such a target GetStatus sets PidAlive
+// means a process here: the host name it registered with is this one's.
+// For such a target GetStatus sets PidAlive
 // (is the recorded pid a running target process?) and, when it is not,
 // the state to "down" at once, without waiting for the MGS to miss the
 // target's heartbeats; the pid is kept.
 func local(ts TargetStatus, host string) bool {
-	if ts.Pid <= 0 || ts.Host == "" || ts.Host != host {
-		return false
-	}
-	if ts.Dir != "" {
-		if _, err := os.Stat(ts.Dir); err != nil {
-			return false
-		}
-	}
-	return true
+	// A directory that is gone (moved away, its device not mounted) is
+	// still this machine's: whether its process runs is told by the
+	// process (serve.Serves), not by the MGS, which shows a target it
+	// knows as up for a while after the MGS starts.
+	return ts.Pid > 0 && ts.Host != "" && ts.Host == host
 }
 
 // targetAlive reports whether pid is a running target process: it

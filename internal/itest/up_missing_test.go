@@ -1,6 +1,7 @@
 package itest
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"nacre/internal/cli"
 	"nacre/internal/localcluster"
 	"nacre/internal/testcluster"
 )
@@ -59,6 +61,21 @@ func TestUpRefusesAMissingTargetDirectory(t *testing.T) {
 		t.Errorf("up --allow-missing: want a warning naming OST0001 and \"1 OST\", got:\n%s", out)
 	}
 	stillServing(t, dir, before, "after up --allow-missing")
+	// Status says at once that the missing OST does not run (the MGS
+	// would show it up until it misses its heartbeats).
+	sout, err := exec.Command(bin, "status", "--dir", dir, "--json").Output()
+	if err != nil {
+		t.Fatalf("status --json: %v\n%s", err, sout)
+	}
+	var st cli.ClusterStatus
+	if err := json.Unmarshal(sout, &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, ts := range st.Targets {
+		if ts.Kind == "ost" && ts.Index == 1 && (ts.State != "down" || ts.PidAlive == nil || *ts.PidAlive) {
+			t.Errorf("status right after up --allow-missing shows the missing OST0001 as %s (pid alive: %v)", ts.State, ts.PidAlive)
+		}
+	}
 
 	// From a stopped cluster: refused, and nothing is left running.
 	if out, err := exec.Command(bin, "down", "--dir", dir).CombinedOutput(); err != nil {

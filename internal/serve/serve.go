@@ -468,7 +468,12 @@ func servesDir(pid int, dir string) bool {
 		}
 		a, errA := os.Stat(d)
 		b, errB := os.Stat(dir)
-		return errA == nil && errB == nil && os.SameFile(a, b)
+		if errB != nil {
+			// The directory is gone (moved away, unmounted): only a
+			// process started on that very path serves it.
+			return filepath.Clean(d) == filepath.Clean(dir)
+		}
+		return errA == nil && os.SameFile(a, b)
 	}
 	return false
 }
