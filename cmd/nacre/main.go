@@ -29,11 +29,17 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	root := newRoot()
 	err := root.ExecuteContext(ctx)
+	interrupted := ctx.Err() != nil
 	stop()
 	if err != nil {
 		var ee exitError
 		if errors.As(err, &ee) {
 			os.Exit(ee.code)
+		}
+		if interrupted && errors.Is(err, context.Canceled) {
+			// Ctrl-C (or SIGTERM): say so, not "context canceled".
+			fmt.Fprintln(os.Stderr, "nacre: interrupted")
+			os.Exit(130)
 		}
 		if errors.Is(err, cli.ErrReported) {
 			os.Exit(1) // each failure has been printed

@@ -324,6 +324,9 @@ func TestCLIPutNeverLeavesAPartialFile(t *testing.T) {
 	if err := put.Wait(); err == nil {
 		t.Fatalf("interrupted put succeeded:\n%s", putOut.String())
 	}
+	if !strings.Contains(putOut.String(), "nacre: interrupted") || strings.Contains(putOut.String(), "context canceled") {
+		t.Errorf("an interrupted put should say it was interrupted:\n%s", putOut.String())
+	}
 	checkLeftAlone("an interrupted put")
 
 	// Failed after writing everything: the final name is a directory.
