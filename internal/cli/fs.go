@@ -17,6 +17,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/client"
@@ -90,6 +91,15 @@ func Ls(ctx context.Context, e Env, arg string, long, asJSON bool) error {
 		sort.Slice(rows, func(i, j int) bool { return rows[i].name < rows[j].name })
 	} else {
 		rows = append(rows, row{path.Base(p), ino, nil})
+	}
+	if !asJSON && isTerminal(e.Out) {
+		// As ls(1) at a terminal: a name with a newline or another
+		// control byte, or bytes that are not UTF-8, is shown quoted, so
+		// that one name is one line and nothing reaches the terminal as
+		// a control sequence. Piped, names go out as they are.
+		for i := range rows {
+			rows[i].name = QuoteName(rows[i].name)
+		}
 	}
 	if !attrs {
 		for _, r := range rows {
@@ -481,6 +491,48 @@ func plural(n int, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// QuoteName returns name as ls(1) shows it at a terminal (its
+// shell-escape style): unchanged if it is printable UTF-8 with no
+// control character, else as $'...' with \n, \t, \\, \' and \xHH escapes,
+// which a shell reads back as the same bytes.
+func QuoteName(name string) string {
+	plain := utf8.ValidString(name)
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			plain = false
+		}
+	}
+	if plain {
+		return name
+	}
+	var b strings.Builder
+	b.WriteString("$'")
+	for i := 0; i < len(name); {
+		r, n := utf8.DecodeRuneInString(name[i:])
+		switch {
+		case r == utf8.RuneError && n <= 1:
+			fmt.Fprintf(&b, "\\x%02x", name[i])
+		case r == '\n':
+			b.WriteString("\\n")
+		case r == '\t':
+			b.WriteString("\\t")
+		case r == '\\':
+			b.WriteString("\\\\")
+		case r == '\'':
+			b.WriteString("\\'")
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
+			for _, c := range []byte(name[i : i+n]) {
+				fmt.Fprintf(&b, "\\x%02x", c)
+			}
+		default:
+			b.WriteString(name[i : i+n])
+		}
+		i += n
+	}
+	b.WriteString("'")
+	return b.String()
 }
 
 // partialName is the name of put's temporary file for name (at most 255

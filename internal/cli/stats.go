@@ -286,9 +286,5 @@ func IsTerminal(f *os.File) bool {
 
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return ok && IsTerminal(f)
 }
