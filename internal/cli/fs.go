@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -29,16 +30,20 @@ import (
 // LsEntry is one entry of `nacre ls --json` (a file given as the path
 // is listed as its only entry).
 type LsEntry struct {
-	Name   string `json:"name"`
-	Type   string `json:"type"` // as stat's: "regular file", "directory", "symbolic link", ...
-	Mode   string `json:"mode"` // permission bits, octal ("0644")
-	Nlink  uint32 `json:"nlink"`
-	Size   uint64 `json:"size"`
-	UID    uint32 `json:"uid"`
-	GID    uint32 `json:"gid"`
-	Mtime  string `json:"mtime"` // RFC 3339
-	FID    string `json:"fid"`
-	Target string `json:"symlink_target,omitempty"`
+	Name string `json:"name"`
+	// NameBase64 holds the name's bytes when they are not UTF-8 (JSON
+	// strings are, so Name shows them as U+FFFD), so that a script can
+	// still name the file.
+	NameBase64 string `json:"name_base64,omitempty"`
+	Type       string `json:"type"` // as stat's: "regular file", "directory", "symbolic link", ...
+	Mode       string `json:"mode"` // permission bits, octal ("0644")
+	Nlink      uint32 `json:"nlink"`
+	Size       uint64 `json:"size"`
+	UID        uint32 `json:"uid"`
+	GID        uint32 `json:"gid"`
+	Mtime      string `json:"mtime"` // RFC 3339
+	FID        string `json:"fid"`
+	Target     string `json:"symlink_target,omitempty"`
 }
 
 // Ls lists a directory (or describes a file), sorted by name. Without a
@@ -118,6 +123,9 @@ func Ls(ctx context.Context, e Env, arg string, long, asJSON bool) error {
 		out := make([]LsEntry, 0, len(rows))
 		for _, r := range rows {
 			le := LsEntry{Name: r.name}
+			if !utf8.ValidString(r.name) {
+				le.NameBase64 = base64.StdEncoding.EncodeToString([]byte(r.name))
+			}
 			if i := r.ino; i != nil {
 				le.Type, le.Mode, le.Nlink, le.Size, le.UID, le.GID = typeName(i.Mode), fmt.Sprintf("%04o", i.Mode&0o7777), i.Nlink, i.Size, i.Uid, i.Gid
 				le.Mtime, le.FID, le.Target = time.Unix(0, i.MtimeNs).Format(time.RFC3339Nano), fidOf(i).String(), string(i.Symlink)

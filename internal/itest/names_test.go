@@ -2,6 +2,7 @@ package itest
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"os"
@@ -231,6 +232,17 @@ func TestNamesAreBytesThroughServers(t *testing.T) {
 	}
 	if st.Path != "/cli\uFFFD/\uFFFD\uFFFD" || st.Target != "caf\uFFFD" {
 		t.Fatalf("stat --json: path %q target %q", st.Path, st.Target)
+	}
+	// ls --json carries the bytes of a name that is not UTF-8 too.
+	var ents []cli.LsEntry
+	if err := json.Unmarshal([]byte(run("ls", "--json", "/cli\xe9")), &ents); err != nil {
+		t.Fatalf("ls --json is not JSON: %v", err)
+	}
+	for _, en := range ents {
+		b, err := base64.StdEncoding.DecodeString(en.NameBase64)
+		if err != nil || (string(b) != "caf\xe9" && string(b) != "\xff\xfe") {
+			t.Errorf("ls --json entry %q: name_base64 %q (%v) does not hold its bytes", en.Name, en.NameBase64, err)
+		}
 	}
 	run("mv", "/cli\xe9/caf\xe9", "/cli\xe9/"+highBytes(255))
 	if got := run("ls", "/cli\xe9"); got != highBytes(255)+"\n\xff\xfe\n" {
