@@ -712,8 +712,9 @@ func replaceFile(local, dest string, old os.FileInfo, perm os.FileMode, fill fun
 		}
 	}
 	if err != nil {
-		if old != nil && errors.Is(err, fs.ErrPermission) {
-			// The file may be writable when its directory is not.
+		if old != nil {
+			// The file may be writable when its directory is not (or is
+			// no place for new files, as /proc).
 			return fmt.Errorf("cannot write %s: cannot create the temporary file that replaces it in %s: %w", local, dir, unwrapPath(err))
 		}
 		return fmt.Errorf("cannot write %s: %w", local, unwrapPath(err))
