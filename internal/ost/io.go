@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"nacre/api/nacrepb"
 	"nacre/internal/fid"
 	"nacre/internal/wire"
 )
@@ -280,18 +281,11 @@ func (s *Store) SetAttr(obj fid.ObjID, meta *wire.ObjMeta) error {
 	if meta == nil {
 		return op(ErrInvalid)
 	}
-	mu := s.lockFor(obj)
-	mu.Lock()
-	defer mu.Unlock()
-	if s.isDestroying(obj) {
-		return op(ErrNoObject)
-	}
-	rec, err := s.getRecord(obj)
+	rec, err := s.updateRecord(obj, func(rec *nacrepb.ObjectAttr) bool {
+		applyMeta(rec, meta)
+		return true
+	})
 	if err != nil {
-		return op(err)
-	}
-	applyMeta(rec, meta)
-	if err := s.putRecord(obj, rec); err != nil {
 		return op(err)
 	}
 	if e := s.fds.get(obj); e != nil {
@@ -314,24 +308,37 @@ func (e *dataLostError) Public() string {
 // markSynced records in obj's record that its data file was synced
 // (made durable by the next syncRecords).
 func (s *Store) markSynced(obj fid.ObjID, e *fdEntry) error {
+	_, err := s.updateRecord(obj, func(rec *nacrepb.ObjectAttr) bool {
+		changed := !rec.DataSynced
+		rec.DataSynced = true
+		return changed
+	})
+	if err == nil {
+		e.synced.Store(true)
+	}
+	return err
+}
+
+// updateRecord applies change to obj's record under the object's lock and
+// stores it if change says it changed; it returns the record as it is
+// now. A missing object, or one being destroyed, is ErrNoObject.
+func (s *Store) updateRecord(obj fid.ObjID, change func(rec *nacrepb.ObjectAttr) bool) (*nacrepb.ObjectAttr, error) {
 	mu := s.lockFor(obj)
 	mu.Lock()
 	defer mu.Unlock()
 	if s.isDestroying(obj) {
-		return ErrNoObject
+		return nil, ErrNoObject
 	}
 	rec, err := s.getRecord(obj)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if !rec.DataSynced {
-		rec.DataSynced = true
+	if change(rec) {
 		if err := s.putRecord(obj, rec); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	e.synced.Store(true)
-	return nil
+	return rec, nil
 }
 
 // recordFirstMeta records meta's PFID, layout slot and owner in obj's
@@ -342,26 +349,19 @@ func (s *Store) recordFirstMeta(obj fid.ObjID, e *fdEntry, meta *wire.ObjMeta) e
 	if meta == nil || !meta.Has(wire.MetaPFID) || meta.Parent.IsZero() || (e != nil && e.hasPFID.Load()) {
 		return nil
 	}
-	mu := s.lockFor(obj)
-	mu.Lock()
-	defer mu.Unlock()
-	if s.isDestroying(obj) {
-		return ErrNoObject
-	}
-	rec, err := s.getRecord(obj)
+	_, err := s.updateRecord(obj, func(rec *nacrepb.ObjectAttr) bool {
+		if hasPFID(rec) {
+			if got := fid.FromPB(rec.Parent); got != meta.Parent {
+				s.log.Debug("write names another parent than the object's PFID",
+					"object", obj.String(), "pfid", got.String(), "write_parent", meta.Parent.String())
+			}
+			return false
+		}
+		applyMeta(rec, meta)
+		return true
+	})
 	if err != nil {
 		return err
-	}
-	if hasPFID(rec) {
-		if got := fid.FromPB(rec.Parent); got != meta.Parent {
-			s.log.Debug("write names another parent than the object's PFID",
-				"object", obj.String(), "pfid", got.String(), "write_parent", meta.Parent.String())
-		}
-	} else {
-		applyMeta(rec, meta)
-		if err := s.putRecord(obj, rec); err != nil {
-			return err
-		}
 	}
 	if e != nil {
 		e.hasPFID.Store(true)
