@@ -144,9 +144,19 @@ const (
 
 // Rename moves sp/sn to dp/dn, replacing dn unless flags say otherwise.
 func (c *Client) Rename(ctx context.Context, sp fid.FID, sn string, dp fid.FID, dn string, flags uint32) error {
-	_, err := c.mutate(ctx, "rename "+sn+" to "+dn, sp, &pb.Command{Op: &pb.Command_Rename{Rename: &pb.RenameOp{
-		SrcParent: sp.PB(), SrcName: []byte(sn), DstParent: dp.PB(), DstName: []byte(dn), Flags: flags}}})
+	_, err := c.Move(ctx, sp, sn, dp, dn, flags)
 	return err
+}
+
+// Move is Rename that returns the object moved, as the rename left it
+// (its new change time).
+func (c *Client) Move(ctx context.Context, sp fid.FID, sn string, dp fid.FID, dn string, flags uint32) (*pb.Inode, error) {
+	rep, err := c.mutate(ctx, "rename "+sn+" to "+dn, sp, &pb.Command{Op: &pb.Command_Rename{Rename: &pb.RenameOp{
+		SrcParent: sp.PB(), SrcName: []byte(sn), DstParent: dp.PB(), DstName: []byte(dn), Flags: flags}}})
+	if err != nil {
+		return nil, err
+	}
+	return rep.Inode, nil
 }
 
 // Lookup resolves one name.

@@ -388,10 +388,13 @@ func (s *Session) Unlink(ctx context.Context, parent fid.FID, name string, dir b
 
 // Rename is Client.Rename keeping a replaced file that is one of open as
 // an orphan.
-func (s *Session) Rename(ctx context.Context, sp fid.FID, sn string, dp fid.FID, dn string, flags uint32, open []fid.FID) error {
-	_, err := s.mutate(ctx, "rename "+sn+" to "+dn, sp, &pb.Command{Op: &pb.Command_OpenRename{OpenRename: &pb.OpenRenameOp{
+func (s *Session) Rename(ctx context.Context, sp fid.FID, sn string, dp fid.FID, dn string, flags uint32, open []fid.FID) (*pb.Inode, error) {
+	rep, err := s.mutate(ctx, "rename "+sn+" to "+dn, sp, &pb.Command{Op: &pb.Command_OpenRename{OpenRename: &pb.OpenRenameOp{
 		Rename: &pb.RenameOp{SrcParent: sp.PB(), SrcName: []byte(sn), DstParent: dp.PB(), DstName: []byte(dn), Flags: flags}, Open: pbFIDs(open)}}})
-	return err
+	if err != nil {
+		return nil, err
+	}
+	return rep.Inode, nil
 }
 
 // Tmpfile makes a regular file in no directory (O_TMPFILE), an orphan of

@@ -206,8 +206,8 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 	h, keep := fs.openHandle(n, ino, in.Flags)
 	// O_TRUNC empties the file whatever the access mode, as Linux does
 	// (openMask asked for write permission).
-	if in.Flags&syscall.O_TRUNC != 0 && ino.Size > 0 {
-		if st := fs.truncateHandle(ctx, h, 0); !st.Ok() {
+	if in.Flags&syscall.O_TRUNC != 0 {
+		if st := fs.openTruncate(ctx, h, ino); !st.Ok() {
 			fs.dropHandle(h)
 			return st
 		}
@@ -215,6 +215,23 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 	}
 	out.Fh = h.id
 	out.OpenFlags = openFlags(h, keep)
+	return fuse.OK
+}
+
+// openTruncate is O_TRUNC of an existing file (ino as opened): it is
+// emptied, and one that is empty already gets new modification and change
+// times, as POSIX asks of every O_TRUNC open (`: > stamp` marks a time).
+func (fs *FS) openTruncate(ctx context.Context, h *handle, ino *pb.Inode) fuse.Status {
+	if ino.Size > 0 {
+		return fs.truncateHandle(ctx, h, 0)
+	}
+	defer fs.forgetFIDAttrs(h.of.fid)
+	if _, err := fs.c.Setattr(ctx, &pb.SetattrOp{Fid: h.of.fid.PB(), Valid: uint32(pb.SetattrValid_SETATTR_MTIME_NOW)}); err != nil {
+		return fs.status("truncate", err)
+	}
+	if fs.sess != nil {
+		fs.sess.Invalidate(ctx, []fid.FID{h.of.fid})
+	}
 	return fuse.OK
 }
 
@@ -308,8 +325,8 @@ func (fs *FS) createFile(in *fuse.CreateIn, name string, out *fuse.CreateOut, at
 	}
 	n := fs.fillEntry(ino, &out.EntryOut)
 	h, keep := fs.openHandle(n, ino, in.Flags)
-	if existed && in.Flags&syscall.O_TRUNC != 0 && ino.Size > 0 {
-		if st := fs.truncateHandle(ctx, h, 0); !st.Ok() {
+	if existed && in.Flags&syscall.O_TRUNC != 0 {
+		if st := fs.openTruncate(ctx, h, ino); !st.Ok() {
 			fs.dropHandle(h)
 			return st
 		}
@@ -395,7 +412,10 @@ func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint
 		_, err := of.f.WriteAt(ctx, p, off)
 		return err
 	}
-	if !h.syncWrites() {
+	// Far out (a file offset from 1 TiB) a write may pass the largest
+	// object an OST holds (EFBIG): it goes synchronously, so that the
+	// error reaches write(2), not a close nobody checks.
+	if !h.syncWrites() && off+uint64(len(data)) < syncWritesFrom {
 		if err := fs.writeAsync(of, data, off, write); err != nil {
 			return 0, fs.status("write", err)
 		}
@@ -414,6 +434,10 @@ func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint
 	}
 	return uint32(len(data)), fuse.OK
 }
+
+// syncWritesFrom is the file offset from which writes are not written
+// behind (Write).
+const syncWritesFrom = 1 << 40
 
 // Flush is close(2): the caller's POSIX locks on the file go, and data
 // this mount wrote is made durable with its size and mtime recorded, and

@@ -422,8 +422,9 @@ func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName
 	flown := fs.openForFlight() // released by endFlight below (orphans.go)
 	open := flown
 	if len(open) == 0 || fs.sess == nil || in.Flags&client.RenameExchange != 0 {
-		err := fs.c.Rename(ctx, sp, oldName, dp, newName, in.Flags)
+		moved, err := fs.c.Move(ctx, sp, oldName, dp, newName, in.Flags)
 		fs.endFlight(flown, nil)
+		fs.moved(moved)
 		return fs.status("rename", err)
 	}
 	if len(open) > maxOpenList {
@@ -434,13 +435,23 @@ func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName
 			open = fs.filterOpen(open, fid.FromPB(ino.Fid))
 		}
 	}
-	err := fs.sess.Rename(ctx, sp, oldName, dp, newName, in.Flags, open)
+	moved, err := fs.sess.Rename(ctx, sp, oldName, dp, newName, in.Flags, open)
 	var made []fid.FID
 	if err == nil {
 		made = open // the reply does not say which file it replaced
 	}
 	fs.endFlight(flown, made)
+	fs.moved(moved)
 	return fs.status("rename", err)
+}
+
+// moved drops the cached attributes of an object a rename through this
+// mount moved (nil: none): its change time is new, and a directory's
+// attributes are otherwise answered from the cache (GetAttr).
+func (fs *FS) moved(ino *pb.Inode) {
+	if ino != nil && ino.Fid != nil {
+		fs.forgetFIDAttrs(fid.FromPB(ino.Fid))
+	}
 }
 
 // Access checks permissions (without default_permissions the kernel asks).

@@ -97,10 +97,33 @@ func copyOut(v []byte, dest []byte) (uint32, fuse.Status) {
 	return uint32(len(v)), fuse.OK
 }
 
+// xattrNameStatus refuses, as Linux does for a local file system, a name
+// that is a namespace prefix alone (EINVAL) and a namespace Nacre keeps
+// nothing in (EOPNOTSUPP, not ENODATA: tools that copy xattrs tell the two
+// apart).
+func xattrNameStatus(name string) fuse.Status {
+	switch name {
+	case "user.", "trusted.", "security.":
+		return fuse.EINVAL
+	}
+	for _, ns := range []string{"user.", "trusted.", "security.", "nacre."} {
+		if strings.HasPrefix(name, ns) {
+			return fuse.OK
+		}
+	}
+	if name == acl.XattrAccess || name == acl.XattrDefault {
+		return fuse.OK
+	}
+	return fuse.Status(syscall.EOPNOTSUPP)
+}
+
 // GetXAttr reads an extended attribute (and nacre.lov).
 func (fs *FS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (uint32, fuse.Status) {
 	f, st := fs.xattrFID(h)
 	if !st.Ok() {
+		return 0, st
+	}
+	if st := xattrNameStatus(attr); !st.Ok() {
 		return 0, st
 	}
 	ctx := fs.ctx(h)
@@ -221,6 +244,9 @@ func (fs *FS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string,
 	if !st.Ok() {
 		return st
 	}
+	if st := xattrNameStatus(attr); st == fuse.EINVAL {
+		return st
+	}
 	ctx := fs.ctx(&in.InHeader)
 	// The inode changes (ctime; for nacre.lov the layout): attributes
 	// cached for opens must not be used any more.
@@ -258,6 +284,9 @@ func (fs *FS) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string)
 		return fuse.EPERM
 	}
 	if !st.Ok() {
+		return st
+	}
+	if st := xattrNameStatus(attr); st == fuse.EINVAL {
 		return st
 	}
 	if attr == LovXattr {
