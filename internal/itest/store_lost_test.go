@@ -22,6 +22,15 @@ func mgsOf(t *testing.T, dir string) string {
 	return id.Listen
 }
 
+// runWithMGS runs the nacre binary bin with NACRE_MGS=mgs and returns its
+// combined output.
+func runWithMGS(bin, mgs string, args ...string) (string, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "NACRE_MGS="+mgs)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
 // TestATargetThatLostItsStoreRefusesToStart: a target that has run and
 // finds its store missing or emptied (a device not mounted, files removed
 // by hand) used to start as a new, empty target: the namespace vanished,
@@ -43,12 +52,7 @@ func TestATargetThatLostItsStoreRefusesToStart(t *testing.T) {
 	if err := os.WriteFile(src, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	run := func(args ...string) (string, error) {
-		cmd := exec.Command(bin, args...)
-		cmd.Env = append(os.Environ(), "NACRE_MGS="+mgs)
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
+	run := func(args ...string) (string, error) { return runWithMGS(bin, mgs, args...) }
 	if out, err := run("put", src, "/f"); err != nil {
 		t.Fatalf("put: %v\n%s", err, out)
 	}
@@ -144,12 +148,7 @@ func TestAnMDTWhoseRaftLogLostAppliedEntriesSaysHowToRecover(t *testing.T) {
 		t.Fatalf("up: %v\n%s", err, out)
 	}
 	mgs := mgsOf(t, dir)
-	run := func(args ...string) (string, error) {
-		cmd := exec.Command(bin, args...)
-		cmd.Env = append(os.Environ(), "NACRE_MGS="+mgs)
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
+	run := func(args ...string) (string, error) { return runWithMGS(bin, mgs, args...) }
 	for _, d := range []string{"/a", "/b", "/c"} {
 		if out, err := run("mkdir", d); err != nil {
 			t.Fatalf("mkdir: %v\n%s", err, out)

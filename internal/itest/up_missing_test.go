@@ -112,9 +112,7 @@ func TestUpAllowMissingStartsWithoutAnOSTThatFailsToStart(t *testing.T) {
 		t.Fatalf("up: %v\n%s", err, out)
 	}
 	mgs := mgsOf(t, dir)
-	put := exec.Command(bin, "put", "-i", "1", "-c", "1", "/etc/hostname", "/on-ost1")
-	put.Env = append(os.Environ(), "NACRE_MGS="+mgs)
-	if out, err := put.CombinedOutput(); err != nil {
+	if out, err := runWithMGS(bin, mgs, "put", "-i", "1", "-c", "1", "/etc/hostname", "/on-ost1"); err != nil {
 		t.Fatalf("put: %v\n%s", err, out)
 	}
 	if out, err := exec.Command(bin, "down", "--dir", dir).CombinedOutput(); err != nil {
@@ -140,10 +138,8 @@ func TestUpAllowMissingStartsWithoutAnOSTThatFailsToStart(t *testing.T) {
 	if err != nil || !strings.Contains(out, "warning: OST0000") || !strings.Contains(out, "starting without OST0000") {
 		t.Fatalf("up --allow-missing with ost0's store damaged: want a warning and a start, got %v\n%s", err, out)
 	}
-	cat := exec.Command(bin, "cat", "/on-ost1")
-	cat.Env = append(os.Environ(), "NACRE_MGS="+mgs)
 	host, _ := os.ReadFile("/etc/hostname")
-	if got, err := cat.CombinedOutput(); err != nil || string(got) != string(host) {
+	if got, err := runWithMGS(bin, mgs, "cat", "/on-ost1"); err != nil || got != string(host) {
 		t.Fatalf("a file on ost1 with ost0 left out: %q %v", got, err)
 	}
 }
