@@ -40,10 +40,13 @@ type TargetInfo struct {
 	ReplicaId       uint64                 `protobuf:"varint,12,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"` // raft replica id (0 = not replicated)
 	Leader          bool                   `protobuf:"varint,13,opt,name=leader,proto3" json:"leader,omitempty"`
 	// Filled by the MGS:
-	State         string  `protobuf:"bytes,20,opt,name=state,proto3" json:"state,omitempty"` // "up" | "down"
-	LastHeardNs   int64   `protobuf:"varint,21,opt,name=last_heard_ns,json=lastHeardNs,proto3" json:"last_heard_ns,omitempty"`
-	Statfs        *Statfs `protobuf:"bytes,22,opt,name=statfs,proto3" json:"statfs,omitempty"`
-	RegisteredNs  int64   `protobuf:"varint,23,opt,name=registered_ns,json=registeredNs,proto3" json:"registered_ns,omitempty"`
+	State        string  `protobuf:"bytes,20,opt,name=state,proto3" json:"state,omitempty"` // "up" | "down"
+	LastHeardNs  int64   `protobuf:"varint,21,opt,name=last_heard_ns,json=lastHeardNs,proto3" json:"last_heard_ns,omitempty"`
+	Statfs       *Statfs `protobuf:"bytes,22,opt,name=statfs,proto3" json:"statfs,omitempty"`
+	RegisteredNs int64   `protobuf:"varint,23,opt,name=registered_ns,json=registeredNs,proto3" json:"registered_ns,omitempty"`
+	// The MGS has not heard from the target since it began to lead: state
+	// "up" is its benefit of the doubt for one DownAfter, not a heartbeat.
+	Unheard       bool `protobuf:"varint,24,opt,name=unheard,proto3" json:"unheard,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -195,6 +198,13 @@ func (x *TargetInfo) GetRegisteredNs() int64 {
 		return x.RegisteredNs
 	}
 	return 0
+}
+
+func (x *TargetInfo) GetUnheard() bool {
+	if x != nil {
+		return x.Unheard
+	}
+	return false
 }
 
 type RegisterReply struct {
@@ -759,7 +769,7 @@ var File_mgs_proto protoreflect.FileDescriptor
 
 const file_mgs_proto_rawDesc = "" +
 	"\n" +
-	"\tmgs.proto\x12\bnacre.v1\x1a\fcommon.proto\"\xef\x03\n" +
+	"\tmgs.proto\x12\bnacre.v1\x1a\fcommon.proto\"\x89\x04\n" +
 	"\n" +
 	"TargetInfo\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.nacre.v1.TargetKindR\x04kind\x12\x14\n" +
@@ -780,7 +790,8 @@ const file_mgs_proto_rawDesc = "" +
 	"\x05state\x18\x14 \x01(\tR\x05state\x12\"\n" +
 	"\rlast_heard_ns\x18\x15 \x01(\x03R\vlastHeardNs\x12(\n" +
 	"\x06statfs\x18\x16 \x01(\v2\x10.nacre.v1.StatfsR\x06statfs\x12#\n" +
-	"\rregistered_ns\x18\x17 \x01(\x03R\fregisteredNs\"'\n" +
+	"\rregistered_ns\x18\x17 \x01(\x03R\fregisteredNs\x12\x18\n" +
+	"\aunheard\x18\x18 \x01(\bR\aunheard\"'\n" +
 	"\rRegisterReply\x12\x16\n" +
 	"\x06fsname\x18\x01 \x01(\tR\x06fsname\"\xdb\x01\n" +
 	"\x10HeartbeatRequest\x12(\n" +

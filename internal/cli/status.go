@@ -19,12 +19,16 @@ import (
 
 // TargetStatus is one row of `nacre status --json`.
 type TargetStatus struct {
-	Name        string  `json:"name"`
-	Kind        string  `json:"kind"`
-	Index       uint32  `json:"index"`
-	Addr        string  `json:"addr"`
-	DataAddr    string  `json:"data_addr,omitempty"`
-	State       string  `json:"state"`
+	Name     string `json:"name"`
+	Kind     string `json:"kind"`
+	Index    uint32 `json:"index"`
+	Addr     string `json:"addr"`
+	DataAddr string `json:"data_addr,omitempty"`
+	State    string `json:"state"`
+	// NotHeardYet: the MGS has not heard from the target since it began
+	// to lead (a restart, a failover); "up" is its grace of a few seconds,
+	// not a heartbeat.
+	NotHeardYet bool    `json:"not_heard_yet,omitempty"`
 	LastHeard   string  `json:"last_heard,omitempty"`
 	AgeSeconds  float64 `json:"last_heard_seconds_ago"`
 	BytesTotal  uint64  `json:"bytes_total"`
@@ -127,7 +131,8 @@ func GetStatus(ctx context.Context, mgs string) (*ClusterStatus, error) {
 	for _, t := range cfg.Targets {
 		ts := TargetStatus{Name: targetName(cfg.Fsname, t), Kind: kindName(t.Kind), Index: t.Index, Addr: t.Addr, DataAddr: t.DataAddr,
 			State: t.State, Pid: t.Pid, Host: t.Host, Leader: t.Leader || (t.Kind == pb.TargetKind_TARGET_MGS && t.ReplicaId == 0), ReplicaID: t.ReplicaId, Dir: t.Dir}
-		if t.LastHeardNs != 0 {
+		ts.NotHeardYet = t.Unheard
+		if t.LastHeardNs != 0 && !t.Unheard {
 			lh := time.Unix(0, t.LastHeardNs)
 			ts.LastHeard = lh.Format(time.RFC3339)
 			ts.AgeSeconds = now.Sub(lh).Seconds()
@@ -201,7 +206,11 @@ func Status(ctx context.Context, e Env, asJSON bool) error {
 			name += fmt.Sprintf(" r%d", ts.ReplicaID) // a replica of a Raft group
 		}
 		heard := "-"
-		if ts.LastHeard != "" {
+		switch {
+		case ts.NotHeardYet && ts.State == "up":
+			heard = "not yet"
+			state = "up?" // the MGS's grace after it started leading
+		case ts.LastHeard != "":
 			heard = fmt.Sprintf("%.1fs ago", ts.AgeSeconds)
 		}
 		space, inodes := "-", "-"

@@ -345,6 +345,7 @@ func (s *Server) GetConfig(ctx context.Context, req *pb.GetConfigRequest) (*pb.C
 		if heard.IsZero() && now.Sub(s.leadSince) < DownAfter {
 			// New leader: give every target one DownAfter to heartbeat.
 			heard = s.leadSince
+			ti.Unheard = true
 		}
 		if !heard.IsZero() {
 			ti.LastHeardNs = heard.UnixNano()

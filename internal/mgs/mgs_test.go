@@ -78,13 +78,23 @@ func TestRegistryAndSequenceGrantsAreReplicatedStateThatSurvivesARestart(t *test
 	for _, ti := range cfg.Targets {
 		if ti.Kind == pb.TargetKind_TARGET_MDT {
 			n++
-			if ti.State != "up" {
-				t.Errorf("%v replica %d: state %q right after the restart, want up (grace)", ti.Index, ti.ReplicaId, ti.State)
+			if ti.State != "up" || !ti.Unheard {
+				t.Errorf("%v replica %d: state %q, unheard %v right after the restart, want up (grace) and unheard", ti.Index, ti.ReplicaId, ti.State, ti.Unheard)
 			}
 		}
 	}
 	if n != 4 || len(cfg.Fld) != 2 {
 		t.Fatalf("after restart: %d MDT records and %d FLD ranges, want 4 and 2", n, len(cfg.Fld))
+	}
+	// A heartbeat makes it heard.
+	if _, err := s.Heartbeat(ctx, &pb.HeartbeatRequest{Kind: pb.TargetKind_TARGET_MDT, Uuid: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ = s.GetConfig(ctx, &pb.GetConfigRequest{})
+	for _, ti := range cfg.Targets {
+		if ti.Kind == pb.TargetKind_TARGET_MDT && ti.Index == 0 && (ti.Unheard || ti.State != "up") {
+			t.Errorf("MDT0 after its heartbeat: state %q, unheard %v", ti.State, ti.Unheard)
+		}
 	}
 	g3, err := s.AllocSeqRange(ctx, &pb.AllocSeqRangeRequest{Mdt: 0, Count: 64})
 	if err != nil {
