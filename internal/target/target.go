@@ -165,8 +165,8 @@ func Format(dir string, id Identity) error {
 		}
 		// The identity file was lost and the store kept: write the file
 		// again for the target the store belongs to, keeping its UUID.
-		f := strings.Split(rec, "|")
-		if len(f) != 5 || f[0] != id.Fsname || f[1] != string(id.Kind) || f[2] != strconv.FormatUint(uint64(id.Index), 10) {
+		f := storeFields(rec)
+		if f == nil || f[0] != id.Fsname || f[1] != string(id.Kind) || f[2] != strconv.FormatUint(uint64(id.Index), 10) {
 			return fmt.Errorf("refusing to format %s as %s: its store belongs to another target (%s); give the type, index and file system name it records, or use an empty directory",
 				dir, id.Describe(), rec)
 		}
@@ -234,9 +234,8 @@ func Load(dir string) (Identity, error) {
 	data, err := os.ReadFile(filepath.Join(dir, IdentityFile))
 	if errors.Is(err, os.ErrNotExist) {
 		if rec, serr := StoreIdentity(StoreDir(dir)); serr == nil {
-			f := strings.Split(rec, "|")
 			what := rec
-			if len(f) == 5 {
+			if f := storeFields(rec); f != nil {
 				what = fmt.Sprintf("%s index %s of file system %q", strings.ToUpper(f[1]), f[2], f[0])
 			}
 			return id, fmt.Errorf("%s: %w: %s is missing, but the store there belongs to %s; restore %s from a backup, or write it again with `nacre format` and the target's type, index, file system name and MGS (format adopts the store it finds)",
@@ -331,6 +330,15 @@ func StoreIdentity(storeDir string) (string, error) {
 		return "", fmt.Errorf("read the identity the store %s records: %w", storeDir, err)
 	}
 	return string(v), nil
+}
+
+// storeFields splits what StoreIdentity read into fsname, kind, index,
+// uuid and format version (nil if it is not that).
+func storeFields(rec string) []string {
+	if f := strings.Split(rec, "|"); len(f) == 5 {
+		return f
+	}
+	return nil
 }
 
 // Empty says whether dir holds nothing a format could destroy: no entries,
