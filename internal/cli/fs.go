@@ -44,6 +44,9 @@ type LsEntry struct {
 	Mtime      string `json:"mtime"` // RFC 3339
 	FID        string `json:"fid"`
 	Target     string `json:"symlink_target,omitempty"`
+	// SizeUnknown: the file's size lives on an OST that did not answer
+	// (size is then 0); ls exits 1.
+	SizeUnknown bool `json:"size_unknown,omitempty"`
 }
 
 // Ls lists a directory (or describes a file), sorted by name. Without a
@@ -83,6 +86,9 @@ func Ls(ctx context.Context, e Env, arg string, long, asJSON bool) error {
 		name string
 		ino  *pb.Inode
 		ent  *pb.DirEntry
+		// noSize: the size is the OSTs' to tell and they could not
+		// (one is down); the MDT's figure is not shown as if it were.
+		noSize bool
 	}
 	var rows []row
 	if isDir(ino) {
@@ -91,11 +97,11 @@ func Ls(ctx context.Context, e Env, arg string, long, asJSON bool) error {
 			return opError("ls", arg, err)
 		}
 		for _, en := range ents {
-			rows = append(rows, row{string(en.Name), en.Inode, en})
+			rows = append(rows, row{name: string(en.Name), ino: en.Inode, ent: en})
 		}
 		sort.Slice(rows, func(i, j int) bool { return rows[i].name < rows[j].name })
 	} else {
-		rows = append(rows, row{path.Base(p), ino, nil})
+		rows = append(rows, row{name: path.Base(p), ino: ino})
 	}
 	if !asJSON && isTerminal(e.Out) {
 		// As ls(1) at a terminal: a name with a newline or another
@@ -112,12 +118,25 @@ func Ls(ctx context.Context, e Env, arg string, long, asJSON bool) error {
 		}
 		return nil
 	}
+	failed := false
 	for i, r := range rows {
 		if r.ino != nil && isReg(r.ino) && r.ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_SIZE_DIRTY) != 0 {
-			if s, err := c.Stat(ctx, fidOf(r.ino)); err == nil {
-				rows[i].ino = s
+			s, err := c.Stat(ctx, fidOf(r.ino))
+			if err != nil {
+				// As ls does for what it cannot stat: said on standard
+				// error, the listing goes on, the exit status is 1.
+				fmt.Fprintf(e.Err, "nacre: ls: %s: size unknown: %v\n", path.Join(arg, r.name), err)
+				rows[i].noSize, failed = true, true
+				continue
 			}
+			rows[i].ino = s
 		}
+	}
+	done := func() error {
+		if failed {
+			return ErrReported
+		}
+		return nil
 	}
 	if asJSON {
 		out := make([]LsEntry, 0, len(rows))
@@ -129,12 +148,18 @@ func Ls(ctx context.Context, e Env, arg string, long, asJSON bool) error {
 			if i := r.ino; i != nil {
 				le.Type, le.Mode, le.Nlink, le.Size, le.UID, le.GID = typeName(i.Mode), fmt.Sprintf("%04o", i.Mode&0o7777), i.Nlink, i.Size, i.Uid, i.Gid
 				le.Mtime, le.FID, le.Target = time.Unix(0, i.MtimeNs).Format(time.RFC3339Nano), fidOf(i).String(), string(i.Symlink)
+				if r.noSize {
+					le.Size, le.SizeUnknown = 0, true
+				}
 			} else if r.ent != nil { // no attributes: what the entry says
 				le.Type, le.FID = typeName(r.ent.Type<<12), fid.FromPB(r.ent.Fid).String()
 			}
 			out = append(out, le)
 		}
-		return JSON(e.Out, out)
+		if err := JSON(e.Out, out); err != nil {
+			return err
+		}
+		return done()
 	}
 	for _, r := range rows {
 		i := r.ino
@@ -150,10 +175,14 @@ func Ls(ctx context.Context, e Env, arg string, long, asJSON bool) error {
 		if i.Flags&uint32(pb.InodeFlag_INODE_FLAG_ACL) != 0 {
 			mode += "+" // as ls -l marks a file with an ACL
 		}
-		fmt.Fprintf(e.Out, "%s %3d %5d %5d %12d %s %s\n", mode, i.Nlink, i.Uid, i.Gid, i.Size,
+		size := fmt.Sprint(i.Size)
+		if r.noSize {
+			size = "?"
+		}
+		fmt.Fprintf(e.Out, "%s %3d %5d %5d %12s %s %s\n", mode, i.Nlink, i.Uid, i.Gid, size,
 			time.Unix(0, i.MtimeNs).Format("Jan _2 15:04"), name)
 	}
-	return nil
+	return done()
 }
 
 // Mkdir makes directories (and their parents with parents; then an
@@ -1215,7 +1244,7 @@ func Path2Fid(ctx context.Context, e Env, args []string, asJSON bool) error {
 	for i, op := range ops {
 		if op.Err == nil {
 			var ino *pb.Inode
-			if ino, op.Err = c.Resolve(ctx, op.Path, false); op.Err == nil {
+			if ino, op.Err = c.ResolveMeta(ctx, op.Path, false); op.Err == nil {
 				out = append(out, PathFID{Path: op.Arg, FID: fidOf(ino).String()})
 				if !asJSON {
 					if len(args) > 1 {

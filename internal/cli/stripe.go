@@ -100,7 +100,7 @@ func GetStripe(ctx context.Context, e Env, arg string, asJSON bool) error {
 		return err
 	}
 	defer c.Close()
-	ino, err := c.Resolve(ctx, ps[0], true)
+	ino, err := c.ResolveMeta(ctx, ps[0], true)
 	if err != nil {
 		return opError("getstripe", arg, err)
 	}

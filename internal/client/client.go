@@ -86,6 +86,10 @@ type Client struct {
 	inMu    sync.Mutex
 	inFlt   map[uint64]struct{}
 
+	// lastStatfs is the last answer of Statfs, given again while the MGS
+	// does not answer (df on a mount must not fail while files work).
+	lastStatfs atomic.Pointer[pb.Statfs]
+
 	mu       sync.Mutex
 	fsname   string
 	mdts     map[uint32]*mdtConn

@@ -20,6 +20,17 @@ const maxSymlinks = 40
 // "a/b" are the same). Symlinks in the middle are followed; the last
 // component's symlink is followed only if follow is set.
 func (c *Client) Resolve(ctx context.Context, path string, follow bool) (*pb.Inode, error) {
+	return c.resolve(ctx, path, follow, true)
+}
+
+// ResolveMeta is Resolve for what needs only metadata (a layout, a FID):
+// a file whose size the MDT does not know exactly keeps the size it has,
+// so that a file on an OST that is down still resolves.
+func (c *Client) ResolveMeta(ctx context.Context, path string, follow bool) (*pb.Inode, error) {
+	return c.resolve(ctx, path, follow, false)
+}
+
+func (c *Client) resolve(ctx context.Context, path string, follow, exactSize bool) (*pb.Inode, error) {
 	cur, err := c.Getattr(ctx, fid.Root)
 	if err != nil {
 		return nil, err
@@ -81,7 +92,7 @@ func (c *Client) Resolve(ctx context.Context, path string, follow bool) (*pb.Ino
 	if dirOnly && cur.Mode&syscall.S_IFMT != syscall.S_IFDIR {
 		return nil, &rpc.Errno{Op: "resolve " + path, Errno: syscall.ENOTDIR, Msg: "a path ending in / names a directory"}
 	}
-	if cur.Mode&syscall.S_IFMT == syscall.S_IFREG {
+	if exactSize && cur.Mode&syscall.S_IFMT == syscall.S_IFREG {
 		if err := c.glimpseIfDirty(ctx, cur); err != nil {
 			return nil, err
 		}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"nacre/internal/testcluster"
 )
 
@@ -78,5 +80,65 @@ func TestFuseIOToADownOSTFailsWithEIO(t *testing.T) {
 	// each; the mount does not splice.
 	if log, _ := os.ReadFile(m.Log); strings.Contains(string(log), "trySplice") {
 		t.Fatalf("the mount's log has splice failures:\n%s", log)
+	}
+}
+
+// TestWithAnOSTDownTheToolsSayWhatTheyDoNotKnow: a file open for writing
+// (its size is the OSTs' to tell) on an OST that is down. Before, `nacre
+// ls -l DIR` showed size 0 and exited 0, getstripe and path2fid (which
+// need only metadata) failed waiting for the OST, and df on the mount
+// counted the dead OST's last figures.
+func TestWithAnOSTDownTheToolsSayWhatTheyDoNotKnow(t *testing.T) {
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 2})
+	// The mount holds the written file: it gives up on the down OST
+	// after 3 s instead of 30 (the MDS asks it to flush for others).
+	t.Setenv("NACRE_OST_DOWN_AFTER", "3s")
+	m := mountFuse(t, cl)
+	if out, err := cl.Run("mkdir", "/d"); err != nil {
+		t.Fatalf("mkdir: %v\n%s", err, out)
+	}
+	if out, err := cl.Run("setstripe", "-c", "1", "-i", "0", "/d"); err != nil {
+		t.Fatalf("setstripe: %v\n%s", err, out)
+	}
+	f, err := os.Create(m.Path("d/open"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(bytes.Repeat([]byte("x"), 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	var before unix.Statfs_t
+	if err := unix.Statfs(m.Dir, &before); err != nil {
+		t.Fatal(err)
+	}
+	cl.Kill("ost0", syscall.SIGKILL)
+
+	out, err := cl.Run("ls", "-l", "/d")
+	if err == nil || !strings.Contains(out, "size unknown") || !strings.Contains(out, "            ? ") {
+		t.Errorf("ls -l of a directory holding a file on the down OST: want ? for its size, a message and exit 1; got %v\n%s", err, out)
+	}
+	for _, args := range [][]string{{"getstripe", "/d/open"}, {"path2fid", "/d/open"}} {
+		if out, err := cl.Run(args...); err != nil {
+			t.Errorf("nacre %s with the file's OST down: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	// Once the MGS has missed the OST's heartbeats, df leaves it out.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var st unix.Statfs_t
+		if err := unix.Statfs(m.Dir, &st); err != nil {
+			t.Fatalf("df on the mount with an OST down: %v", err)
+		}
+		if st.Blocks*uint64(st.Bsize) < before.Blocks*uint64(before.Bsize)*3/4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("df on the mount still counts the down OST: %d blocks, %d before", st.Blocks, before.Blocks)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
