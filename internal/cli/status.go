@@ -50,6 +50,9 @@ type ClusterStatus struct {
 	Fsname  string         `json:"fsname"`
 	MGS     string         `json:"mgs"`
 	Targets []TargetStatus `json:"targets"`
+	// NoLeader names the replicated targets none of whose replicas leads
+	// ("nacre-MDT0000: no leader (2 of 3 replicas down)").
+	NoLeader []string `json:"no_leader,omitempty"`
 }
 
 func kindName(k pb.TargetKind) string {
@@ -170,6 +173,9 @@ func GetStatus(ctx context.Context, mgs string) (*ClusterStatus, error) {
 		}
 		return a.ReplicaID < b.ReplicaID
 	})
+	for _, g := range leaderless(st.Targets) {
+		st.NoLeader = append(st.NoLeader, g.name+": "+g.state())
+	}
 	return st, nil
 }
 
@@ -234,6 +240,10 @@ func Status(ctx context.Context, e Env, asJSON bool) error {
 		t.AppendRow([]any{name, addr, state, heard, space, inodes, pid, ts.MetricsURL})
 	}
 	t.Render()
+	for _, g := range leaderless(st.Targets) {
+		fmt.Fprintf(e.Out, "%s: %s: it answers nothing until a majority of its replicas runs (start them: nacre up, or nacre serve on their machines)\n",
+			g.name, g.state())
+	}
 	return nil
 }
 
@@ -273,11 +283,67 @@ func usePercent(used, avail uint64) *int {
 // dfTable computes df's rows and totals from the targets' status: data
 // space summed over the OSTs, inodes over the MDTs, targets that are down
 // shown without figures and left out of the totals.
+// leaderlessGroup is a replicated target none of whose replicas leads:
+// it answers nothing until a majority of them runs again.
+type leaderlessGroup struct {
+	name, kind     string
+	replicas, down int
+}
+
+func (g leaderlessGroup) state() string {
+	return fmt.Sprintf("no leader (%d of %d replicas down)", g.down, g.replicas)
+}
+
+// leaderless lists the replicated targets (not the MGS) that have no
+// leader.
+func leaderless(targets []TargetStatus) []leaderlessGroup {
+	type key struct {
+		kind  string
+		index uint32
+	}
+	groups := map[key]*leaderlessGroup{}
+	led := map[key]bool{}
+	var order []key
+	for _, ts := range targets {
+		if ts.ReplicaID == 0 || ts.Kind == "mgs" {
+			continue
+		}
+		k := key{ts.Kind, ts.Index}
+		g := groups[k]
+		if g == nil {
+			g = &leaderlessGroup{name: ts.Name, kind: ts.Kind}
+			groups[k] = g
+			order = append(order, k)
+		}
+		g.replicas++
+		dead := ts.PidAlive != nil && !*ts.PidAlive
+		if ts.State != "up" || dead {
+			g.down++
+		} else if ts.Leader {
+			led[k] = true
+		}
+	}
+	var out []leaderlessGroup
+	for _, k := range order {
+		if !led[k] {
+			out = append(out, *groups[k])
+		}
+	}
+	return out
+}
+
 func dfTable(fsname string, targets []TargetStatus) DfJSON {
 	out := DfJSON{Fsname: fsname, Targets: []DfRow{}, Total: DfRow{Name: fsname, Kind: "filesystem", State: "up"}}
 	down := 0
+	stuck := map[string]bool{}
+	for _, g := range leaderless(targets) {
+		// A row of its own: none of its replicas is counted below.
+		down++
+		stuck[g.name] = true
+		out.Targets = append(out.Targets, DfRow{Name: g.name, Kind: g.kind, State: g.state()})
+	}
 	for _, ts := range targets {
-		if ts.Kind == "mgs" || (ts.ReplicaID != 0 && !ts.Leader) {
+		if ts.Kind == "mgs" || (ts.ReplicaID != 0 && (!ts.Leader || stuck[ts.Name])) {
 			continue // replicas of one target: count its leader only
 		}
 		r := DfRow{Name: ts.Name, Kind: ts.Kind, State: ts.State}
