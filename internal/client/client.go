@@ -404,7 +404,11 @@ func (c *Client) retry(ctx context.Context, what string, f func(ctx context.Cont
 			cause = err
 		}
 		if err == nil || !rpc.Retryable(err) || time.Now().After(deadline) || ctx.Err() != nil {
-			if err != nil && rpc.Retryable(err) {
+			// Our own deadline passing is giving up too (a replicated
+			// MDT with no leader holds calls until then), not an error
+			// of the call.
+			timedOut := cut && ctx.Err() == nil && (status.Code(err) == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded))
+			if err != nil && (rpc.Retryable(err) || timedOut) {
 				return &gaveUpError{what: what, attempts: attempt + 1, took: time.Since(start), err: cause}
 			}
 			return err

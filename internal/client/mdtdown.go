@@ -1,12 +1,14 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"nacre/internal/fid"
@@ -42,6 +44,9 @@ func (e *MDTDownError) Unwrap() error { return syscall.EIO }
 // shortCause is the reason a server could not be reached, without the
 // layers of gRPC and dialling around it.
 func shortCause(err error) string {
+	if status.Code(err) == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded) {
+		return "no answer in time (a replicated MDT answers nothing while a majority of its replicas is down; check nacre status)"
+	}
 	msg := status.Convert(err).Message()
 	for _, s := range []string{"connection refused", "connection reset by peer", "no route to host",
 		"network is unreachable", "host is unreachable", "i/o timeout", "broken pipe"} {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -352,5 +353,25 @@ func TestARemovedReplicaStopsAndLeavesStatus(t *testing.T) {
 	c := cl.Client(t)
 	if _, err := c.Mkdir(context.Background(), fid.Root, "after-removal", 0o755); err != nil {
 		t.Fatalf("the group after the removal: %v", err)
+	}
+}
+
+// TestAClientOfAnMDTWithoutQuorumNamesIt: with two of three MDT replicas
+// killed, a metadata call waits for its timeout and then said
+// "rpc error: code = DeadlineExceeded desc = context deadline exceeded",
+// naming no MDT. Now it names the MDT and what to look at.
+func TestAClientOfAnMDTWithoutQuorumNamesIt(t *testing.T) {
+	cl := startReplicated(t)
+	leader := waitLeader(t, cl, "mdt0")
+	cl.Kill(leader, syscall.SIGKILL)
+	for _, n := range replicaNames(t, cl, "mdt0") {
+		if n != leader {
+			cl.Kill(n, syscall.SIGKILL) // one more: no majority left
+			break
+		}
+	}
+	out, err := cl.Run("mkdir", "/no-quorum")
+	if err == nil || !strings.Contains(out, "MDT0000") || !strings.Contains(out, "nacre status") || strings.Contains(out, "rpc error") {
+		t.Fatalf("mkdir on an MDT without quorum: want an error naming MDT0000 and nacre status, got %v\n%s", err, out)
 	}
 }
