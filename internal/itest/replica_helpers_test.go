@@ -464,3 +464,15 @@ func keepLogs(t *testing.T, cl *testcluster.Cluster, extra ...string) {
 	}
 	t.Logf("logs kept in %s", dst)
 }
+
+// aFollower is a replica of group other than leader.
+func aFollower(t *testing.T, cl *testcluster.Cluster, group, leader string) string {
+	t.Helper()
+	for _, n := range replicaNames(t, cl, group) {
+		if n != leader {
+			return n
+		}
+	}
+	t.Fatalf("%s has no replica besides its leader %s", group, leader)
+	return ""
+}

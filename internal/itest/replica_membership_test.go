@@ -311,13 +311,7 @@ func TestReplicaRefusesMembershipMistakes(t *testing.T) {
 func TestARemovedReplicaStopsAndLeavesStatus(t *testing.T) {
 	cl := startReplicated(t)
 	leader := waitLeader(t, cl, "mdt0")
-	var victim string
-	for _, n := range replicaNames(t, cl, "mdt0") {
-		if n != leader {
-			victim = n
-			break
-		}
-	}
+	victim := aFollower(t, cl, "mdt0", leader)
 	pid := pidOf(t, cl, victim)
 	rid := strings.TrimPrefix(victim, "mdt0-r")
 	out, err := cl.Run("replica", "remove", "--target", "mdt0", "--id", rid)
@@ -364,12 +358,7 @@ func TestAClientOfAnMDTWithoutQuorumNamesIt(t *testing.T) {
 	cl := startReplicated(t)
 	leader := waitLeader(t, cl, "mdt0")
 	cl.Kill(leader, syscall.SIGKILL)
-	for _, n := range replicaNames(t, cl, "mdt0") {
-		if n != leader {
-			cl.Kill(n, syscall.SIGKILL) // one more: no majority left
-			break
-		}
-	}
+	cl.Kill(aFollower(t, cl, "mdt0", leader), syscall.SIGKILL) // one more: no majority left
 	out, err := cl.Run("mkdir", "/no-quorum")
 	if err == nil || !strings.Contains(out, "MDT0000") || !strings.Contains(out, "nacre status") || strings.Contains(out, "rpc error") {
 		t.Fatalf("mkdir on an MDT without quorum: want an error naming MDT0000 and nacre status, got %v\n%s", err, out)

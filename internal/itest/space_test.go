@@ -421,13 +421,7 @@ func TestAnOSTOutOfInodesKeepsWorking(t *testing.T) {
 func TestAFullFollowerReplicaStopsNewNames(t *testing.T) {
 	cl := startReplicated(t)
 	leader := waitLeader(t, cl, "mdt0")
-	var follower string
-	for _, n := range replicaNames(t, cl, "mdt0") {
-		if n != leader {
-			follower = n
-			break
-		}
-	}
+	follower := aFollower(t, cl, "mdt0", leader)
 	dir := onTmpfs(t, cl, follower, "size=512m")
 	if l := waitLeader(t, cl, "mdt0"); l != leader {
 		t.Fatalf("leadership moved from %s to %s while %s restarted", leader, l, follower)

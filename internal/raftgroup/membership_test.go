@@ -21,12 +21,7 @@ import (
 // and the address book is left alone; at its own address the call stays
 // a no-op (a retry), and a voter is not turned into a learner.
 func TestAddReplicaRefusesAMemberAtAnotherAddress(t *testing.T) {
-	c := newCluster(t, "mem", 3, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := c.propose(ctx, "x"); err != nil {
-		t.Fatal(err)
-	}
+	c, ctx := committedCluster(t)
 	l := c.leader()
 	f := c.followers()[0]
 	err := l.g.AddReplica(ctx, f.id, "mem-elsewhere", false)
@@ -61,12 +56,7 @@ func TestAddReplicaRefusesAMemberAtAnotherAddress(t *testing.T) {
 // what a retry after a lost leadership relies on); at another address it
 // is refused.
 func TestAddReplicaLearnerAtItsAddressIsPromoted(t *testing.T) {
-	c := newCluster(t, "mem", 3, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := c.propose(ctx, "x"); err != nil {
-		t.Fatal(err)
-	}
+	c, ctx := committedCluster(t)
 	nd := c.addNode(4)
 	c.start(4, true)
 	l := c.leader()
@@ -183,12 +173,7 @@ func TestSoloAdminNamesTheTarget(t *testing.T) {
 // learner, and the error says so and what to do: run the command again
 // once it runs, or remove it.
 func TestAddReplicaThatCannotCatchUpSaysItStaysALearner(t *testing.T) {
-	c := newCluster(t, "mem", 3, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := c.propose(ctx, "x"); err != nil {
-		t.Fatal(err)
-	}
+	c, ctx := committedCluster(t)
 	l := c.leader()
 	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancelShort()
@@ -201,4 +186,17 @@ func TestAddReplicaThatCannotCatchUpSaysItStaysALearner(t *testing.T) {
 	if st := l.g.Status(); len(st.Learners) != 1 || st.Learners[0] != 9 || len(st.Voters) != 3 {
 		t.Fatalf("voters %v learners %v, want the 3 voters and learner 9", st.Voters, st.Learners)
 	}
+}
+
+// committedCluster is a 3-replica in-memory group with one entry
+// committed, and a context that ends with the test (at most 20 s).
+func committedCluster(t *testing.T) (*cluster, context.Context) {
+	t.Helper()
+	c := newCluster(t, "mem", 3, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	if _, err := c.propose(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	return c, ctx
 }
