@@ -396,10 +396,10 @@ func Put(ctx context.Context, e Env, local, remoteArg string, so StripeOpts) err
 	tmp := partialName(name)
 	ino, _, err := c.Create(ctx, dir, tmp, syscall.S_IFREG|perm, client.CreateOpts{Exclusive: true, Layout: l})
 	if err != nil {
-		if mdtDown(err) {
+		if mdtDown(err) || errors.Is(err, syscall.ENOSPC) {
 			return opError("put", remoteArg, err)
 		}
-		return fmt.Errorf("put %s: create %s: %w", remoteArg, tmp, err)
+		return fmt.Errorf("put %s: %w", remoteArg, err) // err names tmp
 	}
 	done := false
 	defer func() {

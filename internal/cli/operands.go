@@ -140,14 +140,19 @@ func operandMessage(cmd, arg string, err error) string {
 	return cmd + " " + arg + ": " + msg
 }
 
-// shortMessage is err's text, or only its errno's for the errors where
-// the layers of lookups and FIDs add nothing.
+// shortMessage is err's text, or only its errno's (or the server's
+// message of a full target) for the errors where the layers of lookups,
+// objects and FIDs add nothing.
 func shortMessage(err error) string {
 	var en *rpc.Errno
 	if errors.As(err, &en) {
 		switch en.Errno {
 		case syscall.ENOENT, syscall.ENOTDIR, syscall.EEXIST, syscall.ENOTEMPTY, syscall.ELOOP, syscall.EISDIR:
 			return en.Errno.Error()
+		case syscall.ENOSPC:
+			if en.Msg != "" {
+				return en.Msg // names the full target and what to do
+			}
 		}
 	}
 	return err.Error()

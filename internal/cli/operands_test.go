@@ -36,6 +36,11 @@ func TestOperandMessageNamesTheOperandOnce(t *testing.T) {
 		{"mv", "/a", atOtherPath("to", "/nodir/b", lookup), "mv /a to /nodir/b: no such file or directory"},
 		{"ln", "t", fmt.Errorf("wrapped: %w", atOtherPath("as", "/x/l", &rpc.Errno{Op: "symlink l", Errno: syscall.EEXIST})), "ln t as /x/l: file exists"},
 		{"mv", "/a", atOtherPath("to", "/b", &rpc.Errno{Op: "rename", Errno: syscall.EACCES, Msg: "sticky directory"}), "mv /a to /b: rename: sticky directory"},
+		// A full target's message says which and what to do; the object
+		// and offset add nothing.
+		{"put", "/a", fmt.Errorf("write: %w", &rpc.Errno{Op: "write OST0001 object 0x100000000:0x1 at 50331648", Errno: syscall.ENOSPC, Msg: "OST0001 is full: 80.6MB free of 200MB, and it keeps 80MB for its own store; remove files, or add or grow a target"}),
+			"put /a: OST0001 is full: 80.6MB free of 200MB, and it keeps 80MB for its own store; remove files, or add or grow a target"},
+		{"mkdir", "/d", &rpc.Errno{Op: "mkdir d", Errno: syscall.ENOSPC}, "mkdir /d: mkdir d: no space left on device"},
 	}
 	for _, c := range cases {
 		if got := operandMessage(c.cmd, c.arg, c.err); got != c.want {

@@ -170,10 +170,28 @@ func Stats(ctx context.Context, e Env, only string, interval time.Duration, asJS
 		return err
 	}
 	if asJSON {
-		return JSON(e.Out, s)
+		if err := JSON(e.Out, s); err != nil {
+			return err
+		}
+	} else {
+		writeStats(e.Out, s)
 	}
-	writeStats(e.Out, s)
-	return nil
+	return s.unreachable()
+}
+
+// unreachable is the error of a sample that lacks some target's figures:
+// a script reading them must not take a down OST's silence for idleness.
+func (s *StatsJSON) unreachable() error {
+	var names []string
+	for _, t := range s.Targets {
+		if t.Error != "" {
+			names = append(names, t.Name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	return fmt.Errorf("no figures from %s: its metrics do not answer; check `nacre status`", strings.Join(names, ", "))
 }
 
 // writeStats prints s as a table per target. SAMPLES counts the

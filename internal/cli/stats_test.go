@@ -65,3 +65,18 @@ func TestStatsMeanOfAnIdleOperation(t *testing.T) {
 		t.Fatalf("no create row:\n%s", out.String())
 	}
 }
+
+// TestStatsOfAnUnreachableTargetFails: the figures of the others are
+// printed, and the command fails naming the target it has none of (it
+// exited 0, so a script took a down OST for an idle one).
+func TestStatsOfAnUnreachableTargetFails(t *testing.T) {
+	s := &StatsJSON{Targets: []TargetStats{{Name: "nacre-MDT0000"}, {Name: "nacre-OST0001", Error: "connection refused"}}}
+	err := s.unreachable()
+	if err == nil || !strings.Contains(err.Error(), "nacre-OST0001") || strings.Contains(err.Error(), "MDT0000") {
+		t.Fatalf("unreachable() = %v, want an error naming nacre-OST0001 only", err)
+	}
+	s.Targets[1].Error = ""
+	if err := s.unreachable(); err != nil {
+		t.Fatalf("every target answered: %v", err)
+	}
+}

@@ -86,3 +86,64 @@ func upMounted(t *testing.T, kept string) (bin, dir, mnt string) {
 	}
 	return bin, dir, mnt
 }
+
+// TestUpMountReplacesADeadMountMadeByNacreMount: after a power cut, the
+// mount an admin made with `nacre mount` of this cluster is as dead as one
+// up made, and `nacre up --mount` there replaced only the latter ("is a
+// dead mount: unmount it first"). A live one of this cluster is kept.
+func TestUpMountReplacesADeadMountMadeByNacreMount(t *testing.T) {
+	needFUSE(t)
+	bin := testcluster.Binary(t)
+	dir := t.TempDir()
+	mnt := filepath.Join(t.TempDir(), "m")
+	t.Cleanup(func() {
+		localcluster.Down(dir, io.Discard)
+		exec.Command("fusermount3", "-u", "-z", mnt).Run()
+	})
+	if out, err := exec.Command(bin, "up", "--dir", dir, "--detach").CombinedOutput(); err != nil {
+		t.Fatalf("up: %v\n%s", err, out)
+	}
+	mgs, err := localcluster.MGSAddr(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "mount", "--mgs", mgs, mnt).CombinedOutput(); err != nil {
+		t.Fatalf("nacre mount: %v\n%s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "kept"), []byte("kept\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "up", "--dir", dir, "--detach", "--mount", mnt).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "mounted at "+mnt+" already") {
+		t.Errorf("up --mount on the live mount nacre mount made: %v\n%s", err, out)
+	}
+	rec, err := fusefs.ReadRecord(mnt)
+	if err != nil {
+		t.Fatalf("the mount daemon's record: %v", err)
+	}
+	syscall.Kill(rec.Pid, syscall.SIGKILL)
+	deadline := time.Now().Add(10 * time.Second)
+	for fusefs.Alive(rec.Pid) && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	out, err = exec.Command(bin, "up", "--dir", dir, "--detach", "--mount", mnt).CombinedOutput()
+	if err != nil {
+		t.Fatalf("up --mount over the dead mount nacre mount made: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "unmounted "+mnt+" (its daemon was gone)") {
+		t.Errorf("up did not say it replaced the dead mount:\n%s", out)
+	}
+	if b, err := os.ReadFile(filepath.Join(mnt, "kept")); err != nil || string(b) != "kept\n" {
+		t.Fatalf("after the new mount, kept reads %q, %v", b, err)
+	}
+	// Now up's own: down unmounts it.
+	if err := localcluster.Down(dir, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := fusefs.FindMount(mnt); ok {
+		t.Errorf("down left the mount up replaced at %s", mnt)
+	}
+}

@@ -564,12 +564,32 @@ func (c *Cluster) start(ctx context.Context, o Options, dirs []string) error {
 		return err
 	}
 	waitPools(ctx, c, poolWait)
+	for _, w := range shortOfReserve(c.Targets, nil) {
+		fmt.Fprintf(o.Out, "warning: %s\n", w)
+	}
 	if o.Mount != "" {
 		if err := mountLocal(o.Binary, o.Dir, c.MGS, o.Mount, o.Out); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// shortOfReserve names the targets whose device has less free than the
+// target keeps for its store (statfs nil: the real one): a cluster made on
+// a device too small for its targets starts, and then refuses every write.
+func shortOfReserve(ts []Proc, statfs func(string) (space.Usage, error)) []string {
+	var out []string
+	for _, p := range ts {
+		id, err := target.Load(p.Dir)
+		if err != nil || id.Kind == target.MGS {
+			continue
+		}
+		if msg := space.ShortOfReserve(p.Dir, p.Name, serve.StoreOptions(id.Kind).MemTable(), statfs); msg != "" {
+			out = append(out, msg)
+		}
+	}
+	return out
 }
 
 // stopStarted stops the processes this Up started, after err made it

@@ -70,21 +70,35 @@ func mountPointState(clusterDir, abs string) (mountState, error) {
 	if _, ok := fusefs.FindMount(abs); !ok {
 		return mountFree, checkMountDir(abs)
 	}
-	ours := recordedMount(clusterDir) == abs
+	// Ours: made by this cluster's up, or by `nacre mount` of this
+	// cluster's MGS (its daemon's record says which).
+	rec, rerr := fusefs.ReadRecord(abs)
+	mgs, merr := MGSAddr(clusterDir)
+	sameMGS := rerr == nil && merr == nil && sharesAddr(rec.MGS, mgs)
+	ours := recordedMount(clusterDir) == abs || sameMGS
 	if fusefs.MountDead(abs) {
 		if ours {
 			return mountDeadOurs, nil
 		}
 		return 0, fmt.Errorf("%s is a dead mount (its daemon is gone): unmount it first (nacre umount %s)", abs, abs)
 	}
-	if ours {
-		rec, err := fusefs.ReadRecord(abs)
-		mgs, merr := MGSAddr(clusterDir)
-		if err == nil && merr == nil && rec.MGS == mgs && fusefs.Alive(rec.Pid) {
-			return mountLiveOurs, nil
-		}
+	if sameMGS && fusefs.Alive(rec.Pid) {
+		return mountLiveOurs, nil
 	}
 	return 0, fmt.Errorf("%s is already a mount point: unmount it first (nacre umount %s) or mount somewhere else", abs, abs)
+}
+
+// sharesAddr says whether two MGS address lists ("HOST:PORT,...") have an
+// address in common.
+func sharesAddr(a, b string) bool {
+	for _, x := range strings.Split(a, ",") {
+		for _, y := range strings.Split(b, ",") {
+			if x != "" && strings.TrimSpace(x) == strings.TrimSpace(y) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // checkMountDir accepts a mount point that is a directory, or that can

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	pb "nacre/api/nacrepb"
+	"nacre/internal/space"
 	"nacre/internal/target"
 )
 
@@ -157,5 +158,40 @@ func TestNoteIgnoredSaysWhatAnExistingClusterKeeps(t *testing.T) {
 	noteIgnored(Options{Dir: dir, Out: &out})
 	if out.Len() != 0 {
 		t.Errorf("notes for values the cluster has, or a larger --osts:\n%s", out.String())
+	}
+}
+
+// TestUpWarnsOfADeviceTooSmallForItsTargets: a cluster whose MDT shares a
+// small device starts, and then refuses every new name; up says so, naming
+// the target, its device's figures and the fix, and says nothing of the
+// targets with room or of the MGS (which keeps no reserve).
+func TestUpWarnsOfADeviceTooSmallForItsTargets(t *testing.T) {
+	dir := t.TempDir()
+	const mib = 1 << 20
+	devices := map[string]space.Usage{}
+	var ts []Proc
+	for _, d := range []struct {
+		name  string
+		kind  target.Kind
+		avail uint64
+	}{{"mgs", target.MGS, 1 * mib}, {"mdt0", target.MDT, 120 * mib}, {"ost0", target.OST, 120 * mib}, {"ost1", target.OST, 60 * mib}} {
+		p := filepath.Join(dir, d.name)
+		if err := target.Format(p, target.Identity{Fsname: "fs1", Kind: d.kind, Listen: "127.0.0.1:1"}); err != nil {
+			t.Fatal(err)
+		}
+		devices[p] = space.Usage{Total: 400 * mib, Avail: d.avail}
+		ts = append(ts, Proc{Name: strings.ToUpper(d.name[:3]) + "000" + d.name[3:], Dir: p})
+	}
+	ts[0].Name = "MGS"
+	statfs := func(p string) (space.Usage, error) { return devices[p], nil }
+	got := shortOfReserve(ts, statfs)
+	// The MDT keeps 144 MiB (64 MiB memtables), an OST 80 MiB.
+	if len(got) != 2 || !strings.HasPrefix(got[0], "MDT0000's device") || !strings.HasPrefix(got[1], "OST0001's device") {
+		t.Fatalf("warnings %q, want one for MDT0000 (120 MiB free, keeps 144) and one for OST0001 (60 free, keeps 80)", got)
+	}
+	for _, want := range []string{ts[1].Dir, "120MB free of 400MB", "144MB", "larger device"} {
+		if !strings.Contains(got[0], want) {
+			t.Errorf("warning %q does not say %q", got[0], want)
+		}
 	}
 }

@@ -122,13 +122,7 @@ func Run(ctx context.Context, dir string, o Options) error {
 		}
 	}
 
-	// An MDT's working set (directories, recent inodes, the log tail) is
-	// small next to memory; a large cache keeps negative lookups of new
-	// names off the disk.
-	kvo := kv.Options{}
-	if id.Kind == target.MDT {
-		kvo = kv.Options{CacheSize: 512 << 20, MemTableSize: 64 << 20}
-	}
+	kvo := StoreOptions(id.Kind)
 	// A target that has run must find its store: an unmounted device or
 	// removed files must not become a new, empty target (and its Raft log
 	// must not be started afresh beside it).
@@ -208,6 +202,11 @@ func Run(ctx context.Context, dir string, o Options) error {
 		}
 	}
 	log.Info("serving", "addr", ln.Addr().String(), "data_addr", info.DataAddr, "metrics", mh.URL(), "pid", os.Getpid(), "version", version.Software)
+	if id.Kind != target.MGS {
+		if msg := space.ShortOfReserve(dir, id.Label(), kvo.MemTable(), nil); msg != "" {
+			log.Warn(msg)
+		}
+	}
 	if o.Ready != nil {
 		o.Ready(id)
 	}
@@ -521,4 +520,15 @@ func groupFor(id target.Identity, dir string, db *kv.DB, log *slog.Logger, tr *r
 			OnLeaderChange: func(bool, uint64, uint64) { k.kick() },
 		}))
 	}
+}
+
+// StoreOptions are the options of the store of a target of kind k.
+func StoreOptions(k target.Kind) kv.Options {
+	// An MDT's working set (directories, recent inodes, the log tail) is
+	// small next to memory; a large cache keeps negative lookups of new
+	// names off the disk.
+	if k == target.MDT {
+		return kv.Options{CacheSize: 512 << 20, MemTableSize: 64 << 20}
+	}
+	return kv.Options{}
 }

@@ -194,6 +194,27 @@ func (e *FullError) Public() string {
 // Unwrap makes errors.Is(err, syscall.ENOSPC) hold.
 func (e *FullError) Unwrap() error { return syscall.ENOSPC }
 
+// ShortOfReserve says, for a target named label whose store in dir uses
+// memtables of memtable bytes, whether its device already has less free
+// than the target keeps: such a target starts and serves reads, but
+// refuses whatever clients write until space is freed there, which an
+// admin who just started it would not expect. The message is empty when
+// the device has room or cannot be read.
+func ShortOfReserve(dir, label string, memtable uint64, statfs func(string) (Usage, error)) string {
+	if statfs == nil {
+		statfs = Statfs
+	}
+	u, err := statfs(dir)
+	if err != nil {
+		return ""
+	}
+	if r := Reserve(u.Total, memtable); u.Avail < r {
+		return fmt.Sprintf("%s's device (%s) has %sB free of %sB, less than the %sB it keeps for its own store: it refuses what clients write until more is free there; give it a larger device or one of its own",
+			label, dir, layout.FormatSize(u.Avail), layout.FormatSize(u.Total), layout.FormatSize(r))
+	}
+	return ""
+}
+
 // openInodes is what opening a store needs in inodes: a new log, a
 // manifest and options file, and the tables a replay flushes.
 const openInodes = 16

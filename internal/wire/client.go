@@ -296,7 +296,11 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 		case err == nil:
 			return nil
 		case errors.As(err, &se):
-			return &rpc.Errno{Op: c.opName(cl), Errno: se.errno, Msg: se.Error()}
+			msg := se.Error()
+			if se.errno == syscall.ENOSPC && se.msg != "" {
+				msg = se.msg // "OST0001 is full: ...", which says it all
+			}
+			return &rpc.Errno{Op: c.opName(cl), Errno: se.errno, Msg: msg}
 		case errors.Is(err, errReplyCRC):
 			if !crcRetried {
 				crcRetried = true
