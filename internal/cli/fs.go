@@ -25,6 +25,7 @@ import (
 	"nacre/internal/fid"
 	"nacre/internal/layout"
 	"nacre/internal/rpc"
+	"nacre/internal/space"
 )
 
 // LsEntry is one entry of `nacre ls --json` (a file given as the path
@@ -475,11 +476,25 @@ func checkStripes(ctx context.Context, c *client.Client, l *pb.Layout, ino *pb.I
 		return fmt.Errorf("not written: it would have %s, not the %d %s, as %s; give -c %d, or -c -1 for every OST",
 			plural(got, "stripe"), want, asked, why, got)
 	}
-	return fmt.Errorf("not written: it would have %s, not the %d %s, as %s; put it again once the OSTs are up, or give -c %d to accept %s",
-		plural(got, "stripe"), want, asked, why, got, plural(got, "stripe"))
+	return fmt.Errorf("not written: it would have %s, not the %d %s, as %s; %sgive -c %d to accept %s",
+		plural(got, "stripe"), want, asked, why, retryHint(why), got, plural(got, "stripe"))
 }
 
-const onlyOSTs = "the file system has only "
+const (
+	onlyOSTs = "the file system has only "
+	fullOSTs = " is full (check `nacre df`)"
+)
+
+// retryHint is what to do about stripesShort's reason, followed by ", or ".
+func retryHint(why string) string {
+	switch {
+	case tooFewOSTs(why):
+		return ""
+	case strings.Contains(why, " full (check"):
+		return "remove files to make room, or "
+	}
+	return "try again once the OSTs are up, or "
+}
 
 // tooFewOSTs says whether stripesShort's reason is that the file system
 // has fewer OSTs than asked (waiting for OSTs to come up does not help).
@@ -510,9 +525,25 @@ func stripesShort(ctx context.Context, c *client.Client, l *pb.Layout, ino *pb.I
 			}
 		}
 		sort.Strings(down)
+		// The MDS leaves out an OST that is full, as one that is down; the
+		// MGS has its last figures.
+		var full []string
+		seen = map[uint32]bool{}
+		for _, t := range cfg.Targets {
+			st := t.Statfs
+			if t.Kind == pb.TargetKind_TARGET_OST && t.State == "up" && !seen[t.Index] && st != nil && st.BytesTotal > 0 && st.BytesAvail < space.FullMargin(st.BytesTotal) {
+				seen[t.Index] = true
+				full = append(full, fmt.Sprintf("OST%04x", t.Index))
+			}
+		}
+		sort.Strings(full)
 		switch {
 		case len(osts) < want:
 			why = fmt.Sprintf(onlyOSTs+"%s (a file gets at most one stripe per OST)", plural(len(osts), "OST"))
+		case len(down) == 0 && len(full) == 1:
+			why = full[0] + fullOSTs
+		case len(down) == 0 && len(full) > 1:
+			why = strings.Join(full, ", ") + strings.Replace(fullOSTs, " is ", " are ", 1)
 		case len(down) == 0:
 		case len(down) == 1:
 			why = down[0] + " is down (check `nacre status`)"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 
 	pb "nacre/api/nacrepb"
@@ -46,11 +47,7 @@ func SetStripe(ctx context.Context, e Env, arg string, so StripeOpts) error {
 			if _, uerr := c.Unlink(ctx, fidOf(parent), name); uerr != nil {
 				return fmt.Errorf("setstripe %s: created with %s, not %d, as %s; and removing it failed: %v", arg, plural(got, "stripe"), want, why, uerr)
 			}
-			retry := "try again once the OSTs are up, or "
-			if tooFewOSTs(why) {
-				retry = ""
-			}
-			return fmt.Errorf("setstripe %s: not created: it would have %s, not %d, as %s; %sgive -c %d", arg, plural(got, "stripe"), want, why, retry, got)
+			return fmt.Errorf("setstripe %s: not created: it would have %s, not %d, as %s; %sgive -c %d", arg, plural(got, "stripe"), want, why, retryHint(why), got)
 		}
 		return nil
 	}
@@ -64,8 +61,11 @@ func SetStripe(ctx context.Context, e Env, arg string, so StripeOpts) error {
 	if nino != nil && ino.Mode&syscall.S_IFMT == syscall.S_IFREG {
 		if got, want, why, short := stripesShort(ctx, c, l, nino); short {
 			retry := "run setstripe again once the OSTs are up"
-			if tooFewOSTs(why) {
+			switch hint := retryHint(why); {
+			case hint == "":
 				retry = fmt.Sprintf("run setstripe again with -c %d or less", got)
+			case strings.HasPrefix(hint, "remove"):
+				retry = "remove files to make room and run setstripe again"
 			}
 			return fmt.Errorf("setstripe %s: it has %s, not %d, as %s; %s (the file is still empty)", arg, plural(got, "stripe"), want, why, retry)
 		}

@@ -125,6 +125,18 @@ func TestAFullOSTKeepsWorking(t *testing.T) {
 		}
 	}
 
+	// A put that asks for both OSTs is refused, saying which is full and
+	// what to do (it said to wait for the OSTs to come up).
+	out, err := cl.Run("put", "-c", "2", "/etc/hostname", "/two")
+	for _, w := range []string{"OST0000 is full", "remove files to make room", "give -c 1"} {
+		if err == nil || !strings.Contains(out, w) {
+			t.Errorf("put -c 2 with OST0000 full: want a failure saying %q, got %v: %s", w, err, out)
+		}
+	}
+	if strings.Contains(out, "once the OSTs are up") {
+		t.Errorf("put -c 2 with OST0000 full tells the user to wait for OSTs: %s", out)
+	}
+
 	// The full OST restarts (its store opens and replays) and serves
 	// what it holds.
 	cl.Kill("ost0", syscall.SIGTERM)

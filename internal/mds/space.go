@@ -26,7 +26,7 @@ import (
 const reserveInodes = 1024 // free inodes: a precreate round and then some
 
 // fullMargin is the space an OST must have available for new objects.
-func fullMargin(total uint64) uint64 { return max(total/1000, 4<<20) }
+func fullMargin(total uint64) uint64 { return space.FullMargin(total) }
 
 // ostFull decides whether an OST counts as full, given whether it did
 // before. Without a report the old verdict stands.

@@ -32,6 +32,11 @@ func Reserve(total, memtable uint64) uint64 {
 	return max(2*memtable+16<<20, total/200)
 }
 
+// FullMargin is what an OST of total bytes must have available (its
+// reserve already taken out) for the MDS to give it new objects: files
+// placed on it just before still need room.
+func FullMargin(total uint64) uint64 { return max(total/1000, 4<<20) }
+
 // ReserveInodes is the number of free inodes a target keeps for its
 // store, on a file system that counts inodes: a flush and a compaction
 // each make new files before they remove old ones, a log needs a new
