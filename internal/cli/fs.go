@@ -825,7 +825,14 @@ func unwrapPath(err error) error {
 	return err
 }
 
+// copyOut writes the regular file ino to dst, keeping it (client.Hold)
+// so that a removal elsewhere meanwhile does not cut the copy short.
 func copyOut(ctx context.Context, c *client.Client, ino *pb.Inode, dst io.Writer) error {
+	_, release, err := c.Hold(ctx, fidOf(ino))
+	if err != nil {
+		return err
+	}
+	defer release()
 	f := c.OpenInode(ino)
 	buf := make([]byte, copyBuf)
 	var off uint64

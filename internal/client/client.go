@@ -98,6 +98,8 @@ type Client struct {
 	cfgAt    time.Time
 	closed   bool
 	refreshM sync.Mutex
+
+	held holds // hold.go
 }
 
 type mdtConn struct {
@@ -209,6 +211,7 @@ func (c *Client) MGS() pb.MGSClient { return c.mgs }
 
 // Close drops every connection.
 func (c *Client) Close() error {
+	c.closeHolds()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {

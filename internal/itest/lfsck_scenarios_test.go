@@ -281,7 +281,9 @@ func TestLfsckStopWithAnOSTDown(t *testing.T) {
 	if out, err := cl.Run("lfsck", "query"); err != nil || !strings.Contains(out, "not checked on OST0001") {
 		t.Fatalf("lfsck query with OST1 down does not name it: %v\n%s", err, out)
 	}
-	if out, err := cl.Run("fault", "arm", "lfsck.scan.object=delay:50ms", "--target", "mdt0"); err != nil {
+	// About a dozen objects: 300 ms each keeps the run going for seconds,
+	// past a stop that a loaded machine takes a while to start.
+	if out, err := cl.Run("fault", "arm", "lfsck.scan.object=delay:300ms", "--target", "mdt0"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	if out, err := cl.Run("lfsck", "start", "-r", "-t", "layout"); err != nil {

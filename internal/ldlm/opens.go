@@ -21,22 +21,36 @@ import (
 // open (internal/mds/shared.go).
 
 // NoteOpens records what client opened (first open on the client) and
-// closed (last close); with replace, opened is all it has open. The
-// client needs a session here (else Unavailable: the session is being
-// opened, retry).
+// closed (last close); with replace, opened is all it had open when its
+// current session began. The client needs a session here (else
+// Unavailable: the session is being opened, retry).
+//
+// A replace drops only the opens noted under an earlier session: the
+// client sends its list once the session is registered, and an open
+// noted in the same session may have come first (a file opened as the
+// session began, which the list, made before, lacks). Dropping it made
+// the MDS destroy a file removed elsewhere while it was open there.
 func (s *Server) NoteOpens(client uint64, opened, closed []fid.FID, replace bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.sessions[client] == nil {
+	ss := s.sessions[client]
+	if ss == nil {
 		return status.Error(codes.Unavailable, "no session of this client here yet: open files are recorded with the session")
 	}
 	set := s.opens[client]
-	if set == nil || replace {
-		set = map[fid.FID]bool{}
+	if set == nil {
+		set = map[fid.FID]*session{}
 		s.opens[client] = set
 	}
+	if replace {
+		for f, by := range set {
+			if by != ss {
+				delete(set, f)
+			}
+		}
+	}
 	for _, f := range opened {
-		set[f] = true
+		set[f] = ss
 	}
 	for _, f := range closed {
 		delete(set, f)
@@ -80,7 +94,7 @@ func (s *Server) HeldOpen(f fid.FID, except uint64, grace time.Duration) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c, set := range s.opens {
-		if c != except && set[f] && s.counts(c, grace) {
+		if c != except && set[f] != nil && s.counts(c, grace) {
 			return true
 		}
 	}

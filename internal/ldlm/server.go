@@ -38,8 +38,8 @@ type Server struct {
 	sessions map[uint64]*session
 	gone     map[uint64]time.Time
 	started  time.Time
-	tokens   map[fid.FID]*token          // append tokens (appendtoken.go)
-	opens    map[uint64]map[fid.FID]bool // open files by client (opens.go)
+	tokens   map[fid.FID]*token              // append tokens (appendtoken.go)
+	opens    map[uint64]map[fid.FID]*session // open files by client, with the session that noted each (opens.go)
 	grantSeq uint64
 	// revokeWait and tokenGrace (appendtoken.go), shorter in tests.
 	revokeWait, tokenGrace time.Duration
@@ -80,7 +80,7 @@ func NewServer(log *slog.Logger, leading func() bool, leaderSince func() time.Ti
 	if leaderSince == nil {
 		leaderSince = func() time.Time { return started }
 	}
-	return &Server{M: NewManager(), log: log, leading: leading, leaderSince: leaderSince, tokenGrace: tokenGrace, sessions: map[uint64]*session{}, gone: map[uint64]time.Time{}, started: started, tokens: map[fid.FID]*token{}, opens: map[uint64]map[fid.FID]bool{}, revokeWait: revokeWait}
+	return &Server{M: NewManager(), log: log, leading: leading, leaderSince: leaderSince, tokenGrace: tokenGrace, sessions: map[uint64]*session{}, gone: map[uint64]time.Time{}, started: started, tokens: map[fid.FID]*token{}, opens: map[uint64]map[fid.FID]*session{}, revokeWait: revokeWait}
 }
 
 // ClientGone reports whether the client has no session, and since when
