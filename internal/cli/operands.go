@@ -146,6 +146,11 @@ func operandMessage(cmd, arg string, err error) string {
 func shortMessage(err error) string {
 	var en *rpc.Errno
 	if errors.As(err, &en) {
+		if en.Errno == syscall.ENOENT && isObjectIO(en.Op) {
+			// The name and the file are there (stat works); one of its
+			// OST objects is not.
+			return en.Op + ": the OST object is missing (a dangling stripe: `nacre lfsck start -t layout` reports it, and with -c makes it again, empty)"
+		}
 		switch en.Errno {
 		case syscall.ENOENT, syscall.ENOTDIR, syscall.EEXIST, syscall.ENOTEMPTY, syscall.ELOOP, syscall.EISDIR:
 			return en.Errno.Error()
@@ -156,6 +161,17 @@ func shortMessage(err error) string {
 		}
 	}
 	return err.Error()
+}
+
+// isObjectIO says whether op is a read or write of an OST object, as
+// the data path names it ("read OST0001 object 0x100000000:0x5 at 0").
+func isObjectIO(op string) bool {
+	for _, p := range []string{"read OST", "write OST"} {
+		if strings.HasPrefix(op, p) && strings.Contains(op, " object ") {
+			return true
+		}
+	}
+	return false
 }
 
 // otherPathError is a failure of an operand's command at another path
