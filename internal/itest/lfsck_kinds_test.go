@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/client"
@@ -78,6 +79,7 @@ func TestLfsckEveryFaultKind(t *testing.T) {
 	if out, err := cl.Run("lfsck", "status", "-t", "namespace"); err != nil || !strings.Contains(out, "status: completed") {
 		t.Fatalf("lfsck status: %v\n%s", err, out)
 	}
+	start := time.Now().Add(-time.Minute)
 	for i, k := range fault.Kinds {
 		k := k
 		t.Run(k.Kind, func(t *testing.T) {
@@ -141,7 +143,51 @@ func TestLfsckEveryFaultKind(t *testing.T) {
 				}
 			}
 			checkLTree(t, ctx, c, tr, k, added)
+			checkTimes(t, ctx, c, start, "/", tr.path, "/.nacre", "/.nacre/lost+found")
 		})
+	}
+}
+
+// checkTimes checks that every object under the paths (the second
+// path's whole tree, the others and their entries) has mtime and ctime
+// from after start: a repair gives what it changes or makes the time of
+// the repair (it gave 1970).
+func checkTimes(t *testing.T, ctx context.Context, c *client.Client, start time.Time, paths ...string) {
+	t.Helper()
+	var walk func(path string, f fid.FID, depth int)
+	walk = func(path string, f fid.FID, depth int) {
+		ino, err := c.Getattr(ctx, f)
+		if err != nil {
+			return // dangling: a kind the run left to its option
+		}
+		for what, ns := range map[string]int64{"mtime": ino.MtimeNs, "ctime": ino.CtimeNs} {
+			if time.Unix(0, ns).Before(start) {
+				t.Errorf("%s %s is %s, before the test began", path, what, time.Unix(0, ns).UTC().Format(time.RFC3339))
+			}
+		}
+		if depth == 0 || ino.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+			return
+		}
+		ents, err := c.ReadDirAll(ctx, f, false)
+		if err != nil {
+			return
+		}
+		for _, e := range ents {
+			if n := string(e.Name); n != "." && n != ".." && e.Fid != nil {
+				walk(path+"/"+n, fid.FromPB(e.Fid), depth-1)
+			}
+		}
+	}
+	for i, p := range paths {
+		ino, err := c.Resolve(ctx, p, false)
+		if err != nil {
+			continue // not made (yet)
+		}
+		depth := 1
+		if i == 1 {
+			depth = 64
+		}
+		walk(p, fid.FromPB(ino.Fid), depth)
 	}
 }
 

@@ -80,7 +80,11 @@ func (rp *repairer) propose(ctx context.Context, batch []*pb.LfsckRepair) error 
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	rp.r.pac.own.Add(1)
-	rep, err := rp.r.env.Propose(cctx, &pb.Command{Op: &pb.Command_LfsckRepair{LfsckRepair: &pb.LfsckRepairOp{Repairs: batch}}})
+	// The time of the repairs, for the objects they change or make (a
+	// directory given back a name, an object adopted or re-created), as
+	// the MDS stamps a client's command; without it apply set them to
+	// 1970.
+	rep, err := rp.r.env.Propose(cctx, &pb.Command{NowNs: time.Now().UnixNano(), Op: &pb.Command_LfsckRepair{LfsckRepair: &pb.LfsckRepairOp{Repairs: batch}}})
 	if err != nil {
 		return fmt.Errorf("propose %d repairs: %w", len(batch), err)
 	}

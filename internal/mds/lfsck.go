@@ -252,7 +252,7 @@ func (v *faultService) Inject(ctx context.Context, req *pb.FaultInjectRequest) (
 		}
 	}
 	if op != nil {
-		rep, err := s.propose(ctx, &pb.Command{Op: &pb.Command_Fault{Fault: op}})
+		rep, err := s.propose(ctx, &pb.Command{NowNs: time.Now().UnixNano(), Op: &pb.Command_Fault{Fault: op}}) // a damage that moves a time moves it to now
 		if err != nil {
 			return nil, err
 		}
