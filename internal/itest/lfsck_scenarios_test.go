@@ -389,3 +389,63 @@ func waitRunningOr(t *testing.T, cl *testcluster.Cluster, component string, time
 	t.Fatalf("no check running and %s not %v after %v (last: %v)", component, statuses, timeout, last)
 	return nil
 }
+
+// TestLfsckRepairsTheNlinkOfABusyDirectory: a directory whose nlink is
+// wrong while clients keep making and removing subdirectories in it is
+// repaired in one run. Before, the repair was conditioned on the
+// directory's record at the scan, which the clients had always changed by
+// the time it was applied: it was dropped, unreported, and the wrong
+// count stayed.
+func TestLfsckRepairsTheNlinkOfABusyDirectory(t *testing.T) {
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 1})
+	c := cl.Client(t)
+	ctx := context.Background()
+	busy, err := c.Mkdir(ctx, fid.Root, "busy", 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bf := fid.FromPB(busy.Fid)
+	for i := 0; i < 20; i++ {
+		if _, err := c.Mkdir(ctx, bf, fmt.Sprintf("s%d", i), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := cl.Run("fault", "inject", "dir_nlink", "--path", "/busy", "--yes"); err != nil {
+		t.Fatalf("inject: %v\n%s", err, out)
+	}
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		for i := 0; err == nil; i++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			name := fmt.Sprintf("t%d", i)
+			if _, err = c.Mkdir(ctx, bf, name, 0o755); err == nil {
+				err = c.Rmdir(ctx, bf, name)
+			}
+		}
+		done <- err
+	}()
+	// Slow enough that the busy directory changes between the scan and
+	// the repair.
+	r := lfsckRun(t, cl, "-r", "-t", "namespace", "-s", "40")
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatalf("the clients' mkdir and rmdir: %v", err)
+	}
+	if got := r.Components["namespace"].Counters["nlinks"]; got.Inconsistent != 1 || got.Repaired != 1 {
+		t.Fatalf("with clients busy in the directory: want nlinks 1 found and repaired, got %s", summary(r))
+	}
+	ino, err := c.Getattr(ctx, bf)
+	if err != nil || ino.Nlink != 22 {
+		t.Fatalf("after the run, /busy has nlink %d (%v), want 22", ino.GetNlink(), err)
+	}
+	if again := lfsckRun(t, cl, "-r", "-t", "namespace"); func() bool { f, _ := found(again); return f != 0 }() {
+		t.Fatalf("second run: %s", summary(again))
+	}
+}

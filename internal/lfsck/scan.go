@@ -527,9 +527,15 @@ func (r *run) nsObject(snap *kv.Snapshot, local uint64, v []byte, o *object, itD
 		// name and no links, until that client closes it: not an
 		// inconsistency.
 		if o.nlink != 2+subdirs && !(o.nlink == 0 && mdt.PendingOrphan(snap, o.fid)) {
+			// Conditioned on the directory being there, not on its
+			// record: apply recounts the entries of the moment (and
+			// refuses if the count is right by then), whereas on a
+			// directory clients keep changing, a record from the scan
+			// was always stale and the wrong count stayed, unreported.
 			r.found(Namespace)
+			oiv, _ := snap.Get(mdt.OIKey(o.fid))
 			r.rep.add(Namespace, nil, &pb.LfsckRepair{Component: Namespace, Kinds: []uint32{KNsNlinks},
-				Conds: []*pb.LfsckCond{condVal(mdt.ObjKey(local), v)},
+				Conds: []*pb.LfsckCond{condVal(mdt.OIKey(o.fid), oiv)},
 				Muts:  []*pb.LfsckMut{{M: &pb.LfsckMut_DirNlink{DirNlink: o.fid.PB()}}}})
 		}
 	} else if o.nlink > 1 {

@@ -665,6 +665,9 @@ func (s *stage) dirNlink(f fid.FID, followUp bool) error {
 			n++ // added by this repair
 		}
 	}
+	if !followUp && d.Nlink == 0 && PendingOrphan(s, f) {
+		return errStale // removed meanwhile, kept while a client has it open
+	}
 	if d.Nlink == n {
 		if followUp {
 			return nil
