@@ -449,3 +449,72 @@ func TestLfsckRepairsTheNlinkOfABusyDirectory(t *testing.T) {
 		t.Fatalf("second run: %s", summary(again))
 	}
 }
+
+// TestLfsckRebuildsAHardLinkedFileWithEveryName: a file with two names
+// whose MDT object is lost is rebuilt, in one run, with both names in its
+// linkEA and nlink 2: from its directory entries with -C, and from its OST
+// objects into lost+found with -o (where its other name keeps naming it).
+// Before, the rebuilt object had nlink 1 until a second run, and removing
+// one name (the lost+found one an admin cleans up) destroyed the data the
+// other still named.
+func TestLfsckRebuildsAHardLinkedFileWithEveryName(t *testing.T) {
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 2})
+	c := cl.Client(t)
+	ctx := context.Background()
+	data := patterned(70000, 7)
+	for _, k := range []struct{ kind, flags string }{{"dangling", "-C"}, {"lost_mdt_object", "-o"}} {
+		t.Run(k.kind, func(t *testing.T) {
+			x, err := c.Mkdir(ctx, fid.Root, "x-"+k.kind, 0o755)
+			if err != nil {
+				t.Fatal(err)
+			}
+			y, err := c.Mkdir(ctx, fid.Root, "y-"+k.kind, 0o755)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := writeFile(t, ctx, c, fid.FromPB(x.Fid), "b", 2, data)
+			if _, err := c.Link(ctx, f, fid.FromPB(y.Fid), "b2"); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := cl.Run("fault", "inject", k.kind, "--path", "/x-"+k.kind+"/b", "--yes"); err != nil {
+				t.Fatalf("inject: %v\n%s", err, out)
+			}
+			r := lfsckRun(t, cl, "-r", "-o", "-c", k.flags)
+			again := lfsckRun(t, cl, "-r", "-o", "-c", k.flags)
+			if f, _ := found(again); f != 0 {
+				t.Errorf("after one run with %s, a second finds %s", k.flags, summary(again))
+			}
+			ino, err := c.Resolve(ctx, "/y-"+k.kind+"/b2", true)
+			if err == nil {
+				ino, err = c.GetattrLinks(ctx, fid.FromPB(ino.Fid))
+			}
+			if err != nil {
+				t.Fatalf("the second name after the run: %v (%s)", err, summary(r))
+			}
+			if ino.Nlink != 2 || len(ino.Links) != 2 {
+				t.Fatalf("the rebuilt object has nlink %d and %d linkEA names, want 2 and 2 (%s)", ino.Nlink, len(ino.Links), summary(r))
+			}
+			// Remove the name that is not y/b2: the object stays.
+			paths, err := c.Fid2Path(ctx, fid.FromPB(ino.Fid))
+			var other string
+			for _, p := range paths {
+				if p != "/y-"+k.kind+"/b2" {
+					other = p
+				}
+			}
+			if err != nil || len(paths) != 2 || other == "" {
+				t.Fatalf("fid2path of the rebuilt object: %q, %v; want two paths", paths, err)
+			}
+			if out, err := cl.Run("rm", other); err != nil {
+				t.Fatalf("rm %s: %v\n%s", other, err, out)
+			}
+			out, err := cl.Run("cat", "/y-"+k.kind+"/b2")
+			if err != nil {
+				t.Fatalf("after rm %s, the other name: %v\n%s", other, err, out)
+			}
+			if k.kind == "lost_mdt_object" && out != string(data) {
+				t.Fatalf("after rm %s, the other name reads %d bytes, not the file's %d", other, len(out), len(data))
+			}
+		})
+	}
+}

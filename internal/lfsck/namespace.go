@@ -199,6 +199,50 @@ func (r *run) phase2() error {
 			return err
 		}
 	}
+	if err := r.rep.flush(); err != nil {
+		return err
+	}
+	return r.settleDangling()
+}
+
+// settleDangling looks again at the objects phase 2 found missing that
+// exist now: made by this run (-C from a directory entry, or from the OST
+// objects that point back to it, in lost+found) they have one name in
+// their linkEA and nlink 1, while other entries may name them too (a file
+// with hard links). Reconciled now, they get every name and the right
+// nlink in this run; before, removing one name (the lost+found one an
+// admin cleans up) destroyed the data the others still named, until a
+// second run. A dry run makes nothing: nothing is found here.
+func (r *run) settleDangling() error {
+	if !r.on(Namespace) {
+		return nil
+	}
+	r.mu.Lock()
+	dangling, claims := r.dangling, r.claims
+	r.dangling = nil
+	r.mu.Unlock()
+	if len(dangling) == 0 {
+		return nil
+	}
+	children := make([]fid.FID, 0, len(dangling))
+	for c := range dangling {
+		children = append(children, c)
+	}
+	sort.Slice(children, func(i, j int) bool { return bytes.Compare(children[i].Bytes(), children[j].Bytes()) < 0 })
+	planned := map[nameKey]fid.FID{}
+	for _, c := range children {
+		snap := r.env.Target.DB().NewSnapshot()
+		local, _, err := r.lookup(snap, c)
+		snap.Close()
+		if err != nil || r.isLoser(local) {
+			continue // still missing: reported in phase 2
+		}
+		if err := r.reconcile(c, dangling[c], claims, planned); err != nil {
+			if err := r.failed(Namespace, 2, err); err != nil {
+				return err
+			}
+		}
+	}
 	return r.rep.flush()
 }
 
@@ -214,6 +258,9 @@ func (r *run) nsPhase2() error {
 			claims[nk] = append(claims[nk], fid.FromPB(it.Child))
 		}
 	}
+	r.mu.Lock()
+	r.claims = claims
+	r.mu.Unlock()
 	planned := map[nameKey]fid.FID{}
 	start := r.st.Phase2Position
 	for i := 0; i < len(items); {
@@ -357,6 +404,12 @@ func (r *run) reconcile(child fid.FID, group []*pb.LfsckTraceItem, claims map[na
 	}
 	local, ino, err := r.lookup(snap, child)
 	if errors.Is(err, errNoObject) || (err == nil && r.isLoser(local)) {
+		r.mu.Lock()
+		if r.dangling == nil {
+			r.dangling = map[fid.FID][]*pb.LfsckTraceItem{}
+		}
+		r.dangling[child] = group
+		r.mu.Unlock()
 		return r.missingChild(snap, child, entries, claims, planned)
 	}
 	if err != nil {

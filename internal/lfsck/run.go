@@ -106,8 +106,13 @@ type run struct {
 	refsIdx   []*bitmap           // the same, by OST index (refsOf)
 	dups      map[stripe]bool     // OST objects named twice, no PFID known
 	lost      map[lostSlot]stripe // with -o: dangling slots left for after the orphan step (lost.go); under mu
-	boundary  map[uint32]uint64   // first unassigned object per OST (pool next)
-	reported  map[string]bool     // dry run: reports counted
+	// dangling: the trace items of objects phase 2 found missing, to look
+	// at again once the run's own creations are applied (settleDangling);
+	// under mu.
+	dangling map[fid.FID][]*pb.LfsckTraceItem
+	claims   map[nameKey][]fid.FID // phase 2's claims, for settleDangling
+	boundary map[uint32]uint64     // first unassigned object per OST (pool next)
+	reported map[string]bool       // dry run: reports counted
 
 	mu        sync.Mutex
 	t1        tally // phase 1, live
