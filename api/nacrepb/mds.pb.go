@@ -1690,7 +1690,10 @@ type Reply struct {
 	TimeNs  int64                  `protobuf:"varint,6,opt,name=time_ns,json=timeNs,proto3" json:"time_ns,omitempty"` // the command's time (reply cache expiry)
 	// opened: the leader recorded the created (or found) file as open by
 	// the client (CreateOp.open; OpenFiles.Opens).
-	Opened        bool `protobuf:"varint,7,opt,name=opened,proto3" json:"opened,omitempty"`
+	Opened bool `protobuf:"varint,7,opt,name=opened,proto3" json:"opened,omitempty"`
+	// lfsck_failed: the component of each repair of an LfsckRepairOp that
+	// apply refused with an error (not as stale); message has the first.
+	LfsckFailed   []uint32 `protobuf:"varint,8,rep,packed,name=lfsck_failed,json=lfsckFailed,proto3" json:"lfsck_failed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1772,6 +1775,13 @@ func (x *Reply) GetOpened() bool {
 		return x.Opened
 	}
 	return false
+}
+
+func (x *Reply) GetLfsckFailed() []uint32 {
+	if x != nil {
+		return x.LfsckFailed
+	}
+	return nil
 }
 
 // TrimRepliesOp drops cached replies of commands older than before_ns:
@@ -2490,7 +2500,7 @@ const file_mds_proto_rawDesc = "" +
 	"\x04fids\x18\x01 \x03(\v2\r.nacre.v1.FIDR\x04fids\x12#\n" +
 	"\x05share\x18\x02 \x03(\v2\r.nacre.v1.FIDR\x05share\x12\x1d\n" +
 	"\n" +
-	"opens_seen\x18\x03 \x01(\bR\topensSeen\"\xbf\x01\n" +
+	"opens_seen\x18\x03 \x01(\bR\topensSeen\"\xe2\x01\n" +
 	"\x05Reply\x12\x14\n" +
 	"\x05errno\x18\x01 \x01(\x05R\x05errno\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12%\n" +
@@ -2498,7 +2508,8 @@ const file_mds_proto_rawDesc = "" +
 	"\aexisted\x18\x04 \x01(\bR\aexisted\x12\x14\n" +
 	"\x05index\x18\x05 \x01(\x04R\x05index\x12\x17\n" +
 	"\atime_ns\x18\x06 \x01(\x03R\x06timeNs\x12\x16\n" +
-	"\x06opened\x18\a \x01(\bR\x06opened\",\n" +
+	"\x06opened\x18\a \x01(\bR\x06opened\x12!\n" +
+	"\flfsck_failed\x18\b \x03(\rR\vlfsckFailed\",\n" +
 	"\rTrimRepliesOp\x12\x1b\n" +
 	"\tbefore_ns\x18\x01 \x01(\x03R\bbeforeNs\"n\n" +
 	"\rLookupRequest\x12%\n" +

@@ -17,6 +17,7 @@ import (
 	"nacre/internal/fault"
 	"nacre/internal/fid"
 	"nacre/internal/lfsck"
+	"nacre/internal/serve"
 	"nacre/internal/testcluster"
 )
 
@@ -516,5 +517,59 @@ func TestLfsckRebuildsAHardLinkedFileWithEveryName(t *testing.T) {
 				t.Fatalf("after rm %s, the other name reads %d bytes, not the file's %d", other, len(out), len(data))
 			}
 		})
+	}
+}
+
+// TestLfsckARefusedRepairIsAFailure: a repair that apply refuses (here an
+// adoption, with /.nacre/lost+found taken by a user's file) counts as
+// found and failed, is logged, and with -e failout ends the run failed
+// (exit 1). Before, the run said "completed", inconsistent 0, and nothing
+// was logged. /.nacre itself is reserved: no client may make it.
+func TestLfsckARefusedRepairIsAFailure(t *testing.T) {
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 1})
+	for _, args := range [][]string{{"mkdir", "/.nacre"}, {"put", "/etc/hostname", "/.nacre"}} {
+		if out, err := cl.Run(args...); err == nil || !strings.Contains(out, "reserved") {
+			t.Errorf("nacre %v: want a refusal saying /.nacre is reserved, got %v: %s", args, err, out)
+		}
+	}
+	// The checker makes /.nacre/lost+found for a first orphan; the user
+	// empties and removes it, and puts a file there.
+	for _, cmd := range [][]string{
+		{"put", "/etc/hostname", "/a"}, {"fault", "inject", "orphan", "--path", "/a", "--yes"},
+		{"lfsck", "start", "-A", "-o", "--wait"},
+	} {
+		if out, err := cl.Run(cmd...); err != nil {
+			t.Fatalf("nacre %v: %v\n%s", cmd, err, out)
+		}
+	}
+	out, err := cl.Run("ls", "/.nacre/lost+found")
+	if err != nil || len(strings.Fields(out)) != 1 {
+		t.Fatalf("lost+found after the adoption: %v\n%s", err, out)
+	}
+	for _, cmd := range [][]string{
+		{"rm", "-r", "/.nacre/lost+found"},
+		{"put", "/etc/hostname", "/.nacre/lost+found"},
+		{"put", "/etc/hostname", "/b"}, {"fault", "inject", "orphan", "--path", "/b", "--yes"},
+	} {
+		if out, err := cl.Run(cmd...); err != nil {
+			t.Fatalf("nacre %v: %v\n%s", cmd, err, out)
+		}
+	}
+	out, err = cl.Run("lfsck", "start", "-A", "-r", "-o", "-t", "namespace", "-e", "failout", "--wait", "--json")
+	if err == nil {
+		t.Fatalf("a refused adoption with -e failout: exit 0\n%s", out)
+	}
+	r := parseReport(t, out)
+	ns := r.Components["namespace"]
+	if ns.Status != "failed" || ns.Failed == 0 || ns.Counters["orphan"].Inconsistent != 1 || ns.Counters["orphan"].Repaired != 0 {
+		t.Fatalf("with -e failout: want namespace failed, orphan 1 found 0 repaired, a failure; got %s failed=%d", summary(r), ns.Failed)
+	}
+	r = lfsckRun(t, cl, "-r", "-o", "-t", "namespace")
+	ns = r.Components["namespace"]
+	if ns.Status != "completed" || ns.Failed == 0 || ns.Counters["orphan"].Inconsistent != 1 {
+		t.Fatalf("without failout: want completed with the failure counted; got %s failed=%d", summary(r), ns.Failed)
+	}
+	if log, _ := os.ReadFile(filepath.Join(cl.TargetDir("mdt0"), serve.LogFile)); !strings.Contains(string(log), "repair refused") || !strings.Contains(string(log), "/.nacre/lost+found is taken") {
+		t.Errorf("the MDT's log does not say which repair was refused and why")
 	}
 }

@@ -91,6 +91,15 @@ func (rp *repairer) propose(ctx context.Context, batch []*pb.LfsckRepair) error 
 	if rep.Errno != 0 && len(batch) > 1 {
 		return fmt.Errorf("repairs: %s: %w", rep.Message, syscall.Errno(rep.Errno))
 	}
+	// Repairs apply refused (not as stale: something in the way, as a
+	// name taken): each is a failure of its component, logged, and with
+	// -e failout the end of the run. They were counted in the store
+	// only, and the run ended "completed" with nothing in the log.
+	for _, comp := range rep.LfsckFailed {
+		if err := rp.r.repairFailed(comp, errors.New(rep.Message)); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

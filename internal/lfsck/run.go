@@ -546,6 +546,22 @@ func (r *run) failed(comp uint32, phase int, err error) error {
 	return nil
 }
 
+// repairFailed notes a repair of comp that apply refused (the store
+// counted it): the first failure's position, the log, and -e failout.
+func (r *run) repairFailed(comp uint32, err error) error {
+	r.mu.Lock()
+	cs := compState(r.st, comp)
+	if cs.FirstFailurePosition == 0 {
+		cs.FirstFailurePosition = r.pos.Load() + 1
+	}
+	r.mu.Unlock()
+	r.log.Warn("checker: repair refused", "component", ComponentNames[comp], "err", err)
+	if r.st.Params.Failout {
+		return fmt.Errorf("%s failed (-e failout): a repair was refused: %w", ComponentNames[comp], err)
+	}
+	return nil
+}
+
 // found notes that an inconsistency was found (for the flags and the first
 // inconsistent position).
 func (r *run) found(comp uint32) {

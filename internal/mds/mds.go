@@ -296,6 +296,9 @@ func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error)
 	default:
 		return nil, status.Errorf(codes.InvalidArgument, "%s: clients may not send %T", s.id.Label(), cmd.Op)
 	}
+	if r := s.reservedName(cmd); r != nil {
+		return r, nil
+	}
 	r, err := s.proposeRemoval(ctx, cmd)
 	if err != nil {
 		return nil, err

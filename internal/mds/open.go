@@ -96,6 +96,9 @@ func (o *openFiles) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, err
 	default:
 		return nil, status.Errorf(codes.InvalidArgument, "%s: OpenFiles.Mutate does not take %T", s.id.Label(), cmd.Op)
 	}
+	if r := s.reservedName(cmd); r != nil {
+		return r, nil
+	}
 	r, err := s.proposeRemoval(ctx, cmd)
 	if err != nil {
 		return nil, err

@@ -116,7 +116,8 @@ var errStale = errors.New("the state changed since the check")
 
 func (x *txn) lfsckRepair(op *pb.LfsckRepairOp) (*pb.Reply, error) {
 	var done, stale, failed int
-	var last error
+	var last, firstFailure error
+	var failedComps []uint32
 	for _, r := range op.Repairs {
 		switch err := x.lfsckApply(r, true); {
 		case err == nil:
@@ -127,9 +128,16 @@ func (x *txn) lfsckRepair(op *pb.LfsckRepairOp) (*pb.Reply, error) {
 		default:
 			failed++
 			last = err
+			failedComps = append(failedComps, r.Component)
+			if firstFailure == nil {
+				firstFailure = err
+			}
 		}
 	}
-	rep := &pb.Reply{Message: fmt.Sprintf("applied %d, stale %d, failed %d", done, stale, failed)}
+	rep := &pb.Reply{Message: fmt.Sprintf("applied %d, stale %d, failed %d", done, stale, failed), LfsckFailed: failedComps}
+	if firstFailure != nil {
+		rep.Message += ": " + firstFailure.Error()
+	}
 	if len(op.Repairs) == 1 && last != nil {
 		rep.Errno = int32(syscall.ESTALE)
 		if !errors.Is(last, errStale) {
@@ -229,6 +237,10 @@ func (x *txn) lfsckApply(r *pb.LfsckRepair, count bool) error {
 	if merr != nil {
 		x.restoreCounters(saved)
 		if count {
+			// Found, not repaired: as a dry run would count it.
+			for _, k := range r.Kinds {
+				x.bumpCounter(r.Component, k, 1, 0)
+			}
 			x.bumpCounter(r.Component, LfsckKindFailed, 1, 0)
 		}
 		return merr
@@ -512,6 +524,9 @@ func (s *stage) ensureLPF() (uint64, error) {
 		if _, _, found, err := lookupName(s, plocal, name); err != nil {
 			return 0, err
 		} else if found {
+			if path := map[fid.FID]string{fid.DotNacre: "/.nacre", fid.LostFound: "/.nacre/lost+found"}[f]; path != "" {
+				return 0, errf(syscall.EEXIST, "cannot make lost+found: %s is taken by an object the file system did not make; rename it (nacre mv %s NEWNAME) and run the checker again", path, path)
+			}
 			return 0, errf(syscall.EEXIST, "cannot create %s: the name %q in %s is taken", f, name, parent)
 		}
 		local := x.allocLocal()
