@@ -54,6 +54,10 @@ type sessMDT struct {
 	epoch atomic.Uint64
 }
 
+// welcomeWait bounds how long a session stream waits to be registered by
+// the MDT it was opened with (a var for tests).
+var welcomeWait = 10 * time.Second
+
 // pingInterval matches ldlm.PingInterval (the server ends a session that
 // is silent for four of them).
 const pingInterval = 5 * time.Second
@@ -200,7 +204,7 @@ func (s *Session) redial(m *sessMDT) {
 		return
 	}
 	for _, ti := range sortTargets(cfg.Targets) {
-		if ti.Kind == pb.TargetKind_TARGET_MDT && ti.Index == m.index && ti.Addr != m.addr {
+		if ti.Kind == pb.TargetKind_TARGET_MDT && ti.Index == m.index && ti.Addr != m.addr && ti.State == "up" {
 			cc, err := rpc.Dial(ti.Addr)
 			if err != nil {
 				return
@@ -240,6 +244,13 @@ func (s *Session) stream(m *sessMDT) error {
 	s.mu.Lock()
 	cli := m.ldlm
 	s.mu.Unlock()
+	// A session not welcomed within welcomeWait is given up, and run
+	// asks again which replica leads: the address may be a replica that
+	// died or left the group (the MGS still lists it), whose connection
+	// never becomes ready, and the mount then had no session, so every
+	// open failed, for as long as it ran.
+	giveUp := time.AfterFunc(welcomeWait, cancel)
+	defer giveUp.Stop()
 	st, err := cli.Session(ctx, grpc.WaitForReady(true))
 	if err != nil {
 		return err
@@ -276,6 +287,7 @@ func (s *Session) stream(m *sessMDT) error {
 		}
 		if d.Seq == 0 {
 			// The server's welcome: the session is registered.
+			giveUp.Stop()
 			m.epoch.Add(1)
 			m.once.Do(func() { close(m.up) })
 			go s.replayOpens(ctx, m)

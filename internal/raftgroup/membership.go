@@ -38,7 +38,52 @@ func (g *Group) AddLearner(ctx context.Context, id uint64, addr string) error {
 // RemovePeer removes replica id (voter or learner) from the group. A
 // leader that removes itself steps down once the change is applied.
 func (g *Group) RemovePeer(ctx context.Context, id uint64) error {
+	if err := g.keepsQuorum(ctx, id); err != nil {
+		return err
+	}
 	return g.changeMembership(ctx, pb.ConfChangeRemoveNode, id, "")
+}
+
+// keepsQuorum refuses to remove voter id when the voters left would not
+// have a majority running (as etcd's strict reconfiguration check): with
+// replica 5 of 5, 6, 7 down, removing 6 left 5 and 7, one of two running,
+// and the group stopped, unable even to take the removal back. The leader
+// knows who answered within the last election timeout; right after an
+// election it may not have heard from everyone yet, so a refusal waits a
+// moment for that.
+func (g *Group) keepsQuorum(ctx context.Context, id uint64) error {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		st := g.Status()
+		if st.State != "leader" || st.Progress == nil || !slices.Contains(st.Voters, id) {
+			return nil // changeMembership says what is wrong, if anything
+		}
+		var left, running []uint64
+		var down []string
+		for _, v := range st.Voters {
+			if v == id {
+				continue
+			}
+			left = append(left, v)
+			if v == st.ID || st.Progress[v].RecentActive {
+				running = append(running, v)
+			} else {
+				down = append(down, fmt.Sprint(v))
+			}
+		}
+		if len(running) > len(left)/2 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return &memberError{kind: ErrWouldLoseQuorum, msg: fmt.Sprintf("%s: removing replica %d would leave %d of %d voters running (replica %s not answering): the group would lose its quorum and stop serving; bring the replicas that are down back first, or remove one of them instead",
+				g.name(), id, len(running), len(left), strings.Join(down, ", "))}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func (g *Group) changeMembership(ctx context.Context, typ pb.ConfChangeType, id uint64, addr string) error {
@@ -217,6 +262,10 @@ var ErrNotMember = errors.New("raftgroup: no such replica in the group")
 
 // ErrNotVoter: leadership can only go to a voter, not to a learner.
 var ErrNotVoter = errors.New("raftgroup: the replica is a learner, not a voter")
+
+// ErrWouldLoseQuorum: removing the replica would leave fewer running
+// voters than a majority of the rest.
+var ErrWouldLoseQuorum = errors.New("raftgroup: the removal would leave the group without a quorum")
 
 // memberError is ErrAlreadyMember, ErrNotMember or ErrNotVoter with a
 // message for operators: it names the replica, the group and what to do.

@@ -3,6 +3,7 @@ package raftgroup
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -199,4 +200,33 @@ func committedCluster(t *testing.T) (*cluster, context.Context) {
 		t.Fatal(err)
 	}
 	return c, ctx
+}
+
+// TestRemoveRefusesToLoseTheQuorum: with one of three replicas down,
+// removing another (a follower, or the leader itself) would leave one of
+// two voters running, and the group would stop, unable even to take the
+// change back: refused, naming the replica that is down. Removing the
+// replica that is down is what to do instead, and works.
+func TestRemoveRefusesToLoseTheQuorum(t *testing.T) {
+	c, ctx := committedCluster(t)
+	l := c.leader()
+	fs := c.followers()
+	down, up := fs[0], fs[1]
+	c.stop(down.id)
+	time.Sleep(300 * time.Millisecond) // past an election timeout: the leader stops hearing it
+	for _, id := range []uint64{up.id, l.id} {
+		err := l.g.RemovePeer(ctx, id)
+		if !errors.Is(err, ErrWouldLoseQuorum) || !strings.Contains(err.Error(), fmt.Sprintf("replica %d not answering", down.id)) {
+			t.Fatalf("removing replica %d with replica %d down: %v, want a refusal naming %d", id, down.id, err, down.id)
+		}
+	}
+	if st := l.g.Status(); len(st.Voters) != 3 {
+		t.Fatalf("voters %v after the refusals", st.Voters)
+	}
+	if err := l.g.RemovePeer(ctx, down.id); err != nil {
+		t.Fatalf("removing the replica that is down: %v", err)
+	}
+	if _, err := c.propose(ctx, "y"); err != nil {
+		t.Fatalf("the two replicas left: %v", err)
+	}
 }
