@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -99,7 +100,7 @@ snapshot, and becomes a voter once it has caught up.`,
 	addOne := func(cmd *cobra.Command, e cli.Env, grp cli.ReplicaGroup) (uint64, error) {
 		id, addr := add.id, add.addr
 		if dir != "" {
-			peers, next, err := cli.GroupPeers(cmd.Context(), e, grp)
+			peers, next, removed, err := cli.GroupPeers(cmd.Context(), e, grp)
 			if err != nil {
 				return 0, err
 			}
@@ -108,6 +109,9 @@ snapshot, and becomes a voter once it has caught up.`,
 			}
 			if id == 0 {
 				id = next
+			}
+			if slices.Contains(removed, id) {
+				return 0, fmt.Errorf("replica id %d was removed from %s, and ids are never reused: leave --id out for the next unused one (%d)", id, strings.ToUpper(grp.Name), next)
 			}
 			if a, ok := peers[id]; ok {
 				// Refused before a directory is formatted for it.

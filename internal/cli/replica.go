@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -251,19 +253,36 @@ func ReplicaRows(ctx context.Context, e Env, only string) ([]ReplicaRow, error) 
 	return rows, nil
 }
 
+// checkReplicaAddr refuses an address a replica cannot have.
+func checkReplicaAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err == nil && host == "" {
+		err = errors.New("no host")
+	}
+	if err == nil {
+		if p, perr := strconv.Atoi(port); perr != nil || p < 1 || p > 65535 {
+			err = fmt.Errorf("port %q is not a number from 1 to 65535", port)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("--addr %q: want HOST:PORT, the new replica's --listen address (%v)", addr, err)
+	}
+	return nil
+}
+
 // GroupPeers returns the members of a group and their addresses (for a
 // new replica's identity) and the next unused replica id.
-func GroupPeers(ctx context.Context, e Env, g ReplicaGroup) (map[uint64]string, uint64, error) {
+func GroupPeers(ctx context.Context, e Env, g ReplicaGroup) (peers map[uint64]string, next uint64, removed []uint64, err error) {
 	addrs, _, err := replicaAddrs(ctx, e.MGS, g)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	lv, _, err := leaderView(ctx, addrs)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%s: %w", g.Name, err)
+		return nil, 0, nil, fmt.Errorf("%s: %w", g.Name, err)
 	}
-	peers := map[uint64]string{}
-	next := uint64(1)
+	peers = map[uint64]string{}
+	next = 1
 	for id := range addrs {
 		next = max(next, id+1)
 	}
@@ -271,7 +290,12 @@ func GroupPeers(ctx context.Context, e Env, g ReplicaGroup) (map[uint64]string, 
 		peers[m.Id] = m.Addr
 		next = max(next, m.Id+1)
 	}
-	return peers, next, nil
+	// Nor an id the group removed (a learner that never ran leaves no
+	// directory or registration behind): the group refuses it for good.
+	for _, id := range lv.Removed {
+		next = max(next, id+1)
+	}
+	return peers, next, lv.Removed, nil
 }
 
 // onLeader runs an admin call on the group's leader, following redirects.
@@ -321,11 +345,20 @@ func ReplicaAdd(ctx context.Context, e Env, g ReplicaGroup, id uint64, addr stri
 	if learner {
 		doing = fmt.Sprintf("adding replica %d (%s) to %s as a learner", id, addr, name)
 	}
+	if err := checkReplicaAddr(addr); err != nil {
+		return err
+	}
 	// The servers refuse too; asking first keeps the message plain and
 	// says nothing of adding when nothing will be added.
 	if addrs, _, err := replicaAddrs(ctx, e.MGS, g); err == nil {
 		if lv, _, err := leaderView(ctx, addrs); err == nil {
+			if slices.Contains(lv.Removed, id) {
+				return fmt.Errorf("replica id %d was removed from %s, and ids are never reused: give the new replica another --id (or leave it out with --dir)", id, name)
+			}
 			for _, m := range lv.Members {
+				if m.Id != id && m.Addr == addr {
+					return fmt.Errorf("%s is the address of replica %d of %s: give the new replica's own address (its --listen)", addr, m.Id, name)
+				}
 				if m.Id != id {
 					continue
 				}

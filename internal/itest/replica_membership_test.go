@@ -301,6 +301,32 @@ func TestReplicaRefusesMembershipMistakes(t *testing.T) {
 	if ids, _ := voters(replicaList(t, cl, "mdt0")); len(ids) != 4 {
 		t.Fatalf("voters after promoting %d: %v", learner.id, ids)
 	}
+
+	// Addresses a replica cannot have, or another's, are refused.
+	refused([]string{`--addr "notanaddr": want HOST:PORT`}, "add", "--target", "mdt0", "--id", "20", "--addr", "notanaddr")
+	refused([]string{"not a number from 1 to 65535"}, "add", "--target", "mdt0", "--id", "20", "--addr", "127.0.0.1:99999")
+	refused([]string{fmt.Sprintf("is the address of replica %d of MDT0", f)}, "add", "--target", "mdt0", "--id", "20", "--addr", addrOf[f])
+
+	// A learner that never ran, removed: its id is the next one by the
+	// members, and add --dir took it again (formatting and starting a
+	// replica the group then refused, left running). Now add --dir skips
+	// it, and asking for it is refused before anything is made.
+	next := learner.id + 1
+	if out, err := cl.Run("replica", "add", "--target", "mdt0", "--learner", "--id", fmt.Sprint(next), "--addr", "127.0.0.1:5"); err != nil {
+		t.Fatalf("add learner %d: %v\n%s", next, err, out)
+	}
+	if out, err := cl.Run("replica", "remove", "--target", "mdt0", "--id", fmt.Sprint(next)); err != nil {
+		t.Fatalf("remove learner %d: %v\n%s", next, err, out)
+	}
+	refused([]string{fmt.Sprintf("replica id %d was removed from MDT0, and ids are never reused", next)},
+		"add", "--target", "mdt0", "--dir", cl.Dir, "--id", fmt.Sprint(next))
+	if _, err := os.Stat(filepath.Join(cl.Dir, fmt.Sprintf("mdt0-r%d", next))); err == nil {
+		t.Errorf("a refused add --dir made mdt0-r%d", next)
+	}
+	out, err = cl.Run("replica", "add", "--target", "mdt0", "--learner", "--dir", cl.Dir)
+	if err != nil || !strings.Contains(out, fmt.Sprintf("mdt0-r%d", next+1)) {
+		t.Fatalf("add --dir after removing %d: want replica %d, got %v\n%s", next, next+1, err, out)
+	}
 }
 
 // TestARemovedReplicaStopsAndLeavesStatus: a replica removed without

@@ -122,6 +122,7 @@ func Members(g *Group) *nacrepb.RaftMembersReply {
 	for _, id := range st.Learners {
 		add(id, "learner")
 	}
+	out.Removed = g.removedIDs()
 	return out
 }
 

@@ -440,6 +440,18 @@ func (g *Group) wasRemoved(id uint64) bool {
 	return g.removed[id]
 }
 
+// removedIDs lists the ids removed from the group, in order.
+func (g *Group) removedIDs() []uint64 {
+	g.peersMu.RLock()
+	defer g.peersMu.RUnlock()
+	out := make([]uint64, 0, len(g.removed))
+	for id := range g.removed {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // noteRemoved records that replica id left the group (every replica
 // applies the change, so each keeps the record).
 func (g *Group) noteRemoved(id uint64) error {
