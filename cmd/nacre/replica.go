@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"strconv"
 	"strings"
@@ -158,16 +160,24 @@ snapshot, and becomes a voter once it has caught up.`,
 		id     uint64
 	}
 	removeOne := func(cmd *cobra.Command, e cli.Env, grp cli.ReplicaGroup, id uint64) error {
-		if err := cli.ReplicaRemove(cmd.Context(), e, grp, id); err != nil {
+		member, err := cli.ReplicaRemove(cmd.Context(), e, grp, id)
+		if err != nil {
 			return err
 		}
 		if dir != "" {
 			to, err := localcluster.RetireReplica(dir, grp.Name, id)
-			if err != nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "replica %d left the group; its process or directory: %v\n", id, err)
-				return nil
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				fmt.Fprintf(e.Out, "it has no directory in %s (it never ran from there)\n", dir)
+			case err != nil:
+				fmt.Fprintf(cmd.ErrOrStderr(), "replica %d is out of the group; its process or directory: %v\n", id, err)
+			default:
+				fmt.Fprintf(e.Out, "stopped it and moved its directory to %s\n", to)
 			}
-			fmt.Fprintf(e.Out, "stopped it and moved its directory to %s\n", to)
+			return nil
+		}
+		if !member {
+			fmt.Fprintf(e.Out, "if its process still runs, stop it, and delete its target directory (or keep it elsewhere for the record)\n")
 			return nil
 		}
 		fmt.Fprintf(e.Out, "its process stops by itself within seconds; then delete its target directory (or keep it elsewhere for the record)\n")

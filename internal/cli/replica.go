@@ -399,13 +399,37 @@ func refusal(err error, format string, args ...any) error {
 }
 
 // ReplicaRemove removes replica id from the group and tells the MGS to
-// forget it.
-func ReplicaRemove(ctx context.Context, e Env, g ReplicaGroup, id uint64) error {
+// forget it; member is false when it was only registered with the MGS
+// (a leftover), which now forgot it.
+func ReplicaRemove(ctx context.Context, e Env, g ReplicaGroup, id uint64) (member bool, err error) {
 	if _, err := onLeader(ctx, e, g, func(ctx context.Context, c pb.RaftAdminClient) (*pb.RaftMembersReply, error) {
 		return c.RemoveReplica(ctx, &pb.RaftRemoveRequest{Id: id})
 	}); err != nil {
-		return refusal(err, "remove replica %d from %s", id, g.Name)
+		// Not a member, but registered with the MGS: a replica left over
+		// (an add that failed after it started, one removed while it was
+		// down). Its registration kept `nacre up` from starting without
+		// its directory and status listing it, and nothing else could
+		// clear it.
+		if status.Code(err) == codes.NotFound {
+			if addrs, _, aerr := replicaAddrs(ctx, e.MGS, g); aerr == nil && addrs[id] != "" {
+				if derr := deregister(ctx, e, g, id); derr != nil {
+					return false, fmt.Errorf("%s; and the MGS did not forget its registration: %w", status.Convert(err).Message(), derr)
+				}
+				fmt.Fprintf(e.Out, "replica %d is not a member of %s; the MGS forgot its registration (%s)\n", id, strings.ToUpper(g.Name), addrs[id])
+				return false, nil
+			}
+		}
+		return false, refusal(err, "remove replica %d from %s", id, g.Name)
 	}
+	if err := deregister(ctx, e, g, id); err != nil {
+		fmt.Fprintf(e.Err, "replica %d left %s, but the MGS did not forget it: %v\n", id, g.Name, err)
+	}
+	fmt.Fprintf(e.Out, "replica %d removed from %s\n", id, strings.ToUpper(g.Name))
+	return true, nil
+}
+
+// deregister tells the MGS to forget replica id of g.
+func deregister(ctx context.Context, e Env, g ReplicaGroup, id uint64) error {
 	cc, err := rpc.Dial(e.MGS)
 	if err != nil {
 		return err
@@ -413,11 +437,8 @@ func ReplicaRemove(ctx context.Context, e Env, g ReplicaGroup, id uint64) error 
 	defer cc.Close()
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := pb.NewMGSClient(cc).Deregister(dctx, &pb.DeregisterRequest{Kind: g.Kind, Index: g.Index, ReplicaId: id}); err != nil {
-		fmt.Fprintf(e.Err, "replica %d left %s, but the MGS did not forget it: %v\n", id, g.Name, err)
-	}
-	fmt.Fprintf(e.Out, "replica %d removed from %s\n", id, strings.ToUpper(g.Name))
-	return nil
+	_, err = pb.NewMGSClient(cc).Deregister(dctx, &pb.DeregisterRequest{Kind: g.Kind, Index: g.Index, ReplicaId: id})
+	return err
 }
 
 // ReplicaTransfer hands the group's leadership to replica to (0: the most

@@ -20,6 +20,7 @@ import (
 	"nacre/internal/cli"
 	"nacre/internal/client"
 	"nacre/internal/fid"
+	"nacre/internal/localcluster"
 	"nacre/internal/rpc"
 	"nacre/internal/serve"
 	"nacre/internal/testcluster"
@@ -326,6 +327,34 @@ func TestReplicaRefusesMembershipMistakes(t *testing.T) {
 	out, err = cl.Run("replica", "add", "--target", "mdt0", "--learner", "--dir", cl.Dir)
 	if err != nil || !strings.Contains(out, fmt.Sprintf("mdt0-r%d", next+1)) {
 		t.Fatalf("add --dir after removing %d: want replica %d, got %v\n%s", next, next+1, err, out)
+	}
+
+	// A replica left over by an add that failed after it started: it
+	// runs and is registered, but is no member. remove clears it (it
+	// said "no replica N" and nothing could).
+	stray := next + 5
+	d, _, _, err := localcluster.NewReplica(cl.Dir, "mdt0", stray, addrOf, testcluster.Binary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	registered := func() bool {
+		out, _ := cl.Run("status", "--json")
+		return strings.Contains(out, fmt.Sprintf(`"replica_id": %d`, stray))
+	}
+	for deadline := time.Now().Add(15 * time.Second); !registered(); time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the stray replica %d never registered", stray)
+		}
+	}
+	out, err = cl.Run("replica", "remove", "--target", "mdt0", "--id", fmt.Sprint(stray), "--dir", cl.Dir)
+	if err != nil || !strings.Contains(out, "the MGS forgot its registration") || !strings.Contains(out, "stopped it and moved its directory") {
+		t.Fatalf("remove of the stray replica %d: %v\n%s", stray, err, out)
+	}
+	if _, err := os.Stat(d); err == nil {
+		t.Errorf("the stray replica's directory %s is still there", d)
+	}
+	if registered() {
+		t.Errorf("the MGS still lists the stray replica %d", stray)
 	}
 }
 
