@@ -20,6 +20,7 @@ import (
 	"nacre/internal/fid"
 	"nacre/internal/lfsck"
 	"nacre/internal/ost"
+	"nacre/internal/raftgroup"
 )
 
 // The checker (internal/lfsck) and fault injection services of an MDS.
@@ -146,7 +147,7 @@ func (o ossOST) GetObjects(ctx context.Context, objs []*pb.StripeObject) ([]*pb.
 
 func (s *Server) needLeader() error {
 	if !s.group.IsLeader() {
-		return status.Errorf(codes.Unavailable, "%s: not the leader (leader is replica %d at %s)", s.id.Label(), s.group.Leader(), s.group.LeaderAddr())
+		return status.Errorf(codes.Unavailable, "%s: %s", s.id.Label(), raftgroup.NotLeaderText(s.group.Leader(), s.group.LeaderAddr()))
 	}
 	return nil
 }

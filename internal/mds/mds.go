@@ -242,7 +242,7 @@ func (s *Server) groupErr(err error) error {
 		if nl.Addr == "" && nl.Leader != 0 && nl.Leader == s.group.Leader() {
 			nl.Addr = s.group.LeaderAddr() // so that clients follow the redirect at once
 		}
-		return status.Errorf(codes.Unavailable, "%s: not the leader (leader is replica %d at %s)", s.id.Label(), nl.Leader, nl.Addr)
+		return status.Errorf(codes.Unavailable, "%s: %s", s.id.Label(), raftgroup.NotLeaderText(nl.Leader, nl.Addr))
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return status.FromContextError(err).Err()
 	default:

@@ -30,7 +30,7 @@ func NotLeaderStatus(who string, err error) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &nl):
-		return status.Errorf(codes.Unavailable, "%s: not the leader (leader is replica %d at %s)", who, nl.Leader, nl.Addr)
+		return status.Errorf(codes.Unavailable, "%s: %s", who, NotLeaderText(nl.Leader, nl.Addr))
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return status.FromContextError(err).Err()
 	case status.Code(err) != codes.Unknown:
@@ -40,7 +40,16 @@ func NotLeaderStatus(who string, err error) error {
 	}
 }
 
-var leaderHint = regexp.MustCompile(`not the leader \(leader is replica (\d+) at ([^ )]*)\)`)
+var leaderHint = regexp.MustCompile(`not the leader \((?:leader is replica (\d+) at ([^ )]*)|no leader)`)
+
+// NotLeaderText is how a replica that does not lead says so, with the
+// leader it knows (0: none) for clients to follow (LeaderHint reads it).
+func NotLeaderText(leader uint64, addr string) string {
+	if leader == 0 {
+		return "not the leader (no leader: an election is under way, or too few replicas are up for one)"
+	}
+	return fmt.Sprintf("not the leader (leader is replica %d at %s)", leader, addr)
+}
 
 // LeaderHint reads the hint of a "not the leader" error (as
 // NotLeaderStatus writes it, possibly wrapped): ok is false for any other
@@ -56,6 +65,9 @@ func LeaderHint(err error) (id uint64, addr string, ok bool) {
 	m := leaderHint.FindStringSubmatch(msg)
 	if m == nil {
 		return 0, "", false
+	}
+	if m[1] == "" {
+		return 0, "", true
 	}
 	id, _ = strconv.ParseUint(m[1], 10, 64)
 	return id, m[2], true
