@@ -275,11 +275,24 @@ func (e Env) ResolvePaths(args ...string) (string, []string, error) {
 	return mgs, out, nil
 }
 
-// sameAddr reports whether two HOST:PORT addresses name the same server
-// (127.0.0.1:7000 and localhost:7000 do).
+// sameAddr reports whether two MGS addresses name the same server
+// (127.0.0.1:7000 and localhost:7000 do). A replicated MGS is a list of
+// HOST:PORT: two lists with an address in common name the same MGS, as
+// after a replica was added or replaced the list a mount recorded and the
+// one a command is given differ.
 func sameAddr(a, b string) bool {
 	if a == b {
 		return true
+	}
+	if strings.Contains(a, ",") || strings.Contains(b, ",") {
+		for _, x := range strings.Split(a, ",") {
+			for _, y := range strings.Split(b, ",") {
+				if x = strings.TrimSpace(x); x != "" && sameAddr(x, strings.TrimSpace(y)) {
+					return true
+				}
+			}
+		}
+		return false
 	}
 	ha, pa, err1 := net.SplitHostPort(a)
 	hb, pb, err2 := net.SplitHostPort(b)
