@@ -419,3 +419,49 @@ func TestAClientOfAnMDTWithoutQuorumNamesIt(t *testing.T) {
 		t.Fatalf("mkdir on an MDT without quorum: want an error naming MDT0000 and nacre status, got %v\n%s", err, out)
 	}
 }
+
+// TestAReplicaRemovedWhileDownStopsWhenStarted: a replica removed while
+// it was down never applies its removal. Started again (`nacre up` starts
+// every directory), it campaigned for good, registered with the MGS and
+// showed in status. Now it asks the others, learns it was removed, stops
+// with the removed replica's message, and the MGS forgets it.
+func TestAReplicaRemovedWhileDownStopsWhenStarted(t *testing.T) {
+	cl := startReplicated(t)
+	leader := waitLeader(t, cl, "mdt0")
+	victim := aFollower(t, cl, "mdt0", leader)
+	cl.Kill(victim, syscall.SIGKILL)
+	rid := strings.TrimPrefix(victim, "mdt0-r")
+	if out, err := cl.Run("replica", "remove", "--target", "mdt0", "--id", rid); err != nil {
+		t.Fatalf("replica remove of the replica that is down: %v\n%s", err, out)
+	}
+	pid, err := localcluster.Start(cl.Bin, cl.TargetDir(victim))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	deadline := time.Now().Add(40 * time.Second)
+	for serve.Running(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("replica %s, removed while down and started again, still runs after 40 s", victim)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	logb, _ := os.ReadFile(filepath.Join(cl.TargetDir(victim), "serve.log"))
+	if !strings.Contains(string(logb), "was removed from its group") {
+		t.Errorf("the removed replica's log does not say why it stopped:\n%s", logb)
+	}
+	time.Sleep(2 * time.Second)
+	sout, err := cl.Run("status", "--json")
+	if err != nil {
+		t.Fatalf("status --json: %v\n%s", err, sout)
+	}
+	var st cli.ClusterStatus
+	if err := json.Unmarshal([]byte(sout), &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, ts := range st.Targets {
+		if filepath.Base(ts.Dir) == victim {
+			t.Errorf("status still lists the removed replica %s: %+v", victim, ts)
+		}
+	}
+}

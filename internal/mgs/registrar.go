@@ -73,6 +73,19 @@ func (r *Registrar) Kick() {
 // not register again after the MGS forgot it.
 func (r *Registrar) Quiet() { r.cancel() }
 
+// Leave stops the heartbeats and asks the MGS to forget this replica (one
+// removed from its group; the CLI that removed it may have asked
+// already, or, for one removed while it was down, registered again since).
+func (r *Registrar) Leave() {
+	r.cancel()
+	info := r.info()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := r.mgs.Deregister(ctx, &pb.DeregisterRequest{Kind: info.Kind, Index: info.Index, ReplicaId: info.ReplicaId}); err != nil {
+		r.log.Warn("ask the MGS to forget this removed replica", "err", err)
+	}
+}
+
 // Stop ends heartbeats.
 func (r *Registrar) Stop() {
 	r.cancel()

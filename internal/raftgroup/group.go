@@ -728,6 +728,11 @@ func (g *Group) Removed() <-chan struct{} { return g.removedSelf }
 
 func (g *Group) noteRemovedSelf() { g.removedSelfOnce.Do(func() { close(g.removedSelf) }) }
 
+// MarkRemoved notes that this replica was removed from its group, as
+// another replica that knows the group's leader says: one removed while
+// it was down never applies its own removal. Removed is closed.
+func (g *Group) MarkRemoved() { g.noteRemovedSelf() }
+
 // Err is the fatal error that stopped the group, nil while it runs or
 // after a clean Stop.
 func (g *Group) Err() error {

@@ -141,6 +141,9 @@ func runMGS(id target.Identity, dir string, db *kv.DB, ln net.Listener, reg *pro
 	srv.Attach(g)
 	reg.MustRegister(raftgroup.NewCollector(srv.Group(), id.Name()))
 	go watchGroup(srv.Group(), id, dir, fatal) // serve.go
+	if tr != nil {
+		go askIfRemoved(srv.Group(), id.ReplicaID)
+	}
 	if tr == nil {
 		raftgroup.RegisterSoloAdmin(g, srv.Group()) // nacre replica list shows it too
 	}

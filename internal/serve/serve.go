@@ -243,6 +243,9 @@ func runMDS(id target.Identity, dir string, db *kv.DB, ln, dataLn net.Listener, 
 	}
 	reg.MustRegister(raftgroup.NewCollector(srv.Group(), id.Name()))
 	go watchGroup(srv.Group(), id, dir, fatal)
+	if tr != nil {
+		go askIfRemoved(srv.Group(), id.ReplicaID)
+	}
 	if tr == nil {
 		raftgroup.RegisterSoloAdmin(g, srv.Group()) // nacre replica list shows it too
 	}
@@ -347,13 +350,63 @@ func watchGroup(g *raftgroup.Group, id target.Identity, dir string, fatal chan<-
 	}
 }
 
+// askIfRemoved stops a replica that was removed from its group while it
+// was down: it never applies its removal (no leader sends it anything),
+// so it campaigned forever, registered with the MGS and showed as up, and
+// `nacre up` kept starting it. Every few seconds without a leader it asks
+// the other replicas; once one that knows a leader lists it as removed,
+// it stops as a removed replica does (watchGroup).
+func askIfRemoved(g *raftgroup.Group, self uint64) {
+	const every = 5 * time.Second
+	leaderless := 0
+	for {
+		select {
+		case <-g.Done():
+			return
+		case <-g.Removed():
+			return
+		case <-time.After(every):
+		}
+		if g.Status().Leader != 0 {
+			leaderless = 0
+			continue
+		}
+		if leaderless++; leaderless < 2 {
+			continue
+		}
+		for _, p := range g.Peers() {
+			if p.ID == self || p.Addr == "" {
+				continue
+			}
+			if removedBy(p.Addr, g.Status().GroupID, self) {
+				g.MarkRemoved()
+				return
+			}
+		}
+	}
+}
+
+// removedBy asks the replica at addr whether it knows a leader and lists
+// replica self of group gid as removed.
+func removedBy(addr string, gid, self uint64) bool {
+	cc, err := rpc.Dial(addr)
+	if err != nil {
+		return false
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	r, err := pb.NewRaftAdminClient(cc).Members(ctx, &pb.RaftMembersRequest{Group: gid})
+	return err == nil && r.Leader != 0 && slices.Contains(r.Removed, self)
+}
+
 // quietWhenRemoved stops r's heartbeats once the replica is removed from
 // its group, so that it does not register again in the moments before it
 // stops (watchGroup).
 func quietWhenRemoved(g *raftgroup.Group, r *mgs.Registrar) {
 	select {
 	case <-g.Removed():
-		r.Quiet()
+		r.Leave()
 	case <-g.Done():
 	}
 }
