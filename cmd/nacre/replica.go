@@ -129,7 +129,12 @@ snapshot, and becomes a voter once it has caught up.`,
 		if id == 0 || addr == "" {
 			return 0, fmt.Errorf("give --id and --addr of the new replica (or --dir of a local cluster)")
 		}
-		return id, cli.ReplicaAdd(cmd.Context(), e, grp, id, addr, add.learner, add.timeout)
+		err := cli.ReplicaAdd(cmd.Context(), e, grp, id, addr, add.learner, add.timeout)
+		if err != nil && dir != "" && strings.Contains(err.Error(), "stays a learner") {
+			// The same command with --dir would make another replica.
+			err = fmt.Errorf("%w\n(with --dir, promote this one with: nacre replica add --target %s --id %d --addr %s)", err, add.target, id, addr)
+		}
+		return id, err
 	}
 	addCmd := &cobra.Command{
 		Use:   "add --target mgs|mdtN (--dir CLUSTER_DIR | --id N --addr HOST:PORT) [--learner] [--json]",

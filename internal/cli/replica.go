@@ -374,9 +374,18 @@ func ReplicaAdd(ctx context.Context, e Env, g ReplicaGroup, id uint64, addr stri
 		}
 	}
 	fmt.Fprintf(e.Out, "%s...\n", doing)
-	r, err := onLeader(ctx, e, g, func(ctx context.Context, c pb.RaftAdminClient) (*pb.RaftMembersReply, error) {
+	add := func(ctx context.Context, c pb.RaftAdminClient) (*pb.RaftMembersReply, error) {
 		return c.AddReplica(ctx, &pb.RaftAddRequest{Id: id, Addr: addr, Learner: learner, CatchUpTimeoutMs: uint32(timeout.Milliseconds())}, grpc.WaitForReady(true))
-	})
+	}
+	r, err := onLeader(ctx, e, g, add)
+	// The leader died or stepped down during the add (the connection
+	// broke: EOF, reset). An add of the same id and address is
+	// idempotent: ask the new leader to finish it (it was left a learner).
+	for try := 0; try < 3 && err != nil && status.Code(err) == codes.Unavailable && ctx.Err() == nil; try++ {
+		fmt.Fprintf(e.Out, "the leader of %s went away during the add (%v); asking the new one to finish it...\n", name, status.Convert(err).Message())
+		time.Sleep(time.Second)
+		r, err = onLeader(ctx, e, g, add)
+	}
 	if err != nil {
 		return refusal(err, "add replica %d to %s", id, g.Name)
 	}

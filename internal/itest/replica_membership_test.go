@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -355,6 +356,25 @@ func TestReplicaRefusesMembershipMistakes(t *testing.T) {
 	}
 	if registered() {
 		t.Errorf("the MGS still lists the stray replica %d", stray)
+	}
+
+	// An add --dir that times out leaves its replica a learner; running
+	// the same command again would make another replica, so the message
+	// gives the command that promotes this one.
+	// (The new replica's log syncs are slowed, so that it cannot catch
+	// up within the timeout; the command passes its environment on.)
+	slow := exec.Command(cl.Bin, "replica", "add", "--target", "mdt0", "--dir", cl.Dir, "--timeout", "1s")
+	slow.Env = append(os.Environ(), "NACRE_MGS="+cl.MGS, "NACRE_FAULTS=raft.log.sync=delay:3s")
+	b, err := slow.CombinedOutput()
+	out = string(b)
+	if err == nil || !strings.Contains(out, "stays a learner") || !strings.Contains(out, "with --dir, promote this one with: nacre replica add --target mdt0 --id ") {
+		t.Fatalf("add --dir --timeout 1s with a slow replica: want a learner and the command that promotes it, got %v\n%s", err, out)
+	}
+	promote := out[strings.Index(out, "nacre replica add --target mdt0 --id "):]
+	promote = strings.TrimSpace(strings.SplitN(promote, ")", 2)[0])
+	args := strings.Fields(promote)[1:]
+	if out, err := cl.Run(args...); err != nil || !strings.Contains(out, "promoting it to voter") {
+		t.Fatalf("%s: %v\n%s", promote, err, out)
 	}
 }
 
