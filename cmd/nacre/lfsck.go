@@ -162,7 +162,25 @@ and changes nothing at all. See docs/lfsck.md.`,
 		},
 	}
 	top.AddCommand(start, stop, query, status, setCmd, digest)
+	for _, c := range top.Commands() {
+		if c.Flags().Lookup("mdt") != nil {
+			c.PreRunE = checkMDTFlags
+		}
+	}
 	return top
+}
+
+// checkMDTFlags refuses a negative --mdt ("no MDT-001 in the
+// configuration"), and --mdt with -A, which silently meant every MDT.
+func checkMDTFlags(cmd *cobra.Command, _ []string) error {
+	mdt, _ := cmd.Flags().GetInt("mdt")
+	if mdt < 0 {
+		return fmt.Errorf("--mdt %d: an MDT index is 0 or more (nacre status lists the MDTs)", mdt)
+	}
+	if all, _ := cmd.Flags().GetBool("all"); all && cmd.Flags().Changed("mdt") {
+		return fmt.Errorf("give --mdt N for one MDT or -A for every MDT, not both")
+	}
+	return nil
 }
 
 // checkLfsckStartFlags refuses an unknown component or error policy

@@ -17,6 +17,10 @@ func TestLfsckFlagsAreCheckedBeforeAnyRPC(t *testing.T) {
 		{[]string{"lfsck", "start", "-t", "scrub,lyout"}, `-t "lyout"`},
 		{[]string{"lfsck", "start", "-e", "stop"}, `lfsck start -e "stop": give continue or failout`},
 		{[]string{"lfsck", "status"}, "give -t scrub, -t namespace or -t layout"},
+		{[]string{"lfsck", "start", "--mdt", "-1"}, "--mdt -1: an MDT index is 0 or more"},
+		{[]string{"lfsck", "query", "-A", "--mdt", "0"}, "not both"},
+		{[]string{"lfsck", "strat"}, `unknown command "strat" for "nacre lfsck"`},
+		{[]string{"replica", "lsit"}, `unknown command "lsit" for "nacre replica"`},
 	}
 	for _, c := range cases {
 		_, err := runNacre(t, c.args...)

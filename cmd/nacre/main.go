@@ -113,5 +113,20 @@ Then use it:             export NACRE_MGS=<address printed by up>; nacre ls /`,
 	addStatsCommands(root, g)
 	addMountCommands(root, g)
 	addReplicaCommands(root, g)
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes a command that only groups others
+// (lfsck, replica, fault, mdt...) fail on an unknown subcommand: cobra
+// printed the usage and exited 0, so `nacre lfsck strat` looked like
+// success to a script. Without arguments it still prints its help.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	for _, s := range c.Commands() {
+		refuseUnknownSubcommands(s)
+		if s.HasSubCommands() && s.Run == nil && s.RunE == nil {
+			s.Args = cobra.NoArgs
+			s.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+		}
+	}
 }

@@ -169,7 +169,7 @@ func resetAndSet(t *testing.T, cl *testcluster.Cluster) {
 	}
 
 	// Change the running check from the command line.
-	if out, err := cl.Run("lfsck", "set", "-w", "100"); err != nil {
+	if out, err := cl.Run("lfsck", "set", "-w", "100"); err != nil || strings.TrimSpace(out) != "MDT0000: window 100" {
 		t.Fatalf("lfsck set -w 100: %v\n%s", err, out)
 	}
 	if r, _ := ns(); r.Params.AsyncWindow != 100 || !r.Running {

@@ -408,9 +408,23 @@ func Set(ctx context.Context, e Env, mdtIdx int, all bool, speed *uint64, window
 		return err
 	}
 	defer k.close()
-	return k.each(idxs, func(_ uint32, cli pb.LfsckClient) error {
-		_, err := cli.Set(ctx, &pb.LfsckSetRequest{Speed: speed, Window: window})
-		return err
+	return k.each(idxs, func(idx uint32, cli pb.LfsckClient) error {
+		if _, err := cli.Set(ctx, &pb.LfsckSetRequest{Speed: speed, Window: window}); err != nil {
+			return err
+		}
+		var what []string
+		if speed != nil {
+			limit := fmt.Sprintf("%d objects/s", *speed)
+			if *speed == 0 {
+				limit = "none"
+			}
+			what = append(what, "speed limit "+limit)
+		}
+		if window != nil {
+			what = append(what, fmt.Sprintf("window %d", *window))
+		}
+		fmt.Fprintf(e.Out, "MDT%04x: %s\n", idx, strings.Join(what, ", "))
+		return nil
 	})
 }
 
