@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	pb "nacre/api/nacrepb"
 	"nacre/internal/cli"
 	"nacre/internal/localcluster"
 	"nacre/internal/target"
@@ -99,6 +100,20 @@ snapshot, and becomes a voter once it has caught up.`,
 		learner      bool
 		timeout      time.Duration
 	}
+	// syncMGS records a changed MGS membership in the local cluster's
+	// targets (--dir: the tool owns their identities).
+	syncMGS := func(e cli.Env, grp cli.ReplicaGroup) {
+		if dir == "" || grp.Kind != pb.TargetKind_TARGET_MGS {
+			return
+		}
+		n, err := localcluster.SyncMGSNodes(dir)
+		switch {
+		case err != nil:
+			fmt.Fprintf(e.Err, "the MGS replicas changed, but recording them in the targets of %s failed: %v\n", dir, err)
+		case n > 0:
+			fmt.Fprintf(e.Out, "recorded the MGS replicas in %d targets of %s (running targets use the new list from their next start)\n", n, dir)
+		}
+	}
 	addOne := func(cmd *cobra.Command, e cli.Env, grp cli.ReplicaGroup) (uint64, error) {
 		id, addr := add.id, add.addr
 		if dir != "" {
@@ -130,6 +145,9 @@ snapshot, and becomes a voter once it has caught up.`,
 			return 0, fmt.Errorf("give --id and --addr of the new replica (or --dir of a local cluster)")
 		}
 		err := cli.ReplicaAdd(cmd.Context(), e, grp, id, addr, add.learner, add.timeout)
+		if err == nil {
+			syncMGS(e, grp)
+		}
 		if err != nil && dir != "" && strings.Contains(err.Error(), "stays a learner") {
 			// The same command with --dir would make another replica.
 			err = fmt.Errorf("%w\n(with --dir, promote this one with: nacre replica add --target %s --id %d --addr %s)", err, add.target, id, addr)
@@ -171,6 +189,7 @@ snapshot, and becomes a voter once it has caught up.`,
 		}
 		if dir != "" {
 			to, err := localcluster.RetireReplica(dir, grp.Name, id)
+			syncMGS(e, grp)
 			switch {
 			case errors.Is(err, fs.ErrNotExist):
 				fmt.Fprintf(e.Out, "it has no directory in %s (it never ran from there)\n", dir)

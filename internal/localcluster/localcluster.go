@@ -1118,6 +1118,35 @@ func NewReplica(dir, group string, rid uint64, peers map[uint64]string, bin stri
 	return d, addr, pid, nil
 }
 
+// SyncMGSNodes writes the MGS replicas present in the cluster in dir
+// into the mgs_node of every other target there, after `nacre replica
+// add|remove --dir --target mgs` changed them, and returns how many it
+// changed. Otherwise, once the last replica the targets knew was gone,
+// `nacre up` started targets that could reach no MGS.
+func SyncMGSNodes(dir string) (int, error) {
+	addr, err := MGSAddr(dir)
+	if err != nil {
+		return 0, err
+	}
+	dirs, err := Dirs(dir)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, d := range dirs {
+		id, err := target.Load(d)
+		if err != nil || id.Kind == target.MGS || id.MGSNode == addr {
+			continue
+		}
+		id.MGSNode = addr
+		if err := target.Save(d, id); err != nil {
+			return n, fmt.Errorf("record the MGS replicas in %s: %w", d, err)
+		}
+		n++
+	}
+	return n, nil
+}
+
 // RemovedReplicaIDs lists the ids of the replicas of group that were
 // removed from the cluster in dir (RetireReplica kept their directories as
 // D/removed-NAME-rID-TIME).

@@ -195,3 +195,42 @@ func TestUpWarnsOfADeviceTooSmallForItsTargets(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncMGSNodesRecordsTheMGSReplicasInTheTargets: after the MGS's
+// replicas changed (add, remove, replace with --dir), every other target
+// of the local cluster names the replicas there now; before, once the
+// last replica they knew was gone, `nacre up` started targets that could
+// reach no MGS.
+func TestSyncMGSNodesRecordsTheMGSReplicasInTheTargets(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []struct {
+		name string
+		id   target.Identity
+	}{
+		{"mgs-r4", target.Identity{Fsname: "fs1", Kind: target.MGS, ReplicaID: 4, Listen: "127.0.0.1:4004", Peers: map[uint64]string{4: "127.0.0.1:4004", 5: "127.0.0.1:4005"}}},
+		{"mgs-r5", target.Identity{Fsname: "fs1", Kind: target.MGS, ReplicaID: 5, Listen: "127.0.0.1:4005", Peers: map[uint64]string{4: "127.0.0.1:4004", 5: "127.0.0.1:4005"}}},
+		{"mdt0", target.Identity{Fsname: "fs1", Kind: target.MDT, Listen: "127.0.0.1:1", MGSNode: "127.0.0.1:4001,127.0.0.1:4002"}},
+		{"ost0", target.Identity{Fsname: "fs1", Kind: target.OST, Listen: "127.0.0.1:2", MGSNode: "127.0.0.1:4001,127.0.0.1:4002"}},
+	} {
+		if err := target.Format(filepath.Join(dir, d.name), d.id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := MGSAddr(dir)
+	if err != nil || !strings.Contains(want, "127.0.0.1:4004") || !strings.Contains(want, "127.0.0.1:4005") {
+		t.Fatalf("MGSAddr = %q, %v", want, err)
+	}
+	n, err := SyncMGSNodes(dir)
+	if err != nil || n != 2 {
+		t.Fatalf("SyncMGSNodes = %d, %v; want the MDT and the OST changed", n, err)
+	}
+	for _, d := range []string{"mdt0", "ost0"} {
+		id, err := target.Load(filepath.Join(dir, d))
+		if err != nil || id.MGSNode != want {
+			t.Errorf("%s names the MGS %q (%v), want %q", d, id.MGSNode, err, want)
+		}
+	}
+	if n, err := SyncMGSNodes(dir); err != nil || n != 0 {
+		t.Errorf("a second sync changed %d targets (%v)", n, err)
+	}
+}
