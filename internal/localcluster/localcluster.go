@@ -333,23 +333,26 @@ func noteIgnored(o Options) {
 	if err == nil && o.Fsname != "" && o.Fsname != id.Fsname {
 		fmt.Fprintf(o.Out, "note: --fsname %s is ignored: %s holds file system %q already, whose name was fixed when it was formatted\n", o.Fsname, o.Dir, id.Fsname)
 	}
-	replicas, osts := 0, 0
+	mgsReps, mdtReps, osts := 0, 0, 0
 	for _, d := range dirs {
 		b := filepath.Base(d)
 		switch {
+		case strings.HasPrefix(b, "mgs-r"):
+			mgsReps++
 		case strings.HasPrefix(b, "mdt0-r"):
-			replicas++
+			mdtReps++
 		case strings.HasPrefix(b, "ost"):
 			osts++
 		}
 	}
-	if replicas == 0 {
-		replicas = 1
-	}
-	if o.Replicas != 0 && o.Replicas != replicas {
+	mgsReps, mdtReps = max(mgsReps, 1), max(mdtReps, 1)
+	if o.Replicas != 0 && (o.Replicas != mgsReps || o.Replicas != mdtReps) {
 		has := "one MGS and one MDT, not replicated; whether they are is decided when a cluster is made (a new cluster directory gets --replicas)"
-		if replicas > 1 {
-			has = fmt.Sprintf("%d replicas each of the MGS and the MDT; change them in the running cluster with `nacre replica add|remove --target mgs|mdt0`", replicas)
+		switch {
+		case mgsReps > 1 && mgsReps == mdtReps:
+			has = fmt.Sprintf("%d replicas each of the MGS and the MDT; change them in the running cluster with `nacre replica add|remove --target mgs|mdt0`", mgsReps)
+		case mgsReps > 1 || mdtReps > 1:
+			has = fmt.Sprintf("%d replica directories of the MGS and %d of the MDT (`nacre replica list` shows which are members); change them in the running cluster with `nacre replica add|remove --target mgs|mdt0`", mgsReps, mdtReps)
 		}
 		fmt.Fprintf(o.Out, "note: --replicas %d is ignored: %s exists with %s\n", o.Replicas, o.Dir, has)
 	}

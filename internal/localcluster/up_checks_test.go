@@ -234,3 +234,29 @@ func TestSyncMGSNodesRecordsTheMGSReplicasInTheTargets(t *testing.T) {
 		t.Errorf("a second sync changed %d targets (%v)", n, err)
 	}
 }
+
+// TestNoteIgnoredCountsEachGroupsReplicas: a cluster whose MGS and MDT
+// have different numbers of replica directories (after replica add or
+// remove) is described as it is; up said "4 replicas each" from the MDT's
+// count alone.
+func TestNoteIgnoredCountsEachGroupsReplicas(t *testing.T) {
+	dir := t.TempDir()
+	names := []string{"mgs-r1", "mgs-r2", "mgs-r3", "mdt0-r1", "mdt0-r2", "mdt0-r3", "mdt0-r4", "ost0"}
+	for i, n := range names {
+		kind := target.MDT
+		switch {
+		case strings.HasPrefix(n, "mgs"):
+			kind = target.MGS
+		case strings.HasPrefix(n, "ost"):
+			kind = target.OST
+		}
+		if err := target.Format(filepath.Join(dir, n), target.Identity{Fsname: "fs1", Kind: kind, ReplicaID: uint64(i + 1), Listen: "127.0.0.1:1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bytes.Buffer
+	noteIgnored(Options{Dir: dir, Out: &out, Replicas: 3})
+	if !strings.Contains(out.String(), "3 replica directories of the MGS and 4 of the MDT") {
+		t.Errorf("note: %q", out.String())
+	}
+}
