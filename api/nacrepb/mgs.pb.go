@@ -46,7 +46,8 @@ type TargetInfo struct {
 	RegisteredNs int64   `protobuf:"varint,23,opt,name=registered_ns,json=registeredNs,proto3" json:"registered_ns,omitempty"`
 	// The MGS has not heard from the target since it began to lead: state
 	// "up" is its benefit of the doubt for one DownAfter, not a heartbeat.
-	Unheard       bool `protobuf:"varint,24,opt,name=unheard,proto3" json:"unheard,omitempty"`
+	Unheard       bool   `protobuf:"varint,24,opt,name=unheard,proto3" json:"unheard,omitempty"`
+	Role          string `protobuf:"bytes,25,opt,name=role,proto3" json:"role,omitempty"` // from the heartbeat (HeartbeatRequest.role)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -207,6 +208,13 @@ func (x *TargetInfo) GetUnheard() bool {
 	return false
 }
 
+func (x *TargetInfo) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
 type RegisterReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Fsname        string                 `protobuf:"bytes,1,opt,name=fsname,proto3" json:"fsname,omitempty"`
@@ -252,14 +260,17 @@ func (x *RegisterReply) GetFsname() string {
 }
 
 type HeartbeatRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kind          TargetKind             `protobuf:"varint,1,opt,name=kind,proto3,enum=nacre.v1.TargetKind" json:"kind,omitempty"`
-	Index         uint32                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
-	Uuid          string                 `protobuf:"bytes,3,opt,name=uuid,proto3" json:"uuid,omitempty"`
-	Statfs        *Statfs                `protobuf:"bytes,4,opt,name=statfs,proto3" json:"statfs,omitempty"`
-	Leader        bool                   `protobuf:"varint,5,opt,name=leader,proto3" json:"leader,omitempty"`
-	ReplicaId     uint64                 `protobuf:"varint,6,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
-	Term          uint64                 `protobuf:"varint,7,opt,name=term,proto3" json:"term,omitempty"` // raft term of the replica (which of two claimed leaders is current)
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Kind      TargetKind             `protobuf:"varint,1,opt,name=kind,proto3,enum=nacre.v1.TargetKind" json:"kind,omitempty"`
+	Index     uint32                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	Uuid      string                 `protobuf:"bytes,3,opt,name=uuid,proto3" json:"uuid,omitempty"`
+	Statfs    *Statfs                `protobuf:"bytes,4,opt,name=statfs,proto3" json:"statfs,omitempty"`
+	Leader    bool                   `protobuf:"varint,5,opt,name=leader,proto3" json:"leader,omitempty"`
+	ReplicaId uint64                 `protobuf:"varint,6,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
+	Term      uint64                 `protobuf:"varint,7,opt,name=term,proto3" json:"term,omitempty"` // raft term of the replica (which of two claimed leaders is current)
+	// role of a replica in its group as it knows it: "voter", "learner" or
+	// "not a member" (it joins, or was removed); empty: not replicated.
+	Role          string `protobuf:"bytes,8,opt,name=role,proto3" json:"role,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -341,6 +352,13 @@ func (x *HeartbeatRequest) GetTerm() uint64 {
 		return x.Term
 	}
 	return 0
+}
+
+func (x *HeartbeatRequest) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
 }
 
 type HeartbeatReply struct {
@@ -769,7 +787,7 @@ var File_mgs_proto protoreflect.FileDescriptor
 
 const file_mgs_proto_rawDesc = "" +
 	"\n" +
-	"\tmgs.proto\x12\bnacre.v1\x1a\fcommon.proto\"\x89\x04\n" +
+	"\tmgs.proto\x12\bnacre.v1\x1a\fcommon.proto\"\x9d\x04\n" +
 	"\n" +
 	"TargetInfo\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.nacre.v1.TargetKindR\x04kind\x12\x14\n" +
@@ -791,9 +809,10 @@ const file_mgs_proto_rawDesc = "" +
 	"\rlast_heard_ns\x18\x15 \x01(\x03R\vlastHeardNs\x12(\n" +
 	"\x06statfs\x18\x16 \x01(\v2\x10.nacre.v1.StatfsR\x06statfs\x12#\n" +
 	"\rregistered_ns\x18\x17 \x01(\x03R\fregisteredNs\x12\x18\n" +
-	"\aunheard\x18\x18 \x01(\bR\aunheard\"'\n" +
+	"\aunheard\x18\x18 \x01(\bR\aunheard\x12\x12\n" +
+	"\x04role\x18\x19 \x01(\tR\x04role\"'\n" +
 	"\rRegisterReply\x12\x16\n" +
-	"\x06fsname\x18\x01 \x01(\tR\x06fsname\"\xdb\x01\n" +
+	"\x06fsname\x18\x01 \x01(\tR\x06fsname\"\xef\x01\n" +
 	"\x10HeartbeatRequest\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.nacre.v1.TargetKindR\x04kind\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\rR\x05index\x12\x12\n" +
@@ -802,7 +821,8 @@ const file_mgs_proto_rawDesc = "" +
 	"\x06leader\x18\x05 \x01(\bR\x06leader\x12\x1d\n" +
 	"\n" +
 	"replica_id\x18\x06 \x01(\x04R\treplicaId\x12\x12\n" +
-	"\x04term\x18\a \x01(\x04R\x04term\"\x10\n" +
+	"\x04term\x18\a \x01(\x04R\x04term\x12\x12\n" +
+	"\x04role\x18\b \x01(\tR\x04role\"\x10\n" +
 	"\x0eHeartbeatReply\"\x12\n" +
 	"\x10GetConfigRequest\"D\n" +
 	"\bSeqRange\x12\x14\n" +

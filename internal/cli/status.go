@@ -42,7 +42,10 @@ type TargetStatus struct {
 	MetricsURL  string  `json:"metrics_url,omitempty"`
 	Leader      bool    `json:"leader"`
 	ReplicaID   uint64  `json:"replica_id,omitempty"`
-	Dir         string  `json:"dir,omitempty"`
+	// Role is a replica's role in its group as it last said: "voter",
+	// "learner" or "not a member".
+	Role string `json:"role,omitempty"`
+	Dir  string `json:"dir,omitempty"`
 }
 
 // ClusterStatus is `nacre status --json`.
@@ -133,7 +136,7 @@ func GetStatus(ctx context.Context, mgs string) (*ClusterStatus, error) {
 	host, _ := os.Hostname()
 	for _, t := range cfg.Targets {
 		ts := TargetStatus{Name: targetName(cfg.Fsname, t), Kind: kindName(t.Kind), Index: t.Index, Addr: t.Addr, DataAddr: t.DataAddr,
-			State: t.State, Pid: t.Pid, Host: t.Host, Leader: t.Leader || (t.Kind == pb.TargetKind_TARGET_MGS && t.ReplicaId == 0), ReplicaID: t.ReplicaId, Dir: t.Dir}
+			State: t.State, Pid: t.Pid, Host: t.Host, Leader: t.Leader || (t.Kind == pb.TargetKind_TARGET_MGS && t.ReplicaId == 0), ReplicaID: t.ReplicaId, Dir: t.Dir, Role: t.Role}
 		ts.NotHeardYet = t.Unheard
 		if t.LastHeardNs != 0 && !t.Unheard {
 			lh := time.Unix(0, t.LastHeardNs)
@@ -204,8 +207,11 @@ func Status(ctx context.Context, e Env, asJSON bool) error {
 	for _, ts := range st.Targets {
 		state := ts.State
 		dead := ts.PidAlive != nil && !*ts.PidAlive
-		if ts.Leader && (ts.Kind == "mdt" || ts.ReplicaID != 0) && !dead {
+		switch {
+		case ts.Leader && (ts.Kind == "mdt" || ts.ReplicaID != 0) && !dead:
 			state += " (leader)"
+		case ts.Role == "learner" || ts.Role == "not a member":
+			state += " (" + ts.Role + ")"
 		}
 		name := ts.Name
 		if ts.ReplicaID != 0 {
@@ -305,8 +311,8 @@ func leaderless(targets []TargetStatus) []leaderlessGroup {
 	led := map[key]bool{}
 	var order []key
 	for _, ts := range targets {
-		if ts.ReplicaID == 0 || ts.Kind == "mgs" {
-			continue
+		if ts.ReplicaID == 0 || ts.Kind == "mgs" || ts.Role == "learner" || ts.Role == "not a member" {
+			continue // learners and leftovers have no vote: they make no quorum
 		}
 		k := key{ts.Kind, ts.Index}
 		g := groups[k]

@@ -40,4 +40,11 @@ func TestDfAndStatusShowAnMDTWithoutLeader(t *testing.T) {
 	if df := dfTable("nacre", led); df.Total.State != "up" || len(df.Targets) != 2 {
 		t.Errorf("df with a leader: %+v", df)
 	}
+	// A learner and a leftover replica (no member) make no quorum: not
+	// counted among the group's replicas ("4 of 5 down" for 2 of 3).
+	learner, leftover := rep(4, "up", false), rep(5, "down", false)
+	learner.Role, leftover.Role = "learner", "not a member"
+	if g := leaderless(append(stuck, learner, leftover)); len(g) != 1 || g[0].state() != "no leader (2 of 3 replicas down)" {
+		t.Errorf("leaderless with a learner and a leftover: %+v", g)
+	}
 }

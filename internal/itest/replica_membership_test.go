@@ -292,6 +292,16 @@ func TestReplicaRefusesMembershipMistakes(t *testing.T) {
 	if learner.id == 0 {
 		t.Fatalf("no learner after add --learner:\n%s", out)
 	}
+	// status marks it (it showed as a plain "up" replica).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		out, _ := cl.Run("status")
+		if strings.Contains(out, "(learner)") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status does not mark learner %d:\n%s", learner.id, out)
+		}
+	}
 	refused([]string{fmt.Sprintf("replica %d is a learner of MDT0000", learner.id), "promote it"},
 		"transfer", "--target", "mdt0", "--to", fmt.Sprint(learner.id))
 	refused([]string{fmt.Sprintf("replica %d is already a learner of MDT0 at %s; to move it", learner.id, learner.addr)},

@@ -99,6 +99,7 @@ type health struct {
 	statfs    *pb.Statfs
 	leader    bool
 	term      uint64
+	role      string
 }
 
 // New loads the MGS state from its store and starts its Raft group.
@@ -306,7 +307,7 @@ func (s *Server) Heartbeat(ctx context.Context, r *pb.HeartbeatRequest) (*pb.Hea
 	if !ok || e.info.Uuid != r.Uuid {
 		return nil, status.Errorf(codes.NotFound, "%s is not registered with this MGS; register first", label(r.Kind, r.Index))
 	}
-	e.h = health{lastHeard: s.cfg.Now(), statfs: r.Statfs, leader: r.Leader, term: r.Term}
+	e.h = health{lastHeard: s.cfg.Now(), statfs: r.Statfs, leader: r.Leader, term: r.Term, role: r.Role}
 	return &pb.HeartbeatReply{}, nil
 }
 
@@ -355,6 +356,7 @@ func (s *Server) GetConfig(ctx context.Context, req *pb.GetConfigRequest) (*pb.C
 		}
 		ti.Statfs = e.h.statfs
 		ti.Leader = e.h.leader
+		ti.Role = e.h.role
 		if ti.Kind == pb.TargetKind_TARGET_MGS {
 			ti.Leader = ti.ReplicaId == s.group.Leader()
 		}

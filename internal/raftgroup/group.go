@@ -728,6 +728,19 @@ func (g *Group) Removed() <-chan struct{} { return g.removedSelf }
 
 func (g *Group) noteRemovedSelf() { g.removedSelfOnce.Do(func() { close(g.removedSelf) }) }
 
+// Role is this replica's role in its group as it knows it: "voter",
+// "learner", or "not a member" (it is joining, or was removed).
+func (g *Group) Role() string {
+	st := g.Status()
+	switch {
+	case slices.Contains(st.Voters, st.ID):
+		return "voter"
+	case slices.Contains(st.Learners, st.ID):
+		return "learner"
+	}
+	return "not a member"
+}
+
 // MarkRemoved notes that this replica was removed from its group, as
 // another replica that knows the group's leader says: one removed while
 // it was down never applies its own removal. Removed is closed.

@@ -158,7 +158,7 @@ func runMGS(id target.Identity, dir string, db *kv.DB, ln net.Listener, reg *pro
 		r, err = mgs.StartRegistrar(MGSAddrs(id),
 			func() *pb.TargetInfo { return info },
 			func() *pb.HeartbeatRequest {
-				return &pb.HeartbeatRequest{Kind: pb.TargetKind_TARGET_MGS, Uuid: id.UUID, ReplicaId: id.ReplicaID, Leader: srv.IsLeader()}
+				return &pb.HeartbeatRequest{Kind: pb.TargetKind_TARGET_MGS, Uuid: id.UUID, ReplicaId: id.ReplicaID, Leader: srv.IsLeader(), Role: replicaRole(srv.Group(), id)}
 			}, log)
 		if err != nil {
 			stopGRPC(g)

@@ -262,7 +262,7 @@ func runMDS(id target.Identity, dir string, db *kv.DB, ln, dataLn net.Listener, 
 			return ti
 		},
 		func() *pb.HeartbeatRequest {
-			return &pb.HeartbeatRequest{Kind: info.Kind, Index: id.Index, Uuid: id.UUID, Statfs: srv.LocalStatfs(), Leader: srv.IsLeader(), ReplicaId: id.ReplicaID, Term: srv.Group().Term()}
+			return &pb.HeartbeatRequest{Kind: info.Kind, Index: id.Index, Uuid: id.UUID, Statfs: srv.LocalStatfs(), Leader: srv.IsLeader(), ReplicaId: id.ReplicaID, Term: srv.Group().Term(), Role: replicaRole(srv.Group(), id)}
 		}, log)
 	if err != nil {
 		g.Stop()
@@ -348,6 +348,15 @@ func watchGroup(g *raftgroup.Group, id target.Identity, dir string, fatal chan<-
 		default:
 		}
 	}
+}
+
+// replicaRole is a replica's role for its heartbeat ("" if the target
+// is not replicated).
+func replicaRole(g *raftgroup.Group, id target.Identity) string {
+	if id.ReplicaID == 0 {
+		return ""
+	}
+	return g.Role()
 }
 
 // askIfRemoved stops a replica that was removed from its group while it
