@@ -242,10 +242,19 @@ func ReplicaRows(ctx context.Context, e Env, only string) ([]ReplicaRow, error) 
 					}
 				}
 			} else {
-				r.Role = "?"
+				r.Role = "unknown"
 			}
 			if m, err := membersOf(ctx, addrs[id]); err == nil {
 				r.State, r.Term, r.Applied, r.SnapsSent, r.SnapsRecv, r.Lease = m.State, m.Term, m.Applied, m.SnapshotsSent, m.SnapshotsReceived, m.Lease
+				if lv == nil {
+					// No leader to ask: the replica's own view of its role.
+					r.Role = "(not a member)"
+					for _, x := range m.Members {
+						if x.Id == id {
+							r.Role = x.Role
+						}
+					}
+				}
 			}
 			rows = append(rows, r)
 		}
