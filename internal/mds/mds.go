@@ -508,7 +508,14 @@ func (s *Server) readBarrier(ctx context.Context) error {
 	return s.linearRead(ctx)
 }
 
-func errnoOf(err error) int32 { return int32(mdt.ErrnoOf(err)) }
+// errnoOf is err's errno, 0 for nil (a success: mdt.ErrnoOf(nil) is EIO,
+// which counted every readdir as an error in the MDS's metrics).
+func errnoOf(err error) int32 {
+	if err == nil {
+		return 0
+	}
+	return int32(mdt.ErrnoOf(err))
+}
 
 // byteSlices converts names or paths for the wire, where they are bytes
 // (POSIX names need not be UTF-8).
