@@ -403,32 +403,7 @@ func TestARemovedReplicaStopsAndLeavesStatus(t *testing.T) {
 	if err != nil || !strings.Contains(out, "stops by itself") {
 		t.Fatalf("replica remove: %v\n%s", err, out)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for serve.Running(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("removed replica %s (pid %d) still runs 15 s after its removal", victim, pid)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	logb, _ := os.ReadFile(filepath.Join(cl.TargetDir(victim), "serve.log"))
-	if !strings.Contains(string(logb), "was removed from its group") {
-		t.Errorf("the removed replica's log does not say why it stopped:\n%s", logb)
-	}
-	// Past a heartbeat or two: nothing registered it again.
-	time.Sleep(3 * time.Second)
-	sout, err := cl.Run("status", "--json")
-	if err != nil {
-		t.Fatalf("status --json: %v\n%s", err, sout)
-	}
-	var st cli.ClusterStatus
-	if err := json.Unmarshal([]byte(sout), &st); err != nil {
-		t.Fatal(err)
-	}
-	for _, ts := range st.Targets {
-		if filepath.Base(ts.Dir) == victim {
-			t.Errorf("status still lists the removed replica %s: %+v", victim, ts)
-		}
-	}
+	stopsAsRemoved(t, cl, victim, pid, 15*time.Second)
 	c := cl.Client(t)
 	if _, err := c.Mkdir(context.Background(), fid.Root, "after-removal", 0o755); err != nil {
 		t.Fatalf("the group after the removal: %v", err)
@@ -469,18 +444,27 @@ func TestAReplicaRemovedWhileDownStopsWhenStarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
-	deadline := time.Now().Add(40 * time.Second)
+	stopsAsRemoved(t, cl, victim, pid, 40*time.Second)
+}
+
+// stopsAsRemoved waits (up to within) for the removed replica victim
+// (process pid) to stop by itself, saying why in its log, and checks that
+// nothing registered it again (status does not list it).
+func stopsAsRemoved(t *testing.T, cl *testcluster.Cluster, victim string, pid int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for serve.Running(pid) {
 		if time.Now().After(deadline) {
-			t.Fatalf("replica %s, removed while down and started again, still runs after 40 s", victim)
+			t.Fatalf("removed replica %s (pid %d) still runs %v after its removal", victim, pid, within)
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
 	logb, _ := os.ReadFile(filepath.Join(cl.TargetDir(victim), "serve.log"))
 	if !strings.Contains(string(logb), "was removed from its group") {
 		t.Errorf("the removed replica's log does not say why it stopped:\n%s", logb)
 	}
-	time.Sleep(2 * time.Second)
+	// Past a heartbeat or two: nothing registered it again.
+	time.Sleep(3 * time.Second)
 	sout, err := cl.Run("status", "--json")
 	if err != nil {
 		t.Fatalf("status --json: %v\n%s", err, sout)

@@ -534,30 +534,28 @@ func (r *run) failed(comp uint32, phase int, err error) error {
 	} else {
 		r.t2[comp][tFailed]++
 	}
-	cs := compState(r.st, comp)
-	if cs.FirstFailurePosition == 0 {
-		cs.FirstFailurePosition = r.pos.Load() + 1
-	}
 	r.mu.Unlock()
-	r.log.Warn("checker: item failed", "component", ComponentNames[comp], "err", err)
-	if r.st.Params.Failout {
-		return fmt.Errorf("%s failed (-e failout): %w", ComponentNames[comp], err)
-	}
-	return nil
+	return r.noteFailure(comp, "checker: item failed", err)
 }
 
 // repairFailed notes a repair of comp that apply refused (the store
-// counted it): the first failure's position, the log, and -e failout.
+// counted it).
 func (r *run) repairFailed(comp uint32, err error) error {
+	return r.noteFailure(comp, "checker: repair refused", fmt.Errorf("a repair was refused: %w", err))
+}
+
+// noteFailure records a failure of comp beyond its count: the first
+// failure's position, the log, and -e failout's end of the run.
+func (r *run) noteFailure(comp uint32, msg string, err error) error {
 	r.mu.Lock()
 	cs := compState(r.st, comp)
 	if cs.FirstFailurePosition == 0 {
 		cs.FirstFailurePosition = r.pos.Load() + 1
 	}
 	r.mu.Unlock()
-	r.log.Warn("checker: repair refused", "component", ComponentNames[comp], "err", err)
+	r.log.Warn(msg, "component", ComponentNames[comp], "err", err)
 	if r.st.Params.Failout {
-		return fmt.Errorf("%s failed (-e failout): a repair was refused: %w", ComponentNames[comp], err)
+		return fmt.Errorf("%s failed (-e failout): %w", ComponentNames[comp], err)
 	}
 	return nil
 }
