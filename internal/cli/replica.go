@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -264,14 +262,9 @@ func ReplicaRows(ctx context.Context, e Env, only string) ([]ReplicaRow, error) 
 
 // checkReplicaAddr refuses an address a replica cannot have.
 func checkReplicaAddr(addr string) error {
-	host, port, err := net.SplitHostPort(addr)
+	host, err := rpc.CheckHostPort(addr)
 	if err == nil && host == "" {
 		err = errors.New("no host")
-	}
-	if err == nil {
-		if p, perr := strconv.Atoi(port); perr != nil || p < 1 || p > 65535 {
-			err = fmt.Errorf("port %q is not a number from 1 to 65535", port)
-		}
 	}
 	if err != nil {
 		return fmt.Errorf("--addr %q: want HOST:PORT, the new replica's --listen address (%v)", addr, err)

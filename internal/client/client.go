@@ -22,10 +22,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -125,13 +123,7 @@ type ostConn struct {
 // instead of after the connection timeout.
 func CheckMGSAddr(list string) error {
 	for _, a := range strings.Split(list, ",") {
-		_, port, err := net.SplitHostPort(strings.TrimSpace(a))
-		if err == nil {
-			if n, perr := strconv.Atoi(port); perr != nil || n < 1 || n > 65535 {
-				err = fmt.Errorf("port %q is not a number from 1 to 65535", port)
-			}
-		}
-		if err != nil {
+		if _, err := rpc.CheckHostPort(strings.TrimSpace(a)); err != nil {
 			return fmt.Errorf("MGS address %q is not HOST:PORT (like 127.0.0.1:41000; replicas: h1:p1,h2:p2,h3:p3): %v", a, err)
 		}
 	}

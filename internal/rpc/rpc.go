@@ -286,3 +286,16 @@ func IsVersionMismatch(err error) bool {
 	s, ok := status.FromError(err)
 	return ok && s.Code() == codes.FailedPrecondition
 }
+
+// CheckHostPort checks that addr is HOST:PORT with a port from 1 to
+// 65535 and returns the host, for messages about addresses given by hand.
+func CheckHostPort(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", err
+	}
+	if n, perr := strconv.Atoi(port); perr != nil || n < 1 || n > 65535 {
+		return "", fmt.Errorf("port %q is not a number from 1 to 65535", port)
+	}
+	return host, nil
+}
