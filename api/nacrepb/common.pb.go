@@ -41,16 +41,21 @@ const (
 	// DEFAULT_ACL: the directory has a default ACL
 	// (system.posix_acl_default), which new objects in it inherit.
 	InodeFlag_INODE_FLAG_DEFAULT_ACL InodeFlag = 8
+	// NO_XATTRS: in replies only, never stored: when the MDT read the
+	// object it had no extended attributes besides its ACLs, so a client
+	// may answer getxattr and listxattr from the attributes it caches.
+	InodeFlag_INODE_FLAG_NO_XATTRS InodeFlag = 16
 )
 
 // Enum value maps for InodeFlag.
 var (
 	InodeFlag_name = map[int32]string{
-		0: "INODE_FLAG_NONE",
-		1: "INODE_FLAG_SIZE_DIRTY",
-		2: "INODE_FLAG_LFSCK_CREATED",
-		4: "INODE_FLAG_ACL",
-		8: "INODE_FLAG_DEFAULT_ACL",
+		0:  "INODE_FLAG_NONE",
+		1:  "INODE_FLAG_SIZE_DIRTY",
+		2:  "INODE_FLAG_LFSCK_CREATED",
+		4:  "INODE_FLAG_ACL",
+		8:  "INODE_FLAG_DEFAULT_ACL",
+		16: "INODE_FLAG_NO_XATTRS",
 	}
 	InodeFlag_value = map[string]int32{
 		"INODE_FLAG_NONE":          0,
@@ -58,6 +63,7 @@ var (
 		"INODE_FLAG_LFSCK_CREATED": 2,
 		"INODE_FLAG_ACL":           4,
 		"INODE_FLAG_DEFAULT_ACL":   8,
+		"INODE_FLAG_NO_XATTRS":     16,
 	}
 )
 
@@ -1028,13 +1034,14 @@ const file_common_proto_rawDesc = "" +
 	"\x04uuid\x18\x05 \x01(\tR\x04uuid\"\x0f\n" +
 	"\rStatfsRequest\"7\n" +
 	"\vStatfsReply\x12(\n" +
-	"\x06statfs\x18\x01 \x01(\v2\x10.nacre.v1.StatfsR\x06statfs*\x89\x01\n" +
+	"\x06statfs\x18\x01 \x01(\v2\x10.nacre.v1.StatfsR\x06statfs*\xa3\x01\n" +
 	"\tInodeFlag\x12\x13\n" +
 	"\x0fINODE_FLAG_NONE\x10\x00\x12\x19\n" +
 	"\x15INODE_FLAG_SIZE_DIRTY\x10\x01\x12\x1c\n" +
 	"\x18INODE_FLAG_LFSCK_CREATED\x10\x02\x12\x12\n" +
 	"\x0eINODE_FLAG_ACL\x10\x04\x12\x1a\n" +
-	"\x16INODE_FLAG_DEFAULT_ACL\x10\b*P\n" +
+	"\x16INODE_FLAG_DEFAULT_ACL\x10\b\x12\x18\n" +
+	"\x14INODE_FLAG_NO_XATTRS\x10\x10*P\n" +
 	"\n" +
 	"TargetKind\x12\x12\n" +
 	"\x0eTARGET_UNKNOWN\x10\x00\x12\x0e\n" +

@@ -9,6 +9,10 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/acl"
 	"nacre/internal/client"
 	"nacre/internal/fid"
 )
@@ -27,6 +31,10 @@ type Backend interface {
 	// Create makes a file and writes data into it (mdtest -w), then closes.
 	Create(ctx context.Context, parent Dir, name string, data []byte) error
 	Stat(ctx context.Context, parent Dir, name string) error
+	// StatXattrs is what `ls -l` asks of each file: its attributes
+	// without following a symlink, its security label and its access ACL
+	// (absent ones are no error).
+	StatXattrs(ctx context.Context, parent Dir, name string) error
 	// Read opens a file, reads up to len(buf) bytes and closes it.
 	Read(ctx context.Context, parent Dir, name string, buf []byte) error
 	Unlink(ctx context.Context, parent Dir, name string) error
@@ -79,6 +87,27 @@ func (b *ClientBackend) Create(ctx context.Context, parent Dir, name string, dat
 func (b *ClientBackend) Stat(ctx context.Context, parent Dir, name string) error {
 	_, err := b.c.Lookup(ctx, parent.(fid.FID), name)
 	return err
+}
+
+// StatXattrs asks the MDS for the attributes only where the looked-up
+// inode's flags do not already say there are none, as the FUSE mount does.
+func (b *ClientBackend) StatXattrs(ctx context.Context, parent Dir, name string) error {
+	ino, err := b.c.Lookup(ctx, parent.(fid.FID), name)
+	if err != nil {
+		return err
+	}
+	f := fid.FromPB(ino.Fid)
+	if ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_NO_XATTRS) == 0 {
+		if _, err := b.c.Getxattr(ctx, f, "security.selinux"); err != nil && !absentXattr(err) {
+			return err
+		}
+	}
+	if ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_ACL) != 0 {
+		if _, err := b.c.Getxattr(ctx, f, acl.XattrAccess); err != nil && !absentXattr(err) {
+			return err
+		}
+	}
+	return nil
 }
 
 func (b *ClientBackend) Read(ctx context.Context, parent Dir, name string, buf []byte) error {
@@ -136,6 +165,28 @@ func (b PathBackend) Create(ctx context.Context, parent Dir, name string, data [
 func (b PathBackend) Stat(ctx context.Context, parent Dir, name string) error {
 	var st syscall.Stat_t
 	return syscall.Stat(filepath.Join(parent.(string), name), &st)
+}
+
+func (b PathBackend) StatXattrs(ctx context.Context, parent Dir, name string) error {
+	p := filepath.Join(parent.(string), name)
+	var st syscall.Stat_t
+	if err := syscall.Lstat(p, &st); err != nil {
+		return &os.PathError{Op: "lstat", Path: name, Err: err}
+	}
+	buf := make([]byte, 256)
+	if _, err := unix.Lgetxattr(p, "security.selinux", buf); err != nil && !absentXattr(err) {
+		return &os.PathError{Op: "lgetxattr", Path: name, Err: err}
+	}
+	if _, err := unix.Getxattr(p, acl.XattrAccess, nil); err != nil && !absentXattr(err) {
+		return &os.PathError{Op: "getxattr", Path: name, Err: err}
+	}
+	return nil
+}
+
+// absentXattr: the attribute is not there, or the file system keeps none
+// of its kind.
+func absentXattr(err error) bool {
+	return errors.Is(err, unix.ENODATA) || errors.Is(err, unix.EOPNOTSUPP)
 }
 
 func (b PathBackend) Read(ctx context.Context, parent Dir, name string, buf []byte) error {

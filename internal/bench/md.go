@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -125,9 +126,14 @@ func RunMD(ctx context.Context, o MDOptions) (*MDResult, error) {
 		o.Phases = []string{"dir", "file"}
 	}
 	for _, p := range o.Phases {
-		if p != "dir" && p != "file" {
-			return nil, fmt.Errorf("--phases %q: use dir, file or both (dir,file)", p)
+		switch p {
+		case "dir", "file", "ls":
+		default:
+			return nil, fmt.Errorf("--phases %q: use dir, file or both (dir,file), and ls with file (file,ls)", p)
 		}
+	}
+	if slices.Contains(o.Phases, "ls") && !slices.Contains(o.Phases, "file") {
+		return nil, fmt.Errorf("--phases ls needs the files of the file phases: use --phases file,ls")
 	}
 	if o.Path != "" {
 		if err := checkPath(o.Path); err != nil {
@@ -260,6 +266,7 @@ func runMDOnce(ctx context.Context, o MDOptions, ws []*worker, iter int) ([]Phas
 		op   func(ctx context.Context, w *worker, i int) error
 	}
 	var steps []step
+	ls := slices.Contains(o.Phases, "ls")
 	for _, ph := range o.Phases {
 		switch ph {
 		case "dir":
@@ -275,7 +282,13 @@ func runMDOnce(ctx context.Context, o MDOptions, ws []*worker, iter int) ([]Phas
 				step{"file_create", func(ctx context.Context, w *worker, i int) error {
 					return w.b.Create(ctx, w.dir(i), name("f", w, i), data)
 				}},
-				step{"file_stat", func(ctx context.Context, w *worker, i int) error { return w.b.Stat(ctx, w.dir(i), name("f", w, i)) }},
+				step{"file_stat", func(ctx context.Context, w *worker, i int) error { return w.b.Stat(ctx, w.dir(i), name("f", w, i)) }})
+			if ls {
+				steps = append(steps, step{"file_ls", func(ctx context.Context, w *worker, i int) error {
+					return w.b.StatXattrs(ctx, w.dir(i), name("f", w, i))
+				}})
+			}
+			steps = append(steps,
 				step{"file_read", func(ctx context.Context, w *worker, i int) error {
 					buf := make([]byte, o.ReadBytes)
 					return w.b.Read(ctx, w.dir(i), name("f", w, i), buf)

@@ -86,12 +86,29 @@ func TestMDOnLocalDirectory(t *testing.T) {
 	}
 }
 
+// The ls phase comes right after file_stat, on the same files.
+func TestMDLsPhase(t *testing.T) {
+	r, err := RunMD(context.Background(), MDOptions{Path: t.TempDir(), Workers: 2, Items: 20, Phases: []string{"file", "ls"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := r.PhaseNames(), "file_create,file_stat,file_ls,file_read,file_remove"; got != want {
+		t.Fatalf("phases %s, want %s", got, want)
+	}
+	for _, p := range r.Phases {
+		if p.Ops != 40 || p.Errors != 0 {
+			t.Fatalf("phase %+v: want 40 ops", p)
+		}
+	}
+}
+
 func TestMDRefusesBadOptions(t *testing.T) {
 	for _, o := range []MDOptions{
 		{Path: t.TempDir(), Workers: 0, Items: 1},
 		{Path: "/nonexistent/dir", Workers: 1, Items: 1},
 		{Path: t.TempDir(), Workers: 1, Items: 1, Depth: 2, Branch: 0},
 		{Path: t.TempDir(), Workers: 1, Items: 1, Phases: []string{"files"}},
+		{Path: t.TempDir(), Workers: 1, Items: 1, Phases: []string{"dir", "ls"}},
 		{Workers: 1, Items: 1},
 	} {
 		if _, err := RunMD(context.Background(), o); err == nil {

@@ -191,6 +191,11 @@ type node struct {
 	// noSetIDUntil: the file had neither set-user-ID nor set-group-ID
 	// bit, as of this deadline minus the attribute timeout (killSetID).
 	noSetIDUntil time.Time
+	// xattrsChanged: until then, this mount changed the object's extended
+	// attributes within the attribute timeout, and attributes fetched by a
+	// lookup that raced with the change may predate it: getxattr and
+	// listxattr ask the MDS (see xattrsKnown).
+	xattrsChanged time.Time
 }
 
 // New returns the file system over c. Start a session (c.StartSession)

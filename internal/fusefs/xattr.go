@@ -142,7 +142,7 @@ func (fs *FS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, de
 	if caps && fs.noCaps(h.NodeId) {
 		return 0, fuse.ENODATA
 	}
-	if fs.aclAbsent(h.NodeId, attr) {
+	if fs.xattrAbsent(h.NodeId, attr) {
 		return 0, fuse.ENODATA
 	}
 	v, err := fs.c.Getxattr(ctx, f, attr)
@@ -175,25 +175,73 @@ func (fs *FS) goneHeld(id uint64, err error) bool {
 	return n != nil && n.last != nil
 }
 
-// aclAbsent reports whether the attributes cached for node id (still
-// valid) say it has no ACL of the kind attr names. The kernel asks for the
-// access ACL at the first permission check of every inode (and again when
-// its attributes change): answering from the attributes saves an MDS
-// round trip per file opened.
-func (fs *FS) aclAbsent(id uint64, attr string) bool {
+// xattrsKnown returns the attributes cached for node id if they may
+// answer for its extended attributes: fetched within the attribute
+// timeout, and not while this mount changed them.
+func (fs *FS) xattrsKnown(id uint64) *pb.Inode {
+	n := fs.nodes[id]
+	if n == nil || n.ino == nil || time.Since(n.at) > fs.o.AttrTimeout || !time.Now().After(n.xattrsChanged) {
+		return nil
+	}
+	return n.ino
+}
+
+// xattrAbsent reports whether the attributes cached for node id say it
+// has no extended attribute attr. For the ACLs they say so by their flags
+// (the kernel asks for the access ACL at the first permission check of
+// every inode, and again when its attributes change); for other names by
+// INODE_FLAG_NO_XATTRS (ls -l asks every file for security.selinux).
+// Each answer saves an MDS round trip per file. Like the attributes
+// themselves, the answer may be up to the attribute timeout old for a
+// change made by another client.
+func (fs *FS) xattrAbsent(id uint64, attr string) bool {
 	var flag uint32
 	switch attr {
 	case acl.XattrAccess:
 		flag = uint32(pb.InodeFlag_INODE_FLAG_ACL)
 	case acl.XattrDefault:
 		flag = uint32(pb.InodeFlag_INODE_FLAG_DEFAULT_ACL)
-	default:
-		return false
 	}
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	n := fs.nodes[id]
-	return n != nil && n.ino != nil && time.Since(n.at) <= fs.o.AttrTimeout && n.ino.Flags&flag == 0
+	ino := fs.xattrsKnown(id)
+	if ino == nil {
+		return false
+	}
+	if flag != 0 {
+		return ino.Flags&flag == 0
+	}
+	return ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_NO_XATTRS) != 0
+}
+
+// knownXattrNames is what listxattr answers from the cached attributes
+// of node id, if they say the object has no extended attributes besides
+// its ACLs (ok false: ask the MDS).
+func (fs *FS) knownXattrNames(id uint64) (names []string, ok bool) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	ino := fs.xattrsKnown(id)
+	if ino == nil || ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_NO_XATTRS) == 0 {
+		return nil, false
+	}
+	if ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_ACL) != 0 {
+		names = append(names, acl.XattrAccess)
+	}
+	if ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_DEFAULT_ACL) != 0 {
+		names = append(names, acl.XattrDefault)
+	}
+	return names, true
+}
+
+// changingXattrs notes, before and after this mount changes node id's
+// extended attributes, that attributes fetched meanwhile must not answer
+// for them.
+func (fs *FS) changingXattrs(id uint64) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if n := fs.nodes[id]; n != nil {
+		n.xattrsChanged = time.Now().Add(fs.o.AttrTimeout)
+	}
 }
 
 func (fs *FS) noCaps(id uint64) bool {
@@ -220,7 +268,11 @@ func (fs *FS) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (
 	if !st.Ok() {
 		return 0, st
 	}
-	names, err := fs.c.Listxattr(fs.ctx(h), f)
+	names, known := fs.knownXattrNames(h.NodeId)
+	var err error
+	if !known {
+		names, err = fs.c.Listxattr(fs.ctx(h), f)
+	}
 	if fs.goneHeld(h.NodeId, err) {
 		return 0, fuse.OK
 	}
@@ -251,6 +303,8 @@ func (fs *FS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string,
 	// The inode changes (ctime; for nacre.lov the layout): attributes
 	// cached for opens must not be used any more.
 	defer fs.forgetAttrs(in.NodeId)
+	fs.changingXattrs(in.NodeId)
+	defer fs.changingXattrs(in.NodeId)
 	if attr == LovXattr {
 		l, err := parseLov(string(data))
 		if err != nil {
@@ -293,5 +347,7 @@ func (fs *FS) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string)
 		return fuse.EPERM
 	}
 	defer fs.forgetAttrs(h.NodeId)
+	fs.changingXattrs(h.NodeId)
+	defer fs.changingXattrs(h.NodeId)
 	return fs.status("removexattr", fs.c.Removexattr(fs.ctx(h), f, attr))
 }

@@ -572,10 +572,12 @@ func (s *Server) Readdir(ctx context.Context, r *pb.ReaddirRequest) (*pb.Readdir
 }
 
 func (s *Server) Getxattr(ctx context.Context, r *pb.XattrRequest) (*pb.XattrReply, error) {
+	start := time.Now()
 	if err := s.readBarrier(ctx); err != nil {
 		return nil, err
 	}
 	v, err := s.t.Getxattr(fid.FromPB(r.Fid), string(r.Name), r.Cred)
+	s.m.observe("getxattr", start, errnoOf(err))
 	if err != nil {
 		return &pb.XattrReply{Errno: errnoOf(err)}, nil
 	}
@@ -583,10 +585,12 @@ func (s *Server) Getxattr(ctx context.Context, r *pb.XattrRequest) (*pb.XattrRep
 }
 
 func (s *Server) Listxattr(ctx context.Context, r *pb.XattrRequest) (*pb.XattrReply, error) {
+	start := time.Now()
 	if err := s.readBarrier(ctx); err != nil {
 		return nil, err
 	}
 	names, err := s.t.Listxattr(fid.FromPB(r.Fid), r.Cred)
+	s.m.observe("listxattr", start, errnoOf(err))
 	if err != nil {
 		return &pb.XattrReply{Errno: errnoOf(err)}, nil
 	}

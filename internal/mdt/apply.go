@@ -268,6 +268,7 @@ func getInode(r kv.Reader, f fid.FID) (uint64, *pb.Inode, error) {
 }
 
 func (x *txn) put(local uint64, ino *pb.Inode) {
+	ino.Flags &^= flagNoXattrs // a reply's, never stored
 	x.b.Set(ObjKey(local), mustMarshal(ino))
 	x.t.cacheInode(local, cloneInode(ino))
 	if local == rootLocal {

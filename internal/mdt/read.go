@@ -57,13 +57,14 @@ func (t *Target) DirDefault(parent fid.FID) (count, offset int32) {
 
 // Getattr returns an object's attributes; links (the linkEA) only if asked.
 func (t *Target) Getattr(f fid.FID, wantLinks bool) (*pb.Inode, error) {
-	_, ino, err := t.readInode(f)
+	local, ino, err := t.readInode(f)
 	if err != nil {
 		return nil, err
 	}
 	if !wantLinks {
 		ino.Links = nil
 	}
+	t.markNoXattrs(local, ino)
 	return ino, nil
 }
 
@@ -95,9 +96,10 @@ func (t *Target) Lookup(parent fid.FID, name string, cred *pb.Cred) (*pb.Inode, 
 		if !found {
 			return nil, errf(syscall.ENOENT, "no entry %q in %s", name, parent)
 		}
-		_, ino, err := t.readInode(cf)
+		clocal, ino, err := t.readInode(cf)
 		if err == nil {
 			ino.Links = nil
+			t.markNoXattrs(clocal, ino)
 			return ino, nil
 		}
 		if ErrnoOf(err) != syscall.ENOENT {
@@ -133,6 +135,13 @@ func (t *Target) Readdir(f fid.FID, cookie uint64, max int, plus bool, cred *pb.
 		return nil, false, errf(syscall.EIO, "readdir %s: %v", f, err)
 	}
 	defer it.Close()
+	var probe *xattrProbe
+	if plus {
+		if probe, err = newXattrProbe(t.db); err != nil {
+			return nil, false, errf(syscall.EIO, "readdir %s: %v", f, err)
+		}
+		defer probe.close()
+	}
 	var out []*pb.DirEntry
 	valid := it.First()
 	if cookie != 0 {
@@ -154,8 +163,9 @@ func (t *Target) Readdir(f fid.FID, cookie uint64, max int, plus bool, cred *pb.
 		}
 		e := &pb.DirEntry{Name: bytes.Clone(k[len(p)+8:]), Fid: cf.PB(), Type: uint32(typ), Cookie: h}
 		if plus {
-			if _, ino, err := t.readInode(cf); err == nil {
+			if clocal, ino, err := t.readInode(cf); err == nil {
 				ino.Links = nil
+				markProbed(probe, clocal, ino)
 				e.Inode = ino
 			}
 		}
