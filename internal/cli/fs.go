@@ -328,6 +328,7 @@ const partialSuffix = ".nacre-partial"
 // as a shell redirection) and the layout asked, else the layout of the
 // file it replaces, else its directory's default. A file that would get
 // fewer stripes than the first two ask is not written (checkStripes).
+// Holes of the source, and blocks of zeros, stay holes (copyIn).
 func Put(ctx context.Context, e Env, local, remoteArg string, so StripeOpts) error {
 	var src io.Reader
 	var perm uint32
@@ -419,25 +420,16 @@ func Put(ctx context.Context, e Env, local, remoteArg string, so StripeOpts) err
 		return fmt.Errorf("put %s: %w", remoteArg, err)
 	}
 	f := c.OpenInode(ino)
-	buf := make([]byte, copyBuf)
-	var off uint64
-	for {
-		n, rerr := io.ReadFull(src, buf)
-		if n > 0 {
-			if _, err := f.WriteAt(ctx, buf[:n], off); err != nil {
-				return opError("put", remoteArg, err)
-			}
-			off += uint64(n)
+	what := local
+	if local == "-" {
+		what = "standard input"
+	}
+	if _, err := copyIn(ctx, f, src, local != "-", what); err != nil {
+		var re *remoteError
+		if errors.As(err, &re) {
+			return opError("put", remoteArg, re.err)
 		}
-		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
-			break
-		}
-		if rerr != nil {
-			if local == "-" {
-				return fmt.Errorf("read standard input: %w", rerr)
-			}
-			return fmt.Errorf("read %s: %w", local, rerr)
-		}
+		return err
 	}
 	if err := f.Close(ctx); err != nil {
 		return opError("put", remoteArg, err)
@@ -632,7 +624,8 @@ func umask() uint32 {
 // unique to this get) renamed over it once every byte is on the local
 // disk, so that an interrupted or failed get leaves it as it was. A file
 // replaced keeps its permission bits (and owner, where allowed); a new
-// file gets the remote file's permission bits less the umask.
+// file gets the remote file's permission bits less the umask. Blocks of
+// zeros become holes in a regular file written (sparseFile).
 func Get(ctx context.Context, e Env, arg, local string) error {
 	c, ps, err := e.open(ctx, arg)
 	if err != nil {
@@ -797,8 +790,13 @@ func replaceFile(local, dest string, old os.FileInfo, perm os.FileMode, fill fun
 			return fmt.Errorf("cannot write %s: give the temporary file %s its mode: %w", local, tmp, unwrapPath(err))
 		}
 	}
-	if err := fill(f); err != nil {
+	// The file is new: blocks of zeros can stay holes (sparseFile).
+	sf := &sparseFile{f: f}
+	if err := fill(sf); err != nil {
 		return err
+	}
+	if err := sf.finish(); err != nil {
+		return fmt.Errorf("cannot write %s: %w", local, unwrapPath(err))
 	}
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("cannot write %s: %w", local, unwrapPath(err))
