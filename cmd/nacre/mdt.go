@@ -9,6 +9,7 @@ import (
 func mdtCommand(g *globals) *cobra.Command {
 	top := &cobra.Command{Use: "mdt", Short: "MDT maintenance: file-level backup and restore", GroupID: "admin"}
 	var dir, file string
+	var force bool
 	backup := &cobra.Command{
 		Use:   "backup --dir MDTDIR --out FILE",
 		Short: "Back up a stopped MDT, file by file",
@@ -26,11 +27,12 @@ func mdtCommand(g *globals) *cobra.Command {
 		Short: "Restore a backup into a stopped MDT (new local keys; the OI is rebuilt at start)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return admin.Restore(adminEnv(g, cmd), dir, file)
+			return admin.Restore(adminEnv(g, cmd), dir, file, force)
 		},
 	}
 	restore.Flags().StringVar(&dir, "dir", "", "the MDT's target directory")
 	restore.Flags().StringVar(&file, "from", "", "the backup file")
+	restore.Flags().BoolVar(&force, "force", false, "restore a backup of another MDT (another uuid) over one that holds files")
 	restore.MarkFlagRequired("dir")
 	restore.MarkFlagRequired("from")
 	top.AddCommand(backup, restore)

@@ -172,8 +172,13 @@ func Backup(db *kv.DB, id target.Identity, w io.Writer) (*BackupHeader, error) {
 
 // Restore replaces the state of the MDT store db (server stopped) with a
 // backup, giving every object but the root a new local key. The Raft log
-// starts empty. It returns the backup's header.
-func Restore(db *kv.DB, id target.Identity, r io.Reader) (*BackupHeader, error) {
+// starts empty. It returns the backup's header. A backup of another MDT
+// (another uuid: every `nacre up` cluster is named "nacre") is refused
+// over a store that holds objects besides the root, unless force: the
+// restore would replace a namespace whose files live on this cluster's
+// OSTs with one whose files do not. Over an empty store (one reformatted
+// to restore onto, as seed 003's scenario) it is what is asked.
+func Restore(db *kv.DB, id target.Identity, r io.Reader, force bool) (*BackupHeader, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	var crc uint32
 	read := func(p []byte) error {
@@ -198,6 +203,17 @@ func Restore(db *kv.DB, id target.Identity, r io.Reader) (*BackupHeader, error) 
 	}
 	if h.Fsname != id.Fsname || h.Index != id.Index {
 		return nil, fmt.Errorf("the backup is of %s-MDT%04x, this is %s-MDT%04x", h.Fsname, h.Index, id.Fsname, id.Index)
+	}
+	if h.UUID != id.UUID && !force {
+		n, err := countObjects(db)
+		if err != nil {
+			return nil, err
+		}
+		if n > 1 {
+			return nil, fmt.Errorf("the backup (%d objects, backed up %s) is of another %s (uuid %s), and this one (uuid %s) holds %d objects, "+
+				"which it would replace: their files' data is on this cluster's OSTs, the backup's is not. Restore a backup of this MDT, "+
+				"or give --force to replace them anyway", h.Objects, h.Created.Format(time.RFC3339), id.Label(), h.UUID, id.UUID, n)
+		}
 	}
 	uvarint := func() (uint64, error) {
 		var buf []byte
@@ -319,4 +335,23 @@ func Restore(db *kv.DB, id target.Identity, r io.Reader) (*BackupHeader, error) 
 	}
 	b.Close()
 	return h, nil
+}
+
+// countObjects counts the objects (inodes) of an MDT store: the count
+// it keeps, else by its keys.
+func countObjects(db *kv.DB) (int, error) {
+	if v, err := db.Get(keyInodes); err == nil && len(v) == 8 {
+		return int(u64(v)), nil
+	}
+	p := []byte{pfxObj}
+	it, err := db.NewIter(p, kv.PrefixEnd(p))
+	if err != nil {
+		return 0, err
+	}
+	defer it.Close()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+	}
+	return n, it.Error()
 }

@@ -265,10 +265,13 @@ func (s *Server) Register(ctx context.Context, ti *pb.TargetInfo) (*pb.RegisterR
 		return nil, status.Errorf(codes.FailedPrecondition, "%s belongs to file system %q but this MGS serves %q; point it at the right MGS (--mgs)",
 			label(ti.Kind, ti.Index), ti.Fsname, s.cfg.ID.Fsname)
 	}
+	key := string(targetKey(ti.Kind, ti.Index, ti.ReplicaId))
+	if err := s.servedElsewhere(key, ti); err != nil {
+		return nil, err
+	}
 	if _, err := s.propose(ctx, &pb.MGSCommand{Op: &pb.MGSCommand_Register{Register: ti}}); err != nil {
 		return nil, err
 	}
-	key := string(targetKey(ti.Kind, ti.Index, ti.ReplicaId))
 	s.mu.Lock()
 	if e := s.targets[key]; e != nil {
 		e.h = health{lastHeard: s.cfg.Now(), leader: ti.Leader}
@@ -280,6 +283,33 @@ func (s *Server) Register(ctx context.Context, ti *pb.TargetInfo) (*pb.RegisterR
 	}
 	s.log.Info("target registered", "registered", what, "addr", ti.Addr, "data_addr", ti.DataAddr, "pid", ti.Pid)
 	return &pb.RegisterReply{Fsname: s.cfg.ID.Fsname}, nil
+}
+
+// servedElsewhere refuses the registration ti of a target that another
+// process, at another address, still serves: it heartbeated within
+// DownAfter. Two processes of one target are a copy of its directory
+// started beside it (same uuid); clients would write into whichever
+// registered last, and the data would be lost with it. A target that
+// moved to a new address registers once its old process has been silent
+// for DownAfter (the Registrar retries Aborted that long).
+func (s *Server) servedElsewhere(key string, ti *pb.TargetInfo) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.targets[key]
+	if e == nil || e.info.Uuid != ti.Uuid || e.info.Addr == ti.Addr || e.h.lastHeard.IsZero() {
+		return nil // another uuid: the registry refuses it (two formats of one index)
+	}
+	ago := s.cfg.Now().Sub(e.h.lastHeard)
+	if ago >= DownAfter {
+		return nil
+	}
+	what := label(ti.Kind, ti.Index)
+	if ti.ReplicaId != 0 {
+		what += fmt.Sprintf(" replica %d", ti.ReplicaId)
+	}
+	return status.Errorf(codes.Aborted, "%s is already served at %s (pid %d on %s, heard from %s ago); this process at %s would take its place: "+
+		"was its directory copied? Stop one of the two (a target that moved registers once the old process has been silent for %s)",
+		what, e.info.Addr, e.info.Pid, e.info.Host, ago.Round(time.Millisecond), ti.Addr, DownAfter)
 }
 
 // Deregister forgets a replica that left its group.

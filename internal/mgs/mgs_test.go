@@ -2,11 +2,14 @@ package mgs
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/kv"
@@ -110,6 +113,55 @@ func TestRegistryAndSequenceGrantsAreReplicatedStateThatSurvivesARestart(t *test
 	for _, ti := range cfg.Targets {
 		if ti.Kind == pb.TargetKind_TARGET_MDT && ti.Index == 1 && ti.ReplicaId == 2 {
 			t.Fatal("deregistered replica still listed")
+		}
+	}
+}
+
+// A second process of one target (a copy of its directory: the same
+// uuid) at another address is refused while the first heartbeats, so
+// that clients never write into the copy; once the first has been silent
+// for DownAfter the target may register from its new address.
+func TestACopyOfALiveTargetCannotTakeItsPlace(t *testing.T) {
+	s, db := open(t, vfs.NewMem())
+	defer db.Close()
+	now := time.Now()
+	s.cfg.Now = func() time.Time { return now }
+	ctx := context.Background()
+	ost := &pb.TargetInfo{Kind: pb.TargetKind_TARGET_OST, Index: 1, Fsname: "test", Uuid: "u", Addr: "127.0.0.1:1001", Pid: 11, Host: "h"}
+	if _, err := s.Register(ctx, ost); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Heartbeat(ctx, &pb.HeartbeatRequest{Kind: ost.Kind, Index: 1, Uuid: "u"}); err != nil {
+		t.Fatal(err)
+	}
+	cp := proto.Clone(ost).(*pb.TargetInfo)
+	cp.Addr, cp.Pid = "127.0.0.1:2002", 22
+	_, err := s.Register(ctx, cp)
+	if status.Code(err) != codes.Aborted || !strings.Contains(err.Error(), "already served at 127.0.0.1:1001 (pid 11") {
+		t.Fatalf("a copy registering beside the live OST: %v, want Aborted naming the live one", err)
+	}
+	// The live one registering again (a heartbeat said NotFound) is fine.
+	if _, err := s.Register(ctx, ost); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Heartbeat(ctx, &pb.HeartbeatRequest{Kind: ost.Kind, Index: 1, Uuid: "u"}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(DownAfter - time.Second)
+	if _, err := s.Register(ctx, cp); status.Code(err) != codes.Aborted {
+		t.Fatalf("%v after the last heartbeat: %v, want Aborted", DownAfter-time.Second, err)
+	}
+	now = now.Add(2 * time.Second)
+	if _, err := s.Register(ctx, cp); err != nil {
+		t.Fatalf("the target moved after the old process fell silent: %v", err)
+	}
+	cfg, err := s.GetConfig(ctx, &pb.GetConfigRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ti := range cfg.Targets {
+		if ti.Kind == pb.TargetKind_TARGET_OST && ti.Addr != cp.Addr {
+			t.Errorf("OST0001 registered at %s, want the new address %s", ti.Addr, cp.Addr)
 		}
 	}
 }

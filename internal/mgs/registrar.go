@@ -97,6 +97,7 @@ func (r *Registrar) loop(ctx context.Context, addr string) {
 	defer r.wg.Done()
 	registered := false
 	warned := time.Time{}
+	var refusedSince time.Time // when Register began to answer Aborted
 	t := time.NewTicker(HeartbeatInterval)
 	defer t.Stop()
 	for {
@@ -116,9 +117,22 @@ func (r *Registrar) loop(ctx context.Context, addr string) {
 			}
 		}
 		cancel()
+		if status.Code(err) == codes.Aborted && ctx.Err() == nil {
+			// Another process serves this target (Server.servedElsewhere):
+			// wait out the MGS's DownAfter, in case that one is a former
+			// process of ours that just stopped, then give up.
+			if refusedSince.IsZero() {
+				refusedSince = time.Now()
+			}
+			if time.Since(refusedSince) < DownAfter+2*HeartbeatInterval {
+				err = nil
+			}
+		} else {
+			refusedSince = time.Time{}
+		}
 		if err != nil && ctx.Err() == nil {
 			switch status.Code(err) {
-			case codes.FailedPrecondition, codes.AlreadyExists, codes.InvalidArgument:
+			case codes.FailedPrecondition, codes.AlreadyExists, codes.InvalidArgument, codes.Aborted:
 				select {
 				case r.fatal <- err:
 				default:

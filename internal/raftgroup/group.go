@@ -19,6 +19,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"nacre/internal/kv"
+	"nacre/internal/raftlog"
 )
 
 // Entry is one committed log entry as the state machine sees it. Data is
@@ -353,6 +354,15 @@ func Start(cfg Config) (*Group, error) {
 	loc := logLoc{fs: cfg.LogFS, dir: cfg.LogDir, segment: cfg.LogSegmentSize}
 	st, err := openLog(cfg.DB, g.keys, loc, boot, cfg.CacheBytes, cfg.ID, cfg.Join)
 	if err != nil {
+		if errors.Is(err, raftlog.ErrCorrupt) {
+			// What the admin can do depends on whether other replicas
+			// hold the group's state.
+			fix := "restore the target from a backup (nacre mdt restore for an MDT)"
+			if len(cfg.Peers) > 1 || cfg.Join {
+				fix = "replace this replica (nacre replica replace), or " + fix
+			}
+			return nil, fmt.Errorf("raft group %d replica %d: %w; %s", g.gid, g.id, err, fix)
+		}
 		return nil, fmt.Errorf("raft group %d replica %d: %w", g.gid, g.id, err)
 	}
 	g.store = st

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -387,6 +388,17 @@ func openLog(db *kv.DB, k keys, loc logLoc, boot *pb.ConfState, maxCache int, se
 	v, err := db.Get(k.version)
 	switch {
 	case errors.Is(err, kv.ErrNotFound):
+		// Either a new group, or one whose first start crashed before the
+		// format was recorded (its log holds the bootstrap point alone).
+		// A log holding more means the store lost what it had recorded:
+		// starting over would wipe the group's history.
+		if held, err := priorLog(loc); err != nil || held != "" {
+			if err == nil {
+				err = fmt.Errorf("%w: the store %s has no record of its raft log, but the log %s holds %s: "+
+					"the store lost data (a damaged write-ahead log?); not starting, so that the log is kept", raftlog.ErrCorrupt, db.Dir(), loc.dir, held)
+			}
+			return nil, err
+		}
 		if !join && !slices.Contains(boot.GetVoters(), self) {
 			return nil, fmt.Errorf("a new group needs its replicas in Config.Peers, and replica %d is not among %v (or set Config.Join)", self, boot.GetVoters())
 		}
@@ -441,6 +453,34 @@ func openLog(db *kv.DB, k keys, loc logLoc, boot *pb.ConfState, maxCache int, se
 		return nil, err
 	}
 	return s, nil
+}
+
+// priorLog describes what a log left in loc holds beyond a new group's
+// bootstrap point ("" if nothing, or there is no log).
+func priorLog(loc logLoc) (string, error) {
+	names, err := loc.fs.List(loc.dir)
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && len(names) == 0) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read raft log directory %s: %w", loc.dir, err)
+	}
+	s := &logStore{hs: &pb.HardState{}}
+	r := replayer{s: s}
+	l, err := raftlog.Open(loc.fs, loc.dir, raftlog.Options{SegmentSize: loc.segment}, r.record)
+	if err != nil {
+		return "", fmt.Errorf("the store has no record of its raft log, and the log %s left there cannot be read: %w", loc.dir, err)
+	}
+	l.Close()
+	switch {
+	case len(r.ents) > 0:
+		return fmt.Sprintf("entries up to %d (term %d)", r.base+uint64(len(r.ents)), r.ents[len(r.ents)-1].GetTerm()), nil
+	case s.hs.GetTerm() > 0 || s.hs.GetCommit() > 0:
+		return fmt.Sprintf("the state of term %d (commit %d)", s.hs.GetTerm(), s.hs.GetCommit()), nil
+	case s.trunc.GetIndex() > bootIndex:
+		return fmt.Sprintf("a truncation point at %d", s.trunc.GetIndex()), nil
+	}
+	return "", nil
 }
 
 // createLog starts a new log in loc holding trunc, hs and ents, synced. A
@@ -589,8 +629,8 @@ func (r *replayer) record(rec raftlog.Record) error {
 func (r *replayer) finish(dir string) error {
 	s := r.s
 	if !r.seenT {
-		return fmt.Errorf("raft log %s holds no truncation point, but the store says the log is there: "+
-			"the log directory is missing or damaged; replace the replica (nacre replica replace) or restore the target from a backup", dir)
+		return fmt.Errorf("%w: raft log %s holds no truncation point, but the store says the log is there: "+
+			"the log directory is missing or damaged", raftlog.ErrCorrupt, dir)
 	}
 	t := s.trunc.GetIndex()
 	if len(r.ents) > 0 && r.base != t {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"nacre/internal/kv"
+	"nacre/internal/raftlog"
 )
 
 func ent(i, term uint64, data string) *pb.Entry {
@@ -383,5 +384,54 @@ func TestKVImageRestoresExactlyTheRangesAndDetectsDamage(t *testing.T) {
 	}
 	if _, err := dst.Get([]byte("sm/late")); err != nil {
 		t.Fatal("restore of an open range lost a key")
+	}
+}
+
+// A store that lost the record of its raft log (its write-ahead log was
+// damaged) must not start a new, empty log over the old one: the open is
+// refused and the log kept. A log holding only the bootstrap point (a
+// first start that crashed before the record was made) is started over.
+func TestLogWhoseStoreLostItsRecordIsKept(t *testing.T) {
+	db, _ := kv.OpenMem()
+	defer db.Close()
+	k := newKeys([]byte("\x00r"))
+	boot := &pb.ConfState{Voters: []uint64{1}}
+	s, err := openLog(db, k, memLoc(db, 0), boot, 1<<20, 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.log.Close()
+	if err := db.Delete(k.version, true); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = openLog(db, k, memLoc(db, 0), boot, 1<<20, 1, false); err != nil {
+		t.Fatalf("a log holding the bootstrap point alone: %v", err)
+	}
+	appendAndCommit(t, s, ent(2, 1, "a"), ent(3, 1, "b"))
+	if err := s.setHardState(&pb.HardState{Term: new(uint64(1)), Vote: new(uint64(1)), Commit: new(uint64(3))}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.log.Write(true); err != nil {
+		t.Fatal(err)
+	}
+	s.log.Close()
+	if err := db.Delete(k.version, true); err != nil {
+		t.Fatal(err)
+	}
+	_, err = openLog(db, k, memLoc(db, 0), boot, 1<<20, 1, false)
+	if !errors.Is(err, raftlog.ErrCorrupt) || !strings.Contains(err.Error(), "entries up to 3 (term 1)") || !strings.Contains(err.Error(), "lost data") {
+		t.Fatalf("open of a store that lost its log's record: %v", err)
+	}
+	// Nothing was wiped: with the record back, the entries are there.
+	if err := db.Set(k.version, binary.BigEndian.AppendUint64(nil, logFormat), true); err != nil {
+		t.Fatal(err)
+	}
+	s, err = openLog(db, k, memLoc(db, 0), nil, 1<<20, 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.log.Close()
+	if got := describe(t, s, 2, 4); !strings.Contains(got, "a") || !strings.Contains(got, "b") || s.last() != 3 {
+		t.Fatalf("after the refusal the log holds [%s] up to %d", got, s.last())
 	}
 }

@@ -258,8 +258,7 @@ func (l *Log) replay(s *segment, last bool, fn func(Record) error) (int64, bool,
 	}
 	s.size = st.Size()
 	damaged := func(off int64, what string) error {
-		return fmt.Errorf("%w: segment %s, offset %d: %s; this replica's log cannot be trusted: "+
-			"replace the replica (nacre replica replace) or restore the target from a backup", ErrCorrupt, path, off, what)
+		return fmt.Errorf("%w: segment %s, offset %d: %s; this replica's log cannot be trusted", ErrCorrupt, path, off, what)
 	}
 	var off int64
 	for {

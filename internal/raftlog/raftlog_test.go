@@ -201,7 +201,7 @@ func TestDamageBeforeTheNewestSegmentIsRefused(t *testing.T) {
 	f.WriteAt([]byte{0xff, 0xff}, first.off()+12)
 	f.Close()
 	_, err := Open(fs, "log", Options{SegmentSize: 4096}, func(Record) error { return nil })
-	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "replace the replica") {
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "cannot be trusted") {
 		t.Fatalf("Open of a log damaged in an old segment: %v", err)
 	}
 }

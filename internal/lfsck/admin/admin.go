@@ -732,7 +732,7 @@ func Backup(e Env, dir, file string) error {
 
 // Restore restores a backup into the (stopped) MDT in dir; its object
 // index is rebuilt by an OI scrub when the MDT next starts.
-func Restore(e Env, dir, file string) error {
+func Restore(e Env, dir, file string, force bool) error {
 	db, id, err := offlineMDT(dir, false)
 	if err != nil {
 		return err
@@ -743,7 +743,7 @@ func Restore(e Env, dir, file string) error {
 		return err
 	}
 	defer f.Close()
-	h, err := mdt.Restore(db, id, f)
+	h, err := mdt.Restore(db, id, f, force)
 	if err != nil {
 		return fmt.Errorf("restore of %s from %s: %w", id.Label(), file, err)
 	}
