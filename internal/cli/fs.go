@@ -324,7 +324,7 @@ const partialSuffix = ".nacre-partial"
 // written and durable, so an interrupted or failed put leaves the
 // destination as it was (and removes the temporary file; only a client
 // killed outright leaves one behind). The destination is a new file with
-// the source's permission bits (from standard input: 0666 less the umask,
+// the source's permission bits less the umask, as cp (from standard input: 0666 less it,
 // as a shell redirection) and the layout asked, else the layout of the
 // file it replaces, else its directory's default. A file that would get
 // fewer stripes than the first two ask is not written (checkStripes).
@@ -351,7 +351,8 @@ func Put(ctx context.Context, e Env, local, remoteArg string, so StripeOpts) err
 		if st.IsDir() {
 			return fmt.Errorf("put %s: is a directory (copy files one by one)", local)
 		}
-		src, perm = f, uint32(st.Mode().Perm())
+		// As cp(1) makes a new file: the source's bits less the umask.
+		src, perm = f, uint32(st.Mode().Perm())&^umask()
 	}
 	l, err := so.layout()
 	if err != nil {

@@ -160,7 +160,25 @@ func shortMessage(err error) string {
 			}
 		}
 	}
-	return err.Error()
+	return stripStatus(err.Error())
+}
+
+// stripStatus drops gRPC's "rpc error: code = ResourceExhausted desc = "
+// from a message: the server's text after it names the problem (a full
+// MDT, ...) in words.
+func stripStatus(msg string) string {
+	const p, d = "rpc error: code = ", " desc = "
+	for {
+		i := strings.Index(msg, p)
+		if i < 0 {
+			return msg
+		}
+		j := strings.Index(msg[i:], d)
+		if j < 0 {
+			return msg
+		}
+		msg = msg[:i] + msg[i+j+len(d):]
+	}
 }
 
 // isObjectIO says whether op is a read or write of an OST object, as

@@ -60,7 +60,8 @@ func copyIn(ctx context.Context, f *client.File, src io.Reader, local bool, what
 		return nil
 	}
 	readErr := func(err error) error { return fmt.Errorf("read %s: %w", what, err) }
-	if lf, ok := src.(*os.File); ok && local {
+	src = ctxReader{ctx, src}
+	if lf, ok := src.(ctxReader).r.(*os.File); ok && local {
 		if st, err := lf.Stat(); err == nil && st.Mode().IsRegular() {
 			var err error
 			size, err = copyRanges(ctx, lf, buf, write)
@@ -81,11 +82,11 @@ func copyIn(ctx context.Context, f *client.File, src io.Reader, local bool, what
 		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
 			break
 		}
+		if err := ctx.Err(); err != nil {
+			return 0, err // interrupted (ctxReader)
+		}
 		if rerr != nil {
 			return 0, readErr(rerr)
-		}
-		if err := ctx.Err(); err != nil {
-			return 0, err
 		}
 	}
 	return size, finishSparse(ctx, f, size, end)
@@ -194,4 +195,34 @@ func (s *sparseFile) finish() error {
 		return nil
 	}
 	return s.f.Truncate(int64(s.off))
+}
+
+// ctxReader is a Reader whose reads return once ctx is done, also while
+// the one below still waits (standard input or a FIFO with no writer
+// yet): an interrupted put must not wait for input to end.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := c.r.Read(p)
+		done <- result{n, err}
+	}()
+	select {
+	case r := <-done:
+		return r.n, r.err
+	case <-c.ctx.Done():
+		// The read may still fill p: the caller is giving up on it.
+		return 0, c.ctx.Err()
+	}
 }

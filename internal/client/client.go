@@ -167,6 +167,9 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		if rpc.IsVersionMismatch(err) {
 			return nil, fmt.Errorf("MGS at %s refused this client: %w", cfg.MGS, err)
 		}
+		if rpc.NotTheService(err) {
+			return nil, fmt.Errorf("%s answers but is not an MGS (%v): give the MGS address that `nacre up` printed (NACRE_MGS=...) or that `nacre status --dir CLUSTER_DIR` shows", cfg.MGS, err)
+		}
 		return nil, fmt.Errorf("cannot reach the MGS at %s: %w (is the cluster up? see `nacre status`)", cfg.MGS, err)
 	}
 	if h.ProtocolVersion != version.Protocol {

@@ -271,8 +271,15 @@ func (fs *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.S
 				return fuse.OK
 			}
 			if eo != nil && e.Inode != nil {
+				// As Lookup: the size must include this mount's own
+				// writes, which write-behind may still be sending. The
+				// kernel takes a readdirplus entry's size for the file's,
+				// also for a file it holds open: an older one would move
+				// SEEK_END and later writes back over the data.
 				ino := e.Inode
+				fs.fenceOwnWrites(fid.FromPB(ino.Fid))
 				if err := fs.c.Glimpse(ctx, ino); err == nil {
+					fs.ownSize(ino)
 					fs.fillEntry(ino, eo)
 				}
 			}

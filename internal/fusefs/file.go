@@ -293,7 +293,7 @@ func (fs *FS) createFile(in *fuse.CreateIn, name string, out *fuse.CreateOut, at
 		}
 	}
 	if !existed {
-		fs.dirChanged(in.NodeId, 0)
+		fs.dirChanged(in.NodeId, 0, ino)
 	}
 	if rep.Opened {
 		// The MDS recorded the open with the create; a close of this

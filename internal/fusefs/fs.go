@@ -480,8 +480,12 @@ func (fs *FS) removed() {
 
 // dirChanged notes a change this client made in directory id (a name
 // added or removed) in its cached attributes: new mtime and ctime, and
-// the link count when a subdirectory came or went.
-func (fs *FS) dirChanged(id uint64, nlinkDelta int) {
+// the link count when a subdirectory came or went. changed is the object
+// the MDT's reply returned (nil if none): its ctime is the operation's
+// time on the MDT, which the directory got too. The client's clock would
+// show a time the directory's attributes take back when they are fetched
+// again.
+func (fs *FS) dirChanged(id uint64, nlinkDelta int, changed *pb.Inode) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	n := fs.nodes[id]
@@ -489,7 +493,10 @@ func (fs *FS) dirChanged(id uint64, nlinkDelta int) {
 		return
 	}
 	ino := proto.Clone(n.ino).(*pb.Inode)
-	now := time.Now().UnixNano()
+	now := changed.GetCtimeNs()
+	if now == 0 {
+		now = time.Now().UnixNano()
+	}
 	ino.MtimeNs, ino.CtimeNs = now, now
 	if nlinkDelta != 0 && int(ino.Nlink)+nlinkDelta >= 2 {
 		ino.Nlink = uint32(int(ino.Nlink) + nlinkDelta)

@@ -265,7 +265,7 @@ func (fs *FS) create(h *fuse.InHeader, name string, mode uint32, o client.Create
 	if mode&syscall.S_IFMT == syscall.S_IFDIR {
 		delta = 1
 	}
-	fs.dirChanged(h.NodeId, delta)
+	fs.dirChanged(h.NodeId, delta, ino)
 	fs.fillEntry(ino, out)
 	return fuse.OK
 }
@@ -316,7 +316,7 @@ func (fs *FS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fu
 	if err := fs.c.Glimpse(ctx, ino); err != nil {
 		return fs.status("link", err)
 	}
-	fs.dirChanged(in.NodeId, 0)
+	fs.dirChanged(in.NodeId, 0, ino)
 	fs.fillEntry(ino, out)
 	return fuse.OK
 }
@@ -355,7 +355,7 @@ func (fs *FS) remove(h *fuse.InHeader, name string, dir bool) fuse.Status {
 		fs.endFlight(flown, nil)
 		ino, err := fs.c.Remove(ctx, pf, name, dir)
 		if err == nil {
-			fs.dirChanged(h.NodeId, delta)
+			fs.dirChanged(h.NodeId, delta, ino)
 			fs.unlinked(ino)
 		}
 		return fs.status(op, err)
@@ -378,7 +378,7 @@ func (fs *FS) remove(h *fuse.InHeader, name string, dir bool) fuse.Status {
 	if err != nil {
 		return fs.status(op, err)
 	}
-	fs.dirChanged(h.NodeId, delta)
+	fs.dirChanged(h.NodeId, delta, ino)
 	fs.unlinked(ino)
 	return fuse.OK
 }
@@ -422,9 +422,18 @@ func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName
 	flown := fs.openForFlight() // released by endFlight below (orphans.go)
 	open := flown
 	if len(open) == 0 || fs.sess == nil || in.Flags&client.RenameExchange != 0 {
+		var other *pb.Inode
+		if in.Flags&client.RenameExchange != 0 {
+			// The object at the new name moves too (and gets a new change
+			// time); the reply names only the other one.
+			other, _ = fs.c.Lookup(ctx, dp, newName)
+		}
 		moved, err := fs.c.Move(ctx, sp, oldName, dp, newName, in.Flags)
 		fs.endFlight(flown, nil)
 		fs.moved(moved)
+		if err == nil {
+			fs.moved(other)
+		}
 		return fs.status("rename", err)
 	}
 	if len(open) > maxOpenList {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -121,6 +123,10 @@ func TestCLIWorkflow(t *testing.T) {
 // TestCLIErrorsNameTheProblem checks the messages of common mistakes.
 func TestCLIErrorsNameTheProblem(t *testing.T) {
 	bin := testcluster.Binary(t)
+	// Not an MGS: a web server's address given by mistake.
+	web := httptest.NewServer(http.NotFoundHandler())
+	defer web.Close()
+	webAddr := strings.TrimPrefix(web.URL, "http://")
 	cases := []struct {
 		args []string
 		env  string
@@ -129,6 +135,8 @@ func TestCLIErrorsNameTheProblem(t *testing.T) {
 		{[]string{"ls", "/"}, "NACRE_MGS=", "NACRE_MGS"},
 		{[]string{"ls", "/"}, "NACRE_MGS=127.0.0.1:1", "cannot reach the MGS at 127.0.0.1:1"},
 		{[]string{"status"}, "NACRE_MGS=127.0.0.1:1", "does not answer"},
+		{[]string{"ls", "/"}, "NACRE_MGS=" + webAddr, webAddr + " answers but is not an MGS"},
+		{[]string{"status"}, "NACRE_MGS=" + webAddr, webAddr + " answers but is not an MGS"},
 		{[]string{"setstripe", "-c", "-5", "/f"}, "NACRE_MGS=127.0.0.1:1", "stripe count -5"},
 		{[]string{"format", "--type", "disk", "--dir", "/tmp/x"}, "", "use mgs, mdt or ost"},
 		{[]string{"serve", "--dir", t.TempDir()}, "", "nacre format"},
@@ -320,10 +328,21 @@ func TestCLIPutNeverLeavesAPartialFile(t *testing.T) {
 	if got, _ := cl.Run("cat", "/dst"); got != "old contents\n" {
 		t.Fatalf("while put writes %s, /dst holds %d bytes", partial, len(got))
 	}
+	// The writer keeps the FIFO open and sends nothing more: the put,
+	// waiting to read, must end on the interrupt all the same.
 	put.Process.Signal(syscall.SIGINT)
-	time.Sleep(100 * time.Millisecond)
-	w.Close() // the put's read returns
-	if err := put.Wait(); err == nil {
+	waited := make(chan error, 1)
+	go func() { waited <- put.Wait() }()
+	var werr error
+	select {
+	case werr = <-waited:
+	case <-time.After(5 * time.Second):
+		w.Close() // the put's read returns
+		werr = <-waited
+		t.Errorf("an interrupted put waited for its input: it ended only once the FIFO's writer closed it")
+	}
+	w.Close()
+	if werr == nil {
 		t.Fatalf("interrupted put succeeded:\n%s", putOut.String())
 	}
 	if !strings.Contains(putOut.String(), "nacre: interrupted") || strings.Contains(putOut.String(), "context canceled") {

@@ -262,7 +262,7 @@ func (s *Server) Register(ctx context.Context, ti *pb.TargetInfo) (*pb.RegisterR
 		return fwd, err
 	}
 	if ti.Fsname != s.cfg.ID.Fsname {
-		return nil, status.Errorf(codes.FailedPrecondition, "%s belongs to file system %q but this MGS serves %q; point it at the right MGS (--mgs)",
+		return nil, status.Errorf(codes.FailedPrecondition, "%s belongs to file system %q but this MGS serves %q; point it at the right MGS: mgs_node in its directory's nacre-target.json (nacre format --mgsnode)",
 			label(ti.Kind, ti.Index), ti.Fsname, s.cfg.ID.Fsname)
 	}
 	key := string(targetKey(ti.Kind, ti.Index, ti.ReplicaId))

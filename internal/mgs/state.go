@@ -190,7 +190,7 @@ func (s *Server) apply(b *kv.Batch, cmd *pb.MGSCommand) result {
 
 func (s *Server) applyRegister(b *kv.Batch, ti *pb.TargetInfo, now int64) result {
 	if ti.Fsname != s.cfg.ID.Fsname {
-		return result{err: status.Errorf(codes.FailedPrecondition, "%s belongs to file system %q but this MGS serves %q; point it at the right MGS (--mgs)",
+		return result{err: status.Errorf(codes.FailedPrecondition, "%s belongs to file system %q but this MGS serves %q; point it at the right MGS: mgs_node in its directory's nacre-target.json (nacre format --mgsnode)",
 			label(ti.Kind, ti.Index), ti.Fsname, s.cfg.ID.Fsname)}
 	}
 	switch {

@@ -299,3 +299,15 @@ func CheckHostPort(addr string) (string, error) {
 	}
 	return host, nil
 }
+
+// NotTheService reports whether err says the peer answered but does not
+// serve what was asked: a gRPC server without the service (another
+// Nacre server's port: "unknown service"), or a server that does not
+// speak gRPC at all (an HTTP server answers the HTTP/2 preface with a
+// frame gRPC reads as too large).
+func NotTheService(err error) bool {
+	if err == nil {
+		return false
+	}
+	return status.Code(err) == codes.Unimplemented || strings.Contains(err.Error(), "http2: frame too large")
+}

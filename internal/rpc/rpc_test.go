@@ -79,3 +79,20 @@ func TestErrnoTable(t *testing.T) {
 		t.Error("NewErrno")
 	}
 }
+
+func TestNotTheService(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{status.Error(codes.Unimplemented, "unknown service nacre.v1.MGS"), true},
+		{status.Error(codes.Unavailable, `connection error: desc = "error reading server preface: http2: frame too large"`), true},
+		{status.Error(codes.Unavailable, "connection refused"), false},
+		{status.Error(codes.DeadlineExceeded, "context deadline exceeded"), false},
+		{nil, false},
+	} {
+		if got := NotTheService(c.err); got != c.want {
+			t.Errorf("NotTheService(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}

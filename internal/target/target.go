@@ -21,6 +21,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -292,10 +293,26 @@ func CheckStore(db *kv.DB, id Identity) error {
 		return fmt.Errorf("read store identity in %s: %w", db.Dir(), err)
 	}
 	if string(got) != want {
-		return fmt.Errorf("store %s belongs to another target (%s), not to %s (%s|%s|%d|%s|%d); the directory was mixed up: restore the right store or reformat",
-			db.Dir(), got, id.Describe(), id.Fsname, id.Kind, id.Index, id.UUID, id.FormatVersion)
+		return storeMismatch(db.Dir(), string(got), want, id)
 	}
 	return nil
+}
+
+// storeMismatch explains a store whose recorded owner (got) is not the
+// identity file's (want, same encoding): a format version alone is
+// another release's store; anything else is a store and an identity file
+// of different targets, and which one is wrong only the admin can tell.
+// Reformatting is never the advice: it destroys the store.
+func storeMismatch(dir, got, want string, id Identity) error {
+	g, w := strings.Split(got, "|"), strings.Split(want, "|")
+	if len(g) == len(w) && slices.Equal(g[:len(g)-1], w[:len(w)-1]) {
+		return fmt.Errorf("store %s has format version %s, and this nacre (%s) reads format %d: start it with a release that reads format %s",
+			dir, g[len(g)-1], version.Software, id.FormatVersion, g[len(g)-1])
+	}
+	return fmt.Errorf("store %s belongs to another target (%s), not to the one its directory's %s names, %s (%s): "+
+		"either the store or the identity file was copied from another target or edited; put back the right one "+
+		"(the store is not touched: reformatting would destroy its data)",
+		dir, got, IdentityFile, id.Describe(), want)
 }
 
 // ErrStoreLost says a target that has run finds no store: its device is

@@ -78,8 +78,15 @@ func TestCheckStoreRefusesForeignStore(t *testing.T) {
 	}
 	b := a
 	b.UUID = "u2"
-	if err := CheckStore(db, b); err == nil || !strings.Contains(err.Error(), "another target") {
-		t.Fatalf("foreign store accepted: %v", err)
+	if err := CheckStore(db, b); err == nil || !strings.Contains(err.Error(), "another target") || strings.Contains(err.Error(), "reformat ") {
+		t.Fatalf("foreign store: %v", err)
+	}
+	// A store of another format version (a newer release wrote it) says
+	// so, rather than that it is another target's.
+	c := a
+	c.FormatVersion = 2
+	if err := CheckStore(db, c); err == nil || !strings.Contains(err.Error(), "has format version 1") || !strings.Contains(err.Error(), "reads format 2") {
+		t.Fatalf("a store of another format version: %v", err)
 	}
 }
 
