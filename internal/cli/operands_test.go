@@ -152,7 +152,7 @@ func TestClusterMountsMatchesTheRecordedMGS(t *testing.T) {
 func TestStripStatus(t *testing.T) {
 	for in, want := range map[string]string{
 		"mkdir /d: rpc error: code = ResourceExhausted desc = MDT0000 is full: 80MB free": "mkdir /d: MDT0000 is full: 80MB free",
-		"no status here":            "no status here",
+		"no status here":             "no status here",
 		"rpc error: code = Internal": "rpc error: code = Internal",
 	} {
 		if got := stripStatus(in); got != want {
