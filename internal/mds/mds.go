@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"sort"
 	"strings"
 	"sync"
@@ -429,6 +430,11 @@ func (s *Server) pickOSTs(ctx context.Context, hint *pb.Layout) ([]uint32, error
 			ready = nil
 		}
 		if len(ready) > 0 {
+			if hint == nil || hint.StripeOffset < 0 {
+				if w := s.qosWeights(ready); w != nil {
+					return weightedOrder(ready, w, rand.Uint64N), nil
+				}
+			}
 			start := int(s.rr.Add(1) % uint64(len(ready)))
 			if hint != nil && hint.StripeOffset >= 0 {
 				for i, o := range ready {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 
 	"google.golang.org/grpc/codes"
@@ -112,4 +113,61 @@ func (s *Server) fullReplica() string {
 			s.id.Label(), id, layout.FormatSize(st.BytesAvail), layout.FormatSize(st.BytesTotal))
 	}
 	return ""
+}
+
+// qosImbalance is the difference of available space, in percent of the
+// most, between the OSTs with the most and the least, above which new
+// files are placed by space rather than in turn (Lustre's qos_threshold_rr,
+// 17 % by default): round robin would fill the emptier OSTs' last bytes
+// as fast as the others', and a file that then outgrows one of them fails
+// with ENOSPC while others have room.
+const qosImbalance = 17
+
+// qosWeights returns the weights by which to place a new file's stripes
+// on the ready OSTs, their available bytes, or nil if their space is
+// balanced (or unknown for one of them): round robin then.
+func (s *Server) qosWeights(ready []uint32) []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := make([]uint64, len(ready))
+	var most, least uint64 = 0, math.MaxUint64
+	for i, o := range ready {
+		st := s.osts[o].statfs
+		if st == nil || st.BytesTotal == 0 {
+			return nil
+		}
+		w[i] = st.BytesAvail
+		most, least = max(most, w[i]), min(least, w[i])
+	}
+	if len(ready) < 2 || most == 0 || (most-least)*100 <= qosImbalance*most {
+		return nil
+	}
+	return w
+}
+
+// weightedOrder orders osts for a new file: each next one drawn among
+// those left with a chance proportional to its weight (randN(n) draws
+// from [0, n)). The first stripes of a file go to the first OSTs.
+func weightedOrder(osts []uint32, w []uint64, randN func(uint64) uint64) []uint32 {
+	osts, w = slices.Clone(osts), slices.Clone(w)
+	out := make([]uint32, 0, len(osts))
+	for len(osts) > 0 {
+		var total uint64
+		for _, x := range w {
+			total += x/4096 + 1 // in 4 KiB units, at least 1: never overflows, never all zero
+		}
+		r := randN(total)
+		i := 0
+		for ; i < len(w)-1; i++ {
+			u := w[i]/4096 + 1
+			if r < u {
+				break
+			}
+			r -= u
+		}
+		out = append(out, osts[i])
+		osts = slices.Delete(osts, i, i+1)
+		w = slices.Delete(w, i, i+1)
+	}
+	return out
 }

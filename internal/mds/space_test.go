@@ -1,6 +1,7 @@
 package mds
 
 import (
+	"math/rand/v2"
 	"strings"
 	"syscall"
 	"testing"
@@ -69,5 +70,53 @@ func TestAFullMDTRefusesNewNamesAndAllowsRemovals(t *testing.T) {
 	}
 	if err := (&Server{}).admitSpace(&pb.Command{Op: &pb.Command_Create{Create: &pb.CreateOp{}}}); err != nil {
 		t.Errorf("a store in memory: %v", err)
+	}
+}
+
+// Placement by space: balanced OSTs (within 17 %) are taken in turn; an
+// imbalance orders them by a draw weighted by their available space.
+func TestNewFilesGoWhereTheSpaceIs(t *testing.T) {
+	const gib = 1 << 30
+	s := &Server{osts: map[uint32]*ostState{}}
+	set := func(avail ...uint64) []uint32 {
+		var ready []uint32
+		for i, a := range avail {
+			s.osts[uint32(i)] = &ostState{index: uint32(i), statfs: &pb.Statfs{BytesTotal: 100 * gib, BytesAvail: a}}
+			ready = append(ready, uint32(i))
+		}
+		return ready
+	}
+	if w := s.qosWeights(set(100*gib, 90*gib, 85*gib)); w != nil {
+		t.Errorf("OSTs within 15 %% of each other placed by space: %v", w)
+	}
+	ready := set(90*gib, 10*gib, 30*gib)
+	w := s.qosWeights(ready)
+	if w == nil {
+		t.Fatal("OSTs with 90, 10 and 30 GiB available placed in turn")
+	}
+	s.osts[1].statfs = nil
+	if s.qosWeights(ready) != nil {
+		t.Error("an OST without figures placed by space")
+	}
+	// The first stripe lands on each OST about as often as its share of
+	// the space: 9/13, 1/13, 3/13.
+	first := map[uint32]int{}
+	const draws = 13000
+	for range draws {
+		o := weightedOrder(ready, w, rand.Uint64N)
+		if len(o) != 3 || o[0] == o[1] || o[1] == o[2] || o[0] == o[2] {
+			t.Fatalf("order %v is not the three OSTs once each", o)
+		}
+		first[o[0]]++
+	}
+	for ost, want := range map[uint32]int{0: 9000, 1: 1000, 2: 3000} {
+		if got := first[ost]; got < want*85/100 || got > want*115/100 {
+			t.Errorf("OST%04x got the first stripe %d times of %d, want about %d", ost, got, draws, want)
+		}
+	}
+	// An OST with nothing available still has a (tiny) chance, so that a
+	// file wider than the OSTs with room gets all it can.
+	if o := weightedOrder([]uint32{4, 7}, []uint64{0, 0}, func(uint64) uint64 { return 1 }); o[0] != 7 || o[1] != 4 {
+		t.Errorf("draws over zero weights: %v", o)
 	}
 }
