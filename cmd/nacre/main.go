@@ -6,11 +6,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
-	"regexp"
 	"runtime/pprof"
 	"syscall"
 
@@ -28,9 +29,16 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	root := newRoot()
-	err := root.ExecuteContext(ctx)
+	out := &countWriter{w: os.Stdout}
+	root.SetOut(out)
+	ran, err := root.ExecuteContextC(ctx)
 	interrupted := ctx.Err() != nil
 	stop()
+	if err != nil && wantsJSON(ran) && out.n == 0 && !errors.Is(err, cli.ErrReported) {
+		// A script that asked for JSON reads standard output: it gets a
+		// document there too (the message still goes to standard error).
+		jsonError(os.Stdout, err)
+	}
 	if err != nil {
 		var ee exitError
 		if errors.As(err, &ee) {
@@ -49,14 +57,39 @@ func main() {
 	}
 }
 
-// rpcPrefix is what gRPC puts before a server's own message.
-var rpcPrefix = regexp.MustCompile(`rpc error: code = \w+ desc = `)
-
 // plainRPC drops gRPC's wrapping from an error for people: the servers'
 // messages already say what went wrong ("fault inject /f: stripe 9: the
 // file has 2 stripes", not "...: rpc error: code = FailedPrecondition desc
 // = stripe 9: ...").
-func plainRPC(msg string) string { return rpcPrefix.ReplaceAllString(msg, "") }
+func plainRPC(msg string) string { return cli.PlainRPC(msg) }
+
+// countWriter counts what a command wrote to standard output.
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// wantsJSON reports whether the command that ran was asked for --json.
+func wantsJSON(cmd *cobra.Command) bool {
+	if cmd == nil {
+		return false
+	}
+	f := cmd.Flags().Lookup("json")
+	return f != nil && f.Value.String() == "true"
+}
+
+// jsonError writes {"error": MESSAGE} for a command run with --json that
+// failed before it printed its document.
+func jsonError(w io.Writer, err error) {
+	b, _ := json.Marshal(map[string]string{"error": plainRPC(err.Error())})
+	fmt.Fprintln(w, string(b))
+}
 
 // globals are the flags every command sees.
 type globals struct {

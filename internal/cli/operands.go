@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"regexp"
 	"strings"
 	"syscall"
 
@@ -160,26 +161,16 @@ func shortMessage(err error) string {
 			}
 		}
 	}
-	return stripStatus(err.Error())
+	return PlainRPC(err.Error())
 }
 
-// stripStatus drops gRPC's "rpc error: code = ResourceExhausted desc = "
+// PlainRPC drops gRPC's "rpc error: code = ResourceExhausted desc = "
 // from a message: the server's text after it names the problem (a full
 // MDT, ...) in words.
-func stripStatus(msg string) string {
-	const p, d = "rpc error: code = ", " desc = "
-	for {
-		i := strings.Index(msg, p)
-		if i < 0 {
-			return msg
-		}
-		j := strings.Index(msg[i:], d)
-		if j < 0 {
-			return msg
-		}
-		msg = msg[:i] + msg[i+j+len(d):]
-	}
-}
+func PlainRPC(msg string) string { return rpcPrefix.ReplaceAllString(msg, "") }
+
+// rpcPrefix is what gRPC puts before a server's own message.
+var rpcPrefix = regexp.MustCompile(`rpc error: code = \w+ desc = `)
 
 // isObjectIO says whether op is a read or write of an OST object, as
 // the data path names it ("read OST0001 object 0x100000000:0x5 at 0").

@@ -149,14 +149,14 @@ func TestClusterMountsMatchesTheRecordedMGS(t *testing.T) {
 	}
 }
 
-func TestStripStatus(t *testing.T) {
+func TestPlainRPC(t *testing.T) {
 	for in, want := range map[string]string{
 		"mkdir /d: rpc error: code = ResourceExhausted desc = MDT0000 is full: 80MB free": "mkdir /d: MDT0000 is full: 80MB free",
 		"no status here":             "no status here",
 		"rpc error: code = Internal": "rpc error: code = Internal",
 	} {
-		if got := stripStatus(in); got != want {
-			t.Errorf("stripStatus(%q) = %q, want %q", in, got, want)
+		if got := PlainRPC(in); got != want {
+			t.Errorf("PlainRPC(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -581,3 +581,26 @@ func TestCLINamesAndStripeMistakes(t *testing.T) {
 		t.Errorf("after the refused commands, / holds %q (%v), want only h", out, err)
 	}
 }
+
+// TestCLIJSONFailuresAreJSON: a command asked for --json that fails before
+// printing its document prints {"error": ...} on standard output (scripts
+// parse it), the message on standard error, and exits 1.
+func TestCLIJSONFailuresAreJSON(t *testing.T) {
+	bin := testcluster.Binary(t)
+	for _, args := range [][]string{{"status", "--json"}, {"df", "--json"}, {"lfsck", "query", "--json"}} {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "NACRE_MGS=127.0.0.1:1")
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		var doc struct {
+			Error string `json:"error"`
+		}
+		if jerr := json.Unmarshal(stdout.Bytes(), &doc); jerr != nil || !strings.Contains(doc.Error, "127.0.0.1:1") {
+			t.Errorf("nacre %s with no MGS: standard output %q is not {\"error\": ...} naming the MGS (%v)", strings.Join(args, " "), stdout.String(), jerr)
+		}
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(stderr.String(), "127.0.0.1:1") {
+			t.Errorf("nacre %s with no MGS: %v, standard error %q", strings.Join(args, " "), err, stderr.String())
+		}
+	}
+}
