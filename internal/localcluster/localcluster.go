@@ -510,11 +510,51 @@ func Up(ctx context.Context, o Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkBelongs(o.Dir, dirs, mgsAddr); err != nil {
+		return nil, err
+	}
 	c := &Cluster{Dir: o.Dir, MGS: mgsAddr}
 	if err := c.start(ctx, o, dirs); err != nil {
 		return nil, c.stopStarted(err)
 	}
 	return c, nil
+}
+
+// checkBelongs refuses, before anything starts, a target directory of the
+// cluster in dir whose identity names another file system or another MGS
+// than the cluster's (mgs): one copied from another cluster. Started, it
+// would look for an MGS that is not there, and up would wait for it in
+// vain (or, worse, it would register with that other cluster's MGS).
+func checkBelongs(dir string, dirs []string, mgs string) error {
+	var fsname string
+	for _, d := range dirs {
+		if isMGSDir(d) {
+			if id, err := target.Load(d); err == nil {
+				fsname = id.Fsname
+			}
+		}
+	}
+	for _, d := range dirs {
+		if isMGSDir(d) {
+			continue
+		}
+		id, err := target.Load(d)
+		if err != nil {
+			return err
+		}
+		var why string
+		switch {
+		case fsname != "" && id.Fsname != fsname:
+			why = fmt.Sprintf("belongs to file system %q, and this cluster is %q", id.Fsname, fsname)
+		case !sharesAddr(id.MGSNode, mgs):
+			why = fmt.Sprintf("looks for its MGS at %s, and this cluster's MGS is at %s", id.MGSNode, mgs)
+		}
+		if why != "" {
+			return fmt.Errorf("%s (%s) %s: it comes from another cluster. Move it out of %s (if this cluster's own %s is elsewhere, put that one back)",
+				d, id.Label(), why, dir, filepath.Base(d))
+		}
+	}
+	return nil
 }
 
 // start starts the targets in dirs that are not running, waits until the

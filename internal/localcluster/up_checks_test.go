@@ -260,3 +260,34 @@ func TestNoteIgnoredCountsEachGroupsReplicas(t *testing.T) {
 		t.Errorf("note: %q", out.String())
 	}
 }
+
+// TestUpRefusesATargetOfAnotherCluster: a target directory copied from
+// another cluster (another file system name, or another MGS address) is
+// refused by name before anything starts; replicas that share one MGS
+// address with the cluster's list are this cluster's.
+func TestUpRefusesATargetOfAnotherCluster(t *testing.T) {
+	dir := t.TempDir()
+	mk := func(name string, id target.Identity) string {
+		d := filepath.Join(dir, name)
+		if err := target.Format(d, id); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	mgs := mk("mgs", target.Identity{Fsname: "nacre", Kind: target.MGS, Listen: "127.0.0.1:9000"})
+	mdt := mk("mdt0", target.Identity{Fsname: "nacre", Kind: target.MDT, MGSNode: "127.0.0.1:9000"})
+	ost := mk("ost0", target.Identity{Fsname: "nacre", Kind: target.OST, MGSNode: "127.0.0.1:9100,127.0.0.1:9000"})
+	if err := checkBelongs(dir, []string{mgs, mdt, ost}, "127.0.0.1:9000"); err != nil {
+		t.Fatalf("the cluster's own targets: %v", err)
+	}
+	other := mk("ost1", target.Identity{Fsname: "nacre", Kind: target.OST, Index: 1, MGSNode: "127.0.0.1:9555"})
+	err := checkBelongs(dir, []string{mgs, mdt, ost, other}, "127.0.0.1:9000")
+	if err == nil || !strings.Contains(err.Error(), "ost1 (OST0001) looks for its MGS at 127.0.0.1:9555") || !strings.Contains(err.Error(), "another cluster") {
+		t.Errorf("an OST of another cluster: %v", err)
+	}
+	named := mk("ost2", target.Identity{Fsname: "beta", Kind: target.OST, Index: 2, MGSNode: "127.0.0.1:9000"})
+	err = checkBelongs(dir, []string{mgs, mdt, named}, "127.0.0.1:9000")
+	if err == nil || !strings.Contains(err.Error(), `belongs to file system "beta", and this cluster is "nacre"`) {
+		t.Errorf("an OST of another file system: %v", err)
+	}
+}
