@@ -583,16 +583,23 @@ func (fs *FS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Statu
 	defer fs.forgetFIDAttrs(of.fid)
 	of.wb.fence(false)
 	end := in.Offset + in.Length
+	// As on ext4, a successful fallocate moves mtime and ctime, also when
+	// it allocated nothing new: a truncate that extends does it, else
+	// touch.
+	touch := func() fuse.Status {
+		_, err := fs.c.Setattr(ctx, &pb.SetattrOp{Fid: of.fid.PB(), Valid: uint32(pb.SetattrValid_SETATTR_MTIME_NOW)})
+		return fs.status("fallocate", err)
+	}
 	extend := func() fuse.Status {
 		if in.Mode&keepSize != 0 {
-			return fuse.OK
+			return touch()
 		}
 		size, err := of.f.Size(ctx)
 		if err != nil {
 			return fs.status("fallocate", err)
 		}
 		if end <= size {
-			return fuse.OK
+			return touch()
 		}
 		of.rw.RLock()
 		err = of.f.Truncate(ctx, end)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"google.golang.org/protobuf/proto"
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/client"
@@ -194,6 +195,11 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.Attr
 			}
 		}
 		if err != nil {
+			if gone := fs.setGoneSpecial(n, op, err); gone != nil {
+				fs.fillAttr(nil, gone, &out.Attr)
+				out.SetTimeout(fs.o.AttrTimeout)
+				return fuse.OK
+			}
 			return fs.status("setattr", err)
 		}
 	}
@@ -205,6 +211,57 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.Attr
 	fs.fillAttr(n, ino, &out.Attr)
 	out.SetTimeout(fs.o.AttrTimeout)
 	return fuse.OK
+}
+
+// setGoneSpecial applies op to a FIFO, socket or device whose object is
+// gone from the MDT (err ENOENT) while the kernel still holds it open:
+// their opens never reach the daemon, so the MDT destroyed the object at
+// its last unlink, and fchmod, fchown or futimens on the open descriptor
+// would fail where a local file system changes the open inode. Nobody
+// else can reach it, so the change lives in the attributes this mount
+// answers for it. nil if that is not the case.
+func (fs *FS) setGoneSpecial(n *node, op *pb.SetattrOp, err error) *pb.Inode {
+	if !errnoIs(err, syscall.ENOENT) {
+		return nil
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if n.last == nil {
+		return nil
+	}
+	switch n.last.Mode & syscall.S_IFMT {
+	case syscall.S_IFIFO, syscall.S_IFSOCK, syscall.S_IFCHR, syscall.S_IFBLK:
+	default:
+		return nil
+	}
+	ino := proto.Clone(n.last).(*pb.Inode)
+	now := time.Now().UnixNano()
+	v := op.Valid
+	if v&uint32(pb.SetattrValid_SETATTR_MODE) != 0 {
+		ino.Mode = ino.Mode&syscall.S_IFMT | op.Mode&0o7777
+	}
+	if v&uint32(pb.SetattrValid_SETATTR_UID) != 0 {
+		ino.Uid = op.Uid
+	}
+	if v&uint32(pb.SetattrValid_SETATTR_GID) != 0 {
+		ino.Gid = op.Gid
+	}
+	switch {
+	case v&uint32(pb.SetattrValid_SETATTR_ATIME_NOW) != 0:
+		ino.AtimeNs = now
+	case v&uint32(pb.SetattrValid_SETATTR_ATIME) != 0:
+		ino.AtimeNs = op.AtimeNs
+	}
+	switch {
+	case v&uint32(pb.SetattrValid_SETATTR_MTIME_NOW) != 0:
+		ino.MtimeNs = now
+	case v&uint32(pb.SetattrValid_SETATTR_MTIME) != 0:
+		ino.MtimeNs = op.MtimeNs
+	}
+	ino.CtimeNs = now
+	ino.Nlink = 0
+	n.last = ino
+	return proto.Clone(ino).(*pb.Inode)
 }
 
 // nsOf converts a time from the kernel (seconds since 1970, two's

@@ -107,3 +107,83 @@ func TestFuseDirectoryTimesDoNotMoveByThemselves(t *testing.T) {
 		t.Errorf("the directory exchanged with a symlink kept its change time (%v before, %v after)", before, after)
 	}
 }
+
+// TestFuseAttributesOfAnOpenFIFOAfterItsUnlink: fchmod, fchown and
+// futimens of a FIFO still open after its last name went work, as on a
+// local file system (they failed with ENOENT: a FIFO's opens never reach
+// the mount, so the MDT destroyed it at the unlink).
+func TestFuseAttributesOfAnOpenFIFOAfterItsUnlink(t *testing.T) {
+	needFUSE(t)
+	cl := testcluster.Start(t, testcluster.Options{})
+	m := mountFuse(t, cl)
+	p := m.Path("fifo")
+	if err := syscall.Mkfifo(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := syscall.Open(p, syscall.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	if err := syscall.Unlink(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Fchmod(fd, 0o640); err != nil {
+		t.Errorf("fchmod: %v", err)
+	}
+	if err := syscall.Fchown(fd, 12, 34); err != nil {
+		t.Errorf("fchown: %v", err)
+	}
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), []unix.Timespec{{Sec: 5}, {Sec: 7}}, 0); err != nil {
+		t.Errorf("utimensat: %v", err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode != syscall.S_IFIFO|0o640 || st.Uid != 12 || st.Gid != 34 || st.Mtim.Sec != 7 || st.Nlink != 0 {
+		t.Errorf("fstat: mode %o uid %d gid %d mtime %d nlink %d, want 10640 12 34 7 0", st.Mode, st.Uid, st.Gid, st.Mtim.Sec, st.Nlink)
+	}
+}
+
+// TestFuseFallocateMovesTheTimes: fallocate that allocates within the
+// file, preallocates past its end with KEEP_SIZE, or punches a hole moves
+// mtime and ctime, as on ext4.
+func TestFuseFallocateMovesTheTimes(t *testing.T) {
+	needFUSE(t)
+	cl := testcluster.Start(t, testcluster.Options{})
+	m := mountFuse(t, cl)
+	p := m.Path("f")
+	if err := os.WriteFile(p, bytes.Repeat([]byte("x"), 100000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := syscall.Open(p, syscall.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	for _, c := range []struct {
+		name      string
+		mode      uint32
+		off, size int64
+	}{
+		{"allocate inside", 0, 0, 1},
+		{"keep size past the end", unix.FALLOC_FL_KEEP_SIZE, 10, 200000},
+		{"punch a hole", unix.FALLOC_FL_KEEP_SIZE | unix.FALLOC_FL_PUNCH_HOLE, 1, 65536},
+	} {
+		var before, after syscall.Stat_t
+		if err := syscall.Fstat(fd, &before); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+		if err := unix.Fallocate(fd, c.mode, c.off, c.size); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if err := syscall.Fstat(fd, &after); err != nil {
+			t.Fatal(err)
+		}
+		if after.Mtim.Nano() <= before.Mtim.Nano() || after.Ctim.Nano() <= before.Ctim.Nano() || after.Size != 100000 {
+			t.Errorf("%s: mtime %v -> %v, ctime %v -> %v, size %d", c.name, before.Mtim, after.Mtim, before.Ctim, after.Ctim, after.Size)
+		}
+	}
+}
