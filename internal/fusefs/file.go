@@ -180,18 +180,37 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 	// fresh attributes; otherwise attributes fetched moments ago (by the
 	// lookup of this open) serve, and others are fetched again
 	// (close-to-open).
-	ino, st := fs.registerOpen(ctx, n.fid)
+	ino, notOpen, st := fs.registerOpenHow(ctx, n.fid)
+	opened := false
+	defer func() {
+		if notOpen && !opened {
+			// The MDS was told of an open (now, or before a close
+			// still queued) that failed: take it back.
+			fs.queueClose(n.fid)
+		}
+	}()
+	if st == fuse.ENOENT && notOpen {
+		return staleOpen()
+	}
 	if !st.Ok() {
 		return st
 	}
-	if ino == nil {
+	if ino == nil && !notOpen {
+		// Open here already: the name led to it moments ago, or the
+		// attributes would have been invalidated.
 		_, ino = fs.cached(in.NodeId, true)
 	}
 	if ino == nil {
 		var err error
 		if ino, err = fs.attr(ctx, n.fid); err != nil {
+			if notOpen && errors.Is(err, syscall.ENOENT) {
+				return staleOpen()
+			}
 			return fs.status("open", err)
 		}
+	}
+	if notOpen && ino.Nlink == 0 && ino.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		return staleOpen()
 	}
 	switch ino.Mode & syscall.S_IFMT {
 	case syscall.S_IFREG:
@@ -215,6 +234,7 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 	}
 	out.Fh = h.id
 	out.OpenFlags = openFlags(h, keep)
+	opened = true
 	return fuse.OK
 }
 
@@ -632,11 +652,21 @@ func (fs *FS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Statu
 // mount has no session, or the MDS does not know opens, and ENOENT if a
 // removal through another client came first.
 func (fs *FS) registerOpen(ctx context.Context, f fid.FID) (*pb.Inode, fuse.Status) {
-	if fs.sess == nil {
-		return nil, fuse.OK
-	}
+	ino, _, st := fs.registerOpenHow(ctx, f)
+	return ino, st
+}
+
+// registerOpenHow is registerOpen, also saying how the file stood here:
+// notOpen, it was not open here (the MDS was told now, or there is no
+// session), or it was closed here moments ago and the MDS not told yet.
+// Either way nothing on this mount holds it, and the open needs fresh
+// attributes (close-to-open, as NFS asks the server at every open): the
+// name the kernel still caches may have been removed or renamed over by
+// another client since.
+func (fs *FS) registerOpenHow(ctx context.Context, f fid.FID) (*pb.Inode, bool, fuse.Status) {
 	fs.mu.Lock()
 	first := fs.files[f] == nil
+	notOpen := first
 	if _, queued := fs.closeq[f]; first && queued {
 		// Closed here moments ago and not told yet: the MDS still has
 		// it as open here.
@@ -644,18 +674,27 @@ func (fs *FS) registerOpen(ctx context.Context, f fid.FID) (*pb.Inode, fuse.Stat
 		first = false
 	}
 	fs.mu.Unlock()
-	if !first {
-		return nil, fuse.OK
+	if !first || fs.sess == nil {
+		return nil, notOpen, fuse.OK
 	}
 	ino, err := fs.sess.Opened(ctx, f)
 	if err != nil {
-		return nil, fs.status("open", err)
+		return nil, notOpen, fs.status("open", err)
 	}
 	if ino != nil && ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_SIZE_DIRTY) != 0 {
-		return nil, fuse.OK // its size comes from the OSTs: fetch it as before
+		return nil, notOpen, fuse.OK // its size comes from the OSTs: fetch it as before
 	}
-	return ino, fuse.OK
+	return ino, notOpen, fuse.OK
 }
+
+// staleOpen is the status of an open that reached, through a name the
+// kernel still caches (for the entry timeout), a file that another
+// client's removal or rename took the name from: its object is gone, or
+// it has no name any more and is only kept for opens elsewhere. ESTALE
+// makes the kernel look the name up again (LOOKUP_REVAL) and open what it
+// names now, or create it (O_CREAT), as NFS's close-to-open does; opening
+// the unnamed file would read old data and lose what is written.
+func staleOpen() fuse.Status { return fuse.Status(syscall.ESTALE) }
 
 // closeBatchDelay is how long a last close waits to be told to the MDS,
 // with the others of that moment: a file opened again meanwhile needs no

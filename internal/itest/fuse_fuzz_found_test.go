@@ -187,3 +187,60 @@ func TestFuseFallocateMovesTheTimes(t *testing.T) {
 		}
 	}
 }
+
+// TestFuseOpenAfterAnotherMountRemovedTheName: a name another mount just
+// removed or renamed over, still in this mount's kernel cache for the
+// entry timeout, opens what the name holds now: a new file with O_CREAT,
+// the replacement after a rename over it. It opened the unnamed old file,
+// kept for opens elsewhere: reads gave old data and writes were lost.
+func TestFuseOpenAfterAnotherMountRemovedTheName(t *testing.T) {
+	needFUSE(t)
+	cl := testcluster.Start(t, testcluster.Options{})
+	a, b := mountFuse(t, cl), mountFuse(t, cl)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendTo := func(p, s string) {
+		t.Helper()
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		must(err)
+		_, err = f.WriteString(s)
+		must(err)
+		must(f.Close())
+	}
+	for i, look := range []string{"stat", "read"} { // read: a close still queued on b
+		name := fmt.Sprint("r", i)
+		must(os.WriteFile(a.Path(name), []byte("old\n"), 0o644))
+		if look == "stat" {
+			_, err := os.Stat(b.Path(name))
+			must(err)
+		} else if got, err := os.ReadFile(b.Path(name)); err != nil || string(got) != "old\n" {
+			t.Fatalf("read on b: %q, %v", got, err)
+		}
+		// Another process on a keeps the file open, so that it stays.
+		keep, err := os.Open(a.Path(name))
+		must(err)
+		must(os.Remove(a.Path(name)))
+		appendTo(b.Path(name), "from b\n")
+		if got, err := os.ReadFile(b.Path(name)); err != nil || string(got) != "from b\n" {
+			t.Errorf("%s, then removed on a: b appended to the name and reads %q (%v), want a new file with \"from b\"", look, got, err)
+		}
+		if out, err := cl.Run("cat", "/"+name); err != nil || out != "from b\n" {
+			t.Errorf("%s, then removed on a: the name holds %q (%v), want \"from b\"", look, out, err)
+		}
+		keep.Close()
+	}
+	// A file replaced by a rename over it (a configuration update).
+	must(os.WriteFile(a.Path("conf"), []byte("v1"), 0o644))
+	if got, err := os.ReadFile(b.Path("conf")); err != nil || string(got) != "v1" {
+		t.Fatalf("read conf on b: %q, %v", got, err)
+	}
+	must(os.WriteFile(a.Path("conf.tmp"), []byte("v2"), 0o644))
+	must(os.Rename(a.Path("conf.tmp"), a.Path("conf")))
+	if got, err := os.ReadFile(b.Path("conf")); err != nil || string(got) != "v2" {
+		t.Errorf("conf renamed over on a: b reads %q (%v), want v2", got, err)
+	}
+}

@@ -19,7 +19,9 @@ import (
 	"nacre/internal/cli"
 	"nacre/internal/client"
 	"nacre/internal/fid"
+	"nacre/internal/serve"
 	"nacre/internal/space"
+	"nacre/internal/target"
 	"nacre/internal/testcluster"
 )
 
@@ -77,8 +79,10 @@ func TestAFullOSTKeepsWorking(t *testing.T) {
 	if msg := werr.Error(); !strings.Contains(msg, "OST0000 is full") || !strings.Contains(msg, "remove files") {
 		t.Errorf("the ENOSPC does not name the full OST and the fix: %v", werr)
 	}
-	if written > 200<<20 {
-		t.Errorf("%d MiB of data went onto a 256 MiB device: the store's reserve was not kept", written>>20)
+	// The store keeps two 4 MiB memtables and 16 MiB (serve.StoreOptions
+	// gives a 256 MiB device small memtables).
+	if keep := space.Reserve(256<<20, serve.StoreOptions(target.OST, 256<<20).MemTable()); written > 256<<20-keep {
+		t.Errorf("%d MiB of data went onto a 256 MiB device: the store's reserve of %d MiB was not kept", written>>20, keep>>20)
 	}
 	t.Logf("OST0000 took %d MiB, then: %v", written>>20, werr)
 
@@ -270,16 +274,24 @@ func TestAFullMDTRefusesNewNamesAndRecovers(t *testing.T) {
 	c := cl.Client(t)
 	createIn(t, c, fid.Root, "before", []byte("x"))
 
-	// Leave 100 MiB free: less than the MDT's 144 MiB reserve.
-	u, err := space.Statfs(mdt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Leave half the MDT's reserve free.
 	junk := filepath.Join(mdt, "junk")
-	if out, err := exec.Command("fallocate", "-l", strconv.FormatUint(u.Avail-100<<20, 10), junk).CombinedOutput(); err != nil {
+	if out, err := exec.Command("fallocate", "-l", strconv.FormatUint(shortOf(t, mdt), 10), junk).CombinedOutput(); err != nil {
 		t.Fatalf("fallocate: %v\n%s", err, out)
 	}
 	refusesNewNames(t, c, "MDT0000 is full", junk)
+}
+
+// shortOf is how many bytes to take on the device of MDT directory dir so
+// that half the reserve its store keeps is left.
+func shortOf(t *testing.T, dir string) uint64 {
+	t.Helper()
+	u, err := space.Statfs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := space.Reserve(u.Total, serve.StoreOptions(target.MDT, u.Total).MemTable())
+	return u.Avail - keep/2
 }
 
 // refusesNewNames checks an MDT whose device is short (of space or
@@ -442,14 +454,9 @@ func TestAFullFollowerReplicaStopsNewNames(t *testing.T) {
 	ctx := context.Background()
 	createIn(t, c, fid.Root, "before", []byte("x"))
 
-	// Leave 100 MiB free on the follower's device: less than its 144 MiB
-	// reserve.
-	u, err := space.Statfs(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Leave half its reserve free on the follower's device.
 	junk := filepath.Join(dir, "junk")
-	if out, err := exec.Command("fallocate", "-l", strconv.FormatUint(u.Avail-100<<20, 10), junk).CombinedOutput(); err != nil {
+	if out, err := exec.Command("fallocate", "-l", strconv.FormatUint(shortOf(t, dir), 10), junk).CombinedOutput(); err != nil {
 		t.Fatalf("fallocate: %v\n%s", err, out)
 	}
 	// The leader hears of it through the follower's heartbeat to the MGS.

@@ -628,7 +628,14 @@ func shortOfReserve(ts []Proc, statfs func(string) (space.Usage, error)) []strin
 		if err != nil || id.Kind == target.MGS {
 			continue
 		}
-		if msg := space.ShortOfReserve(p.Dir, p.Name, serve.StoreOptions(id.Kind).MemTable(), statfs); msg != "" {
+		var total uint64
+		if statfs == nil {
+			statfs = space.Statfs
+		}
+		if u, err := statfs(p.Dir); err == nil {
+			total = u.Total
+		}
+		if msg := space.ShortOfReserve(p.Dir, p.Name, serve.StoreOptions(id.Kind, total).MemTable(), statfs); msg != "" {
 			out = append(out, msg)
 		}
 	}

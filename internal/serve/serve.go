@@ -122,7 +122,7 @@ func Run(ctx context.Context, dir string, o Options) error {
 		}
 	}
 
-	kvo := StoreOptions(id.Kind)
+	kvo := StoreOptionsIn(id.Kind, dir)
 	// A target that has run must find its store: an unmounted device or
 	// removed files must not become a new, empty target (and its Raft log
 	// must not be started afresh beside it).
@@ -584,13 +584,34 @@ func groupFor(id target.Identity, dir string, db *kv.DB, log *slog.Logger, tr *r
 	}
 }
 
-// StoreOptions are the options of the store of a target of kind k.
-func StoreOptions(k target.Kind) kv.Options {
+// StoreOptions are the options of the store of a target of kind k on a
+// device of total bytes (0: unknown).
+func StoreOptions(k target.Kind, total uint64) kv.Options {
 	// An MDT's working set (directories, recent inodes, the log tail) is
 	// small next to memory; a large cache keeps negative lookups of new
 	// names off the disk.
+	o := kv.Options{}
 	if k == target.MDT {
-		return kv.Options{CacheSize: 512 << 20, MemTableSize: 64 << 20}
+		o = kv.Options{CacheSize: 512 << 20, MemTableSize: 64 << 20}
 	}
-	return kv.Options{}
+	// The store keeps two memtables' worth of its device free (package
+	// space): on a small device (a test, a tmpfs) full-size memtables
+	// would keep most of it, and a 250 MB MDT was full after a hundred
+	// files. A memtable of 1/64 of the device, at least 4 MiB, keeps the
+	// reserve near a tenth.
+	if total > 0 {
+		if limit := max(total/64, 4<<20); o.MemTable() > limit {
+			o.MemTableSize = limit
+		}
+	}
+	return o
+}
+
+// StoreOptionsIn are StoreOptions for a target whose directory is dir.
+func StoreOptionsIn(k target.Kind, dir string) kv.Options {
+	u, err := space.Statfs(dir)
+	if err != nil {
+		return StoreOptions(k, 0)
+	}
+	return StoreOptions(k, u.Total)
 }
