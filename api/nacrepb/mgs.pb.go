@@ -270,7 +270,11 @@ type HeartbeatRequest struct {
 	Term      uint64                 `protobuf:"varint,7,opt,name=term,proto3" json:"term,omitempty"` // raft term of the replica (which of two claimed leaders is current)
 	// role of a replica in its group as it knows it: "voter", "learner" or
 	// "not a member" (it joins, or was removed); empty: not replicated.
-	Role          string `protobuf:"bytes,8,opt,name=role,proto3" json:"role,omitempty"`
+	Role string `protobuf:"bytes,8,opt,name=role,proto3" json:"role,omitempty"`
+	// addr is the sender's gRPC address: the MGS refuses (NotFound) a
+	// heartbeat from another process than the registered one (a copy of
+	// the target's directory), which must then register, and is refused.
+	Addr          string `protobuf:"bytes,9,opt,name=addr,proto3" json:"addr,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -357,6 +361,13 @@ func (x *HeartbeatRequest) GetTerm() uint64 {
 func (x *HeartbeatRequest) GetRole() string {
 	if x != nil {
 		return x.Role
+	}
+	return ""
+}
+
+func (x *HeartbeatRequest) GetAddr() string {
+	if x != nil {
+		return x.Addr
 	}
 	return ""
 }
@@ -812,7 +823,7 @@ const file_mgs_proto_rawDesc = "" +
 	"\aunheard\x18\x18 \x01(\bR\aunheard\x12\x12\n" +
 	"\x04role\x18\x19 \x01(\tR\x04role\"'\n" +
 	"\rRegisterReply\x12\x16\n" +
-	"\x06fsname\x18\x01 \x01(\tR\x06fsname\"\xef\x01\n" +
+	"\x06fsname\x18\x01 \x01(\tR\x06fsname\"\x83\x02\n" +
 	"\x10HeartbeatRequest\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.nacre.v1.TargetKindR\x04kind\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\rR\x05index\x12\x12\n" +
@@ -822,7 +833,8 @@ const file_mgs_proto_rawDesc = "" +
 	"\n" +
 	"replica_id\x18\x06 \x01(\x04R\treplicaId\x12\x12\n" +
 	"\x04term\x18\a \x01(\x04R\x04term\x12\x12\n" +
-	"\x04role\x18\b \x01(\tR\x04role\"\x10\n" +
+	"\x04role\x18\b \x01(\tR\x04role\x12\x12\n" +
+	"\x04addr\x18\t \x01(\tR\x04addr\"\x10\n" +
 	"\x0eHeartbeatReply\"\x12\n" +
 	"\x10GetConfigRequest\"D\n" +
 	"\bSeqRange\x12\x14\n" +

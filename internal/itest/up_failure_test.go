@@ -142,6 +142,18 @@ func TestUpThatFailsStopsOnlyWhatItStarted(t *testing.T) {
 	}
 	stillServing(t, dir, before, "after up failed to start OST0001")
 
+	// Case C: the MGS down too. The MGS this run starts stays although
+	// OST0001 fails again: with targets running, what it restarts may be
+	// what keeps a group in quorum (two MGS replicas of three).
+	killTarget(t, filepath.Join(dir, "mgs"), syscall.SIGKILL)
+	out, err = upDetached(t, bin, dir)
+	if err == nil || !strings.Contains(out, "left running the 1 target processes this run started (MGS)") {
+		t.Errorf("up with the MGS down and OST0001's port taken: want an error saying it left the MGS running, got %v\n%s", err, out)
+	}
+	if _, ok := servingPids(t, dir)["mgs"]; !ok {
+		t.Errorf("up stopped the MGS it restarted in a running cluster:\n%s", out)
+	}
+
 	// A first start that fails stops what it started: everything.
 	if out, err := exec.Command(bin, "down", "--dir", dir).CombinedOutput(); err != nil {
 		t.Fatalf("down: %v\n%s", err, out)

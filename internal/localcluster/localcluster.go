@@ -656,6 +656,27 @@ func (c *Cluster) stopStarted(err error) error {
 			before = append(before, p)
 		}
 	}
+	labels := func(ps []Proc) string {
+		var l []string
+		for _, p := range ps {
+			l = append(l, p.Name)
+		}
+		return strings.Join(l, ", ")
+	}
+	var alive []Proc
+	for _, p := range started {
+		if pid, ok := serve.Serving(p.Dir); ok && pid == p.Pid {
+			alive = append(alive, p)
+		}
+	}
+	if len(before) > 0 && len(alive) > 0 {
+		// A restart of what was down in a running cluster: the targets
+		// started may be what keeps its replicated groups in quorum
+		// (stopping two MGS replicas restarted beside a third left the
+		// cluster without an MGS). They stay, and so does the failure.
+		return fmt.Errorf("%w\nleft running the %d target processes this run started (%s) and the %d that were running before (%s); `nacre down --dir %s` stops them all",
+			err, len(alive), labels(alive), len(before), labels(before), c.Dir)
+	}
 	// The MGS was started first: stop in the reverse order, so that it
 	// goes last.
 	var names []string
@@ -668,13 +689,6 @@ func (c *Cluster) stopStarted(err error) error {
 		}
 	}
 	stopPids(names, pids, io.Discard)
-	labels := func(ps []Proc) string {
-		var l []string
-		for _, p := range ps {
-			l = append(l, p.Name)
-		}
-		return strings.Join(l, ", ")
-	}
 	var what []string
 	if len(pids) > 0 {
 		what = append(what, fmt.Sprintf("stopped the target processes this run started (%s)", strings.Join(names, ", ")))

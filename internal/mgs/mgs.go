@@ -296,10 +296,22 @@ func (s *Server) servedElsewhere(key string, ti *pb.TargetInfo) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.targets[key]
-	if e == nil || e.info.Uuid != ti.Uuid || e.info.Addr == ti.Addr || e.h.lastHeard.IsZero() {
+	if e == nil || e.info.Uuid != ti.Uuid || e.info.Addr == ti.Addr {
 		return nil // another uuid: the registry refuses it (two formats of one index)
 	}
-	ago := s.cfg.Now().Sub(e.h.lastHeard)
+	now := s.cfg.Now()
+	heard, since := e.h.lastHeard, "heard from "
+	if s.leadSince.After(heard) && now.Sub(s.leadSince) < DownAfter {
+		// Heartbeats go to the leader only: a new leader has not heard
+		// from the targets yet (or last did when it led before), and
+		// gives each one DownAfter to be heard from, as GetConfig does,
+		// before it lets another process take its place.
+		heard, since = s.leadSince, "not heard from since this MGS began to lead "
+	}
+	if heard.IsZero() {
+		return nil
+	}
+	ago := now.Sub(heard)
 	if ago >= DownAfter {
 		return nil
 	}
@@ -307,9 +319,9 @@ func (s *Server) servedElsewhere(key string, ti *pb.TargetInfo) error {
 	if ti.ReplicaId != 0 {
 		what += fmt.Sprintf(" replica %d", ti.ReplicaId)
 	}
-	return status.Errorf(codes.Aborted, "%s is already served at %s (pid %d on %s, heard from %s ago); this process at %s would take its place: "+
+	return status.Errorf(codes.Aborted, "%s is already served at %s (pid %d on %s, %s%s ago); this process at %s would take its place: "+
 		"was its directory copied? Stop one of the two (a target that moved registers once the old process has been silent for %s)",
-		what, e.info.Addr, e.info.Pid, e.info.Host, ago.Round(time.Millisecond), ti.Addr, DownAfter)
+		what, e.info.Addr, e.info.Pid, e.info.Host, since, ago.Round(time.Millisecond), ti.Addr, DownAfter)
 }
 
 // Deregister forgets a replica that left its group.
@@ -336,6 +348,13 @@ func (s *Server) Heartbeat(ctx context.Context, r *pb.HeartbeatRequest) (*pb.Hea
 	e, ok := s.targets[key]
 	if !ok || e.info.Uuid != r.Uuid {
 		return nil, status.Errorf(codes.NotFound, "%s is not registered with this MGS; register first", label(r.Kind, r.Index))
+	}
+	if r.Addr != "" && r.Addr != e.info.Addr {
+		// Another process of this target registered since (it moved, or
+		// a copy of its directory took its place): this one must
+		// register again, which servedElsewhere refuses while that one
+		// lives.
+		return nil, status.Errorf(codes.NotFound, "%s is registered at %s, not at %s; register again", label(r.Kind, r.Index), e.info.Addr, r.Addr)
 	}
 	e.h = health{lastHeard: s.cfg.Now(), statfs: r.Statfs, leader: r.Leader, term: r.Term, role: r.Role}
 	return &pb.HeartbeatReply{}, nil

@@ -164,4 +164,31 @@ func TestACopyOfALiveTargetCannotTakeItsPlace(t *testing.T) {
 			t.Errorf("OST0001 registered at %s, want the new address %s", ti.Addr, cp.Addr)
 		}
 	}
+	// The old process, should it still run, learns it is not the one
+	// registered: it must register again (and is refused).
+	if _, err := s.Heartbeat(ctx, &pb.HeartbeatRequest{Kind: ost.Kind, Index: 1, Uuid: "u", Addr: ost.Addr}); status.Code(err) != codes.NotFound {
+		t.Errorf("a heartbeat from the process no longer registered: %v, want NotFound", err)
+	}
+	if _, err := s.Heartbeat(ctx, &pb.HeartbeatRequest{Kind: ost.Kind, Index: 1, Uuid: "u", Addr: cp.Addr}); err != nil {
+		t.Errorf("a heartbeat from the registered process: %v", err)
+	}
+	if _, err := s.Register(ctx, ost); status.Code(err) != codes.Aborted {
+		t.Errorf("the old process registering beside the live new one: %v, want Aborted", err)
+	}
+
+	// A new leader has heard from nobody: for DownAfter it takes every
+	// registered target for alive, so a copy cannot slip in then.
+	s.mu.Lock()
+	for _, e := range s.targets {
+		e.h = health{}
+	}
+	s.leadSince = now
+	s.mu.Unlock()
+	if _, err := s.Register(ctx, ost); status.Code(err) != codes.Aborted || !strings.Contains(err.Error(), "began to lead") {
+		t.Errorf("another process registering right after a leader change: %v, want Aborted", err)
+	}
+	now = now.Add(DownAfter)
+	if _, err := s.Register(ctx, ost); err != nil {
+		t.Errorf("DownAfter after the leader change, with no heartbeat from the registered process: %v", err)
+	}
 }

@@ -111,7 +111,9 @@ func (r *Registrar) loop(ctx context.Context, addr string) {
 				r.Kick() // the first heartbeat (space, leadership) at once
 			}
 		} else {
-			_, err = r.mgs.Heartbeat(cctx, r.beat())
+			hb := r.beat()
+			hb.Addr = r.info().Addr
+			_, err = r.mgs.Heartbeat(cctx, hb)
 			if status.Code(err) == codes.NotFound {
 				registered = false
 			}
