@@ -373,7 +373,11 @@ func (x *HeartbeatRequest) GetAddr() string {
 }
 
 type HeartbeatReply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The MGS replicas' addresses as registered now (a replicated MGS):
+	// a target whose list differs dials these, so that it follows replicas
+	// replaced while it runs.
+	MgsAddrs      []string `protobuf:"bytes,1,rep,name=mgs_addrs,json=mgsAddrs,proto3" json:"mgs_addrs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -406,6 +410,13 @@ func (x *HeartbeatReply) ProtoReflect() protoreflect.Message {
 // Deprecated: Use HeartbeatReply.ProtoReflect.Descriptor instead.
 func (*HeartbeatReply) Descriptor() ([]byte, []int) {
 	return file_mgs_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *HeartbeatReply) GetMgsAddrs() []string {
+	if x != nil {
+		return x.MgsAddrs
+	}
+	return nil
 }
 
 type GetConfigRequest struct {
@@ -834,8 +845,9 @@ const file_mgs_proto_rawDesc = "" +
 	"replica_id\x18\x06 \x01(\x04R\treplicaId\x12\x12\n" +
 	"\x04term\x18\a \x01(\x04R\x04term\x12\x12\n" +
 	"\x04role\x18\b \x01(\tR\x04role\x12\x12\n" +
-	"\x04addr\x18\t \x01(\tR\x04addr\"\x10\n" +
-	"\x0eHeartbeatReply\"\x12\n" +
+	"\x04addr\x18\t \x01(\tR\x04addr\"-\n" +
+	"\x0eHeartbeatReply\x12\x1b\n" +
+	"\tmgs_addrs\x18\x01 \x03(\tR\bmgsAddrs\"\x12\n" +
 	"\x10GetConfigRequest\"D\n" +
 	"\bSeqRange\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\x04R\x05start\x12\x10\n" +

@@ -23,10 +23,12 @@
 package mgs
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -357,7 +359,24 @@ func (s *Server) Heartbeat(ctx context.Context, r *pb.HeartbeatRequest) (*pb.Hea
 		return nil, status.Errorf(codes.NotFound, "%s is registered at %s, not at %s; register again", label(r.Kind, r.Index), e.info.Addr, r.Addr)
 	}
 	e.h = health{lastHeard: s.cfg.Now(), statfs: r.Statfs, leader: r.Leader, term: r.Term, role: r.Role}
-	return &pb.HeartbeatReply{}, nil
+	return &pb.HeartbeatReply{MgsAddrs: s.mgsAddrsLocked()}, nil
+}
+
+// mgsAddrsLocked lists the addresses of the MGS replicas registered, by
+// replica id (none for an MGS that is not replicated). s.mu is held.
+func (s *Server) mgsAddrsLocked() []string {
+	var reps []*pb.TargetInfo
+	for _, e := range s.targets {
+		if e.info.Kind == pb.TargetKind_TARGET_MGS && e.info.ReplicaId != 0 && e.info.Addr != "" {
+			reps = append(reps, e.info)
+		}
+	}
+	slices.SortFunc(reps, func(a, b *pb.TargetInfo) int { return cmp.Compare(a.ReplicaId, b.ReplicaId) })
+	out := make([]string, 0, len(reps))
+	for _, ti := range reps {
+		out = append(out, ti.Addr)
+	}
+	return out
 }
 
 // GetConfig returns every target with its state.

@@ -3,7 +3,9 @@ package mgs
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -21,8 +23,9 @@ const HeartbeatInterval = time.Second
 // start (retrying while the MGS is unreachable), heartbeats every second,
 // and registers again when the MGS has forgotten the target.
 type Registrar struct {
-	cc     *grpc.ClientConn
+	cc     *swapConn
 	mgs    pb.MGSClient
+	addrs  string // the MGS addresses dialled (loop only)
 	info   func() *pb.TargetInfo
 	beat   func() *pb.HeartbeatRequest
 	log    *slog.Logger
@@ -41,8 +44,10 @@ func StartRegistrar(mgsAddr string, info func() *pb.TargetInfo, beat func() *pb.
 	if err != nil {
 		return nil, err
 	}
+	sc := &swapConn{}
+	sc.p.Store(cc)
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &Registrar{cc: cc, mgs: pb.NewMGSClient(cc), info: info, beat: beat, log: log, cancel: cancel,
+	r := &Registrar{cc: sc, mgs: pb.NewMGSClient(sc), addrs: mgsAddr, info: info, beat: beat, log: log, cancel: cancel,
 		fatal: make(chan error, 1), ready: make(chan struct{}), kick: make(chan struct{}, 1)}
 	r.wg.Add(1)
 	go r.loop(ctx, mgsAddr)
@@ -90,7 +95,44 @@ func (r *Registrar) Leave() {
 func (r *Registrar) Stop() {
 	r.cancel()
 	r.wg.Wait()
-	r.cc.Close()
+	r.cc.p.Load().Close()
+}
+
+// follow dials the MGS replicas at addrs (as the MGS registers them now)
+// if they are not the ones dialled: replicas replaced while this target
+// runs would otherwise leave it with addresses of none, and it would show
+// down for good. Calls in flight keep the old connection, closed later.
+func (r *Registrar) follow(addrs []string) {
+	if len(addrs) == 0 {
+		return
+	}
+	list := strings.Join(addrs, ",")
+	if list == r.addrs {
+		return
+	}
+	cc, err := rpc.Dial(list)
+	if err != nil {
+		r.log.Warn("dial the MGS replicas", "mgs", list, "err", err)
+		return
+	}
+	old := r.cc.p.Swap(cc)
+	r.log.Info("MGS replicas changed: following them", "was", r.addrs, "mgs", list)
+	r.addrs = list
+	time.AfterFunc(30*time.Second, func() { old.Close() })
+}
+
+// swapConn is a connection whose target can be replaced (follow) under
+// the clients made on it (Client's callers keep theirs).
+type swapConn struct {
+	p atomic.Pointer[grpc.ClientConn]
+}
+
+func (s *swapConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	return s.p.Load().Invoke(ctx, method, args, reply, opts...)
+}
+
+func (s *swapConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return s.p.Load().NewStream(ctx, desc, method, opts...)
 }
 
 func (r *Registrar) loop(ctx context.Context, addr string) {
@@ -113,9 +155,13 @@ func (r *Registrar) loop(ctx context.Context, addr string) {
 		} else {
 			hb := r.beat()
 			hb.Addr = r.info().Addr
-			_, err = r.mgs.Heartbeat(cctx, hb)
+			var rep *pb.HeartbeatReply
+			rep, err = r.mgs.Heartbeat(cctx, hb)
 			if status.Code(err) == codes.NotFound {
 				registered = false
+			}
+			if err == nil {
+				r.follow(rep.GetMgsAddrs())
 			}
 		}
 		cancel()

@@ -155,7 +155,11 @@ func runMGS(id target.Identity, dir string, db *kv.DB, ln net.Listener, reg *pro
 	if tr != nil {
 		info := proto.Clone(self).(*pb.TargetInfo)
 		info.ReplicaId = id.ReplicaID
-		r, err = mgs.StartRegistrar(MGSAddrs(id),
+		// Through its own server, which forwards to the leader it knows
+		// from the group: the peers recorded at format go stale as
+		// replicas are replaced (a replica added after all of them were
+		// could reach none and showed down for good).
+		r, err = mgs.StartRegistrar(id.Listen,
 			func() *pb.TargetInfo { return info },
 			func() *pb.HeartbeatRequest {
 				return &pb.HeartbeatRequest{Kind: pb.TargetKind_TARGET_MGS, Uuid: id.UUID, ReplicaId: id.ReplicaID, Leader: srv.IsLeader(), Role: replicaRole(srv.Group(), id)}
