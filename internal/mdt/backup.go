@@ -178,7 +178,13 @@ func Backup(db *kv.DB, id target.Identity, w io.Writer) (*BackupHeader, error) {
 // restore would replace a namespace whose files live on this cluster's
 // OSTs with one whose files do not. Over an empty store (one reformatted
 // to restore onto, as seed 003's scenario) it is what is asked.
-func Restore(db *kv.DB, id target.Identity, r io.Reader, force bool) (*BackupHeader, error) {
+//
+// beforeWipe (may be nil) runs once the backup has been read whole and
+// checked, right before the store's state is wiped: the caller removes
+// the group's Raft log there, so that no interruption leaves a log whose
+// store no longer records it (the group would refuse to start) beside a
+// store that is intact.
+func Restore(db *kv.DB, id target.Identity, r io.Reader, force bool, beforeWipe func() error) (*BackupHeader, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	var crc uint32
 	read := func(p []byte) error {
@@ -281,6 +287,11 @@ func Restore(db *kv.DB, id target.Identity, r io.Reader, force bool) (*BackupHea
 			return l
 		}
 		return l + shift
+	}
+	if beforeWipe != nil {
+		if err := beforeWipe(); err != nil {
+			return nil, err
+		}
 	}
 	// Wipe the Raft log and the state (keep the store's identity).
 	wipe := db.NewWriteBatch()

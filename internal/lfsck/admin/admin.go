@@ -743,13 +743,10 @@ func Restore(e Env, dir, file string, force bool) error {
 		return err
 	}
 	defer f.Close()
-	h, err := mdt.Restore(db, id, f, force)
+	// The restored state starts a new Raft log: the old one goes right
+	// before mdt.Restore wipes the group's state in the store.
+	h, err := mdt.Restore(db, id, f, force, func() error { return raftlog.Remove(vfs.Default, target.RaftLogDir(dir)) })
 	if err != nil {
-		return fmt.Errorf("restore of %s from %s: %w", id.Label(), file, err)
-	}
-	// The restored state starts a new Raft log (mdt.Restore wiped the
-	// group's state in the store).
-	if err := raftlog.Remove(vfs.Default, target.RaftLogDir(dir)); err != nil {
 		return fmt.Errorf("restore of %s from %s: %w", id.Label(), file, err)
 	}
 	fmt.Fprintf(e.Out, "restored %s from %s (%d objects, backed up %s) with new local keys;\nits object index is rebuilt by an OI scrub when it starts (nacre lfsck query)\n",
