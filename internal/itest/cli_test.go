@@ -134,6 +134,8 @@ func TestCLIErrorsNameTheProblem(t *testing.T) {
 	}{
 		{[]string{"ls", "/"}, "NACRE_MGS=", "NACRE_MGS"},
 		{[]string{"ls", "/"}, "NACRE_MGS=127.0.0.1:1", "cannot reach the MGS at 127.0.0.1:1"},
+		// Pasted with a blank: dialled without it (it was "unknown port").
+		{[]string{"ls", "/"}, "NACRE_MGS=127.0.0.1:1 ", "connection refused"},
 		{[]string{"status"}, "NACRE_MGS=127.0.0.1:1", "does not answer"},
 		{[]string{"ls", "/"}, "NACRE_MGS=" + webAddr, webAddr + " answers but is not an MGS"},
 		{[]string{"status"}, "NACRE_MGS=" + webAddr, webAddr + " answers but is not an MGS"},

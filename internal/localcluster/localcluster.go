@@ -481,6 +481,9 @@ func Up(ctx context.Context, o Options) (*Cluster, error) {
 			return nil, err
 		}
 	}
+	if st, err := os.Stat(o.Dir); err == nil && !st.IsDir() {
+		return nil, fmt.Errorf("--dir %s is a file, not a directory: give the directory that holds (or is to hold) the cluster", o.Dir)
+	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
 	}

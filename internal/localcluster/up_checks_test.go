@@ -47,6 +47,19 @@ func TestUpRefusesBadOptionsBeforeFormatting(t *testing.T) {
 	}
 }
 
+// TestUpRefusesAFileAsItsDirectory: --dir naming a regular file is
+// refused by name, not with mkdir's "not a directory".
+func TestUpRefusesAFileAsItsDirectory(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(f, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Up(t.Context(), Options{Dir: f})
+	if err == nil || !strings.Contains(err.Error(), "--dir "+f+" is a file, not a directory") {
+		t.Errorf("up --dir FILE: %v", err)
+	}
+}
+
 // TestCheckMountDirRefusesWhatCannotBeAMountPoint: `nacre up --mount` on
 // a regular file (or below one) is refused before anything starts.
 func TestCheckMountDirRefusesWhatCannotBeAMountPoint(t *testing.T) {

@@ -125,6 +125,14 @@ func Dial(addr string) (*grpc.ClientConn, error) {
 		ctx = metadata.AppendToOutgoingContext(ctx, versionKey, strconv.Itoa(version.Protocol))
 		return s(ctx, desc, cc, method, opts...)
 	}
+	// "h:p " or "a, b": an address typed or pasted with blanks.
+	var parts []string
+	for _, a := range strings.Split(addr, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			parts = append(parts, a)
+		}
+	}
+	addr = strings.Join(parts, ",")
 	bc := backoff.DefaultConfig
 	bc.BaseDelay = 50 * time.Millisecond
 	bc.MaxDelay = time.Second

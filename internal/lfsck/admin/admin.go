@@ -127,7 +127,7 @@ func (k *conn) mdts(one int, all bool) ([]uint32, error) {
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a] < out[b] })
 	if len(out) == 0 {
-		return nil, fmt.Errorf("no MDT%04x in the configuration", one)
+		return nil, fmt.Errorf("no MDT %d (MDT%04x) in the configuration", one, one)
 	}
 	return out, nil
 }
