@@ -15,6 +15,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -23,6 +24,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -77,7 +79,7 @@ type Client struct {
 	id  uint64
 	log *slog.Logger
 
-	mgsConn *grpc.ClientConn
+	mgsConn *rpc.SwapConn
 	mgs     pb.MGSClient
 
 	nextReq atomic.Uint64
@@ -154,7 +156,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	rand.Read(idb[:])
 	c := &Client{cfg: cfg, id: binary.LittleEndian.Uint64(idb[:]) | 1, log: cfg.Log,
 		inFlt: map[uint64]struct{}{}, mdts: map[uint32]*mdtConn{}, osts: map[uint32]*ostConn{}}
-	cc, err := rpc.Dial(cfg.MGS)
+	cc, err := rpc.DialSwap(cfg.MGS)
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +241,31 @@ func (c *Client) Config(ctx context.Context) (*pb.ClusterConfig, error) {
 	if err != nil {
 		return nil, fmt.Errorf("get configuration from the MGS at %s: %w", c.cfg.MGS, err)
 	}
+	c.followMGS(cfg)
 	return cfg, nil
+}
+
+// followMGS dials the MGS replicas cfg lists if they are not the ones
+// dialled: a mount that runs while every replica is replaced, one after
+// the other, keeps reaching the MGS (a single MGS lists none).
+func (c *Client) followMGS(cfg *pb.ClusterConfig) {
+	var reps []*pb.TargetInfo
+	for _, t := range cfg.GetTargets() {
+		if t.Kind == pb.TargetKind_TARGET_MGS && t.ReplicaId != 0 && t.Addr != "" {
+			reps = append(reps, t)
+		}
+	}
+	slices.SortFunc(reps, func(a, b *pb.TargetInfo) int { return cmp.Compare(a.ReplicaId, b.ReplicaId) })
+	addrs := make([]string, 0, len(reps))
+	for _, t := range reps {
+		addrs = append(addrs, t.Addr)
+	}
+	was := c.mgsConn.Addrs()
+	if swapped, err := c.mgsConn.Swap(addrs); err != nil {
+		c.log.Warn("dial the MGS replicas", "mgs", addrs, "err", err)
+	} else if swapped {
+		c.log.Info("MGS replicas changed: following them", "was", was, "mgs", c.mgsConn.Addrs())
+	}
 }
 
 // whileUnavailable runs call again while it answers Unavailable (a replica

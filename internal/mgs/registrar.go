@@ -3,12 +3,9 @@ package mgs
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -23,9 +20,8 @@ const HeartbeatInterval = time.Second
 // start (retrying while the MGS is unreachable), heartbeats every second,
 // and registers again when the MGS has forgotten the target.
 type Registrar struct {
-	cc     *swapConn
+	cc     *rpc.SwapConn
 	mgs    pb.MGSClient
-	addrs  string // the MGS addresses dialled (loop only)
 	info   func() *pb.TargetInfo
 	beat   func() *pb.HeartbeatRequest
 	log    *slog.Logger
@@ -40,14 +36,12 @@ type Registrar struct {
 // StartRegistrar begins registering; info and beat are called for every
 // registration and heartbeat so that they carry fresh values.
 func StartRegistrar(mgsAddr string, info func() *pb.TargetInfo, beat func() *pb.HeartbeatRequest, log *slog.Logger) (*Registrar, error) {
-	cc, err := rpc.Dial(mgsAddr)
+	sc, err := rpc.DialSwap(mgsAddr)
 	if err != nil {
 		return nil, err
 	}
-	sc := &swapConn{}
-	sc.p.Store(cc)
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &Registrar{cc: sc, mgs: pb.NewMGSClient(sc), addrs: mgsAddr, info: info, beat: beat, log: log, cancel: cancel,
+	r := &Registrar{cc: sc, mgs: pb.NewMGSClient(sc), info: info, beat: beat, log: log, cancel: cancel,
 		fatal: make(chan error, 1), ready: make(chan struct{}), kick: make(chan struct{}, 1)}
 	r.wg.Add(1)
 	go r.loop(ctx, mgsAddr)
@@ -95,44 +89,22 @@ func (r *Registrar) Leave() {
 func (r *Registrar) Stop() {
 	r.cancel()
 	r.wg.Wait()
-	r.cc.p.Load().Close()
+	r.cc.Close()
 }
 
 // follow dials the MGS replicas at addrs (as the MGS registers them now)
 // if they are not the ones dialled: replicas replaced while this target
 // runs would otherwise leave it with addresses of none, and it would show
-// down for good. Calls in flight keep the old connection, closed later.
+// down for good.
 func (r *Registrar) follow(addrs []string) {
-	if len(addrs) == 0 {
-		return
-	}
-	list := strings.Join(addrs, ",")
-	if list == r.addrs {
-		return
-	}
-	cc, err := rpc.Dial(list)
+	was := r.cc.Addrs()
+	swapped, err := r.cc.Swap(addrs)
 	if err != nil {
-		r.log.Warn("dial the MGS replicas", "mgs", list, "err", err)
-		return
+		r.log.Warn("dial the MGS replicas", "mgs", addrs, "err", err)
 	}
-	old := r.cc.p.Swap(cc)
-	r.log.Info("MGS replicas changed: following them", "was", r.addrs, "mgs", list)
-	r.addrs = list
-	time.AfterFunc(30*time.Second, func() { old.Close() })
-}
-
-// swapConn is a connection whose target can be replaced (follow) under
-// the clients made on it (Client's callers keep theirs).
-type swapConn struct {
-	p atomic.Pointer[grpc.ClientConn]
-}
-
-func (s *swapConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
-	return s.p.Load().Invoke(ctx, method, args, reply, opts...)
-}
-
-func (s *swapConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	return s.p.Load().NewStream(ctx, desc, method, opts...)
+	if swapped {
+		r.log.Info("MGS replicas changed: following them", "was", was, "mgs", r.cc.Addrs())
+	}
 }
 
 func (r *Registrar) loop(ctx context.Context, addr string) {

@@ -16,6 +16,8 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -318,4 +320,65 @@ func NotTheService(err error) bool {
 		return false
 	}
 	return status.Code(err) == codes.Unimplemented || strings.Contains(err.Error(), "http2: frame too large")
+}
+
+// SwapConn is a client connection whose servers can be replaced under the
+// clients made on it: a replicated MGS's replicas, replaced one after the
+// other while a target or a mount runs (Swap). Calls in flight finish on
+// the old connection, closed a while later.
+type SwapConn struct {
+	mu    sync.Mutex
+	addrs string
+	p     atomic.Pointer[grpc.ClientConn]
+}
+
+// DialSwap dials addr (as Dial) into a SwapConn.
+func DialSwap(addr string) (*SwapConn, error) {
+	cc, err := Dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	s := &SwapConn{addrs: addr}
+	s.p.Store(cc)
+	return s, nil
+}
+
+// Swap dials addrs if they are not the addresses dialled; it reports
+// whether it did.
+func (s *SwapConn) Swap(addrs []string) (bool, error) {
+	if len(addrs) == 0 {
+		return false, nil
+	}
+	list := strings.Join(addrs, ",")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if list == s.addrs {
+		return false, nil
+	}
+	cc, err := Dial(list)
+	if err != nil {
+		return false, err
+	}
+	old := s.p.Swap(cc)
+	s.addrs = list
+	time.AfterFunc(30*time.Second, func() { old.Close() })
+	return true, nil
+}
+
+// Addrs are the addresses dialled now.
+func (s *SwapConn) Addrs() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addrs
+}
+
+// Close closes the connection.
+func (s *SwapConn) Close() error { return s.p.Load().Close() }
+
+func (s *SwapConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	return s.p.Load().Invoke(ctx, method, args, reply, opts...)
+}
+
+func (s *SwapConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return s.p.Load().NewStream(ctx, desc, method, opts...)
 }

@@ -1,0 +1,66 @@
+package client
+
+import (
+	"context"
+	"net"
+	"sync/atomic"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/obs"
+	"nacre/internal/rpc"
+)
+
+type countingMGS struct {
+	pb.UnimplementedMGSServer
+	calls atomic.Int64
+}
+
+func (m *countingMGS) GetConfig(context.Context, *pb.GetConfigRequest) (*pb.ClusterConfig, error) {
+	m.calls.Add(1)
+	return &pb.ClusterConfig{}, nil
+}
+
+func serveMGS(t *testing.T, m *countingMGS) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	pb.RegisterMGSServer(s, m)
+	go s.Serve(ln)
+	t.Cleanup(s.Stop)
+	return ln.Addr().String()
+}
+
+// A client follows the MGS replicas the configuration lists (replicas
+// replaced while a mount runs); a single MGS lists none and changes
+// nothing.
+func TestClientFollowsTheMGSReplicas(t *testing.T) {
+	old, newer := &countingMGS{}, &countingMGS{}
+	oldAddr, newAddr := serveMGS(t, old), serveMGS(t, newer)
+	sc, err := rpc.DialSwap(oldAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	c := &Client{mgsConn: sc, mgs: pb.NewMGSClient(sc), log: obs.Discard()}
+	ctx := context.Background()
+	c.followMGS(&pb.ClusterConfig{Targets: []*pb.TargetInfo{{Kind: pb.TargetKind_TARGET_MGS, Addr: "127.0.0.1:9"}}})
+	if _, err := c.mgs.GetConfig(ctx, &pb.GetConfigRequest{}); err != nil || old.calls.Load() != 1 {
+		t.Fatalf("a single MGS in the configuration moved the client (%v, old MGS calls %d)", err, old.calls.Load())
+	}
+	c.followMGS(&pb.ClusterConfig{Targets: []*pb.TargetInfo{
+		{Kind: pb.TargetKind_TARGET_MGS, ReplicaId: 5, Addr: newAddr},
+		{Kind: pb.TargetKind_TARGET_OST, Addr: "127.0.0.1:9"},
+	}})
+	if _, err := c.mgs.GetConfig(ctx, &pb.GetConfigRequest{}); err != nil || newer.calls.Load() != 1 {
+		t.Fatalf("after the configuration named replica 5, a call went to the old MGS (%v, new MGS calls %d)", err, newer.calls.Load())
+	}
+	if got := sc.Addrs(); got != newAddr {
+		t.Errorf("dialled %s, want %s", got, newAddr)
+	}
+}
