@@ -195,7 +195,7 @@ func mountForeground(ctx context.Context, out io.Writer, mgs, dir string, mo fus
 		}
 		downAfter = d
 	}
-	c, err := client.New(ctx, client.Config{MGS: mgs, Log: log, OSTDownAfter: downAfter})
+	c, err := client.New(ctx, client.Config{MGS: mgs, Log: log, OSTDownAfter: downAfter, RefreshEvery: 30 * time.Second})
 	if err != nil {
 		return fail(err)
 	}

@@ -70,6 +70,10 @@ type Config struct {
 	// the MGS refuses the connection or its name does not resolve, instead
 	// of waiting up to 10 s for it to come up (as a mount does).
 	FailFast bool
+	// RefreshEvery, if set, reads the configuration that often in the
+	// background, so that a long-lived client (a mount) follows MGS
+	// replicas replaced while it is idle (followMGS). 0: only on demand.
+	RefreshEvery time.Duration
 }
 
 // Client is a connection to one Nacre file system. It is safe for
@@ -90,14 +94,16 @@ type Client struct {
 	// does not answer (df on a mount must not fail while files work).
 	lastStatfs atomic.Pointer[pb.Statfs]
 
-	mu       sync.Mutex
-	fsname   string
-	mdts     map[uint32]*mdtConn
-	osts     map[uint32]*ostConn
-	fld      []*pb.SeqRange
-	cfgAt    time.Time
-	closed   bool
-	refreshM sync.Mutex
+	mu     sync.Mutex
+	fsname string
+	mdts   map[uint32]*mdtConn
+	osts   map[uint32]*ostConn
+	fld    []*pb.SeqRange
+	cfgAt  time.Time
+	closed bool
+	// stopRefresh ends refreshLoop (Config.RefreshEvery).
+	stopRefresh chan struct{}
+	refreshM    sync.Mutex
 
 	held holds // hold.go
 }
@@ -183,7 +189,29 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		c.Close()
 		return nil, err
 	}
+	if cfg.RefreshEvery > 0 {
+		c.stopRefresh = make(chan struct{})
+		go c.refreshLoop(cfg.RefreshEvery, c.stopRefresh)
+	}
 	return c, nil
+}
+
+// refreshLoop reads the configuration every d until stop is closed.
+func (c *Client) refreshLoop(d time.Duration, stop <-chan struct{}) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if err := c.refresh(ctx); err != nil {
+				c.log.Debug("background configuration read", "err", err)
+			}
+			cancel()
+		}
+	}
 }
 
 // ProcessCred is the identity of the running process.
@@ -215,6 +243,9 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.closed = true
+	if c.stopRefresh != nil {
+		close(c.stopRefresh)
+	}
 	for _, m := range c.mdts {
 		m.closer.Close()
 	}

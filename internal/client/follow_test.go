@@ -5,6 +5,7 @@ import (
 	"net"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -62,5 +63,47 @@ func TestClientFollowsTheMGSReplicas(t *testing.T) {
 	}
 	if got := sc.Addrs(); got != newAddr {
 		t.Errorf("dialled %s, want %s", got, newAddr)
+	}
+}
+
+// switchingMGS names another MGS replica in every configuration it gives.
+type switchingMGS struct {
+	pb.UnimplementedMGSServer
+	next string
+}
+
+func (m *switchingMGS) GetConfig(context.Context, *pb.GetConfigRequest) (*pb.ClusterConfig, error) {
+	return &pb.ClusterConfig{Targets: []*pb.TargetInfo{{Kind: pb.TargetKind_TARGET_MGS, ReplicaId: 4, Addr: m.next}}}, nil
+}
+
+// A long-lived client (a mount) reads the configuration in the
+// background (Config.RefreshEvery), so it follows MGS replicas replaced
+// while it is idle.
+func TestAnIdleClientFollowsTheMGSReplicas(t *testing.T) {
+	newer := &countingMGS{}
+	newAddr := serveMGS(t, newer)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	pb.RegisterMGSServer(s, &switchingMGS{next: newAddr})
+	go s.Serve(ln)
+	defer s.Stop()
+	sc, err := rpc.DialSwap(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	c := &Client{mgsConn: sc, mgs: pb.NewMGSClient(sc), log: obs.Discard(), mdts: map[uint32]*mdtConn{}, osts: map[uint32]*ostConn{}}
+	stop := make(chan struct{})
+	go c.refreshLoop(20*time.Millisecond, stop)
+	defer close(stop)
+	deadline := time.Now().Add(5 * time.Second)
+	for sc.Addrs() != newAddr {
+		if time.Now().After(deadline) {
+			t.Fatalf("an idle client still dials %s, not the replica %s the configuration names", sc.Addrs(), newAddr)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
