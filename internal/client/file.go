@@ -204,6 +204,11 @@ func (f *File) ReadAt(ctx context.Context, p []byte, off uint64) (int, error) {
 
 // WriteAt writes p at off, striped over the file's objects in parallel.
 func (f *File) WriteAt(ctx context.Context, p []byte, off uint64) (int, error) {
+	// The write's time is when it was asked for, before the OSTs got it
+	// (a close records the later of it and theirs): its end, after the
+	// round trip, moved mtime a few ms past what stat showed before the
+	// close.
+	issued := time.Now().UnixNano()
 	f.mu.Lock()
 	ino := f.ino
 	needDirty := !f.dirtySet
@@ -256,7 +261,7 @@ func (f *File) WriteAt(ctx context.Context, p []byte, off uint64) (int, error) {
 		f.size = end
 	}
 	f.wrote = true
-	f.lastWrite = time.Now().UnixNano()
+	f.lastWrite = max(f.lastWrite, issued)
 	f.mu.Unlock()
 	return len(p), nil
 }
@@ -488,6 +493,7 @@ func (c *Client) truncateObjects(ctx context.Context, ino *pb.Inode, size uint64
 
 // Punch deallocates [off, off+n) (reads return zeros); the size stays.
 func (f *File) Punch(ctx context.Context, off, n uint64) error {
+	issued := time.Now().UnixNano() // as WriteAt's
 	f.mu.Lock()
 	ino := f.ino
 	f.mu.Unlock()
@@ -527,7 +533,7 @@ func (f *File) Punch(ctx context.Context, off, n uint64) error {
 		f.touched[ch.Stripe] = true
 	}
 	f.wrote = true
-	f.lastWrite = time.Now().UnixNano()
+	f.lastWrite = max(f.lastWrite, issued)
 	f.mu.Unlock()
 	return nil
 }
