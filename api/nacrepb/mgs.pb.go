@@ -516,11 +516,14 @@ func (x *SeqRange) GetMdt() uint32 {
 }
 
 type ClusterConfig struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Fsname        string                 `protobuf:"bytes,1,opt,name=fsname,proto3" json:"fsname,omitempty"`
-	Targets       []*TargetInfo          `protobuf:"bytes,2,rep,name=targets,proto3" json:"targets,omitempty"`
-	Fld           []*SeqRange            `protobuf:"bytes,3,rep,name=fld,proto3" json:"fld,omitempty"`
-	NowNs         int64                  `protobuf:"varint,4,opt,name=now_ns,json=nowNs,proto3" json:"now_ns,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Fsname  string                 `protobuf:"bytes,1,opt,name=fsname,proto3" json:"fsname,omitempty"`
+	Targets []*TargetInfo          `protobuf:"bytes,2,rep,name=targets,proto3" json:"targets,omitempty"`
+	Fld     []*SeqRange            `protobuf:"bytes,3,rep,name=fld,proto3" json:"fld,omitempty"`
+	NowNs   int64                  `protobuf:"varint,4,opt,name=now_ns,json=nowNs,proto3" json:"now_ns,omitempty"`
+	// The MGS replicas' addresses as registered now (as
+	// HeartbeatReply.mgs_addrs): a client whose list differs dials these.
+	MgsAddrs      []string `protobuf:"bytes,5,rep,name=mgs_addrs,json=mgsAddrs,proto3" json:"mgs_addrs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -581,6 +584,13 @@ func (x *ClusterConfig) GetNowNs() int64 {
 		return x.NowNs
 	}
 	return 0
+}
+
+func (x *ClusterConfig) GetMgsAddrs() []string {
+	if x != nil {
+		return x.MgsAddrs
+	}
+	return nil
 }
 
 type AllocSeqRangeRequest struct {
@@ -852,12 +862,13 @@ const file_mgs_proto_rawDesc = "" +
 	"\bSeqRange\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\x04R\x05start\x12\x10\n" +
 	"\x03end\x18\x02 \x01(\x04R\x03end\x12\x10\n" +
-	"\x03mdt\x18\x03 \x01(\rR\x03mdt\"\x94\x01\n" +
+	"\x03mdt\x18\x03 \x01(\rR\x03mdt\"\xb1\x01\n" +
 	"\rClusterConfig\x12\x16\n" +
 	"\x06fsname\x18\x01 \x01(\tR\x06fsname\x12.\n" +
 	"\atargets\x18\x02 \x03(\v2\x14.nacre.v1.TargetInfoR\atargets\x12$\n" +
 	"\x03fld\x18\x03 \x03(\v2\x12.nacre.v1.SeqRangeR\x03fld\x12\x15\n" +
-	"\x06now_ns\x18\x04 \x01(\x03R\x05nowNs\">\n" +
+	"\x06now_ns\x18\x04 \x01(\x03R\x05nowNs\x12\x1b\n" +
+	"\tmgs_addrs\x18\x05 \x03(\tR\bmgsAddrs\">\n" +
 	"\x14AllocSeqRangeRequest\x12\x10\n" +
 	"\x03mdt\x18\x01 \x01(\rR\x03mdt\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x04R\x05count\"r\n" +

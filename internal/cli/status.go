@@ -129,7 +129,7 @@ func GetStatus(ctx context.Context, mgs string) (*ClusterStatus, error) {
 	defer cancel()
 	cfg, err := pb.NewMGSClient(cc).GetConfig(ctx, &pb.GetConfigRequest{})
 	if rpc.NotTheService(err) {
-		return nil, fmt.Errorf("%s answers but is not an MGS (%v): give the MGS address that `nacre up` printed (NACRE_MGS=...) or that `nacre status --dir CLUSTER_DIR` shows", mgs, err)
+		return nil, client.NotAnMGS(mgs, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("MGS at %s does not answer: %w (is the cluster up?)", mgs, err)

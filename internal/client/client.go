@@ -15,7 +15,6 @@
 package client
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -24,7 +23,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -72,7 +70,7 @@ type Config struct {
 	FailFast bool
 	// RefreshEvery, if set, reads the configuration that often in the
 	// background, so that a long-lived client (a mount) follows MGS
-	// replicas replaced while it is idle (followMGS). 0: only on demand.
+	// replicas replaced while it is idle (rpc.SwapConn.Follow). 0: only on demand.
 	RefreshEvery time.Duration
 }
 
@@ -138,6 +136,12 @@ func CheckMGSAddr(list string) error {
 	return nil
 }
 
+// NotAnMGS is the error for an address given as the MGS's whose server
+// answered err, which says it is not one (rpc.NotTheService).
+func NotAnMGS(addr string, err error) error {
+	return fmt.Errorf("%s answers but is not an MGS (%v): give the MGS address that `nacre up` printed (NACRE_MGS=...) or that `nacre status --dir CLUSTER_DIR` shows", addr, err)
+}
+
 // New connects to the cluster whose MGS is cfg.MGS.
 func New(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.MGS == "" {
@@ -176,7 +180,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			return nil, fmt.Errorf("MGS at %s refused this client: %w", cfg.MGS, err)
 		}
 		if rpc.NotTheService(err) {
-			return nil, fmt.Errorf("%s answers but is not an MGS (%v): give the MGS address that `nacre up` printed (NACRE_MGS=...) or that `nacre status --dir CLUSTER_DIR` shows", cfg.MGS, err)
+			return nil, NotAnMGS(cfg.MGS, err)
 		}
 		return nil, fmt.Errorf("cannot reach the MGS at %s: %w (is the cluster up? see `nacre status`)", cfg.MGS, err)
 	}
@@ -272,31 +276,10 @@ func (c *Client) Config(ctx context.Context) (*pb.ClusterConfig, error) {
 	if err != nil {
 		return nil, fmt.Errorf("get configuration from the MGS at %s: %w", c.cfg.MGS, err)
 	}
-	c.followMGS(cfg)
+	// A mount running while every MGS replica is replaced, one after
+	// the other, keeps reaching the MGS.
+	c.mgsConn.Follow(cfg.GetMgsAddrs(), c.log)
 	return cfg, nil
-}
-
-// followMGS dials the MGS replicas cfg lists if they are not the ones
-// dialled: a mount that runs while every replica is replaced, one after
-// the other, keeps reaching the MGS (a single MGS lists none).
-func (c *Client) followMGS(cfg *pb.ClusterConfig) {
-	var reps []*pb.TargetInfo
-	for _, t := range cfg.GetTargets() {
-		if t.Kind == pb.TargetKind_TARGET_MGS && t.ReplicaId != 0 && t.Addr != "" {
-			reps = append(reps, t)
-		}
-	}
-	slices.SortFunc(reps, func(a, b *pb.TargetInfo) int { return cmp.Compare(a.ReplicaId, b.ReplicaId) })
-	addrs := make([]string, 0, len(reps))
-	for _, t := range reps {
-		addrs = append(addrs, t.Addr)
-	}
-	was := c.mgsConn.Addrs()
-	if swapped, err := c.mgsConn.Swap(addrs); err != nil {
-		c.log.Warn("dial the MGS replicas", "mgs", addrs, "err", err)
-	} else if swapped {
-		c.log.Info("MGS replicas changed: following them", "was", was, "mgs", c.mgsConn.Addrs())
-	}
 }
 
 // whileUnavailable runs call again while it answers Unavailable (a replica

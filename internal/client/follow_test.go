@@ -24,7 +24,7 @@ func (m *countingMGS) GetConfig(context.Context, *pb.GetConfigRequest) (*pb.Clus
 	return &pb.ClusterConfig{}, nil
 }
 
-func serveMGS(t *testing.T, m *countingMGS) string {
+func serveMGS(t *testing.T, m pb.MGSServer) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -41,23 +41,26 @@ func serveMGS(t *testing.T, m *countingMGS) string {
 // replaced while a mount runs); a single MGS lists none and changes
 // nothing.
 func TestClientFollowsTheMGSReplicas(t *testing.T) {
-	old, newer := &countingMGS{}, &countingMGS{}
-	oldAddr, newAddr := serveMGS(t, old), serveMGS(t, newer)
-	sc, err := rpc.DialSwap(oldAddr)
+	newer := &countingMGS{}
+	newAddr := serveMGS(t, newer)
+	old := &switchingMGS{}
+	sc, err := rpc.DialSwap(serveMGS(t, old))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sc.Close()
 	c := &Client{mgsConn: sc, mgs: pb.NewMGSClient(sc), log: obs.Discard()}
 	ctx := context.Background()
-	c.followMGS(&pb.ClusterConfig{Targets: []*pb.TargetInfo{{Kind: pb.TargetKind_TARGET_MGS, Addr: "127.0.0.1:9"}}})
-	if _, err := c.mgs.GetConfig(ctx, &pb.GetConfigRequest{}); err != nil || old.calls.Load() != 1 {
-		t.Fatalf("a single MGS in the configuration moved the client (%v, old MGS calls %d)", err, old.calls.Load())
+	if _, err := c.Config(ctx); err != nil {
+		t.Fatal(err)
 	}
-	c.followMGS(&pb.ClusterConfig{Targets: []*pb.TargetInfo{
-		{Kind: pb.TargetKind_TARGET_MGS, ReplicaId: 5, Addr: newAddr},
-		{Kind: pb.TargetKind_TARGET_OST, Addr: "127.0.0.1:9"},
-	}})
+	if _, err := c.Config(ctx); err != nil || newer.calls.Load() != 0 {
+		t.Fatalf("a single MGS in the configuration moved the client (%v, new MGS calls %d)", err, newer.calls.Load())
+	}
+	old.next.Store(newAddr)
+	if _, err := c.Config(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := c.mgs.GetConfig(ctx, &pb.GetConfigRequest{}); err != nil || newer.calls.Load() != 1 {
 		t.Fatalf("after the configuration named replica 5, a call went to the old MGS (%v, new MGS calls %d)", err, newer.calls.Load())
 	}
@@ -66,14 +69,18 @@ func TestClientFollowsTheMGSReplicas(t *testing.T) {
 	}
 }
 
-// switchingMGS names another MGS replica in every configuration it gives.
+// switchingMGS names, once next is set, another MGS replica in every
+// configuration it gives.
 type switchingMGS struct {
 	pb.UnimplementedMGSServer
-	next string
+	next atomic.Value // string; unset: a single MGS, which lists none
 }
 
 func (m *switchingMGS) GetConfig(context.Context, *pb.GetConfigRequest) (*pb.ClusterConfig, error) {
-	return &pb.ClusterConfig{Targets: []*pb.TargetInfo{{Kind: pb.TargetKind_TARGET_MGS, ReplicaId: 4, Addr: m.next}}}, nil
+	if next, _ := m.next.Load().(string); next != "" {
+		return &pb.ClusterConfig{MgsAddrs: []string{next}}, nil
+	}
+	return &pb.ClusterConfig{}, nil
 }
 
 // A long-lived client (a mount) reads the configuration in the
@@ -82,15 +89,10 @@ func (m *switchingMGS) GetConfig(context.Context, *pb.GetConfigRequest) (*pb.Clu
 func TestAnIdleClientFollowsTheMGSReplicas(t *testing.T) {
 	newer := &countingMGS{}
 	newAddr := serveMGS(t, newer)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	pb.RegisterMGSServer(s, &switchingMGS{next: newAddr})
-	go s.Serve(ln)
-	defer s.Stop()
-	sc, err := rpc.DialSwap(ln.Addr().String())
+	sw := &switchingMGS{}
+	sw.next.Store(newAddr)
+	switching := serveMGS(t, sw)
+	sc, err := rpc.DialSwap(switching)
 	if err != nil {
 		t.Fatal(err)
 	}

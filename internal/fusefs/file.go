@@ -180,7 +180,7 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 	// fresh attributes; otherwise attributes fetched moments ago (by the
 	// lookup of this open) serve, and others are fetched again
 	// (close-to-open).
-	ino, notOpen, st := fs.registerOpenHow(ctx, n.fid)
+	ino, notOpen, st := fs.registerOpen(ctx, n.fid)
 	opened := false
 	defer func() {
 		if notOpen && !opened {
@@ -190,7 +190,7 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 		}
 	}()
 	if st == fuse.ENOENT && notOpen {
-		return staleOpen()
+		return staleOpen
 	}
 	if !st.Ok() {
 		return st
@@ -204,13 +204,13 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 		var err error
 		if ino, err = fs.attr(ctx, n.fid); err != nil {
 			if notOpen && errors.Is(err, syscall.ENOENT) {
-				return staleOpen()
+				return staleOpen
 			}
 			return fs.status("open", err)
 		}
 	}
 	if notOpen && ino.Nlink == 0 && ino.Mode&syscall.S_IFMT == syscall.S_IFREG {
-		return staleOpen()
+		return staleOpen
 	}
 	switch ino.Mode & syscall.S_IFMT {
 	case syscall.S_IFREG:
@@ -338,7 +338,7 @@ func (fs *FS) createFile(in *fuse.CreateIn, name string, out *fuse.CreateOut, at
 				return fs.status("create", err)
 			}
 		}
-	} else if fresh, st := fs.registerOpen(ctx, fid.FromPB(ino.Fid)); !st.Ok() {
+	} else if fresh, _, st := fs.registerOpen(ctx, fid.FromPB(ino.Fid)); !st.Ok() {
 		return st
 	} else if fresh != nil && existed {
 		ino = fresh
@@ -650,20 +650,14 @@ func (fs *FS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Statu
 // registerOpen tells the MDS of this mount's first open of f (Session.Opened)
 // and returns f's attributes as of then; nil if f is open here already, the
 // mount has no session, or the MDS does not know opens, and ENOENT if a
-// removal through another client came first.
-func (fs *FS) registerOpen(ctx context.Context, f fid.FID) (*pb.Inode, fuse.Status) {
-	ino, _, st := fs.registerOpenHow(ctx, f)
-	return ino, st
-}
-
-// registerOpenHow is registerOpen, also saying how the file stood here:
-// notOpen, it was not open here (the MDS was told now, or there is no
+// removal through another client came first. It also says how the file
+// stood here: notOpen, it was not open here (the MDS was told now, or there is no
 // session), or it was closed here moments ago and the MDS not told yet.
 // Either way nothing on this mount holds it, and the open needs fresh
 // attributes (close-to-open, as NFS asks the server at every open): the
 // name the kernel still caches may have been removed or renamed over by
 // another client since.
-func (fs *FS) registerOpenHow(ctx context.Context, f fid.FID) (*pb.Inode, bool, fuse.Status) {
+func (fs *FS) registerOpen(ctx context.Context, f fid.FID) (*pb.Inode, bool, fuse.Status) {
 	fs.mu.Lock()
 	first := fs.files[f] == nil
 	notOpen := first
@@ -694,7 +688,7 @@ func (fs *FS) registerOpenHow(ctx context.Context, f fid.FID) (*pb.Inode, bool, 
 // makes the kernel look the name up again (LOOKUP_REVAL) and open what it
 // names now, or create it (O_CREAT), as NFS's close-to-open does; opening
 // the unnamed file would read old data and lose what is written.
-func staleOpen() fuse.Status { return fuse.Status(syscall.ESTALE) }
+const staleOpen = fuse.Status(syscall.ESTALE)
 
 // closeBatchDelay is how long a last close waits to be told to the MDS,
 // with the others of that moment: a file opened again meanwhile needs no

@@ -16,9 +16,8 @@ import (
 	"nacre/internal/testcluster"
 )
 
-// mdtMetricsURL is the metrics page of the cluster's MDT, from `nacre
-// status --json`.
-func mdtMetricsURL(t *testing.T, cl *testcluster.Cluster) string {
+// clusterStatus is `nacre status --json` of cl.
+func clusterStatus(t *testing.T, cl *testcluster.Cluster) cli.ClusterStatus {
 	t.Helper()
 	out, err := cl.Run("status", "--json")
 	if err != nil {
@@ -28,12 +27,18 @@ func mdtMetricsURL(t *testing.T, cl *testcluster.Cluster) string {
 	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &st); err != nil {
 		t.Fatalf("status JSON: %v\n%s", err, out)
 	}
-	for _, ts := range st.Targets {
+	return st
+}
+
+// mdtMetricsURL is the metrics page of the cluster's MDT.
+func mdtMetricsURL(t *testing.T, cl *testcluster.Cluster) string {
+	t.Helper()
+	for _, ts := range clusterStatus(t, cl).Targets {
 		if ts.Kind == "mdt" {
 			return ts.MetricsURL
 		}
 	}
-	t.Fatalf("no MDT in nacre status --json:\n%s", out)
+	t.Fatal("no MDT in nacre status --json")
 	return ""
 }
 

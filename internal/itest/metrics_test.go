@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -18,7 +17,6 @@ import (
 	"github.com/prometheus/common/model"
 
 	pb "nacre/api/nacrepb"
-	"nacre/internal/cli"
 	"nacre/internal/client"
 	"nacre/internal/fid"
 	"nacre/internal/testcluster"
@@ -228,14 +226,7 @@ func TestMetricsMoveWithOperations(t *testing.T) {
 	cl := testcluster.Start(t, testcluster.Options{OSTs: 2})
 	ctx := context.Background()
 
-	out, err := cl.Run("status", "--json")
-	if err != nil {
-		t.Fatalf("nacre status --json: %v\n%s", err, out)
-	}
-	var st cli.ClusterStatus
-	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &st); err != nil {
-		t.Fatalf("status JSON: %v\n%s", err, out)
-	}
+	st := clusterStatus(t, cl)
 	kinds := map[string]int{}
 	for _, ts := range st.Targets {
 		if !strings.HasPrefix(ts.MetricsURL, "http://") {

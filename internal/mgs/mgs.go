@@ -394,6 +394,7 @@ func (s *Server) GetConfig(ctx context.Context, req *pb.GetConfigRequest) (*pb.C
 	out := &pb.ClusterConfig{Fsname: s.cfg.ID.Fsname, NowNs: now.UnixNano()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	out.MgsAddrs = s.mgsAddrsLocked()
 	keys := make([]string, 0, len(s.targets))
 	replicatedMGS := false
 	for k, e := range s.targets {

@@ -2,6 +2,7 @@ package mgs
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -190,5 +191,31 @@ func TestACopyOfALiveTargetCannotTakeItsPlace(t *testing.T) {
 	now = now.Add(DownAfter)
 	if _, err := s.Register(ctx, ost); err != nil {
 		t.Errorf("DownAfter after the leader change, with no heartbeat from the registered process: %v", err)
+	}
+}
+
+// Heartbeat replies and the configuration list the MGS replicas
+// registered, by replica id, for targets and clients to follow.
+func TestTheMGSReplicasAreListedForFollowers(t *testing.T) {
+	s, db := open(t, vfs.NewMem())
+	defer db.Close()
+	ctx := context.Background()
+	for _, r := range []*pb.TargetInfo{
+		{Kind: pb.TargetKind_TARGET_MGS, Fsname: "test", Uuid: "m2", ReplicaId: 2, Addr: "127.0.0.1:2002"},
+		{Kind: pb.TargetKind_TARGET_MGS, Fsname: "test", Uuid: "m1", ReplicaId: 1, Addr: "127.0.0.1:2001"},
+		{Kind: pb.TargetKind_TARGET_OST, Fsname: "test", Uuid: "o", Addr: "127.0.0.1:3000"},
+	} {
+		if _, err := s.Register(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"127.0.0.1:2001", "127.0.0.1:2002"}
+	cfg, err := s.GetConfig(ctx, &pb.GetConfigRequest{})
+	if err != nil || !slices.Equal(cfg.MgsAddrs, want) {
+		t.Errorf("configuration lists MGS replicas %v (%v), want %v", cfg.GetMgsAddrs(), err, want)
+	}
+	rep, err := s.Heartbeat(ctx, &pb.HeartbeatRequest{Kind: pb.TargetKind_TARGET_OST, Uuid: "o", Addr: "127.0.0.1:3000"})
+	if err != nil || !slices.Equal(rep.MgsAddrs, want) {
+		t.Errorf("heartbeat reply lists MGS replicas %v (%v), want %v", rep.GetMgsAddrs(), err, want)
 	}
 }

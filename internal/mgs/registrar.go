@@ -92,21 +92,6 @@ func (r *Registrar) Stop() {
 	r.cc.Close()
 }
 
-// follow dials the MGS replicas at addrs (as the MGS registers them now)
-// if they are not the ones dialled: replicas replaced while this target
-// runs would otherwise leave it with addresses of none, and it would show
-// down for good.
-func (r *Registrar) follow(addrs []string) {
-	was := r.cc.Addrs()
-	swapped, err := r.cc.Swap(addrs)
-	if err != nil {
-		r.log.Warn("dial the MGS replicas", "mgs", addrs, "err", err)
-	}
-	if swapped {
-		r.log.Info("MGS replicas changed: following them", "was", was, "mgs", r.cc.Addrs())
-	}
-}
-
 func (r *Registrar) loop(ctx context.Context, addr string) {
 	defer r.wg.Done()
 	registered := false
@@ -133,7 +118,9 @@ func (r *Registrar) loop(ctx context.Context, addr string) {
 				registered = false
 			}
 			if err == nil {
-				r.follow(rep.GetMgsAddrs())
+				// MGS replicas replaced while this target runs would
+				// otherwise leave it with addresses of none.
+				r.cc.Follow(rep.GetMgsAddrs(), r.log)
 			}
 		}
 		cancel()

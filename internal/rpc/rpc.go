@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"runtime/debug"
 	"strconv"
@@ -363,6 +364,18 @@ func (s *SwapConn) Swap(addrs []string) (bool, error) {
 	s.addrs = list
 	time.AfterFunc(30*time.Second, func() { old.Close() })
 	return true, nil
+}
+
+// Follow is Swap, logging a change or a failure to dial: a target or
+// client following the MGS replicas the MGS lists.
+func (s *SwapConn) Follow(addrs []string, log *slog.Logger) {
+	was := s.Addrs()
+	swapped, err := s.Swap(addrs)
+	if err != nil {
+		log.Warn("dial the MGS replicas", "mgs", addrs, "err", err)
+	} else if swapped {
+		log.Info("MGS replicas changed: following them", "was", was, "mgs", s.Addrs())
+	}
 }
 
 // Addrs are the addresses dialled now.
