@@ -301,6 +301,9 @@ func shortOf(t *testing.T, dir string) uint64 {
 func refusesNewNames(t *testing.T, c *client.Client, want, junk string) {
 	t.Helper()
 	ctx := context.Background()
+	// The guard may go on with the view it took before junk was made for
+	// up to space.RefreshEvery; its next look sees junk.
+	time.Sleep(2 * space.RefreshEvery)
 	_, _, err := c.Create(ctx, fid.Root, "refused", 0o644, client.CreateOpts{Exclusive: true})
 	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("a create on a short MDT: want ENOSPC with %q, got %v", want, err)

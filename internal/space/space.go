@@ -63,10 +63,10 @@ func Statfs(dir string) (Usage, error) {
 	return Usage{Total: st.Blocks * bs, Free: st.Bfree * bs, Avail: st.Bavail * bs, Files: st.Files, FilesFree: st.Ffree}, nil
 }
 
-// refreshEvery bounds how stale the guard's view of the device may get;
+// RefreshEvery bounds how stale the guard's view of the device may get;
 // what others write meanwhile (the store, logs) is what the reserve
 // absorbs.
-const refreshEvery = 100 * time.Millisecond
+const RefreshEvery = 100 * time.Millisecond
 
 // Guard admits writes while the device keeps its reserve. It is safe for
 // concurrent use.
@@ -143,7 +143,7 @@ func (g *Guard) filesFit(n uint64) bool {
 // since). It reports false if the device cannot be read.
 func (g *Guard) look(fits func() bool) bool {
 	now := g.now()
-	if now.Sub(g.at) < refreshEvery && fits() {
+	if now.Sub(g.at) < RefreshEvery && fits() {
 		return true
 	}
 	u, err := g.statfs(g.dir)

@@ -77,14 +77,14 @@ func TestGuardKeepsTheReserve(t *testing.T) {
 	}
 	// Writes admitted but not yet written count against the reserve even
 	// across a fresh look at the device, which cannot see them.
-	now = now.Add(refreshEvery)
+	now = now.Add(RefreshEvery)
 	dev.u.Avail = 100 * mib
 	for i := 0; i < 20; i++ {
 		if err := g.Admit(mib); err != nil {
 			t.Fatalf("in-flight write %d: %v", i, err)
 		}
 	}
-	now = now.Add(refreshEvery)
+	now = now.Add(RefreshEvery)
 	if err := g.Admit(mib); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("20 MiB in flight above an 80 MiB reserve with 100 MiB free, one more: want ENOSPC, got %v", err)
 	}
@@ -92,15 +92,15 @@ func TestGuardKeepsTheReserve(t *testing.T) {
 		dev.u.Avail -= mib
 		g.Done(mib)
 	}
-	// Space taken by others is seen after refreshEvery.
+	// Space taken by others is seen after RefreshEvery.
 	dev.u.Avail = 81 * mib
-	now = now.Add(refreshEvery)
+	now = now.Add(RefreshEvery)
 	if err := write(2 * mib); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("1 MiB above the reserve, a 2 MiB write: want ENOSPC, got %v", err)
 	}
 	// A device that cannot be asked does not stop writes.
 	dev.err = errors.New("statfs failed")
-	now = now.Add(refreshEvery)
+	now = now.Add(RefreshEvery)
 	if err := g.Admit(mib); err != nil {
 		t.Errorf("with statfs failing: %v", err)
 	}
@@ -167,7 +167,7 @@ func TestGuardKeepsInodesForTheStore(t *testing.T) {
 	}
 	// Within one view of the device (no statfs), the files admitted count.
 	dev.u.FilesFree = ReserveInodes + 3
-	now = now.Add(refreshEvery)
+	now = now.Add(RefreshEvery)
 	calls := dev.calls
 	if g.AdmitFiles(2) != nil || g.AdmitFiles(1) != nil || dev.calls != calls+1 {
 		t.Error("refused the files above the reserve, or looked at the device for each")
@@ -178,7 +178,7 @@ func TestGuardKeepsInodesForTheStore(t *testing.T) {
 	}
 	// A file system without an inode limit never runs out.
 	dev.u = Usage{Total: 1 << 30, Avail: 1 << 29}
-	now = now.Add(refreshEvery)
+	now = now.Add(RefreshEvery)
 	if err := g.AdmitFiles(1 << 20); err != nil {
 		t.Errorf("no inode limit: %v", err)
 	}
