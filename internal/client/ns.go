@@ -3,10 +3,12 @@ package client
 import (
 	"context"
 	"syscall"
+	"time"
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/fid"
 	"nacre/internal/rpc"
+	"nacre/internal/wire"
 )
 
 // mutate sends one command to the MDT owning f, retrying with the same
@@ -261,7 +263,45 @@ func (c *Client) Setattr(ctx context.Context, op *pb.SetattrOp) (*pb.Inode, erro
 	if err != nil {
 		return nil, err
 	}
+	if op.Valid&ownerBits != 0 {
+		c.ownerToObjects(ctx, rep.Inode)
+	}
 	return rep.Inode, nil
+}
+
+const ownerBits = uint32(pb.SetattrValid_SETATTR_UID | pb.SetattrValid_SETATTR_GID | pb.SetattrValid_SETATTR_PROJID)
+
+// ownerPushWait bounds how long a chown waits for the OSTs of the file.
+const ownerPushWait = 5 * time.Second
+
+// ownerToObjects tells the OST objects of a regular file the owner and
+// project its MDT now records, as Lustre's MDT does after a chown, so that
+// the objects keep the owner the layout check expects of them. Best
+// effort, after the MDT committed: an object this misses (its OST down,
+// the client gone in between) is what the checker's MDT-wins rule repairs
+// (inconsistent_owner).
+func (c *Client) ownerToObjects(ctx context.Context, ino *pb.Inode) {
+	l := ino.GetLayout()
+	if l == nil || ino.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, ownerPushWait)
+	defer cancel()
+	meta := &wire.ObjMeta{UID: ino.Uid, GID: ino.Gid, ProjID: ino.Projid, Valid: wire.MetaOwner | wire.MetaProjID}
+	_ = parallel(ctx, len(l.Objects), ioParallel, func(ctx context.Context, i int) error {
+		o := l.Objects[i]
+		if isHole(o) {
+			return nil
+		}
+		wc, err := c.wireFor(o.Ost)
+		if err == nil {
+			err = wc.SetAttr(ctx, objID(o), meta)
+		}
+		if err != nil {
+			c.log.Debug("owner of an OST object not changed; the layout check will", "fid", fid.FromPB(ino.Fid), "stripe", i, "err", err)
+		}
+		return nil // the others still get it
+	})
 }
 
 // Readdir returns entries after cookie; eof when none follow.

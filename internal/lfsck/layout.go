@@ -661,7 +661,11 @@ func (r *run) stripeMismatch(it *checkItem, a *pb.ObjectAttr) {
 	}
 	if done {
 		r.rep.now(Layout, it.ent, &pb.LfsckRepair{Component: Layout, Kinds: []uint32{kind}, RepairedElsewhere: true})
+		return
 	}
+	// A client wrote the object after its check: the next run looks again.
+	r.lay.bumpEnt(it.ent, Layout, tStat+sChanged, 1)
+	r.log.Info("layout repair refused by the OST: the object changed since its check", "fid", it.ent.fid, "ost", it.ost, "object", want.Oid, "kind", KindNames[Layout][kind])
 }
 
 // otherReferences reports whether file f exists and its layout names the

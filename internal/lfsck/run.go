@@ -53,11 +53,12 @@ const (
 	sDirents
 	sObjects
 	sRebuilt
+	sChanged // repairs an OST refused: the object changed since its check
 	nStats
 )
 
 var statNames = []string{"directories", "multiple_linked_checked", "files", "stripes", "uninitialized_objects",
-	"skipped", "dirents", "objects", "rebuild_scanned"}
+	"skipped", "dirents", "objects", "rebuild_scanned", "changed_before_repair"}
 
 func (t *tally) add(o *tally) {
 	for c := range t {

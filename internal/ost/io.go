@@ -271,7 +271,8 @@ func (s *Store) Sync(obj fid.ObjID) error {
 
 // SetAttr implements wire.Handler: it sets the groups of obj's record that
 // meta names (owner for chown, project, or the PFID when the checker or a
-// layout change rewrites it). Not synced by itself: see Sync.
+// layout change rewrites it), durably: a client sends it after the MDT
+// committed the change, and nothing else would make it survive a crash.
 func (s *Store) SetAttr(obj fid.ObjID, meta *wire.ObjMeta) error {
 	op := func(err error) error { return fmt.Errorf("setattr %s object %s: %w", s.label, obj, err) }
 	if err := s.enter(); err != nil {
@@ -291,6 +292,9 @@ func (s *Store) SetAttr(obj fid.ObjID, meta *wire.ObjMeta) error {
 	if e := s.fds.get(obj); e != nil {
 		e.hasPFID.Store(hasPFID(rec))
 		s.fds.release(e)
+	}
+	if err := s.syncRecords(); err != nil {
+		return op(err)
 	}
 	return nil
 }

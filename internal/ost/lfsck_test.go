@@ -203,3 +203,44 @@ func TestDestroyIfEmptyOnlyDestroysUnwrittenObjects(t *testing.T) {
 		t.Fatalf("after: %v, %v", attrs, err)
 	}
 }
+
+// A repair of a written and synced object (its record carries
+// data_synced, which the layouts do not know of) applies when the
+// checker saw the record as it is, keeps data_synced, and still refuses
+// when the record changed since. Before, every synced object's repair was
+// refused as stale: a chown of a written file was reported by a dry run
+// and never repaired.
+func TestRepairOfASyncedObject(t *testing.T) {
+	s := newStore(t)
+	s.Precreate(seq, 1, 10)
+	must(t, s.Write(obj(3), 0, []byte("data"), metaFor(fileB, 1)))
+	must(t, s.Sync(obj(3)))
+	before := record(t, s, obj(3))
+	if !before.DataSynced {
+		t.Fatal("a synced object's record does not say so")
+	}
+	seen := AttrRec(before)
+	want := seen
+	want.UID, want.GID = 1234, 1234
+	repair := func(expect uint64) bool {
+		t.Helper()
+		done, err := s.RepairObjects([]ObjRepair{{Obj: obj(3), Expect: expect, Rec: want}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return done[0]
+	}
+	if repair(RecordDigest(&seen) + 1) {
+		t.Fatal("a repair of a record the checker did not see was applied")
+	}
+	if !repair(RecordDigest(&seen)) {
+		t.Fatal("the repair of a synced object was refused")
+	}
+	after := record(t, s, obj(3))
+	if got := AttrRec(after); got != want || !after.DataSynced {
+		t.Fatalf("after the repair: %+v, data_synced %v; want %+v, data_synced", got, after.DataSynced, want)
+	}
+	if repair(RecordDigest(&seen)) {
+		t.Fatal("a second repair expecting the old record was applied")
+	}
+}
