@@ -113,23 +113,9 @@ func (t *Timeline) run(ctx context.Context) {
 	// The first interval starts at Start (the servers' first scrape above
 	// takes a while), so that rate x interval adds up to the work.
 	last, lastAt := t.base, t.start
-	for {
-		select {
-		case <-ctx.Done():
-			// The last, partial interval: without it a short run's
-			// timeline misses up to a second of its work.
-			now := time.Now()
-			if n := t.count.Load(); n != last && now.After(lastAt) {
-				t.mu.Lock()
-				t.points = append(t.points, TimelinePoint{T: now.Sub(t.start).Seconds(), Phase: t.phase.Load().(string),
-					Rate: float64(n-last) / now.Sub(lastAt).Seconds()})
-				t.mu.Unlock()
-			}
-			return
-		case <-tick.C:
-		}
-		now := time.Now()
-		n := t.count.Load()
+	// point is the interval from the last point to now, with the servers'
+	// rates over it (asked with ctx).
+	point := func(ctx context.Context, now time.Time, n int64) TimelinePoint {
 		pt := TimelinePoint{T: now.Sub(t.start).Seconds(), Phase: t.phase.Load().(string), Rate: float64(n-last) / now.Sub(lastAt).Seconds()}
 		last, lastAt = n, now
 		if len(servers) > 0 {
@@ -149,8 +135,28 @@ func (t *Timeline) run(ctx context.Context) {
 				s.last = cur
 			}
 		}
+		return pt
+	}
+	add := func(pt TimelinePoint) {
 		t.mu.Lock()
 		t.points = append(t.points, pt)
 		t.mu.Unlock()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			// The last, partial interval: without it a short run's
+			// timeline misses up to a second of its work (and a run
+			// shorter than the interval would have no server rates).
+			now := time.Now()
+			if n := t.count.Load(); n != last && now.After(lastAt) {
+				fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				add(point(fctx, now, n))
+				cancel()
+			}
+			return
+		case <-tick.C:
+		}
+		add(point(ctx, time.Now(), t.count.Load()))
 	}
 }

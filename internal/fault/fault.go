@@ -103,16 +103,20 @@ func Armed() []string {
 	defer mu.Unlock()
 	var out []string
 	for n, p := range points {
-		out = append(out, n+"="+format(p.a))
+		out = append(out, n+"="+Format(p.a))
 	}
 	sort.Strings(out)
 	return out
 }
 
-func format(a Action) string {
+// Format is a as Parse reads it: "error:msg", "delay:5ms*3".
+func Format(a Action) string {
 	s := a.Kind
-	if a.Kind == "delay" {
+	switch {
+	case a.Kind == "delay":
 		s += ":" + a.Delay.String()
+	case a.Kind == "error" && a.Message != "":
+		s += ":" + a.Message
 	}
 	if a.Count > 0 {
 		s += "*" + strconv.Itoa(a.Count)

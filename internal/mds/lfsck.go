@@ -99,7 +99,9 @@ func (s *Server) followLeader(c *lfsck.Checker) {
 				continue
 			}
 			leading = true
+			s.checkerLeads.Store(true)
 		case !now && leading:
+			s.checkerLeads.Store(false)
 			c.Abandon()
 			leading = false
 		}
@@ -152,6 +154,20 @@ func (s *Server) needLeader() error {
 	return nil
 }
 
+// needChecker refuses the checker's commands but on the leader whose
+// checker took over: a follower's, or a new leader's before that, knows
+// neither the run in progress nor its state, and a stop there would
+// stop nothing while the run resumes.
+func (s *Server) needChecker() error {
+	if err := s.needLeader(); err != nil {
+		return err
+	}
+	if !s.checkerLeads.Load() {
+		return status.Errorf(codes.Unavailable, "%s: the checker is taking over on this new leader; try again", s.id.Label())
+	}
+	return nil
+}
+
 func checkerErr(err error) error {
 	switch {
 	case err == nil:
@@ -171,7 +187,7 @@ type lfsckService struct {
 }
 
 func (v *lfsckService) Start(ctx context.Context, req *pb.LfsckStartRequest) (*pb.LfsckStartReply, error) {
-	if err := v.s.needLeader(); err != nil {
+	if err := v.s.needChecker(); err != nil {
 		return nil, err
 	}
 	msg, err := v.c.Start(ctx, req)
@@ -183,6 +199,9 @@ func (v *lfsckService) Start(ctx context.Context, req *pb.LfsckStartRequest) (*p
 }
 
 func (v *lfsckService) Stop(ctx context.Context, req *pb.LfsckStopRequest) (*pb.LfsckStopReply, error) {
+	if err := v.s.needChecker(); err != nil {
+		return nil, err
+	}
 	msg, err := v.c.Stop(ctx)
 	if err != nil {
 		return nil, checkerErr(err)
@@ -191,6 +210,9 @@ func (v *lfsckService) Stop(ctx context.Context, req *pb.LfsckStopRequest) (*pb.
 }
 
 func (v *lfsckService) Query(ctx context.Context, req *pb.LfsckQueryRequest) (*pb.LfsckQueryReply, error) {
+	if err := v.s.needChecker(); err != nil {
+		return nil, err
+	}
 	b, err := json.Marshal(v.c.Report())
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
@@ -199,6 +221,9 @@ func (v *lfsckService) Query(ctx context.Context, req *pb.LfsckQueryRequest) (*p
 }
 
 func (v *lfsckService) Set(ctx context.Context, req *pb.LfsckSetRequest) (*pb.LfsckSetReply, error) {
+	if err := v.s.needChecker(); err != nil {
+		return nil, err
+	}
 	if err := v.c.Set(req.Speed, req.Window); err != nil {
 		return nil, checkerErr(err)
 	}

@@ -102,6 +102,10 @@ type Server struct {
 
 	m            metrics
 	lfsckMetrics *lfsckCollector // nacre_lfsck_* (metrics.go)
+	// checkerLeads: this replica leads and its checker took over (read
+	// the replicated state, resumed an interrupted run); until then the
+	// checker's commands are refused, to be retried (lfsck.go).
+	checkerLeads atomic.Bool
 	// space refuses what would add to the MDT's store once its device is
 	// down to the store's reserve (package space); nil for a store in
 	// memory.

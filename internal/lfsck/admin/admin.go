@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -132,52 +133,111 @@ func (k *conn) mdts(one int, all bool) ([]uint32, error) {
 	return out, nil
 }
 
-// mdtAddr is the gRPC address of MDT idx's leader (or any replica up).
-func (k *conn) mdtAddr(idx uint32) (string, error) {
-	var any string
+// mdtAddr is the gRPC address to try next for MDT idx: its leader, else a
+// replica that is up, else any, passing over the addresses in tried
+// (unless every one was).
+func (k *conn) mdtAddr(idx uint32, tried map[string]bool) (string, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var leader, up, other []string
 	for _, t := range k.cfg.Targets {
-		if t.Kind != pb.TargetKind_TARGET_MDT || t.Index != idx {
+		if t.Kind != pb.TargetKind_TARGET_MDT || t.Index != idx || t.Addr == "" {
 			continue
 		}
-		if t.Leader {
-			return t.Addr, nil
-		}
-		if t.State == "up" {
-			any = t.Addr
+		switch {
+		case t.Leader:
+			leader = append(leader, t.Addr)
+		case t.State == "up":
+			up = append(up, t.Addr)
+		default:
+			other = append(other, t.Addr)
 		}
 	}
-	if any == "" {
+	if len(leader)+len(up) == 0 {
 		return "", fmt.Errorf("MDT%04x is not up; check `nacre status`", idx)
 	}
-	return any, nil
-}
-
-func (k *conn) lfsck(idx uint32) (pb.LfsckClient, string, error) {
-	a, err := k.mdtAddr(idx)
-	if err != nil {
-		return nil, "", err
-	}
-	cc, err := k.dial(a)
-	if err != nil {
-		return nil, "", err
-	}
-	return pb.NewLfsckClient(cc), a, nil
-}
-
-// each calls fn with the checker service of every MDT in idxs, in order;
-// an error of fn is prefixed with the MDT's name, and one that could not
-// reach the MDT says so as the client commands do.
-func (k *conn) each(idxs []uint32, fn func(i uint32, cli pb.LfsckClient) error) error {
-	for _, i := range idxs {
-		cli, addr, err := k.lfsck(i)
-		if err != nil {
-			return err
+	all := append(append(leader, up...), other...)
+	for _, a := range all {
+		if !tried[a] {
+			return a, nil
 		}
-		if err := fn(i, cli); err != nil {
-			if u := notAnswering(i, addr, err); u != nil {
-				return u
+	}
+	return all[0], nil
+}
+
+// isMDT says whether addr serves a replica of MDT idx.
+func (k *conn) isMDT(idx uint32, addr string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, t := range k.cfg.Targets {
+		if t.Kind == pb.TargetKind_TARGET_MDT && t.Index == idx && t.Addr == addr {
+			return true
+		}
+	}
+	return false
+}
+
+// failoverWait is how long a command follows MDT leadership: an election
+// after a leader died takes 1-2 s, and the MGS shows a killed leader up
+// (and leading) until it has missed its heartbeats for 5 s.
+const failoverWait = 15 * time.Second
+
+// call runs fn with the checker service of MDT idx's leader. A replica
+// that does not answer or does not lead is passed over, to the leader it
+// names or the next replica, with the configuration read again, for up to
+// failoverWait; an error of fn is prefixed with the MDT's name, and one
+// that could not reach the MDT says so as the client commands do.
+func (k *conn) call(ctx context.Context, idx uint32, fn func(cli pb.LfsckClient) error) error {
+	deadline := time.Now().Add(failoverWait)
+	tried := map[string]bool{}
+	next := ""
+	for pause := 50 * time.Millisecond; ; pause = min(2*pause, 500*time.Millisecond) {
+		addr := next
+		if addr == "" {
+			var err error
+			if addr, err = k.mdtAddr(idx, tried); err != nil {
+				return err
 			}
-			return fmt.Errorf("MDT%04x: %w", i, err)
+		}
+		cc, err := k.dial(addr)
+		if err == nil {
+			err = fn(pb.NewLfsckClient(cc))
+		}
+		if err == nil {
+			return nil
+		}
+		_, hint, notLeader := raftgroup.LeaderHint(err)
+		down := notAnswering(idx, addr, err)
+		if (!notLeader && down == nil) || time.Now().After(deadline) {
+			if down != nil {
+				return down
+			}
+			return fmt.Errorf("MDT%04x: %w", idx, err)
+		}
+		tried[addr] = true
+		next = ""
+		if hint != "" && hint != addr && k.isMDT(idx, hint) {
+			next = hint
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pause):
+		}
+		if cfg, err := k.c.Config(ctx); err == nil {
+			k.mu.Lock()
+			k.cfg = cfg
+			k.mu.Unlock()
+		}
+	}
+}
+
+// each calls fn with the checker service of every MDT in idxs, in order
+// (see call).
+func (k *conn) each(ctx context.Context, idxs []uint32, fn func(i uint32, cli pb.LfsckClient) error) error {
+	for _, i := range idxs {
+		if err := k.call(ctx, i, func(cli pb.LfsckClient) error { return fn(i, cli) }); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -243,7 +303,7 @@ func Start(ctx context.Context, e Env, o StartOptions) error {
 		req.AllTargets = true
 		o.Req = req
 	}
-	if err := k.each(idxs, func(_ uint32, cli pb.LfsckClient) error {
+	if err := k.each(ctx, idxs, func(_ uint32, cli pb.LfsckClient) error {
 		rep, err := cli.Start(ctx, o.Req)
 		if err == nil {
 			fmt.Fprintln(e.Out, rep.Message)
@@ -367,7 +427,7 @@ func contains(l []string, s string) bool {
 
 func (k *conn) query(ctx context.Context, idxs []uint32) ([]*lfsck.Report, error) {
 	var out []*lfsck.Report
-	err := k.each(idxs, func(_ uint32, cli pb.LfsckClient) error {
+	err := k.each(ctx, idxs, func(_ uint32, cli pb.LfsckClient) error {
 		rep, err := cli.Query(ctx, &pb.LfsckQueryRequest{})
 		if err != nil {
 			return err
@@ -392,7 +452,7 @@ func Stop(ctx context.Context, e Env, mdtIdx int, all bool) error {
 		return err
 	}
 	defer k.close()
-	return k.each(idxs, func(i uint32, cli pb.LfsckClient) error {
+	return k.each(ctx, idxs, func(i uint32, cli pb.LfsckClient) error {
 		rep, err := cli.Stop(ctx, &pb.LfsckStopRequest{})
 		if err == nil {
 			fmt.Fprintf(e.Out, "MDT%04x: %s\n", i, rep.Message)
@@ -408,7 +468,7 @@ func Set(ctx context.Context, e Env, mdtIdx int, all bool, speed *uint64, window
 		return err
 	}
 	defer k.close()
-	return k.each(idxs, func(idx uint32, cli pb.LfsckClient) error {
+	return k.each(ctx, idxs, func(idx uint32, cli pb.LfsckClient) error {
 		if _, err := cli.Set(ctx, &pb.LfsckSetRequest{Speed: speed, Window: window}); err != nil {
 			return err
 		}
@@ -498,12 +558,12 @@ func Status(ctx context.Context, e Env, mdtIdx int, component string, jsonOut bo
 	if _, err := lfsck.ParseTypes([]string{component}); err != nil || component == "all" || component == "" {
 		return fmt.Errorf("-t %q: give one of scrub, namespace, layout", component)
 	}
-	k, err := connect(ctx, e)
+	k, idxs, err := connectMDTs(ctx, e, mdtIdx, false)
 	if err != nil {
 		return err
 	}
 	defer k.close()
-	reps, err := k.query(ctx, []uint32{uint32(mdtIdx)})
+	reps, err := k.query(ctx, idxs)
 	if err != nil {
 		return err
 	}
@@ -571,7 +631,7 @@ func FaultInject(ctx context.Context, e Env, kind, path string, stripe uint32) e
 }
 
 func (k *conn) faultClient(idx uint32) (pb.FaultClient, error) {
-	a, err := k.mdtAddr(idx)
+	a, err := k.mdtAddr(idx, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -588,31 +648,39 @@ func FaultArm(ctx context.Context, e Env, targetName, spec string) error {
 	if err != nil {
 		return err
 	}
+	kind, num := targetName, ""
+	if len(targetName) > 3 {
+		kind, num = targetName[:3], targetName[3:]
+	}
+	idx, nerr := strconv.ParseUint(num, 10, 32)
+	if (kind != "mdt" && kind != "ost") || nerr != nil {
+		return fmt.Errorf("--target %q: give mdtN or ostN (mdt0, ost1)", targetName)
+	}
+	if where, ok := fault.Points[point]; !ok || where != kind {
+		return fmt.Errorf("no fault point %q in an %s; its points: %s (docs/lfsck.md, \"Fault injection\")", point, strings.ToUpper(kind), fault.PointsOf(kind))
+	}
 	k, err := connect(ctx, e)
 	if err != nil {
 		return err
 	}
 	defer k.close()
 	req := &pb.FaultArmRequest{Point: point, Action: a.Kind, DelayMs: a.Delay.Milliseconds(), Count: uint32(a.Count), Message: a.Message}
-	var idx uint32
-	var armed []string
-	switch {
-	case strings.HasPrefix(targetName, "mdt"):
-		fmt.Sscanf(targetName, "mdt%d", &idx)
-		cli, err := k.faultClient(idx)
+	var rep *pb.FaultArmReply
+	if kind == "mdt" {
+		if _, err := k.mdts(int(idx), false); err != nil {
+			return err
+		}
+		cli, err := k.faultClient(uint32(idx))
 		if err != nil {
 			return err
 		}
-		rep, err := cli.Arm(ctx, req)
-		if err != nil {
+		if rep, err = cli.Arm(ctx, req); err != nil {
 			return err
 		}
-		armed = rep.Armed
-	case strings.HasPrefix(targetName, "ost"):
-		fmt.Sscanf(targetName, "ost%d", &idx)
+	} else {
 		addr := ""
 		for _, t := range k.cfg.Targets {
-			if t.Kind == pb.TargetKind_TARGET_OST && t.Index == idx {
+			if t.Kind == pb.TargetKind_TARGET_OST && uint64(t.Index) == idx {
 				addr = t.Addr
 			}
 		}
@@ -623,15 +691,19 @@ func FaultArm(ctx context.Context, e Env, targetName, spec string) error {
 		if err != nil {
 			return err
 		}
-		rep, err := pb.NewOSSClient(cc).FaultArm(ctx, req)
-		if err != nil {
+		if rep, err = pb.NewOSSClient(cc).FaultArm(ctx, req); err != nil {
 			return err
 		}
-		armed = rep.Armed
-	default:
-		return fmt.Errorf("--target %q: give mdtN or ostN", targetName)
 	}
-	fmt.Fprintf(e.Out, "%s: armed %s\n", targetName, strings.Join(armed, ", "))
+	did := "armed " + point + "=" + fault.Format(a)
+	if a.Kind == "off" {
+		did = "disarmed " + point
+	}
+	now := strings.Join(rep.Armed, ", ")
+	if now == "" {
+		now = "none"
+	}
+	fmt.Fprintf(e.Out, "%s: %s (armed now: %s)\n", targetName, did, now)
 	return nil
 }
 
@@ -651,11 +723,10 @@ func Digests(ctx context.Context, e Env) error {
 		var d *pb.LfsckDigestReply
 		switch t.Kind {
 		case pb.TargetKind_TARGET_MDT:
-			cli, _, err := k.lfsck(t.Index)
-			if err != nil {
+			if err := k.call(ctx, t.Index, func(cli pb.LfsckClient) (err error) {
+				d, err = cli.Digest(ctx, &pb.LfsckDigestRequest{})
 				return err
-			}
-			if d, err = cli.Digest(ctx, &pb.LfsckDigestRequest{}); err != nil {
+			}); err != nil {
 				return err
 			}
 			lines = append(lines, fmt.Sprintf("MDT%04x %016x %d", t.Index, d.Digest, d.Keys))
@@ -771,22 +842,18 @@ func (c *Conn) Close() { c.k.close() }
 
 // Start starts the checker of MDT mdtIdx.
 func (c *Conn) Start(ctx context.Context, mdtIdx uint32, req *pb.LfsckStartRequest) error {
-	cli, _, err := c.k.lfsck(mdtIdx)
-	if err != nil {
+	return c.k.call(ctx, mdtIdx, func(cli pb.LfsckClient) error {
+		_, err := cli.Start(ctx, req)
 		return err
-	}
-	_, err = cli.Start(ctx, req)
-	return err
+	})
 }
 
 // Stop stops the checker of MDT mdtIdx.
 func (c *Conn) Stop(ctx context.Context, mdtIdx uint32) error {
-	cli, _, err := c.k.lfsck(mdtIdx)
-	if err != nil {
+	return c.k.call(ctx, mdtIdx, func(cli pb.LfsckClient) error {
+		_, err := cli.Stop(ctx, &pb.LfsckStopRequest{})
 		return err
-	}
-	_, err = cli.Stop(ctx, &pb.LfsckStopRequest{})
-	return err
+	})
 }
 
 // Report returns the report of MDT mdtIdx.
