@@ -1,14 +1,17 @@
 package itest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"nacre/internal/fid"
+	"nacre/internal/testcluster"
 )
 
 // TestLfsckCommandsFollowTheMDTLeader: right after the MDT leader is
@@ -74,5 +77,37 @@ func TestFaultArmSaysWhatItDid(t *testing.T) {
 	}
 	if out, err := cl.Run("lfsck", "status", "-t", "layout", "--mdt", "7"); err == nil || !strings.Contains(out, "no MDT 7 (MDT0007) in the configuration") {
 		t.Errorf("lfsck status --mdt 7: %v\n%s", err, out)
+	}
+}
+
+// TestFuseDropsItsCacheOfAFileTheCheckerChanged: a mount that read a file
+// reads what the checker made of it, not its cached pages, once the
+// layout check re-created the file's lost stripe (empty: its bytes read as
+// zeros through the library and the mount alike). Before, the mount kept
+// serving the old bytes from its page cache: the repair changed neither
+// size nor mtime, and nothing told the clients.
+func TestFuseDropsItsCacheOfAFileTheCheckerChanged(t *testing.T) {
+	needFUSE(t)
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 2})
+	m := mountFuse(t, cl)
+	data := patterned(256<<10, 9)
+	if err := os.WriteFile(m.Path("f"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(m.Path("f")); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back before the damage: %v", err)
+	}
+	if out, err := cl.Run("fault", "inject", "ost_object_missing", "--path", "/f", "--yes"); err != nil {
+		t.Fatalf("inject: %v\n%s", err, out)
+	}
+	if f, _ := found(lfsckRun(t, cl, "-r", "-t", "layout", "-c")); f != 1 {
+		t.Fatalf("the check found %d inconsistencies, want the one injected", f)
+	}
+	want, err := lfsckRead(t, context.Background(), cl.Client(t), "/f")
+	if err != nil || bytes.Equal(want, data) || len(want) != len(data) {
+		t.Fatalf("the library reads %d bytes (%v), the old data: %v; want the file with a stripe empty", len(want), err, bytes.Equal(want, data))
+	}
+	if got, err := os.ReadFile(m.Path("f")); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("the mount reads %d bytes (%v), not what the checker made of the file (equal to the old data: %v)", len(got), err, bytes.Equal(got, data))
 	}
 }

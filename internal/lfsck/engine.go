@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "nacre/api/nacrepb"
+	"nacre/internal/fid"
 	"nacre/internal/kv"
 	"nacre/internal/mdt"
 )
@@ -42,6 +43,11 @@ type Env struct {
 	// Activity counts the MDT's foreground operations (its applied log
 	// index); nil: the checker never yields to clients.
 	Activity func() uint64
+	// Invalidate has the mounted clients drop what they cache of files
+	// whose data a repair changed (a stripe re-created empty, replaced or
+	// given back), as Lustre's LFSCK does by taking their locks; nil:
+	// nothing to tell.
+	Invalidate func(ctx context.Context, fids []fid.FID)
 }
 
 // Checker is the checker of one MDT. It runs on the MDT's leader; every

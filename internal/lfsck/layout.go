@@ -612,6 +612,7 @@ func (r *run) danglingSlot(it *checkItem, create bool) {
 	}
 	if done {
 		r.rep.now(Layout, it.ent, &pb.LfsckRepair{Component: Layout, Kinds: []uint32{KLyDangling}, RepairedElsewhere: true})
+		r.invalidate([]fid.FID{it.ent.fid}) // the stripe reads as zeros now
 	}
 }
 
@@ -646,6 +647,7 @@ func (r *run) stripeMismatch(it *checkItem, a *pb.ObjectAttr) {
 		r.rep.add(Layout, it.ent, &pb.LfsckRepair{Component: Layout, Kinds: []uint32{KLyMultiRef},
 			Conds: []*pb.LfsckCond{condVal(mdt.ObjKey(local), v)},
 			Muts:  []*pb.LfsckMut{{M: &pb.LfsckMut_NewStripe{NewStripe: &pb.LfsckNewStripe{Fid: it.ent.fid.PB(), Index: it.slot, Ost: it.ost}}}}})
+		r.rep.dataChanged(it.ent.fid)
 		return
 	}
 	if r.dry {
@@ -791,6 +793,7 @@ func (r *run) resolveDups() error {
 			r.rep.add(Layout, nil, &pb.LfsckRepair{Component: Layout, Kinds: []uint32{KLyMultiRef},
 				Conds: []*pb.LfsckCond{condVal(mdt.ObjKey(h.local), h.v)},
 				Muts:  []*pb.LfsckMut{{M: &pb.LfsckMut_NewStripe{NewStripe: &pb.LfsckNewStripe{Fid: h.f.PB(), Index: h.slot, Ost: s.ost}}}}})
+			r.rep.dataChanged(h.f)
 		}
 	}
 	return r.rep.flush()

@@ -412,6 +412,9 @@ func (r *run) adoptOnce(pf fid.FID, members []orphanObj) ([]slotFill, error) {
 		if changed {
 			nino.Flags |= uint32(pb.InodeFlag_INODE_FLAG_SIZE_DIRTY)
 			f.muts = append(f.muts, setMut(mdt.ObjKey(local), mdt.MarshalInode(nino)))
+			if r.st.Params.Orphan {
+				r.rep.dataChanged(pf)
+			}
 		}
 	}
 	if n == 0 {

@@ -28,6 +28,7 @@ type repairer struct {
 	pending sync.WaitGroup
 	sem     chan struct{}
 	err     error
+	changed []fid.FID // files whose data queued repairs change (dataChanged)
 }
 
 const (
@@ -119,13 +120,40 @@ func (rp *repairer) flushCtx(ctx context.Context) error {
 	}
 	rp.pending.Wait()
 	rp.mu.Lock()
-	defer rp.mu.Unlock()
 	err := rp.err
 	rp.err = nil
+	changed := rp.changed
+	rp.changed = nil
+	rp.mu.Unlock()
+	// Repairs that failed may have applied all the same (a lost reply):
+	// telling clients to look again costs nothing wrong.
+	rp.r.invalidate(changed)
 	if err != nil && (errors.Is(err, context.Canceled) || rp.r.stopping()) {
 		return errHalted
 	}
 	return err
+}
+
+// dataChanged notes that a queued repair changes the data of file f: the
+// clients are told to drop their cache of it once the repair applied
+// (flush).
+func (rp *repairer) dataChanged(f fid.FID) {
+	if rp.r.dry {
+		return
+	}
+	rp.mu.Lock()
+	rp.changed = append(rp.changed, f)
+	rp.mu.Unlock()
+}
+
+// invalidate has the clients drop what they cache of fs.
+func (r *run) invalidate(fs []fid.FID) {
+	if len(fs) == 0 || r.dry || r.env.Invalidate == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r.env.Invalidate(ctx, fs)
 }
 
 // evalDry counts what a repair would find: its conditions are checked

@@ -38,7 +38,7 @@ func (s *Server) startChecker(g *grpc.Server, reg *prometheus.Registry) {
 		s.log.Warn("NACRE_FAULTS", "err", err)
 	}
 	c := lfsck.New(lfsck.Env{Target: s.t, Propose: s.propose, OSTs: s.lfsckOSTs, Log: s.log,
-		Activity: func() uint64 { return s.group.AppliedIndex() }})
+		Activity: func() uint64 { return s.group.AppliedIndex() }, Invalidate: s.invalidateClients})
 	checkers.Store(s, c)
 	if reg != nil {
 		s.lfsckMetrics = newLfsckCollector(c, s.id.Name())
@@ -105,6 +105,22 @@ func (s *Server) followLeader(c *lfsck.Checker) {
 			c.Abandon()
 			leading = false
 		}
+	}
+}
+
+// invalidateClients has every mounted client drop what it caches of fids
+// (the checker changed their data).
+func (s *Server) invalidateClients(ctx context.Context, fids []fid.FID) {
+	lm := s.LDLM()
+	if lm == nil {
+		return
+	}
+	req := &pb.InvalidateRequest{}
+	for _, f := range fids {
+		req.Fids = append(req.Fids, f.PB())
+	}
+	if _, err := lm.Invalidate(ctx, req); err != nil {
+		s.log.Warn("checker: tell the clients to drop their cache of repaired files", "files", len(fids), "err", err)
 	}
 }
 
