@@ -250,6 +250,11 @@ func Status(ctx context.Context, e Env, asJSON bool) error {
 	}
 	t.Render()
 	for _, g := range leaderless(st.Targets) {
+		if g.quorum() {
+			// Right after its leader died: the others elect one.
+			fmt.Fprintf(e.Out, "%s: %s: a majority of its replicas runs, so it elects a leader within seconds; look again\n", g.name, g.state())
+			continue
+		}
 		fmt.Fprintf(e.Out, "%s: %s: it answers nothing until a majority of its replicas runs (start them: nacre up, or nacre serve on their machines)\n",
 			g.name, g.state())
 	}
@@ -298,6 +303,10 @@ type leaderlessGroup struct {
 	name, kind     string
 	replicas, down int
 }
+
+// quorum reports whether a majority of the replicas runs (an election is
+// under way).
+func (g leaderlessGroup) quorum() bool { return 2*(g.replicas-g.down) > g.replicas }
 
 func (g leaderlessGroup) state() string {
 	return fmt.Sprintf("no leader (%d of %d replicas down)", g.down, g.replicas)

@@ -30,8 +30,13 @@ func TestDfAndStatusShowAnMDTWithoutLeader(t *testing.T) {
 	if df.Total.State != "1 down" || df.Total.BytesTotal != 100 {
 		t.Errorf("df total %+v: want 1 down and the OST's bytes", df.Total)
 	}
-	if g := leaderless(stuck); len(g) != 1 || !strings.Contains(g[0].state(), "2 of 3") {
+	if g := leaderless(stuck); len(g) != 1 || !strings.Contains(g[0].state(), "2 of 3") || g[0].quorum() {
 		t.Errorf("leaderless: %+v", g)
+	}
+	// Right after a leader died: two of three run, an election is due.
+	electing := []TargetStatus{rep(1, "up", false), rep(2, "down", false), rep(3, "up", false), ost}
+	if g := leaderless(electing); len(g) != 1 || !g[0].quorum() {
+		t.Errorf("a group whose majority runs: %+v, want it leaderless with a quorum", g)
 	}
 	led := []TargetStatus{rep(1, "up", false), rep(2, "down", false), rep(3, "up", true), ost}
 	if g := leaderless(led); len(g) != 0 {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -36,7 +38,7 @@ type File struct {
 	size      uint64 // known size (own writes included)
 	dirtySet  bool
 	wrote     bool
-	touched   map[int]bool
+	touched   map[int]uint64 // stripes changed since their last sync -> epoch (note)
 	lastWrite int64
 	// changed: another client changed the file (Changed) since the size
 	// was last fetched: the next fetched size is the truth, not raised
@@ -67,7 +69,7 @@ func (c *Client) Open(ctx context.Context, f fid.FID, flags int) (*File, error) 
 
 // OpenInode wraps attributes already at hand (e.g. from Create).
 func (c *Client) OpenInode(ino *pb.Inode) *File {
-	return &File{c: c, fid: fid.FromPB(ino.Fid), ino: ino, size: ino.Size, touched: map[int]bool{},
+	return &File{c: c, fid: fid.FromPB(ino.Fid), ino: ino, size: ino.Size, touched: map[int]uint64{},
 		dirtySet: ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_SIZE_DIRTY) != 0}
 }
 
@@ -235,6 +237,7 @@ func (f *File) WriteAt(ctx context.Context, p []byte, off uint64) (int, error) {
 		}
 	}
 	ps := pieces(ino.Layout, off, uint64(len(p)))
+	epochs := make([]uint64, len(ps))
 	err := parallel(ctx, len(ps), ioParallel, func(ctx context.Context, i int) error {
 		pc := ps[i]
 		o := ino.Layout.Objects[pc.stripe]
@@ -246,16 +249,17 @@ func (f *File) WriteAt(ctx context.Context, p []byte, off uint64) (int, error) {
 			return err
 		}
 		meta := objMeta(ino, pc.stripe)
-		return f.c.retryIO(ctx, "write", objRef{o.Ost, f.fid, pc.stripe}, func(ctx context.Context) error {
-			return wc.Write(ctx, objID(o), pc.objOff, p[pc.bufOff:pc.bufOff+pc.len], meta)
+		return f.c.retryIO(ctx, "write", objRef{o.Ost, f.fid, pc.stripe}, func(ctx context.Context) (err error) {
+			epochs[i], err = wc.WriteEpoch(ctx, objID(o), pc.objOff, p[pc.bufOff:pc.bufOff+pc.len], meta)
+			return err
 		})
 	})
 	if err != nil {
 		return 0, err
 	}
 	f.mu.Lock()
-	for _, pc := range ps {
-		f.touched[pc.stripe] = true
+	for i, pc := range ps {
+		f.note(pc.stripe, epochs[i])
 	}
 	if end := off + uint64(len(p)); end > f.size {
 		f.size = end
@@ -468,7 +472,7 @@ func (f *File) Truncate(ctx context.Context, size uint64) error {
 	f.ino, f.size = ino, size
 	f.dirtySet = ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_SIZE_DIRTY) != 0
 	for i := range ino.Layout.GetObjects() {
-		f.touched[i] = true
+		f.note(i, 0)
 	}
 	return nil
 }
@@ -530,7 +534,7 @@ func (f *File) Punch(ctx context.Context, off, n uint64) error {
 	}
 	f.mu.Lock()
 	for _, ch := range chunks {
-		f.touched[ch.Stripe] = true
+		f.note(ch.Stripe, 0)
 	}
 	f.wrote = true
 	f.lastWrite = max(f.lastWrite, issued)
@@ -538,20 +542,45 @@ func (f *File) Punch(ctx context.Context, off, n uint64) error {
 	return nil
 }
 
+// epochMixed marks a stripe changed under two epochs of its OST: a restart
+// came between the changes, and the earlier may be lost.
+const epochMixed = ^uint64(0)
+
+// note records, with f.mu held, that stripe changed; epoch is the OST's
+// as the change's reply gave it (0: unknown, not checked).
+func (f *File) note(stripe int, epoch uint64) {
+	switch old, ok := f.touched[stripe]; {
+	case !ok || old == 0:
+		f.touched[stripe] = epoch
+	case epoch != 0 && epoch != old:
+		f.touched[stripe] = epochMixed
+	}
+}
+
 // Sync makes every byte written so far durable on the OSTs. The size need
 // not be recorded: while the MDT's size is marked dirty, a reader (or the
 // client after a crash) takes it from the objects.
+//
+// An OST acknowledges a write before it is durable, and the client keeps
+// no copy: if the OST restarted in a way that may have lost such writes
+// (its epoch changed: a power cut), syncing what is left there would say
+// nothing of them. The sync then fails with EIO naming the OST, as a local
+// file system's fsync reports a failed writeback, once (NFS compares its
+// write verifier the same way, and resends what it still holds).
 func (f *File) Sync(ctx context.Context) error {
 	f.mu.Lock()
 	ino := f.ino
 	stripes := make([]int, 0, len(f.touched))
-	for s := range f.touched {
+	wrote := make([]uint64, 0, len(f.touched))
+	for s, e := range f.touched {
 		stripes = append(stripes, s)
+		wrote = append(wrote, e)
 	}
 	f.mu.Unlock()
 	if len(stripes) == 0 {
 		return nil
 	}
+	lost := make([]bool, len(stripes))
 	err := parallel(ctx, len(stripes), ioParallel, func(ctx context.Context, i int) error {
 		o := ino.Layout.Objects[stripes[i]]
 		if isHole(o) {
@@ -561,16 +590,33 @@ func (f *File) Sync(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		return f.c.retryIO(ctx, "sync", objRef{o.Ost, f.fid, stripes[i]}, func(ctx context.Context) error { return wc.Sync(ctx, objID(o)) })
+		return f.c.retryIO(ctx, "sync", objRef{o.Ost, f.fid, stripes[i]}, func(ctx context.Context) error {
+			synced, err := wc.SyncEpoch(ctx, objID(o))
+			lost[i] = err == nil && wrote[i] != 0 && synced != 0 && synced != wrote[i]
+			return err
+		})
 	})
 	if err != nil {
 		return err
 	}
+	var lostOn []string
 	f.mu.Lock()
-	for _, s := range stripes {
-		delete(f.touched, s)
+	for i, s := range stripes {
+		// A change made meanwhile (another epoch, or one not synced
+		// here) stays to sync.
+		if f.touched[s] == wrote[i] {
+			delete(f.touched, s)
+		}
+		if lost[i] {
+			lostOn = append(lostOn, fmt.Sprintf("OST%04x (stripe %d)", ino.Layout.Objects[s].Ost, s))
+		}
 	}
 	f.mu.Unlock()
+	if len(lostOn) > 0 {
+		sort.Strings(lostOn)
+		return &rpc.Errno{Op: "sync " + f.fid.String(), Errno: syscall.EIO,
+			Msg: strings.Join(lostOn, ", ") + " restarted after acknowledging writes it had not made durable yet (a power cut or a crash of its machine): they may be lost; write the file again"}
+	}
 	return nil
 }
 

@@ -479,17 +479,18 @@ func (fs *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 }
 
 func (fs *FS) flushFile(ctx context.Context, of *openFile) fuse.Status {
-	if err := of.wb.fence(true); err != nil {
-		return fs.status("close", err)
-	}
+	// A write behind that failed is reported, and what did reach the
+	// OSTs is made durable and recorded all the same.
+	werr := of.wb.fence(true)
 	if !of.f.Wrote() {
-		return fuse.OK
+		return fs.status("close", werr)
 	}
 	of.rw.Lock()
 	err := of.f.Close(ctx)
 	of.rw.Unlock()
 	fs.forgetFIDAttrs(of.fid)
 	if err != nil {
+		of.wb.keepErr(err) // for the fsync of another descriptor (writeBehind.err)
 		return fs.status("close", err)
 	}
 	if fs.sess != nil {
@@ -499,7 +500,7 @@ func (fs *FS) flushFile(ctx context.Context, of *openFile) fuse.Status {
 		}
 		cancel()
 	}
-	return fuse.OK
+	return fs.status("close", werr)
 }
 
 // Fsync makes the file's written data durable (fdatasync too: the size
@@ -510,6 +511,7 @@ func (fs *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 		return fuse.OK
 	}
 	if err := h.of.wb.fence(true); err != nil {
+		h.of.wb.takeErr()
 		return fs.status("fsync", err)
 	}
 	return fs.status("fsync", h.of.f.Sync(context.Background()))

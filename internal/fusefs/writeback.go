@@ -68,7 +68,12 @@ type writeBehind struct {
 	cond    *sync.Cond
 	flights map[*flight]struct{}
 	bytes   int
-	err     error // first failure of a background write, not yet reported
+	// err is the first failure of a background write (or of a close's
+	// flush). Writes and closes report it and keep it; fsync reports it
+	// and clears it (takeErr). As NFS does, every file description open
+	// then hears of it at close and at fsync: a child's close (a fork's
+	// copy of the descriptor) must not hide it from the parent's fsync.
+	err error
 }
 
 func newWriteBehind() *writeBehind {
@@ -88,6 +93,15 @@ func (w *writeBehind) overlaps(off, end uint64) bool {
 	return false
 }
 
+// keepErr records err for the next fsync, unless one is there already.
+func (w *writeBehind) keepErr(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		w.err = err
+	}
+}
+
 // takeErr returns and clears a background write's error.
 func (w *writeBehind) takeErr() error {
 	w.mu.Lock()
@@ -98,8 +112,8 @@ func (w *writeBehind) takeErr() error {
 }
 
 // fence waits until none of the file's writes is in flight. With report
-// it returns (and clears) the error of a failed one, for fsync and close
-// to return; other callers leave it for them.
+// it returns the error of a failed one (kept for fsync, see err), for
+// writes, fsync and close to return; other callers leave it for them.
 func (w *writeBehind) fence(report bool) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -109,9 +123,7 @@ func (w *writeBehind) fence(report bool) error {
 	if !report {
 		return nil
 	}
-	err := w.err
-	w.err = nil
-	return err
+	return w.err
 }
 
 // maxEnd is the end of the furthest write in flight (0 if none).
@@ -140,7 +152,6 @@ func (fs *FS) writeAsync(of *openFile, data []byte, off uint64, write func(p []b
 	fs.budget.take(n)
 	w.mu.Lock()
 	if err := w.err; err != nil {
-		w.err = nil
 		w.mu.Unlock()
 		fs.budget.give(n)
 		return err

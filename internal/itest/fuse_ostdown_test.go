@@ -142,3 +142,34 @@ func TestWithAnOSTDownTheToolsSayWhatTheyDoNotKnow(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 }
+
+// TestFuseWriteErrorReachesEveryDescriptor: writes acknowledged by the
+// mount (written behind) fail because their OST is down; a close of a
+// duplicate descriptor (a forked child's copy) reports EIO, and so do the
+// original's fsync and close. Before, the child's close took the error
+// and the parent's fsync returned 0 for data that was never written.
+func TestFuseWriteErrorReachesEveryDescriptor(t *testing.T) {
+	needFUSE(t)
+	t.Setenv("NACRE_OST_DOWN_AFTER", "2s")
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 1})
+	m := mountFuse(t, cl)
+	f, err := os.Create(m.Path("f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cl.Kill("ost0", syscall.SIGKILL)
+	if _, err := f.Write(bytes.Repeat([]byte("x"), 256<<10)); err != nil {
+		t.Fatalf("write (behind, acknowledged at once): %v", err)
+	}
+	dup, err := syscall.Dup(int(f.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Close(dup); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("close of a duplicate descriptor: %v, want EIO", err)
+	}
+	if err := f.Sync(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("fsync after the duplicate's close reported the error: %v, want EIO again", err)
+	}
+}

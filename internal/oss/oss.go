@@ -107,6 +107,7 @@ func Start(cfg Config) (*Server, error) {
 	wo := wire.ServerOptions{
 		Fsname:  id.Fsname,
 		Index:   id.Index,
+		Epoch:   store.Epoch(),
 		Log:     log,
 		Observe: s.m.observeWire,
 	}

@@ -27,6 +27,8 @@
 //	                                (size, blocks, mtime and exists are never stored)
 //	'l' seq(8, BE)                  LAST_ID of seq: highest oid created (8 bytes, BE)
 //	'n'                             number of objects (8 bytes, BE)
+//	'e'                             the epoch record (JSON, epoch.go): what
+//	                                acknowledged, unsynced writes survive
 //
 // Big-endian ids make the records of one sequence one contiguous, ordered
 // key range: Precreate, Cleanup and the checker's scans are sequential

@@ -110,6 +110,9 @@ type Store struct {
 
 	closeMu sync.RWMutex // held shared by every operation
 	closed  bool
+
+	epoch    uint64   // this start's (epoch.go)
+	epochRec epochRec // as recorded at start
 }
 
 var _ wire.Handler = (*Store)(nil)
@@ -225,6 +228,9 @@ func Open(dir string, id target.Identity, opts Options) (*Store, error) {
 		dirtyDirs:  make(map[string]struct{}),
 	}
 	s.objects.Store(int64(n))
+	if err := s.startEpoch(); err != nil {
+		return fail(fmt.Errorf("open object store of %s: %w", disk.Label(), err))
+	}
 	return s, nil
 }
 
@@ -238,7 +244,10 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.fds.clear()
-	err := s.db.SyncWAL()
+	err := s.endEpoch()
+	if serr := s.db.SyncWAL(); err == nil {
+		err = serr
+	}
 	if cerr := s.db.Close(); err == nil {
 		err = cerr
 	}

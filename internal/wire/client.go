@@ -76,6 +76,10 @@ type conn struct {
 type ServerInfo struct {
 	Fsname string
 	Index  uint32
+	// Epoch is the server's epoch as a reply to a change of data gave it
+	// (WRITE, PUNCH, TRUNCATE, SYNC, SETATTR; 0 from a server that does
+	// not say).
+	Epoch uint64
 }
 
 // Dial returns a client for the server at addr. It does not connect:
@@ -173,19 +177,31 @@ func (c *Client) Read(ctx context.Context, obj fid.ObjID, off uint64, p []byte) 
 // the object's parent file, layout slot and owner; it records them on the
 // first write. Writes over MaxPayload are split into several requests.
 func (c *Client) Write(ctx context.Context, obj fid.ObjID, off uint64, data []byte, meta *ObjMeta) error {
+	_, err := c.WriteEpoch(ctx, obj, off, data, meta)
+	return err
+}
+
+// WriteEpoch is Write, returning the server's epoch as its first reply
+// gave it (ServerInfo.Epoch): a later Sync that answers with another one
+// comes from a server that may have lost the write.
+func (c *Client) WriteEpoch(ctx context.Context, obj fid.ObjID, off uint64, data []byte, meta *ObjMeta) (uint64, error) {
+	var epoch uint64
 	for {
 		chunk := data[:min(len(data), MaxPayload)]
 		cl := call{op: OpWrite, obj: obj, off: off, length: uint64(len(chunk)), payload: chunk, meta: meta}
 		if err := c.checkRange(&cl); err != nil {
-			return err
+			return epoch, err
 		}
 		if err := c.do(ctx, &cl); err != nil {
-			return err
+			return epoch, err
+		}
+		if epoch == 0 {
+			epoch = cl.info.Epoch
 		}
 		data = data[len(chunk):]
 		off += uint64(len(chunk))
 		if len(data) == 0 {
-			return nil
+			return epoch, nil
 		}
 	}
 }
@@ -210,7 +226,15 @@ func (c *Client) GetAttr(ctx context.Context, obj fid.ObjID) (ObjAttr, error) {
 
 // Sync makes obj's data and attribute record durable on the server.
 func (c *Client) Sync(ctx context.Context, obj fid.ObjID) error {
-	return c.do(ctx, &call{op: OpSync, obj: obj})
+	_, err := c.SyncEpoch(ctx, obj)
+	return err
+}
+
+// SyncEpoch is Sync, returning the epoch of the server that synced.
+func (c *Client) SyncEpoch(ctx context.Context, obj fid.ObjID) (uint64, error) {
+	cl := call{op: OpSync, obj: obj}
+	err := c.do(ctx, &cl)
+	return cl.info.Epoch, err
 }
 
 // SetAttr changes the groups of obj's attribute record that meta.Valid
@@ -527,6 +551,8 @@ func (c *Client) exchange(cn *conn, cl *call) (bool, error) {
 			return false, err
 		}
 		cl.attr = a
+	case OpWrite, OpPunch, OpTruncate, OpSync, OpSetAttr:
+		cl.info.Epoch = rh.length
 	}
 	if rh.payloadLen != 0 {
 		return false, fmt.Errorf("%w: %s reply with an unexpected payload of %d bytes", ErrBadFrame, cl.op, rh.payloadLen)

@@ -103,6 +103,15 @@
 // READ reply corrupt resends the read once, then fails with EIO naming the
 // object and offset.
 //
+// # Epochs
+//
+// The replies to WRITE, PUNCH, TRUNCATE, SYNC and SETATTR carry the
+// server's epoch in length (ServerOptions.Epoch; 0 from a server that has
+// none): it changes when a restart may have lost writes the server had
+// acknowledged but not synced (internal/ost, epoch.go). A client compares
+// the epoch its writes got with the one its SYNC gets, as NFS compares
+// write verifiers.
+//
 // # Handshake and versioning
 //
 // The client opens each connection with HELLO: version = its protocol

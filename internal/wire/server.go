@@ -25,6 +25,11 @@ type ServerOptions struct {
 	Fsname string
 	// Index is the target index reported in HELLO replies.
 	Index uint32
+	// Epoch names what the target's unsynced writes survive: it changes
+	// when a restart may have lost writes it had acknowledged but not yet
+	// synced (the OST's store decides; ost.Store.Epoch). Replies to the
+	// requests that change data carry it (doc.go, "Epochs").
+	Epoch uint64
 	// Log receives one line per event (nil: discard).
 	Log *slog.Logger
 	// IOTimeout bounds reading the rest of a frame once its first byte has
@@ -434,7 +439,7 @@ func (s *Server) done(sc *serverConn, h *header, n int, err error) (int, bool, e
 	if err != nil {
 		return 0, s.replyHandlerErr(sc, h, err), err
 	}
-	return n, s.reply(sc, h, 0, 0, 0, nil), nil
+	return n, s.reply(sc, h, 0, s.opts.Epoch, 0, nil), nil
 }
 
 // refuse answers EPROTO with msg and ends the connection.
