@@ -47,6 +47,9 @@ and changes nothing at all. See docs/lfsck.md.`,
 			if err := checkLfsckStartFlags(st.types, st.policy); err != nil {
 				return err
 			}
+			if cmd.Flags().Changed("type") && len(st.types) == 0 {
+				return fmt.Errorf("lfsck start -t \"\": give scrub, namespace, layout or all (comma-separated), or leave -t out")
+			}
 			req := &pb.LfsckStartRequest{Types: st.types, DryRun: st.dry, Reset_: st.reset, Orphan: st.orphan,
 				CreateOstobj: st.ostobj, CreateMdtobj: st.mdtobj, ErrorPolicy: st.policy, CheckpointIntervalMs: st.checkpointMs}
 			if cmd.Flags().Changed("speed") {

@@ -16,6 +16,7 @@ func TestLfsckFlagsAreCheckedBeforeAnyRPC(t *testing.T) {
 		{[]string{"lfsck", "start", "-t", "bogus"}, `lfsck start -t "bogus": unknown component; give scrub, namespace, layout or all`},
 		{[]string{"lfsck", "start", "-t", "scrub,lyout"}, `-t "lyout"`},
 		{[]string{"lfsck", "start", "-e", "stop"}, `lfsck start -e "stop": give continue or failout`},
+		{[]string{"lfsck", "start", "-t", ""}, `lfsck start -t "": give scrub, namespace, layout or all`}, // ran every component
 		{[]string{"lfsck", "status"}, "give -t scrub, -t namespace or -t layout"},
 		{[]string{"lfsck", "start", "--mdt", "-1"}, "--mdt -1: an MDT index is 0 or more"},
 		{[]string{"lfsck", "query", "-A", "--mdt", "0"}, "not both"},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path"
 	"regexp"
 	"strings"
@@ -135,10 +136,26 @@ func operandMessage(cmd, arg string, err error) string {
 		return fmt.Sprintf("%s %s %s %s: %s", cmd, arg, other.rel, other.path, shortMessage(other.err))
 	}
 	msg := shortMessage(err)
+	if msg == syscall.ENOENT.Error() {
+		msg += localHint(arg)
+	}
 	if strings.HasPrefix(msg, cmd+" "+arg+":") {
 		return msg
 	}
 	return cmd + " " + arg + ": " + msg
+}
+
+// localHint explains a path from the root that the file system lacks but
+// this machine has (`nacre stat /etc/passwd`): it is not on a Nacre mount,
+// so it was taken from the file system's root.
+func localHint(arg string) string {
+	if !strings.HasPrefix(arg, "/") {
+		return ""
+	}
+	if _, lerr := os.Lstat(arg); lerr != nil {
+		return ""
+	}
+	return fmt.Sprintf(" (%s is a path of this machine, not on a Nacre mount: a path outside the mounts is taken from the Nacre file system's root)", arg)
 }
 
 // shortMessage is err's text, or only its errno's (or the server's

@@ -29,6 +29,8 @@ func TestOperandMessageNamesTheOperandOnce(t *testing.T) {
 	}{
 		{"rm", "/a/b", lookup, "rm /a/b: no such file or directory"},
 		{"rm", "/a/b", fmt.Errorf("wrapped: %w", lookup), "rm /a/b: no such file or directory"},
+		// A path of this machine outside the mounts: say how it was taken.
+		{"stat", "/etc/passwd", lookup, "stat /etc/passwd: no such file or directory (/etc/passwd is a path of this machine, not on a Nacre mount: a path outside the mounts is taken from the Nacre file system's root)"},
 		{"rm", "/d", fmt.Errorf("is a directory (use -r to remove it and its contents)"), "rm /d: is a directory (use -r to remove it and its contents)"},
 		{"mv", "x", fmt.Errorf("mv x: already named"), "mv x: already named"},
 		{"rm", "/x", &rpc.Errno{Op: "unlink x", Errno: syscall.EACCES, Msg: "sticky directory"}, "rm /x: unlink x: sticky directory"},

@@ -283,6 +283,12 @@ func TestLfsckStopWithAnOSTDown(t *testing.T) {
 	if out, err := cl.Run("lfsck", "query"); err != nil || !strings.Contains(out, "not checked on OST0001") {
 		t.Fatalf("lfsck query with OST1 down does not name it: %v\n%s", err, out)
 	}
+	// A run of another component leaves the layout check's "partial" and
+	// its reason alone (it cleared the reason, not the status).
+	lfsckRun(t, cl, "-t", "namespace")
+	if out, err := cl.Run("lfsck", "query"); err != nil || !strings.Contains(out, "not checked on OST0001") {
+		t.Fatalf("after a namespace run, lfsck query no longer says why the layout check is partial: %v\n%s", err, out)
+	}
 	// About a dozen objects: 300 ms each keeps the run going for seconds,
 	// past a stop that a loaded machine takes a while to start.
 	if out, err := cl.Run("fault", "arm", "lfsck.scan.object=delay:300ms", "--target", "mdt0"); err != nil {

@@ -289,7 +289,11 @@ func (c *Checker) begin(ctx context.Context, prev *pb.LfsckState, p *pb.LfsckPar
 		st.Position = 0
 		st.Phase2Position = nil
 		st.Phase2Step = 0
-		st.IncompleteOsts = nil
+		if p.Types&(1<<Layout) != 0 {
+			// The list explains the layout check's last "partial": a
+			// run without it keeps it.
+			st.IncompleteOsts = nil
+		}
 	}
 	st.Params = p
 	for _, comp := range Components {
