@@ -610,6 +610,9 @@ func (c *Cluster) start(ctx context.Context, o Options, dirs []string) error {
 		return err
 	}
 	waitPools(ctx, c, poolWait)
+	if msg := c.restarted(); msg != "" {
+		fmt.Fprintln(o.Out, msg)
+	}
 	for _, w := range shortOfReserve(c.Targets, nil) {
 		fmt.Fprintf(o.Out, "warning: %s\n", w)
 	}
@@ -619,6 +622,27 @@ func (c *Cluster) start(ctx context.Context, o Options, dirs []string) error {
 		}
 	}
 	return nil
+}
+
+// restarted says what an up of a partly running cluster (after a crash,
+// or one target that died) started and what it found running; "" when it
+// started everything.
+func (c *Cluster) restarted() string {
+	var started, running []string
+	for _, p := range c.Targets {
+		if p.Started {
+			started = append(started, p.Name)
+		} else {
+			running = append(running, fmt.Sprintf("%s (pid %d)", p.Name, p.Pid))
+		}
+	}
+	switch {
+	case len(running) == 0:
+		return ""
+	case len(started) == 0:
+		return "every target was running already: " + strings.Join(running, ", ")
+	}
+	return fmt.Sprintf("started %s, which did not run; already running: %s", strings.Join(started, ", "), strings.Join(running, ", "))
 }
 
 // shortOfReserve names the targets whose device has less free than the

@@ -306,3 +306,21 @@ func TestUpRefusesATargetOfAnotherCluster(t *testing.T) {
 		t.Errorf("an OST of another file system: %v", err)
 	}
 }
+
+// An up of a partly running cluster says what it started and what was
+// running (after a crash it printed the banner of a fresh start).
+func TestRestartedSaysWhatUpStarted(t *testing.T) {
+	for _, c := range []struct {
+		ts   []Proc
+		want string
+	}{
+		{[]Proc{{Name: "MGS", Pid: 1, Started: true}, {Name: "MDT0000", Pid: 2, Started: true}}, ""},
+		{[]Proc{{Name: "MGS", Pid: 1}, {Name: "MDT0000", Pid: 2, Started: true}, {Name: "OST0000", Pid: 3}},
+			"started MDT0000, which did not run; already running: MGS (pid 1), OST0000 (pid 3)"},
+		{[]Proc{{Name: "MGS", Pid: 1}, {Name: "OST0000", Pid: 3}}, "every target was running already: MGS (pid 1), OST0000 (pid 3)"},
+	} {
+		if got := (&Cluster{Targets: c.ts}).restarted(); got != c.want {
+			t.Errorf("restarted() of %+v = %q, want %q", c.ts, got, c.want)
+		}
+	}
+}
