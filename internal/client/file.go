@@ -34,6 +34,7 @@ type File struct {
 	fid fid.FID
 
 	mu        sync.Mutex
+	dirtyMu   sync.Mutex // one setDirty call at a time
 	ino       *pb.Inode
 	size      uint64 // known size (own writes included)
 	dirtySet  bool
@@ -274,7 +275,19 @@ func (f *File) WriteAt(ctx context.Context, p []byte, off uint64) (int, error) {
 // that the file's size and mtime are no longer exact: a crash before the
 // close would otherwise leave wrong ones behind, and other clients would
 // trust them.
+//
+// Writes behind that start together (the mount's) wait for the first one's
+// call instead of each sending its own: 4 KiB writes sent about 20,000 of
+// them in a run of a few seconds, each past the pool of MDT connections.
 func (f *File) setDirty(ctx context.Context, what string) error {
+	f.dirtyMu.Lock()
+	defer f.dirtyMu.Unlock()
+	f.mu.Lock()
+	set := f.dirtySet
+	f.mu.Unlock()
+	if set {
+		return nil
+	}
 	if _, err := f.c.mutate(ctx, what+" "+f.fid.String(), f.fid, &pb.Command{Op: &pb.Command_Setattr{Setattr: &pb.SetattrOp{
 		Fid: f.fid.PB(), Valid: uint32(pb.SetattrValid_SETATTR_SET_DIRTY)}}}); err != nil {
 		return err

@@ -234,7 +234,7 @@ func giveBack(ofs []*openFile) {
 	for _, of := range ofs {
 		of.appending.Lock() // the appends that held the token are queued
 		of.appending.Unlock()
-		of.wb.fence(false) // and written
+		of.wb.fence() // and written
 	}
 }
 

@@ -45,7 +45,13 @@ type handle struct {
 	// appendDirect: opened O_APPEND for writing, so FOPEN_DIRECT_IO, and
 	// the daemon places its appends (append.go).
 	appendDirect bool
+	// errSeen: the failures of the file's writes behind this handle was
+	// told of, or that came before it was opened (writeBehind.err).
+	errSeen uint64
 }
+
+// writable says whether h was opened for writing.
+func (h *handle) writable() bool { return h.flags&syscall.O_ACCMODE != syscall.O_RDONLY }
 
 // syncWrites: the handle's writes are written through (and for O_SYNC
 // and O_DSYNC made durable) before they are acknowledged.
@@ -139,6 +145,9 @@ func (fs *FS) openHandle(n *node, ino *pb.Inode, flags uint32) (*handle, bool) {
 	keep := n.kValid && n.kSize == ino.Size && n.kMtime == ino.MtimeNs && !dirty
 	stale := n.kValid && !keep
 	h := &handle{id: fs.nextFh, n: n, of: of, flags: flags, appendDirect: appendDirect(flags)}
+	of.wb.mu.Lock()
+	h.errSeen = of.wb.errSeq
+	of.wb.mu.Unlock()
 	fs.nextFh++
 	fs.handles[h.id] = h
 	n.kSize, n.kMtime, n.kValid = ino.Size, ino.MtimeNs, true
@@ -257,7 +266,7 @@ func (fs *FS) openTruncate(ctx context.Context, h *handle, ino *pb.Inode) fuse.S
 
 func (fs *FS) truncateHandle(ctx context.Context, h *handle, size uint64) fuse.Status {
 	defer fs.forgetFIDAttrs(h.of.fid)
-	h.of.wb.fence(false)
+	h.of.wb.fence()
 	h.of.rw.RLock()
 	err := h.of.f.Truncate(ctx, size)
 	h.of.rw.RUnlock()
@@ -389,7 +398,7 @@ func (fs *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Re
 		return nil, fuse.EBADF
 	}
 	if h.of.wb.busy() {
-		h.of.wb.fence(false)
+		h.of.wb.fence()
 	}
 	sz := min(int(in.Size), len(buf))
 	n, err := h.of.f.ReadAt(context.Background(), buf[:sz], in.Offset)
@@ -409,6 +418,9 @@ func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint
 	of := h.of
 	ctx := fs.ctx(&in.InHeader)
 	off := in.Offset // in is reused once Write returns
+	if err := of.wb.errFor(h, true); err != nil {
+		return 0, fs.status("write", err) // a write behind failed
+	}
 	if h.appendDirect && in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0 {
 		if err := fs.killSetID(ctx, h.n); err != nil {
 			return 0, fs.status("write", err)
@@ -441,7 +453,8 @@ func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint
 		}
 		return uint32(len(data)), fuse.OK
 	}
-	if err := of.wb.fence(true); err != nil {
+	of.wb.fence()
+	if err := of.wb.errFor(h, true); err != nil {
 		return 0, fs.status("write", err)
 	}
 	if err := write(data); err != nil {
@@ -472,6 +485,9 @@ func (fs *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 	// The data first: a client that gets one of these locks next must
 	// read it (lock.go).
 	st := fs.flushFile(ctx, of)
+	if err := of.wb.errFor(h, false); st.Ok() && err != nil && h.writable() {
+		st = fs.status("close", err) // a write behind failed (writeBehind.err)
+	}
 	if of.locked.Load() && in.LockOwner != 0 && fs.sess != nil {
 		fs.sess.ReleaseLocks(ctx, of.fid, in.LockOwner, 0, 0)
 	}
@@ -479,18 +495,16 @@ func (fs *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 }
 
 func (fs *FS) flushFile(ctx context.Context, of *openFile) fuse.Status {
-	// A write behind that failed is reported, and what did reach the
-	// OSTs is made durable and recorded all the same.
-	werr := of.wb.fence(true)
+	of.wb.fence()
 	if !of.f.Wrote() {
-		return fs.status("close", werr)
+		return fuse.OK
 	}
 	of.rw.Lock()
 	err := of.f.Close(ctx)
 	of.rw.Unlock()
 	fs.forgetFIDAttrs(of.fid)
 	if err != nil {
-		of.wb.keepErr(err) // for the fsync of another descriptor (writeBehind.err)
+		of.wb.fail(err) // for the other handles too (writeBehind.err)
 		return fs.status("close", err)
 	}
 	if fs.sess != nil {
@@ -500,7 +514,7 @@ func (fs *FS) flushFile(ctx context.Context, of *openFile) fuse.Status {
 		}
 		cancel()
 	}
-	return fs.status("close", werr)
+	return fuse.OK
 }
 
 // Fsync makes the file's written data durable (fdatasync too: the size
@@ -510,11 +524,16 @@ func (fs *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 	if h == nil || h.of == nil {
 		return fuse.OK
 	}
-	if err := h.of.wb.fence(true); err != nil {
-		h.of.wb.takeErr()
-		return fs.status("fsync", err)
+	h.of.wb.fence()
+	err := h.of.f.Sync(context.Background())
+	if err != nil {
+		h.of.wb.fail(err) // for the other handles too (writeBehind.err)
 	}
-	return fs.status("fsync", h.of.f.Sync(context.Background()))
+	// The failure of a write behind, or the sync's own, once.
+	if werr := h.of.wb.errFor(h, true); werr != nil {
+		err = werr
+	}
+	return fs.status("fsync", err)
 }
 
 // Release is the last close of an open file: its flock and OFD locks go,
@@ -568,7 +587,7 @@ func (fs *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 			fs.log.Warn("flush at release failed", "fid", of.fid, "status", st)
 		}
 	} else {
-		of.wb.fence(false)
+		of.wb.fence()
 	}
 	if of.locked.Load() && fs.sess != nil {
 		var flockOwner uint64
@@ -603,7 +622,7 @@ func (fs *FS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Statu
 	of := h.of
 	ctx := fs.ctx(&in.InHeader)
 	defer fs.forgetFIDAttrs(of.fid)
-	of.wb.fence(false)
+	of.wb.fence()
 	end := in.Offset + in.Length
 	// As on ext4, a successful fallocate moves mtime and ctime, also when
 	// it allocated nothing new: a truncate that extends does it, else

@@ -579,7 +579,7 @@ func (fs *FS) fenceOwnWrites(f fid.FID) {
 	of := fs.files[f]
 	fs.mu.Unlock()
 	if of != nil {
-		of.wb.fence(false)
+		of.wb.fence()
 	}
 }
 
@@ -642,9 +642,12 @@ func (fs *FS) Close() {
 	defer cancel()
 	var orphans []fid.FID
 	for _, of := range files {
-		if err := of.wb.fence(true); err != nil {
-			fs.log.Warn("write at unmount", "fid", of.fid, "err", err)
+		of.wb.fence()
+		of.wb.mu.Lock()
+		if err := of.wb.err; err != nil {
+			fs.log.Warn("a write failed before the unmount", "fid", of.fid, "err", err)
 		}
+		of.wb.mu.Unlock()
 		of.rw.Lock()
 		if of.f != nil && of.f.Wrote() {
 			if err := of.f.Close(ctx); err != nil {

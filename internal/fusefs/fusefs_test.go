@@ -77,3 +77,26 @@ func TestUnescapeMount(t *testing.T) {
 		t.Fatalf("%q", got)
 	}
 }
+
+// A write in flight holds a buffer of at most twice its size (one pool of
+// 1 MiB buffers made 4 KiB writes pin 256 times their bytes), and buffers
+// come back to their own class.
+func TestWriteBehindBuffersFitTheWrite(t *testing.T) {
+	for _, n := range []int{1, 4096, 4097, 65536, 100000, 1 << 20, 1<<20 + 1, 3 << 20} {
+		bp, class := getBuf(n)
+		if c := cap(*bp); c < n || (n > 4096 && c > 2*n) || (n <= 4096 && c > 4096) || len(*bp) != 0 {
+			t.Errorf("getBuf(%d): len %d cap %d", n, len(*bp), c)
+		}
+		if (class < 0) != (n > 1<<maxBufShift) {
+			t.Errorf("getBuf(%d): class %d", n, class)
+		}
+		*bp = append(*bp, make([]byte, n)...)
+		putBuf(bp, class)
+		if class >= 0 {
+			again, c2 := getBuf(n)
+			if c2 != class || cap(*again) < n || len(*again) != 0 {
+				t.Errorf("getBuf(%d) after putBuf: class %d cap %d len %d", n, c2, cap(*again), len(*again))
+			}
+		}
+	}
+}

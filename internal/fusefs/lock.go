@@ -77,7 +77,7 @@ func (fs *FS) setLk(cancel <-chan struct{}, in *fuse.LkIn, wait bool) fuse.Statu
 	} else {
 		wait = false
 	}
-	h.of.wb.fence(false)
+	h.of.wb.fence()
 	err := fs.sess.SetLock(context.Background(), h.of.fid, l, wait, cancel)
 	if err == nil && l.Type != pb.LockType_LOCK_UNLOCK {
 		fs.lockGranted(h)

@@ -170,7 +170,7 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.Attr
 		of := fs.files[f]
 		fs.mu.Unlock()
 		if of != nil {
-			of.wb.fence(false)
+			of.wb.fence()
 		}
 	}
 	var ino *pb.Inode
@@ -292,7 +292,7 @@ func (fs *FS) truncate(ctx context.Context, f fid.FID, size uint64) error {
 	of := fs.files[f]
 	fs.mu.Unlock()
 	if of != nil {
-		of.wb.fence(false)
+		of.wb.fence()
 		of.rw.RLock()
 		defer of.rw.RUnlock()
 		if err := of.f.Truncate(ctx, size); err != nil {

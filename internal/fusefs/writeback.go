@@ -19,13 +19,17 @@ import (
 //     apply overlapping writes in order;
 //   - reads, getattr, truncate, fallocate, fsync, flush (close) and
 //     release first wait for the file's writes in flight (fence);
-//   - an error of a background write is returned by the file's next
-//     write, fsync or close (as with NFS or Lustre's client cache);
+//   - an error of a background write is returned to the handles open then
+//     by their next write or fsync, and by their closes (writeBehind.err);
 //   - O_SYNC, O_DSYNC and O_DIRECT writes are written through, and O_SYNC
 //     and O_DSYNC ones made durable, before they are acknowledged.
 const (
 	writeWindow = 16 << 20
 	writeBudget = 256 << 20
+	// writeFlights bounds a file's writes in flight by number too: 4 KiB
+	// writes (the kernel's, for an application's small ones) would take
+	// 4,096 goroutines and calls at once to fill writeWindow.
+	writeFlights = 256
 )
 
 // budget bounds the bytes in flight of a whole mount.
@@ -68,12 +72,16 @@ type writeBehind struct {
 	cond    *sync.Cond
 	flights map[*flight]struct{}
 	bytes   int
-	// err is the first failure of a background write (or of a close's
-	// flush). Writes and closes report it and keep it; fsync reports it
-	// and clears it (takeErr). As NFS does, every file description open
-	// then hears of it at close and at fsync: a child's close (a fork's
-	// copy of the descriptor) must not hide it from the parent's fsync.
-	err error
+	// errSeq counts the failures of background writes (and of closes'
+	// flushes), err is the latest. They are never cleared: each handle
+	// reports those that came after it was opened (handle.errSeen), as
+	// Linux's errseq does for a file description: a writable handle's
+	// close reports it without consuming it, its fsync or next write
+	// consumes it. So a forked child's close (the parent's description)
+	// reports it, and so does the parent's fsync after it; a handle
+	// opened later, or one only reading, is not told of it.
+	errSeq uint64
+	err    error
 }
 
 func newWriteBehind() *writeBehind {
@@ -82,7 +90,43 @@ func newWriteBehind() *writeBehind {
 	return w
 }
 
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1<<20); return &b }}
+// bufPools hold the copies of written data in flight, by size class: powers
+// of two from 4 KiB to 1 MiB, so that a write holds a buffer of at most
+// twice its size. One pool of 1 MiB buffers made each 4 KiB write pin 1 MiB,
+// 256 times the bytes writeWindow and writeBudget count: a mount's heap
+// reached 3.7 GB under 4 KiB writes from a few processes.
+const (
+	minBufShift = 12
+	maxBufShift = 20
+)
+
+var bufPools [maxBufShift - minBufShift + 1]sync.Pool
+
+// getBuf returns an empty buffer of at least n bytes' capacity and its
+// class (-1: larger than the classes, not pooled).
+func getBuf(n int) (*[]byte, int) {
+	c := 0
+	for n > 1<<(minBufShift+c) {
+		c++
+	}
+	if c >= len(bufPools) {
+		b := make([]byte, 0, n)
+		return &b, -1
+	}
+	if bp, ok := bufPools[c].Get().(*[]byte); ok {
+		return bp, c
+	}
+	b := make([]byte, 0, 1<<(minBufShift+c))
+	return &b, c
+}
+
+// putBuf gives back a buffer of getBuf.
+func putBuf(bp *[]byte, class int) {
+	if class >= 0 {
+		*bp = (*bp)[:0]
+		bufPools[class].Put(bp)
+	}
+}
 
 func (w *writeBehind) overlaps(off, end uint64) bool {
 	for f := range w.flights {
@@ -93,37 +137,39 @@ func (w *writeBehind) overlaps(off, end uint64) bool {
 	return false
 }
 
-// keepErr records err for the next fsync, unless one is there already.
-func (w *writeBehind) keepErr(err error) {
+// fail records a failure of a write behind or of a close's flush.
+func (w *writeBehind) fail(err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.err == nil {
-		w.err = err
+	w.failLocked(err)
+}
+
+func (w *writeBehind) failLocked(err error) {
+	w.errSeq++
+	w.err = err
+}
+
+// errFor returns the latest failure h has not been told of (see err), and
+// with consume marks it told.
+func (w *writeBehind) errFor(h *handle, consume bool) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.errSeq <= h.errSeen {
+		return nil
 	}
+	if consume {
+		h.errSeen = w.errSeq
+	}
+	return w.err
 }
 
-// takeErr returns and clears a background write's error.
-func (w *writeBehind) takeErr() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	err := w.err
-	w.err = nil
-	return err
-}
-
-// fence waits until none of the file's writes is in flight. With report
-// it returns the error of a failed one (kept for fsync, see err), for
-// writes, fsync and close to return; other callers leave it for them.
-func (w *writeBehind) fence(report bool) error {
+// fence waits until none of the file's writes is in flight.
+func (w *writeBehind) fence() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for len(w.flights) > 0 {
 		w.cond.Wait()
 	}
-	if !report {
-		return nil
-	}
-	return w.err
 }
 
 // maxEnd is the end of the furthest write in flight (0 if none).
@@ -151,31 +197,23 @@ func (fs *FS) writeAsync(of *openFile, data []byte, off uint64, write func(p []b
 	end := off + uint64(n)
 	fs.budget.take(n)
 	w.mu.Lock()
-	if err := w.err; err != nil {
-		w.mu.Unlock()
-		fs.budget.give(n)
-		return err
-	}
-	for (w.bytes > 0 && w.bytes+n > writeWindow) || w.overlaps(off, end) {
+	for (w.bytes > 0 && w.bytes+n > writeWindow) || len(w.flights) >= writeFlights || w.overlaps(off, end) {
 		w.cond.Wait()
 	}
 	fl := &flight{off: off, end: end}
 	w.flights[fl] = struct{}{}
 	w.bytes += n
 	w.mu.Unlock()
-	bp := bufPool.Get().(*[]byte)
+	bp, class := getBuf(n)
 	buf := append((*bp)[:0], data...)
 	go func() {
 		err := write(buf)
-		*bp = buf[:0]
-		if cap(buf) <= 1<<20 {
-			bufPool.Put(bp)
-		}
+		putBuf(bp, class)
 		w.mu.Lock()
 		delete(w.flights, fl)
 		w.bytes -= n
-		if err != nil && w.err == nil {
-			w.err = err
+		if err != nil {
+			w.failLocked(err)
 		}
 		w.cond.Broadcast()
 		w.mu.Unlock()
@@ -191,6 +229,6 @@ func (fs *FS) fenceFID(f fid.FID) {
 	of := fs.files[f]
 	fs.mu.Unlock()
 	if of != nil && of.wb.busy() {
-		of.wb.fence(false)
+		of.wb.fence()
 	}
 }

@@ -172,4 +172,65 @@ func TestFuseWriteErrorReachesEveryDescriptor(t *testing.T) {
 	if err := f.Sync(); !errors.Is(err, syscall.EIO) {
 		t.Fatalf("fsync after the duplicate's close reported the error: %v, want EIO again", err)
 	}
+	// Once the OST is back the file works again: for handles opened
+	// since, for one only reading, and for the first one once its fsync
+	// has reported the failure. Before, a failure kept for fsync made
+	// every write and close of the file fail, on every handle of the
+	// mount, until somebody called fsync.
+	cl.Restart()
+	if err := f.Sync(); err != nil {
+		t.Fatalf("a second fsync, with the OST back: %v", err)
+	}
+	if err := os.WriteFile(m.Path("f"), []byte("again"), 0o644); err != nil {
+		t.Fatalf("a new open, write and close with the OST back: %v", err)
+	}
+	if got, err := os.ReadFile(m.Path("f")); err != nil || string(got) != "again" {
+		t.Fatalf("read back: %q, %v", got, err)
+	}
+	if _, err := f.WriteAt([]byte("x"), 0); err != nil {
+		t.Fatalf("a write through the first handle after its fsync reported: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatalf("close of the first handle: %v", err)
+	}
+}
+
+// TestFuseWriteErrorSparesHandlesOpenedLater: a write behind fails while
+// another handle of the file stays open (holding the failure for it); a
+// handle opened after it, or one only reading, is not failed with it.
+func TestFuseWriteErrorSparesHandlesOpenedLater(t *testing.T) {
+	needFUSE(t)
+	t.Setenv("NACRE_OST_DOWN_AFTER", "2s")
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 1})
+	m := mountFuse(t, cl)
+	holder, err := os.OpenFile(m.Path("f"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	cl.Kill("ost0", syscall.SIGKILL)
+	w, err := os.OpenFile(m.Path("f"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(bytes.Repeat([]byte("y"), 64<<10))
+	if err := w.Close(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("close with the OST down: %v, want EIO", err)
+	}
+	cl.Restart()
+	for i := 0; i < 2; i++ {
+		if err := os.WriteFile(m.Path("f"), []byte("z"), 0o644); err != nil {
+			t.Fatalf("round %d: open, write and close with the OST back: %v", i, err)
+		}
+	}
+	r, err := os.Open(m.Path("f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatalf("close of a handle only reading: %v", err)
+	}
+	if err := holder.Sync(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("fsync of the handle open when the write failed: %v, want EIO (Linux reports it to every description open then)", err)
+	}
 }
