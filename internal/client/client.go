@@ -104,6 +104,10 @@ type Client struct {
 	refreshM    sync.Mutex
 
 	held holds // hold.go
+
+	// Owner changes on their way to the OST objects (ownerToObjects).
+	owners   sync.WaitGroup
+	ownerSem chan struct{}
 }
 
 type mdtConn struct {
@@ -165,7 +169,8 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	var idb [8]byte
 	rand.Read(idb[:])
 	c := &Client{cfg: cfg, id: binary.LittleEndian.Uint64(idb[:]) | 1, log: cfg.Log,
-		inFlt: map[uint64]struct{}{}, mdts: map[uint32]*mdtConn{}, osts: map[uint32]*ostConn{}}
+		inFlt: map[uint64]struct{}{}, mdts: map[uint32]*mdtConn{}, osts: map[uint32]*ostConn{},
+		ownerSem: make(chan struct{}, ownerPushes)}
 	cc, err := rpc.DialSwap(cfg.MGS)
 	if err != nil {
 		return nil, err
@@ -240,6 +245,7 @@ func (c *Client) MGS() pb.MGSClient { return c.mgs }
 
 // Close drops every connection.
 func (c *Client) Close() error {
+	c.Settle()
 	c.closeHolds()
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -264,45 +264,68 @@ func (c *Client) Setattr(ctx context.Context, op *pb.SetattrOp) (*pb.Inode, erro
 		return nil, err
 	}
 	if op.Valid&ownerBits != 0 {
-		c.ownerToObjects(ctx, rep.Inode)
+		c.ownerToObjects(rep.Inode)
 	}
 	return rep.Inode, nil
 }
 
 const ownerBits = uint32(pb.SetattrValid_SETATTR_UID | pb.SetattrValid_SETATTR_GID | pb.SetattrValid_SETATTR_PROJID)
 
-// ownerPushWait bounds how long a chown waits for the OSTs of the file.
-const ownerPushWait = 5 * time.Second
+// ownerPushWait bounds one push of an owner to the OSTs of a file, and
+// ownerPushes how many are under way at once (a push beyond is dropped:
+// the checker repairs what it would have done).
+const (
+	ownerPushWait = 5 * time.Second
+	ownerPushes   = 64
+)
 
 // ownerToObjects tells the OST objects of a regular file the owner and
 // project its MDT now records, as Lustre's MDT does after a chown, so that
-// the objects keep the owner the layout check expects of them. Best
-// effort, after the MDT committed: an object this misses (its OST down,
-// the client gone in between) is what the checker's MDT-wins rule repairs
-// (inconsistent_owner).
-func (c *Client) ownerToObjects(ctx context.Context, ino *pb.Inode) {
+// the objects keep the owner the layout check expects of them. In the
+// background and best effort, after the MDT committed: the chown does not
+// wait for the OSTs (it had doubled the time of a `chown -R`, and an OST
+// that hung made each chown wait 5 s), and an object this misses (its OST
+// down, the client gone in between, too many pushes under way) is what
+// the checker's MDT-wins rule repairs (inconsistent_owner). Settle waits
+// for the pushes under way.
+func (c *Client) ownerToObjects(ino *pb.Inode) {
 	l := ino.GetLayout()
 	if l == nil || ino.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, ownerPushWait)
-	defer cancel()
-	meta := &wire.ObjMeta{UID: ino.Uid, GID: ino.Gid, ProjID: ino.Projid, Valid: wire.MetaOwner | wire.MetaProjID}
-	_ = parallel(ctx, len(l.Objects), ioParallel, func(ctx context.Context, i int) error {
-		o := l.Objects[i]
-		if isHole(o) {
-			return nil
-		}
-		wc, err := c.wireFor(o.Ost)
-		if err == nil {
-			err = wc.SetAttr(ctx, objID(o), meta)
-		}
-		if err != nil {
-			c.log.Debug("owner of an OST object not changed; the layout check will", "fid", fid.FromPB(ino.Fid), "stripe", i, "err", err)
-		}
-		return nil // the others still get it
-	})
+	select {
+	case c.ownerSem <- struct{}{}:
+	default:
+		c.log.Debug("owner of OST objects not changed (too many changes under way); the layout check will", "fid", fid.FromPB(ino.Fid))
+		return
+	}
+	c.owners.Add(1)
+	go func() {
+		defer c.owners.Done()
+		defer func() { <-c.ownerSem }()
+		ctx, cancel := context.WithTimeout(context.Background(), ownerPushWait)
+		defer cancel()
+		meta := &wire.ObjMeta{UID: ino.Uid, GID: ino.Gid, ProjID: ino.Projid, Valid: wire.MetaOwner | wire.MetaProjID}
+		_ = parallel(ctx, len(l.Objects), ioParallel, func(ctx context.Context, i int) error {
+			o := l.Objects[i]
+			if isHole(o) {
+				return nil
+			}
+			wc, err := c.wireFor(o.Ost)
+			if err == nil {
+				err = wc.SetAttr(ctx, objID(o), meta)
+			}
+			if err != nil {
+				c.log.Debug("owner of an OST object not changed; the layout check will", "fid", fid.FromPB(ino.Fid), "stripe", i, "err", err)
+			}
+			return nil // the others still get it
+		})
+	}()
 }
+
+// Settle waits until the work this client does in the background (owner
+// changes on their way to the OSTs) is done. Close settles first.
+func (c *Client) Settle() { c.owners.Wait() }
 
 // Readdir returns entries after cookie; eof when none follow.
 func (c *Client) Readdir(ctx context.Context, f fid.FID, cookie uint64, max int, plus bool) ([]*pb.DirEntry, bool, error) {

@@ -65,6 +65,7 @@ func TestFaultArmSaysWhatItDid(t *testing.T) {
 		{[]string{"oss.lfsck.check=error", "--target", "mdt0"}, false, `no fault point "oss.lfsck.check" in an MDT`},
 		{[]string{"lfsck.scan.object=error", "--target", "mdt7"}, false, "no MDT 7 (MDT0007) in the configuration"},
 		{[]string{"lfsck.scan.object=error", "--target", "mdtx"}, false, `--target "mdtx": give mdtN or ostN`},
+		{[]string{"oss.lfsck.check=error", "--target", "ost9"}, false, "no OST 9 (OST0009) in the configuration"},
 		{[]string{"lfsck.scan.object=error:boom*1", "--target", "mdt0"}, true, "mdt0: armed lfsck.scan.object=error:boom*1 (armed now: lfsck.scan.object=error:boom*1)"},
 		{[]string{"oss.lfsck.check=delay:1ms", "--target", "ost1"}, true, "ost1: armed oss.lfsck.check=delay:1ms (armed now: oss.lfsck.check=delay:1ms)"},
 		{[]string{"lfsck.scan.object=off", "--target", "mdt0"}, true, "mdt0: disarmed lfsck.scan.object (armed now: none)"},

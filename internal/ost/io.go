@@ -270,9 +270,9 @@ func (s *Store) Sync(obj fid.ObjID) error {
 }
 
 // SetAttr implements wire.Handler: it sets the groups of obj's record that
-// meta names (owner for chown, project, or the PFID when the checker or a
-// layout change rewrites it), durably: a client sends it after the MDT
-// committed the change, and nothing else would make it survive a crash.
+// meta names (the owner and project a chown gave the file, pushed by the
+// client once the MDT committed it), durably: nothing else would make the
+// change survive a crash.
 func (s *Store) SetAttr(obj fid.ObjID, meta *wire.ObjMeta) error {
 	op := func(err error) error { return fmt.Errorf("setattr %s object %s: %w", s.label, obj, err) }
 	if err := s.enter(); err != nil {

@@ -7,6 +7,7 @@ package admin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -209,10 +210,7 @@ func (k *conn) call(ctx context.Context, idx uint32, fn func(cli pb.LfsckClient)
 		_, hint, notLeader := raftgroup.LeaderHint(err)
 		down := notAnswering(idx, addr, err)
 		if (!notLeader && down == nil) || time.Now().After(deadline) {
-			if down != nil {
-				return down
-			}
-			return fmt.Errorf("MDT%04x: %w", idx, err)
+			return mdtError(idx, down, err)
 		}
 		tried[addr] = true
 		next = ""
@@ -231,6 +229,30 @@ func (k *conn) call(ctx context.Context, idx uint32, fn func(cli pb.LfsckClient)
 		}
 	}
 }
+
+// mdtError is the error of a call to MDT idx that failed for good: down
+// (notAnswering) when the MDT could not be reached, else what it answered,
+// named once ("MDT0000: not the leader ...", not "MDT0000: MDT0000: ...").
+func mdtError(idx uint32, down, err error) error {
+	var u *unreachableError
+	if errors.As(down, &u) && connCause(err) != status.Convert(err).Message() {
+		return down
+	}
+	name := fmt.Sprintf("MDT%04x", idx)
+	if s, ok := status.FromError(err); ok && (strings.HasPrefix(s.Message(), name+":") || strings.Contains(strings.SplitN(s.Message(), " ", 2)[0], "-"+name+":")) {
+		return &answeredError{msg: s.Message(), err: err}
+	}
+	return fmt.Errorf("%s: %w", name, err)
+}
+
+// answeredError is an MDT's own answer, which names it already.
+type answeredError struct {
+	msg string
+	err error
+}
+
+func (e *answeredError) Error() string { return e.msg }
+func (e *answeredError) Unwrap() error { return e.err }
 
 // each calls fn with the checker service of every MDT in idxs, in order
 // (see call).
@@ -685,7 +707,7 @@ func FaultArm(ctx context.Context, e Env, targetName, spec string) error {
 			}
 		}
 		if addr == "" {
-			return fmt.Errorf("no OST%04x in the configuration", idx)
+			return fmt.Errorf("no OST %d (OST%04x) in the configuration", idx, idx)
 		}
 		cc, err := k.dial(addr)
 		if err != nil {
