@@ -476,7 +476,7 @@ func (f *File) Size(ctx context.Context) (uint64, error) {
 
 // Truncate sets the file's size.
 func (f *File) Truncate(ctx context.Context, size uint64) error {
-	ino, err := f.c.Setattr(ctx, &pb.SetattrOp{Fid: f.fid.PB(), Valid: uint32(pb.SetattrValid_SETATTR_SIZE), Size: size})
+	ino, epochs, err := f.c.setattr(ctx, &pb.SetattrOp{Fid: f.fid.PB(), Valid: uint32(pb.SetattrValid_SETATTR_SIZE), Size: size})
 	if err != nil {
 		return err
 	}
@@ -485,14 +485,21 @@ func (f *File) Truncate(ctx context.Context, size uint64) error {
 	f.ino, f.size = ino, size
 	f.dirtySet = ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_SIZE_DIRTY) != 0
 	for i := range ino.Layout.GetObjects() {
-		f.note(i, 0)
+		var e uint64
+		if i < len(epochs) {
+			e = epochs[i]
+		}
+		f.note(i, e)
 	}
 	return nil
 }
 
-func (c *Client) truncateObjects(ctx context.Context, ino *pb.Inode, size uint64) error {
+// truncateObjects truncates every object of ino to its share of size and
+// returns the epochs their OSTs answered with (File.Sync).
+func (c *Client) truncateObjects(ctx context.Context, ino *pb.Inode, size uint64) ([]uint64, error) {
 	l := ino.Layout
-	return parallel(ctx, len(l.Objects), ioParallel, func(ctx context.Context, i int) error {
+	epochs := make([]uint64, len(l.Objects))
+	err := parallel(ctx, len(l.Objects), ioParallel, func(ctx context.Context, i int) error {
 		o := l.Objects[i]
 		if isHole(o) {
 			return nil
@@ -502,10 +509,12 @@ func (c *Client) truncateObjects(ctx context.Context, ino *pb.Inode, size uint64
 			return err
 		}
 		objSize := layout.ObjectSize(uint64(l.StripeSize), len(l.Objects), i, size)
-		return c.retryIO(ctx, "truncate", objRef{o.Ost, fid.FromPB(ino.Fid), i}, func(ctx context.Context) error {
-			return wc.Truncate(ctx, objID(o), objSize, objMeta(ino, i))
+		return c.retryIO(ctx, "truncate", objRef{o.Ost, fid.FromPB(ino.Fid), i}, func(ctx context.Context) (err error) {
+			epochs[i], err = wc.Truncate(ctx, objID(o), objSize, objMeta(ino, i))
+			return err
 		})
 	})
+	return epochs, err
 }
 
 // Punch deallocates [off, off+n) (reads return zeros); the size stays.
@@ -528,6 +537,7 @@ func (f *File) Punch(ctx context.Context, off, n uint64) error {
 		}
 	}
 	chunks := layout.Split(uint64(ino.Layout.StripeSize), len(ino.Layout.Objects), off, n)
+	epochs := make([]uint64, len(chunks))
 	err := parallel(ctx, len(chunks), ioParallel, func(ctx context.Context, i int) error {
 		ch := chunks[i]
 		o := ino.Layout.Objects[ch.Stripe]
@@ -538,16 +548,17 @@ func (f *File) Punch(ctx context.Context, off, n uint64) error {
 		if err != nil {
 			return err
 		}
-		return f.c.retryIO(ctx, "punch", objRef{o.Ost, f.fid, ch.Stripe}, func(ctx context.Context) error {
-			return wc.Punch(ctx, objID(o), ch.ObjOff, ch.Len)
+		return f.c.retryIO(ctx, "punch", objRef{o.Ost, f.fid, ch.Stripe}, func(ctx context.Context) (err error) {
+			epochs[i], err = wc.Punch(ctx, objID(o), ch.ObjOff, ch.Len)
+			return err
 		})
 	})
 	if err != nil {
 		return err
 	}
 	f.mu.Lock()
-	for _, ch := range chunks {
-		f.note(ch.Stripe, 0)
+	for i, ch := range chunks {
+		f.note(ch.Stripe, epochs[i])
 	}
 	f.wrote = true
 	f.lastWrite = max(f.lastWrite, issued)

@@ -244,15 +244,23 @@ func mergeWriteTime(ino *pb.Inode, w int64) {
 // Setattr changes attributes. A size change of a regular file truncates
 // its objects on the OSTs first, then records the size on the MDT.
 func (c *Client) Setattr(ctx context.Context, op *pb.SetattrOp) (*pb.Inode, error) {
+	ino, _, err := c.setattr(ctx, op)
+	return ino, err
+}
+
+// setattr is Setattr, returning too the epochs of the OSTs that truncated
+// the file's objects (File.Truncate).
+func (c *Client) setattr(ctx context.Context, op *pb.SetattrOp) (*pb.Inode, []uint64, error) {
 	f := fid.FromPB(op.Fid)
+	var epochs []uint64
 	if op.Valid&uint32(pb.SetattrValid_SETATTR_SIZE) != 0 {
 		ino, err := c.Getattr(ctx, f)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if ino.Layout != nil && ino.Mode&syscall.S_IFMT == syscall.S_IFREG {
-			if err := c.truncateObjects(ctx, ino, op.Size); err != nil {
-				return nil, err
+			if epochs, err = c.truncateObjects(ctx, ino, op.Size); err != nil {
+				return nil, nil, err
 			}
 			if op.Valid&uint32(pb.SetattrValid_SETATTR_MTIME) == 0 {
 				op.Valid |= uint32(pb.SetattrValid_SETATTR_MTIME_NOW)
@@ -261,12 +269,12 @@ func (c *Client) Setattr(ctx context.Context, op *pb.SetattrOp) (*pb.Inode, erro
 	}
 	rep, err := c.mutate(ctx, "setattr "+f.String(), f, &pb.Command{Op: &pb.Command_Setattr{Setattr: op}})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if op.Valid&ownerBits != 0 {
 		c.ownerToObjects(rep.Inode)
 	}
-	return rep.Inode, nil
+	return rep.Inode, epochs, nil
 }
 
 const ownerBits = uint32(pb.SetattrValid_SETATTR_UID | pb.SetattrValid_SETATTR_GID | pb.SetattrValid_SETATTR_PROJID)

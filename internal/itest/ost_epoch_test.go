@@ -20,7 +20,8 @@ import (
 // (kill -9), the page cache kept the writes: the sync succeeds and the
 // data reads back. If its machine restarted as well (a power cut,
 // pretended here by the kernel boot id in the OST's epoch record), the
-// writes may be gone: the sync fails with EIO naming the OST, once. Before,
+// writes may be gone, and so may a truncate: the sync fails with EIO
+// naming the OST, once. Before,
 // such a sync succeeded and the file read back as zeros or empty (found by
 // cutting the power of an OST's file system under load).
 func TestSyncReportsWritesAnOSTMayHaveLost(t *testing.T) {
@@ -28,9 +29,10 @@ func TestSyncReportsWritesAnOSTMayHaveLost(t *testing.T) {
 	c := cl.Client(t)
 	ctx := context.Background()
 	for _, tc := range []struct {
-		name    string
-		powered bool
-	}{{"process-killed", false}, {"power-cut", true}} {
+		name     string
+		powered  bool
+		truncate bool // the change not synced is a truncate, not a write
+	}{{"process-killed", false, false}, {"power-cut", true, false}, {"truncated-power-cut", true, true}} {
 		ino, _, err := c.Create(ctx, fid.Root, tc.name, 0o644, client.CreateOpts{Exclusive: true})
 		if err != nil {
 			t.Fatal(err)
@@ -39,6 +41,14 @@ func TestSyncReportsWritesAnOSTMayHaveLost(t *testing.T) {
 		data := patterned(300<<10, 3)
 		if _, err := f.WriteAt(ctx, data, 0); err != nil {
 			t.Fatal(err)
+		}
+		if tc.truncate {
+			if err := f.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Truncate(ctx, 100); err != nil {
+				t.Fatal(err)
+			}
 		}
 		cl.Kill("ost0", syscall.SIGKILL)
 		if tc.powered {

@@ -206,14 +206,20 @@ func (c *Client) WriteEpoch(ctx context.Context, obj fid.ObjID, off uint64, data
 	}
 }
 
-// Punch deallocates [off, off+length) of obj; the object's size stays.
-func (c *Client) Punch(ctx context.Context, obj fid.ObjID, off, length uint64) error {
-	return c.do(ctx, &call{op: OpPunch, obj: obj, off: off, length: length})
+// Punch deallocates [off, off+length) of obj; the object's size stays. It
+// returns the server's epoch, as WriteEpoch.
+func (c *Client) Punch(ctx context.Context, obj fid.ObjID, off, length uint64) (uint64, error) {
+	cl := call{op: OpPunch, obj: obj, off: off, length: length}
+	err := c.do(ctx, &cl)
+	return cl.info.Epoch, err
 }
 
-// Truncate sets obj's size; meta as for Write.
-func (c *Client) Truncate(ctx context.Context, obj fid.ObjID, size uint64, meta *ObjMeta) error {
-	return c.do(ctx, &call{op: OpTruncate, obj: obj, off: size, meta: meta})
+// Truncate sets obj's size; meta as for Write. It returns the server's
+// epoch, as WriteEpoch.
+func (c *Client) Truncate(ctx context.Context, obj fid.ObjID, size uint64, meta *ObjMeta) (uint64, error) {
+	cl := call{op: OpTruncate, obj: obj, off: size, meta: meta}
+	err := c.do(ctx, &cl)
+	return cl.info.Epoch, err
 }
 
 // GetAttr returns obj's size, blocks and mtime; a missing object gives

@@ -65,7 +65,7 @@ func TestEveryOpRoundTrips(t *testing.T) {
 		t.Fatalf("read past the end: %d %v", n, err)
 	}
 
-	if err := c.Punch(ctx, objA, 5000, 100); err != nil {
+	if _, err := c.Punch(ctx, objA, 5000, 100); err != nil {
 		t.Fatal(err)
 	}
 	c.Read(ctx, objA, 5000, p[:100])
@@ -74,7 +74,7 @@ func TestEveryOpRoundTrips(t *testing.T) {
 	}
 
 	for _, size := range []uint64{6000, 50000} {
-		if err := c.Truncate(ctx, objA, size, nil); err != nil {
+		if _, err := c.Truncate(ctx, objA, size, nil); err != nil {
 			t.Fatal(err)
 		}
 		a, err := c.GetAttr(ctx, objA)
