@@ -483,10 +483,15 @@ func (fs *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 	ctx := context.Background()
 	of := h.of
 	// The data first: a client that gets one of these locks next must
-	// read it (lock.go).
-	st := fs.flushFile(ctx, of)
-	if err := of.wb.errFor(h, false); st.Ok() && err != nil && h.writable() {
-		st = fs.status("close", err) // a write behind failed (writeBehind.err)
+	// read it (lock.go). A handle only reading has nothing to make
+	// durable, nor a failed write to hear of (the last close, Release,
+	// flushes what other handles left).
+	st := fuse.OK
+	if h.writable() {
+		st = fs.flushFile(ctx, of)
+		if err := of.wb.errFor(h, false); st.Ok() && err != nil {
+			st = fs.status("close", err) // a write behind failed (writeBehind.err)
+		}
 	}
 	if of.locked.Load() && in.LockOwner != 0 && fs.sess != nil {
 		fs.sess.ReleaseLocks(ctx, of.fid, in.LockOwner, 0, 0)
@@ -500,11 +505,21 @@ func (fs *FS) flushFile(ctx context.Context, of *openFile) fuse.Status {
 		return fuse.OK
 	}
 	of.rw.Lock()
-	err := of.f.Close(ctx)
+	err := of.f.Sync(ctx)
+	if err == nil {
+		if cerr := of.f.Close(ctx); cerr != nil {
+			// The data is durable; only the exact size and mtime are
+			// not recorded: the MDT takes them from the objects while
+			// the file is marked dirty, and a later close records them.
+			// Not a failure of the close (it made every byte durable).
+			fs.log.Warn("record the size of a closed file", "fid", of.fid, "err", cerr)
+		}
+	}
 	of.rw.Unlock()
 	fs.forgetFIDAttrs(of.fid)
 	if err != nil {
-		of.wb.fail(err) // for the other handles too (writeBehind.err)
+		// Written data may be lost: every handle hears of it.
+		of.wb.fail(err)
 		return fs.status("close", err)
 	}
 	if fs.sess != nil {

@@ -20,7 +20,7 @@ import (
 //   - reads, getattr, truncate, fallocate, fsync, flush (close) and
 //     release first wait for the file's writes in flight (fence);
 //   - an error of a background write is returned to the handles open then
-//     by their next write or fsync, and by their closes (writeBehind.err);
+//     by their next write or fsync, and by their closes if writable;
 //   - O_SYNC, O_DSYNC and O_DIRECT writes are written through, and O_SYNC
 //     and O_DSYNC ones made durable, before they are acknowledged.
 const (

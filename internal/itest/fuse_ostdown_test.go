@@ -234,3 +234,48 @@ func TestFuseWriteErrorSparesHandlesOpenedLater(t *testing.T) {
 		t.Fatalf("fsync of the handle open when the write failed: %v, want EIO (Linux reports it to every description open then)", err)
 	}
 }
+
+// TestFuseReadOnlyCloseDuringAnOutage: with the file's OST down, the close
+// of a handle only reading succeeds and does not fail the file's writer:
+// nothing was lost. Before, it returned EIO (it re-ran the writer's close,
+// whose size check could not reach the OST) and recorded that as a failed
+// write, so the writer's next write failed once the OST was back and left
+// the file short.
+func TestFuseReadOnlyCloseDuringAnOutage(t *testing.T) {
+	needFUSE(t)
+	t.Setenv("NACRE_OST_DOWN_AFTER", "2s")
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 1})
+	m := mountFuse(t, cl)
+	a, err := os.OpenFile(m.Path("f"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := a.Write(bytes.Repeat([]byte("a"), 4096)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := os.Open(m.Path("f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Read(make([]byte, 100)); err != nil {
+		t.Fatal(err)
+	}
+	cl.Kill("ost0", syscall.SIGKILL)
+	if err := r.Close(); err != nil {
+		t.Fatalf("close of a handle only reading, with the OST down: %v", err)
+	}
+	cl.Restart()
+	if _, err := a.WriteAt(bytes.Repeat([]byte("b"), 4096), 4096); err != nil {
+		t.Fatalf("the writer's next write, with the OST back: %v", err)
+	}
+	if err := a.Sync(); err != nil {
+		t.Fatalf("the writer's fsync: %v", err)
+	}
+	if st, err := os.Stat(m.Path("f")); err != nil || st.Size() != 8192 {
+		t.Fatalf("size %v (%v), want 8192", st.Size(), err)
+	}
+}
