@@ -595,10 +595,10 @@ func (f *File) Sync(ctx context.Context) error {
 	f.mu.Lock()
 	ino := f.ino
 	stripes := make([]int, 0, len(f.touched))
-	wrote := make([]uint64, 0, len(f.touched))
+	changed := make([]uint64, 0, len(f.touched)) // each stripe's epoch (note)
 	for s, e := range f.touched {
 		stripes = append(stripes, s)
-		wrote = append(wrote, e)
+		changed = append(changed, e)
 	}
 	f.mu.Unlock()
 	if len(stripes) == 0 {
@@ -616,7 +616,7 @@ func (f *File) Sync(ctx context.Context) error {
 		}
 		return f.c.retryIO(ctx, "sync", objRef{o.Ost, f.fid, stripes[i]}, func(ctx context.Context) error {
 			synced, err := wc.SyncEpoch(ctx, objID(o))
-			lost[i] = err == nil && wrote[i] != 0 && synced != 0 && synced != wrote[i]
+			lost[i] = err == nil && changed[i] != 0 && synced != 0 && synced != changed[i]
 			return err
 		})
 	})
@@ -628,7 +628,7 @@ func (f *File) Sync(ctx context.Context) error {
 	for i, s := range stripes {
 		// A change made meanwhile (another epoch, or one not synced
 		// here) stays to sync.
-		if f.touched[s] == wrote[i] {
+		if f.touched[s] == changed[i] {
 			delete(f.touched, s)
 		}
 		if lost[i] {

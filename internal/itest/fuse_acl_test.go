@@ -48,12 +48,7 @@ func TestFusePOSIXACLs(t *testing.T) {
 	}
 	cl := testcluster.Start(t, testcluster.Options{})
 	m := mountFuse(t, cl, "allow_other")
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	must := mustOf(t)
 	root := m.Dir
 
 	// A named user.

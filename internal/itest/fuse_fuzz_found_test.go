@@ -23,12 +23,7 @@ func TestFuseListingKeepsTheSizeOfFilesBeingWritten(t *testing.T) {
 	needFUSE(t)
 	cl := testcluster.Start(t, testcluster.Options{})
 	m := mountFuse(t, cl)
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	must := mustOf(t)
 	must(os.Mkdir(m.Path("d"), 0o755))
 	for round := range 5 {
 		p := m.Path("d", "f")
@@ -76,12 +71,7 @@ func TestFuseDirectoryTimesDoNotMoveByThemselves(t *testing.T) {
 	needFUSE(t)
 	cl := testcluster.Start(t, testcluster.Options{})
 	m := mountFuse(t, cl)
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	must := mustOf(t)
 	must(os.Mkdir(m.Path("d"), 0o755))
 	mtime := func(p string) (int64, int64) {
 		t.Helper()
@@ -197,12 +187,7 @@ func TestFuseOpenAfterAnotherMountRemovedTheName(t *testing.T) {
 	needFUSE(t)
 	cl := testcluster.Start(t, testcluster.Options{})
 	a, b := mountFuse(t, cl), mountFuse(t, cl)
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	must := mustOf(t)
 	appendTo := func(p, s string) {
 		t.Helper()
 		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)

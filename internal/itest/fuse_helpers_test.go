@@ -152,3 +152,24 @@ func (m *fuseMount) cleanup() {
 		}
 	}
 }
+
+// mustOf is a test's "fail now on this error", for the many steps of a
+// scenario through the mount.
+func mustOf(t testing.TB) func(error) {
+	return func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// oneOSTMount starts a cluster of one OST, whose outages the mount
+// reports after 2 s (NACRE_OST_DOWN_AFTER), and mounts it.
+func oneOSTMount(t *testing.T) (*testcluster.Cluster, *fuseMount) {
+	t.Helper()
+	needFUSE(t)
+	t.Setenv("NACRE_OST_DOWN_AFTER", "2s")
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 1})
+	return cl, mountFuse(t, cl)
+}

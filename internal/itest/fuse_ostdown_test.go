@@ -149,10 +149,7 @@ func TestWithAnOSTDownTheToolsSayWhatTheyDoNotKnow(t *testing.T) {
 // original's fsync and close. Before, the child's close took the error
 // and the parent's fsync returned 0 for data that was never written.
 func TestFuseWriteErrorReachesEveryDescriptor(t *testing.T) {
-	needFUSE(t)
-	t.Setenv("NACRE_OST_DOWN_AFTER", "2s")
-	cl := testcluster.Start(t, testcluster.Options{OSTs: 1})
-	m := mountFuse(t, cl)
+	cl, m := oneOSTMount(t)
 	f, err := os.Create(m.Path("f"))
 	if err != nil {
 		t.Fatal(err)
@@ -199,10 +196,7 @@ func TestFuseWriteErrorReachesEveryDescriptor(t *testing.T) {
 // another handle of the file stays open (holding the failure for it); a
 // handle opened after it, or one only reading, is not failed with it.
 func TestFuseWriteErrorSparesHandlesOpenedLater(t *testing.T) {
-	needFUSE(t)
-	t.Setenv("NACRE_OST_DOWN_AFTER", "2s")
-	cl := testcluster.Start(t, testcluster.Options{OSTs: 1})
-	m := mountFuse(t, cl)
+	cl, m := oneOSTMount(t)
 	holder, err := os.OpenFile(m.Path("f"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		t.Fatal(err)
@@ -242,10 +236,7 @@ func TestFuseWriteErrorSparesHandlesOpenedLater(t *testing.T) {
 // write, so the writer's next write failed once the OST was back and left
 // the file short.
 func TestFuseReadOnlyCloseDuringAnOutage(t *testing.T) {
-	needFUSE(t)
-	t.Setenv("NACRE_OST_DOWN_AFTER", "2s")
-	cl := testcluster.Start(t, testcluster.Options{OSTs: 1})
-	m := mountFuse(t, cl)
+	cl, m := oneOSTMount(t)
 	a, err := os.OpenFile(m.Path("f"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		t.Fatal(err)

@@ -53,12 +53,7 @@ func TestFuseUnprivilegedUser(t *testing.T) {
 	for i, opts := range [][]string{{"allow_other"}, {"allow_other,no_default_permissions"}} {
 		t.Run(strings.ReplaceAll(opts[0], ",", "+"), func(t *testing.T) {
 			mm := mountFuse(t, cl, opts...)
-			must := func(err error) {
-				t.Helper()
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
+			must := mustOf(t)
 			sub := string(rune('a' + i))
 			must(os.Mkdir(mm.Path(sub), 0o755))
 			m := &fuseMount{Dir: mm.Path(sub)}

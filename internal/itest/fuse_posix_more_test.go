@@ -27,12 +27,7 @@ func TestFuseFileKinds(t *testing.T) {
 	needFUSE(t)
 	cl := testcluster.Start(t, testcluster.Options{})
 	m := mountFuse(t, cl)
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	must := mustOf(t)
 	// FIFO: created on the MDT, served by the kernel.
 	must(syscall.Mkfifo(m.Path("fifo"), 0o644))
 	st := statOf(t, m.Path("fifo"))
@@ -201,12 +196,7 @@ func TestFuseFileSemantics(t *testing.T) {
 	needFUSE(t)
 	cl := testcluster.Start(t, testcluster.Options{})
 	m := mountFuse(t, cl)
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	must := mustOf(t)
 	p := m.Path("f")
 	// O_EXCL
 	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)

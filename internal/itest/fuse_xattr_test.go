@@ -81,12 +81,7 @@ func TestFuseXattrsAnsweredFromAttributes(t *testing.T) {
 	cl := testcluster.Start(t, testcluster.Options{})
 	m1 := mountFuse(t, cl)
 	m2 := mountFuse(t, cl)
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	must := mustOf(t)
 	const files = 60
 	must(os.Mkdir(m1.Path("d"), 0o755))
 	for i := range files {

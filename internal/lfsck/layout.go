@@ -612,7 +612,7 @@ func (r *run) danglingSlot(it *checkItem, create bool) {
 	}
 	if done {
 		r.rep.now(Layout, it.ent, &pb.LfsckRepair{Component: Layout, Kinds: []uint32{KLyDangling}, RepairedElsewhere: true})
-		r.invalidate([]fid.FID{it.ent.fid}) // the stripe reads as zeros now
+		r.rep.dataChanged(it.ent.fid) // the stripe reads as zeros now
 	}
 }
 

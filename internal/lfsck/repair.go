@@ -134,9 +134,10 @@ func (rp *repairer) flushCtx(ctx context.Context) error {
 	return err
 }
 
-// dataChanged notes that a queued repair changes the data of file f: the
-// clients are told to drop their cache of it once the repair applied
-// (flush).
+// dataChanged notes that a repair changes the data of file f: the clients
+// are told to drop their cache of it at the next flush, once the repair
+// applied, with the others in one call (not one wait for every client's
+// answer per repaired file in the scan).
 func (rp *repairer) dataChanged(f fid.FID) {
 	if rp.r.dry {
 		return
