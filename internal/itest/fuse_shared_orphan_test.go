@@ -1,9 +1,11 @@
 package itest
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -248,19 +250,29 @@ func TestFuseDirectoryRemovedWhileInUse(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer fd.Close()
-			// A shell whose working directory it is, waiting for a line.
-			sh := exec.Command("sh", "-c", `read x; ls -la .; echo "ls=$?"; stat -c 'links=%h' .; mkdir sub 2>/dev/null; echo "mkdir=$?"`)
+			// A shell whose working directory it is, waiting for a line
+			// once it has started (its start-up reads the working
+			// directory, which fails once it is gone, as on ext4).
+			sh := exec.Command("sh", "-c", `echo ready; read x; ls -la .; echo "ls=$?"; stat -c 'links=%h' .; mkdir sub 2>/dev/null; echo "mkdir=$?"`)
 			sh.Dir = a.Path(name)
 			in, err := sh.StdinPipe()
 			if err != nil {
 				t.Fatal(err)
 			}
-			var stdout, stderr bytes.Buffer
-			sh.Stdout, sh.Stderr = &stdout, &stderr
+			outPipe, err := sh.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stderr bytes.Buffer
+			sh.Stderr = &stderr
 			if err := sh.Start(); err != nil {
 				t.Fatal(err)
 			}
 			defer sh.Process.Kill()
+			shOut := bufio.NewReader(outPipe)
+			if line, err := shOut.ReadString('\n'); line != "ready\n" {
+				t.Fatalf("the shell did not start: %q, %v (%s)", line, err, stderr.String())
+			}
 			if err := os.Remove(through.Path(name)); err != nil {
 				t.Fatal(err)
 			}
@@ -278,10 +290,11 @@ func TestFuseDirectoryRemovedWhileInUse(t *testing.T) {
 			}
 			in.Write([]byte("go\n"))
 			in.Close()
+			rest, _ := io.ReadAll(shOut)
 			if err := sh.Wait(); err != nil {
-				t.Fatalf("shell: %v\n%s%s", err, stdout.String(), stderr.String())
+				t.Fatalf("shell: %v\n%s%s", err, rest, stderr.String())
 			}
-			out := stdout.String()
+			out := string(rest)
 			for _, want := range []string{"ls=0", "links=0", "mkdir=1"} {
 				if !strings.Contains(out, want) {
 					t.Errorf("in a working directory removed through %s: want %q in\n%s", where, want, out)
