@@ -426,7 +426,8 @@ func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint
 			return 0, fs.status("write", err)
 		}
 	}
-	if h.appending(in) {
+	appended := h.appending(in)
+	if appended {
 		done, err := fs.holdAppendToken(ctx, of)
 		if err != nil {
 			return 0, fs.status("write", err)
@@ -442,6 +443,11 @@ func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint
 		of.rw.RLock()
 		defer of.rw.RUnlock()
 		_, err := of.f.WriteAt(ctx, p, off)
+		if err != nil && appended {
+			// The bytes reserved at the end were not written: the next
+			// append asks where the file ends instead of leaving a hole.
+			of.endStale()
+		}
 		return err
 	}
 	// Far out (a file offset from 1 TiB) a write may pass the largest

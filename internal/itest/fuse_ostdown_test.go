@@ -270,3 +270,43 @@ func TestFuseReadOnlyCloseDuringAnOutage(t *testing.T) {
 		t.Fatalf("size %v (%v), want 8192", st.Size(), err)
 	}
 }
+
+// TestFuseFailedAppendLeavesNoHole: an append fails because its OST is
+// down; once the OST is back, the next append goes where the file really
+// ends, as on a local disk. Before, the mount had already counted the
+// failed append's bytes in the file's end and left a hole of zeros.
+func TestFuseFailedAppendLeavesNoHole(t *testing.T) {
+	cl, m := oneOSTMount(t)
+	f, err := os.OpenFile(m.Path("log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	first := bytes.Repeat([]byte("a"), 4096)
+	if _, err := f.Write(first); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	cl.Kill("ost0", syscall.SIGKILL)
+	f.Write(bytes.Repeat([]byte("b"), 4096)) // acknowledged or not: it is lost
+	if err := f.Sync(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("fsync with the OST down: %v, want EIO", err)
+	}
+	cl.Restart()
+	if _, err := f.Write([]byte("after\n")); err != nil {
+		t.Fatalf("append with the OST back: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	got, err := os.ReadFile(m.Path("log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := append(first, "after\n"...); !bytes.Equal(got, want) {
+		t.Fatalf("file is %d bytes (zeros at 4096: %v), want %d: the failed append left a hole",
+			len(got), len(got) > 4096 && got[4096] == 0, len(want))
+	}
+}
