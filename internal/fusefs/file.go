@@ -125,7 +125,7 @@ func (fs *FS) openHandle(n *node, ino *pb.Inode, flags uint32) (*handle, bool) {
 	fs.mu.Lock()
 	of := fs.files[f]
 	if of == nil {
-		of = &openFile{fid: f, f: fs.c.OpenInode(ino), orphan: fs.inherit[f], wb: newWriteBehind()}
+		of = &openFile{fid: f, f: fs.c.OpenInode(ino), orphan: fs.inherit[f], wb: newWriteBehind(fs.budget)}
 		of.ae.end = ino.Size
 		delete(fs.inherit, f)
 		fs.files[f] = of

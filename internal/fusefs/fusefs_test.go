@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"bytes"
 	"testing"
 	"time"
 
@@ -98,5 +99,94 @@ func TestWriteBehindBuffersFitTheWrite(t *testing.T) {
 				t.Errorf("getBuf(%d) after putBuf: class %d cap %d len %d", n, c2, cap(*again), len(*again))
 			}
 		}
+	}
+}
+
+// Small contiguous writes made while one is under way leave as one call
+// when it ends; a lone write, a write elsewhere in the file, and a fence
+// send what is held at once, and the bytes arrive as written.
+func TestWriteBehindMergesSmallWrites(t *testing.T) {
+	fs := &FS{budget: newBudget(writeBudget)}
+	of := &openFile{wb: newWriteBehind(fs.budget)}
+	type call struct {
+		off  uint64
+		data []byte
+	}
+	calls := make(chan call, 100)
+	gate := make(chan struct{})
+	writeAt := func(off uint64) func([]byte) error {
+		return func(p []byte) error {
+			calls <- call{off, append([]byte(nil), p...)}
+			<-gate
+			return nil
+		}
+	}
+	next := func(what string) call {
+		t.Helper()
+		select {
+		case c := <-calls:
+			return c
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: no call to the OSTs", what)
+			return call{}
+		}
+	}
+	none := func(what string) {
+		t.Helper()
+		select {
+		case c := <-calls:
+			t.Fatalf("%s: a call at %d of %d bytes, want none yet", what, c.off, len(c.data))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	chunk := func(i int) []byte { return bytes.Repeat([]byte{byte('a' + i)}, 4096) }
+	write := func(i int) {
+		t.Helper()
+		off := uint64(i) * 4096
+		if err := fs.writeAsync(of, chunk(i), off, writeAt(off)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	write(0)
+	if c := next("a lone write"); c.off != 0 || !bytes.Equal(c.data, chunk(0)) {
+		t.Fatalf("lone write: call at %d of %d bytes", c.off, len(c.data))
+	}
+	for i := 1; i <= 15; i++ {
+		write(i)
+	}
+	none("writes while one is under way")
+	gate <- struct{}{} // the first ends: the 15 held leave as one
+	c := next("the held writes")
+	var want []byte
+	for i := 1; i <= 15; i++ {
+		want = append(want, chunk(i)...)
+	}
+	if c.off != 4096 || !bytes.Equal(c.data, want) {
+		t.Fatalf("merged call at %d of %d bytes, want at 4096 the 15 writes' %d bytes", c.off, len(c.data), len(want))
+	}
+	// Under way now: the merged call. A write that does not continue the
+	// held one is not merged with it and sends it.
+	write(16)
+	none("a write continuing the one under way")
+	write(40)
+	if c := next("a write elsewhere"); c.off != 16*4096 || len(c.data) != 4096 {
+		t.Fatalf("held write sent at %d with %d bytes, want at %d with 4096", c.off, len(c.data), 16*4096)
+	}
+	done := make(chan struct{})
+	go func() { of.wb.fence(); close(done) }()
+	if c := next("a fence"); c.off != 40*4096 {
+		t.Fatalf("fence sent a call at %d, want %d", c.off, 40*4096)
+	}
+	for i := 0; i < 3; i++ {
+		gate <- struct{}{}
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("fence did not return once every call ended")
+	}
+	if of.wb.busy() || of.wb.bytes != 0 || of.wb.sent != 0 {
+		t.Fatalf("after the fence: busy %v, %d bytes, %d sent", of.wb.busy(), of.wb.bytes, of.wb.sent)
 	}
 }

@@ -23,6 +23,17 @@ import (
 //     by their next write or fsync, and by their closes if writable;
 //   - O_SYNC, O_DSYNC and O_DIRECT writes are written through, and O_SYNC
 //     and O_DSYNC ones made durable, before they are acknowledged.
+//
+// Small writes are merged: the kernel passes an application's 4 KiB
+// writes on one by one, and a call to the OSTs for each cost the mount
+// about 90 µs of CPU (a socket write and the wake-ups around it), a
+// seventh of the rate of 1 MiB writes. A write that continues the file's
+// latest write not yet sent joins it, up to mergeMax; a write is held
+// back, open for others to join, only while another of the file's writes
+// is under way, and the open one is sent as soon as any of them ends
+// (or it is full, or a fence needs it). So a lone write leaves at once,
+// nothing waits on a timer, and the batch grows to what arrives during
+// one call to the OSTs, as Nagle's algorithm does for TCP.
 const (
 	writeWindow = 16 << 20
 	writeBudget = 256 << 20
@@ -30,6 +41,9 @@ const (
 	// writes (the kernel's, for an application's small ones) would take
 	// 4,096 goroutines and calls at once to fill writeWindow.
 	writeFlights = 256
+	// mergeMax is the largest merged write; writes of half of it or more
+	// are sent as they come.
+	mergeMax = 1 << 20
 )
 
 // budget bounds the bytes in flight of a whole mount.
@@ -62,16 +76,23 @@ func (b *budget) give(n int) {
 	b.mu.Unlock()
 }
 
+// flight is one call to the OSTs: a write, or contiguous writes merged.
 type flight struct {
 	off, end uint64
+	bp       *[]byte // the data, a buffer of class
+	class    int
+	write    func(p []byte) error // of the first write; it writes at off
 }
 
 // writeBehind is one open file's writes in flight.
 type writeBehind struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
-	flights map[*flight]struct{}
+	flights map[*flight]struct{} // sent and open ones
+	sent    int                  // flights under way
+	open    *flight              // not sent yet: contiguous writes join it
 	bytes   int
+	budget  *budget // the mount's
 	// errSeq counts the failures of background writes (and of closes'
 	// flushes), err is the latest. They are never cleared: each handle
 	// reports those that came after it was opened (handle.errSeen), as
@@ -84,8 +105,8 @@ type writeBehind struct {
 	err    error
 }
 
-func newWriteBehind() *writeBehind {
-	w := &writeBehind{flights: map[*flight]struct{}{}}
+func newWriteBehind(b *budget) *writeBehind {
+	w := &writeBehind{flights: map[*flight]struct{}{}, budget: b}
 	w.cond = sync.NewCond(&w.mu)
 	return w
 }
@@ -167,6 +188,9 @@ func (w *writeBehind) errFor(h *handle, consume bool) error {
 func (w *writeBehind) fence() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.open != nil {
+		w.sendLocked(w.open)
+	}
 	for len(w.flights) > 0 {
 		w.cond.Wait()
 	}
@@ -197,29 +221,87 @@ func (fs *FS) writeAsync(of *openFile, data []byte, off uint64, write func(p []b
 	end := off + uint64(n)
 	fs.budget.take(n)
 	w.mu.Lock()
+	defer w.mu.Unlock()
+	if o := w.open; o != nil {
+		if o.end == off && int(end-o.off) <= mergeMax && !w.overlapsSent(off, end) {
+			o.add(data)
+			o.end = end
+			w.bytes += n
+			if end-o.off >= mergeMax/2 {
+				w.sendLocked(o)
+			}
+			return nil
+		}
+		w.sendLocked(o)
+	}
 	for (w.bytes > 0 && w.bytes+n > writeWindow) || len(w.flights) >= writeFlights || w.overlaps(off, end) {
 		w.cond.Wait()
 	}
-	fl := &flight{off: off, end: end}
+	if w.open != nil { // another write's, made while this one waited
+		w.sendLocked(w.open)
+	}
+	bp, class := getBuf(n)
+	*bp = append((*bp)[:0], data...)
+	fl := &flight{off: off, end: end, bp: bp, class: class, write: write}
 	w.flights[fl] = struct{}{}
 	w.bytes += n
-	w.mu.Unlock()
-	bp, class := getBuf(n)
-	buf := append((*bp)[:0], data...)
+	if n < mergeMax/2 && w.sent > 0 {
+		// Sent when one under way ends: an end is sure to come.
+		w.open = fl
+		return nil
+	}
+	w.sendLocked(fl)
+	return nil
+}
+
+// add appends data to an open flight's buffer, moving to a larger class
+// when it is full.
+func (fl *flight) add(data []byte) {
+	b := *fl.bp
+	if len(b)+len(data) > cap(b) {
+		bp, class := getBuf(len(b) + len(data))
+		*bp = append((*bp)[:0], b...)
+		putBuf(fl.bp, fl.class)
+		fl.bp, fl.class = bp, class
+	}
+	*fl.bp = append(*fl.bp, data...)
+}
+
+// sendLocked starts a flight's call to the OSTs; when it ends, the file's
+// open flight, if any, is sent.
+func (w *writeBehind) sendLocked(fl *flight) {
+	if w.open == fl {
+		w.open = nil
+	}
+	w.sent++
 	go func() {
-		err := write(buf)
-		putBuf(bp, class)
+		n := len(*fl.bp)
+		err := fl.write(*fl.bp)
+		putBuf(fl.bp, fl.class)
 		w.mu.Lock()
 		delete(w.flights, fl)
+		w.sent--
 		w.bytes -= n
 		if err != nil {
 			w.failLocked(err)
 		}
+		if w.open != nil {
+			w.sendLocked(w.open)
+		}
 		w.cond.Broadcast()
 		w.mu.Unlock()
-		fs.budget.give(n)
+		w.budget.give(n)
 	}()
-	return nil
+}
+
+// overlapsSent reports whether [off, end) overlaps a flight under way.
+func (w *writeBehind) overlapsSent(off, end uint64) bool {
+	for f := range w.flights {
+		if f != w.open && f.off < end && off < f.end {
+			return true
+		}
+	}
+	return false
 }
 
 // fenceFID waits for the writes in flight of f, if it is open here, so
