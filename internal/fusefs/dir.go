@@ -54,7 +54,15 @@ func (fs *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut
 		cred := fs.cred(&in.InHeader)
 		fs.beginOpen(n.fid)
 		defer fs.endOpen(n.fid)
-		ino, err := fs.c.Getattr(client.WithCred(context.Background(), cred), n.fid)
+		ctx := client.WithCred(context.Background(), cred)
+		ino, st := fs.checkName(ctx, n)
+		if !st.Ok() {
+			return st
+		}
+		var err error
+		if ino == nil {
+			ino, err = fs.c.Getattr(ctx, n.fid)
+		}
 		if err != nil {
 			last := fs.lastAttrs(n)
 			if last == nil || !errors.Is(err, syscall.ENOENT) {
@@ -280,7 +288,7 @@ func (fs *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.S
 				fs.fenceOwnWrites(fid.FromPB(ino.Fid))
 				if err := fs.c.Glimpse(ctx, ino); err == nil {
 					fs.ownSize(ino)
-					fs.fillEntry(ino, eo)
+					fs.fillNamed(ino, eo, d.f, string(e.Name))
 				}
 			}
 			cookie = e.Cookie

@@ -204,6 +204,11 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 	if !st.Ok() {
 		return st
 	}
+	if vino, st := fs.checkName(ctx, n); !st.Ok() {
+		return st
+	} else if ino == nil {
+		ino = vino
+	}
 	if ino == nil && !notOpen {
 		// Open here already: the name led to it moments ago, or the
 		// attributes would have been invalidated.
@@ -352,7 +357,7 @@ func (fs *FS) createFile(in *fuse.CreateIn, name string, out *fuse.CreateOut, at
 	} else if fresh != nil && existed {
 		ino = fresh
 	}
-	n := fs.fillEntry(ino, &out.EntryOut)
+	n := fs.fillNamed(ino, &out.EntryOut, pf, name)
 	h, keep := fs.openHandle(n, ino, in.Flags)
 	if existed && in.Flags&syscall.O_TRUNC != 0 {
 		if st := fs.openTruncate(ctx, h, ino); !st.Ok() {
@@ -721,6 +726,57 @@ func (fs *FS) registerOpen(ctx context.Context, f fid.FID) (*pb.Inode, bool, fus
 		return nil, notOpen, fuse.OK // its size comes from the OSTs: fetch it as before
 	}
 	return ino, notOpen, fuse.OK
+}
+
+// nameFresh: a name the kernel learnt this recently is the one it opens
+// through (the lookup of this open's path walk); an older one it may
+// have cached for the entry timeout, while another client moved it.
+const nameFresh = 20 * time.Millisecond
+
+// checkName verifies that the name the kernel knows n by still leads to
+// n, unless it learnt it just now, and returns n's attributes as fetched
+// with it (nil: no check was needed). A name that another client moved
+// or removed meanwhile answers staleOpen, and the kernel looks it up
+// again: without this, an open of "a" on one mount within a second of
+// `mv a b` on another opened b and wrote into it. This is what NFS's
+// close-to-open pays too (its open revalidates the name): one call to
+// the MDS for an open through a name the kernel did not just look up.
+// A failed check is not repeated until the kernel names n again, so an
+// open that reaches n without a name (a working directory, a
+// /proc/PID/fd link, the retry after a hard link was renamed) succeeds.
+func (fs *FS) checkName(ctx context.Context, n *node) (*pb.Inode, fuse.Status) {
+	fs.mu.Lock()
+	parent, name, at, ok := n.viaParent, n.viaName, n.viaAt, n.viaOK
+	fs.mu.Unlock()
+	if !ok || time.Since(at) < nameFresh {
+		return nil, fuse.OK
+	}
+	fs.fenceOwnWrites(n.fid)
+	// As root: the kernel checked the caller's search permissions on
+	// the way, and an open through a working directory need not have any
+	// on its parent.
+	ino, err := fs.c.Lookup(client.WithCred(ctx, &pb.Cred{}), parent, name)
+	if err != nil && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ENOTDIR) {
+		return nil, fs.status("open", err)
+	}
+	if err != nil || fid.FromPB(ino.Fid) != n.fid {
+		fs.mu.Lock()
+		if n.viaAt == at {
+			n.viaOK = false
+		}
+		fs.mu.Unlock()
+		return nil, staleOpen
+	}
+	fs.mu.Lock()
+	if n.viaAt == at {
+		n.viaAt = time.Now()
+	}
+	fs.mu.Unlock()
+	if err := fs.c.Glimpse(ctx, ino); err != nil {
+		return nil, fs.status("open", err)
+	}
+	fs.ownSize(ino)
+	return ino, fuse.OK
 }
 
 // staleOpen is the status of an open that reached, through a name the

@@ -196,6 +196,14 @@ type node struct {
 	// lookup that raced with the change may predate it: getxattr and
 	// listxattr ask the MDS (see xattrsKnown).
 	xattrsChanged time.Time
+	// The name the kernel last learnt this node by (a lookup, a listing
+	// with attributes, a create, link or rename here), and when; viaOK
+	// false: none to check (a FID path, or a check failed). An open
+	// checks it with the MDS unless it was learnt just now (checkName).
+	viaParent fid.FID
+	viaName   string
+	viaAt     time.Time
+	viaOK     bool
 }
 
 // New returns the file system over c. Start a session (c.StartSession)
@@ -520,6 +528,20 @@ func (fs *FS) forgetAttrs(id uint64) {
 	if n := fs.nodes[id]; n != nil {
 		n.ino = nil
 	}
+}
+
+// fillNamed is fillEntry for an entry the kernel caches as parent/name.
+func (fs *FS) fillNamed(ino *pb.Inode, out *fuse.EntryOut, parent fid.FID, name string) *node {
+	n := fs.fillEntry(ino, out)
+	fs.named(n, parent, name)
+	return n
+}
+
+// named notes that the kernel knows n as parent/name as of now.
+func (fs *FS) named(n *node, parent fid.FID, name string) {
+	fs.mu.Lock()
+	n.viaParent, n.viaName, n.viaAt, n.viaOK = parent, name, time.Now(), true
+	fs.mu.Unlock()
 }
 
 func (fs *FS) fillEntry(ino *pb.Inode, out *fuse.EntryOut) *node {

@@ -78,7 +78,7 @@ func (fs *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out 
 		return fs.status("lookup", err)
 	}
 	fs.ownSize(ino)
-	fs.fillEntry(ino, out)
+	fs.fillNamed(ino, out, pf, name)
 	return fuse.OK
 }
 
@@ -323,7 +323,7 @@ func (fs *FS) create(h *fuse.InHeader, name string, mode uint32, o client.Create
 		delta = 1
 	}
 	fs.dirChanged(h.NodeId, delta, ino)
-	fs.fillEntry(ino, out)
+	fs.fillNamed(ino, out, pf, name)
 	return fuse.OK
 }
 
@@ -374,7 +374,7 @@ func (fs *FS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fu
 		return fs.status("link", err)
 	}
 	fs.dirChanged(in.NodeId, 0, ino)
-	fs.fillEntry(ino, out)
+	fs.fillNamed(ino, out, pf, name)
 	return fuse.OK
 }
 
@@ -487,9 +487,9 @@ func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName
 		}
 		moved, err := fs.c.Move(ctx, sp, oldName, dp, newName, in.Flags)
 		fs.endFlight(flown, nil)
-		fs.moved(moved)
+		fs.moved(moved, dp, newName)
 		if err == nil {
-			fs.moved(other)
+			fs.moved(other, sp, oldName)
 		}
 		return fs.status("rename", err)
 	}
@@ -507,16 +507,25 @@ func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName
 		made = open // the reply does not say which file it replaced
 	}
 	fs.endFlight(flown, made)
-	fs.moved(moved)
+	fs.moved(moved, dp, newName)
 	return fs.status("rename", err)
 }
 
 // moved drops the cached attributes of an object a rename through this
-// mount moved (nil: none): its change time is new, and a directory's
-// attributes are otherwise answered from the cache (GetAttr).
-func (fs *FS) moved(ino *pb.Inode) {
-	if ino != nil && ino.Fid != nil {
-		fs.forgetFIDAttrs(fid.FromPB(ino.Fid))
+// mount moved (nil: none) to parent/name: its change time is new, and a
+// directory's attributes are otherwise answered from the cache
+// (GetAttr). The kernel moves its entry: the object's name is the new one.
+func (fs *FS) moved(ino *pb.Inode, parent fid.FID, name string) {
+	if ino == nil || ino.Fid == nil {
+		return
+	}
+	f := fid.FromPB(ino.Fid)
+	fs.forgetFIDAttrs(f)
+	fs.mu.Lock()
+	n := fs.byFID[f]
+	fs.mu.Unlock()
+	if n != nil {
+		fs.named(n, parent, name)
 	}
 }
 

@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"os/exec"
 	"sort"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"nacre/internal/testcluster"
 )
@@ -346,4 +349,84 @@ func TestFuseRenameRacesBetweenMounts(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestFuseOpenThroughANameAnotherMountMoved: a mount that looked a name up
+// a moment ago opens, through it, what the name holds now, after another
+// mount renamed the file (or directory) away or swapped it, not the moved
+// object. Before, `echo NEW > a` on one mount within a second of `mv a b`
+// on the other wrote into b. A process whose working directory another
+// mount moved still lists it, and a file reached through /proc/PID/fd
+// after a move still opens.
+func TestFuseOpenThroughANameAnotherMountMoved(t *testing.T) {
+	_, m1, m2 := twoMounts(t)
+	must := mustOf(t)
+	must(os.MkdirAll(m1.Path("r", "d1"), 0o755))
+	must(os.WriteFile(m1.Path("r", "a"), []byte("precious"), 0o644))
+	must(os.WriteFile(m1.Path("r", "d1", "in-d1"), nil, 0o644))
+	read := func(p string) string {
+		t.Helper()
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	// m2 learns the names; after a moment (past what a path walk's own
+	// lookup takes) m1 moves them.
+	read(m2.Path("r", "a"))
+	if _, err := os.ReadDir(m2.Path("r", "d1")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	must(os.Rename(m1.Path("r", "a"), m1.Path("r", "b")))
+	must(os.Rename(m1.Path("r", "d1"), m1.Path("r", "d2")))
+	must(os.MkdirAll(m1.Path("r", "d1", "new-d1"), 0o755))
+
+	must(os.WriteFile(m2.Path("r", "a"), []byte("NEW"), 0o644))
+	if got := read(m1.Path("r", "b")); got != "precious" {
+		t.Fatalf("the moved file holds %q, want %q: an open of the old name on the other mount reached it", got, "precious")
+	}
+	if got := read(m1.Path("r", "a")); got != "NEW" {
+		t.Fatalf("r/a holds %q, want NEW", got)
+	}
+	ents, err := os.ReadDir(m2.Path("r", "d1"))
+	if err != nil || len(ents) != 1 || ents[0].Name() != "new-d1" {
+		t.Fatalf("listing r/d1 on the other mount: %v (%v), want the new r/d1's [new-d1]", ents, err)
+	}
+
+	// RENAME_EXCHANGE swaps two names: each now opens the other file.
+	must(os.WriteFile(m1.Path("r", "x"), []byte("x"), 0o644))
+	must(os.WriteFile(m1.Path("r", "y"), []byte("y"), 0o644))
+	read(m2.Path("r", "x"))
+	read(m2.Path("r", "y"))
+	time.Sleep(100 * time.Millisecond)
+	must(renameExchange(m1.Path("r", "x"), m1.Path("r", "y")))
+	if got := read(m2.Path("r", "x")); got != "y" {
+		t.Fatalf("r/x after the swap reads %q on the other mount, want y", got)
+	}
+
+	// Reached without a name: a working directory moved away, and a
+	// /proc/PID/fd link to a moved file.
+	f, err := os.Open(m2.Path("r", "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command("sh", "-c", `sleep 0.3; ls -a . >/dev/null && cat "/proc/$PPID/fd/$FD"`)
+	cmd.Dir = m2.Path("r", "d2")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("FD=%d", f.Fd()))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	must(cmd.Start())
+	time.Sleep(100 * time.Millisecond)
+	must(os.Rename(m1.Path("r", "d2"), m1.Path("r", "d3")))
+	must(os.Rename(m1.Path("r", "b"), m1.Path("r", "c")))
+	if err := cmd.Wait(); err != nil || out.String() != "precious" {
+		t.Fatalf("a process in a directory another mount moved: %v, output %q, want it to list it and read precious", err, out.String())
+	}
+}
+
+func renameExchange(a, b string) error {
+	return unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)
 }
