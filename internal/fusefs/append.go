@@ -2,12 +2,17 @@ package fusefs
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/client"
@@ -117,6 +122,25 @@ func (fs *FS) appendAt(ctx context.Context, of *openFile, n uint64) (uint64, err
 // appends the daemon places.
 func appendDirect(flags uint32) bool {
 	return flags&syscall.O_APPEND != 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY
+}
+
+// capFSETID reports whether the caller of a request has CAP_FSETID, from
+// its process's effective capabilities (by its user id if they cannot be
+// read: the process is gone).
+func capFSETID(h *fuse.InHeader) bool {
+	if h.Pid != 0 {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", h.Pid)); err == nil {
+			for _, l := range strings.Split(string(b), "\n") {
+				if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
+					caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+					if err == nil {
+						return caps&(1<<unix.CAP_FSETID) != 0
+					}
+				}
+			}
+		}
+	}
+	return h.Uid == 0
 }
 
 // killSetID clears the set-user-ID bit, and the set-group-ID bit of a

@@ -240,7 +240,7 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 	// O_TRUNC empties the file whatever the access mode, as Linux does
 	// (openMask asked for write permission).
 	if in.Flags&syscall.O_TRUNC != 0 {
-		if st := fs.openTruncate(ctx, h, ino); !st.Ok() {
+		if st := fs.openTruncate(ctx, &in.InHeader, h, ino); !st.Ok() {
 			fs.dropHandle(h)
 			return st
 		}
@@ -255,7 +255,15 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 // openTruncate is O_TRUNC of an existing file (ino as opened): it is
 // emptied, and one that is empty already gets new modification and change
 // times, as POSIX asks of every O_TRUNC open (`: > stamp` marks a time).
-func (fs *FS) openTruncate(ctx context.Context, h *handle, ino *pb.Inode) fuse.Status {
+// A caller without CAP_FSETID also clears the set-user-ID bit and the
+// set-group-ID bit of a group-executable file, as Linux's truncate does:
+// with ATOMIC_O_TRUNC the kernel leaves that to the file system.
+func (fs *FS) openTruncate(ctx context.Context, hdr *fuse.InHeader, h *handle, ino *pb.Inode) fuse.Status {
+	if ino.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 && !capFSETID(hdr) {
+		if err := fs.killSetID(ctx, h.n); err != nil {
+			return fs.status("truncate", err)
+		}
+	}
 	if ino.Size > 0 {
 		return fs.truncateHandle(ctx, h, 0)
 	}
@@ -360,7 +368,7 @@ func (fs *FS) createFile(in *fuse.CreateIn, name string, out *fuse.CreateOut, at
 	n := fs.fillNamed(ino, &out.EntryOut, pf, name)
 	h, keep := fs.openHandle(n, ino, in.Flags)
 	if existed && in.Flags&syscall.O_TRUNC != 0 {
-		if st := fs.openTruncate(ctx, h, ino); !st.Ok() {
+		if st := fs.openTruncate(ctx, &in.InHeader, h, ino); !st.Ok() {
 			fs.dropHandle(h)
 			return st
 		}

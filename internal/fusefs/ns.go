@@ -188,9 +188,13 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.Attr
 		if err != nil && op.Valid == uint32(pb.SetattrValid_SETATTR_MODE) && errnoIs(err, syscall.EPERM) {
 			// The kernel clears set-user-ID and set-group-ID bits when a
 			// non-owner writes or truncates; the MDT lets only owners
-			// chmod, so such a pure clearing is done with root's rights.
+			// chmod, so such a pure clearing is done with root's rights,
+			// for a caller who may write the file (and so could clear
+			// them by writing). A chmod by a non-owner looks the same
+			// here when the kernel does not check permissions
+			// (no_default_permissions): one who may not write is refused.
 			if cur, gerr := fs.c.Getattr(ctx, f); gerr == nil && cur.Mode&0o7777&^(syscall.S_ISUID|syscall.S_ISGID) == op.Mode &&
-				cur.Mode&0o7777 != op.Mode {
+				cur.Mode&0o7777 != op.Mode && mayAccess(cur, fs.cred(&in.InHeader), 2) {
 				ino, err = fs.c.Setattr(client.WithCred(ctx, &pb.Cred{}), op)
 			}
 		}

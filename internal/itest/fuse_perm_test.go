@@ -110,6 +110,26 @@ func TestFuseUnprivilegedUser(t *testing.T) {
 			if st.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 {
 				t.Fatalf("set-ID bits after a write by another user: mode %o", st.Mode)
 			}
+			// So does emptying it with O_TRUNC (the kernel leaves that
+			// to the file system), by another user; root keeps them.
+			must(syscall.Chmod(m.Path("tmp", "suid"), 0o6777))
+			must(os.WriteFile(m.Path("tmp", "suid"), []byte("#!/bin/sh\n"), 0o777))
+			if must(syscall.Stat(m.Path("tmp", "suid"), &st)); st.Mode&0o7777 != 0o6777 {
+				t.Fatalf("set-ID bits after root's O_TRUNC: mode %o, want 6777", st.Mode&0o7777)
+			}
+			mustUser(t, root, ": > tmp/suid")
+			if must(syscall.Stat(m.Path("tmp", "suid"), &st)); st.Mode&0o7777 != 0o777 {
+				t.Fatalf("mode after another user's O_TRUNC: %o, want 777 (set-ID bits cleared)", st.Mode&0o7777)
+			}
+			// A user who may not write a set-user-ID file may not clear
+			// its bit by chmod either (it looks like the kernel's
+			// clearing when the kernel does not check permissions).
+			must(os.WriteFile(m.Path("suidroot"), []byte("x"), 0o755))
+			must(syscall.Chmod(m.Path("suidroot"), 0o4755))
+			mustFailUser(t, root, "chmod 0755 suidroot", "Operation not permitted")
+			if must(syscall.Stat(m.Path("suidroot"), &st)); st.Mode&0o7777 != 0o4755 {
+				t.Fatalf("mode after another user's chmod: %o, want 4755", st.Mode&0o7777)
+			}
 
 			// Extended attribute namespaces.
 			mustUser(t, root, "touch tmp/x && setfattr -n user.k -v v tmp/x && getfattr -n user.k tmp/x")
