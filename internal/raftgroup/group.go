@@ -268,6 +268,8 @@ type Group struct {
 	ls           leaseState
 	unsynced     bool          // the log holds writes no fsync covered yet (persistStage)
 	out, batch   []*pb.Message // messages to send (flushOut)
+	lost         error         // the store lost acknowledged entries (lostEntries)
+	warnedEmpty  bool          // emptyVote logged
 
 	in    inbox
 	wake  chan struct{}

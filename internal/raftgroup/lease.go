@@ -157,6 +157,42 @@ func (g *Group) holdVote(m *pb.Message) bool {
 	return (t == pb.MsgVote || t == pb.MsgPreVote) && m.GetTerm() > g.term.Load()
 }
 
+// emptyVote reports whether m asks for this replica's vote while its log
+// holds nothing but the group's starting point and the candidate's log
+// holds more. Such a replica may be one whose store was lost and that was
+// formatted again under its old id: its vote could elect a candidate
+// that lacks entries the group committed with this replica's help before
+// the loss, and the new leader would overwrite them. In a new group every
+// replica's log is at the starting point, so they elect the first leader
+// among themselves; a replica votes again once a leader gave it entries.
+func (g *Group) emptyVote(m *pb.Message) bool {
+	t := m.GetType()
+	if (t != pb.MsgVote && t != pb.MsgPreVote) || g.store.last() > bootIndex || m.GetIndex() <= bootIndex {
+		return false
+	}
+	if !g.warnedEmpty {
+		g.warnedEmpty = true
+		g.log.Warn("not voting: this replica's log is empty and the candidate's is not; it votes once a leader has sent it the log. "+
+			"If its store was lost and formatted again under the same id, stop it and replace it instead (nacre replica replace --id N --new-id M)",
+			"candidate", m.GetFrom(), "candidate_last_index", m.GetIndex())
+	}
+	return true
+}
+
+// lostEntries returns an error if a leader's heartbeat says this replica
+// acknowledged entries its log does not hold: its store lost them (it was
+// formatted again under its old id, or its disk dropped synced writes).
+// Raft would panic on it; this names the fix.
+func (g *Group) lostEntries(m *pb.Message) error {
+	if m.GetType() != pb.MsgHeartbeat || m.GetCommit() <= g.store.last() {
+		return nil
+	}
+	return fmt.Errorf("raft group %d replica %d: leader %d has this replica holding the log up to index %d, but its log ends at %d: "+
+		"the store lost entries it had acknowledged (formatted again under the same replica id, or a disk that lost synced writes); "+
+		"stop it, and replace it with a new replica id: nacre replica replace --id %d --new-id M --addr HOST:PORT",
+		g.gid, g.id, m.GetFrom(), m.GetCommit(), g.store.last(), g.id)
+}
+
 // campaignTransfer is the context etcd raft gives the votes of a
 // leadership transfer's campaign (raft.campaignTransfer, unexported).
 const campaignTransfer = "CampaignTransfer"

@@ -73,6 +73,9 @@ func (g *Group) loop() error {
 			}
 		}
 		g.drain()
+		if g.lost != nil {
+			return g.lost
+		}
 		if err := g.process(); err != nil {
 			return err
 		}
@@ -100,7 +103,10 @@ func (g *Group) drain() {
 		f()
 	}
 	for _, m := range it.msgs {
-		if g.holdVote(m) {
+		if g.lost == nil {
+			g.lost = g.lostEntries(m)
+		}
+		if g.lost != nil || g.emptyVote(m) || g.holdVote(m) {
 			continue
 		}
 		if err := g.rn.Step(m); err != nil {

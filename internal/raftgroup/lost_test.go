@@ -1,0 +1,79 @@
+package raftgroup
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+)
+
+// A replica whose store was lost and that was formatted again under its
+// old id does not help elect a candidate that lacks an entry the group
+// committed: the entry survives, and the wiped replica gets it from the
+// replica that has it. Before, the wiped replica voted for the first
+// candidate, which then overwrote the committed entry on the others.
+func TestWipedReplicaDoesNotElectACandidateMissingCommittedEntries(t *testing.T) {
+	c := newCluster(t, "mem", 3, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.propose(ctx, "first"); err != nil {
+		t.Fatal(err)
+	}
+	lagging := c.followers()[0].id
+	c.stop(lagging)
+	if _, err := c.propose(ctx, "committed-without-the-lagging-one"); err != nil {
+		t.Fatal(err)
+	}
+	var keeper, wiped uint64
+	for id, nd := range c.nodes {
+		if id == lagging {
+			continue
+		}
+		if nd.g.IsLeader() {
+			keeper = id
+		} else {
+			wiped = id
+		}
+	}
+	c.stop(keeper)
+	c.stop(wiped)
+	c.nodes[wiped].fs = vfs.NewMem() // its store is lost; formatted again, same id
+	c.start(wiped, false)
+	c.start(lagging, false)
+	for end := time.Now().Add(20 * 15 * 10 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if c.nodes[lagging].g.IsLeader() || c.nodes[wiped].g.IsLeader() {
+			t.Fatal("a leader was elected with the vote of the wiped replica, from a log that lacks a committed entry")
+		}
+	}
+	c.start(keeper, false)
+	res, err := c.propose(ctx, "after")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitApplied(res.Index)
+	var got []string
+	for _, r := range c.sameCommands() {
+		got = append(got, string(r.Data))
+	}
+	if !strings.Contains(strings.Join(got, ","), "committed-without-the-lagging-one") {
+		t.Fatalf("every replica applied %q: the committed entry was lost", got)
+	}
+}
+
+// A heartbeat saying this replica holds more of the log than it does (its
+// store lost acknowledged entries) stops the replica with an error naming
+// the fix, where raft would panic.
+func TestHeartbeatBeyondTheLogNamesTheLostStore(t *testing.T) {
+	g := &Group{gid: 1, id: 2, store: &logStore{trunc: &pb.SnapshotMetadata{Index: new(uint64(7))}, terms: []uint64{1, 1}}}
+	err := g.lostEntries(&pb.Message{Type: pb.MsgHeartbeat.Enum(), From: new(uint64(9)), Commit: new(uint64(67))})
+	if err == nil || !strings.Contains(err.Error(), "nacre replica replace") || !strings.Contains(err.Error(), "ends at 9") {
+		t.Fatalf("lostEntries: %v", err)
+	}
+	if err := g.lostEntries(&pb.Message{Type: pb.MsgHeartbeat.Enum(), From: new(uint64(9)), Commit: new(uint64(9))}); err != nil {
+		t.Fatalf("a heartbeat within the log: %v", err)
+	}
+}
