@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,6 +60,24 @@ func addServerCommands(root *cobra.Command, g *globals) {
 					return fmt.Errorf("--mgsnode %s: %w", mgsnode, err)
 				}
 			}
+			// The other addresses default to --listen's host: a target
+			// formatted to be reached at 192.0.2.10 must not serve its
+			// data or metadata requests on loopback only.
+			if host, _, err := net.SplitHostPort(f.listen); err == nil {
+				for _, a := range []struct {
+					flag string
+					v    *string
+				}{{"data-listen", &f.data}, {"metrics-listen", &f.metrics}} {
+					if !cmd.Flags().Changed(a.flag) {
+						*a.v = net.JoinHostPort(host, "0")
+					}
+				}
+			}
+			for _, a := range []struct{ flag, v string }{{"listen", f.listen}, {"data-listen", f.data}} {
+				if err := advertisable(a.v); err != nil {
+					return fmt.Errorf("--%s %s: %w", a.flag, a.v, err)
+				}
+			}
 			id := target.Identity{Fsname: f.fsname, Kind: kind, Index: f.index, MGSNode: mgsnode, Listen: f.listen, DataListen: f.data, MetricsListen: f.metrics}
 			if err := setReplica(&id, f.replica, f.peers, f.created); err != nil { // replica.go
 				return err
@@ -88,8 +107,8 @@ func addServerCommands(root *cobra.Command, g *globals) {
 	format.Flags().Uint32Var(&f.index, "index", 0, "MDT or OST index")
 	format.Flags().StringVar(&f.mgsnode, "mgsnode", "", "MGS address of the file system (MDT, OST; default --mgs)")
 	format.Flags().StringVar(&f.listen, "listen", "127.0.0.1:0", "gRPC listen address (port 0: pick one at first start and keep it)")
-	format.Flags().StringVar(&f.data, "data-listen", "127.0.0.1:0", "OST data protocol listen address")
-	format.Flags().StringVar(&f.metrics, "metrics-listen", "127.0.0.1:0", "Prometheus metrics listen address")
+	format.Flags().StringVar(&f.data, "data-listen", "127.0.0.1:0", "OST: data protocol, MDT: metadata requests; listen address (default: --listen's host, a port picked at first start)")
+	format.Flags().StringVar(&f.metrics, "metrics-listen", "127.0.0.1:0", "Prometheus metrics listen address (default: --listen's host, a port picked at first start)")
 	format.Flags().Uint64Var(&f.replica, "replica-id", 0, "MGS, MDT: this replica's id in its Raft group (with --peers)")
 	format.Flags().StringVar(&f.peers, "peers", "", "MGS, MDT: the group's replicas as ID=HOST:PORT,... (their --listen); a replica not listed joins the group (nacre replica add)")
 	format.Flags().StringVar(&f.created, "created", "", "with --peers: the creation time, RFC 3339, the same for every replica of one MDT (the root directory's times; default: the Unix epoch)")
@@ -298,4 +317,18 @@ func selfNameFor(arg0 string, lookPath func(string) (string, error), executable 
 		return arg0
 	}
 	return self
+}
+
+// advertisable checks a listen address that other servers and clients are
+// told (through the MGS): it must name this machine as they reach it.
+func advertisable(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("not HOST:PORT: %w", err)
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("a target's addresses are given to clients and the other servers, "+
+			"so listening on every interface (%s) cannot be advertised; give the address they reach this machine at", host)
+	}
+	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"nacre/internal/target"
 )
 
 // TestDownAndStatusNameADirectoryThatIsNoCluster: `nacre down` (also
@@ -67,6 +69,39 @@ func TestSelfNameIsWhatRunsThisBinary(t *testing.T) {
 	for _, c := range cases {
 		if got := selfNameFor(c.arg0, c.lookup, exe); got != c.want {
 			t.Errorf("selfNameFor(%q): %q, want %q", c.arg0, got, c.want)
+		}
+	}
+}
+
+// TestFormatAddressesFollowListen: a target formatted to be reached at a
+// non-loopback address serves its data (or metadata requests) and metrics
+// on that host too, unless told otherwise; a wildcard address, which
+// would be advertised to clients as such, is refused.
+func TestFormatAddressesFollowListen(t *testing.T) {
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "ost0")
+	if _, err := runNacre(t, "format", "--type", "ost", "--dir", dir, "--fsname", "x", "--listen", "127.0.0.31:7201", "--mgsnode", "127.0.0.1:7001"); err != nil {
+		t.Fatal(err)
+	}
+	id, err := target.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id.DataListen != "127.0.0.31:0" || id.MetricsListen != "127.0.0.31:0" {
+		t.Fatalf("data %q, metrics %q: want both on 127.0.0.31", id.DataListen, id.MetricsListen)
+	}
+	dir = filepath.Join(tmp, "mdt0")
+	if _, err := runNacre(t, "format", "--type", "mdt", "--dir", dir, "--fsname", "x", "--listen", "127.0.0.32:7101", "--data-listen", "127.0.0.32:7102", "--mgsnode", "127.0.0.1:7001"); err != nil {
+		t.Fatal(err)
+	}
+	if id, err = target.Load(dir); err != nil || id.DataListen != "127.0.0.32:7102" {
+		t.Fatalf("data %q (%v): want the one given", id.DataListen, err)
+	}
+	for _, flag := range []string{"--listen", "--data-listen"} {
+		_, err := runNacre(t, "format", "--type", "ost", "--dir", filepath.Join(tmp, "w"+flag), "--fsname", "x", "--index", "1",
+			"--mgsnode", "127.0.0.1:7001", flag, "0.0.0.0:7301")
+		if err == nil || !strings.Contains(err.Error(), "cannot be advertised") {
+			t.Errorf("format %s 0.0.0.0:7301: %v, want a refusal naming the wildcard", flag, err)
 		}
 	}
 }
