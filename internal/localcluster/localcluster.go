@@ -120,7 +120,10 @@ func Dirs(dir string) ([]string, error) {
 	var list []named
 	for _, e := range entries {
 		n := e.Name()
-		if !e.IsDir() {
+		// Exactly the names up gives: a copy such as ost0.bak (a
+		// backup of the directory) is no target, and started as one
+		// it would serve OST0's old objects, or take its port.
+		if !e.IsDir() || !targetDirName.MatchString(n) {
 			continue
 		}
 		nd := named{name: n, kind: -1}

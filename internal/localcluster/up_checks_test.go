@@ -324,3 +324,26 @@ func TestRestartedSaysWhatUpStarted(t *testing.T) {
 		}
 	}
 }
+
+// TestDirsAreExactlyTheTargetNames: a copy of a target's directory beside
+// it (ost0.bak, mdt0-old) is not started as a target: it would serve the
+// copy's old objects under the target's name, or fight it for its port.
+func TestDirsAreExactlyTheTargetNames(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"mgs", "mdt0", "ost0", "ost1", "ost0.bak", "ost1-copy", "mdt0-old", "mgs.orig", "mdt0-r2", "removed-mdt0-r1-20261125"} {
+		if err := os.MkdirAll(filepath.Join(dir, n, "store"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := Dirs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range got {
+		names = append(names, filepath.Base(d))
+	}
+	if want := "mgs mdt0 mdt0-r2 ost0 ost1"; strings.Join(names, " ") != want {
+		t.Fatalf("Dirs: %q, want %q", strings.Join(names, " "), want)
+	}
+}
