@@ -13,6 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -60,12 +62,21 @@ type DB struct {
 
 // quietLogger drops pebble's informational lines; errors still reach us
 // as returned errors.
-type quietLogger struct{}
+type quietLogger struct{ dir string }
 
 func (quietLogger) Infof(string, ...any)  {}
 func (quietLogger) Errorf(string, ...any) {}
-func (quietLogger) Fatalf(format string, args ...any) {
-	panic(fmt.Sprintf(format, args...))
+
+// Fatalf is pebble finding the store unusable, mostly on-disk corruption
+// found by a background job, where no error can be returned: the process
+// stops with one line naming the store and what to do, not a panic whose
+// goroutine dump hides the cause (nacre up shows a log's last lines).
+func (l quietLogger) Fatalf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "nacre: store %s cannot be used: %s; the process stops. "+
+		"If its files were damaged, replace the replica (nacre replica replace) of a replicated MGS or MDT, "+
+		"or restore the directory from a backup (nacre mdt restore for an MDT); "+
+		"nacre lfsck reports the objects an OST lost\n", l.dir, fmt.Sprintf(strings.ReplaceAll(format, "%+v", "%v"), args...))
+	os.Exit(1)
 }
 
 // DefaultMemTableSize is the memtable size of a store whose options name
@@ -92,7 +103,7 @@ func Open(dir string, o Options) (*DB, error) {
 		FS:                    o.FS,
 		Cache:                 cache,
 		ReadOnly:              o.ReadOnly,
-		Logger:                quietLogger{},
+		Logger:                quietLogger{dir: dir},
 		FormatMajorVersion:    pebble.FormatNewest,
 		MemTableSize:          memtable,
 		ErrorIfNotExists:      o.MustExist,
