@@ -53,6 +53,14 @@ func (f *File) Refresh(ino *pb.Inode) {
 	}
 }
 
+// Unsynced reports whether the file has changes through it (writes, a
+// truncate) that no Sync has made durable yet.
+func (f *File) Unsynced() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.wrote || len(f.touched) > 0
+}
+
 // Wrote reports whether the file has writes not yet recorded by Close.
 func (f *File) Wrote() bool {
 	f.mu.Lock()

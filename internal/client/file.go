@@ -495,9 +495,19 @@ func (f *File) Truncate(ctx context.Context, size uint64) error {
 }
 
 // truncateObjects truncates every object of ino to its share of size and
-// returns the epochs their OSTs answered with (File.Sync).
+// returns the epochs their OSTs answered with (File.Sync). A striped
+// file's OSTs are first asked whether they answer, so that an OST known
+// to be down fails the truncate before any object is cut: cutting the
+// others left the file neither old nor new, its size the old one with
+// zeros in the middle (a window remains for an OST that fails between
+// the two rounds).
 func (c *Client) truncateObjects(ctx context.Context, ino *pb.Inode, size uint64) ([]uint64, error) {
 	l := ino.Layout
+	if len(l.Objects) > 1 {
+		if err := c.reachObjects(ctx, ino, "truncate"); err != nil {
+			return nil, err
+		}
+	}
 	epochs := make([]uint64, len(l.Objects))
 	err := parallel(ctx, len(l.Objects), ioParallel, func(ctx context.Context, i int) error {
 		o := l.Objects[i]
@@ -515,6 +525,29 @@ func (c *Client) truncateObjects(ctx context.Context, ino *pb.Inode, size uint64
 		})
 	})
 	return epochs, err
+}
+
+// reachObjects asks the OST of every object of ino for it, with the
+// retries of any I/O, and fails only if an OST does not answer (an
+// answer that the object is missing is left to the operation itself).
+func (c *Client) reachObjects(ctx context.Context, ino *pb.Inode, what string) error {
+	l := ino.Layout
+	return parallel(ctx, len(l.Objects), ioParallel, func(ctx context.Context, i int) error {
+		o := l.Objects[i]
+		if isHole(o) {
+			return nil
+		}
+		wc, err := c.wireFor(o.Ost)
+		if err != nil {
+			return err
+		}
+		return c.retryIO(ctx, what, objRef{o.Ost, fid.FromPB(ino.Fid), i}, func(ctx context.Context) error {
+			if _, err := wc.GetAttr(ctx, objID(o)); err != nil && ioRetryable(err) {
+				return err
+			}
+			return nil
+		})
+	})
 }
 
 // Punch deallocates [off, off+n) (reads return zeros); the size stays.

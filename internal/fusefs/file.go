@@ -520,8 +520,8 @@ func (fs *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 
 func (fs *FS) flushFile(ctx context.Context, of *openFile) fuse.Status {
 	of.wb.fence()
-	if !of.f.Wrote() {
-		return fuse.OK
+	if !of.f.Unsynced() {
+		return fuse.OK // (a truncate through the handle is synced too)
 	}
 	of.rw.Lock()
 	err := of.f.Sync(ctx)

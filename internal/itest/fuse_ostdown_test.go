@@ -310,3 +310,45 @@ func TestFuseFailedAppendLeavesNoHole(t *testing.T) {
 			len(got), len(got) > 4096 && got[4096] == 0, len(want))
 	}
 }
+
+// TestFuseTruncateWithAnOSTDownChangesNothing: a truncate of a striped
+// file with one of its OSTs down fails with EIO and leaves the file as it
+// was. Before, the stripes on the OSTs that were up were cut: the file
+// kept its size and read zeros where those stripes' data had been.
+func TestFuseTruncateWithAnOSTDownChangesNothing(t *testing.T) {
+	needFUSE(t)
+	t.Setenv("NACRE_OST_DOWN_AFTER", "2s")
+	cl := testcluster.Start(t, testcluster.Options{})
+	m := mountFuse(t, cl)
+	p := m.Path("wide")
+	must := mustOf(t)
+	must(os.WriteFile(p, nil, 0o644))
+	must(syscall.Setxattr(p, "nacre.lov", []byte("stripe_count=2 stripe_size=64K"), 0))
+	data := make([]byte, 1<<20)
+	for i := range data {
+		data[i] = byte(i/4096 + 1)
+	}
+	must(os.WriteFile(p, data, 0o644))
+	cl.Kill("ost1", syscall.SIGKILL)
+	if err := os.Truncate(p, 100<<10); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("truncate with OST0001 down: %v, want EIO", err)
+	}
+	cl.Restart()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got, err := os.ReadFile(p)
+		if err == nil && bytes.Equal(got, data) {
+			break
+		}
+		if time.Now().After(deadline) {
+			zeros := 0
+			for _, b := range got {
+				if b == 0 {
+					zeros++
+				}
+			}
+			t.Fatalf("after the failed truncate: %d bytes, %d of them zeros (%v), want the file as it was", len(got), zeros, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}

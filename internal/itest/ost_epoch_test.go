@@ -1,9 +1,11 @@
 package itest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -95,5 +97,32 @@ func pretendRebooted(t *testing.T, dir string) {
 	b, _ := json.Marshal(r)
 	if err := db.Set(key, b, true); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFuseCloseReportsATruncateAnOSTMayHaveLost: a truncate through an
+// open handle, with no write, is made durable by the close like a write
+// is, so a close after the OST lost power reports it. Before, a close of
+// a handle that wrote nothing synced nothing and returned 0, and the old
+// data came back.
+func TestFuseCloseReportsATruncateAnOSTMayHaveLost(t *testing.T) {
+	cl, m := oneOSTMount(t)
+	p := m.Path("t")
+	if err := os.WriteFile(p, bytes.Repeat([]byte("C"), 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(0); err != nil {
+		t.Fatal(err)
+	}
+	cl.Kill("ost0", syscall.SIGKILL)
+	pretendRebooted(t, cl.TargetDir("ost0"))
+	cl.Restart()
+	if err := f.Close(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("close after the OST lost power: %v, want EIO", err)
 	}
 }
