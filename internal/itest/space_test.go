@@ -81,8 +81,14 @@ func TestAFullOSTKeepsWorking(t *testing.T) {
 	}
 	// The store keeps two 4 MiB memtables and 16 MiB (serve.StoreOptions
 	// gives a 256 MiB device small memtables).
-	if keep := space.Reserve(256<<20, serve.StoreOptions(target.OST, 256<<20).MemTable()); written > 256<<20-keep {
+	keep := space.Reserve(256<<20, serve.StoreOptions(target.OST, 256<<20).MemTable())
+	if written > 256<<20-keep {
 		t.Errorf("%d MiB of data went onto a 256 MiB device: the store's reserve of %d MiB was not kept", written>>20, keep>>20)
+	}
+	// Nor much more than it: the OST's store must be sized to the device
+	// too (it once took the default memtables, and kept 80 MiB of 256).
+	if written < 256<<20-keep-24<<20 {
+		t.Errorf("only %d MiB of data went onto a 256 MiB device whose store keeps %d MiB", written>>20, keep>>20)
 	}
 	t.Logf("OST0000 took %d MiB, then: %v", written>>20, werr)
 

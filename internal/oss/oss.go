@@ -30,6 +30,7 @@ import (
 
 	"nacre/api/nacrepb"
 	"nacre/internal/fid"
+	"nacre/internal/kv"
 	"nacre/internal/obs"
 	"nacre/internal/ost"
 	"nacre/internal/rpc"
@@ -49,6 +50,9 @@ type Config struct {
 	// InFlight, if set, counts the requests being served, by protocol
 	// ("grpc", "wire"): nacre_rpc_inflight of internal/obs.
 	InFlight *prometheus.GaugeVec
+	// KV: the store's options (serve sizes the memtable, and so the
+	// space reserve, to the device: serve.StoreOptionsIn).
+	KV kv.Options
 }
 
 // stopTimeout bounds how long Stop waits for gRPC calls in flight.
@@ -88,8 +92,8 @@ func Start(cfg Config) (*Server, error) {
 	if base == nil {
 		base = obs.Discard()
 	}
-	log := base                                                     // serve already names the target in every line
-	store, err := ost.Open(cfg.Dir, cfg.ID, ost.Options{Log: base}) // the store adds the target itself
+	log := base                                                                 // serve already names the target in every line
+	store, err := ost.Open(cfg.Dir, cfg.ID, ost.Options{Log: base, KV: cfg.KV}) // the store adds the target itself
 	if err != nil {
 		closeListeners()
 		return nil, fmt.Errorf("start OSS: %w", err)

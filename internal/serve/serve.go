@@ -178,7 +178,7 @@ func Run(ctx context.Context, dir string, o Options) error {
 		closeDB = false
 		info.Kind = pb.TargetKind_TARGET_OST
 		info.DataAddr = dataLn.Addr().String()
-		srv, err := oss.Start(oss.Config{Dir: dir, ID: id, Log: log, Reg: reg, GRPC: ln, Data: dataLn, InFlight: sm.InFlight})
+		srv, err := oss.Start(oss.Config{Dir: dir, ID: id, Log: log, Reg: reg, GRPC: ln, Data: dataLn, InFlight: sm.InFlight, KV: kvo})
 		if err != nil {
 			return err
 		}
