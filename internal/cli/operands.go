@@ -164,7 +164,7 @@ func localHint(arg string) string {
 func shortMessage(err error) string {
 	var en *rpc.Errno
 	if errors.As(err, &en) {
-		if en.Errno == syscall.ENOENT && isObjectIO(en.Op) {
+		if client.MissingObject(err) {
 			// The name and the file are there (stat works); one of its
 			// OST objects is not.
 			return en.Op + ": the OST object is missing (a dangling stripe: `nacre lfsck start -t layout` reports it, and with -c makes it again, empty)"
@@ -188,17 +188,6 @@ func PlainRPC(msg string) string { return rpcPrefix.ReplaceAllString(msg, "") }
 
 // rpcPrefix is what gRPC puts before a server's own message.
 var rpcPrefix = regexp.MustCompile(`rpc error: code = \w+ desc = `)
-
-// isObjectIO says whether op is a read or write of an OST object, as
-// the data path names it ("read OST0001 object 0x100000000:0x5 at 0").
-func isObjectIO(op string) bool {
-	for _, p := range []string{"read OST", "write OST"} {
-		if strings.HasPrefix(op, p) && strings.Contains(op, " object ") {
-			return true
-		}
-	}
-	return false
-}
 
 // otherPathError is a failure of an operand's command at another path
 // than the operand's (mv's destination, ln's link name), so that the

@@ -718,3 +718,20 @@ func holeErr(op string, f fid.FID, stripe int) error {
 	return &rpc.Errno{Op: fmt.Sprintf("%s %s", op, f), Errno: syscall.EIO,
 		Msg: fmt.Sprintf("stripe %d has no OST object (a file rebuilt by the checker from the stripes it found); copy the data you need to a new file", stripe)}
 }
+
+// MissingObject reports whether err is an OST's answer that an object of
+// the file does not exist, to a read or write of it: the file and its
+// name are there, and one of its stripes is dangling (the checker's
+// layout check reports it, and with -c makes it again, empty).
+func MissingObject(err error) bool {
+	var en *rpc.Errno
+	if !errors.As(err, &en) || en.Errno != syscall.ENOENT {
+		return false
+	}
+	for _, p := range []string{"read OST", "write OST"} {
+		if strings.HasPrefix(en.Op, p) && strings.Contains(en.Op, " object ") {
+			return true
+		}
+	}
+	return false
+}

@@ -27,6 +27,13 @@ func (fs *FS) status(op string, err error) fuse.Status {
 		fs.log.Warn("OST unreachable: I/O error", "op", op, "ost", fmt.Sprintf("OST%04x", down.OST), "addr", down.Addr, "err", err)
 		return fuse.EIO
 	}
+	if client.MissingObject(err) {
+		// Not "no such file": the file is there, one of its stripes'
+		// objects is not (ENOENT made `cat` say the file did not exist).
+		fs.log.Warn("an OST object of the file is missing (a dangling stripe; `nacre lfsck start -t layout` reports it, and with -c makes it again, empty): I/O error",
+			"op", op, "err", err)
+		return fuse.EIO
+	}
 	var e syscall.Errno
 	if errors.As(err, &e) && e != 0 && transportErrno(e) {
 		fs.log.Warn("server unreachable: I/O error", "op", op, "err", err)

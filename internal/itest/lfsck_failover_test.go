@@ -3,6 +3,7 @@ package itest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -110,5 +111,33 @@ func TestFuseDropsItsCacheOfAFileTheCheckerChanged(t *testing.T) {
 	}
 	if got, err := os.ReadFile(m.Path("f")); err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("the mount reads %d bytes (%v), not what the checker made of the file (equal to the old data: %v)", len(got), err, bytes.Equal(got, data))
+	}
+}
+
+// TestFuseReadOfADanglingStripeIsAnIOError: a read through the mount of a
+// file whose OST object is missing fails with EIO, and the mount's log
+// says what is wrong and what finds it. Before, it failed with ENOENT,
+// which `cat` reports as "No such file or directory" for a file that is
+// there.
+func TestFuseReadOfADanglingStripeIsAnIOError(t *testing.T) {
+	needFUSE(t)
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 2})
+	m := mountFuse(t, cl)
+	if err := os.WriteFile(m.Path("f"), patterned(64<<10, 3), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cl.Run("fault", "inject", "ost_object_missing", "--path", "/f", "--yes"); err != nil {
+		t.Fatalf("inject: %v\n%s", err, out)
+	}
+	f, err := os.OpenFile(m.Path("f"), os.O_RDONLY|syscall.O_DIRECT, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.ReadAt(make([]byte, 4096), 0); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("read of a dangling stripe: %v, want EIO", err)
+	}
+	if log, _ := os.ReadFile(m.Log); !strings.Contains(string(log), "dangling stripe") || !strings.Contains(string(log), "nacre lfsck") {
+		t.Fatalf("the mount's log does not say the object is missing:\n%s", log)
 	}
 }
