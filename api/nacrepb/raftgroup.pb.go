@@ -494,6 +494,8 @@ type RaftMembersReply struct {
 	Lease             bool                   `protobuf:"varint,12,opt,name=lease,proto3" json:"lease,omitempty"`
 	Members           []*RaftMember          `protobuf:"bytes,13,rep,name=members,proto3" json:"members,omitempty"`
 	Removed           []uint64               `protobuf:"varint,14,rep,packed,name=removed,proto3" json:"removed,omitempty"` // ids removed from the group (never reused)
+	Fsname            string                 `protobuf:"bytes,15,opt,name=fsname,proto3" json:"fsname,omitempty"`           // the file system the group belongs to
+	Name              string                 `protobuf:"bytes,16,opt,name=name,proto3" json:"name,omitempty"`               // the group: "MGS", "MDT0000"
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -624,6 +626,20 @@ func (x *RaftMembersReply) GetRemoved() []uint64 {
 		return x.Removed
 	}
 	return nil
+}
+
+func (x *RaftMembersReply) GetFsname() string {
+	if x != nil {
+		return x.Fsname
+	}
+	return ""
+}
+
+func (x *RaftMembersReply) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
 }
 
 type RaftAddRequest struct {
@@ -838,7 +854,7 @@ const file_raftgroup_proto_rawDesc = "" +
 	"\x05match\x18\x04 \x01(\x04R\x05match\x12\x1a\n" +
 	"\bprogress\x18\x05 \x01(\tR\bprogress\x12\x16\n" +
 	"\x06active\x18\x06 \x01(\bR\x06active\x12\x16\n" +
-	"\x06leader\x18\a \x01(\bR\x06leader\"\xac\x03\n" +
+	"\x06leader\x18\a \x01(\bR\x06leader\"\xd8\x03\n" +
 	"\x10RaftMembersReply\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\x04R\x05group\x12\x18\n" +
 	"\areplica\x18\x02 \x01(\x04R\areplica\x12\x14\n" +
@@ -856,7 +872,9 @@ const file_raftgroup_proto_rawDesc = "" +
 	"\x12snapshots_received\x18\v \x01(\x04R\x11snapshotsReceived\x12\x14\n" +
 	"\x05lease\x18\f \x01(\bR\x05lease\x12.\n" +
 	"\amembers\x18\r \x03(\v2\x14.nacre.v1.RaftMemberR\amembers\x12\x18\n" +
-	"\aremoved\x18\x0e \x03(\x04R\aremoved\"\x93\x01\n" +
+	"\aremoved\x18\x0e \x03(\x04R\aremoved\x12\x16\n" +
+	"\x06fsname\x18\x0f \x01(\tR\x06fsname\x12\x12\n" +
+	"\x04name\x18\x10 \x01(\tR\x04name\"\x93\x01\n" +
 	"\x0eRaftAddRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\x04R\x05group\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x12\x12\n" +

@@ -373,6 +373,9 @@ func ReplicaAdd(ctx context.Context, e Env, g ReplicaGroup, id uint64, addr stri
 				}
 				doing = fmt.Sprintf("replica %d (%s) is a learner of %s: promoting it to voter once it has caught up", id, addr, name)
 			}
+			if err := checkJoiner(ctx, lv, name, id, addr); err != nil {
+				return err
+			}
 		}
 	}
 	fmt.Fprintf(e.Out, "%s...\n", doing)
@@ -392,6 +395,31 @@ func ReplicaAdd(ctx context.Context, e Env, g ReplicaGroup, id uint64, addr stri
 		return refusal(err, "add replica %d to %s", id, g.Name)
 	}
 	fmt.Fprintf(e.Out, "replica %d is a %s of %s after %.1fs\n", id, roleOf(r, id), name, time.Since(start).Seconds())
+	return nil
+}
+
+// checkJoiner asks the process at addr, if one answers there, which
+// replica it is, and refuses one of another file system or group, or
+// another replica id: raft would take it in under the id given, and it
+// would install this group's state over its own (or, started as another
+// group's replica, answer for that group).
+func checkJoiner(ctx context.Context, lv *pb.RaftMembersReply, name string, id uint64, addr string) error {
+	m, err := membersOf(ctx, addr)
+	if err != nil {
+		return nil // not running yet: the add leaves it a learner, and says so
+	}
+	what := m.Name
+	if m.Fsname != "" {
+		what = fmt.Sprintf("%s of file system %q", m.Name, m.Fsname)
+	}
+	switch {
+	case lv.Fsname != "" && m.Fsname != "" && m.Fsname != lv.Fsname,
+		m.Group != lv.Group:
+		return fmt.Errorf("%s serves replica %d of %s, not a replica of %s of file system %q: give the address of the new replica's process (its --listen)",
+			addr, m.Replica, what, name, lv.Fsname)
+	case m.Replica != id:
+		return fmt.Errorf("%s serves replica %d of %s, not replica %d: give --id %d, or the address of replica %d's process", addr, m.Replica, what, id, m.Replica, id)
+	}
 	return nil
 }
 

@@ -269,6 +269,13 @@ func TestReplicaRefusesMembershipMistakes(t *testing.T) {
 		}
 	}
 
+	// The address of a process of another group (an MGS replica), or of
+	// another replica id: refused before anything is added.
+	mgsRows := replicaList(t, cl, "mgs")
+	refused([]string{fmt.Sprintf("%s serves replica %d of MGS of file system", mgsRows[0].Addr, mgsRows[0].Replica), "not a replica of MDT0"},
+		"add", "--target", "mdt0", "--id", "9", "--addr", mgsRows[0].Addr)
+	refused([]string{fmt.Sprintf("%s serves replica %d of MDT0000", addrOf[f], f), "not a replica of MGS"},
+		"add", "--target", "mgs", "--id", "9", "--addr", addrOf[f])
 	refused([]string{"no replica 9 in MDT0", "(replicas 1, 2, 3)"}, "remove", "--target", "mdt0", "--id", "9")
 	refused([]string{"no replica 9 in MDT0", "(replicas 1, 2, 3)"}, "transfer", "--target", "mdt0", "--to", "9")
 	if ids, _ := voters(replicaList(t, cl, "mdt0")); len(ids) != 3 {

@@ -120,6 +120,7 @@ func Members(g *Group) *nacrepb.RaftMembersReply {
 		Group: st.GroupID, Replica: st.ID, State: st.State, Leader: st.Leader, Term: st.Term,
 		Commit: st.Commit, Applied: st.Applied, FirstIndex: st.FirstIndex, LastIndex: st.LastIndex,
 		SnapshotsSent: st.Stats.SnapshotsSent, SnapshotsReceived: st.Stats.SnapshotsRecv, Lease: st.Lease,
+		Fsname: g.cfg.Fsname, Name: g.name(),
 	}
 	add := func(id uint64, role string) {
 		m := &nacrepb.RaftMember{Id: id, Addr: g.peerAddr(id), Role: role, Leader: id == st.Leader}

@@ -122,6 +122,9 @@ type Config struct {
 	// Name and Target name the group in errors for operators ("MDT0000",
 	// and "mdt0" as nacre replica --target spells it); default: its number.
 	Name, Target string
+	// Fsname is the file system the group belongs to, for RaftAdmin's
+	// Members (nacre replica add checks a new replica's).
+	Fsname string
 
 	Log *slog.Logger
 	// OnLeaderChange is called from a separate goroutine, in order, when

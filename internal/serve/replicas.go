@@ -76,6 +76,7 @@ func raftConfig(id target.Identity, dir string, tr *raftgroup.GRPCTransport, c r
 		}
 	}
 	c.Join = joining(id)
+	c.Fsname = id.Fsname
 	c.LogDir = target.RaftLogDir(dir)
 	if tr != nil {
 		c.Transport = tr
