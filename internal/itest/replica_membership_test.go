@@ -24,6 +24,7 @@ import (
 	"nacre/internal/localcluster"
 	"nacre/internal/rpc"
 	"nacre/internal/serve"
+	"nacre/internal/target"
 	"nacre/internal/testcluster"
 )
 
@@ -144,8 +145,39 @@ func TestReplicaAddRemoveReplaceOnline(t *testing.T) {
 	// And one replica of the MGS.
 	_, mgsLeader := voters(replicaList(t, cl, "mgs"))
 	run("replace", "--target", "mgs", "--id", fmt.Sprint(mgsLeader))
-	if ids, l := voters(replicaList(t, cl, "mgs")); len(ids) != 3 || l == mgsLeader {
+	mgsRows := replicaList(t, cl, "mgs")
+	if ids, l := voters(mgsRows); len(ids) != 3 || l == mgsLeader {
 		t.Fatalf("MGS after replacing its leader %d: voters %v, leader %d", mgsLeader, ids, l)
+	}
+	// The targets record the MGS replicas they now follow, for their next
+	// start (once every replica is replaced, the old list reaches none).
+	var want []string
+	for _, r := range mgsRows {
+		if r.Role == "voter" {
+			want = append(want, r.Addr)
+		}
+	}
+	names := []string{"ost0"}
+	mdts, _ := filepath.Glob(filepath.Join(cl.Dir, "mdt0-r*"))
+	for _, d := range mdts {
+		names = append(names, filepath.Base(d))
+	}
+	for _, name := range names {
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			id, err := target.Load(cl.TargetDir(name))
+			have := err == nil
+			for _, a := range want {
+				have = have && strings.Contains(id.MGSNode, a)
+			}
+			if have {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s records mgs_node %q (%v), want the MGS replicas %v", name, id.MGSNode, err, want)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
 	}
 	time.Sleep(time.Second)
 	close(stop)

@@ -31,6 +31,23 @@ type Registrar struct {
 	once   sync.Once
 	ready  chan struct{}
 	kick   chan struct{}
+
+	mu       sync.Mutex
+	onChange func(addrs string)
+	initial  string // the addresses it was started with
+}
+
+// OnMGSChange has f called with the MGS replicas' addresses (comma
+// separated) whenever the MGS lists others than the registrar follows, so
+// that a target can record them: one that restarted after every MGS
+// replica was replaced would otherwise dial none.
+func (r *Registrar) OnMGSChange(f func(addrs string)) {
+	r.mu.Lock()
+	r.onChange = f
+	r.mu.Unlock()
+	if now := r.cc.Addrs(); now != r.initial {
+		f(now) // changed before f was set
+	}
 }
 
 // StartRegistrar begins registering; info and beat are called for every
@@ -42,7 +59,7 @@ func StartRegistrar(mgsAddr string, info func() *pb.TargetInfo, beat func() *pb.
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Registrar{cc: sc, mgs: pb.NewMGSClient(sc), info: info, beat: beat, log: log, cancel: cancel,
-		fatal: make(chan error, 1), ready: make(chan struct{}), kick: make(chan struct{}, 1)}
+		fatal: make(chan error, 1), ready: make(chan struct{}), kick: make(chan struct{}, 1), initial: sc.Addrs()}
 	r.wg.Add(1)
 	go r.loop(ctx, mgsAddr)
 	return r, nil
@@ -120,7 +137,14 @@ func (r *Registrar) loop(ctx context.Context, addr string) {
 			if err == nil {
 				// MGS replicas replaced while this target runs would
 				// otherwise leave it with addresses of none.
-				r.cc.Follow(rep.GetMgsAddrs(), r.log)
+				if r.cc.Follow(rep.GetMgsAddrs(), r.log) {
+					r.mu.Lock()
+					f := r.onChange
+					r.mu.Unlock()
+					if f != nil {
+						f(r.cc.Addrs())
+					}
+				}
 			}
 		}
 		cancel()

@@ -58,6 +58,8 @@ func TestRegistrarFollowsTheMGSReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Stop()
+	var recorded atomic.Value
+	r.OnMGSChange(func(addrs string) { recorded.Store(addrs) })
 	deadline := time.Now().Add(10 * time.Second)
 	for newer.beats.Load() < 2 {
 		if time.Now().After(deadline) {
@@ -71,5 +73,9 @@ func TestRegistrarFollowsTheMGSReplicas(t *testing.T) {
 	}
 	if n := old.beats.Load(); n > 2 {
 		t.Errorf("the old MGS still got %d heartbeats", n)
+	}
+	// And the target is told, to record them for its next start.
+	if got, _ := recorded.Load().(string); got != newAddr {
+		t.Errorf("OnMGSChange got %q, want %q", got, newAddr)
 	}
 }

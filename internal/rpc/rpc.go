@@ -367,8 +367,9 @@ func (s *SwapConn) Swap(addrs []string) (bool, error) {
 }
 
 // Follow is Swap, logging a change or a failure to dial: a target or
-// client following the MGS replicas the MGS lists.
-func (s *SwapConn) Follow(addrs []string, log *slog.Logger) {
+// client following the MGS replicas the MGS lists. It reports whether it
+// changed the addresses.
+func (s *SwapConn) Follow(addrs []string, log *slog.Logger) bool {
 	was := s.Addrs()
 	swapped, err := s.Swap(addrs)
 	if err != nil {
@@ -376,6 +377,7 @@ func (s *SwapConn) Follow(addrs []string, log *slog.Logger) {
 	} else if swapped {
 		log.Info("MGS replicas changed: following them", "was", was, "mgs", s.Addrs())
 	}
+	return swapped && err == nil
 }
 
 // Addrs are the addresses dialled now.

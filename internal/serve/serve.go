@@ -190,6 +190,7 @@ func Run(ctx context.Context, dir string, o Options) error {
 			srv.Stop()
 			return err
 		}
+		r.OnMGSChange(recordMGS(dir, log))
 		go forward(r.Fatal(), fatal)
 		stop = func() { r.Stop(); srv.Stop() }
 	}
@@ -222,7 +223,8 @@ func Run(ctx context.Context, dir string, o Options) error {
 }
 
 func runMDS(id target.Identity, dir string, db *kv.DB, ln, dataLn net.Listener, reg *prometheus.Registry, sm *obs.ServerMetrics, log *slog.Logger, info *pb.TargetInfo, fatal chan error) (func(), error) {
-	mgsConn, err := rpc.Dial(id.MGSNode)
+	// Swappable: it follows the MGS replicas as the registrar learns them.
+	mgsConn, err := rpc.DialSwap(id.MGSNode)
 	if err != nil {
 		return nil, err
 	}
@@ -272,6 +274,11 @@ func runMDS(id target.Identity, dir string, db *kv.DB, ln, dataLn net.Listener, 
 		mgsConn.Close()
 		return nil, err
 	}
+	record := recordMGS(dir, log)
+	r.OnMGSChange(func(addrs string) {
+		mgsConn.Follow(strings.Split(addrs, ","), log)
+		record(addrs)
+	})
 	kick.set(r)
 	go forward(r.Fatal(), fatal)
 	go quietWhenRemoved(srv.Group(), r)
@@ -614,4 +621,23 @@ func StoreOptionsIn(k target.Kind, dir string) kv.Options {
 		return StoreOptions(k, 0)
 	}
 	return StoreOptions(k, u.Total)
+}
+
+// recordMGS returns what writes the MGS replicas a target follows now into
+// its identity (mgs_node), for its next start: after every MGS replica
+// was replaced (nacre replica replace), a target that restarted dialled
+// only the old ones, and nothing but editing the file helped.
+func recordMGS(dir string, log *slog.Logger) func(addrs string) {
+	return func(addrs string) {
+		id, err := target.Load(dir)
+		if err != nil || id.MGSNode == addrs {
+			return
+		}
+		id.MGSNode = addrs
+		if err := target.Save(dir, id); err != nil {
+			log.Warn("record the MGS replicas for the next start", "mgs_node", addrs, "err", err)
+			return
+		}
+		log.Info("recorded the MGS replicas for the next start", "mgs_node", addrs, "file", target.IdentityFile)
+	}
 }

@@ -3,6 +3,7 @@ package serve
 import (
 	"testing"
 
+	"nacre/internal/obs"
 	"nacre/internal/space"
 	"nacre/internal/target"
 )
@@ -33,5 +34,23 @@ func TestStoreOptionsFitTheDevice(t *testing.T) {
 				t.Errorf("%s on %d MiB keeps %d MiB for its store", c.kind, c.total/mib, r/mib)
 			}
 		}
+	}
+}
+
+// A target records the MGS replicas it follows in its identity, so that
+// its next start dials them (after every replica was replaced by hand,
+// the old mgs_node reached none).
+func TestRecordMGSWritesTheIdentity(t *testing.T) {
+	dir := t.TempDir()
+	if err := target.Format(dir, target.Identity{Fsname: "x", Kind: target.OST, MGSNode: "127.0.0.1:7001"}); err != nil {
+		t.Fatal(err)
+	}
+	recordMGS(dir, obs.Discard())("127.0.0.4:7001,127.0.0.5:7001,127.0.0.6:7001")
+	id, err := target.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id.MGSNode != "127.0.0.4:7001,127.0.0.5:7001,127.0.0.6:7001" || id.Fsname != "x" || id.Kind != target.OST {
+		t.Fatalf("identity after recordMGS: %+v", id)
 	}
 }
