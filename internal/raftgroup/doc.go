@@ -82,6 +82,7 @@
 //	                  the SnapshotMetadata being installed
 //	P 'a'             address book: replica id -> address (RaftPeers)
 //	P 'x'             ids removed from the group, never to be added again
+//	P 'i'             this replica's id (a store answers for one replica only)
 //	                  (8-byte big-endian ids, sorted)
 //
 // A new group writes a log holding a truncation point at index 1, term 1,

@@ -3,6 +3,7 @@ package raftgroup
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -383,6 +384,9 @@ func Start(cfg Config) (*Group, error) {
 	if err := g.recover(); err != nil {
 		return nil, fmt.Errorf("raft group %d replica %d: %w", g.gid, g.id, err)
 	}
+	if err := checkSelf(cfg.DB, g.keys, g.gid, g.id); err != nil {
+		return nil, err
+	}
 	if g.peers, err = loadPeers(cfg.DB, g.keys); err != nil {
 		return nil, err
 	}
@@ -464,7 +468,8 @@ func Start(cfg Config) (*Group, error) {
 	}
 	if !single && g.tr == nil {
 		g.Stop()
-		return nil, fmt.Errorf("raft group %d replica %d: the group has other replicas, and Config.Transport is nil", g.gid, g.id)
+		return nil, fmt.Errorf("raft group %d replica %d: its store belongs to a group of several replicas, but the target runs as a single one (formatted without --peers): "+
+			"if its identity file was written again, give nacre format this replica's --replica-id and the group's --peers", g.gid, g.id)
 	}
 	if single {
 		// Become leader and apply everything committed before the
@@ -976,4 +981,29 @@ func (n *notifier) run() {
 func (n *notifier) close() {
 	n.once.Do(func() { close(n.stop) })
 	<-n.done
+}
+
+// checkSelf makes sure a store answers for one replica only: it records
+// the replica id at the first start and refuses another one later. An
+// identity file written again with another --replica-id would otherwise
+// run this replica's log as that replica, a second voter of one id.
+func checkSelf(db *kv.DB, k keys, gid, id uint64) error {
+	v, err := db.Get(k.self)
+	switch {
+	case errors.Is(err, kv.ErrNotFound):
+		if err := db.Set(k.self, binary.BigEndian.AppendUint64(nil, id), true); err != nil {
+			return fmt.Errorf("raft group %d replica %d: record the replica id: %w", gid, id, err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("raft group %d replica %d: read the replica id: %w", gid, id, err)
+	case len(v) != 8:
+		return fmt.Errorf("raft group %d replica %d: the recorded replica id is damaged (%x)", gid, id, v)
+	}
+	if was := binary.BigEndian.Uint64(v); was != id {
+		return fmt.Errorf("raft group %d: this store is replica %d's, but the target's identity names replica %d: "+
+			"if its identity file was written again, give nacre format --replica-id %d (and the group's --peers); "+
+			"a replica's id never changes (a new id is a new replica: nacre replica add)", gid, was, id, was)
+	}
+	return nil
 }

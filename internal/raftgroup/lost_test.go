@@ -8,6 +8,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"nacre/internal/kv"
+
 	pb "go.etcd.io/raft/v3/raftpb"
 )
 
@@ -75,5 +77,30 @@ func TestHeartbeatBeyondTheLogNamesTheLostStore(t *testing.T) {
 	}
 	if err := g.lostEntries(&pb.Message{Type: pb.MsgHeartbeat.Enum(), From: new(uint64(9)), Commit: new(uint64(9))}); err != nil {
 		t.Fatalf("a heartbeat within the log: %v", err)
+	}
+}
+
+// A store answers for the replica that first ran on it: started again
+// under another id (an identity file written again with another
+// --replica-id), it refuses, naming the id it belongs to.
+func TestStoreRefusesAnotherReplicaID(t *testing.T) {
+	c := newCluster(t, "mem", 3, nil)
+	c.leader()
+	c.stop(2)
+	nd := c.nodes[2]
+	db, err := kv.Open("db", kv.Options{FS: nd.fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	cfg := Config{GroupID: 1, ID: 7, Peers: c.peers, DB: db, Prefix: []byte("\x00r"), SM: newTestSM(t, db), Transport: c.mem.Transport("mem-7"), Log: testLog()}
+	testTiming(&cfg)
+	g, err := Start(cfg)
+	if err == nil {
+		g.Stop()
+		t.Fatal("a store of replica 2 started as replica 7")
+	}
+	if !strings.Contains(err.Error(), "this store is replica 2's") || !strings.Contains(err.Error(), "--replica-id 2") {
+		t.Fatalf("error does not name the store's replica: %v", err)
 	}
 }

@@ -36,6 +36,7 @@ const (
 	sufPending   = 'p'
 	sufPeers     = 'a'
 	sufRemoved   = 'x' // ids removed from the group (membership.go)
+	sufSelf      = 'i' // this replica's id (checkSelf)
 	sufLog       = 'l' // format 1 only
 )
 
@@ -55,7 +56,7 @@ const (
 
 // keys builds the keys of one group's raft state in the kv.DB.
 type keys struct {
-	version, hardState, trunc, pending, peers, removed []byte
+	version, hardState, trunc, pending, peers, removed, self []byte
 	logLo, logHi                                       []byte // bounds of every format-1 log key
 }
 
@@ -69,6 +70,7 @@ func newKeys(prefix []byte) keys {
 		pending:   k(sufPending),
 		peers:     k(sufPeers),
 		removed:   k(sufRemoved),
+		self:      k(sufSelf),
 		logLo:     lo,
 		logHi:     kv.PrefixEnd(lo),
 	}
