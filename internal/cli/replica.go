@@ -449,6 +449,26 @@ func ReplicaRemove(ctx context.Context, e Env, g ReplicaGroup, id uint64) (membe
 		// down). Its registration kept `nacre up` from starting without
 		// its directory and status listing it, and nothing else could
 		// clear it.
+		// A group of this one registration, with no leader: a replica
+		// formatted for a group that does not exist (a mistyped --index)
+		// registered, and status and df showed that group without a
+		// leader for good. The MGS forgets it; a real target registers
+		// again when it starts.
+		if addrs, _, aerr := replicaAddrs(ctx, e.MGS, g); aerr == nil && len(addrs) == 1 && addrs[id] != "" && status.Code(err) != codes.NotFound {
+			m, merr := membersOf(ctx, addrs[id])
+			if merr == nil && m.Leader == 0 {
+				return false, fmt.Errorf("replica %d is the only replica of %s the MGS knows, and it runs (at %s) with no leader: stop its process (nacre serve of its directory) and run this again; while it runs it registers again",
+					id, strings.ToUpper(g.Name), addrs[id])
+			}
+			if merr != nil {
+				if derr := deregister(ctx, e, g, id); derr != nil {
+					return false, fmt.Errorf("%v; and the MGS did not forget its registration: %w", err, derr)
+				}
+				fmt.Fprintf(e.Out, "replica %d is the only replica of %s the MGS knows, and none leads: the MGS forgot its registration (%s); a target of that group registers again when it starts\n",
+					id, strings.ToUpper(g.Name), addrs[id])
+				return false, nil
+			}
+		}
 		if status.Code(err) == codes.NotFound {
 			if addrs, _, aerr := replicaAddrs(ctx, e.MGS, g); aerr == nil && addrs[id] != "" {
 				if derr := deregister(ctx, e, g, id); derr != nil {

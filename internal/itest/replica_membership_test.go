@@ -518,3 +518,54 @@ func stopsAsRemoved(t *testing.T, cl *testcluster.Cluster, victim string, pid in
 		}
 	}
 }
+
+// TestReplicaRemoveClearsAStrayGroup: a replica formatted for a group
+// that does not exist (a mistyped --index) registers, and status showed
+// that MDT without a leader for good; `replica remove` of it, once its
+// process is stopped, has the MGS forget it. While it runs, remove says
+// to stop it first.
+func TestReplicaRemoveClearsAStrayGroup(t *testing.T) {
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 1})
+	dir := filepath.Join(t.TempDir(), "stray")
+	if out, err := cl.Run("format", "--type", "mdt", "--index", "1", "--dir", dir, "--fsname", "nacre",
+		"--replica-id", "8", "--peers", "1=127.0.0.1:9", "--mgsnode", cl.MGS); err != nil {
+		t.Fatalf("format: %v\n%s", err, out)
+	}
+	srv := exec.Command(cl.Bin, "serve", "--dir", dir)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			srv.Process.Signal(syscall.SIGTERM)
+			srv.Wait()
+		}
+	}
+	defer stop()
+	listed := func() bool {
+		out, err := cl.Run("status", "--json")
+		if err != nil {
+			t.Fatalf("status: %v\n%s", err, out)
+		}
+		return strings.Contains(out, "MDT0001")
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for !listed() {
+		if time.Now().After(deadline) {
+			t.Fatal("the stray replica never registered")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if out, err := cl.Run("replica", "remove", "--target", "mdt1", "--id", "8"); err == nil || !strings.Contains(out, "stop its process") {
+		t.Fatalf("remove of a running stray replica: %v\n%s", err, out)
+	}
+	stop()
+	if out, err := cl.Run("replica", "remove", "--target", "mdt1", "--id", "8"); err != nil || !strings.Contains(out, "the MGS forgot its registration") {
+		t.Fatalf("remove of the stopped stray replica: %v\n%s", err, out)
+	}
+	if listed() {
+		t.Fatal("status still lists MDT0001 after the remove")
+	}
+}
