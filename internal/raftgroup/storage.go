@@ -57,7 +57,7 @@ const (
 // keys builds the keys of one group's raft state in the kv.DB.
 type keys struct {
 	version, hardState, trunc, pending, peers, removed, self []byte
-	logLo, logHi                                       []byte // bounds of every format-1 log key
+	logLo, logHi                                             []byte // bounds of every format-1 log key
 }
 
 func newKeys(prefix []byte) keys {
