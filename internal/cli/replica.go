@@ -373,7 +373,7 @@ func ReplicaAdd(ctx context.Context, e Env, g ReplicaGroup, id uint64, addr stri
 				}
 				doing = fmt.Sprintf("replica %d (%s) is a learner of %s: promoting it to voter once it has caught up", id, addr, name)
 			}
-			if err := checkJoiner(ctx, lv, name, id, addr); err != nil {
+			if err := checkJoiner(ctx, lv, name, id, addr, addrs[id]); err != nil {
 				return err
 			}
 		}
@@ -403,9 +403,15 @@ func ReplicaAdd(ctx context.Context, e Env, g ReplicaGroup, id uint64, addr stri
 // another replica id: raft would take it in under the id given, and it
 // would install this group's state over its own (or, started as another
 // group's replica, answer for that group).
-func checkJoiner(ctx context.Context, lv *pb.RaftMembersReply, name string, id uint64, addr string) error {
+func checkJoiner(ctx context.Context, lv *pb.RaftMembersReply, name string, id uint64, addr, registered string) error {
 	m, err := membersOf(ctx, addr)
 	if err != nil {
+		if registered != "" && registered != addr {
+			// A mistyped address: the add would make a learner that
+			// never catches up, and the id could not be added again.
+			return fmt.Errorf("nothing answers at %s, and replica %d of %s runs at %s (it registered with the MGS): give --addr %s",
+				addr, id, name, registered, registered)
+		}
 		return nil // not running yet: the add leaves it a learner, and says so
 	}
 	what := m.Name

@@ -132,6 +132,9 @@ func GetStatus(ctx context.Context, mgs string) (*ClusterStatus, error) {
 		return nil, client.NotAnMGS(mgs, err)
 	}
 	if err != nil {
+		if why := mgsWithoutLeader(mgs); why != "" {
+			return nil, fmt.Errorf("the MGS answers no request: %s (%w)", why, err)
+		}
 		return nil, fmt.Errorf("MGS at %s does not answer: %w (is the cluster up?)", mgs, err)
 	}
 	st := &ClusterStatus{Fsname: cfg.Fsname, MGS: mgs}
@@ -457,4 +460,37 @@ func targetStatfs(ctx context.Context, ts TargetStatus) (*pb.Statfs, error) {
 		return nil, err
 	}
 	return r.Statfs, nil
+}
+
+// mgsWithoutLeader tells, for an MGS that did not answer a request, if
+// its replicas run but have no leader: a replicated MGS whose majority is
+// down answers nothing, which "does not answer (is the cluster up?)" hid
+// ("" if no replica answers, or one leads).
+func mgsWithoutLeader(mgs string) string {
+	addrs := strings.Split(mgs, ",")
+	up, voters := 0, 0
+	for _, a := range addrs {
+		m, err := membersOf(context.Background(), strings.TrimSpace(a))
+		if err != nil {
+			continue
+		}
+		if m.Leader != 0 {
+			return ""
+		}
+		up++
+		n := 0
+		for _, mm := range m.Members {
+			if mm.Role == "voter" {
+				n++
+			}
+		}
+		voters = max(voters, n)
+	}
+	if up == 0 {
+		return ""
+	}
+	if voters == 0 {
+		voters = len(addrs)
+	}
+	return fmt.Sprintf("its replicas have no leader (%d of %d answer; a leader needs a majority: start the others)", up, voters)
 }

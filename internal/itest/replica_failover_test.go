@@ -3,6 +3,7 @@ package itest
 import (
 	"context"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -180,6 +181,21 @@ func TestReplicaMGSLeaderKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("with mgs-r1 killed, an existing client read the configuration after %v", time.Since(start).Round(time.Millisecond))
+	cl.Restart()
+	// With a majority of the MGS replicas down, status says so, not that
+	// the MGS "does not answer (is the cluster up?)".
+	cl.Kill("mgs-r1", syscall.SIGKILL)
+	cl.Kill("mgs-r2", syscall.SIGKILL)
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		// (the last replica leads on until it finds it lost its majority)
+		out, err := cl.Run("status")
+		if err != nil && strings.Contains(out, "its replicas have no leader (1 of 3 answer") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status with two of three MGS replicas down: %v\n%s", err, out)
+		}
+	}
 	cl.Restart()
 	if os.Getenv("NACRE_ITEST_LONG") == "" {
 		return
