@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -323,13 +324,26 @@ func setReplica(id *target.Identity, rid uint64, peers, created string) error {
 		return fmt.Errorf("OSTs are not replicated")
 	}
 	id.ReplicaID, id.Peers = rid, map[uint64]string{}
+	byAddr := map[string]uint64{}
 	for _, p := range strings.Split(peers, ",") {
 		k, a, ok := strings.Cut(strings.TrimSpace(p), "=")
 		n, err := strconv.ParseUint(k, 10, 64)
 		if !ok || err != nil || n == 0 || a == "" {
 			return fmt.Errorf("--peers %q: want ID=HOST:PORT,...", peers)
 		}
-		id.Peers[n] = a
+		if _, dup := id.Peers[n]; dup {
+			return fmt.Errorf("--peers %q names replica %d twice: each replica once, with its --listen address", peers, n)
+		}
+		if o, dup := byAddr[a]; dup {
+			return fmt.Errorf("--peers %q gives replicas %d and %d the same address %s: each replica is its own process with its own address", peers, o, n, a)
+		}
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "0" {
+			return fmt.Errorf("--peers %q: replica %d's address %s must be HOST:PORT with a fixed port (the others dial it)", peers, n, a)
+		}
+		id.Peers[n], byAddr[a] = a, n
+	}
+	if _, self := id.Peers[rid]; self && len(id.Peers) == 2 {
+		return fmt.Errorf("--peers names 2 replicas: two replicas survive no failure (a majority of 2 is 2); use 3 (or 5)")
 	}
 	if a, self := id.Peers[rid]; self && a != id.Listen {
 		return fmt.Errorf("--peers gives replica %d the address %s but --listen is %s", rid, a, id.Listen)

@@ -83,6 +83,11 @@ func addServerCommands(root *cobra.Command, g *globals) {
 				return err
 			}
 			if kind == target.MGS {
+				for _, f := range []string{"index", "mgsnode"} {
+					if cmd.Flags().Changed(f) {
+						return fmt.Errorf("--%s is not for an MGS (there is one per file system, and it is the MGS): leave it out", f)
+					}
+				}
 				id.MGSNode = ""
 				if id.Listen == "127.0.0.1:0" {
 					return fmt.Errorf("the MGS needs a fixed address that clients can be told: --listen HOST:PORT")
