@@ -352,7 +352,11 @@ func ReplicaAdd(ctx context.Context, e Env, g ReplicaGroup, id uint64, addr stri
 	}
 	// The servers refuse too; asking first keeps the message plain and
 	// says nothing of adding when nothing will be added.
-	if addrs, _, err := replicaAddrs(ctx, e.MGS, g); err == nil {
+	addrs, _, err := replicaAddrs(ctx, e.MGS, g)
+	if err != nil && strings.Contains(err.Error(), "knows no replica") {
+		return err // before saying it is adding
+	}
+	if err == nil {
 		if lv, _, err := leaderView(ctx, addrs); err == nil {
 			if slices.Contains(lv.Removed, id) {
 				return fmt.Errorf("replica id %d was removed from %s, and ids are never reused: give the new replica another --id (or leave it out with --dir)", id, name)
@@ -509,6 +513,18 @@ func deregister(ctx context.Context, e Env, g ReplicaGroup, id uint64) error {
 // ReplicaTransfer hands the group's leadership to replica to (0: the most
 // up-to-date other voter).
 func ReplicaTransfer(ctx context.Context, e Env, g ReplicaGroup, to uint64) (uint64, error) {
+	// A replica the leader has not heard from lately (down) cannot take
+	// over: say so at once, not after the whole wait.
+	if addrs, _, aerr := replicaAddrs(ctx, e.MGS, g); aerr == nil && to != 0 {
+		if lv, _, lerr := leaderView(ctx, addrs); lerr == nil {
+			for _, m := range lv.Members {
+				if m.Id == to && m.Role == "voter" && !m.Active && !m.Leader {
+					return 0, fmt.Errorf("replica %d of %s has not been heard from lately (is its process running?): start it, or transfer to another replica",
+						to, strings.ToUpper(g.Name))
+				}
+			}
+		}
+	}
 	r, err := onLeader(ctx, e, g, func(ctx context.Context, c pb.RaftAdminClient) (*pb.RaftMembersReply, error) {
 		return c.TransferLeader(ctx, &pb.RaftTransferRequest{To: to})
 	})

@@ -425,6 +425,31 @@ func TestReplicaRefusesMembershipMistakes(t *testing.T) {
 	if out, err := cl.Run(args...); err != nil || !strings.Contains(out, "promoting it to voter") {
 		t.Fatalf("%s: %v\n%s", promote, err, out)
 	}
+
+	// A transfer to a voter that is down is refused at once, once the
+	// leader has noticed (it used to wait out the whole deadline).
+	rows = replicaList(t, cl, "mdt0")
+	ids, leader = voters(rows)
+	var down string
+	var downID uint64
+	for _, r := range rows {
+		if r.Role == "voter" && r.Replica != leader {
+			downID, down = r.Replica, fmt.Sprintf("mdt0-r%d", r.Replica)
+			break
+		}
+	}
+	cl.Kill(down, syscall.SIGKILL)
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		start := time.Now()
+		out, err := cl.Run("replica", "transfer", "--target", "mdt0", "--to", fmt.Sprint(downID))
+		if err != nil && strings.Contains(out, "has not been heard from lately") && time.Since(start) < 5*time.Second {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("transfer to the killed replica %d: %v\n%s", downID, err, out)
+		}
+	}
+	cl.Restart()
 }
 
 // TestARemovedReplicaStopsAndLeavesStatus: a replica removed without
