@@ -362,9 +362,18 @@ func (s *Server) Heartbeat(ctx context.Context, r *pb.HeartbeatRequest) (*pb.Hea
 	return &pb.HeartbeatReply{MgsAddrs: s.mgsAddrsLocked()}, nil
 }
 
-// mgsAddrsLocked lists the addresses of the MGS replicas registered, by
-// replica id (none for an MGS that is not replicated). s.mu is held.
+// mgsAddrsLocked lists the addresses of the MGS replicas, by replica id
+// (none for an MGS that is not replicated): the group's members as its
+// configuration has them, else those registered. Not those registered
+// alone: during a start, the replicas registered so far may be the
+// leader alone, and targets that followed that list lost the MGS with
+// it. s.mu is held.
 func (s *Server) mgsAddrsLocked() []string {
+	if s.group != nil && s.group.Replicated() {
+		if addrs := s.group.MemberAddrs(); len(addrs) > 0 {
+			return addrs
+		}
+	}
 	var reps []*pb.TargetInfo
 	for _, e := range s.targets {
 		if e.info.Kind == pb.TargetKind_TARGET_MGS && e.info.ReplicaId != 0 && e.info.Addr != "" {

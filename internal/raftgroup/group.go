@@ -126,6 +126,11 @@ type Config struct {
 	// Fsname is the file system the group belongs to, for RaftAdmin's
 	// Members (nacre replica add checks a new replica's).
 	Fsname string
+	// VoteWhileEmpty lets a replica whose log holds only the starting
+	// point vote for candidates with longer logs (emptyVote): for an
+	// admin who knows this replica never held the group's log (it was
+	// down since it was formatted), when the others lost their majority.
+	VoteWhileEmpty bool
 
 	Log *slog.Logger
 	// OnLeaderChange is called from a separate goroutine, in order, when
@@ -282,7 +287,8 @@ type Group struct {
 	err   error // fatal error, set before done is closed
 
 	seq      atomic.Uint64
-	solo     atomic.Bool // this replica is the group's only voter (and no learners)
+	solo     atomic.Bool              // this replica is the group's only voter (and no learners)
+	members  atomic.Pointer[[]uint64] // voters and learners (noteConf)
 	leader   atomic.Uint64
 	isLeader atomic.Bool
 	// leaderSince: when this replica last became leader (unix ns).
@@ -694,6 +700,33 @@ func (g *Group) Replicated() bool { return !g.solo.Load() }
 func (g *Group) noteConf() {
 	cs := g.store.conf
 	g.solo.Store(g.singleVoter() && len(cs.GetLearners()) == 0 && len(cs.GetLearnersNext()) == 0)
+	var ids []uint64
+	for _, l := range [][]uint64{cs.GetVoters(), cs.GetVotersOutgoing(), cs.GetLearners(), cs.GetLearnersNext()} {
+		for _, id := range l {
+			if !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	slices.Sort(ids)
+	g.members.Store(&ids)
+}
+
+// MemberAddrs lists the addresses of the group's voters and learners as
+// this replica's configuration has them, by replica id (those whose
+// address it does not know are left out). It does not wait for the loop.
+func (g *Group) MemberAddrs() []string {
+	p := g.members.Load()
+	if p == nil {
+		return nil
+	}
+	var out []string
+	for _, id := range *p {
+		if a := g.peerAddr(id); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // IsLeader reports whether this replica is the leader.
