@@ -167,13 +167,15 @@ func (g *Group) holdVote(m *pb.Message) bool {
 // among themselves; a replica votes again once a leader gave it entries.
 func (g *Group) emptyVote(m *pb.Message) bool {
 	t := m.GetType()
-	if (t != pb.MsgVote && t != pb.MsgPreVote) || g.store.last() > bootIndex || m.GetIndex() <= bootIndex {
+	if (t != pb.MsgVote && t != pb.MsgPreVote) || g.store.last() > bootIndex || m.GetIndex() <= bootIndex || g.cfg.VoteWhileEmpty {
 		return false
 	}
 	if !g.warnedEmpty {
 		g.warnedEmpty = true
 		g.log.Warn("not voting: this replica's log is empty and the candidate's is not; it votes once a leader has sent it the log. "+
-			"If its store was lost and formatted again under the same id, stop it and replace it instead (nacre replica replace --id N --new-id M)",
+			"If its store was lost and formatted again under the same id, stop it and replace it instead (nacre replica replace --id N --new-id M). "+
+			"If it never held the group's log (down since it was formatted) and the others cannot elect a leader without it, "+
+			"restart it with NACRE_RAFT_VOTE_WHILE_EMPTY=1 in its environment",
 			"candidate", m.GetFrom(), "candidate_last_index", m.GetIndex())
 	}
 	return true

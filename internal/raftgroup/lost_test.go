@@ -104,3 +104,26 @@ func TestStoreRefusesAnotherReplicaID(t *testing.T) {
 		t.Fatalf("error does not name the store's replica: %v", err)
 	}
 }
+
+// The cost of the rule above, and its way out: a replica down since it
+// was formatted (its log empty, it never acknowledged anything) cannot
+// help the last replica that holds the log elect itself; with
+// VoteWhileEmpty, which an admin who knows that sets, it can.
+func TestEmptyReplicaVotesWhenTold(t *testing.T) {
+	c := newCluster(t, "mem", 3, func(cfg *Config) { cfg.VoteWhileEmpty = cfg.ID == 3 })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c.stop(3)
+	if _, err := c.propose(ctx, "without-3"); err != nil {
+		t.Fatal(err)
+	}
+	l := c.leader().id
+	c.stop(l)
+	c.nodes[3].fs = vfs.NewMem() // down since it was formatted: empty
+	c.start(3, false)
+	res, err := c.propose(ctx, "after")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitApplied(res.Index)
+}

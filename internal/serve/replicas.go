@@ -77,6 +77,7 @@ func raftConfig(id target.Identity, dir string, tr *raftgroup.GRPCTransport, c r
 	}
 	c.Join = joining(id)
 	c.Fsname = id.Fsname
+	c.VoteWhileEmpty = os.Getenv("NACRE_RAFT_VOTE_WHILE_EMPTY") == "1" // raftgroup.Config
 	c.LogDir = target.RaftLogDir(dir)
 	if tr != nil {
 		c.Transport = tr
