@@ -160,7 +160,13 @@ func (fs *FS) killSetID(ctx context.Context, n *node) error {
 	if err != nil {
 		return err
 	}
-	mode := ino.Mode & 0o7777
+	return fs.clearSetID(ctx, n, ino.Mode)
+}
+
+// clearSetID clears, by the kernel's rule, the set-ID bits of n, whose
+// mode is as just fetched.
+func (fs *FS) clearSetID(ctx context.Context, n *node, mode uint32) error {
+	mode &= 0o7777
 	kill := mode & syscall.S_ISUID
 	if mode&(syscall.S_ISGID|syscall.S_IXGRP) == syscall.S_ISGID|syscall.S_IXGRP {
 		kill |= syscall.S_ISGID
@@ -173,7 +179,7 @@ func (fs *FS) killSetID(ctx context.Context, n *node) error {
 	}
 	// The writer need not own the file: the clearing is done with root's
 	// rights, as SetAttr does for the kernel's own clearing.
-	_, err = fs.c.Setattr(client.WithCred(ctx, &pb.Cred{}), &pb.SetattrOp{Fid: n.fid.PB(),
+	_, err := fs.c.Setattr(client.WithCred(ctx, &pb.Cred{}), &pb.SetattrOp{Fid: n.fid.PB(),
 		Valid: uint32(pb.SetattrValid_SETATTR_MODE), Mode: mode &^ kill})
 	fs.forgetAttrs(n.id)
 	if fs.srv != nil {

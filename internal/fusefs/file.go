@@ -260,7 +260,9 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 // with ATOMIC_O_TRUNC the kernel leaves that to the file system.
 func (fs *FS) openTruncate(ctx context.Context, hdr *fuse.InHeader, h *handle, ino *pb.Inode) fuse.Status {
 	if ino.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 && !capFSETID(hdr) {
-		if err := fs.killSetID(ctx, h.n); err != nil {
+		// By the mode just fetched: "no such bits" cached before (a
+		// chmod u+s elsewhere since) must not skip it.
+		if err := fs.clearSetID(ctx, h.n, ino.Mode); err != nil {
 			return fs.status("truncate", err)
 		}
 	}
@@ -456,18 +458,13 @@ func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint
 		of.rw.RLock()
 		defer of.rw.RUnlock()
 		_, err := of.f.WriteAt(ctx, p, off)
-		if err != nil && appended {
-			// The bytes reserved at the end were not written: the next
-			// append asks where the file ends instead of leaving a hole.
-			of.endStale()
-		}
 		return err
 	}
 	// Far out (a file offset from 1 TiB) a write may pass the largest
 	// object an OST holds (EFBIG): it goes synchronously, so that the
 	// error reaches write(2), not a close nobody checks.
 	if !h.syncWrites() && off+uint64(len(data)) < syncWritesFrom {
-		if err := fs.writeAsync(of, data, off, write); err != nil {
+		if err := fs.writeAsync(of, data, off, appended, write); err != nil {
 			return 0, fs.status("write", err)
 		}
 		return uint32(len(data)), fuse.OK
@@ -477,6 +474,11 @@ func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint
 		return 0, fs.status("write", err)
 	}
 	if err := write(data); err != nil {
+		if appended {
+			// The bytes reserved at the end were not written: the next
+			// append asks where the file ends instead of leaving a hole.
+			of.endStale()
+		}
 		return 0, fs.status("write", err)
 	}
 	if h.flags&(syscall.O_SYNC|syscall.O_DSYNC) != 0 {
@@ -741,44 +743,62 @@ func (fs *FS) registerOpen(ctx context.Context, f fid.FID) (*pb.Inode, bool, fus
 // have cached for the entry timeout, while another client moved it.
 const nameFresh = 20 * time.Millisecond
 
-// checkName verifies that the name the kernel knows n by still leads to
-// n, unless it learnt it just now, and returns n's attributes as fetched
-// with it (nil: no check was needed). A name that another client moved
+// checkName verifies that the names the kernel knows n by still lead to
+// n, unless it learnt one just now, and returns n's attributes as fetched
+// with them (nil: no check was needed). A name that another client moved
 // or removed meanwhile answers staleOpen, and the kernel looks it up
 // again: without this, an open of "a" on one mount within a second of
 // `mv a b` on another opened b and wrote into it. This is what NFS's
 // close-to-open pays too (its open revalidates the name): one call to
 // the MDS for an open through a name the kernel did not just look up.
-// A failed check is not repeated until the kernel names n again, so an
-// open that reaches n without a name (a working directory, a
-// /proc/PID/fd link, the retry after a hard link was renamed) succeeds.
+// A name that failed is forgotten, so an open that reaches n without a
+// name (a working directory, a /proc/PID/fd link) succeeds on the
+// kernel's retry, and the retry through a name looks it up afresh.
 func (fs *FS) checkName(ctx context.Context, n *node) (*pb.Inode, fuse.Status) {
 	fs.mu.Lock()
-	parent, name, at, ok := n.viaParent, n.viaName, n.viaAt, n.viaOK
+	now := time.Now()
+	var check []via
+	fresh := now.Sub(n.checked) < nameFresh
+	for _, v := range n.vias {
+		switch age := now.Sub(v.at); {
+		case age >= fs.o.EntryTimeout:
+			// The kernel looks it up again before using it.
+		case age < nameFresh:
+			fresh = true // the lookup of this open's path walk
+		default:
+			check = append(check, v)
+		}
+	}
 	fs.mu.Unlock()
-	if !ok || time.Since(at) < nameFresh {
+	if fresh || len(check) == 0 {
 		return nil, fuse.OK
 	}
 	fs.fenceOwnWrites(n.fid)
-	// As root: the kernel checked the caller's search permissions on
-	// the way, and an open through a working directory need not have any
-	// on its parent.
-	ino, err := fs.c.Lookup(client.WithCred(ctx, &pb.Cred{}), parent, name)
-	if err != nil && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ENOTDIR) {
-		return nil, fs.status("open", err)
-	}
-	if err != nil || fid.FromPB(ino.Fid) != n.fid {
-		fs.mu.Lock()
-		if n.viaAt == at {
-			n.viaOK = false
+	// Every name the kernel may have used (hard links): FUSE does not say
+	// which. As root: the kernel checked the caller's search permissions
+	// on the way, and an open through a working directory need not have
+	// any on its parent.
+	var ino *pb.Inode
+	stale := false
+	for _, v := range check {
+		got, err := fs.c.Lookup(client.WithCred(ctx, &pb.Cred{}), v.parent, v.name)
+		if err != nil && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ENOTDIR) {
+			return nil, fs.status("open", err)
 		}
-		fs.mu.Unlock()
+		if err != nil || fid.FromPB(got.Fid) != n.fid {
+			stale = true
+			fs.unnamed(n, v.parent, v.name)
+			continue
+		}
+		if ino == nil {
+			ino = got
+		}
+	}
+	if stale {
 		return nil, staleOpen
 	}
 	fs.mu.Lock()
-	if n.viaAt == at {
-		n.viaAt = time.Now()
-	}
+	n.checked = time.Now()
 	fs.mu.Unlock()
 	if err := fs.c.Glimpse(ctx, ino); err != nil {
 		return nil, fs.status("open", err)

@@ -56,6 +56,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -196,15 +197,23 @@ type node struct {
 	// lookup that raced with the change may predate it: getxattr and
 	// listxattr ask the MDS (see xattrsKnown).
 	xattrsChanged time.Time
-	// The name the kernel last learnt this node by (a lookup, a listing
-	// with attributes, a create, link or rename here), and when; viaOK
-	// false: none to check (a FID path, or a check failed). An open
-	// checks it with the MDS unless it was learnt just now (checkName).
-	viaParent fid.FID
-	viaName   string
-	viaAt     time.Time
-	viaOK     bool
+	// vias are the names the kernel learnt this node by (a lookup, a
+	// listing with attributes, a create, link or rename here) within the
+	// entry timeout, with when: an open checks them with the MDS unless
+	// one was learnt just now (checkName). checked: when they last passed.
+	vias    []via
+	checked time.Time
 }
+
+// via is one name of a node the kernel may have cached.
+type via struct {
+	parent fid.FID
+	name   string
+	at     time.Time
+}
+
+// maxVias bounds the names kept per node (hard links).
+const maxVias = 8
 
 // New returns the file system over c. Start a session (c.StartSession)
 // with fs.Invalidate as its callback and hand it over with SetSession
@@ -537,11 +546,29 @@ func (fs *FS) fillNamed(ino *pb.Inode, out *fuse.EntryOut, parent fid.FID, name 
 	return n
 }
 
-// named notes that the kernel knows n as parent/name as of now.
+// named notes that the kernel knows n as parent/name as of now, and
+// forgets the names it will have looked up again before using them.
 func (fs *FS) named(n *node, parent fid.FID, name string) {
 	fs.mu.Lock()
-	n.viaParent, n.viaName, n.viaAt, n.viaOK = parent, name, time.Now(), true
-	fs.mu.Unlock()
+	defer fs.mu.Unlock()
+	now := time.Now()
+	keep := n.vias[:0]
+	for _, v := range n.vias {
+		if now.Sub(v.at) < fs.o.EntryTimeout && (v.parent != parent || v.name != name) {
+			keep = append(keep, v)
+		}
+	}
+	if len(keep) >= maxVias {
+		keep = append(keep[:0], keep[1:]...)
+	}
+	n.vias = append(keep, via{parent: parent, name: name, at: now})
+}
+
+// unnamed forgets parent/name as a name of n (moved away by this mount).
+func (fs *FS) unnamed(n *node, parent fid.FID, name string) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	n.vias = slices.DeleteFunc(n.vias, func(v via) bool { return v.parent == parent && v.name == name })
 }
 
 func (fs *FS) fillEntry(ino *pb.Inode, out *fuse.EntryOut) *node {

@@ -143,7 +143,7 @@ func TestWriteBehindMergesSmallWrites(t *testing.T) {
 	write := func(i int) {
 		t.Helper()
 		off := uint64(i) * 4096
-		if err := fs.writeAsync(of, chunk(i), off, writeAt(off)); err != nil {
+		if err := fs.writeAsync(of, chunk(i), off, false, writeAt(off)); err != nil {
 			t.Fatal(err)
 		}
 	}

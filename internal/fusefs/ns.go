@@ -491,9 +491,9 @@ func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName
 		}
 		moved, err := fs.c.Move(ctx, sp, oldName, dp, newName, in.Flags)
 		fs.endFlight(flown, nil)
-		fs.moved(moved, dp, newName)
+		fs.moved(moved, sp, oldName, dp, newName)
 		if err == nil {
-			fs.moved(other, sp, oldName)
+			fs.moved(other, dp, newName, sp, oldName)
 		}
 		return fs.status("rename", err)
 	}
@@ -511,7 +511,7 @@ func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName
 		made = open // the reply does not say which file it replaced
 	}
 	fs.endFlight(flown, made)
-	fs.moved(moved, dp, newName)
+	fs.moved(moved, sp, oldName, dp, newName)
 	return fs.status("rename", err)
 }
 
@@ -519,7 +519,7 @@ func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName
 // mount moved (nil: none) to parent/name: its change time is new, and a
 // directory's attributes are otherwise answered from the cache
 // (GetAttr). The kernel moves its entry: the object's name is the new one.
-func (fs *FS) moved(ino *pb.Inode, parent fid.FID, name string) {
+func (fs *FS) moved(ino *pb.Inode, fromParent fid.FID, fromName string, parent fid.FID, name string) {
 	if ino == nil || ino.Fid == nil {
 		return
 	}
@@ -529,6 +529,7 @@ func (fs *FS) moved(ino *pb.Inode, parent fid.FID, name string) {
 	n := fs.byFID[f]
 	fs.mu.Unlock()
 	if n != nil {
+		fs.unnamed(n, fromParent, fromName)
 		fs.named(n, parent, name)
 	}
 }

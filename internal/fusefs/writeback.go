@@ -82,6 +82,10 @@ type flight struct {
 	bp       *[]byte // the data, a buffer of class
 	class    int
 	write    func(p []byte) error // of the first write; it writes at off
+	// appends: an O_APPEND write the daemon placed is in it; if it
+	// fails, of's next append asks where the file ends (no hole).
+	appends bool
+	of      *openFile
 }
 
 // writeBehind is one open file's writes in flight.
@@ -215,7 +219,7 @@ func (w *writeBehind) busy() bool {
 }
 
 // writeAsync queues a copy of data at off; write does the I/O.
-func (fs *FS) writeAsync(of *openFile, data []byte, off uint64, write func(p []byte) error) error {
+func (fs *FS) writeAsync(of *openFile, data []byte, off uint64, appended bool, write func(p []byte) error) error {
 	w := of.wb
 	n := len(data)
 	end := off + uint64(n)
@@ -226,6 +230,7 @@ func (fs *FS) writeAsync(of *openFile, data []byte, off uint64, write func(p []b
 		if o.end == off && int(end-o.off) <= mergeMax && !w.overlapsSent(off, end) {
 			o.add(data)
 			o.end = end
+			o.appends = o.appends || appended
 			w.bytes += n
 			if end-o.off >= mergeMax/2 {
 				w.sendLocked(o)
@@ -242,7 +247,7 @@ func (fs *FS) writeAsync(of *openFile, data []byte, off uint64, write func(p []b
 	}
 	bp, class := getBuf(n)
 	*bp = append((*bp)[:0], data...)
-	fl := &flight{off: off, end: end, bp: bp, class: class, write: write}
+	fl := &flight{off: off, end: end, bp: bp, class: class, write: write, appends: appended, of: of}
 	w.flights[fl] = struct{}{}
 	w.bytes += n
 	if n < mergeMax/2 && w.sent > 0 {
@@ -283,6 +288,11 @@ func (w *writeBehind) sendLocked(fl *flight) {
 		w.sent--
 		w.bytes -= n
 		if err != nil {
+			if fl.appends {
+				// Before the failure is reported, so that the append
+				// after it asks where the file ends.
+				fl.of.endStale()
+			}
 			w.failLocked(err)
 		}
 		if w.open != nil {

@@ -311,6 +311,10 @@ func (fs *FS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string,
 			fs.log.Info("bad nacre.lov value", "err", err)
 			return fuse.EINVAL
 		}
+		// The MDT lets a layout change only a file with no data; this
+		// mount's writes still on their way to the OSTs are data (before,
+		// the layout changed under them and they were lost).
+		fs.fenceOwnWrites(f)
 		_, err = fs.c.SetLayout(ctx, f, l)
 		if err == nil {
 			fs.mu.Lock()

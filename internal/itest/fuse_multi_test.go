@@ -406,6 +406,22 @@ func TestFuseOpenThroughANameAnotherMountMoved(t *testing.T) {
 		t.Fatalf("r/x after the swap reads %q on the other mount, want y", got)
 	}
 
+	// A file with two names, both cached: the one moved away is checked
+	// too, whichever the kernel opens through.
+	must(os.WriteFile(m1.Path("r", "h1"), []byte("OLD"), 0o644))
+	must(os.Link(m1.Path("r", "h1"), m1.Path("r", "h2")))
+	read(m2.Path("r", "h1"))
+	read(m2.Path("r", "h2"))
+	time.Sleep(100 * time.Millisecond)
+	must(os.Rename(m1.Path("r", "h1"), m1.Path("r", "hz")))
+	must(os.WriteFile(m1.Path("r", "h1"), []byte("NEW"), 0o644))
+	if got := read(m2.Path("r", "h1")); got != "NEW" {
+		t.Fatalf("r/h1 reads %q on the other mount after it was moved away and made again, want NEW", got)
+	}
+	if got := read(m2.Path("r", "h2")); got != "OLD" {
+		t.Fatalf("r/h2 (the other link) reads %q, want OLD", got)
+	}
+
 	// Reached without a name: a working directory moved away, and a
 	// /proc/PID/fd link to a moved file.
 	f, err := os.Open(m2.Path("r", "b"))

@@ -472,3 +472,35 @@ func TestFusePOSIXCornersFoundByDifferentialTesting(t *testing.T) {
 		}
 	}
 }
+
+// TestFuseLayoutOfAFileWithWritesInFlightIsRefused: setting nacre.lov on
+// a file right after writing to it (the write acknowledged, still on its
+// way to the OST) is refused with EEXIST, as for any file with data, and
+// the data stays. Before, the layout changed under the write and the file
+// read back empty or with zeros, with no error anywhere.
+func TestFuseLayoutOfAFileWithWritesInFlightIsRefused(t *testing.T) {
+	needFUSE(t)
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 2})
+	m := mountFuse(t, cl)
+	data := bytes.Repeat([]byte("A"), 4096)
+	for i := 0; i < 20; i++ {
+		p := m.Path(fmt.Sprintf("f%d", i))
+		f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		err = unix.Fsetxattr(int(f.Fd()), "nacre.lov", []byte("stripe_count=2 stripe_size=64K"), 0)
+		if cerr := f.Close(); cerr != nil {
+			t.Fatal(cerr)
+		}
+		if !errors.Is(err, syscall.EEXIST) {
+			t.Fatalf("round %d: nacre.lov on a file just written: %v, want EEXIST", i, err)
+		}
+		if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("round %d: the file reads %d bytes (%v), want its 4096", i, len(got), err)
+		}
+	}
+}
