@@ -331,7 +331,10 @@ func advertisable(addr string) error {
 	if err != nil {
 		return fmt.Errorf("not HOST:PORT: %w", err)
 	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		if host == "" {
+			host = "no host"
+		}
 		return fmt.Errorf("a target's addresses are given to clients and the other servers, "+
 			"so listening on every interface (%s) cannot be advertised; give the address they reach this machine at", host)
 	}

@@ -98,10 +98,12 @@ func TestFormatAddressesFollowListen(t *testing.T) {
 		t.Fatalf("data %q (%v): want the one given", id.DataListen, err)
 	}
 	for _, flag := range []string{"--listen", "--data-listen"} {
-		_, err := runNacre(t, "format", "--type", "ost", "--dir", filepath.Join(tmp, "w"+flag), "--fsname", "x", "--index", "1",
-			"--mgsnode", "127.0.0.1:7001", flag, "0.0.0.0:7301")
-		if err == nil || !strings.Contains(err.Error(), "cannot be advertised") {
-			t.Errorf("format %s 0.0.0.0:7301: %v, want a refusal naming the wildcard", flag, err)
+		for _, a := range []string{"0.0.0.0:7301", "[::]:7301", ":7301"} {
+			_, err := runNacre(t, "format", "--type", "ost", "--dir", filepath.Join(tmp, "w"+flag), "--fsname", "x", "--index", "1",
+				"--mgsnode", "127.0.0.1:7001", flag, a)
+			if err == nil || !strings.Contains(err.Error(), "cannot be advertised") {
+				t.Errorf("format %s %s: %v, want a refusal naming the wildcard", flag, a, err)
+			}
 		}
 	}
 }

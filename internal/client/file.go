@@ -720,18 +720,16 @@ func holeErr(op string, f fid.FID, stripe int) error {
 }
 
 // MissingObject reports whether err is an OST's answer that an object of
-// the file does not exist, to a read or write of it: the file and its
-// name are there, and one of its stripes is dangling (the checker's
-// layout check reports it, and with -c makes it again, empty).
+// the file does not exist, to an operation on it (read, write, truncate,
+// punch, getattr: the wire client names them "OP OSTxxxx object ..."):
+// the file and its name are there, and one of its stripes is dangling
+// (the checker's layout check reports it, and with -c makes it again,
+// empty).
 func MissingObject(err error) bool {
 	var en *rpc.Errno
 	if !errors.As(err, &en) || en.Errno != syscall.ENOENT {
 		return false
 	}
-	for _, p := range []string{"read OST", "write OST"} {
-		if strings.HasPrefix(en.Op, p) && strings.Contains(en.Op, " object ") {
-			return true
-		}
-	}
-	return false
+	op, rest, ok := strings.Cut(en.Op, " OST")
+	return ok && op != "" && !strings.Contains(op, " ") && strings.Contains(rest, " object ")
 }

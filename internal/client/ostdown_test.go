@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"nacre/internal/fid"
+	"nacre/internal/rpc"
 )
 
 // refused is what a read of an OST whose process is gone returns.
@@ -76,5 +77,30 @@ func TestRetryIOWaitsForAnOSTThatComesBack(t *testing.T) {
 	var down *OSTDownError
 	if errors.As(err, &down) || !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("without OSTDownAfter: %v", err)
+	}
+}
+
+// A missing object is told apart from a missing file for every
+// operation on an object, and not for other ENOENTs.
+func TestMissingObject(t *testing.T) {
+	for _, c := range []struct {
+		op   string
+		want bool
+	}{
+		{"read OST0001 object 0x100000000:0x5 at 0", true},
+		{"write OST0000 object 0x100000000:0x5 at 4096", true},
+		{"truncate OST0002 object 0x100000000:0x5 to 0", true},
+		{"punch OST0002 object 0x100000000:0x5 at 0 length 4096", true},
+		{"getattr OST0002 object 0x100000000:0x5", true},
+		{"lookup /a/b", false},
+		{"open [0x200000400:0x2:0x0]", false},
+	} {
+		err := fmt.Errorf("wrapped: %w", &rpc.Errno{Op: c.op, Errno: syscall.ENOENT})
+		if got := MissingObject(err); got != c.want {
+			t.Errorf("MissingObject(%q) = %v, want %v", c.op, got, c.want)
+		}
+	}
+	if MissingObject(&rpc.Errno{Op: "read OST0001 object 0x1:0x2 at 0", Errno: syscall.EIO}) {
+		t.Error("an EIO is not a missing object")
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -67,16 +68,35 @@ type quietLogger struct{ dir string }
 func (quietLogger) Infof(string, ...any)  {}
 func (quietLogger) Errorf(string, ...any) {}
 
-// Fatalf is pebble finding the store unusable, mostly on-disk corruption
-// found by a background job, where no error can be returned: the process
-// stops with one line naming the store and what to do, not a panic whose
-// goroutine dump hides the cause (nacre up shows a log's last lines).
+// Fatalf is pebble finding the store unusable where no error can be
+// returned (a write-ahead log or manifest it cannot write: a full or
+// failing device): the process stops with one line naming the store, not
+// a panic whose goroutine dump hides the cause (nacre up shows a log's
+// last lines).
 func (l quietLogger) Fatalf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "nacre: store %s cannot be used: %s; the process stops. "+
-		"If its files were damaged, replace the replica (nacre replica replace) of a replicated MGS or MDT, "+
-		"or restore the directory from a backup (nacre mdt restore for an MDT); "+
-		"nacre lfsck reports the objects an OST lost\n", l.dir, fmt.Sprintf(strings.ReplaceAll(format, "%+v", "%v"), args...))
+		"If its device is full or failing, fix that and start the target again; "+
+		"if the store's files were damaged, %s\n", l.dir, fmt.Sprintf(strings.ReplaceAll(format, "%+v", "%v"), args...), damagedFix)
 	os.Exit(1)
+}
+
+// damagedFix is what to do about a store whose files are damaged.
+const damagedFix = "replace the replica (nacre replica replace) of a replicated MGS or MDT, " +
+	"or restore the directory from a backup (nacre mdt restore for an MDT); nacre lfsck reports what an OST lost"
+
+// corruption reports a damaged file of the store found by a read, once
+// per file; the read itself fails with the error (pebble's default for
+// this event stopped the process, also from a checker's read, which must
+// never take its server down).
+func corruption(dir string) func(pebble.DataCorruptionInfo) {
+	var seen sync.Map
+	return func(info pebble.DataCorruptionInfo) {
+		if _, dup := seen.LoadOrStore(info.Path, true); dup {
+			return
+		}
+		fmt.Fprintf(os.Stderr, "nacre: store %s: the file %s is damaged (%v); reads of it fail. %s\n",
+			dir, info.Path, info.Details, strings.ToUpper(damagedFix[:1])+damagedFix[1:])
+	}
 }
 
 // DefaultMemTableSize is the memtable size of a store whose options name
@@ -104,6 +124,7 @@ func Open(dir string, o Options) (*DB, error) {
 		Cache:                 cache,
 		ReadOnly:              o.ReadOnly,
 		Logger:                quietLogger{dir: dir},
+		EventListener:         &pebble.EventListener{DataCorruption: corruption(dir)},
 		FormatMajorVersion:    pebble.FormatNewest,
 		MemTableSize:          memtable,
 		ErrorIfNotExists:      o.MustExist,

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -159,6 +160,7 @@ func Run(ctx context.Context, dir string, o Options) error {
 		Pid: int64(os.Getpid()), Host: host, ProtocolVersion: version.Protocol, Dir: absDir(dir), ReplicaId: id.ReplicaID,
 	}
 	fatal := make(chan error, 1)
+	idf := &identityFile{dir: dir, log: log}
 	var stop func()
 	switch id.Kind {
 	case target.MGS:
@@ -169,7 +171,7 @@ func Run(ctx context.Context, dir string, o Options) error {
 	case target.MDT:
 		info.Kind = pb.TargetKind_TARGET_MDT
 		info.DataAddr = dataLn.Addr().String()
-		stop, err = runMDS(id, dir, db, ln, dataLn, reg, sm, log, info, fatal)
+		stop, err = runMDS(id, dir, idf, db, ln, dataLn, reg, sm, log, info, fatal)
 		if err != nil {
 			return err
 		}
@@ -190,14 +192,15 @@ func Run(ctx context.Context, dir string, o Options) error {
 			srv.Stop()
 			return err
 		}
-		r.OnMGSChange(recordMGS(dir, log))
+		r.OnMGSChange(idf.recordMGS)
 		go forward(r.Fatal(), fatal)
 		stop = func() { r.Stop(); srv.Stop() }
 	}
 	if id.Started.IsZero() {
-		// The store holds the target now (CheckStore recorded it).
+		// The store holds the target now (CheckStore recorded it). From
+		// the file as it is now: recordMGS may have written it since.
 		id.Started = time.Now().UTC()
-		if err := target.Save(dir, id); err != nil {
+		if err := idf.update(func(cur *target.Identity) bool { cur.Started = id.Started; return true }); err != nil {
 			stop()
 			return err
 		}
@@ -222,7 +225,7 @@ func Run(ctx context.Context, dir string, o Options) error {
 	}
 }
 
-func runMDS(id target.Identity, dir string, db *kv.DB, ln, dataLn net.Listener, reg *prometheus.Registry, sm *obs.ServerMetrics, log *slog.Logger, info *pb.TargetInfo, fatal chan error) (func(), error) {
+func runMDS(id target.Identity, dir string, idf *identityFile, db *kv.DB, ln, dataLn net.Listener, reg *prometheus.Registry, sm *obs.ServerMetrics, log *slog.Logger, info *pb.TargetInfo, fatal chan error) (func(), error) {
 	// Swappable: it follows the MGS replicas as the registrar learns them.
 	mgsConn, err := rpc.DialSwap(id.MGSNode)
 	if err != nil {
@@ -274,10 +277,9 @@ func runMDS(id target.Identity, dir string, db *kv.DB, ln, dataLn net.Listener, 
 		mgsConn.Close()
 		return nil, err
 	}
-	record := recordMGS(dir, log)
 	r.OnMGSChange(func(addrs string) {
 		mgsConn.Follow(strings.Split(addrs, ","), log)
-		record(addrs)
+		idf.recordMGS(addrs)
 	})
 	kick.set(r)
 	go forward(r.Fatal(), fatal)
@@ -623,21 +625,55 @@ func StoreOptionsIn(k target.Kind, dir string) kv.Options {
 	return StoreOptions(k, u.Total)
 }
 
-// recordMGS returns what writes the MGS replicas a target follows now into
-// its identity (mgs_node), for its next start: after every MGS replica
-// was replaced (nacre replica replace), a target that restarted dialled
-// only the old ones, and nothing but editing the file helped.
-func recordMGS(dir string, log *slog.Logger) func(addrs string) {
-	return func(addrs string) {
-		id, err := target.Load(dir)
-		if err != nil || id.MGSNode == addrs {
-			return
+// identityFile rewrites a served target's identity file, each rewrite
+// from the file as it is then (recordMGS may write it while the first
+// start records Started).
+type identityFile struct {
+	dir string
+	log *slog.Logger
+	mu  sync.Mutex
+}
+
+// update applies change to the identity file as it is now and saves it if
+// change says it changed something.
+func (f *identityFile) update(change func(id *target.Identity) bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	id, err := target.Load(f.dir)
+	if err != nil {
+		return err
+	}
+	if !change(&id) {
+		return nil
+	}
+	return target.Save(f.dir, id)
+}
+
+// recordMGS writes the MGS replicas a target follows now into its
+// identity (mgs_node), for its next start: after every MGS replica was
+// replaced (nacre replica replace), a target that restarted dialled only
+// the old ones, and nothing but editing the file helped. The addresses
+// recorded before are kept after the new ones: the MGS names the replicas
+// registered with it, which may lack one not started yet.
+func (f *identityFile) recordMGS(addrs string) {
+	var joined string
+	err := f.update(func(id *target.Identity) bool {
+		list := strings.Split(addrs, ",")
+		for _, a := range strings.Split(id.MGSNode, ",") {
+			if a = strings.TrimSpace(a); a != "" && !slices.Contains(list, a) {
+				list = append(list, a)
+			}
 		}
-		id.MGSNode = addrs
-		if err := target.Save(dir, id); err != nil {
-			log.Warn("record the MGS replicas for the next start", "mgs_node", addrs, "err", err)
-			return
+		joined = strings.Join(list, ",")
+		if joined == id.MGSNode {
+			return false
 		}
-		log.Info("recorded the MGS replicas for the next start", "mgs_node", addrs, "file", target.IdentityFile)
+		id.MGSNode = joined
+		return true
+	})
+	if err != nil {
+		f.log.Warn("record the MGS replicas for the next start", "mgs", addrs, "err", err)
+	} else if joined != "" {
+		f.log.Info("recorded the MGS replicas for the next start", "mgs_node", joined, "file", target.IdentityFile)
 	}
 }

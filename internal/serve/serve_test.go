@@ -45,12 +45,19 @@ func TestRecordMGSWritesTheIdentity(t *testing.T) {
 	if err := target.Format(dir, target.Identity{Fsname: "x", Kind: target.OST, MGSNode: "127.0.0.1:7001"}); err != nil {
 		t.Fatal(err)
 	}
-	recordMGS(dir, obs.Discard())("127.0.0.4:7001,127.0.0.5:7001,127.0.0.6:7001")
+	f := &identityFile{dir: dir, log: obs.Discard()}
+	f.recordMGS("127.0.0.4:7001,127.0.0.5:7001")
 	id, err := target.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id.MGSNode != "127.0.0.4:7001,127.0.0.5:7001,127.0.0.6:7001" || id.Fsname != "x" || id.Kind != target.OST {
+	// The addresses known before stay, after the MGS's (which names only
+	// the replicas registered so far).
+	if id.MGSNode != "127.0.0.4:7001,127.0.0.5:7001,127.0.0.1:7001" || id.Fsname != "x" || id.Kind != target.OST {
 		t.Fatalf("identity after recordMGS: %+v", id)
+	}
+	f.recordMGS("127.0.0.4:7001,127.0.0.5:7001,127.0.0.6:7001")
+	if id, _ = target.Load(dir); id.MGSNode != "127.0.0.4:7001,127.0.0.5:7001,127.0.0.6:7001,127.0.0.1:7001" {
+		t.Fatalf("mgs_node after the third replica registered: %q", id.MGSNode)
 	}
 }
