@@ -1,6 +1,7 @@
 package itest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -592,5 +593,67 @@ func TestReplicaRemoveClearsAStrayGroup(t *testing.T) {
 	}
 	if listed() {
 		t.Fatal("status still lists MDT0001 after the remove")
+	}
+}
+
+// TestAWipedReplicaFormattedAgainStops: a replica whose directory was
+// lost and formatted again under its old id (the same --replica-id and
+// --peers) is told by the leader's heartbeat that it had acknowledged
+// more of the log than it holds: it stops, naming the fix, where raft
+// panicked (or, had the leader changed meanwhile, its empty log could
+// have elected a candidate lacking what it had acknowledged: it then
+// votes for nobody, raftgroup's TestWipedReplicaDoesNotElect...). The
+// group goes on without it.
+func TestAWipedReplicaFormattedAgainStops(t *testing.T) {
+	cl := startReplicated(t)
+	c := cl.Client(t)
+	if _, err := c.Mkdir(context.Background(), fid.Root, "before", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, leader := voters(replicaList(t, cl, "mdt0"))
+	victim := uint64(1)
+	if victim == leader {
+		victim = 2
+	}
+	name := fmt.Sprintf("mdt0-r%d", victim)
+	dir := cl.TargetDir(name)
+	id, err := target.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.Kill(name, syscall.SIGKILL)
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	var peers []string
+	for pid, a := range id.Peers {
+		peers = append(peers, fmt.Sprintf("%d=%s", pid, a))
+	}
+	if out, err := cl.Run("format", "--type", "mdt", "--index", "0", "--dir", dir, "--fsname", id.Fsname,
+		"--replica-id", fmt.Sprint(victim), "--peers", strings.Join(peers, ","), "--listen", id.Listen,
+		"--data-listen", id.DataListen, "--mgsnode", id.MGSNode, "--created", id.Created.Format(time.RFC3339Nano)); err != nil {
+		t.Fatalf("format again: %v\n%s", err, out)
+	}
+	srv := exec.Command(cl.Bin, "serve", "--dir", dir)
+	var out bytes.Buffer
+	srv.Stdout, srv.Stderr = &out, &out
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Wait() }()
+	select {
+	case err := <-done:
+		want := fmt.Sprintf("nacre replica replace --id %d", victim)
+		if err == nil || !strings.Contains(out.String(), "lost entries it had acknowledged") || !strings.Contains(out.String(), want) {
+			t.Fatalf("the wiped replica: %v\n%s", err, out.String())
+		}
+	case <-time.After(20 * time.Second):
+		srv.Process.Kill()
+		<-done
+		t.Fatalf("the wiped replica kept running:\n%s", out.String())
+	}
+	if _, err := c.Mkdir(context.Background(), fid.Root, "after", 0o755); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -126,10 +126,15 @@ type Config struct {
 	// Fsname is the file system the group belongs to, for RaftAdmin's
 	// Members (nacre replica add checks a new replica's).
 	Fsname string
-	// VoteWhileEmpty lets a replica whose log holds only the starting
-	// point vote for candidates with longer logs (emptyVote): for an
-	// admin who knows this replica never held the group's log (it was
-	// down since it was formatted), when the others lost their majority.
+	// GuardEmptyVotes: while this replica's log holds only the starting
+	// point, it votes for no candidate with a longer log (emptyVote). For
+	// a replica whose store is new although the group already had a log
+	// when it started (serve checks its peers): it may be one whose store
+	// was lost and that was formatted again under its old id.
+	GuardEmptyVotes bool
+	// VoteWhileEmpty lifts GuardEmptyVotes: for an admin who knows this
+	// replica never held the group's log (it was down since it was
+	// formatted), when the others lost their majority.
 	VoteWhileEmpty bool
 
 	Log *slog.Logger
@@ -286,11 +291,12 @@ type Group struct {
 	done  chan struct{}
 	err   error // fatal error, set before done is closed
 
-	seq      atomic.Uint64
-	solo     atomic.Bool              // this replica is the group's only voter (and no learners)
-	members  atomic.Pointer[[]uint64] // voters and learners (noteConf)
-	leader   atomic.Uint64
-	isLeader atomic.Bool
+	seq        atomic.Uint64
+	solo       atomic.Bool              // this replica is the group's only voter (and no learners)
+	members    atomic.Pointer[[]uint64] // voters and learners (noteConf)
+	guardEmpty atomic.Bool              // emptyVote applies (GuardEmptyVotes)
+	leader     atomic.Uint64
+	isLeader   atomic.Bool
 	// leaderSince: when this replica last became leader (unix ns).
 	leaderSince atomic.Int64
 	term        atomic.Uint64
@@ -351,6 +357,7 @@ func Start(cfg Config) (*Group, error) {
 		removedSelf: make(chan struct{}),
 	}
 	g.in.spools = map[uint64]*spool{}
+	g.guardEmpty.Store(cfg.GuardEmptyVotes)
 	g.initLease()
 	// Proposal sequence numbers only need to be unique per (replica, term)
 	// (see proposal.go); starting from the clock makes them unique across

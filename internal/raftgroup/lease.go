@@ -159,15 +159,18 @@ func (g *Group) holdVote(m *pb.Message) bool {
 
 // emptyVote reports whether m asks for this replica's vote while its log
 // holds nothing but the group's starting point and the candidate's log
-// holds more. Such a replica may be one whose store was lost and that was
-// formatted again under its old id: its vote could elect a candidate
-// that lacks entries the group committed with this replica's help before
-// the loss, and the new leader would overwrite them. In a new group every
-// replica's log is at the starting point, so they elect the first leader
-// among themselves; a replica votes again once a leader gave it entries.
+// holds more, and Config.GuardEmptyVotes says this replica's store is
+// newer than the group's log. Such a replica may be one whose store was
+// lost and that was formatted again under its old id: its vote could
+// elect a candidate that lacks entries the group committed with this
+// replica's help before the loss, and the new leader would overwrite
+// them. It votes again once a leader gave it entries. (Not for every
+// replica with an empty log: in a new group, a replica that has not got
+// the first entries when the first leader dies must help elect the next.)
 func (g *Group) emptyVote(m *pb.Message) bool {
 	t := m.GetType()
-	if (t != pb.MsgVote && t != pb.MsgPreVote) || g.store.last() > bootIndex || m.GetIndex() <= bootIndex || g.cfg.VoteWhileEmpty {
+	if !g.guardEmpty.Load() || g.cfg.VoteWhileEmpty ||
+		(t != pb.MsgVote && t != pb.MsgPreVote) || g.store.last() > bootIndex || m.GetIndex() <= bootIndex {
 		return false
 	}
 	if !g.warnedEmpty {
@@ -180,6 +183,10 @@ func (g *Group) emptyVote(m *pb.Message) bool {
 	}
 	return true
 }
+
+// GuardEmptyVotes turns emptyVote's rule on or off (Config.GuardEmptyVotes
+// is the initial setting).
+func (g *Group) GuardEmptyVotes(on bool) { g.guardEmpty.Store(on) }
 
 // lostEntries returns an error if a leader's heartbeat says this replica
 // acknowledged entries its log does not hold: its store lost them (it was

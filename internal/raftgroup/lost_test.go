@@ -19,7 +19,7 @@ import (
 // replica that has it. Before, the wiped replica voted for the first
 // candidate, which then overwrote the committed entry on the others.
 func TestWipedReplicaDoesNotElectACandidateMissingCommittedEntries(t *testing.T) {
-	c := newCluster(t, "mem", 3, nil)
+	c := newCluster(t, "mem", 3, func(cfg *Config) { cfg.GuardEmptyVotes = true })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := c.propose(ctx, "first"); err != nil {
@@ -110,7 +110,7 @@ func TestStoreRefusesAnotherReplicaID(t *testing.T) {
 // help the last replica that holds the log elect itself; with
 // VoteWhileEmpty, which an admin who knows that sets, it can.
 func TestEmptyReplicaVotesWhenTold(t *testing.T) {
-	c := newCluster(t, "mem", 3, func(cfg *Config) { cfg.VoteWhileEmpty = cfg.ID == 3 })
+	c := newCluster(t, "mem", 3, func(cfg *Config) { cfg.GuardEmptyVotes, cfg.VoteWhileEmpty = true, cfg.ID == 3 })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c.stop(3)

@@ -130,7 +130,7 @@ func runMGS(id target.Identity, dir string, db *kv.DB, ln net.Listener, reg *pro
 	self := mgs.SelfInfo(id, ln.Addr().String(), metricsAddr, absDir(dir))
 	srv, err := mgs.New(mgs.Config{ID: id, DB: db, Log: log, Reg: reg, Self: self,
 		Group: func(sm raftgroup.StateMachine) (*raftgroup.Group, error) {
-			return raftgroup.Start(raftConfig(id, dir, tr, raftgroup.Config{
+			return startGroup(id, dir, raftConfig(id, dir, tr, raftgroup.Config{
 				GroupID: MGSGroup, DB: db, Prefix: []byte("\x00r"), SM: sm, Log: log, Name: "MGS", Target: "mgs",
 			}))
 		}})
@@ -218,4 +218,70 @@ func (k *kicker) kick() {
 	if r := k.r.Load(); r != nil {
 		r.Kick()
 	}
+}
+
+// startGroup starts a replica's raft group. A founding replica starting
+// for the first time asks its peers, in the background, whether the
+// group's log already holds entries: if so, its store is newer than the
+// group's log (a replica started late, or one whose store was lost and
+// that was formatted again under its old id), and it must not help elect
+// a candidate that may lack what it had acknowledged before its store was
+// lost (raftgroup.Group.GuardEmptyVotes). The peers answer within
+// moments, well before an election timeout.
+func startGroup(id target.Identity, dir string, c raftgroup.Config) (*raftgroup.Group, error) {
+	first := len(id.Peers) > 1 && !c.Join && !target.HasRun(dir, id)
+	g, err := raftgroup.Start(c)
+	if err == nil && first {
+		go func() {
+			if peersHaveLog(id) {
+				g.GuardEmptyVotes(true)
+				c.Log.Warn("this replica's store is new, but the group already had a log: it votes for no other replica until a leader has sent it the log " +
+					"(if its store was lost and it was formatted again under its old id, stop it and replace it: nacre replica replace --id N --new-id M)")
+			}
+		}()
+	}
+	return g, err
+}
+
+// peersHaveLog asks the other founding replicas whether the group's log
+// holds entries beyond its starting point, for up to 3 s while some do
+// not answer.
+func peersHaveLog(id target.Identity) bool {
+	deadline := time.Now().Add(3 * time.Second)
+	answered := map[uint64]bool{}
+	for {
+		for pid, addr := range id.Peers {
+			if pid == id.ReplicaID || answered[pid] {
+				continue
+			}
+			last, err := peerLastIndex(addr)
+			if err != nil {
+				continue
+			}
+			answered[pid] = true
+			if last > 1 { // raftgroup's starting point is index 1
+				return true
+			}
+		}
+		if len(answered) == len(id.Peers)-1 || time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// peerLastIndex asks a replica's RaftAdmin service for its last log index.
+func peerLastIndex(addr string) (uint64, error) {
+	cc, err := rpc.Dial(addr)
+	if err != nil {
+		return 0, err
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	m, err := pb.NewRaftAdminClient(cc).Members(ctx, &pb.RaftMembersRequest{})
+	if err != nil {
+		return 0, err
+	}
+	return m.LastIndex, nil
 }

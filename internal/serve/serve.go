@@ -585,7 +585,7 @@ func Alive(pid int) bool {
 // single replica; replicas.go).
 func groupFor(id target.Identity, dir string, db *kv.DB, log *slog.Logger, tr *raftgroup.GRPCTransport, k *kicker) func(sm raftgroup.StateMachine) (*raftgroup.Group, error) {
 	return func(sm raftgroup.StateMachine) (*raftgroup.Group, error) {
-		return raftgroup.Start(raftConfig(id, dir, tr, raftgroup.Config{
+		return startGroup(id, dir, raftConfig(id, dir, tr, raftgroup.Config{
 			GroupID: uint64(id.Index) + 1, DB: db, Prefix: []byte("\x00r"), SM: sm, Log: log,
 			Name: fmt.Sprintf("MDT%04x", id.Index), Target: fmt.Sprintf("mdt%d", id.Index),
 			OnLeaderChange: func(bool, uint64, uint64) { k.kick() },
