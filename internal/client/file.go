@@ -430,23 +430,14 @@ func (c *Client) glimpse(ctx context.Context, ino *pb.Inode) (glimpseResult, err
 	sizes := make([]uint64, len(l.Objects))
 	blocks := make([]uint64, len(l.Objects))
 	mtimes := make([]int64, len(l.Objects))
-	err := parallel(ctx, len(l.Objects), ioParallel, func(ctx context.Context, i int) error {
-		o := l.Objects[i]
-		if isHole(o) {
-			return nil // no object: size 0
-		}
-		wc, err := c.wireFor(o.Ost)
+	// A slot with no object counts as size 0.
+	err := c.eachObject(ctx, ino, "getattr", func(ctx context.Context, wc *wire.Client, o *pb.StripeObject, i int) error {
+		a, err := wc.GetAttr(ctx, objID(o))
 		if err != nil {
 			return err
 		}
-		return c.retryIO(ctx, "getattr", objRef{o.Ost, fid.FromPB(ino.Fid), i}, func(ctx context.Context) error {
-			a, err := wc.GetAttr(ctx, objID(o))
-			if err != nil {
-				return err
-			}
-			sizes[i], blocks[i], mtimes[i] = a.Size, a.Blocks, a.MtimeNs
-			return nil
-		})
+		sizes[i], blocks[i], mtimes[i] = a.Size, a.Blocks, a.MtimeNs
+		return nil
 	})
 	if err != nil {
 		return glimpseResult{}, fmt.Errorf("glimpse %s: %w", fid.FromPB(ino.Fid), err)
@@ -509,28 +500,17 @@ func (c *Client) truncateObjects(ctx context.Context, ino *pb.Inode, size uint64
 		}
 	}
 	epochs := make([]uint64, len(l.Objects))
-	err := parallel(ctx, len(l.Objects), ioParallel, func(ctx context.Context, i int) error {
-		o := l.Objects[i]
-		if isHole(o) {
-			return nil
-		}
-		wc, err := c.wireFor(o.Ost)
-		if err != nil {
-			return err
-		}
+	err := c.eachObject(ctx, ino, "truncate", func(ctx context.Context, wc *wire.Client, o *pb.StripeObject, i int) (err error) {
 		objSize := layout.ObjectSize(uint64(l.StripeSize), len(l.Objects), i, size)
-		return c.retryIO(ctx, "truncate", objRef{o.Ost, fid.FromPB(ino.Fid), i}, func(ctx context.Context) (err error) {
-			epochs[i], err = wc.Truncate(ctx, objID(o), objSize, objMeta(ino, i))
-			return err
-		})
+		epochs[i], err = wc.Truncate(ctx, objID(o), objSize, objMeta(ino, i))
+		return err
 	})
 	return epochs, err
 }
 
-// reachObjects asks the OST of every object of ino for it, with the
-// retries of any I/O, and fails only if an OST does not answer (an
-// answer that the object is missing is left to the operation itself).
-func (c *Client) reachObjects(ctx context.Context, ino *pb.Inode, what string) error {
+// eachObject runs op on every object of ino's layout (not the slots that
+// name none), in parallel, each with the retries of any I/O (retryIO).
+func (c *Client) eachObject(ctx context.Context, ino *pb.Inode, what string, op func(ctx context.Context, wc *wire.Client, o *pb.StripeObject, i int) error) error {
 	l := ino.Layout
 	return parallel(ctx, len(l.Objects), ioParallel, func(ctx context.Context, i int) error {
 		o := l.Objects[i]
@@ -542,11 +522,20 @@ func (c *Client) reachObjects(ctx context.Context, ino *pb.Inode, what string) e
 			return err
 		}
 		return c.retryIO(ctx, what, objRef{o.Ost, fid.FromPB(ino.Fid), i}, func(ctx context.Context) error {
-			if _, err := wc.GetAttr(ctx, objID(o)); err != nil && ioRetryable(err) {
-				return err
-			}
-			return nil
+			return op(ctx, wc, o, i)
 		})
+	})
+}
+
+// reachObjects asks the OST of every object of ino for it, with the
+// retries of any I/O, and fails only if an OST does not answer (an
+// answer that the object is missing is left to the operation itself).
+func (c *Client) reachObjects(ctx context.Context, ino *pb.Inode, what string) error {
+	return c.eachObject(ctx, ino, what, func(ctx context.Context, wc *wire.Client, o *pb.StripeObject, _ int) error {
+		if _, err := wc.GetAttr(ctx, objID(o)); err != nil && ioRetryable(err) {
+			return err
+		}
+		return nil
 	})
 }
 
