@@ -202,11 +202,14 @@ func (s *Server) applyRegister(b *kv.Batch, ti *pb.TargetInfo, now int64) result
 	key := string(targetKey(ti.Kind, ti.Index, ti.ReplicaId))
 	if old, ok := s.targets[key]; ok && old.info.Uuid != ti.Uuid {
 		what := label(ti.Kind, ti.Index)
+		why := "two targets were formatted with the same index"
 		if ti.ReplicaId != 0 {
 			what += fmt.Sprintf(" replica %d", ti.ReplicaId)
+			why = fmt.Sprintf("two replicas were formatted with the same id, or this one was formatted again after its store was lost; "+
+				"a replica id is never reused: give this one a new id and replace the old one (nacre replica replace --id %d --new-id M)", ti.ReplicaId)
 		}
-		return result{err: status.Errorf(codes.AlreadyExists, "%s is already registered by another target (uuid %s, at %s); this one has uuid %s: two targets were formatted with the same index",
-			what, old.info.Uuid, old.info.Addr, ti.Uuid)}
+		return result{err: status.Errorf(codes.AlreadyExists, "%s is already registered by another target (uuid %s, at %s); this one has uuid %s: %s",
+			what, old.info.Uuid, old.info.Addr, ti.Uuid, why)}
 	}
 	ti = proto.Clone(ti).(*pb.TargetInfo)
 	ti.State, ti.LastHeardNs, ti.Statfs, ti.Leader = "", 0, nil, false
