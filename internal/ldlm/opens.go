@@ -43,7 +43,6 @@ func (s *Server) NoteOpens(client uint64, opened, closed []fid.FID, replace bool
 		s.opens[client] = set
 	}
 	if replace {
-		ss.listed = true
 		for f, by := range set {
 			if by != ss {
 				delete(set, f)
@@ -76,33 +75,11 @@ func (s *Server) counts(client uint64, grace time.Duration) bool {
 	return true
 }
 
-// listWait bounds how long a session that has not sent its list of open
-// files yet is taken as maybe holding any file open.
-const listWait = 30 * time.Second
-
-// unlisted reports whether a client other than except has a session whose
-// list of open files has not come yet (with s.mu held): it may hold any
-// file open. A new session sends its list at once, but under load it
-// came after a removal through another client, which destroyed a file
-// the first client held open across a leader change.
-func (s *Server) unlisted(except uint64) bool {
-	for c, ss := range s.sessions {
-		if c != except && !ss.listed && time.Since(ss.started) < listWait {
-			return true
-		}
-	}
-	return false
-}
-
 // OpenElsewhere reports whether a client other than client has files
-// open (a client's opens count for grace after its session ended, and a
-// session whose list has not come yet counts as having files open).
+// open (a client's opens count for grace after its session ended).
 func (s *Server) OpenElsewhere(client uint64, grace time.Duration) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.unlisted(client) {
-		return true
-	}
 	for c, set := range s.opens {
 		if c != client && len(set) > 0 && s.counts(c, grace) {
 			return true
@@ -116,9 +93,6 @@ func (s *Server) OpenElsewhere(client uint64, grace time.Duration) bool {
 func (s *Server) HeldOpen(f fid.FID, except uint64, grace time.Duration) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.unlisted(except) {
-		return true
-	}
 	for c, set := range s.opens {
 		if c != except && set[f] != nil && s.counts(c, grace) {
 			return true

@@ -55,28 +55,3 @@ func TestAReplacedOpenListKeepsTheOpensOfItsSession(t *testing.T) {
 		t.Error("closed files still held open")
 	}
 }
-
-// A session whose list of open files has not come yet may hold any file
-// open: a removal through another client keeps the file until the list
-// comes (under load the list came after such a removal, which destroyed
-// a file the first client held open across a leader change).
-func TestASessionNotListedYetHoldsFilesOpen(t *testing.T) {
-	s := NewServer(nil, nil, nil)
-	const client, other = 7, 8
-	f := fid.FID{Seq: 0x200000400, Oid: 1}
-	s.mu.Lock()
-	s.sessions[client] = &session{client: client, started: time.Now()}
-	s.mu.Unlock()
-	if !s.HeldOpen(f, other, time.Second) || !s.OpenElsewhere(other, time.Second) {
-		t.Fatal("a session without its list yet: files not taken as held open")
-	}
-	if s.HeldOpen(f, client, time.Second) {
-		t.Fatal("a client's own unlisted session counts against itself")
-	}
-	if err := s.NoteOpens(client, nil, nil, true); err != nil {
-		t.Fatal(err)
-	}
-	if s.HeldOpen(f, other, time.Second) || s.OpenElsewhere(other, time.Second) {
-		t.Fatal("after an empty list, a file is still held open")
-	}
-}

@@ -60,10 +60,6 @@ type session struct {
 	// kick ends the session from the server's side (evict).
 	kick     chan struct{}
 	kickOnce sync.Once
-	// started, listed (Server.mu): when the session began, and whether
-	// the client's list of open files (NoteOpens with replace) came.
-	started time.Time
-	listed  bool
 }
 
 // evict ends the session: the client's locks and tokens go, and the
@@ -120,7 +116,7 @@ func (s *Server) Session(stream pb.LDLM_SessionServer) error {
 	if !s.leading() {
 		return errNotLeader
 	}
-	ss := &session{client: first.ClientId, name: first.Name, stream: stream, acks: map[uint64]chan struct{}{}, done: make(chan struct{}), kick: make(chan struct{}), started: time.Now()}
+	ss := &session{client: first.ClientId, name: first.Name, stream: stream, acks: map[uint64]chan struct{}{}, done: make(chan struct{}), kick: make(chan struct{})}
 	s.mu.Lock()
 	old := s.sessions[ss.client]
 	s.sessions[ss.client] = ss
