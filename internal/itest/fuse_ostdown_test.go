@@ -65,17 +65,7 @@ func TestFuseIOToADownOSTFailsWithEIO(t *testing.T) {
 		t.Fatalf("the mount's log does not name the unreachable OST:\n%s", log)
 	}
 	cl.Restart()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		got, err := os.ReadFile(p)
-		if err == nil && bytes.Equal(got, data) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after OST0001 came back: %d bytes, %v", len(got), err)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	waitReadsBack(t, p, data, "after OST0001 came back")
 	// Reads of 1 MiB (max_read) once made go-fuse log a failed splice
 	// each; the mount does not splice.
 	if log, _ := os.ReadFile(m.Log); strings.Contains(string(log), "trySplice") {
@@ -334,20 +324,22 @@ func TestFuseTruncateWithAnOSTDownChangesNothing(t *testing.T) {
 		t.Fatalf("truncate with OST0001 down: %v, want EIO", err)
 	}
 	cl.Restart()
+	waitReadsBack(t, p, data, "after the failed truncate")
+}
+
+// waitReadsBack waits up to 30 s (an OST coming back) until the file at p
+// reads as data.
+func waitReadsBack(t *testing.T, p string, data []byte, when string) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		got, err := os.ReadFile(p)
 		if err == nil && bytes.Equal(got, data) {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
-			zeros := 0
-			for _, b := range got {
-				if b == 0 {
-					zeros++
-				}
-			}
-			t.Fatalf("after the failed truncate: %d bytes, %d of them zeros (%v), want the file as it was", len(got), zeros, err)
+			zeros := bytes.Count(got, []byte{0})
+			t.Fatalf("%s: %d bytes, %d of them zeros (%v), want the file's %d", when, len(got), zeros, err, len(data))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
