@@ -29,6 +29,7 @@ var Points = map[string]string{
 	"oss.lfsck.summary":       "ost",
 	"oss.lfsck.orphans":       "ost",
 	"fuse.closes.send":        "mount",
+	"fuse.open.registered":    "mount",
 	"fuse.remove.inflight":    "mount",
 }
 

@@ -190,6 +190,8 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 	// lookup of this open) serve, and others are fetched again
 	// (close-to-open).
 	ino, notOpen, st := fs.registerOpen(ctx, n.fid)
+	// Tests hold the open here, past another handle's last release.
+	fault.Hit("fuse.open.registered")
 	opened := false
 	defer func() {
 		if notOpen && !opened {
@@ -847,6 +849,19 @@ func (fs *FS) sendCloses() {
 	var fids []fid.FID
 	done := make(chan struct{})
 	for f, at := range fs.closeq {
+		if fs.files[f] != nil {
+			// Open again, by an open that found the file open here (so
+			// told the MDS nothing) and crossed the last release of the
+			// other handle, which queued this close: the MDS still has
+			// the file open here, as it should. Telling it the close lost
+			// the file to a removal through another client while open
+			// here (TestFuseOpenCrossingTheLastReleaseKeepsTheOpen).
+			delete(fs.closeq, f)
+			continue
+		}
+		if fs.opening[f] > 0 {
+			continue // such an open under way: it decides (next round)
+		}
 		if time.Since(at) >= closeBatchDelay {
 			fids = append(fids, f)
 			fs.closing[f] = done

@@ -224,6 +224,61 @@ func TestFuseCreateOfAnExistingFileCrossingItsCloseKeepsTheOpen(t *testing.T) {
 	}
 }
 
+// TestFuseOpenCrossingTheLastReleaseKeepsTheOpen: an open of a file that
+// finds it open on this mount tells the MDS nothing, and the last close
+// of the other handle can cross it (the kernel sends releases
+// asynchronously): that close was queued for the MDS, and went 5 s later
+// with the file open again, so a removal through another mount then
+// destroyed a file open here (TestReplicaOpenFilesSurviveFailover failed
+// that way, its open coming just after a write's close). Now a queued
+// close of a file open again is dropped.
+func TestFuseOpenCrossingTheLastReleaseKeepsTheOpen(t *testing.T) {
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 1})
+	// Only the mounts: the open of f waits 2 s once it found f open.
+	t.Setenv("NACRE_FAULTS", "fuse.open.registered=delay:2s*1")
+	a := mountFuse(t, cl)
+	b := mountFuse(t, cl)
+	data := bytes.Repeat([]byte("open across the last release\n"), 1024)
+	w, err := os.Create(a.Path("f")) // a create: no open hits the point
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	type opened struct {
+		f   *os.File
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		f, err := os.Open(a.Path("f"))
+		ch <- opened{f, err}
+	}()
+	// While the open waits at the point, the writer's last close.
+	time.Sleep(500 * time.Millisecond)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	o := <-ch
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	held := o.f
+	defer held.Close()
+	// Past the close batch (5 s, looked at each second), remove f
+	// through b.
+	time.Sleep(7 * time.Second)
+	if err := os.Remove(b.Path("f")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // longer than a release takes
+	got := make([]byte, len(data))
+	if n, err := held.ReadAt(got, 0); err != nil || n != len(data) || !bytes.Equal(got, data) {
+		t.Fatalf("a file opened as its other handle closed, then removed through another mount, reads %d bytes (%v), want its %d", n, err, len(data))
+	}
+}
+
 // TestFuseDirectoryRemovedWhileInUse: a directory that is a shell's
 // working directory or open on a descriptor, removed through the same or
 // another mount, behaves as on a local file system: stat gives it no
