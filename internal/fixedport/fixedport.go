@@ -17,12 +17,14 @@
 package fixedport
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Listen listens on addr; where addr's port is 0 it takes a free port below
@@ -53,6 +55,11 @@ func listenIn(host string, lo, hi int) (net.Listener, error) {
 		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(lo+rand.IntN(hi-lo))))
 		if err == nil {
 			return ln, nil
+		}
+		if errors.Is(err, syscall.EADDRNOTAVAIL) {
+			// No port will do: the host is not an address of this
+			// machine (a mistyped --listen, or the other machine's).
+			return nil, fmt.Errorf("listen on %s: it is not an address of this machine (check --listen; `ip -br addr` lists this machine's addresses): %w", host, err)
 		}
 		lastErr = err
 	}

@@ -3,6 +3,7 @@ package fixedport
 import (
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -93,5 +94,28 @@ func TestListenSkipsPortsInUseAndKeepsAnExplicitPort(t *testing.T) {
 	}
 	if _, err := Listen("127.0.0.1:" + strconv.Itoa(lo)); err == nil {
 		t.Fatalf("Listen on held port %d succeeded", lo)
+	}
+}
+
+// TestListenOnAnAddressOfAnotherMachineSaysSo: before, an address of no
+// interface here (a mistyped --listen) was tried on 200 ports and failed
+// with "none of 200 ports ... is free".
+func TestListenOnAnAddressOfAnotherMachineSaysSo(t *testing.T) {
+	needRoom(t)
+	// 192.0.2.0/24 is TEST-NET-1 (RFC 5737): never an address here.
+	for _, f := range []func() error{
+		func() error { l, err := Listen("192.0.2.1:0"); closeIf(l); return err },
+		func() error { _, err := NewPicker().Pick("192.0.2.1"); return err },
+	} {
+		err := f()
+		if err == nil || !strings.Contains(err.Error(), "not an address of this machine") {
+			t.Fatalf("listen on an address of another machine: %v, want it named as such", err)
+		}
+	}
+}
+
+func closeIf(l net.Listener) {
+	if l != nil {
+		l.Close()
 	}
 }
