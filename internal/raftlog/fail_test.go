@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -97,5 +98,34 @@ func TestAFailedSyncMakesTheLogRefuseFurtherUse(t *testing.T) {
 	defer l.Close()
 	if p := payloads(got, 'E'); len(p) == 0 || p[0] != "durable" {
 		t.Fatalf("reopened log holds %q, want the synced record first", p)
+	}
+}
+
+// fullFS is a device with no space left: writes to new files fail with
+// ENOSPC.
+type fullFS struct{ vfs.FS }
+
+type fullFile struct{ vfs.File }
+
+func (f fullFile) Write(p []byte) (int, error)              { return 0, syscall.ENOSPC }
+func (f fullFile) WriteAt(p []byte, off int64) (int, error) { return 0, syscall.ENOSPC }
+func (fs fullFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.Create(name, c)
+	if err != nil {
+		return nil, err
+	}
+	return fullFile{f}, nil
+}
+
+// TestAFullDeviceSaysWhatToDo: a replica whose log device is full stops
+// with an error that says so and what to do (before: the bare ENOSPC of
+// a file named prep-0).
+func TestAFullDeviceSaysWhatToDo(t *testing.T) {
+	_, err := Open(fullFS{vfs.NewMem()}, "log", Options{SegmentSize: 1 << 16}, func(Record) error { return nil })
+	if err == nil {
+		t.Fatal("a log opened on a full device")
+	}
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "is full; free space there") {
+		t.Fatalf("open on a full device: %v, want ENOSPC with what to do", err)
 	}
 }

@@ -62,6 +62,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -464,7 +465,7 @@ func (l *Log) refused() error {
 func (l *Log) write(sync bool) error {
 	if len(l.buf) > 0 {
 		if _, err := l.wf.WriteAt(l.buf, l.off); err != nil {
-			return fmt.Errorf("write raft log segment %s: %w", filepath.Join(l.dir, l.active().name), err)
+			return noSpace(fmt.Errorf("write raft log segment %s: %w", filepath.Join(l.dir, l.active().name), err), l.dir)
 		}
 		l.off += int64(len(l.buf))
 		l.buf = l.buf[:0]
@@ -709,6 +710,16 @@ func (p *preparer) run() {
 	}
 }
 
+// noSpace adds to an error of a full device what to do about it: the log
+// writes its segments at full size before use, so a full device stops the
+// replica at the next segment, not in the middle of a record.
+func noSpace(err error, dir string) error {
+	if !errors.Is(err, syscall.ENOSPC) {
+		return err
+	}
+	return fmt.Errorf("%w: the device holding %s is full; free space there (or move the target to a larger device) and start the target again", err, dir)
+}
+
 // write makes one spare: zeros, synced, then renamed into place.
 func (p *preparer) write(id int, size int64) (string, error) {
 	tmp := filepath.Join(p.dir, fmt.Sprintf("%s%d", prepPrefix, id))
@@ -722,7 +733,7 @@ func (p *preparer) write(id int, size int64) (string, error) {
 		if _, err := f.Write(zero[:n]); err != nil {
 			f.Close()
 			p.fs.Remove(tmp)
-			return "", fmt.Errorf("write raft log segment %s: %w", tmp, err)
+			return "", noSpace(fmt.Errorf("write raft log segment %s: %w", tmp, err), p.dir)
 		}
 	}
 	if err := f.Sync(); err != nil {
