@@ -478,10 +478,15 @@ func (r *run) reconcile(child fid.FID, group []*pb.LfsckTraceItem, claims map[na
 			stales = append(stales, staleName{l: l, plocal: plocal, other: cf, dv: dv})
 		}
 	}
-	// Entries that name the object but are not in its linkEA.
+	// Entries that name the object but are not in its linkEA. An entry
+	// whose name create would refuse is removed even when the linkEA
+	// holds the name too (the loop above drops it there): it cannot be
+	// looked up, and a name added to the linkEA here was dropped again by
+	// the next run, so every run "repaired" it anew.
 	for _, e := range entries {
 		nk := nameKey{fid.FromPB(e.Parent), string(e.Name)}
-		if seen[nk] {
+		invalid := mdt.ValidName(nk.name) != nil
+		if seen[nk] && !invalid {
 			continue
 		}
 		plocal, _, perr := r.lookup(snap, nk.parent)
@@ -495,17 +500,12 @@ func (r *run) reconcile(child fid.FID, group []*pb.LfsckTraceItem, claims map[na
 		seen[nk] = true
 		dk := mdt.DirentKey(plocal, nk.name)
 		f.cond(dk, dv)
-		if dtyp != typ || (isDir && len(keep) > 0) {
-			// The linkEA does not recognise it and the type differs (a
-			// corrupt entry), or a directory named twice: remove the
-			// entry; the object keeps its other name.
-			f.muts = append(f.muts, delMut(dk))
-			if dtyp == dtDir {
-				// The parent counts the entry as a subdirectory: its
-				// nlink is counted again once the entry is gone.
-				f.muts = append(f.muts, &pb.LfsckMut{M: &pb.LfsckMut_DirNlink{DirNlink: nk.parent.PB()}})
-			}
-			f.kinds[KNsDirent] = true
+		if invalid || dtyp != typ || (isDir && len(keep) > 0) {
+			// An invalid name, or the linkEA does not recognise it and
+			// the type differs (a corrupt entry), or a directory named
+			// twice: remove the entry; the object keeps its other names
+			// (with none left it is an orphan, below).
+			removeEntry(f, dk, nk.parent, dtyp)
 			continue
 		}
 		keep = append(keep, &pb.LinkEntry{Parent: nk.parent.PB(), Name: []byte(nk.name)})
@@ -620,6 +620,17 @@ func (r *run) reconcile(child fid.FID, group []*pb.LfsckTraceItem, claims map[na
 	return nil
 }
 
+// removeEntry adds the removal of an entry (conditioned already) to f.
+func removeEntry(f *fix, dk []byte, parent fid.FID, dtyp uint8) {
+	f.muts = append(f.muts, delMut(dk))
+	if dtyp == dtDir {
+		// The parent counts the entry as a subdirectory: its nlink is
+		// counted again once the entry is gone.
+		f.muts = append(f.muts, &pb.LfsckMut{M: &pb.LfsckMut_DirNlink{DirNlink: parent.PB()}})
+	}
+	f.kinds[KNsDirent] = true
+}
+
 func hasLink(ino *pb.Inode, nk nameKey) bool {
 	for _, l := range ino.Links {
 		if string(l.Name) == nk.name && fid.FromPB(l.Parent) == nk.parent {
@@ -666,7 +677,8 @@ func (r *run) missingChild(snap *kv.Snapshot, child fid.FID, entries []*pb.Lfsck
 		var oino *pb.Inode
 		var olocal uint64
 		for _, c := range claims[nk] {
-			if c == child {
+			if c == child || mdt.ValidName(nk.name) != nil {
+				// An invalid name is removed, never given to its claimant.
 				continue
 			}
 			if l, xi, err := r.lookup(snap, c); err == nil && hasLink(xi, nk) && !r.isLoser(l) {

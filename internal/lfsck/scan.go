@@ -486,9 +486,10 @@ func (r *run) nsObject(snap *kv.Snapshot, local uint64, v []byte, o *object, itD
 		dirents++
 		name := k[17:]
 		cf, ctyp, ok := mdt.DecodeDirent(itD.Value())
-		if !ok || cf.IsZero() || cf.Ver != 0 || len(name) == 0 {
+		if !ok || cf.IsZero() || cf.Ver != 0 || badName(name) {
 			// A corrupt entry: phase 2 rewrites it from a linkEA that
-			// claims its name, or removes it.
+			// claims its name, or removes it (one with an invalid name
+			// is always removed).
 			r.items = append(r.items, &pb.LfsckTraceItem{Kind: itemEntry, Child: cf.PB(), Parent: o.fid.PB(), Name: append([]byte(nil), name...),
 				Type: uint32(ctyp), Local: local, Flags: flagGarbage})
 			continue
@@ -541,6 +542,16 @@ func (r *run) nsObject(snap *kv.Snapshot, local uint64, v []byte, o *object, itD
 	} else if o.nlink > 1 {
 		r.bump1(Namespace, tStat+sMultiLinked, 1)
 	}
+}
+
+// badName says whether create would refuse a name (mdt.ValidName),
+// converting it to a string only when a cheap look says it may: the scan
+// reads every entry.
+func badName(name []byte) bool {
+	if len(name) > 2 && len(name) <= mdt.MaxNameLen && bytes.IndexByte(name, '/') < 0 && bytes.IndexByte(name, 0) < 0 {
+		return false
+	}
+	return mdt.ValidName(string(name)) != nil
 }
 
 // ---- layout (MDT side) -----------------------------------------------
