@@ -415,7 +415,10 @@ func (r *run) reconcile(child fid.FID, group []*pb.LfsckTraceItem, claims map[na
 	if err != nil {
 		return err
 	}
-	if child == fid.Root || child == fid.DotNacre || child == fid.LostFound && len(ino.Links) == 1 && len(entries) == 0 {
+	if child == fid.Root || child == fid.DotNacre {
+		return r.dropLoopEntries(snap, child, entries)
+	}
+	if child == fid.LostFound && len(ino.Links) == 1 && len(entries) == 0 {
 		return nil
 	}
 	v, err := snap.Get(mdt.ObjKey(local))
@@ -618,6 +621,44 @@ func (r *run) reconcile(child fid.FID, group []*pb.LfsckTraceItem, claims map[na
 	}
 	r.emit(f)
 	return nil
+}
+
+// dotNacreName is the one name of .nacre, in the root.
+const dotNacreName = ".nacre"
+
+// dropLoopEntries removes the entries that name the root, or .nacre
+// anywhere but as the root's .nacre: each makes a loop in the tree (a
+// directory inside itself), and the phase 1 scan already left them out
+// of their parents' subdirectory counts. The root and .nacre themselves
+// are never reconciled (no linkEA for the root; .nacre is the checker's).
+func (r *run) dropLoopEntries(snap *kv.Snapshot, child fid.FID, entries []*pb.LfsckTraceItem) error {
+	f := newFix()
+	f.reportKey = child.Bytes()
+	for _, e := range entries {
+		nk := nameKey{fid.FromPB(e.Parent), string(e.Name)}
+		if !loopEntry(nk.parent, nk.name, child) {
+			continue
+		}
+		plocal, _, perr := r.lookup(snap, nk.parent)
+		if perr != nil || plocal != e.Local {
+			continue
+		}
+		dv, exists, cf, dtyp, ok := direntAt(snap, plocal, nk.name)
+		if !exists || !ok || cf != child {
+			continue // changed meanwhile
+		}
+		dk := mdt.DirentKey(plocal, nk.name)
+		f.cond(dk, dv)
+		removeEntry(f, dk, nk.parent, dtyp)
+	}
+	r.emit(f)
+	return nil
+}
+
+// loopEntry says whether an entry parent/name naming child makes a loop:
+// it names the root, or .nacre other than as /.nacre.
+func loopEntry(parent fid.FID, name string, child fid.FID) bool {
+	return child == fid.Root || child == fid.DotNacre && (parent != fid.Root || name != dotNacreName)
 }
 
 // removeEntry adds the removal of an entry (conditioned already) to f.

@@ -116,3 +116,65 @@ func TestEntriesWithInvalidNamesAreRemoved(t *testing.T) {
 		})
 	}
 }
+
+// TestEntriesThatMakeALoopAreRemoved: an entry naming the root, or .nacre
+// anywhere but in the root, is removed, and its parent's nlink is what it
+// was. Before, the checker never looked at entries naming the root or
+// .nacre while phase 1 counted them as subdirectories: the entry stayed
+// (/g17root/g17root listed /) and the parent's nlink was raised to match.
+func TestEntriesThatMakeALoopAreRemoved(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		child fid.FID
+		inDir bool // the entry is in /d, not in the root
+	}{
+		{"root in the root", fid.Root, false},
+		{"root in a directory", fid.Root, true},
+		{".nacre in a directory", fid.DotNacre, true},
+		{".nacre in the root under another name", fid.DotNacre, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, 2)
+			tr := buildTree(h)
+			c := New(h.env())
+			req := func() *pb.LfsckStartRequest {
+				return &pb.LfsckStartRequest{Types: []string{"all"}, Reset_: true, Orphan: true, CreateOstobj: true, CreateMdtobj: true}
+			}
+			// An orphan adopted makes .nacre and its lost+found.
+			h.inject("orphan", tr.f2, tr.d, "f2", 0)
+			h.run(c, req())
+			if _, ok := h.entryNames(fid.Root)[dotNacreName]; !ok {
+				t.Fatal("no .nacre after an adoption")
+			}
+			parent := fid.Root
+			if tc.inDir {
+				parent = tr.d
+			}
+			before, err := h.tg.Getattr(parent, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.setRaw(&pb.LfsckKV{Key: mdt.DirentKey(h.localOf(parent), "g17loop"), Value: mdt.EncodeDirent(tc.child, dtDir)})
+			rep := h.run(c, req())
+			if got, want := nsCounts(rep), "dirent 1/1"; got != want {
+				t.Fatalf("first run: %q, want %q: %s", got, want, describe(rep))
+			}
+			if _, ok := h.entryNames(parent)["g17loop"]; ok {
+				t.Fatal("the entry is still there")
+			}
+			after, err := h.tg.Getattr(parent, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after.Nlink != before.Nlink {
+				t.Fatalf("parent nlink %d, was %d", after.Nlink, before.Nlink)
+			}
+			if got := h.entryNames(fid.Root)[dotNacreName]; got != fid.DotNacre {
+				t.Fatalf("/.nacre names %s", got)
+			}
+			if rep := h.run(c, req()); func() bool { n, _ := totals(rep); return n != 0 }() {
+				t.Fatalf("second run found something: %s", describe(rep))
+			}
+		})
+	}
+}

@@ -486,10 +486,13 @@ func (r *run) nsObject(snap *kv.Snapshot, local uint64, v []byte, o *object, itD
 		dirents++
 		name := k[17:]
 		cf, ctyp, ok := mdt.DecodeDirent(itD.Value())
-		if !ok || cf.IsZero() || cf.Ver != 0 || badName(name) {
+		if !ok || cf.IsZero() || cf.Ver != 0 || badName(name) ||
+			((cf == fid.Root || cf == fid.DotNacre) && loopEntry(o.fid, string(name), cf)) {
 			// A corrupt entry: phase 2 rewrites it from a linkEA that
-			// claims its name, or removes it (one with an invalid name
-			// is always removed).
+			// claims its name, or removes it. One with an invalid name
+			// or one that makes a loop (naming the root or .nacre) is
+			// removed; not counted as a subdirectory, the parent's nlink
+			// is right once it is gone.
 			r.items = append(r.items, &pb.LfsckTraceItem{Kind: itemEntry, Child: cf.PB(), Parent: o.fid.PB(), Name: append([]byte(nil), name...),
 				Type: uint32(ctyp), Local: local, Flags: flagGarbage})
 			continue
