@@ -16,6 +16,18 @@ const (
 // ComponentNames are the -t names, by component.
 var ComponentNames = map[uint32]string{Scrub: "scrub", Namespace: "namespace", Layout: "layout"}
 
+// IsComponentName says whether name is exactly one component's -t name.
+// Status shows one component: a list ParseTypes accepts ("scrub,layout")
+// names no single report.
+func IsComponentName(name string) bool {
+	for _, n := range ComponentNames {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
 // Components lists the components in the order they are reported.
 var Components = []uint32{Scrub, Namespace, Layout}
 

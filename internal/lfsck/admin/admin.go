@@ -577,7 +577,7 @@ func printReports(e Env, reps []*lfsck.Report, jsonOut bool) error {
 
 // Status prints one component of one MDT in full.
 func Status(ctx context.Context, e Env, mdtIdx int, component string, jsonOut bool) error {
-	if _, err := lfsck.ParseTypes([]string{component}); err != nil || component == "all" || component == "" {
+	if !lfsck.IsComponentName(component) {
 		return fmt.Errorf("-t %q: give one of scrub, namespace, layout", component)
 	}
 	k, idxs, err := connectMDTs(ctx, e, mdtIdx, false)
