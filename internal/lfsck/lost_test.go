@@ -237,3 +237,68 @@ func TestOrphanTakesTheSlotBackWhenTheFileChangesDuringAdoption(t *testing.T) {
 		t.Fatalf("second run: %s", describe(again))
 	}
 }
+
+// A file whose stripe 0 is missing and whose stripe 1 was lost from the
+// layout only keeps its size when both are repaired in one run (-o -c):
+// stripe 0 reads as zeros, stripe 1 has its data back, and the tail
+// (stripe 0's last chunk) is still there. Before, the adoption marked the
+// size dirty, so it was taken from the objects, and the empty object made
+// for stripe 0 cut the file at the end of stripe 1's data.
+func TestLostSlotAndMissingStripeKeepTheSize(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		size  int
+		dirty bool // a client was writing: the size comes from the objects
+	}{
+		{"tail on the missing stripe", 300000, false},
+		{"tail on the lost slot", 200000, false},
+		{"size dirty", 300000, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, 2)
+			data := pattern(tc.size, 7)
+			f := h.create(fid.Root, "a", 2, data)
+			if tc.dirty {
+				h.do(&pb.SetattrOp{Fid: f.PB(), Valid: uint32(pb.SetattrValid_SETATTR_SET_DIRTY)})
+			}
+			h.inject("ost_object_missing", f, fid.Root, "a", 0)
+			h.inject("slot_lost", f, fid.Root, "a", 1)
+			c := New(h.env())
+			req := &pb.LfsckStartRequest{Types: []string{"all"}, Reset_: true, Orphan: true, CreateOstobj: true}
+			rep := h.run(c, req)
+			lay := rep.Components["layout"]
+			if lay.Counters["dangling"].Repaired != 1 || lay.Counters["orphan"].Repaired != 1 {
+				t.Fatalf("want dangling 1/1 and orphan 1/1: %s", describe(rep))
+			}
+			ino, err := h.tg.Getattr(f, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const ss = 64 << 10
+			want := layout.View(data, ss, 2, map[int]bool{1: true}, 0)
+			dirty := ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_SIZE_DIRTY) != 0
+			if dirty != tc.dirty {
+				t.Fatalf("size dirty %v, want %v", dirty, tc.dirty)
+			}
+			got, err := h.read(f) // as long as the objects say
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !dirty {
+				if ino.Size != uint64(tc.size) {
+					t.Fatalf("size %d, want %d", ino.Size, tc.size)
+				}
+				// A client reads up to the MDT's size: zeros past the objects.
+				got = append(got, make([]byte, int(ino.Size)-len(got))...)
+			} else {
+				want = want[:layout.EndOfStripe(tc.size, ss, 2, 1)]
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("reads back %d bytes, want %d with stripe 0 zero", len(got), len(want))
+			}
+			if again := h.run(c, req); func() bool { f, _ := totals(again); return f != 0 }() {
+				t.Fatalf("second run: %s", describe(again))
+			}
+		})
+	}
+}

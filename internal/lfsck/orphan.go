@@ -37,6 +37,7 @@ const orphanChunk = 1 << 18
 type orphanObj struct {
 	ost  uint32
 	attr *pb.ObjectAttr
+	size uint64 // bytes of data, read right before the adoption (stillOnOST)
 }
 
 func (r *run) orphans() error {
@@ -360,10 +361,12 @@ func (r *run) adoptOnce(pf fid.FID, members []orphanObj) ([]slotFill, error) {
 		f.cond(mdt.ObjKey(local), v)
 		nino := proto.Clone(ino).(*pb.Inode)
 		changed := false
+		var back []orphanObj // the orphans put back into the file's slots
 		if nino.Layout == nil || len(nino.Layout.Objects) == 0 {
 			nino.Layout = orphanLayout(live)
 			changed = true
 			n += len(live)
+			back = live
 		} else {
 			objs := nino.Layout.Objects
 			for _, m := range live {
@@ -374,6 +377,7 @@ func (r *run) adoptOnce(pf fid.FID, members []orphanObj) ([]slotFill, error) {
 					objs[i] = slotOf(m)
 					changed = true
 					n++
+					back = append(back, m)
 				case i < len(objs) && objs[i].Ost == m.ost && objs[i].Seq == m.attr.Seq && objs[i].Oid == m.attr.Oid:
 					// named after all (a change in flight)
 				case i < len(objs) && r.takeLost(pf, uint32(i), objs[i]):
@@ -384,6 +388,7 @@ func (r *run) adoptOnce(pf fid.FID, members []orphanObj) ([]slotFill, error) {
 					objs[i] = slotOf(m)
 					changed = true
 					n++
+					back = append(back, m)
 					if !r.dry {
 						f.muts = append(f.muts, delMut(lostKey(lostSlot{pf, uint32(i)})))
 					}
@@ -395,6 +400,7 @@ func (r *run) adoptOnce(pf fid.FID, members []orphanObj) ([]slotFill, error) {
 					objs[i] = slotOf(m)
 					changed = true
 					n++
+					back = append(back, m)
 				case i >= len(objs) && i < want && want <= layout.MaxStripeCount:
 					for len(objs) <= i {
 						objs = append(objs, &pb.StripeObject{})
@@ -402,6 +408,7 @@ func (r *run) adoptOnce(pf fid.FID, members []orphanObj) ([]slotFill, error) {
 					objs[i] = slotOf(m)
 					changed = true
 					n++
+					back = append(back, m)
 				default:
 					newFile([]orphanObj{m}, pf.String()+"-C")
 				}
@@ -410,7 +417,14 @@ func (r *run) adoptOnce(pf fid.FID, members []orphanObj) ([]slotFill, error) {
 			nino.Layout.StripeCount = int32(len(objs))
 		}
 		if changed {
-			nino.Flags |= uint32(pb.InodeFlag_INODE_FLAG_SIZE_DIRTY)
+			if nino.Flags&uint32(pb.InodeFlag_INODE_FLAG_SIZE_DIRTY) == 0 {
+				// The MDT's size is exact (no client is writing): kept,
+				// or raised to the end of the data put back, never
+				// lowered. A size taken from the objects lost the tail
+				// of a file whose other stripe was lost too: the empty
+				// object -c makes for it covers none of its data.
+				nino.Size = max(nino.Size, endOfData(nino.Layout, back))
+			}
 			f.muts = append(f.muts, setMut(mdt.ObjKey(local), mdt.MarshalInode(nino)))
 			if r.st.Params.Orphan {
 				r.rep.dataChanged(pf)
@@ -492,7 +506,19 @@ func (r *run) repointPFID(m orphanObj) {
 	}
 }
 
-// stillOnOST keeps the members their OST still has.
+// endOfData is the end in the file of the data of objects ms, in their
+// slots of layout l.
+func endOfData(l *pb.Layout, ms []orphanObj) uint64 {
+	sizes := make([]uint64, len(l.Objects))
+	for _, m := range ms {
+		if i := int(m.attr.StripeIndex); i < len(sizes) {
+			sizes[i] = max(sizes[i], m.size)
+		}
+	}
+	return layout.FileSize(uint64(l.StripeSize), sizes)
+}
+
+// stillOnOST keeps the members their OST still has, with their size.
 func (r *run) stillOnOST(ms []orphanObj) []orphanObj {
 	var out []orphanObj
 	for _, m := range ms {
@@ -504,6 +530,7 @@ func (r *run) stillOnOST(ms []orphanObj) []orphanObj {
 		attrs, err := cli.GetObjects(ctx, []*pb.StripeObject{slotOf(m)})
 		cancel()
 		if err == nil && len(attrs) == 1 && attrs[0].Exists {
+			m.size = attrs[0].Size
 			out = append(out, m)
 		}
 	}
