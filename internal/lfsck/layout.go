@@ -626,19 +626,12 @@ func (r *run) stripeMismatch(it *checkItem, a *pb.ObjectAttr) {
 	}
 	got := ost.AttrRec(a)
 	want := expected(it.ent.fid, ino, it)
-	kind := uint32(KLyOthers)
+	kind := uint32(KLyUnmatched)
 	switch {
-	case got.Parent == want.Parent && got.StripeIndex != want.StripeIndex:
-		kind = KLyStripeIdx
-	case got.Parent == want.Parent && (got.UID != want.UID || got.GID != want.GID || got.ProjID != want.ProjID):
-		kind = KLyOwner
 	case got.Parent == want.Parent:
-		kind = KLyOthers
-	default:
-		kind = KLyUnmatched
-		if r.otherReferences(got.Parent, it) {
-			kind = KLyMultiRef
-		}
+		kind = sameParentKind(got, want)
+	case r.otherReferences(got.Parent, it):
+		kind = KLyMultiRef
 	}
 	r.found(Layout)
 	if kind == KLyMultiRef {
@@ -668,6 +661,18 @@ func (r *run) stripeMismatch(it *checkItem, a *pb.ObjectAttr) {
 	// A client wrote the object after its check: the next run looks again.
 	r.lay.bumpEnt(it.ent, Layout, tStat+sChanged, 1)
 	r.log.Info("layout repair refused by the OST: the object changed since its check", "fid", it.ent.fid, "ost", it.ost, "object", want.Oid, "kind", KindNames[Layout][kind])
+}
+
+// sameParentKind names what differs between an object's record and the
+// one its slot wants, when both name the same file.
+func sameParentKind(got, want ost.Rec) uint32 {
+	switch {
+	case got.StripeIndex != want.StripeIndex:
+		return KLyStripeIdx
+	case got.UID != want.UID || got.GID != want.GID || got.ProjID != want.ProjID:
+		return KLyOwner
+	}
+	return KLyOthers
 }
 
 // otherReferences reports whether file f exists and its layout names the

@@ -302,3 +302,52 @@ func TestLostSlotAndMissingStripeKeepTheSize(t *testing.T) {
 		})
 	}
 }
+
+// A file whose layout is lost and whose stripe 0 has the wrong owner gets
+// both repaired in one run: the objects go back into a rebuilt layout
+// (orphan) and take the file's owner (inconsistent_owner), so the next
+// run finds nothing. Before, the owner was found only by the next run,
+// since phase 1 saw no layout naming the object. A dry run reports both.
+func TestAdoptedObjectsTakeTheFilesOwner(t *testing.T) {
+	h := newHarness(t, 2)
+	tr := buildTree(h)
+	h.inject("owner", tr.f1, tr.d, "f1", 0)
+	h.inject("lost_layout", tr.f1, tr.d, "f1", 0)
+	c := New(h.env())
+	req := &pb.LfsckStartRequest{Types: []string{"all"}, Reset_: true, Orphan: true, CreateOstobj: true, CreateMdtobj: true}
+	counts := func(rep *Report) (orphan, owner Count) {
+		lay := rep.Components["layout"]
+		return lay.Counters["orphan"], lay.Counters["inconsistent_owner"]
+	}
+	before := h.digests()
+	dry := proto2Dry(req)
+	if orphan, owner := counts(h.run(c, dry)); orphan.Inconsistent != 2 || owner.Inconsistent != 1 {
+		t.Fatalf("dry run: orphan %+v, inconsistent_owner %+v; want 2 and 1 found", orphan, owner)
+	}
+	if after := h.digests(); after != before {
+		t.Fatalf("the dry run changed the stores:\n%s\n%s", before, after)
+	}
+	rep := h.run(c, req)
+	if orphan, owner := counts(rep); orphan.Repaired != 2 || owner.Inconsistent != 1 || owner.Repaired != 1 {
+		t.Fatalf("want orphan 2/2 and inconsistent_owner 1/1: %s", describe(rep))
+	}
+	ino, err := h.tg.Getattr(tr.f1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range ino.Layout.Objects {
+		a, err := h.osts[s.Ost].GetObjects([]fid.ObjID{{Seq: s.Seq, Oid: s.Oid}})
+		if err != nil || len(a) != 1 {
+			t.Fatalf("stripe %d: %v", i, err)
+		}
+		if a[0].Uid != ino.Uid || a[0].Gid != ino.Gid || a[0].Projid != ino.Projid {
+			t.Fatalf("stripe %d owner %d:%d/%d, file's %d:%d/%d", i, a[0].Uid, a[0].Gid, a[0].Projid, ino.Uid, ino.Gid, ino.Projid)
+		}
+	}
+	if got, err := h.read(tr.f1); err != nil || !bytes.Equal(got, tr.data1) {
+		t.Fatalf("f1 reads back %d bytes (%v), want its %d bytes", len(got), err, len(tr.data1))
+	}
+	if again := h.run(c, req); func() bool { f, _ := totals(again); return f != 0 }() {
+		t.Fatalf("second run: %s", describe(again))
+	}
+}

@@ -230,12 +230,17 @@ func (r *run) adopt(pf fid.FID, members []orphanObj) error {
 	r.t2[Layout][tChecked] += uint64(len(members))
 	r.mu.Unlock()
 	for try := 1; ; try++ {
-		placed, err := r.adoptOnce(pf, members)
-		if err != nil || len(placed) == 0 || r.dry || !r.st.Params.Orphan {
+		placed, into, err := r.adoptOnce(pf, members)
+		if err != nil {
 			return err
+		}
+		if len(placed) == 0 || r.dry || !r.st.Params.Orphan {
+			r.settleAdopted(pf, into)
+			return nil
 		}
 		missed := r.notPlaced(pf, placed)
 		if len(missed) == 0 {
+			r.settleAdopted(pf, into)
 			return nil
 		}
 		// The slots that still name the object they named are dangling
@@ -248,6 +253,7 @@ func (r *run) adopt(pf fid.FID, members []orphanObj) error {
 		r.mu.Unlock()
 		if try == adoptTries {
 			r.log.Warn("orphan adoption: the file kept changing; its slots are left for the end of the run", "fid", pf, "slots", len(missed))
+			r.settleAdopted(pf, into)
 			return nil
 		}
 	}
@@ -289,11 +295,20 @@ func (r *run) notPlaced(pf fid.FID, placed []slotFill) []slotFill {
 	return missed
 }
 
+// adoption is what an adoption put into slots of file pf: the file as
+// the adoption made it, and the objects it put there.
+type adoption struct {
+	ino  *pb.Inode
+	objs []orphanObj
+}
+
 // adoptOnce computes and applies one adoption of pf's orphans; it returns
-// the slots it filled in place of a missing or destroyed object.
-func (r *run) adoptOnce(pf fid.FID, members []orphanObj) ([]slotFill, error) {
+// the slots it filled in place of a missing or destroyed object, and what
+// it put into pf's slots.
+func (r *run) adoptOnce(pf fid.FID, members []orphanObj) ([]slotFill, adoption, error) {
+	var into adoption
 	if err := r.pac.pace(r.ctx); err != nil {
-		return nil, err
+		return nil, adoption{}, err
 	}
 	snap := r.env.Target.DB().NewSnapshot()
 	defer snap.Close()
@@ -312,14 +327,14 @@ func (r *run) adoptOnce(pf fid.FID, members []orphanObj) ([]slotFill, error) {
 	// returned only because their destruction is still queued (after many
 	// unlinks, most of them).
 	if err := r.lim.wait(r.ctx, uint64(len(live))); err != nil {
-		return nil, err
+		return nil, adoption{}, err
 	}
 	// Not queued for destruction now, so nothing will destroy it: if the
 	// OST still has it, it is an orphan (one destroyed between the listing
 	// and now is gone from the OST).
 	live = r.stillOnOST(live)
 	if len(live) == 0 {
-		return nil, nil
+		return nil, adoption{}, nil
 	}
 	n := 0
 	var placed []slotFill
@@ -346,8 +361,9 @@ func (r *run) adoptOnce(pf fid.FID, members []orphanObj) ([]slotFill, error) {
 	case err == errNoObject && r.env.Target.AllocatedBefore(pf):
 		f.cond(mdt.OIKey(pf), nil)
 		l := orphanLayout(live)
+		into = adoption{orphanInode(live, l, pf), live}
 		f.late = append(f.late, &pb.LfsckMut{M: &pb.LfsckMut_Create{Create: &pb.LfsckCreate{
-			Inode: orphanInode(live, l, pf), LpfBase: []byte("%F-R")}}})
+			Inode: into.ino, LpfBase: []byte("%F-R")}}})
 		f.delta++
 		n += len(live)
 	case err != nil:
@@ -426,17 +442,18 @@ func (r *run) adoptOnce(pf fid.FID, members []orphanObj) ([]slotFill, error) {
 				nino.Size = max(nino.Size, endOfData(nino.Layout, back))
 			}
 			f.muts = append(f.muts, setMut(mdt.ObjKey(local), mdt.MarshalInode(nino)))
+			into = adoption{nino, back}
 			if r.st.Params.Orphan {
 				r.rep.dataChanged(pf)
 			}
 		}
 	}
 	if n == 0 {
-		return nil, nil
+		return nil, adoption{}, nil
 	}
 	// Tests change the file here, between the snapshot and the apply.
 	if err := fault.Hit("lfsck.orphans.adopt"); err != nil {
-		return nil, err
+		return nil, adoption{}, err
 	}
 	r.found(Layout)
 	kinds := make([]uint32, n)
@@ -450,17 +467,17 @@ func (r *run) adoptOnce(pf fid.FID, members []orphanObj) ([]slotFill, error) {
 	}
 	r.rep.add(Layout, nil, rep)
 	if err := r.rep.flush(); err != nil {
-		return nil, err
+		return nil, adoption{}, err
 	}
 	if r.dry || !r.st.Params.Orphan {
-		return placed, nil
+		return placed, into, nil
 	}
 	// New files (<FID>-C-n, <newFID>-N-n) got their FID at apply: point
 	// their objects' PFIDs at them.
 	for _, m := range newFiles {
 		r.repointPFID(m)
 	}
-	return placed, nil
+	return placed, into, nil
 }
 
 // repointPFID finds the lost+found file holding m (made by this run) and
@@ -503,6 +520,65 @@ func (r *run) repointPFID(m orphanObj) {
 			}
 			return
 		}
+	}
+}
+
+// settleAdopted gives the objects an adoption put into file pf's slots
+// the record their slot wants (the MDT wins: owner, stripe size, count,
+// generation), as the layout check would have if the layout had named
+// them, counted under the same kinds. Before, the first run only put them
+// back and the second found their owner wrong. Objects no longer where
+// the adoption put them (the file changed since) are left to the next
+// run. A dry run counts what it would repair against the adoption it
+// computed.
+func (r *run) settleAdopted(pf fid.FID, into adoption) {
+	if into.ino == nil || len(into.objs) == 0 || !r.st.Params.Orphan {
+		return
+	}
+	ino := into.ino
+	if !r.dry {
+		var err error
+		if _, ino, err = r.lookup(r.env.Target.DB(), pf); err != nil {
+			return // gone: its objects are orphans again
+		}
+	}
+	l := ino.Layout
+	if l == nil {
+		return
+	}
+	for _, m := range into.objs {
+		i := m.attr.StripeIndex
+		if int(i) >= len(l.Objects) {
+			continue
+		}
+		if s := l.Objects[i]; s.Ost != m.ost || s.Seq != m.attr.Seq || s.Oid != m.attr.Oid {
+			continue
+		}
+		got := ost.AttrRec(m.attr)
+		want := ost.Rec{Seq: m.attr.Seq, Oid: m.attr.Oid, Parent: pf, StripeIndex: i, StripeSize: l.StripeSize,
+			StripeCount: uint32(len(l.Objects)), Gen: l.Generation, UID: ino.Uid, GID: ino.Gid, ProjID: ino.Projid}
+		if got == want {
+			continue
+		}
+		kind := sameParentKind(got, want)
+		r.found(Layout)
+		if r.dry {
+			r.countDry(nil, Layout, kind)
+			continue
+		}
+		var buf [96]byte
+		done, err := r.ostRepair(m.ost, &pb.LfsckObjRepair{Seq: want.Seq, Oid: want.Oid, Expect: ost.Digest(got.Append(buf[:0])), Record: recAttr(&want)})
+		if err != nil {
+			r.failed(Layout, 2, err)
+			continue
+		}
+		if !done {
+			// A client wrote the object since it was listed: the next
+			// run looks again.
+			r.lay.bumpEnt(nil, Layout, tStat+sChanged, 1)
+			continue
+		}
+		r.rep.now(Layout, nil, &pb.LfsckRepair{Component: Layout, Kinds: []uint32{kind}, RepairedElsewhere: true})
 	}
 }
 
