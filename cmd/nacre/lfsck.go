@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -63,14 +65,14 @@ and changes nothing at all. See docs/lfsck.md.`,
 	}
 	f := start.Flags()
 	f.StringSliceVarP(&st.types, "type", "t", nil, "components: scrub, namespace, layout, all (default: resume the interrupted ones, else all)")
-	f.Uint64VarP(&st.speed, "speed", "s", 0, "speed limit in objects per second (0: no limit)")
+	f.VarP(speedFlag(&st.speed), "speed", "s", "speed limit in objects per second (0: no limit)")
 	f.BoolVarP(&st.dry, "dryrun", "n", false, "dry run: report only, write nothing")
 	f.BoolVarP(&st.reset, "reset", "r", false, "start from the beginning, with default parameters")
 	f.BoolVarP(&st.orphan, "orphan", "o", false, "adopt orphans (OST objects, MDT objects, lost parents) into .nacre/lost+found")
 	f.BoolVarP(&st.ostobj, "create-ostobj", "c", false, "re-create missing OST objects of layouts (dangling references)")
 	f.BoolVarP(&st.mdtobj, "create-mdtobj", "C", false, "re-create missing MDT objects of directory entries (dangling names)")
 	f.StringVarP(&st.policy, "error", "e", "", "on a failure: continue (default) or failout")
-	f.Uint32VarP(&st.window, "window", "w", 0, "layout checks in flight to the OSTs (default 65536)")
+	f.VarP(windowFlag(&st.window), "window", "w", "layout checks in flight to the OSTs (default 65536)")
 	f.IntVar(&st.mdt, "mdt", 0, "MDT index")
 	f.BoolVarP(&st.all, "all", "A", false, "every MDT")
 	f.BoolVar(&st.wait, "wait", false, "wait until it ends (progress on a terminal), then print the result")
@@ -151,8 +153,8 @@ and changes nothing at all. See docs/lfsck.md.`,
 			return admin.Set(cmd.Context(), adminEnv(g, cmd), set.mdt, set.all, sp, w)
 		},
 	}
-	setCmd.Flags().Uint64VarP(&set.speed, "speed", "s", 0, "objects per second (0: no limit)")
-	setCmd.Flags().Uint32VarP(&set.window, "window", "w", 0, "layout checks in flight")
+	setCmd.Flags().VarP(speedFlag(&set.speed), "speed", "s", "objects per second (0: no limit)")
+	setCmd.Flags().VarP(windowFlag(&set.window), "window", "w", "layout checks in flight")
 	setCmd.Flags().IntVar(&set.mdt, "mdt", 0, "MDT index")
 	setCmd.Flags().BoolVarP(&set.all, "all", "A", false, "every MDT")
 	digest := &cobra.Command{
@@ -203,4 +205,35 @@ func checkLfsckStartFlags(types []string, policy string) error {
 		return fmt.Errorf("lfsck start -e %q: give continue or failout", policy)
 	}
 	return nil
+}
+
+// countFlag is a flag holding a count in a range, whose error gives the
+// range (pflag names the flag and the value before it): pflag's own
+// Uint64 flag said only `strconv.ParseUint: parsing "-5": invalid syntax`.
+type countFlag[T uint32 | uint64] struct {
+	p        *T
+	min, max uint64
+	rng      string // the range, for errors
+}
+
+func (f *countFlag[T]) Set(s string) error {
+	v, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
+	if err != nil || v < f.min || v > f.max {
+		return errors.New(f.rng)
+	}
+	*f.p = T(v)
+	return nil
+}
+
+func (f *countFlag[T]) String() string { return strconv.FormatUint(uint64(*f.p), 10) }
+func (f *countFlag[T]) Type() string   { return "uint" }
+
+// speedFlag is -s: objects per second, 0 for no limit.
+func speedFlag(p *uint64) *countFlag[uint64] {
+	return &countFlag[uint64]{p: p, max: 1<<64 - 1, rng: "the speed limit is 0 (no limit) or more objects per second"}
+}
+
+// windowFlag is -w, with the range the checker accepts.
+func windowFlag(p *uint32) *countFlag[uint32] {
+	return &countFlag[uint32]{p: p, min: 1, max: 1 << 20, rng: "the window must be 1 to 1048576"}
 }
