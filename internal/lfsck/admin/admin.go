@@ -798,29 +798,92 @@ func offlineMDT(dir string, readOnly bool) (*kv.DB, target.Identity, error) {
 }
 
 // Backup writes a file-level backup of the (stopped) MDT in dir to file.
+// A regular file is written whole beside file and renamed over it only
+// once synced, so a failed backup (a full disk) leaves an earlier backup
+// at that path as it was.
 func Backup(e Env, dir, file string) error {
 	db, id, err := offlineMDT(dir, true)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	f, err := os.Create(file)
+	var h *mdt.BackupHeader
+	err = writeWhole(file, func(w io.Writer) (err error) {
+		h, err = mdt.Backup(db, id, w)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("backup of %s to %s: %w", id.Label(), file, err)
+	}
+	fmt.Fprintf(e.Out, "backed up %s (%d objects) to %s\n", id.Label(), h.Objects, file)
+	return nil
+}
+
+// writeWhole writes path with fn. A regular file (or a new one) is
+// written to a hidden temporary file in the same directory, synced, and
+// renamed over path, with the directory synced: path is either as it
+// was or whole, never truncated or half-written. Anything else (a device,
+// a FIFO: /dev/stdout) is written into directly, as it cannot be
+// renamed over.
+func writeWhole(path string, fn func(io.Writer) error) error {
+	mode := os.FileMode(0o644)
+	st, err := os.Stat(path)
+	switch {
+	case err == nil && !st.Mode().IsRegular():
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		err = fn(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	case err == nil:
+		mode = st.Mode().Perm() // a backup replaced keeps its mode
+	case !errors.Is(err, os.ErrNotExist):
+		return err
+	}
+	d, base := filepath.Split(path)
+	if d == "" {
+		d = "."
+	}
+	f, err := os.CreateTemp(d, "."+base+".nacre-partial-*")
 	if err != nil {
 		return err
 	}
-	h, err := mdt.Backup(db, id, f)
+	tmp := f.Name()
+	err = fn(f)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
 	if err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		os.Remove(file)
-		return fmt.Errorf("backup of %s: %w", id.Label(), err)
+	if err == nil {
+		err = os.Rename(tmp, path)
 	}
-	fmt.Fprintf(e.Out, "backed up %s (%d objects) to %s\n", id.Label(), h.Objects, file)
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	// The rename is durable only once the directory is synced.
+	if err := syncDir(d); err != nil {
+		return fmt.Errorf("%s is written, but its directory could not be synced (a crash may lose it): %w", path, err)
+	}
 	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // Restore restores a backup into the (stopped) MDT in dir; its object
