@@ -11,15 +11,16 @@ func mdtCommand(g *globals) *cobra.Command {
 	var dir, file string
 	var force bool
 	backup := &cobra.Command{
-		Use:   "backup --dir MDTDIR --out FILE",
+		Use:   "backup --dir MDTDIR --out FILE [--force]",
 		Short: "Back up a stopped MDT, file by file",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return admin.Backup(adminEnv(g, cmd), dir, file)
+			return admin.Backup(adminEnv(g, cmd), dir, file, force)
 		},
 	}
 	backup.Flags().StringVar(&dir, "dir", "", "the MDT's target directory")
 	backup.Flags().StringVar(&file, "out", "", "the backup file to write")
+	backup.Flags().BoolVar(&force, "force", false, "back up a store that fails its checks (lost data): the backup may be incomplete")
 	backup.MarkFlagRequired("dir")
 	backup.MarkFlagRequired("out")
 	restore := &cobra.Command{

@@ -690,3 +690,19 @@ func peersMsg(m map[uint64]string) *nacrepb.RaftPeers {
 // entryCost is what a cached entry costs in memory, roughly: its body plus
 // the Go objects around it.
 func entryCost(e *pb.Entry) int { return len(e.GetData()) + 96 }
+
+// RecordsLog says whether the store db records the Raft log of the group
+// whose keys start with prefix: a group writes that record when it first
+// starts, so a store that has served a group and lacks it lost data (the
+// group refuses to start on it). It only reads, for tools that look at a
+// stopped target (nacre mdt backup).
+func RecordsLog(db kv.Reader, prefix []byte) (bool, error) {
+	_, err := db.Get(newKeys(prefix).version)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, kv.ErrNotFound):
+		return false, nil
+	}
+	return false, fmt.Errorf("read the store's record of its raft log: %w", err)
+}

@@ -298,6 +298,16 @@ func CheckStore(db *kv.DB, id Identity) error {
 	return nil
 }
 
+// VerifyStore is CheckStore without writing: for a tool that reads a
+// stopped target's store (a backup), a store that records no owner is
+// refused too, as lost data when the target has run (ErrStoreLost).
+func VerifyStore(db *kv.DB, id Identity) error {
+	if _, err := db.Get(identityKey); errors.Is(err, kv.ErrNotFound) && id.Started.IsZero() {
+		return fmt.Errorf("the store %s of %s records no target: it was never used, or it lost its data", db.Dir(), id.Label())
+	}
+	return CheckStore(db, id)
+}
+
 // storeMismatch explains a store whose recorded owner (got) is not the
 // identity file's (want, same encoding): a format version alone is
 // another release's store; anything else is a store and an identity file

@@ -770,7 +770,9 @@ func Digests(ctx context.Context, e Env) error {
 	return nil
 }
 
-// offlineMDT opens an MDT's store with its server stopped.
+// offlineMDT opens an MDT's store with its server stopped: read-only for
+// a backup, which checks it (checkBackupSource), or to write for a
+// restore.
 func offlineMDT(dir string, readOnly bool) (*kv.DB, target.Identity, error) {
 	id, err := target.Load(dir)
 	if err != nil {
@@ -786,27 +788,65 @@ func offlineMDT(dir string, readOnly bool) (*kv.DB, target.Identity, error) {
 	if err != nil {
 		return nil, id, err
 	}
+	if readOnly {
+		return db, id, nil
+	}
 	// A restore may write into a new, empty store (the old device died):
 	// that store is the target's from now on, whatever it has run on.
 	chk := id
 	chk.Started = time.Time{}
-	if err := target.CheckStore(db, chk); err != nil && !readOnly {
+	if err := target.CheckStore(db, chk); err != nil {
 		db.Close()
 		return nil, id, err
 	}
 	return db, id, nil
 }
 
+// checkBackupSource makes sure the store of the MDT in dir holds what the
+// MDT has: its owner is recorded (CheckStore, as a start checks it), and
+// a target that has run finds the record of its Raft log there. A store
+// that lost data (a damaged write-ahead log) opens and reads as a smaller
+// or empty namespace, and a backup of it, restored, would empty the file
+// system; `nacre up` refuses to start on it.
+func checkBackupSource(db *kv.DB, dir string, id target.Identity) error {
+	if err := target.VerifyStore(db, id); err != nil {
+		return err
+	}
+	if !target.HasRun(dir, id) {
+		return nil
+	}
+	ok, err := raftgroup.RecordsLog(db, mdt.RaftPrefix)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("the store %s has no record of its Raft log, although the target has run (its log is in %s): the store lost data (a damaged write-ahead log?)",
+			db.Dir(), target.RaftLogDir(dir))
+	}
+	return nil
+}
+
 // Backup writes a file-level backup of the (stopped) MDT in dir to file.
 // A regular file is written whole beside file and renamed over it only
 // once synced, so a failed backup (a full disk) leaves an earlier backup
-// at that path as it was.
-func Backup(e Env, dir, file string) error {
+// at that path as it was. A store that fails its checks is refused
+// unless force (checkBackupSource).
+func Backup(e Env, dir, file string, force bool) error {
 	db, id, err := offlineMDT(dir, true)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	if err := checkBackupSource(db, dir, id); err != nil {
+		if !force {
+			return fmt.Errorf("refusing to back up %s from %s: %w; a backup of this store would hold what is left of it, "+
+				"and restored it would lose the files it lacks. Start the MDT with `nacre up`, which says what it finds; "+
+				"with a replicated MDT, back up another replica (stop it first), whose store the others' Raft log keeps whole, "+
+				"or replace this one (nacre replica replace); else keep the older backup you have. "+
+				"`nacre mdt backup --force` backs up what the store holds anyway (the backup may be incomplete)", id.Label(), dir, err)
+		}
+		fmt.Fprintf(e.Err, "warning: backing up %s although its store fails its checks (--force): %v; the backup may be incomplete\n", id.Label(), err)
+	}
 	var h *mdt.BackupHeader
 	err = writeWhole(file, func(w io.Writer) (err error) {
 		h, err = mdt.Backup(db, id, w)

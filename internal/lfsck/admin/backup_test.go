@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"nacre/internal/kv"
 	"nacre/internal/mdt"
@@ -87,7 +88,7 @@ func TestAFailedBackupKeepsTheEarlierOne(t *testing.T) {
 	small, fillUp := smallFullDisk(t)
 	good := filepath.Join(small, "good.bk")
 	e := Env{Out: io.Discard, Err: io.Discard}
-	if err := Backup(e, newMDTDir(t, 0), good); err != nil {
+	if err := Backup(e, newMDTDir(t, 0), good, false); err != nil {
 		t.Fatal(err)
 	}
 	before, err := os.ReadFile(good)
@@ -97,7 +98,7 @@ func TestAFailedBackupKeepsTheEarlierOne(t *testing.T) {
 	fillUp()
 	// Larger than the space the earlier backup takes, which truncating it
 	// would free.
-	err = Backup(e, newMDTDir(t, 200), good)
+	err = Backup(e, newMDTDir(t, 200), good, false)
 	if err == nil || !strings.Contains(err.Error(), "no space left on device") || !strings.Contains(err.Error(), good) {
 		t.Fatalf("a backup to a full disk: %v, want an error naming %s and ENOSPC", err, good)
 	}
@@ -120,7 +121,7 @@ func TestABackupReplacesTheEarlierOne(t *testing.T) {
 	if err := os.WriteFile(out, []byte("old"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := Backup(Env{Out: io.Discard, Err: io.Discard}, mdtDir, out); err != nil {
+	if err := Backup(Env{Out: io.Discard, Err: io.Discard}, mdtDir, out, false); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(out)
@@ -129,5 +130,60 @@ func TestABackupReplacesTheEarlierOne(t *testing.T) {
 	}
 	if st, _ := os.Stat(out); st.Mode().Perm() != 0o600 {
 		t.Errorf("the replaced backup's mode is %v, want the old file's 0600", st.Mode().Perm())
+	}
+}
+
+// markStarted records in the identity of dir that the target has run.
+func markStarted(t *testing.T, dir string) {
+	t.Helper()
+	id, err := target.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id.Started = time.Now().UTC()
+	if err := target.Save(dir, id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A store that lost data (what a damaged write-ahead log leaves: no
+// record of the Raft log the MDT ran with, or nothing at all) is not
+// backed up: `nacre up` refuses to start on it, and a backup of it,
+// restored, would empty the file system. Before, the backup said
+// "backed up MDT0000 (0 objects)" and exited 0. --force backs it up
+// anyway, with a warning.
+func TestABackupOfADamagedStoreIsRefusedUnlessForced(t *testing.T) {
+	lostLog := newMDTDir(t, 3)
+	markStarted(t, lostLog)
+	lostAll := newMDTDir(t, 3)
+	markStarted(t, lostAll)
+	if err := os.RemoveAll(target.StoreDir(lostAll)); err != nil {
+		t.Fatal(err)
+	}
+	db, err := kv.Open(target.StoreDir(lostAll), kv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	for _, c := range []struct {
+		dir, why string
+	}{{lostLog, "has no record of its Raft log"}, {lostAll, "holds none of its data"}} {
+		out := filepath.Join(t.TempDir(), "b.bk")
+		var stderr bytes.Buffer
+		e := Env{Out: io.Discard, Err: &stderr}
+		err := Backup(e, c.dir, out, false)
+		if err == nil || !strings.Contains(err.Error(), "refusing to back up MDT0000") || !strings.Contains(err.Error(), c.why) ||
+			!strings.Contains(err.Error(), "--force") || !strings.Contains(err.Error(), "another replica") {
+			t.Errorf("backup of a store that %s: %v", c.why, err)
+		}
+		if _, serr := os.Stat(out); !errors.Is(serr, os.ErrNotExist) {
+			t.Errorf("a refused backup wrote %s: %v", out, serr)
+		}
+		if err := Backup(e, c.dir, out, true); err != nil {
+			t.Errorf("backup --force of a store that %s: %v", c.why, err)
+		}
+		if !strings.Contains(stderr.String(), "warning: backing up MDT0000 although its store fails its checks") || !strings.Contains(stderr.String(), "may be incomplete") {
+			t.Errorf("backup --force of a store that %s warns: %q", c.why, stderr.String())
+		}
 	}
 }
