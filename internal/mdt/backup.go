@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"strings"
 	"time"
 
 	"nacre/internal/kv"
@@ -185,30 +186,12 @@ func Backup(db *kv.DB, id target.Identity, w io.Writer) (*BackupHeader, error) {
 // store no longer records it (the group would refuse to start) beside a
 // store that is intact.
 func Restore(db *kv.DB, id target.Identity, r io.Reader, force bool, beforeWipe func() error) (*BackupHeader, error) {
-	br := bufio.NewReaderSize(r, 1<<20)
-	var crc uint32
-	read := func(p []byte) error {
-		if _, err := io.ReadFull(br, p); err != nil {
-			return err
-		}
-		crc = crc32.Update(crc, castagnoli, p)
-		return nil
-	}
-	magic := make([]byte, len(backupMagic))
-	if err := read(magic); err != nil || string(magic) != backupMagic {
-		return nil, errors.New("not a Nacre MDT backup (bad magic)")
-	}
-	line, err := br.ReadBytes('\n')
+	h, recs, maxLocal, err := readBackup(r)
 	if err != nil {
-		return nil, fmt.Errorf("backup header: %w", err)
+		return nil, err
 	}
-	crc = crc32.Update(crc, castagnoli, line)
-	h := &BackupHeader{}
-	if err := json.Unmarshal(line, h); err != nil {
-		return nil, fmt.Errorf("backup header: %w", err)
-	}
-	if h.Fsname != id.Fsname || h.Index != id.Index {
-		return nil, fmt.Errorf("the backup is of %s-MDT%04x, this is %s-MDT%04x", h.Fsname, h.Index, id.Fsname, id.Index)
+	if err := h.CheckFor(id); err != nil {
+		return nil, err
 	}
 	if h.UUID != id.UUID && !force {
 		n, err := countObjects(db)
@@ -220,65 +203,6 @@ func Restore(db *kv.DB, id target.Identity, r io.Reader, force bool, beforeWipe 
 				"which it would replace: their files' data is on this cluster's OSTs, the backup's is not. Restore a backup of this MDT, "+
 				"or give --force to replace them anyway", h.Objects, h.Created.Format(time.RFC3339), id.Label(), h.UUID, id.UUID, n)
 		}
-	}
-	uvarint := func() (uint64, error) {
-		var buf []byte
-		for {
-			b, err := br.ReadByte()
-			if err != nil {
-				return 0, err
-			}
-			buf = append(buf, b)
-			if b < 0x80 || len(buf) == binary.MaxVarintLen64 {
-				break
-			}
-		}
-		crc = crc32.Update(crc, castagnoli, buf)
-		v, n := binary.Uvarint(buf)
-		if n <= 0 {
-			return 0, errors.New("bad length")
-		}
-		return v, nil
-	}
-	type rec struct {
-		kind byte
-		k, v []byte
-	}
-	var recs []rec
-	var maxLocal uint64
-	for {
-		kind := []byte{0}
-		if err := read(kind); err != nil {
-			return nil, fmt.Errorf("backup truncated: %w", err)
-		}
-		if kind[0] == 'E' {
-			want := crc
-			var cb [4]byte
-			if _, err := io.ReadFull(br, cb[:]); err != nil || binary.BigEndian.Uint32(cb[:]) != want {
-				return nil, errors.New("backup corrupt: CRC mismatch")
-			}
-			break
-		}
-		kl, err := uvarint()
-		if err != nil || kl > 1<<16 {
-			return nil, fmt.Errorf("backup corrupt: key length: %v", err)
-		}
-		k := make([]byte, kl)
-		if err := read(k); err != nil {
-			return nil, err
-		}
-		vl, err := uvarint()
-		if err != nil || vl > 64<<20 {
-			return nil, fmt.Errorf("backup corrupt: value length: %v", err)
-		}
-		v := make([]byte, vl)
-		if err := read(v); err != nil {
-			return nil, err
-		}
-		if kind[0] == 'O' && len(k) == 9 {
-			maxLocal = max(maxLocal, binary.BigEndian.Uint64(k[1:]))
-		}
-		recs = append(recs, rec{kind[0], k, v})
 	}
 	// New local keys: every object moves above every old key.
 	shift := maxLocal + 1
@@ -346,6 +270,148 @@ func Restore(db *kv.DB, id target.Identity, r io.Reader, force bool, beforeWipe 
 	}
 	b.Close()
 	return h, nil
+}
+
+// CheckBackup reads a backup through and checks it (format, every
+// record, the CRC of its end record) without restoring anything: a
+// restore checks the backup before it touches the store.
+func CheckBackup(r io.Reader) (*BackupHeader, error) {
+	h, _, _, err := readBackup(r)
+	return h, err
+}
+
+// CheckFor refuses a backup of another MDT than id's (file system name
+// and index; another uuid is Restore's to judge).
+func (h *BackupHeader) CheckFor(id target.Identity) error {
+	if h.Fsname != id.Fsname || h.Index != id.Index {
+		return fmt.Errorf("the backup is of %s-MDT%04x, this is %s-MDT%04x", h.Fsname, h.Index, id.Fsname, id.Index)
+	}
+	return nil
+}
+
+// backupRec is one record of a backup.
+type backupRec struct {
+	kind byte
+	k, v []byte
+}
+
+// readBackup reads a whole backup: its header, its records and the
+// largest old local key of its objects. A backup that ends early (an
+// interrupted backup, a partial copy) is named truncated, with where it
+// ends.
+func readBackup(r io.Reader) (*BackupHeader, []backupRec, uint64, error) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	var crc uint32
+	var off int64 // bytes read so far
+	truncated := func(err error) error {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return fmt.Errorf("the backup is truncated: it ends after %d bytes, before its end record, so it is incomplete "+
+				"(a backup that was interrupted or failed, or a partial copy); restore a whole copy", off)
+		}
+		return fmt.Errorf("read the backup: %w", err)
+	}
+	read := func(p []byte) error {
+		n, err := io.ReadFull(br, p)
+		off += int64(n)
+		if err != nil {
+			return truncated(err)
+		}
+		crc = crc32.Update(crc, castagnoli, p)
+		return nil
+	}
+	magic := make([]byte, len(backupMagic))
+	n, err := io.ReadFull(br, magic)
+	off += int64(n)
+	const family = "NACRE-MDT-BACKUP "
+	switch {
+	case string(magic) == backupMagic:
+		crc = crc32.Update(crc, castagnoli, magic)
+	case n > len(family) && string(magic[:len(family)]) == family:
+		v, _, _ := strings.Cut(string(magic[len(family):n]), "\n")
+		return nil, nil, 0, fmt.Errorf("the backup is of format version %q, and this nacre reads version 1: restore it with the release that wrote it", v)
+	case err != nil && n > 0 && string(magic[:n]) == backupMagic[:n]:
+		return nil, nil, 0, truncated(err)
+	case err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF):
+		return nil, nil, 0, truncated(err)
+	default:
+		return nil, nil, 0, errors.New("not a Nacre MDT backup (bad magic): give a file `nacre mdt backup` wrote")
+	}
+	line, err := br.ReadBytes('\n')
+	off += int64(len(line))
+	if err != nil {
+		return nil, nil, 0, truncated(err)
+	}
+	crc = crc32.Update(crc, castagnoli, line)
+	h := &BackupHeader{}
+	if err := json.Unmarshal(line, h); err != nil {
+		return nil, nil, 0, fmt.Errorf("backup corrupt: its header: %w", err)
+	}
+	uvarint := func() (uint64, error) {
+		var buf []byte
+		for {
+			b, err := br.ReadByte()
+			if err != nil {
+				return 0, truncated(err)
+			}
+			off++
+			buf = append(buf, b)
+			if b < 0x80 || len(buf) == binary.MaxVarintLen64 {
+				break
+			}
+		}
+		crc = crc32.Update(crc, castagnoli, buf)
+		v, n := binary.Uvarint(buf)
+		if n <= 0 {
+			return 0, fmt.Errorf("backup corrupt: bad length at byte %d", off)
+		}
+		return v, nil
+	}
+	var recs []backupRec
+	var maxLocal uint64
+	for {
+		kind := []byte{0}
+		if err := read(kind); err != nil {
+			return nil, nil, 0, err
+		}
+		if kind[0] == 'E' {
+			want := crc
+			var cb [4]byte
+			if err := read(cb[:]); err != nil {
+				return nil, nil, 0, err
+			}
+			if binary.BigEndian.Uint32(cb[:]) != want {
+				return nil, nil, 0, errors.New("backup corrupt: CRC mismatch (the file was changed or damaged after it was written); restore another copy")
+			}
+			break
+		}
+		kl, err := uvarint()
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		if kl > 1<<16 {
+			return nil, nil, 0, fmt.Errorf("backup corrupt: key length %d at byte %d", kl, off)
+		}
+		k := make([]byte, kl)
+		if err := read(k); err != nil {
+			return nil, nil, 0, err
+		}
+		vl, err := uvarint()
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		if vl > 64<<20 {
+			return nil, nil, 0, fmt.Errorf("backup corrupt: value length %d at byte %d", vl, off)
+		}
+		v := make([]byte, vl)
+		if err := read(v); err != nil {
+			return nil, nil, 0, err
+		}
+		if kind[0] == 'O' && len(k) == 9 {
+			maxLocal = max(maxLocal, binary.BigEndian.Uint64(k[1:]))
+		}
+		recs = append(recs, backupRec{kind[0], k, v})
+	}
+	return h, recs, maxLocal, nil
 }
 
 // countObjects counts the objects (inodes) of an MDT store: the count

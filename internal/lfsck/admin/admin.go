@@ -774,15 +774,9 @@ func Digests(ctx context.Context, e Env) error {
 // a backup, which checks it (checkBackupSource), or to write for a
 // restore.
 func offlineMDT(dir string, readOnly bool) (*kv.DB, target.Identity, error) {
-	id, err := target.Load(dir)
+	id, err := stoppedMDT(dir)
 	if err != nil {
 		return nil, id, err
-	}
-	if id.Kind != target.MDT {
-		return nil, id, fmt.Errorf("%s holds %s, not an MDT", dir, id.Describe())
-	}
-	if pid, ok := serve.Serving(dir); ok {
-		return nil, id, fmt.Errorf("%s is served by process %d; stop it first (a file-level backup or restore is done with the MDT stopped)", dir, pid)
 	}
 	db, err := kv.Open(target.StoreDir(dir), kv.Options{ReadOnly: readOnly})
 	if err != nil {
@@ -800,6 +794,22 @@ func offlineMDT(dir string, readOnly bool) (*kv.DB, target.Identity, error) {
 		return nil, id, err
 	}
 	return db, id, nil
+}
+
+// stoppedMDT is the identity of the MDT in dir, whose server must be
+// stopped.
+func stoppedMDT(dir string) (target.Identity, error) {
+	id, err := target.Load(dir)
+	if err != nil {
+		return id, err
+	}
+	if id.Kind != target.MDT {
+		return id, fmt.Errorf("%s holds %s, not an MDT", dir, id.Describe())
+	}
+	if pid, ok := serve.Serving(dir); ok {
+		return id, fmt.Errorf("%s is served by process %d; stop it first (a file-level backup or restore is done with the MDT stopped)", dir, pid)
+	}
+	return id, nil
 }
 
 // checkBackupSource makes sure the store of the MDT in dir holds what the
@@ -927,26 +937,73 @@ func syncDir(dir string) error {
 }
 
 // Restore restores a backup into the (stopped) MDT in dir; its object
-// index is rebuilt by an OI scrub when the MDT next starts.
+// index is rebuilt by an OI scrub when the MDT next starts. The backup is
+// read through and checked before the store is opened (opening creates a
+// store where there is none), and a store this restore created is
+// removed again if the restore fails: a failed restore leaves the
+// directory as it was, and `nacre up` says what it said before.
 func Restore(e Env, dir, file string, force bool) error {
+	id, err := stoppedMDT(dir)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return fmt.Errorf("restore of %s: %w", id.Label(), err)
+	}
+	defer f.Close()
+	h, err := mdt.CheckBackup(f)
+	if err == nil {
+		err = h.CheckFor(id)
+	}
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		return fmt.Errorf("restore of %s from %s: %w; %s was not changed", id.Label(), file, err, dir)
+	}
+	storeDir := target.StoreDir(dir)
+	_, serr := os.Stat(storeDir)
+	madeDir := errors.Is(serr, os.ErrNotExist)
+	madeStore := madeDir || target.Empty(storeDir)
 	db, id, err := offlineMDT(dir, false)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	f, err := os.Open(file)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
 	// The restored state starts a new Raft log: the old one goes right
 	// before mdt.Restore wipes the group's state in the store.
-	h, err := mdt.Restore(db, id, f, force, func() error { return raftlog.Remove(vfs.Default, target.RaftLogDir(dir)) })
+	h, err = mdt.Restore(db, id, f, force, func() error { return raftlog.Remove(vfs.Default, target.RaftLogDir(dir)) })
+	db.Close()
 	if err != nil {
-		return fmt.Errorf("restore of %s from %s: %w", id.Label(), file, err)
+		err = fmt.Errorf("restore of %s from %s: %w", id.Label(), file, err)
+		if madeStore {
+			if rerr := removeStore(storeDir, madeDir); rerr != nil {
+				err = fmt.Errorf("%w; and the store it created could not be removed: %v", err, rerr)
+			}
+		}
+		return err
 	}
 	fmt.Fprintf(e.Out, "restored %s from %s (%d objects, backed up %s) with new local keys;\nits object index is rebuilt by an OI scrub when it starts (nacre lfsck query)\n",
 		id.Label(), filepath.Base(file), h.Objects, h.Created.Format(time.RFC3339))
+	return nil
+}
+
+// removeStore removes a store a failed restore created: the directory
+// too if it made it, else what is in it (the directory was there, empty:
+// perhaps a mount point).
+func removeStore(storeDir string, dirToo bool) error {
+	if dirToo {
+		return os.RemoveAll(storeDir)
+	}
+	entries, err := os.ReadDir(storeDir)
+	if err != nil {
+		return err
+	}
+	for _, en := range entries {
+		if err := os.RemoveAll(filepath.Join(storeDir, en.Name())); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -3,6 +3,7 @@ package admin
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -185,5 +186,92 @@ func TestABackupOfADamagedStoreIsRefusedUnlessForced(t *testing.T) {
 		if !strings.Contains(stderr.String(), "warning: backing up MDT0000 although its store fails its checks") || !strings.Contains(stderr.String(), "may be incomplete") {
 			t.Errorf("backup --force of a store that %s warns: %q", c.why, stderr.String())
 		}
+	}
+}
+
+// storeFiles lists what the store directory of dir holds.
+func storeFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(target.StoreDir(dir))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, en := range entries {
+		names = append(names, en.Name())
+	}
+	return names
+}
+
+// emptyStore removes what the store directory of dir holds and keeps the
+// directory (a mount point whose device is not mounted, a store removed
+// by hand: rm -rf store/*).
+func emptyStore(t *testing.T, dir string) {
+	t.Helper()
+	for _, name := range storeFiles(t, dir) {
+		if err := os.RemoveAll(filepath.Join(target.StoreDir(dir), name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A restore from a file that is not a whole backup fails before it
+// touches the target: an emptied store directory stays empty (before, the
+// restore created a new store there, and the next `nacre up` said the
+// Raft log was damaged instead of that the store is missing), and a
+// truncated backup is named truncated, not "unexpected EOF".
+func TestAFailedRestoreLeavesTheTargetAsItWas(t *testing.T) {
+	src := newMDTDir(t, 50)
+	bk := filepath.Join(t.TempDir(), "good.bk")
+	e := Env{Out: io.Discard, Err: io.Discard}
+	if err := Backup(e, src, bk, false); err != nil {
+		t.Fatal(err)
+	}
+	whole, err := os.ReadFile(bk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := t.TempDir()
+	write := func(name string, b []byte) string {
+		p := filepath.Join(files, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, c := range []struct {
+		name, file string
+		want       []string
+	}{
+		{"not a backup", write("passwd", []byte("root:x:0:0:root:/root:/bin/bash\n")), []string{"not a Nacre MDT backup"}},
+		{"empty", write("empty", nil), []string{"not a Nacre MDT backup"}},
+		{"truncated in its records", write("half.bk", whole[:len(whole)/2]), []string{"the backup is truncated", fmt.Sprintf("after %d bytes", len(whole)/2), "incomplete"}},
+		{"truncated in its magic", write("short.bk", whole[:5]), []string{"the backup is truncated"}},
+		{"without its CRC", write("nocrc.bk", whole[:len(whole)-2]), []string{"the backup is truncated"}},
+		{"another version", write("v2.bk", append([]byte("NACRE-MDT-BACKUP 2\n"), whole[len("NACRE-MDT-BACKUP 1\n"):]...)), []string{"format version \"2\""}},
+	} {
+		dst := newMDTDir(t, 3)
+		markStarted(t, dst)
+		emptyStore(t, dst)
+		err := Restore(e, dst, c.file, false)
+		if err == nil {
+			t.Errorf("restore from a file %s succeeded", c.name)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("restore from a file %s: %v; want it to say %q", c.name, err, w)
+			}
+		}
+		if got := storeFiles(t, dst); len(got) > 0 {
+			t.Errorf("restore from a file %s left a store behind: %v", c.name, got)
+		}
+	}
+	// A whole backup restores into the same emptied store.
+	dst := newMDTDir(t, 3)
+	markStarted(t, dst)
+	emptyStore(t, dst)
+	if err := Restore(e, dst, bk, true); err != nil {
+		t.Fatalf("restore of a whole backup: %v", err)
 	}
 }
