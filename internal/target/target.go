@@ -181,14 +181,55 @@ func Format(dir string, id Identity) error {
 	default:
 		return fmt.Errorf("refusing to format %s as %s: %w", dir, id.Describe(), err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	made, err := mkdirAll(dir)
+	if err != nil {
 		return fmt.Errorf("format %s: %w", dir, err)
 	}
-	return Save(dir, id)
+	if err := Save(dir, id); err != nil {
+		// A retry must find the directory as it was: one this format
+		// made, left behind, is no longer new, and holds no target.
+		for i := len(made) - 1; i >= 0; i-- {
+			if os.Remove(made[i]) != nil {
+				break
+			}
+		}
+		return err
+	}
+	return nil
 }
 
-// Save rewrites the identity file atomically (write, fsync, rename).
-func Save(dir string, id Identity) error {
+// mkdirAll is os.MkdirAll that returns the directories it made, outermost
+// first.
+func mkdirAll(dir string) ([]string, error) {
+	var missing []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil || !errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	slices.Reverse(missing)
+	var made []string
+	for _, d := range missing {
+		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			for i := len(made) - 1; i >= 0; i-- {
+				os.Remove(made[i])
+			}
+			return nil, err
+		} else if err == nil {
+			made = append(made, d)
+		}
+	}
+	return made, nil
+}
+
+// Save rewrites the identity file atomically (write, fsync, rename). On
+// failure the temporary file is removed: left behind it would make the
+// directory "not empty" to a retried format.
+func Save(dir string, id Identity) (err error) {
 	data, err := json.MarshalIndent(id, "", "  ")
 	if err != nil {
 		return err
@@ -198,6 +239,11 @@ func Save(dir string, id Identity) error {
 	if err != nil {
 		return fmt.Errorf("write identity of %s: %w", dir, err)
 	}
+	defer func() {
+		if err != nil {
+			os.Remove(tmp)
+		}
+	}()
 	if _, err := f.Write(append(data, '\n')); err != nil {
 		f.Close()
 		return fmt.Errorf("write identity of %s: %w", dir, err)
@@ -206,7 +252,9 @@ func Save(dir string, id Identity) error {
 		f.Close()
 		return fmt.Errorf("sync identity of %s: %w", dir, err)
 	}
-	f.Close()
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write identity of %s: %w", dir, err)
+	}
 	if err := os.Rename(tmp, filepath.Join(dir, IdentityFile)); err != nil {
 		return fmt.Errorf("write identity of %s: %w", dir, err)
 	}
