@@ -272,10 +272,17 @@ const upLockFile = ".nacre-up.lock"
 
 // lockUp takes the cluster directory's lock, refusing when another
 // `nacre up` holds it: two at once would format the same targets and
-// stop each other's processes.
-func lockUp(dir string) (func(), error) {
+// stop each other's processes. unlock(remove) releases it, and with
+// remove also deletes the lock file if this call created it: an up that
+// is refused must not leave its lock in a directory that is no cluster.
+func lockUp(dir string) (unlock func(remove bool), err error) {
 	p := filepath.Join(dir, upLockFile)
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	created := true
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, os.ErrExist) {
+		created = false
+		f, err = os.OpenFile(p, os.O_RDWR, 0o644)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("lock cluster directory %s: %w", dir, err)
 	}
@@ -288,11 +295,21 @@ func lockUp(dir string) (func(), error) {
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, fmt.Errorf("another `nacre up`%s is starting the cluster in %s; wait for it to finish, then run this again", holder, dir)
 		}
+		if created {
+			os.Remove(p)
+		}
 		return nil, fmt.Errorf("lock cluster directory %s: %w", dir, err)
 	}
 	f.Truncate(0)
 	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	return func() { f.Close() }, nil
+	return func(remove bool) {
+		if remove && created {
+			// Removed while held: a second up that opened it meanwhile
+			// fails its flock and says another up runs.
+			os.Remove(p)
+		}
+		f.Close()
+	}, nil
 }
 
 func isNew(dir string) bool {
@@ -448,7 +465,7 @@ func formatNew(o Options) error {
 // Up fails it stops the processes it started, and only those: targets
 // that were running before are left alone, and the error says which were
 // stopped and which left running.
-func Up(ctx context.Context, o Options) (*Cluster, error) {
+func Up(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if o.OSTs < 0 {
 		return nil, fmt.Errorf("--osts %d: the number of OSTs must be at least 1", o.OSTs)
 	}
@@ -494,7 +511,9 @@ func Up(ctx context.Context, o Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
+	// An up that fails before the directory holds a cluster (one refused
+	// as not empty) leaves the directory as it found it.
+	defer func() { unlock(err != nil && isNew(o.Dir)) }()
 	if isNew(o.Dir) {
 		if o.Fsname == "" {
 			o.Fsname = "nacre"

@@ -347,3 +347,34 @@ func TestDirsAreExactlyTheTargetNames(t *testing.T) {
 		t.Fatalf("Dirs: %q, want %q", strings.Join(names, " "), want)
 	}
 }
+
+// A directory that is not empty and holds no cluster is refused, and
+// left as it was: before, the refusal left .nacre-up.lock in it. A lock
+// file that was there already is not removed.
+func TestUpRefusesANonClusterDirectoryWithoutLeavingItsLock(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Up(t.Context(), Options{Dir: dir})
+	if err == nil || !strings.Contains(err.Error(), "holds no Nacre cluster") {
+		t.Fatalf("up in a directory of other files: %v", err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 || entries[0].Name() != "notes.txt" {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Errorf("the refused up left %s holding %v, want only notes.txt", dir, names)
+	}
+	if err := os.WriteFile(filepath.Join(dir, upLockFile), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Up(t.Context(), Options{Dir: dir}); err == nil {
+		t.Fatal("up in a directory of other files succeeded")
+	}
+	if _, err := os.Stat(filepath.Join(dir, upLockFile)); err != nil {
+		t.Errorf("a refused up removed a lock file it did not create: %v", err)
+	}
+}
