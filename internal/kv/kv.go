@@ -19,6 +19,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/record"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -27,6 +28,11 @@ var ErrNotFound = errors.New("kv: key not found")
 
 // ErrNoStore is returned by Open with MustExist when dir holds no store.
 var ErrNoStore = errors.New("no store there")
+
+// ErrDamaged is returned by Open when the store's files are damaged (a
+// write-ahead log or table that fails its checksums): the store cannot be
+// opened as it is, and the caller says what its target can do about it.
+var ErrDamaged = errors.New("its files are damaged")
 
 // Reader is what read paths need; DB, Batch and Snapshot implement it.
 type Reader interface {
@@ -145,6 +151,9 @@ func Open(dir string, o Options) (*DB, error) {
 		if errors.Is(err, pebble.ErrDBDoesNotExist) {
 			return nil, fmt.Errorf("open store %s: %w", dir, ErrNoStore)
 		}
+		if damaged(err) {
+			return nil, fmt.Errorf("open store %s: %w (%w)", dir, ErrDamaged, err)
+		}
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
 	fs := o.FS
@@ -152,6 +161,15 @@ func Open(dir string, o Options) (*DB, error) {
 		fs = vfs.Default
 	}
 	return &DB{p: p, cache: cache, dir: dir, fs: fs, memtable: memtable}, nil
+}
+
+// damaged says whether err, from pebble.Open, is a damaged file: a
+// checksum that fails, or a write-ahead log whose records fail before
+// valid ones (pebble reports those with its record errors, which are not
+// corruption errors).
+func damaged(err error) bool {
+	return pebble.IsCorruptionError(err) || errors.Is(err, record.ErrInvalidChunk) ||
+		errors.Is(err, record.ErrZeroedChunk) || errors.Is(err, record.ErrUnexpectedEOF)
 }
 
 // OpenMem opens an empty in-memory store.

@@ -140,6 +140,9 @@ func Run(ctx context.Context, dir string, o Options) error {
 		return fmt.Errorf("%s: there is no store in %s, although the target has run %s: %w",
 			id.Name(), target.StoreDir(dir), since, target.ErrStoreLost)
 	}
+	if errors.Is(err, kv.ErrDamaged) {
+		return fmt.Errorf("%s: %w; %s", id.Name(), err, damagedAdvice(id, dir))
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", id.Name(), err)
 	}
@@ -614,6 +617,24 @@ func StoreOptions(k target.Kind, total uint64) kv.Options {
 		}
 	}
 	return o
+}
+
+// damagedAdvice is what to do about a target whose store is damaged
+// (kv.ErrDamaged): it cannot start as it is.
+func damagedAdvice(id target.Identity, dir string) string {
+	switch id.Kind {
+	case target.OST:
+		return fmt.Sprintf("%s cannot start. To run the file system without it, start the cluster with `nacre up --allow-missing` "+
+			"(reads and writes of files with stripes on it fail until it is back). To bring it back, put back the directory %s "+
+			"from a copy made while it was stopped; then run `nacre lfsck start -t layout` to find files whose objects it lacks",
+			id.Label(), dir)
+	case target.MDT:
+		return fmt.Sprintf("%s cannot start. If it is a replica of a replicated MDT, replace it (nacre replica replace); "+
+			"else move %s aside and restore the MDT from a backup (nacre mdt restore --dir %s --from FILE)",
+			id.Label(), target.StoreDir(dir), dir)
+	}
+	return fmt.Sprintf("the MGS cannot start. If it is a replica of a replicated MGS, replace it (nacre replica replace --target mgs); "+
+		"else put back the directory %s from a copy made while it was stopped", dir)
 }
 
 // StoreOptionsIn are StoreOptions for a target whose directory is dir.
