@@ -248,12 +248,34 @@ snapshot, and becomes a voter once it has caught up.`,
 			}
 			add.learner = false
 			je := jsonOut(cmd, &e)
+			// What remove would refuse is refused before anything is
+			// added: afterwards the group would be left with the new
+			// replica and the old one both voting.
+			peers, _, _, err := cli.GroupPeers(cmd.Context(), e, grp)
+			if err != nil {
+				return err
+			}
+			if _, ok := peers[rm.id]; !ok {
+				return fmt.Errorf("no replica %d in %s (replicas %s): nothing was added; `nacre replica list --target %s` shows the replicas",
+					rm.id, strings.ToUpper(grp.Name), idList(peers), rm.target)
+			}
 			nid, err := addOne(cmd, e, grp)
 			if err != nil {
 				return err
 			}
 			if err := removeOne(cmd, e, grp, rm.id); err != nil {
-				return err
+				now := "both"
+				if peers, _, _, perr := cli.GroupPeers(cmd.Context(), e, grp); perr == nil {
+					now = "replicas " + idList(peers)
+				}
+				dirFlag := ""
+				if dir != "" {
+					dirFlag = " --dir " + dir
+				}
+				return fmt.Errorf("the replace is half done: replica %d was added to %s and votes, but replica %d was not removed: %w\n"+
+					"%s has %s now. To finish the replace: nacre replica remove --target %s --id %d%s; "+
+					"to undo it: nacre replica remove --target %s --id %d%s",
+					nid, strings.ToUpper(grp.Name), rm.id, err, strings.ToUpper(grp.Name), now, rm.target, rm.id, dirFlag, rm.target, nid, dirFlag)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "replica %d replaced by replica %d\n", rm.id, nid)
 			if !asJSON {
@@ -302,6 +324,20 @@ snapshot, and becomes a voter once it has caught up.`,
 // flags --replica-id, --peers (ID=HOST:PORT,...) and --created. Replicas
 // of one MDT must start identical, and the root directory's times come
 // from the creation time: every replica gets the same one.
+// idList is "1, 2, 3": the ids of peers, in order.
+func idList(peers map[uint64]string) string {
+	ids := make([]uint64, 0, len(peers))
+	for id := range peers {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.FormatUint(id, 10)
+	}
+	return strings.Join(s, ", ")
+}
+
 func setReplica(id *target.Identity, rid uint64, peers, created string) error {
 	if rid == 0 && peers == "" {
 		if created != "" {

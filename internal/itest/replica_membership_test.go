@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -311,6 +312,12 @@ func TestReplicaRefusesMembershipMistakes(t *testing.T) {
 		"add", "--target", "mgs", "--id", "9", "--addr", addrOf[f])
 	refused([]string{"no replica 9 in MDT0", "(replicas 1, 2, 3)"}, "remove", "--target", "mdt0", "--id", "9")
 	refused([]string{"no replica 9 in MDT0", "(replicas 1, 2, 3)"}, "transfer", "--target", "mdt0", "--to", "9")
+	// A replace of a replica that is not there adds nothing (before, it
+	// formatted, started and added a fourth voter, then failed).
+	refused([]string{"no replica 9 in MDT0", "(replicas 1, 2, 3)", "nothing was added"}, "replace", "--target", "mdt0", "--id", "9", "--dir", cl.Dir)
+	if _, err := os.Stat(filepath.Join(cl.Dir, "mdt0-r4")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused replace made a replica directory: %v", err)
+	}
 	if ids, _ := voters(replicaList(t, cl, "mdt0")); len(ids) != 3 {
 		t.Fatalf("voters after the refusals: %v", ids)
 	}
