@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -49,6 +50,26 @@ type LsEntry struct {
 	// SizeUnknown: the file's size lives on an OST that did not answer
 	// (size is then 0); ls exits 1.
 	SizeUnknown bool `json:"size_unknown,omitempty"`
+	// Error: the entry is listed but its attributes could not be read
+	// (why, as on standard error); only name, type and fid are then
+	// given, and ls exits 1.
+	Error string `json:"error,omitempty"`
+}
+
+// MarshalJSON leaves out the attributes of an entry that could not be
+// stat'ed: zeros there would read as a real empty file of mode 0 from 1970.
+func (le LsEntry) MarshalJSON() ([]byte, error) {
+	type plain LsEntry // without this method
+	if le.Error == "" {
+		return json.Marshal(plain(le))
+	}
+	return json.Marshal(struct {
+		Name       string `json:"name"`
+		NameBase64 string `json:"name_base64,omitempty"`
+		Type       string `json:"type"`
+		FID        string `json:"fid"`
+		Error      string `json:"error"`
+	}{le.Name, le.NameBase64, le.Type, le.FID, le.Error})
 }
 
 // Ls lists a directory (or describes a file), sorted by name. Without a
@@ -91,6 +112,8 @@ func Ls(ctx context.Context, e Env, arg string, long, asJSON bool) error {
 		// noSize: the size is the OSTs' to tell and they could not
 		// (one is down); the MDT's figure is not shown as if it were.
 		noSize bool
+		// err: why the entry's attributes could not be read.
+		err string
 	}
 	var rows []row
 	if isDir(ino) {
@@ -122,12 +145,25 @@ func Ls(ctx context.Context, e Env, arg string, long, asJSON bool) error {
 	}
 	failed := false
 	for i, r := range rows {
+		if r.ino == nil && r.ent != nil {
+			// The MDT lists an entry whose object it could not read
+			// (a dangling entry, an OI being rebuilt, a file removed
+			// meanwhile): ask for it alone, to show it if it is there
+			// now and else to say why, as ls does ("cannot access").
+			ino, err := c.Getattr(ctx, fid.FromPB(r.ent.Fid))
+			if err != nil {
+				rows[i].err, failed = shortMessage(err), true
+				fmt.Fprintf(stderr(e), "nacre: ls: cannot access %s: %s\n", path.Join(arg, r.name), rows[i].err)
+				continue
+			}
+			rows[i].ino, r.ino = ino, ino
+		}
 		if r.ino != nil && isReg(r.ino) && r.ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_SIZE_DIRTY) != 0 {
 			s, err := c.Stat(ctx, fidOf(r.ino))
 			if err != nil {
 				// As ls does for what it cannot stat: said on standard
 				// error, the listing goes on, the exit status is 1.
-				fmt.Fprintf(e.Err, "nacre: ls: %s: size unknown: %v\n", path.Join(arg, r.name), err)
+				fmt.Fprintf(stderr(e), "nacre: ls: %s: size unknown: %v\n", path.Join(arg, r.name), err)
 				rows[i].noSize, failed = true, true
 				continue
 			}
@@ -154,7 +190,7 @@ func Ls(ctx context.Context, e Env, arg string, long, asJSON bool) error {
 					le.Size, le.SizeUnknown = 0, true
 				}
 			} else if r.ent != nil { // no attributes: what the entry says
-				le.Type, le.FID = typeName(r.ent.Type<<12), fid.FromPB(r.ent.Fid).String()
+				le.Type, le.FID, le.Error = typeName(r.ent.Type<<12), fid.FromPB(r.ent.Fid).String(), r.err
 			}
 			out = append(out, le)
 		}

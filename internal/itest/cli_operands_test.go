@@ -501,3 +501,46 @@ func TestCLIMissingPathsAreNamedPlainly(t *testing.T) {
 		t.Errorf("stat /f: %v %s", err, out)
 	}
 }
+
+// TestCLILsReportsEntriesItCannotStat checks that ls -l and ls --json
+// say which listed entries they could not stat and why, on standard
+// error, and exit 1, as ls does ("cannot access"); --json marks such an
+// entry with "error" and gives none of its attributes. They printed a
+// row of "?" (and zeros in JSON) and exited 0.
+func TestCLILsReportsEntriesItCannotStat(t *testing.T) {
+	c := cliT{t, testcluster.Start(t, testcluster.Options{OSTs: 2})}
+	src := filepath.Join(t.TempDir(), "src")
+	os.WriteFile(src, []byte("data"), 0o644)
+	c.run("mkdir", "/d")
+	c.run("put", src, "/d/a")
+	c.run("put", src, "/d/b")
+	// The entry /d/a stays; the object it names is gone.
+	c.run("fault", "inject", "dangling", "--path", "/d/a", "--yes")
+
+	wantErr := []string{"nacre: ls: cannot access /d/a: no such file or directory"}
+	out := c.failsFor(wantErr, "ls", "-l", "/d")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 || !strings.HasSuffix(lines[0], " a (no attributes)") || !strings.HasSuffix(lines[1], " b") {
+		t.Fatalf("ls -l /d:\n%s", out)
+	}
+	out = c.failsFor(wantErr, "ls", "--json", "/d")
+	var ents []map[string]any
+	if err := json.Unmarshal([]byte(out), &ents); err != nil || len(ents) != 2 {
+		t.Fatalf("ls --json /d: %v\n%s", err, out)
+	}
+	a, b := ents[0], ents[1]
+	if a["name"] != "a" || a["error"] != "no such file or directory" || a["fid"] == "" {
+		t.Fatalf("ls --json: the entry that cannot be stat'ed is %v", a)
+	}
+	for _, k := range []string{"mode", "nlink", "size", "uid", "gid", "mtime"} {
+		if _, ok := a[k]; ok {
+			t.Fatalf("ls --json: the entry that cannot be stat'ed has %q: %v", k, a)
+		}
+	}
+	if _, ok := b["error"]; ok || b["name"] != "b" || b["size"] != float64(4) {
+		t.Fatalf("ls --json: the entry that can be stat'ed is %v", b)
+	}
+	// Without attributes, nothing is stat'ed and nothing fails.
+	if got := c.names("/d"); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("ls /d: %q", got)
+	}
+}
