@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -130,5 +132,35 @@ func TestFormatRefusesBadPeers(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "is not for an MGS") {
 			t.Errorf("format --type mgs %s: %v", flag, err)
 		}
+	}
+}
+
+// TestStatusJSONWithTheMGSDownSaysWhyInWords: `status --json --dir D`
+// with the MGS down puts the reason in "error" as the text says it,
+// without gRPC's "rpc error: code = Unavailable desc = ".
+func TestStatusJSONWithTheMGSDownSaysWhyInWords(t *testing.T) {
+	dir := t.TempDir()
+	// A cluster whose MGS listens nowhere: nothing answers at port 1.
+	os.Mkdir(filepath.Join(dir, "mgs"), 0o755)
+	if err := target.Format(filepath.Join(dir, "mgs"), target.Identity{Fsname: "nacre", Kind: target.MGS, Listen: "127.0.0.1:1"}); err != nil {
+		t.Fatal(err)
+	}
+	root := newRoot()
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs([]string{"status", "--json", "--dir", dir})
+	err := root.Execute()
+	if err == nil {
+		t.Fatalf("status with the MGS down succeeded:\n%s", out.String())
+	}
+	var doc struct {
+		Error string `json:"error"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil || doc.Error == "" {
+		t.Fatalf("status --json: %v\n%s\nstderr: %s", err, out.String(), errOut.String())
+	}
+	if strings.Contains(doc.Error, "rpc error") || !strings.Contains(doc.Error, "127.0.0.1:1") {
+		t.Fatalf("status --json error %q: want the reason in words, naming the MGS", doc.Error)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path"
-	"regexp"
 	"strings"
 	"syscall"
 
@@ -174,7 +173,7 @@ func shortMessage(err error) string {
 			return en.Errno.Error()
 		case syscall.ENOSPC:
 			if en.Msg != "" {
-				return en.Msg // names the full target and what to do
+				return PlainRPC(en.Msg) // names the full target and what to do
 			}
 		}
 	}
@@ -184,10 +183,7 @@ func shortMessage(err error) string {
 // PlainRPC drops gRPC's "rpc error: code = ResourceExhausted desc = "
 // from a message: the server's text after it names the problem (a full
 // MDT, ...) in words.
-func PlainRPC(msg string) string { return rpcPrefix.ReplaceAllString(msg, "") }
-
-// rpcPrefix is what gRPC puts before a server's own message.
-var rpcPrefix = regexp.MustCompile(`rpc error: code = \w+ desc = `)
+func PlainRPC(msg string) string { return rpc.PlainMessage(msg) }
 
 // otherPathError is a failure of an operand's command at another path
 // than the operand's (mv's destination, ln's link name), so that the

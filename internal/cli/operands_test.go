@@ -43,6 +43,8 @@ func TestOperandMessageNamesTheOperandOnce(t *testing.T) {
 		{"put", "/a", fmt.Errorf("write: %w", &rpc.Errno{Op: "write OST0001 object 0x100000000:0x1 at 50331648", Errno: syscall.ENOSPC, Msg: "OST0001 is full: 80.6MB free of 200MB, and it keeps 80MB for its own store; remove files, or add or grow a target"}),
 			"put /a: OST0001 is full: 80.6MB free of 200MB, and it keeps 80MB for its own store; remove files, or add or grow a target"},
 		{"mkdir", "/d", &rpc.Errno{Op: "mkdir d", Errno: syscall.ENOSPC}, "mkdir /d: mkdir d: no space left on device"},
+		// gRPC's wrapping of the server's message is not shown.
+		{"mkdir", "/d", &rpc.Errno{Op: "mkdir d", Errno: syscall.ENOSPC, Msg: "rpc error: code = ResourceExhausted desc = MDT0000 is full: 140MB free"}, "mkdir /d: MDT0000 is full: 140MB free"},
 		// A missing object of a file that is there is not "no such file".
 		{"cat", "/f", fmt.Errorf("read: %w", &rpc.Errno{Op: "read OST0001 object 0x100000000:0x5 at 1048576", Errno: syscall.ENOENT, Msg: "no such file or directory"}),
 			"cat /f: read OST0001 object 0x100000000:0x5 at 1048576: the OST object is missing (a dangling stripe: `nacre lfsck start -t layout` reports it, and with -c makes it again, empty)"},

@@ -79,7 +79,9 @@ func (e *gaveUpError) Unwrap() error { return e.err }
 func (c *Client) mdtError(what string, f fid.FID, err error) error {
 	var g *gaveUpError
 	if !errors.As(err, &g) {
-		return &rpc.Errno{Op: what, Errno: rpc.ToErrno(err), Msg: err.Error()}
+		// The server's message ("MDT0000 is full: ..."), which users see,
+		// without gRPC's "rpc error: code = ... desc =".
+		return &rpc.Errno{Op: what, Errno: rpc.ToErrno(err), Msg: rpc.PlainMessage(err.Error())}
 	}
 	d := &MDTDownError{Op: what, Attempts: g.attempts, For: g.took, Err: g.err}
 	if m, merr := c.mdtFor(f); merr == nil {

@@ -66,7 +66,7 @@ func (c *Client) resolve(ctx context.Context, path string, follow, exactSize boo
 			if errors.As(err, &down) {
 				return nil, err // names the MDT, not a path to fix
 			}
-			return nil, &rpc.Errno{Op: "resolve " + path, Errno: rpc.ToErrno(err), Msg: err.Error()}
+			return nil, &rpc.Errno{Op: "resolve " + path, Errno: rpc.ToErrno(err), Msg: rpc.PlainMessage(err.Error())}
 		}
 		last := i == len(parts)-1
 		if next.Mode&syscall.S_IFMT == syscall.S_IFLNK && (!last || follow) {

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"regexp"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -230,6 +231,16 @@ var codeErrno = []struct {
 	{codes.Internal, syscall.EIO},
 	{codes.Unknown, syscall.EIO},
 }
+
+// PlainMessage drops gRPC's "rpc error: code = ResourceExhausted desc = "
+// from an error's text: the server's message after it names the problem
+// (a full MDT, ...) in words, and the code means nothing to a user.
+// status.Convert alone does not do: a status wrapped by fmt.Errorf keeps
+// that text in its message.
+func PlainMessage(msg string) string { return statusPrefix.ReplaceAllString(msg, "") }
+
+// statusPrefix is what gRPC puts before a server's own message.
+var statusPrefix = regexp.MustCompile(`rpc error: code = \w+ desc = `)
 
 // ToErrno maps any error to the errno a POSIX caller should see.
 func ToErrno(err error) syscall.Errno {

@@ -1,0 +1,42 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"nacre/internal/fid"
+	"nacre/internal/rpc"
+)
+
+// TestMDTErrorCarriesTheServersMessageOnly: a metadata call the MDT
+// refused carries the MDT's words ("MDT0000 is full: ..."), which
+// commands show; it carried gRPC's "rpc error: code = ResourceExhausted
+// desc = " too, and `nacre mkdir /d` printed it.
+func TestMDTErrorCarriesTheServersMessageOnly(t *testing.T) {
+	full := "MDT0000 is full: 140MB free of 1GB, and it keeps 144MB for its own store; remove files, or add or grow a target"
+	cases := []struct {
+		name string
+		err  error
+	}{
+		{"status", status.Error(codes.ResourceExhausted, full)},
+		{"wrapped status", fmt.Errorf("mkdir: %w", status.Error(codes.ResourceExhausted, full))},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := (&Client{}).mdtError("mkdir d", fid.FID{}, tc.err)
+			var en *rpc.Errno
+			if !errors.As(err, &en) || en.Errno != syscall.ENOSPC {
+				t.Fatalf("error %#v, want an ENOSPC *rpc.Errno", err)
+			}
+			if !strings.HasSuffix(en.Msg, full) || strings.Contains(en.Msg, "rpc error") {
+				t.Fatalf("message %q, want the server's %q alone", en.Msg, full)
+			}
+		})
+	}
+}
