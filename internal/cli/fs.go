@@ -461,7 +461,16 @@ func Put(ctx context.Context, e Env, local, remoteArg string, so StripeOpts) err
 	if local == "-" {
 		what = "standard input"
 	}
-	if _, err := copyIn(ctx, f, src, local != "-", what); err != nil {
+	total := int64(-1) // standard input: not known
+	if lf, ok := src.(*os.File); ok && local != "-" {
+		if st, err := lf.Stat(); err == nil && st.Mode().IsRegular() {
+			total = st.Size()
+		}
+	}
+	p := newProgress(e, "put "+remoteArg, total)
+	_, err = copyIn(ctx, f, src, local != "-", what, p)
+	p.end()
+	if err != nil {
 		var re *remoteError
 		if errors.As(err, &re) {
 			return opError("put", remoteArg, re.err)
@@ -678,7 +687,9 @@ func Get(ctx context.Context, e Env, arg, local string) error {
 		return fmt.Errorf("get %s: not a regular file", arg)
 	}
 	if local == "-" {
-		if err := copyOut(ctx, c, ino, e.Out); err != nil {
+		p := newProgress(e, "get "+arg, int64(ino.Size))
+		defer p.end()
+		if err := copyOut(ctx, c, ino, e.Out, p); err != nil {
 			return opError("get", arg, err)
 		}
 		return nil
@@ -686,9 +697,11 @@ func Get(ctx context.Context, e Env, arg, local string) error {
 	if st, err := os.Stat(local); err == nil && st.IsDir() {
 		local = filepath.Join(local, path.Base(remote))
 	}
+	p := newProgress(e, "get "+arg, int64(ino.Size))
 	err = writeLocal(local, os.FileMode(ino.Mode&0o777), func(w io.Writer) error {
-		return copyOut(ctx, c, ino, w)
+		return copyOut(ctx, c, ino, w, p)
 	})
+	p.end()
 	var le *localError
 	switch {
 	case err == nil:
@@ -862,8 +875,9 @@ func unwrapPath(err error) error {
 }
 
 // copyOut writes the regular file ino to dst, keeping it (client.Hold)
-// so that a removal elsewhere meanwhile does not cut the copy short.
-func copyOut(ctx context.Context, c *client.Client, ino *pb.Inode, dst io.Writer) error {
+// so that a removal elsewhere meanwhile does not cut the copy short; p is
+// told how far the copy is.
+func copyOut(ctx context.Context, c *client.Client, ino *pb.Inode, dst io.Writer, p *progress) error {
 	_, release, err := c.Hold(ctx, fidOf(ino))
 	if err != nil {
 		return err
@@ -879,6 +893,7 @@ func copyOut(ctx context.Context, c *client.Client, ino *pb.Inode, dst io.Writer
 				return werr
 			}
 			off += uint64(n)
+			p.at(off)
 		}
 		if err == io.EOF {
 			return nil
@@ -913,7 +928,7 @@ func Cat(ctx context.Context, e Env, args []string) error {
 				if !isReg(ino) {
 					return fmt.Errorf("not a regular file")
 				}
-				return copyOut(ctx, c, ino, e.Out)
+				return copyOut(ctx, c, ino, e.Out, nil)
 			}()
 		}
 		if op.Err != nil {

@@ -48,8 +48,8 @@ func dataRuns(p []byte, off uint64, fn func(run []byte, off uint64) error) error
 // copyIn writes src into the new, empty file f, leaving holes where src
 // has runs of zeros, and returns the size written. A local regular file
 // opened by name (local) is read by its data ranges: its holes are not
-// even read. what names src in errors.
-func copyIn(ctx context.Context, f *client.File, src io.Reader, local bool, what string) (uint64, error) {
+// even read. what names src in errors; p is told how far the copy is.
+func copyIn(ctx context.Context, f *client.File, src io.Reader, local bool, what string, p *progress) (uint64, error) {
 	buf := make([]byte, copyBuf)
 	var size, end uint64 // end: just past the last byte written
 	write := func(run []byte, off uint64) error {
@@ -57,6 +57,7 @@ func copyIn(ctx context.Context, f *client.File, src io.Reader, local bool, what
 			return &remoteError{err}
 		}
 		end = off + uint64(len(run))
+		p.at(end)
 		return nil
 	}
 	readErr := func(err error) error { return fmt.Errorf("read %s: %w", what, err) }
