@@ -155,9 +155,10 @@ func addStatsCommands(root *cobra.Command, g *globals) {
 	var st struct {
 		json     bool
 		interval time.Duration
+		dir      string
 	}
 	stats := &cobra.Command{
-		Use:     "stats [--json] [TARGET]",
+		Use:     "stats [--json] [--dir DIR] [TARGET]",
 		Short:   "Per-target operation counts, rates and latencies, bytes and queue depths",
 		GroupID: "admin",
 		Args:    cobra.MaximumNArgs(1),
@@ -166,28 +167,39 @@ func addStatsCommands(root *cobra.Command, g *globals) {
 			if len(args) == 1 {
 				only = args[0]
 			}
-			return cli.Stats(cmd.Context(), g.env(cmd), only, st.interval, st.json)
+			e := g.env(cmd)
+			if err := mgsOfDir(&e, st.dir); err != nil {
+				return err
+			}
+			return cli.Stats(cmd.Context(), e, only, st.interval, st.json)
 		},
 	}
 	stats.Flags().BoolVar(&st.json, "json", false, "print JSON")
 	stats.Flags().DurationVar(&st.interval, "interval", time.Second, "rates are measured over this interval")
+	addClusterDirFlag(stats, &st.dir)
 	root.AddCommand(stats)
 
 	var tp struct {
 		interval time.Duration
 		n        int
+		dir      string
 	}
 	top := &cobra.Command{
-		Use:     "top",
+		Use:     "top [--dir DIR]",
 		Short:   "Live per-target rates in the terminal",
 		GroupID: "admin",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return cli.Top(cmd.Context(), g.env(cmd), tp.interval, tp.n)
+			e := g.env(cmd)
+			if err := mgsOfDir(&e, tp.dir); err != nil {
+				return err
+			}
+			return cli.Top(cmd.Context(), e, tp.interval, tp.n)
 		},
 	}
 	top.Flags().DurationVar(&tp.interval, "interval", time.Second, "refresh interval")
 	top.Flags().IntVarP(&tp.n, "iterations", "n", 0, "stop after N refreshes (0: until Ctrl-C)")
+	addClusterDirFlag(top, &tp.dir)
 	root.AddCommand(top)
 }
 

@@ -151,11 +151,19 @@ func addFSCommands(root *cobra.Command, g *globals) {
 	root.AddCommand(getstripe)
 
 	var dfJSON bool
-	df := &cobra.Command{Use: "df [--json] [MOUNTPOINT]", Short: "Show space and inodes per target", GroupID: "fs", Args: cobra.MaximumNArgs(1),
-		Long: `Show space and inodes per target of the file system of --mgs, or of the
-Nacre mount that MOUNTPOINT (any path on it) is on, as lfs df does.`,
+	var dfDir string
+	df := &cobra.Command{Use: "df [--json] [--dir DIR] [MOUNTPOINT]", Short: "Show space and inodes per target", GroupID: "fs", Args: cobra.MaximumNArgs(1),
+		Long: `Show space and inodes per target of the file system of --mgs (or of the
+local cluster in --dir), or of the Nacre mount that MOUNTPOINT (any path
+on it) is on, as lfs df does.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			e := g.env(cmd)
+			if dfDir != "" && len(args) == 1 {
+				return fmt.Errorf("df: give --dir %s or the mount point %s, not both", dfDir, args[0])
+			}
+			if err := mgsOfDir(&e, dfDir); err != nil {
+				return err
+			}
 			if len(args) == 1 {
 				mgs, err := e.MountMGS(args[0])
 				if err != nil {
@@ -166,6 +174,7 @@ Nacre mount that MOUNTPOINT (any path on it) is on, as lfs df does.`,
 			return cli.Df(cmd.Context(), e, dfJSON)
 		}}
 	df.Flags().BoolVar(&dfJSON, "json", false, "print JSON")
+	addClusterDirFlag(df, &dfDir)
 	root.AddCommand(df)
 
 	var p2fJSON bool

@@ -266,12 +266,8 @@ free it. The mount made by nacre up --mount is always removed.`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			e := g.env(cmd)
-			if st.dir != "" {
-				addr, err := localcluster.MGSAddr(st.dir)
-				if err != nil {
-					return err
-				}
-				e.MGS = addr
+			if err := mgsOfDir(&e, st.dir); err != nil {
+				return err
 			}
 			err := cli.Status(cmd.Context(), e, st.json)
 			if err != nil && st.dir != "" && st.json {
@@ -295,7 +291,7 @@ free it. The mount made by nacre up --mount is always removed.`,
 		},
 	}
 	statusCmd.Flags().BoolVar(&st.json, "json", false, "print JSON")
-	statusCmd.Flags().StringVar(&st.dir, "dir", "", "find the MGS of this local cluster directory")
+	addClusterDirFlag(statusCmd, &st.dir)
 	root.AddCommand(statusCmd)
 }
 
@@ -338,5 +334,26 @@ func advertisable(addr string) error {
 		return fmt.Errorf("a target's addresses are given to clients and the other servers, "+
 			"so listening on every interface (%s) cannot be advertised; give the address they reach this machine at", host)
 	}
+	return nil
+}
+
+// addClusterDirFlag gives cmd --dir DIR, the MGS of a local cluster
+// directory, as an alternative to --mgs and NACRE_MGS: what the "no MGS
+// address" message of the commands that ask the MGS (status, df, stats,
+// top) offers.
+func addClusterDirFlag(cmd *cobra.Command, dir *string) {
+	cmd.Flags().StringVar(dir, "dir", "", "find the MGS of this local cluster directory (instead of --mgs)")
+}
+
+// mgsOfDir points e at the MGS of the local cluster in dir, if dir is given.
+func mgsOfDir(e *cli.Env, dir string) error {
+	if dir == "" {
+		return nil
+	}
+	addr, err := localcluster.MGSAddr(dir)
+	if err != nil {
+		return err
+	}
+	e.MGS = addr
 	return nil
 }

@@ -164,3 +164,29 @@ func TestStatusJSONWithTheMGSDownSaysWhyInWords(t *testing.T) {
 		t.Fatalf("status --json error %q: want the reason in words, naming the MGS", doc.Error)
 	}
 }
+
+// TestCommandsThatAskTheMGSTakeDir: df, stats and top take --dir, as
+// status does and as their "no MGS address" message says; they refused
+// it ("unknown flag: --dir").
+func TestCommandsThatAskTheMGSTakeDir(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing")
+	notACluster := missing + " is not a local Nacre cluster (no such directory)"
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"status", "--dir", missing}, notACluster},
+		{[]string{"df", "--dir", missing}, notACluster},
+		{[]string{"stats", "--dir", missing}, notACluster},
+		{[]string{"top", "--dir", missing}, notACluster},
+		{[]string{"df", "--dir", missing, "/mnt/nacre"}, "give --dir " + missing + " or the mount point /mnt/nacre, not both"},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args[:1], " "), func(t *testing.T) {
+			_, err := runNacre(t, c.args...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("nacre %s: %v, want an error containing %q", strings.Join(c.args, " "), err, c.want)
+			}
+		})
+	}
+}
