@@ -175,7 +175,7 @@ func addStatsCommands(root *cobra.Command, g *globals) {
 		},
 	}
 	stats.Flags().BoolVar(&st.json, "json", false, "print JSON")
-	stats.Flags().DurationVar(&st.interval, "interval", time.Second, "rates are measured over this interval")
+	stats.Flags().DurationVar(&st.interval, "interval", time.Second, "rates are measured over this interval (at least 100ms)")
 	addClusterDirFlag(stats, &st.dir)
 	root.AddCommand(stats)
 
@@ -197,7 +197,7 @@ func addStatsCommands(root *cobra.Command, g *globals) {
 			return cli.Top(cmd.Context(), e, tp.interval, tp.n)
 		},
 	}
-	top.Flags().DurationVar(&tp.interval, "interval", time.Second, "refresh interval")
+	top.Flags().DurationVar(&tp.interval, "interval", time.Second, "refresh interval (at least 100ms)")
 	top.Flags().IntVarP(&tp.n, "iterations", "n", 0, "stop after N refreshes (0: until Ctrl-C)")
 	addClusterDirFlag(top, &tp.dir)
 	root.AddCommand(top)

@@ -75,6 +75,21 @@ var gaugeSeries = []struct{ name, label string }{
 	{"nacre_ost_data_connections", "data_connections"},
 }
 
+// MinInterval is the shortest --interval of stats and top: rates over
+// less are mostly noise of the scrape itself, and top would ask every
+// target for its metrics hundreds of times a second.
+const MinInterval = 100 * time.Millisecond
+
+// checkInterval refuses an --interval that is not a measuring period
+// (0, negative: stats printed "interval_seconds": -1, top polled without
+// pause) or is too short to mean anything.
+func checkInterval(cmd string, d time.Duration) error {
+	if d < MinInterval {
+		return fmt.Errorf("%s: --interval %s: give a duration of at least %s (e.g. --interval 1s, the default)", cmd, d, MinInterval)
+	}
+	return nil
+}
+
 // CollectStats samples every target's metrics twice, interval apart.
 func CollectStats(ctx context.Context, mgs, only string, interval time.Duration) (*StatsJSON, error) {
 	st, err := GetStatus(ctx, mgs)
@@ -165,6 +180,9 @@ func round1(v float64) float64 { return math.Round(v*10) / 10 }
 
 // Stats prints per-target counters and rates, like `lctl get_param *.stats`.
 func Stats(ctx context.Context, e Env, only string, interval time.Duration, asJSON bool) error {
+	if err := checkInterval("stats", interval); err != nil {
+		return err
+	}
 	s, err := CollectStats(ctx, e.MGS, only, interval)
 	if err != nil {
 		return err
@@ -240,6 +258,12 @@ func sortedKeys[V any](m map[string]V) []string {
 // Top shows live per-target rates until ctx is done. On a terminal the
 // table is redrawn in place; otherwise one block per interval is printed.
 func Top(ctx context.Context, e Env, interval time.Duration, iterations int) error {
+	if err := checkInterval("top", interval); err != nil {
+		return err
+	}
+	if iterations < 0 {
+		return fmt.Errorf("top: -n %d: give a number of refreshes of 1 or more, or 0 to refresh until Ctrl-C", iterations)
+	}
 	tty := isTerminal(e.Out)
 	for i := 0; iterations == 0 || i < iterations; i++ {
 		s, err := CollectStats(ctx, e.MGS, "", interval)

@@ -2,7 +2,10 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -78,5 +81,41 @@ func TestStatsOfAnUnreachableTargetFails(t *testing.T) {
 	s.Targets[1].Error = ""
 	if err := s.unreachable(); err != nil {
 		t.Fatalf("every target answered: %v", err)
+	}
+}
+
+// TestStatsAndTopRefuseIntervalsThatMeasureNothing: a zero, negative or
+// tiny --interval is refused before anything is asked (stats printed
+// "interval_seconds": -1; top polled every target ~300 times a second).
+func TestStatsAndTopRefuseIntervalsThatMeasureNothing(t *testing.T) {
+	cases := []struct {
+		interval time.Duration
+		n        int
+		want     string // "" : the interval is taken
+	}{
+		{-time.Second, 0, "--interval -1s: give a duration of at least 100ms"},
+		{0, 0, "--interval 0s: give a duration of at least 100ms"},
+		{time.Millisecond, 0, "--interval 1ms: give a duration of at least 100ms"},
+		{100 * time.Millisecond, 0, ""},
+		{time.Second, 0, ""},
+		{time.Second, -1, "top: -n -1: give a number of refreshes of 1 or more"},
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprint(c.interval, " ", c.n), func(t *testing.T) {
+			// No MGS: a command whose flags pass fails on that instead.
+			e := Env{Out: io.Discard, Err: io.Discard}
+			errs := map[string]error{"top": Top(context.Background(), e, c.interval, c.n)}
+			if c.n == 0 {
+				errs["stats"] = Stats(context.Background(), e, "", c.interval, true)
+			}
+			for cmd, err := range errs {
+				switch {
+				case c.want == "" && (err == nil || !strings.Contains(err.Error(), "no MGS address")):
+					t.Errorf("%s: %v, want the interval taken (and no MGS address)", cmd, err)
+				case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+					t.Errorf("%s: %v, want %q", cmd, err, c.want)
+				}
+			}
+		})
 	}
 }
