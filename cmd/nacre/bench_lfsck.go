@@ -29,7 +29,7 @@ func parseFileCounts(s string) ([]int, error) {
 		}
 		v, err := strconv.ParseFloat(f, 64)
 		if err != nil {
-			return nil, fmt.Errorf("size %q: %v", f, err)
+			return nil, fmt.Errorf("--sizes %q: %q is not a number of files; give counts such as 100k,200k,1M", s, f)
 		}
 		out = append(out, int(v*float64(mult)))
 	}
@@ -122,7 +122,7 @@ full speed under the same load, --load-seconds each.`,
 				for _, f := range strings.Split(lb.osts, ",") {
 					n, err := strconv.Atoi(strings.TrimSpace(f))
 					if err != nil || n < 1 {
-						return fmt.Errorf("--osts %q", lb.osts)
+						return fmt.Errorf("--osts %q: give OST counts of 1 or more, such as 2,4,8", lb.osts)
 					}
 					o.OSTCounts = append(o.OSTCounts, n)
 				}

@@ -13,9 +13,11 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strconv"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"nacre/internal/cli"
 	"nacre/internal/version"
@@ -115,6 +117,7 @@ Then use it:             export NACRE_MGS=<address printed by up>; nacre ls /`,
 		SilenceErrors: true,
 		Version:       version.Software,
 	}
+	root.SetFlagErrorFunc(flagError) // and so every subcommand's
 	root.PersistentFlags().StringVar(&g.mgs, "mgs", os.Getenv("NACRE_MGS"), "MGS address HOST:PORT (default $NACRE_MGS)")
 	var cpuprofile string
 	var profFile *os.File
@@ -162,4 +165,41 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 			s.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 		}
 	}
+}
+
+// flagError names the flag and the form it takes when a flag's value does
+// not parse: pflag says `invalid argument "abc" for "-c, --stripe-count"
+// flag: strconv.ParseInt: parsing "abc": invalid syntax`, which names Go's
+// parser rather than what to type.
+func flagError(_ *cobra.Command, err error) error {
+	var iv *pflag.InvalidValueError
+	if !errors.As(err, &iv) {
+		return err
+	}
+	f := iv.GetFlag()
+	name := "--" + f.Name
+	if f.Shorthand != "" {
+		name = "-" + f.Shorthand + "/" + name
+	}
+	var want string
+	switch f.Value.Type() {
+	case "int", "int8", "int16", "int32", "int64":
+		want = "a whole number, such as 4"
+	case "uint", "uint8", "uint16", "uint32", "uint64":
+		want = "a whole number, 0 or more, such as 4"
+	case "float32", "float64":
+		want = "a number, such as 1.5"
+	case "duration":
+		want = "a duration with its unit, such as 500ms, 2s or 1m"
+	case "bool":
+		want = "true or false"
+	default:
+		return err
+	}
+	if errors.Is(err, strconv.ErrRange) {
+		want = "out of range; want " + want
+	} else {
+		want = "want " + want
+	}
+	return fmt.Errorf("%s %q: %s", name, iv.GetValue(), want)
 }
