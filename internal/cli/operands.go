@@ -132,7 +132,11 @@ func operandMessage(cmd, arg string, err error) string {
 	}
 	var other *otherPathError
 	if errors.As(err, &other) {
-		return fmt.Sprintf("%s %s %s %s: %s", cmd, arg, other.rel, other.path, shortMessage(other.err))
+		msg := shortMessage(other.err)
+		if msg == syscall.ENOENT.Error() {
+			msg += localHint(other.path) // `mv /a /tmp/outside`
+		}
+		return fmt.Sprintf("%s %s %s %s: %s", cmd, arg, other.rel, other.path, msg)
 	}
 	msg := shortMessage(err)
 	if msg == syscall.ENOENT.Error() {
@@ -146,15 +150,26 @@ func operandMessage(cmd, arg string, err error) string {
 
 // localHint explains a path from the root that the file system lacks but
 // this machine has (`nacre stat /etc/passwd`): it is not on a Nacre mount,
-// so it was taken from the file system's root.
+// so it was taken from the file system's root. A path whose directory this
+// machine has is explained too (`nacre put f /tmp/new`, `nacre mv /a
+// /tmp/new`: a file to be made there), but not one in the root, whose
+// directory every machine has.
 func localHint(arg string) string {
 	if !strings.HasPrefix(arg, "/") {
 		return ""
 	}
-	if _, lerr := os.Lstat(arg); lerr != nil {
+	const note = " (%s is a %s of this machine, not on a Nacre mount: a path outside the mounts is taken from the Nacre file system's root)"
+	if _, err := os.Lstat(arg); err == nil {
+		return fmt.Sprintf(note, arg, "path")
+	}
+	dir := path.Dir(path.Clean(arg))
+	if dir == "/" {
 		return ""
 	}
-	return fmt.Sprintf(" (%s is a path of this machine, not on a Nacre mount: a path outside the mounts is taken from the Nacre file system's root)", arg)
+	if st, err := os.Stat(dir); err == nil && st.IsDir() {
+		return fmt.Sprintf(note, dir, "directory")
+	}
+	return ""
 }
 
 // shortMessage is err's text, or only its errno's (or the server's

@@ -31,6 +31,14 @@ func TestOperandMessageNamesTheOperandOnce(t *testing.T) {
 		{"rm", "/a/b", fmt.Errorf("wrapped: %w", lookup), "rm /a/b: no such file or directory"},
 		// A path of this machine outside the mounts: say how it was taken.
 		{"stat", "/etc/passwd", lookup, "stat /etc/passwd: no such file or directory (/etc/passwd is a path of this machine, not on a Nacre mount: a path outside the mounts is taken from the Nacre file system's root)"},
+		// ... also a path to be made in a directory of this machine, given
+		// as the operand or as the other path (mv's destination).
+		{"put", "/etc/nacre-none/x", lookup, "put /etc/nacre-none/x: no such file or directory"},
+		{"put", "/etc/nacre-none", lookup, "put /etc/nacre-none: no such file or directory (/etc is a directory of this machine, not on a Nacre mount: a path outside the mounts is taken from the Nacre file system's root)"},
+		{"mv", "/a", atOtherPath("to", "/etc/nacre-none", lookup), "mv /a to /etc/nacre-none: no such file or directory (/etc is a directory of this machine, not on a Nacre mount: a path outside the mounts is taken from the Nacre file system's root)"},
+		{"ln", "/a", atOtherPath("as", "/etc/passwd", lookup), "ln /a as /etc/passwd: no such file or directory (/etc/passwd is a path of this machine, not on a Nacre mount: a path outside the mounts is taken from the Nacre file system's root)"},
+		// Every machine has the root: no note for a path in it.
+		{"stat", "/nacre-none", lookup, "stat /nacre-none: no such file or directory"},
 		{"rm", "/d", fmt.Errorf("is a directory (use -r to remove it and its contents)"), "rm /d: is a directory (use -r to remove it and its contents)"},
 		{"mv", "x", fmt.Errorf("mv x: already named"), "mv x: already named"},
 		{"rm", "/x", &rpc.Errno{Op: "unlink x", Errno: syscall.EACCES, Msg: "sticky directory"}, "rm /x: unlink x: sticky directory"},
