@@ -957,6 +957,22 @@ type StatInfo struct {
 	Mtime  string `json:"mtime"`
 	Ctime  string `json:"ctime"`
 	Target string `json:"symlink_target,omitempty"`
+	// Error: why the path could not be stat'ed (one of several operands;
+	// stat exits 1); only path is then given.
+	Error string `json:"error,omitempty"`
+}
+
+// MarshalJSON gives a path that could not be stat'ed as {path, error}:
+// zeros in the other fields would read as a real file.
+func (si StatInfo) MarshalJSON() ([]byte, error) {
+	type plain StatInfo // without this method
+	if si.Error == "" {
+		return json.Marshal(plain(si))
+	}
+	return json.Marshal(struct {
+		Path  string `json:"path"`
+		Error string `json:"error"`
+	}{si.Path, si.Error})
 }
 
 func typeName(mode uint32) string {
@@ -1005,6 +1021,12 @@ func Stat(ctx context.Context, e Env, args []string, asJSON bool) error {
 				return r.stop(args, i, op.Err)
 			}
 			r.fail(op.Arg, op.Err)
+			if len(args) > 1 {
+				// The array has an element per operand, in order, so
+				// that a script can pair them up and see which failed.
+				why := strings.TrimPrefix(operandMessage("stat", op.Arg, op.Err), "stat "+op.Arg+": ")
+				infos = append(infos, StatInfo{Path: op.Arg, Error: why})
+			}
 		}
 	}
 	if asJSON {

@@ -96,8 +96,11 @@ func TestCLISeveralOperandsAreAllTried(t *testing.T) {
 	}
 
 	out = c.failsFor([]string{"nacre: stat /nope: no such file or directory"}, "stat", "--json", "/f", "/nope", "/d1")
-	var infos []cli.StatInfo
-	if err := json.Unmarshal([]byte(out), &infos); err != nil || len(infos) != 2 || infos[0].Path != "/f" || infos[1].Type != "directory" {
+	// Every operand has its element, in order; the one that failed says
+	// why and has no attributes (it was left out).
+	var infos []map[string]any
+	if err := json.Unmarshal([]byte(out), &infos); err != nil || len(infos) != 3 || infos[0]["path"] != "/f" || infos[0]["error"] != nil ||
+		infos[1]["path"] != "/nope" || infos[1]["error"] != "no such file or directory" || infos[1]["mode"] != nil || infos[2]["type"] != "directory" {
 		t.Fatalf("stat --json of 3 paths, one missing: %v %s", err, out)
 	}
 	if out := c.run("stat", "/f", "/d1"); strings.Count(out, "  File: ") != 2 {
