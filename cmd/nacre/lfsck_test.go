@@ -20,10 +20,10 @@ func TestLfsckFlagsAreCheckedBeforeAnyRPC(t *testing.T) {
 		{[]string{"lfsck", "status"}, "give -t scrub, -t namespace or -t layout"},
 		{[]string{"lfsck", "start", "--mdt", "-1"}, "--mdt -1: an MDT index is 0 or more"},
 		{[]string{"lfsck", "query", "-A", "--mdt", "0"}, "not both"},
-		{[]string{"lfsck", "start", "-s", "-5"}, `"-s, --speed" flag: the speed limit is 0 (no limit) or more objects per second`}, // strconv.ParseUint: ...
-		{[]string{"lfsck", "set", "-s", "x"}, `"-s, --speed" flag: the speed limit is 0 (no limit) or more`},
-		{[]string{"lfsck", "start", "-w", "-1"}, `"-w, --window" flag: the window must be 1 to 1048576`},
-		{[]string{"lfsck", "set", "-w", "2000000"}, `"-w, --window" flag: the window must be 1 to 1048576`},
+		{[]string{"lfsck", "start", "-s", "-5"}, `-s/--speed "-5": the speed limit is 0 (no limit) or more objects per second`}, // strconv.ParseUint: ...
+		{[]string{"lfsck", "set", "-s", "x"}, `-s/--speed "x": the speed limit is 0 (no limit) or more`},
+		{[]string{"lfsck", "start", "-w", "-1"}, `-w/--window "-1": the window must be 1 to 1048576`},
+		{[]string{"lfsck", "set", "-w", "2000000"}, `-w/--window "2000000": the window must be 1 to 1048576`},
 		{[]string{"lfsck", "strat"}, `unknown command "strat" for "nacre lfsck"`},
 		{[]string{"replica", "lsit"}, `unknown command "lsit" for "nacre replica"`},
 	}

@@ -196,6 +196,10 @@ func flagError(_ *cobra.Command, err error) error {
 	default:
 		return err
 	}
+	if ne := (*strconv.NumError)(nil); f.Value.Type() != "duration" && !errors.As(err, &ne) {
+		// A flag that checks its own range says it (lfsck's -s, -w).
+		return fmt.Errorf("%s %q: %w", name, iv.GetValue(), errors.Unwrap(err))
+	}
 	if errors.Is(err, strconv.ErrRange) {
 		want = "out of range; want " + want
 	} else {
