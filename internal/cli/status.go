@@ -135,7 +135,7 @@ func GetStatus(ctx context.Context, mgs string) (*ClusterStatus, error) {
 		if why := mgsWithoutLeader(mgs); why != "" {
 			return nil, fmt.Errorf("the MGS answers no request: %s (%w)", why, err)
 		}
-		return nil, fmt.Errorf("MGS at %s does not answer: %w (is the cluster up?)", mgs, err)
+		return nil, client.Unreachable("MGS at "+mgs+" does not answer", err, "is the cluster up?")
 	}
 	st := &ClusterStatus{Fsname: cfg.Fsname, MGS: mgs}
 	now := time.Unix(0, cfg.NowNs)

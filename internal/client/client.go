@@ -187,7 +187,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		if rpc.NotTheService(err) {
 			return nil, NotAnMGS(cfg.MGS, err)
 		}
-		return nil, fmt.Errorf("cannot reach the MGS at %s: %w (is the cluster up? see `nacre status`)", cfg.MGS, err)
+		return nil, Unreachable("cannot reach the MGS at "+cfg.MGS, err, "is the cluster up? see `nacre status`")
 	}
 	if h.ProtocolVersion != version.Protocol {
 		cc.Close()

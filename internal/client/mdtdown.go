@@ -33,7 +33,11 @@ func (e *MDTDownError) Error() string {
 // Describe is the message without the call: "MDT0000 (127.0.0.1:PORT)
 // does not answer: connection refused".
 func (e *MDTDownError) Describe() string {
-	return fmt.Sprintf("MDT%04x (%s) does not answer: %s", e.MDT, e.Addr, shortCause(e.Err))
+	why := ShortCause(e.Err)
+	if why == noAnswerInTime {
+		why += " (a replicated MDT answers nothing while a majority of its replicas is down; check nacre status)"
+	}
+	return fmt.Sprintf("MDT%04x (%s) does not answer: %s", e.MDT, e.Addr, why)
 }
 
 // Unwrap is EIO, what a POSIX caller gets, as before there was this type;
@@ -41,11 +45,15 @@ func (e *MDTDownError) Describe() string {
 // what was retried for one.
 func (e *MDTDownError) Unwrap() error { return syscall.EIO }
 
-// shortCause is the reason a server could not be reached, without the
-// layers of gRPC and dialling around it.
-func shortCause(err error) string {
+const noAnswerInTime = "no answer in time"
+
+// ShortCause is the reason a server could not be reached, without the
+// layers of gRPC and dialling around it ("connection refused", not
+// `connection error: desc = "transport: Error while dialing: dial tcp
+// ...: connect: connection refused"`).
+func ShortCause(err error) string {
 	if status.Code(err) == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded) {
-		return "no answer in time (a replicated MDT answers nothing while a majority of its replicas is down; check nacre status)"
+		return noAnswerInTime
 	}
 	msg := status.Convert(err).Message()
 	for _, s := range []string{"connection refused", "connection reset by peer", "no route to host",
@@ -55,6 +63,23 @@ func shortCause(err error) string {
 		}
 	}
 	return msg
+}
+
+// unreachableError says a server could not be reached in a few words and
+// keeps the whole error for errors.Is and errors.As.
+type unreachableError struct {
+	msg string
+	err error
+}
+
+func (e *unreachableError) Error() string { return e.msg }
+func (e *unreachableError) Unwrap() error { return e.err }
+
+// Unreachable is the error of a server that could not be reached: what
+// failed ("cannot reach the MGS at ADDR"), the short cause (ShortCause)
+// and what to do.
+func Unreachable(what string, err error, hint string) error {
+	return &unreachableError{msg: fmt.Sprintf("%s: %s (%s)", what, ShortCause(err), hint), err: err}
 }
 
 // gaveUpError is Client.retry giving up on a call that kept failing with a

@@ -133,10 +133,12 @@ func TestCLIErrorsNameTheProblem(t *testing.T) {
 		want string
 	}{
 		{[]string{"ls", "/"}, "NACRE_MGS=", "NACRE_MGS"},
-		{[]string{"ls", "/"}, "NACRE_MGS=127.0.0.1:1", "cannot reach the MGS at 127.0.0.1:1"},
+		// In a few words: not gRPC's `connection error: desc =
+		// "transport: Error while dialing: dial tcp ...`.
+		{[]string{"ls", "/"}, "NACRE_MGS=127.0.0.1:1", "cannot reach the MGS at 127.0.0.1:1: connection refused (is the cluster up?"},
 		// Pasted with a blank: dialled without it (it was "unknown port").
 		{[]string{"ls", "/"}, "NACRE_MGS=127.0.0.1:1 ", "connection refused"},
-		{[]string{"status"}, "NACRE_MGS=127.0.0.1:1", "does not answer"},
+		{[]string{"status"}, "NACRE_MGS=127.0.0.1:1", "MGS at 127.0.0.1:1 does not answer: connection refused (is the cluster up?)"},
 		{[]string{"ls", "/"}, "NACRE_MGS=" + webAddr, webAddr + " answers but is not an MGS"},
 		{[]string{"status"}, "NACRE_MGS=" + webAddr, webAddr + " answers but is not an MGS"},
 		{[]string{"setstripe", "-c", "-5", "/f"}, "NACRE_MGS=127.0.0.1:1", "stripe count -5"},
