@@ -1369,8 +1369,9 @@ func Ln(ctx context.Context, e Env, args []string, symbolic bool) error {
 
 // PathFID is one result of `nacre path2fid --json`.
 type PathFID struct {
-	Path string `json:"path"` // as given
-	FID  string `json:"fid"`
+	Path  string `json:"path"` // as given
+	FID   string `json:"fid,omitempty"`
+	Error string `json:"error,omitempty"` // why it failed (several operands)
 }
 
 // Path2Fid prints the FID of each path ("PATH: FID" when there are
@@ -1404,6 +1405,11 @@ func Path2Fid(ctx context.Context, e Env, args []string, asJSON bool) error {
 				return r.stop(args, i, op.Err)
 			}
 			r.fail(op.Arg, op.Err)
+			if len(args) > 1 {
+				// An element per operand, in order, as stat --json.
+				why := strings.TrimPrefix(operandMessage("path2fid", op.Arg, op.Err), "path2fid "+op.Arg+": ")
+				out = append(out, PathFID{Path: op.Arg, Error: why})
+			}
 		}
 	}
 	if asJSON {
@@ -1418,6 +1424,7 @@ func Path2Fid(ctx context.Context, e Env, args []string, asJSON bool) error {
 type FIDPaths struct {
 	FID   string   `json:"fid"` // as given
 	Paths []string `json:"paths"`
+	Error string   `json:"error,omitempty"` // why it failed (several operands)
 }
 
 // Fid2Path prints every path of each FID (args: [MOUNTPOINT] FID...). As
@@ -1494,6 +1501,10 @@ func Fid2Path(ctx context.Context, e Env, args []string, asJSON bool) error {
 				return r.stop(args, i, err)
 			}
 			r.fail(s, err)
+			if len(args) > 1 {
+				why := strings.TrimPrefix(operandMessage("fid2path", s, err), "fid2path "+s+": ")
+				out = append(out, FIDPaths{FID: s, Error: why})
+			}
 		}
 	}
 	if asJSON {

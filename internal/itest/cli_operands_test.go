@@ -121,6 +121,20 @@ func TestCLISeveralOperandsAreAllTried(t *testing.T) {
 	if out != "/f\n/f\n" {
 		t.Fatalf("fid2path printed %q", out)
 	}
+	// --json: an element per operand, the failed ones with their error
+	// (they were left out, so a script could not pair them up).
+	out = c.failsFor([]string{"nacre: path2fid /nope: no such file or directory"}, "path2fid", "--json", "/f", "/nope")
+	var pfs []map[string]any
+	if err := json.Unmarshal([]byte(out), &pfs); err != nil || len(pfs) != 2 || pfs[0]["fid"] != fidF || pfs[0]["error"] != nil ||
+		pfs[1]["path"] != "/nope" || pfs[1]["error"] != "no such file or directory" || pfs[1]["fid"] != nil {
+		t.Fatalf("path2fid --json of 2 paths, one missing: %v %s", err, out)
+	}
+	out = c.failsFor([]string{"nacre: fid2path [0x200000400:0xfffff:0x0]: no such file or directory"}, "fid2path", "--json", "[0x200000400:0xfffff:0x0]", fidF)
+	var fps []map[string]any
+	if err := json.Unmarshal([]byte(out), &fps); err != nil || len(fps) != 2 || fps[0]["error"] != "no such file or directory" ||
+		fps[1]["fid"] != fidF || fps[1]["error"] != nil || fmt.Sprint(fps[1]["paths"]) != "[/f]" {
+		t.Fatalf("fid2path --json of 2 FIDs, one missing: %v %s", err, out)
+	}
 
 	c.failsFor([]string{"nacre: ln /nope: no such file or directory"}, "ln", "/f", "/nope", "/d1")
 	c.failsFor([]string{"nacre: ln /f as /d1/f: file exists"}, "ln", "-s", "/f", "/elsewhere", "/d1")
