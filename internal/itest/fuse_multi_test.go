@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"sync"
 	"syscall"
@@ -219,6 +220,59 @@ func TestFuseByteRangeLocksAcrossMounts(t *testing.T) {
 	fa.Close()
 	if _, err := lk(fb, syscall.F_SETLK, syscall.F_WRLCK, 0, 0); err != nil {
 		t.Fatalf("after the holder's close: %v", err)
+	}
+}
+
+// TestFusePosixLocksBelongToTheProcess: a POSIX lock is its process's,
+// whichever descriptor took it, as on a local file system (checked side
+// by side with the test's temporary directory): another descriptor of
+// the process converts it, F_GETLK through it reports no conflict, and an
+// unlock through it releases the lock for everyone. Before, the open file
+// was part of the owner: the second descriptor got EAGAIN, F_GETLK named
+// the process's own lock, and its unlock did nothing, so other clients
+// waited on the lock until the first descriptor was closed.
+func TestFusePosixLocksBelongToTheProcess(t *testing.T) {
+	_, a, b := twoMounts(t)
+	lk := func(f *os.File, cmd int, typ int16) (int16, error) {
+		l := unix.Flock_t{Type: typ, Whence: 0, Start: 0, Len: 10}
+		err := unix.FcntlFlock(f.Fd(), cmd, &l)
+		return l.Type, err
+	}
+	open := func(p string) *os.File {
+		f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	for _, dir := range []string{t.TempDir(), a.Dir} {
+		p := filepath.Join(dir, "plock")
+		fd0, fd1 := open(p), open(p)
+		probe := open(p) // an OFD lock's owner: its open file, not the process
+		if _, err := lk(fd0, unix.F_SETLK, unix.F_WRLCK); err != nil {
+			t.Fatalf("%s: lock through the first descriptor: %v", dir, err)
+		}
+		if typ, err := lk(probe, unix.F_OFD_GETLK, unix.F_WRLCK); err != nil || typ != unix.F_WRLCK {
+			t.Fatalf("%s: the lock is not seen by another owner: type %d, %v", dir, typ, err)
+		}
+		if _, err := lk(fd1, unix.F_SETLK, unix.F_WRLCK); err != nil {
+			t.Fatalf("%s: the process locks again through a second descriptor: %v, want success", dir, err)
+		}
+		if typ, err := lk(fd1, unix.F_GETLK, unix.F_WRLCK); err != nil || typ != unix.F_UNLCK {
+			t.Fatalf("%s: F_GETLK through a second descriptor: type %d (%v), want no conflict (F_UNLCK %d)", dir, typ, err, unix.F_UNLCK)
+		}
+		if _, err := lk(fd1, unix.F_SETLK, unix.F_UNLCK); err != nil {
+			t.Fatalf("%s: unlock through the second descriptor: %v", dir, err)
+		}
+		if typ, err := lk(probe, unix.F_OFD_GETLK, unix.F_WRLCK); err != nil || typ != unix.F_UNLCK {
+			t.Fatalf("%s: after the unlock through the second descriptor the lock is still there: type %d, %v", dir, typ, err)
+		}
+	}
+	// And for another client.
+	fb := open(b.Path("plock"))
+	if _, err := lk(fb, unix.F_SETLK, unix.F_WRLCK); err != nil {
+		t.Fatalf("another client's lock after the unlock: %v", err)
 	}
 }
 

@@ -20,14 +20,15 @@
 // of the same type merge, other types are split around it, F_UNLCK
 // removes.
 //
-// One deliberate difference from POSIX: a POSIX lock belongs to the
-// process *and* the open file it was taken through, so two open files of
-// one process conflict with each other, as open file description (OFD)
-// locks do. go-fuse's posixtest suite (FcntlFlockLocksFile) requires this;
-// between processes, and between clients, locks behave as POSIX says, and
-// close(2) of any descriptor still releases all of the process's locks on
-// the file. A blocking request that would wait for the same process's
-// lock through another open file fails with EDEADLK instead of hanging. A flock request first drops the owner's other flock lock, as
+// A POSIX lock belongs to its process, whichever of the process's open
+// files it was taken through, as on Linux and Lustre: a second descriptor
+// of the process takes, converts, tests (F_GETLK) and unlocks the same
+// locks, and close(2) of any descriptor releases them all. An OFD lock
+// belongs to its open file, which the kernel passes as the owner. (Until
+// 2026-11-25 the open file was part of a POSIX lock's owner too, as
+// go-fuse's posixtest FcntlFlockLocksFile asks: an unlock through another
+// descriptor then did nothing, and F_GETLK reported the process's own
+// lock as a conflict.) A flock request first drops the owner's other flock lock, as
 // Linux does (conversion is not atomic). A request that would wait on a
 // chain of owners that ends at itself fails with EDEADLK (POSIX locks
 // only). Nothing survives a restart of the MDS.
@@ -61,12 +62,12 @@ type Key struct {
 	Flock bool
 }
 
-// Owner is a lock owner: a client, the owner id the kernel gives
-// within it, and for POSIX locks the open file (see below).
+// Owner is a lock owner: a client and the owner id the kernel gives
+// within it (the process's file table for POSIX locks, the open file for
+// OFD and flock locks).
 type Owner struct {
 	Client uint64
 	ID     uint64
-	Handle uint64
 }
 
 // Lock is one granted lock.
@@ -218,17 +219,6 @@ func (m *Manager) dropFlock(r *Request) {
 	}
 }
 
-// selfBlocked reports whether r waits for its own process's lock taken
-// through another open file.
-func selfBlocked(r *Request, blockers []Lock) bool {
-	for _, b := range blockers {
-		if b.Owner.Client == r.Owner.Client && b.Owner.ID == r.Owner.ID {
-			return true
-		}
-	}
-	return false
-}
-
 // deadlock reports whether r, blocked by blockers, waits on a chain of
 // owners that leads back to r's owner.
 func (m *Manager) deadlock(r *Request, blockers []Lock) bool {
@@ -298,7 +288,7 @@ func (m *Manager) Lock(ctx context.Context, r Request) syscall.Errno {
 		if !r.Wait {
 			return syscall.EAGAIN
 		}
-		if !r.Flock && (selfBlocked(&r, bl) || m.deadlock(&r, bl)) {
+		if !r.Flock && m.deadlock(&r, bl) {
 			return syscall.EDEADLK
 		}
 		if w == nil {

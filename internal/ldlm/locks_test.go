@@ -13,7 +13,7 @@ import (
 var f1 = fid.FID{Seq: 0x200000400, Oid: 7}
 
 func posix(client, owner uint64, t Type, start, end uint64) Request {
-	return Request{Key: Key{FID: f1}, Lock: Lock{Owner: Owner{Client: client, ID: owner, Handle: 1}, Handle: 1, Type: t, Start: start, End: end}}
+	return Request{Key: Key{FID: f1}, Lock: Lock{Owner: Owner{Client: client, ID: owner}, Handle: 1, Type: t, Start: start, End: end}}
 }
 
 func flock(client, owner uint64, t Type) Request {
@@ -152,24 +152,30 @@ func TestDeadlockIsDetected(t *testing.T) {
 	}
 }
 
-func TestOpenFilesOfOneProcessConflict(t *testing.T) {
+// TestOpenFilesOfOneProcessShareItsLocks: a POSIX lock is the process's,
+// whichever open file it came through (as on Linux): another descriptor
+// converts it, does not see it as a conflict, and unlocks it.
+func TestOpenFilesOfOneProcessShareItsLocks(t *testing.T) {
 	m := NewManager()
-	a := posix(1, 1, Write, 0, MaxEnd)
-	b := posix(1, 1, Read, 0, MaxEnd)
-	b.Owner.Handle, b.Handle = 2, 2
+	a := posix(1, 1, Write, 0, 9)
+	b := posix(1, 1, Read, 0, 9)
+	b.Handle = 2
 	mustLock(t, m, a)
-	if e := m.Lock(context.Background(), b); e != syscall.EAGAIN {
-		t.Fatalf("second open file of the process: %v, want EAGAIN", e)
+	if _, found := m.Test(b); found {
+		t.Fatal("F_GETLK through a second open file of the process reports its own lock")
 	}
-	b.Wait = true
-	if e := m.Lock(context.Background(), b); e != syscall.EDEADLK {
-		t.Fatalf("waiting for itself: %v, want EDEADLK", e)
+	mustLock(t, m, b) // a conversion, not a conflict
+	other := posix(1, 2, Write, 0, 9)
+	if e := m.Lock(context.Background(), other); e != syscall.EAGAIN {
+		t.Fatalf("another process over the read lock: %v, want EAGAIN", e)
 	}
-	// close(2) of any descriptor drops the process's locks.
-	m.Release(1, f1, 1, 0, 2)
+	un := posix(1, 1, Unlock, 0, 9)
+	un.Handle = 3 // through a third descriptor
+	mustLock(t, m, un)
 	if n := m.Count(); n != 0 {
-		t.Fatalf("%d locks left", n)
+		t.Fatalf("%d locks left after the process unlocked through another descriptor", n)
 	}
+	mustLock(t, m, other)
 }
 
 // TestRandomAgainstModel compares non-waiting requests of a few owners

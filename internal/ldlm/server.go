@@ -250,9 +250,6 @@ func pbType(t Type) pb.LockType {
 
 func request(r *pb.LockRequest) Request {
 	o := Owner{Client: r.ClientId, ID: r.Owner}
-	if !r.Flock {
-		o.Handle = r.Handle // see the package comment
-	}
 	return Request{
 		Key: Key{FID: fid.FromPB(r.Fid), Flock: r.Flock},
 		Lock: Lock{Owner: o, Handle: r.Handle, Pid: r.Pid,
