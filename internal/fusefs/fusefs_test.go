@@ -44,7 +44,7 @@ func TestLovRoundTrip(t *testing.T) {
 	if err != nil || l.StripeSize != 64<<10 || l.StripeCount != -1 || l.StripeOffset != 1 {
 		t.Fatalf("parse with units: %+v %v", l, err)
 	}
-	for _, bad := range []string{"stripe_count", "stripe_count=x", "stripe_size=-1", "stripe_offset=-2"} {
+	for _, bad := range []string{"stripe_count", "stripe_count=x", "stripe_size=-1", "stripe_offset=-2", "stripe_count=2001"} {
 		if _, err := parseLov(bad); err == nil {
 			t.Errorf("%q parsed", bad)
 		}

@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -61,8 +62,8 @@ func parseLov(v string) (*pb.Layout, error) {
 		switch k {
 		case "stripe_count", "lmm_stripe_count":
 			n, err := strconv.ParseInt(val, 10, 32)
-			if err != nil || n < -1 {
-				return nil, fmt.Errorf("stripe_count %q", val)
+			if err != nil || n < -1 || n > layout.MaxStripeCount {
+				return nil, fmt.Errorf("stripe_count %q (want -1 for every OST, 0 for the default, or up to %d)", val, layout.MaxStripeCount)
 			}
 			l.StripeCount = int32(n)
 		case "stripe_size", "lmm_stripe_size":
@@ -80,6 +81,25 @@ func parseLov(v string) (*pb.Layout, error) {
 		}
 	}
 	return l, nil
+}
+
+// checkLovOST refuses a stripe_offset that names no OST of the file
+// system, as `nacre setstripe -i` does (the MDT took it: a file's first
+// stripe went elsewhere and its layout showed the index asked for).
+func (fs *FS) checkLovOST(ctx context.Context, l *pb.Layout) error {
+	if l.StripeOffset < 0 {
+		return nil
+	}
+	cfg, err := fs.c.Config(ctx)
+	if err != nil {
+		return err
+	}
+	for _, t := range cfg.Targets {
+		if t.Kind == pb.TargetKind_TARGET_OST && t.Index == uint32(l.StripeOffset) {
+			return nil
+		}
+	}
+	return fmt.Errorf("stripe_offset %d: no such OST in the file system", l.StripeOffset)
 }
 
 func (fs *FS) xattrFID(h *fuse.InHeader) (fid.FID, fuse.Status) {
@@ -307,6 +327,9 @@ func (fs *FS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string,
 	defer fs.changingXattrs(in.NodeId)
 	if attr == LovXattr {
 		l, err := parseLov(string(data))
+		if err == nil {
+			err = fs.checkLovOST(ctx, l)
+		}
 		if err != nil {
 			fs.log.Info("bad nacre.lov value", "err", err)
 			return fuse.EINVAL

@@ -329,6 +329,16 @@ func TestFuseFileSemantics(t *testing.T) {
 	if err := syscall.Setxattr(m.Path("wide", "x"), "nacre.lov", []byte("stripe_count=1"), 0); !errors.Is(err, syscall.EEXIST) {
 		t.Fatalf("nacre.lov on a file with data: %v", err)
 	}
+	// What setstripe refuses, nacre.lov refuses too (it was stored: a
+	// file showed stripe_offset=7 with its objects on another OST).
+	must(os.WriteFile(m.Path("empty"), nil, 0o644))
+	for _, bad := range []string{"stripe_offset=7", "stripe_count=2000000000"} {
+		for _, p := range []string{m.Path("empty"), m.Path("wide")} {
+			if err := syscall.Setxattr(p, "nacre.lov", []byte(bad), 0); !errors.Is(err, syscall.EINVAL) {
+				t.Fatalf("nacre.lov %q on %s: %v, want EINVAL", bad, p, err)
+			}
+		}
+	}
 	// .nacre/fid/<FID>
 	c := cl.Client(t)
 	ino, err := c.Resolve(context.Background(), "/wide/x", false)
