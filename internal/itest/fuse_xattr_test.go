@@ -173,3 +173,47 @@ func TestFuseXattrsAnsweredFromAttributes(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestFuseXattrNamesStopWhereListxattrDoes: a new extended attribute whose
+// name would make the file's list longer than listxattr(2) can return
+// (64 KiB) fails with ENOSPC, as ext4 says when a file's xattrs are full;
+// replacing a value still works, and listxattr keeps working. Before, the
+// set succeeded and listxattr failed on the file for good (E2BIG), so
+// getfattr -d, cp -a and rsync -X did too.
+func TestFuseXattrNamesStopWhereListxattrDoes(t *testing.T) {
+	needFUSE(t)
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 1})
+	m := mountFuse(t, cl)
+	p := m.Path("many")
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// 251-byte names, 252 bytes each in the list: 260 of them fit in
+	// 64 KiB.
+	name := func(i int) string { return fmt.Sprintf("user.%03d", i) + strings.Repeat("n", 243) }
+	const fit = (64 << 10) / 252
+	var set int
+	for ; set < 300; set++ {
+		err := syscall.Setxattr(p, name(set), []byte("v"), 0)
+		if errors.Is(err, syscall.ENOSPC) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("setxattr %d: %v", set, err)
+		}
+	}
+	if set != fit {
+		t.Fatalf("%d names set before ENOSPC, want %d (64 KiB of names)", set, fit)
+	}
+	if err := syscall.Setxattr(p, name(0), []byte("replaced"), 0); err != nil {
+		t.Fatalf("replace a value once the names are full: %v", err)
+	}
+	n, err := syscall.Listxattr(p, nil)
+	if err != nil || n > 64<<10 {
+		t.Fatalf("listxattr size: %d, %v", n, err)
+	}
+	buf := make([]byte, n)
+	if n, err = syscall.Listxattr(p, buf); err != nil || strings.Count(string(buf[:n]), "\x00") != fit {
+		t.Fatalf("listxattr: %d bytes, %v", n, err)
+	}
+}

@@ -297,7 +297,11 @@ func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error)
 			return nil, err
 		}
 		o.SetLayout.Osts = osts
-	case *pb.Command_Link, *pb.Command_Unlink, *pb.Command_Rename, *pb.Command_Setattr, *pb.Command_Setxattr, *pb.Command_Removexattr:
+	case *pb.Command_Setxattr:
+		if r := s.xattrNamesFull(o.Setxattr); r != nil {
+			return r, nil
+		}
+	case *pb.Command_Link, *pb.Command_Unlink, *pb.Command_Rename, *pb.Command_Setattr, *pb.Command_Removexattr:
 	default:
 		return nil, status.Errorf(codes.InvalidArgument, "%s: clients may not send %T", s.id.Label(), cmd.Op)
 	}
@@ -397,6 +401,36 @@ func (s *Server) createHint(op *pb.CreateOp) *pb.Layout {
 		out.StripeCount = h.StripeCount
 	}
 	return out
+}
+
+// XattrListMax is what listxattr(2) can return at most: the names of a
+// file's extended attributes, each with its NUL (the kernel's
+// XATTR_LIST_MAX).
+const XattrListMax = 64 << 10
+
+// xattrNamesFull refuses (ENOSPC, as ext4 says when a file's xattrs fill
+// their space) a new extended attribute whose name would make the file's
+// list longer than listxattr can return: getfattr -d, cp -a and rsync -X
+// then failed on the file for good (E2BIG). Checked before the command
+// is proposed, as apply must not change its answers: concurrent sets can
+// pass it together, which costs at most a little over the bound.
+func (s *Server) xattrNamesFull(op *pb.SetxattrOp) *pb.Reply {
+	f := fid.FromPB(op.Fid)
+	names, err := s.t.Listxattr(f, &pb.Cred{Uid: 0})
+	if err != nil {
+		return nil // apply answers for a file that is gone
+	}
+	total := len(op.Name) + 1
+	for _, n := range names {
+		if n == string(op.Name) {
+			return nil // replaced: the list does not grow
+		}
+		total += len(n) + 1
+	}
+	if total <= XattrListMax {
+		return nil
+	}
+	return &pb.Reply{Errno: int32(syscall.ENOSPC), Message: fmt.Sprintf("set xattr %q on %s: the names of its extended attributes would take %d bytes, more than the %d listxattr can return", op.Name, f, total, XattrListMax)}
 }
 
 func (s *Server) pickOSTs(ctx context.Context, hint *pb.Layout) ([]uint32, error) {
