@@ -168,7 +168,7 @@ func addStatsCommands(root *cobra.Command, g *globals) {
 				only = args[0]
 			}
 			e := g.env(cmd)
-			if err := mgsOfDir(&e, st.dir); err != nil {
+			if err := mgsOfDir(cmd, &e, st.dir); err != nil {
 				return err
 			}
 			return cli.Stats(cmd.Context(), e, only, st.interval, st.json)
@@ -191,7 +191,7 @@ func addStatsCommands(root *cobra.Command, g *globals) {
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			e := g.env(cmd)
-			if err := mgsOfDir(&e, tp.dir); err != nil {
+			if err := mgsOfDir(cmd, &e, tp.dir); err != nil {
 				return err
 			}
 			return cli.Top(cmd.Context(), e, tp.interval, tp.n)

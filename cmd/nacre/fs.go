@@ -161,7 +161,7 @@ on it) is on, as lfs df does.`,
 			if dfDir != "" && len(args) == 1 {
 				return fmt.Errorf("df: give --dir %s or the mount point %s, not both", dfDir, args[0])
 			}
-			if err := mgsOfDir(&e, dfDir); err != nil {
+			if err := mgsOfDir(cmd, &e, dfDir); err != nil {
 				return err
 			}
 			if len(args) == 1 {

@@ -266,7 +266,7 @@ free it. The mount made by nacre up --mount is always removed.`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			e := g.env(cmd)
-			if err := mgsOfDir(&e, st.dir); err != nil {
+			if err := mgsOfDir(cmd, &e, st.dir); err != nil {
 				return err
 			}
 			err := cli.Status(cmd.Context(), e, st.json)
@@ -345,14 +345,18 @@ func addClusterDirFlag(cmd *cobra.Command, dir *string) {
 	cmd.Flags().StringVar(dir, "dir", "", "find the MGS of this local cluster directory (instead of --mgs)")
 }
 
-// mgsOfDir points e at the MGS of the local cluster in dir, if dir is given.
-func mgsOfDir(e *cli.Env, dir string) error {
+// mgsOfDir points e at the MGS of the local cluster in dir, if dir is
+// given; with --mgs too it refuses (it went to dir's MGS without a word).
+func mgsOfDir(cmd *cobra.Command, e *cli.Env, dir string) error {
 	if dir == "" {
 		return nil
 	}
 	addr, err := localcluster.MGSAddr(dir)
 	if err != nil {
 		return err
+	}
+	if f := cmd.Flags().Lookup("mgs"); f != nil && f.Changed && f.Value.String() != addr {
+		return fmt.Errorf("%s: --mgs %s and --dir %s (whose MGS is %s) name two clusters: give one of them", cmd.Name(), f.Value.String(), dir, addr)
 	}
 	e.MGS = addr
 	return nil

@@ -151,6 +151,13 @@ func TestStatusJSONWithTheMGSDownSaysWhyInWords(t *testing.T) {
 	root.SetErr(&errOut)
 	root.SetArgs([]string{"status", "--json", "--dir", dir})
 	err := root.Execute()
+	// --mgs naming another MGS: which one was meant? (It went to --dir's
+	// without a word.)
+	for _, cmd := range []string{"status", "df"} {
+		if _, err := runNacre(t, cmd, "--mgs", "127.0.0.2:7", "--dir", dir); err == nil || !strings.Contains(err.Error(), "--mgs 127.0.0.2:7 and --dir "+dir+" (whose MGS is 127.0.0.1:1) name two clusters") {
+			t.Errorf("%s with --mgs and --dir of another cluster: %v", cmd, err)
+		}
+	}
 	if err == nil {
 		t.Fatalf("status with the MGS down succeeded:\n%s", out.String())
 	}
