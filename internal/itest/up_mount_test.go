@@ -2,6 +2,7 @@ package itest
 
 import (
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,6 +100,9 @@ func TestUpMountReplacesADeadMountMadeByNacreMount(t *testing.T) {
 	t.Cleanup(func() {
 		localcluster.Down(dir, io.Discard)
 		exec.Command("fusermount3", "-u", "-z", mnt).Run()
+		// The daemons' logs in the state directory (each run's
+		// mount point is new: they were left there, one per run).
+		os.Remove(filepath.Join(fusefs.StateDir(), url.PathEscape(mnt)+".log"))
 	})
 	if out, err := exec.Command(bin, "up", "--dir", dir, "--detach").CombinedOutput(); err != nil {
 		t.Fatalf("up: %v\n%s", err, out)
