@@ -829,11 +829,24 @@ func checkBackupSource(db *kv.DB, dir string, id target.Identity) error {
 	if err != nil {
 		return err
 	}
-	if !ok {
-		return fmt.Errorf("the store %s has no record of its Raft log, although the target has run (its log is in %s): the store lost data (a damaged write-ahead log?)",
-			db.Dir(), target.RaftLogDir(dir))
+	if ok {
+		return nil
 	}
-	return nil
+	// A restore removes the Raft log with the store's record of it (the
+	// restored state starts a new log), as does a start that finds none:
+	// only a store without the record beside a log that holds something
+	// lost data, which is what a start refuses too. (Before, a backup
+	// right after a restore was refused.)
+	logDir := target.RaftLogDir(dir)
+	names, err := os.ReadDir(logDir)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && len(names) == 0) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the Raft log directory %s: %w", logDir, err)
+	}
+	return fmt.Errorf("the store %s has no record of its Raft log, although the target has run and its log %s holds %d files: the store lost data (a damaged write-ahead log?)",
+		db.Dir(), logDir, len(names))
 }
 
 // Backup writes a file-level backup of the (stopped) MDT in dir to file.
@@ -873,14 +886,16 @@ func Backup(e Env, dir, file string, force bool) error {
 // written to a hidden temporary file in the same directory, synced, and
 // renamed over path, with the directory synced: path is either as it
 // was or whole, never truncated or half-written. Anything else (a device,
-// a FIFO: /dev/stdout) is written into directly, as it cannot be
-// renamed over.
+// a FIFO, a symbolic link: /dev/stdout) is written into directly, as it
+// cannot be renamed over (renaming over a link replaced the link: with
+// --out /dev/stdout, /dev/stdout itself). A new file gets the mode the
+// umask leaves, as os.Create gives it (the backup holds every name).
 func writeWhole(path string, fn func(io.Writer) error) error {
-	mode := os.FileMode(0o644)
-	st, err := os.Stat(path)
+	mode := os.FileMode(0o666) &^ umask()
+	st, err := os.Lstat(path)
 	switch {
 	case err == nil && !st.Mode().IsRegular():
-		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
 		if err != nil {
 			return err
 		}
@@ -927,6 +942,13 @@ func writeWhole(path string, fn func(io.Writer) error) error {
 	return nil
 }
 
+// umask is the process's file mode creation mask.
+func umask() os.FileMode {
+	m := unix.Umask(0)
+	unix.Umask(m)
+	return os.FileMode(m)
+}
+
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
@@ -952,6 +974,18 @@ func Restore(e Env, dir, file string, force bool) error {
 		return fmt.Errorf("restore of %s: %w", id.Label(), err)
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err == nil && !st.Mode().IsRegular() {
+		// A pipe (ssh host cat backup | nacre mdt restore --from
+		// /dev/stdin) is read twice, to check it and to restore it:
+		// spooled to a file beside the target first.
+		sp, err := spool(f, dir)
+		if err != nil {
+			return fmt.Errorf("restore of %s from %s: %w; %s was not changed", id.Label(), file, err, dir)
+		}
+		defer os.Remove(sp.Name())
+		defer sp.Close()
+		f = sp
+	}
 	h, err := mdt.CheckBackup(f)
 	if err == nil {
 		err = h.CheckFor(id)
@@ -986,6 +1020,24 @@ func Restore(e Env, dir, file string, force bool) error {
 	fmt.Fprintf(e.Out, "restored %s from %s (%d objects, backed up %s) with new local keys;\nits object index is rebuilt by an OI scrub when it starts (nacre lfsck query)\n",
 		id.Label(), filepath.Base(file), h.Objects, h.Created.Format(time.RFC3339))
 	return nil
+}
+
+// spool copies r to a new unlinked-on-return temporary file in dir,
+// positioned at its start.
+func spool(r io.Reader, dir string) (*os.File, error) {
+	f, err := os.CreateTemp(dir, ".nacre-restore-*")
+	if err != nil {
+		return nil, fmt.Errorf("spool the backup: %w", err)
+	}
+	if _, err = io.Copy(f, r); err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, fmt.Errorf("spool the backup to %s: %w", dir, err)
+	}
+	return f, nil
 }
 
 // removeStore removes a store a failed restore created: the directory

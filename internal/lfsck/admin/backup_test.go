@@ -156,6 +156,13 @@ func markStarted(t *testing.T, dir string) {
 func TestABackupOfADamagedStoreIsRefusedUnlessForced(t *testing.T) {
 	lostLog := newMDTDir(t, 3)
 	markStarted(t, lostLog)
+	// Its Raft log holds what the store lost.
+	if err := os.MkdirAll(target.RaftLogDir(lostLog), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(target.RaftLogDir(lostLog), "seg-1"), []byte("entries"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	lostAll := newMDTDir(t, 3)
 	markStarted(t, lostAll)
 	if err := os.RemoveAll(target.StoreDir(lostAll)); err != nil {
@@ -273,5 +280,78 @@ func TestAFailedRestoreLeavesTheTargetAsItWas(t *testing.T) {
 	emptyStore(t, dst)
 	if err := Restore(e, dst, bk, true); err != nil {
 		t.Fatalf("restore of a whole backup: %v", err)
+	}
+}
+
+// A restored MDT is backed up again at once: a restore starts a new Raft
+// log (the old one and the store's record of it go), which the check for
+// a store that lost data took for a damaged store. The restore also reads
+// its backup from a pipe (it was read twice: "illegal seek").
+func TestARestoredMDTIsBackedUpAndAPipeRestores(t *testing.T) {
+	e := Env{Out: io.Discard, Err: io.Discard}
+	src := newMDTDir(t, 20)
+	bk := filepath.Join(t.TempDir(), "b1.bk")
+	if err := Backup(e, src, bk, false); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(t.TempDir(), "pipe")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err != nil {
+			return
+		}
+		b, _ := os.ReadFile(bk)
+		w.Write(b)
+		w.Close()
+	}()
+	dst := newMDTDir(t, 3)
+	markStarted(t, dst)
+	if err := Restore(e, dst, fifo, true); err != nil {
+		t.Fatalf("restore from a pipe: %v", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dst, ".nacre-restore-*")); len(left) > 0 {
+		t.Errorf("the spooled backup is left: %v", left)
+	}
+	b2 := filepath.Join(t.TempDir(), "b2.bk")
+	if err := Backup(e, dst, b2, false); err != nil {
+		t.Fatalf("backup right after a restore: %v", err)
+	}
+}
+
+// A backup through a symbolic link (--out /dev/stdout) writes into what
+// the link names and leaves the link: it was renamed over (as root,
+// /dev/stdout itself). A new backup file gets the mode the umask leaves.
+func TestABackupThroughALinkKeepsTheLinkAndANewOneTheUmask(t *testing.T) {
+	e := Env{Out: io.Discard, Err: io.Discard}
+	src := newMDTDir(t, 5)
+	d := t.TempDir()
+	real := filepath.Join(d, "real")
+	if err := os.WriteFile(real, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(d, "out")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := Backup(e, src, link, false); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link was replaced: %v %v", st.Mode(), err)
+	}
+	if st, err := os.Stat(real); err != nil || st.Size() == 0 {
+		t.Fatalf("the backup did not go where the link points: %v", err)
+	}
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	fresh := filepath.Join(d, "fresh.bk")
+	if err := Backup(e, src, fresh, false); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(fresh); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("a new backup under umask 077 has mode %v (%v), want 0600", st.Mode().Perm(), err)
 	}
 }
