@@ -271,6 +271,14 @@ func (c *Client) Close() error {
 // to, or the leader that replica forwards to, has just died, and the
 // connection moves on to another replica and a new leader is elected
 // within seconds.
+// HasOST reports whether the client knows an OST of that index (from the
+// configuration it last read; it reads it again every few seconds).
+func (c *Client) HasOST(index uint32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.osts[index] != nil
+}
+
 func (c *Client) Config(ctx context.Context) (*pb.ClusterConfig, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

@@ -332,6 +332,17 @@ func TestFuseFileSemantics(t *testing.T) {
 	// What setstripe refuses, nacre.lov refuses too (it was stored: a
 	// file showed stripe_offset=7 with its objects on another OST).
 	must(os.WriteFile(m.Path("empty"), nil, 0o644))
+	// An OST the mount knows needs no MGS: with the MGS stopped
+	// (SIGSTOP) the set is immediate (it waited 10 s, then said EINVAL).
+	mgsPid := cl.Pid("mgs")
+	must(syscall.Kill(mgsPid, syscall.SIGSTOP))
+	start := time.Now()
+	err = syscall.Setxattr(m.Path("empty"), "nacre.lov", []byte("stripe_offset=0"), 0)
+	took := time.Since(start)
+	must(syscall.Kill(mgsPid, syscall.SIGCONT))
+	if err != nil || took > 3*time.Second {
+		t.Fatalf("nacre.lov stripe_offset=0 with the MGS stopped: %v after %v", err, took)
+	}
 	for _, bad := range []string{"stripe_offset=7", "stripe_count=2000000000"} {
 		for _, p := range []string{m.Path("empty"), m.Path("wide")} {
 			if err := syscall.Setxattr(p, "nacre.lov", []byte(bad), 0); !errors.Is(err, syscall.EINVAL) {
