@@ -355,7 +355,7 @@ func mgsOfDir(cmd *cobra.Command, e *cli.Env, dir string) error {
 	if err != nil {
 		return err
 	}
-	if f := cmd.Flags().Lookup("mgs"); f != nil && f.Changed && f.Value.String() != addr {
+	if f := cmd.Flags().Lookup("mgs"); f != nil && f.Changed && !cli.SameMGS(f.Value.String(), addr) {
 		return fmt.Errorf("%s: --mgs %s and --dir %s (whose MGS is %s) name two clusters: give one of them", cmd.Name(), f.Value.String(), dir, addr)
 	}
 	e.MGS = addr

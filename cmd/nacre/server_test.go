@@ -153,6 +153,10 @@ func TestStatusJSONWithTheMGSDownSaysWhyInWords(t *testing.T) {
 	err := root.Execute()
 	// --mgs naming another MGS: which one was meant? (It went to --dir's
 	// without a word.)
+	// The same MGS spelt another way is no conflict.
+	if _, err := runNacre(t, "status", "--mgs", "localhost:1", "--dir", dir); err == nil || strings.Contains(err.Error(), "two clusters") {
+		t.Errorf("status with --mgs localhost:1 and --dir of the cluster at 127.0.0.1:1: %v", err)
+	}
 	for _, cmd := range []string{"status", "df"} {
 		if _, err := runNacre(t, cmd, "--mgs", "127.0.0.2:7", "--dir", dir); err == nil || !strings.Contains(err.Error(), "--mgs 127.0.0.2:7 and --dir "+dir+" (whose MGS is 127.0.0.1:1) name two clusters") {
 			t.Errorf("%s with --mgs and --dir of another cluster: %v", cmd, err)

@@ -275,6 +275,10 @@ func (e Env) ResolvePaths(args ...string) (string, []string, error) {
 	return mgs, out, nil
 }
 
+// SameMGS reports whether two MGS addresses (each HOST:PORT, or a list of
+// replicas) name the same MGS: sameAddr.
+func SameMGS(a, b string) bool { return sameAddr(a, b) }
+
 // sameAddr reports whether two MGS addresses name the same server
 // (127.0.0.1:7000 and localhost:7000 do). A replicated MGS is a list of
 // HOST:PORT: two lists with an address in common name the same MGS, as
