@@ -687,7 +687,7 @@ func Get(ctx context.Context, e Env, arg, local string) error {
 		return fmt.Errorf("get %s: not a regular file", arg)
 	}
 	if local == "-" {
-		p := newProgress(e, "get "+arg, int64(ino.Size))
+		p := newProgressBeside(e, "get "+arg, int64(ino.Size))
 		defer p.end()
 		if err := copyOut(ctx, c, ino, e.Out, p); err != nil {
 			return opError("get", arg, err)

@@ -38,6 +38,16 @@ func newProgress(e Env, what string, total int64) *progress {
 	return startProgress(w, what, total, time.Now)
 }
 
+// newProgressBeside is newProgress for a copy to standard output: none
+// when standard output is a terminal too, where the line's carriage
+// returns landed in the middle of the content (curl draws none then).
+func newProgressBeside(e Env, what string, total int64) *progress {
+	if isTerminal(e.Out) {
+		return nil
+	}
+	return newProgress(e, what, total)
+}
+
 func startProgress(w io.Writer, what string, total int64, now func() time.Time) *progress {
 	return &progress{w: w, what: what, total: total, start: now(), now: now}
 }

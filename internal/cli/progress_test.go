@@ -2,9 +2,14 @@ package cli
 
 import (
 	"bytes"
+	"fmt"
+	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestProgressLine(t *testing.T) {
@@ -72,4 +77,40 @@ func TestProgressIsThrottled(t *testing.T) {
 	var nilP *progress // not a terminal: nothing, and no panic
 	nilP.at(1)
 	nilP.end()
+}
+
+// openPty opens a new pseudo-terminal and returns its terminal end.
+func openPty(t *testing.T) *os.File {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals here: %v", err)
+	}
+	t.Cleanup(func() { m.Close() })
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestNoProgressBesideContentOnTheTerminal: `nacre get FILE -` on a
+// terminal draws no progress line there (its carriage returns landed in
+// the middle of the file's content); with the content redirected it does.
+func TestNoProgressBesideContentOnTheTerminal(t *testing.T) {
+	tty := openPty(t)
+	if p := newProgressBeside(Env{Out: tty, Err: tty}, "get /f", 100); p != nil {
+		t.Error("progress drawn on the terminal the content goes to")
+	}
+	if p := newProgressBeside(Env{Out: io.Discard, Err: tty}, "get /f", 100); p == nil {
+		t.Error("no progress on the terminal with the content redirected")
+	}
 }
