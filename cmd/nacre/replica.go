@@ -320,10 +320,6 @@ snapshot, and becomes a voter once it has caught up.`,
 	root.AddCommand(top)
 }
 
-// setReplica fills the replica fields of a new identity from the format
-// flags --replica-id, --peers (ID=HOST:PORT,...) and --created. Replicas
-// of one MDT must start identical, and the root directory's times come
-// from the creation time: every replica gets the same one.
 // idList is "1, 2, 3": the ids of peers, in order.
 func idList(peers map[uint64]string) string {
 	ids := make([]uint64, 0, len(peers))
@@ -338,6 +334,10 @@ func idList(peers map[uint64]string) string {
 	return strings.Join(s, ", ")
 }
 
+// setReplica fills the replica fields of a new identity from the format
+// flags --replica-id, --peers (ID=HOST:PORT,...) and --created. Replicas
+// of one MDT must start identical, and the root directory's times come
+// from the creation time: every replica gets the same one.
 func setReplica(id *target.Identity, rid uint64, peers, created string) error {
 	if rid == 0 && peers == "" {
 		if created != "" {
