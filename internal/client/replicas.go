@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -59,6 +60,9 @@ type mdtReplica struct {
 	cli    pb.MDSClient
 	closer interface{ Close() error }
 	up     bool
+	// quietUntil: the replica stopped answering (try); reads spread
+	// over the replicas pass it by until then.
+	quietUntil time.Time
 }
 
 var _ pb.MDSClient = (*mdtGroup)(nil)
@@ -169,8 +173,9 @@ func (g *mdtGroup) first(read bool) *mdtReplica {
 	if read && g.followerReads && len(g.reps) > 1 {
 		n := uint64(len(g.reps))
 		start := g.rr.Add(1)
+		now := time.Now()
 		for i := uint64(0); i < n; i++ {
-			if r := g.reps[(start+i)%n]; r.up {
+			if r := g.reps[(start+i)%n]; r.up && now.After(r.quietUntil) {
 				return r
 			}
 		}
@@ -228,8 +233,11 @@ func (g *mdtGroup) forget(r *mdtReplica) {
 }
 
 // call runs f against the replicas until one answers, following leader
-// hints; it returns the last error once every replica was tried.
-func (g *mdtGroup) call(ctx context.Context, read bool, f func(pb.MDSClient) error) error {
+// hints; it returns the last error once every replica was tried. A
+// replica that stops answering altogether (a paused process, a network
+// that drops its packets: its connections stay open) is given up on
+// (watch), as one that refuses connections is.
+func (g *mdtGroup) call(ctx context.Context, read bool, f func(context.Context, pb.MDSClient) error) error {
 	r := g.first(read)
 	if r == nil {
 		return status.Errorf(codes.Unavailable, "MDT%04x: no replica in the configuration", g.index)
@@ -238,7 +246,7 @@ func (g *mdtGroup) call(ctx context.Context, read bool, f func(pb.MDSClient) err
 	var err error
 	for hops := 0; r != nil && hops < 8; hops++ {
 		tried[r] = true
-		err = f(r.cli)
+		err = g.try(ctx, r, f)
 		if status.Code(err) == codes.Canceled && ctx.Err() == nil {
 			// The server cancelled the call because it is stopping: the
 			// outcome is unknown, so retry (with the same request id).
@@ -268,24 +276,121 @@ func (g *mdtGroup) call(ctx context.Context, read bool, f func(pb.MDSClient) err
 	return err
 }
 
+// Silent replicas. A call waits on one replica as long as the caller
+// allows (30 s and more), and a replica that neither answers nor closes
+// its connections held every client for as long as it was silent, while
+// the other replicas had elected a new leader within two seconds. So,
+// once a call has waited suspectAfter, the replica is asked whether it is
+// alive (RaftAdmin.Members, a read of memory, answered within
+// probeTimeout), again probePause after each answer or silence; after
+// silentProbes silences in a row (about 2 s in all) the call is abandoned
+// there and goes on to the next replica. A replica that answers the
+// probes is left alone however long the call takes. A mutation abandoned
+// this way may still be applied by it; the retry elsewhere carries the
+// same request id, and the replicated reply cache answers it.
+var (
+	suspectAfter = 750 * time.Millisecond
+	probeTimeout = 500 * time.Millisecond
+	probePause   = 250 * time.Millisecond
+	silentProbes = 2
+	quietFor     = 10 * time.Second // reads pass a silent replica by
+)
+
+// errSilent marks a call abandoned at a replica that stopped answering.
+var errSilent = errors.New("replica does not answer")
+
+// try runs f on r, watched by watch when the group has other replicas.
+func (g *mdtGroup) try(ctx context.Context, r *mdtReplica, f func(context.Context, pb.MDSClient) error) error {
+	g.mu.Lock()
+	alone := len(g.reps) < 2
+	g.mu.Unlock()
+	if alone {
+		return f(ctx, r.cli)
+	}
+	err := watched(ctx, r.addr, func(ctx context.Context) error { return f(ctx, r.cli) })
+	if errors.Is(err, errSilent) {
+		g.mu.Lock()
+		r.quietUntil = time.Now().Add(quietFor)
+		g.mu.Unlock()
+		return status.Errorf(codes.Unavailable, "MDT%04x replica at %s: %v; trying another", g.index, r.addr, err)
+	}
+	return err
+}
+
+// watched runs f with a context that watch cancels if the server at addr
+// stops answering; then it returns an error wrapping errSilent.
+func watched(ctx context.Context, addr string, f func(context.Context) error) error {
+	tctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done := make(chan struct{})
+	defer close(done)
+	go watch(tctx, addr, done, cancel, suspectAfter, probePause, nil)
+	err := f(tctx)
+	if errors.Is(context.Cause(tctx), errSilent) && ctx.Err() == nil {
+		return fmt.Errorf("%w (not even to %d probes of %v)", errSilent, silentProbes, probeTimeout)
+	}
+	return err
+}
+
+// watch cancels a call at addr (with errSilent) once addr has not
+// answered silentProbes probes in a row (the first after first, the
+// others pause after the one before) and confirm, if given, agrees.
+func watch(ctx context.Context, addr string, done <-chan struct{}, cancel context.CancelCauseFunc, first, pause time.Duration, confirm func() bool) {
+	t := time.NewTimer(first)
+	defer t.Stop()
+	missed := 0
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if alive(ctx, addr) {
+			missed = 0
+		} else if missed++; missed >= silentProbes {
+			if confirm == nil || confirm() {
+				cancel(errSilent)
+				return
+			}
+			missed = 0
+		}
+		t.Reset(pause)
+	}
+}
+
+// alive asks the replica at addr a question any replica answers at once.
+func alive(ctx context.Context, addr string) bool {
+	cc, err := rpc.Dial(addr)
+	if err != nil {
+		return false
+	}
+	defer cc.Close()
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	_, err = pb.NewRaftAdminClient(cc).Members(pctx, &pb.RaftMembersRequest{})
+	return err == nil
+}
+
 func (g *mdtGroup) Hello(ctx context.Context, in *pb.HelloRequest, _ ...grpc.CallOption) (*pb.HelloReply, error) {
 	return &pb.HelloReply{}, nil
 }
 
 func (g *mdtGroup) Mutate(ctx context.Context, in *pb.Command, _ ...grpc.CallOption) (out *pb.Reply, err error) {
-	err = g.call(ctx, false, func(c pb.MDSClient) (e error) { out, e = c.Mutate(ctx, in); return })
+	err = g.call(ctx, false, func(ctx context.Context, c pb.MDSClient) (e error) { out, e = c.Mutate(ctx, in); return })
 	return
 }
 
 func (g *mdtGroup) Lookup(ctx context.Context, in *pb.LookupRequest, _ ...grpc.CallOption) (out *pb.Reply, err error) {
-	err = g.call(ctx, true, func(c pb.MDSClient) (e error) { out, e = c.Lookup(ctx, in); return })
+	err = g.call(ctx, true, func(ctx context.Context, c pb.MDSClient) (e error) { out, e = c.Lookup(ctx, in); return })
 	return
 }
 
 // Opens goes to the leader (mdsapi.Opener); a replica that cannot serve it
 // answers Unimplemented.
 func (g *mdtGroup) Opens(ctx context.Context, in *pb.OpensRequest) (out *pb.OpensReply, err error) {
-	err = g.call(ctx, false, func(c pb.MDSClient) (e error) {
+	err = g.call(ctx, false, func(ctx context.Context, c pb.MDSClient) (e error) {
 		o, ok := c.(mdsapi.Opener)
 		if !ok {
 			return status.Error(codes.Unimplemented, "opens over framed RPC")
@@ -297,32 +402,32 @@ func (g *mdtGroup) Opens(ctx context.Context, in *pb.OpensRequest) (out *pb.Open
 }
 
 func (g *mdtGroup) Getattr(ctx context.Context, in *pb.GetattrRequest, _ ...grpc.CallOption) (out *pb.Reply, err error) {
-	err = g.call(ctx, true, func(c pb.MDSClient) (e error) { out, e = c.Getattr(ctx, in); return })
+	err = g.call(ctx, true, func(ctx context.Context, c pb.MDSClient) (e error) { out, e = c.Getattr(ctx, in); return })
 	return
 }
 
 func (g *mdtGroup) Readdir(ctx context.Context, in *pb.ReaddirRequest, _ ...grpc.CallOption) (out *pb.ReaddirReply, err error) {
-	err = g.call(ctx, true, func(c pb.MDSClient) (e error) { out, e = c.Readdir(ctx, in); return })
+	err = g.call(ctx, true, func(ctx context.Context, c pb.MDSClient) (e error) { out, e = c.Readdir(ctx, in); return })
 	return
 }
 
 func (g *mdtGroup) Getxattr(ctx context.Context, in *pb.XattrRequest, _ ...grpc.CallOption) (out *pb.XattrReply, err error) {
-	err = g.call(ctx, true, func(c pb.MDSClient) (e error) { out, e = c.Getxattr(ctx, in); return })
+	err = g.call(ctx, true, func(ctx context.Context, c pb.MDSClient) (e error) { out, e = c.Getxattr(ctx, in); return })
 	return
 }
 
 func (g *mdtGroup) Listxattr(ctx context.Context, in *pb.XattrRequest, _ ...grpc.CallOption) (out *pb.XattrReply, err error) {
-	err = g.call(ctx, true, func(c pb.MDSClient) (e error) { out, e = c.Listxattr(ctx, in); return })
+	err = g.call(ctx, true, func(ctx context.Context, c pb.MDSClient) (e error) { out, e = c.Listxattr(ctx, in); return })
 	return
 }
 
 func (g *mdtGroup) Fid2Path(ctx context.Context, in *pb.Fid2PathRequest, _ ...grpc.CallOption) (out *pb.Fid2PathReply, err error) {
-	err = g.call(ctx, true, func(c pb.MDSClient) (e error) { out, e = c.Fid2Path(ctx, in); return })
+	err = g.call(ctx, true, func(ctx context.Context, c pb.MDSClient) (e error) { out, e = c.Fid2Path(ctx, in); return })
 	return
 }
 
 func (g *mdtGroup) Statfs(ctx context.Context, in *pb.StatfsRequest, _ ...grpc.CallOption) (out *pb.StatfsReply, err error) {
-	err = g.call(ctx, false, func(c pb.MDSClient) (e error) { out, e = c.Statfs(ctx, in); return })
+	err = g.call(ctx, false, func(ctx context.Context, c pb.MDSClient) (e error) { out, e = c.Statfs(ctx, in); return })
 	return
 }
 

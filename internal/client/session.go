@@ -58,6 +58,11 @@ type sessMDT struct {
 // the MDT it was opened with (a var for tests).
 var welcomeWait = 10 * time.Second
 
+// sessionProbeEvery is how often a session with a replicated MDT asks its
+// replica whether it is alive (watch): cheap, and it bounds how long a
+// silent leader holds the session.
+const sessionProbeEvery = 2 * time.Second
+
 // pingInterval matches ldlm.PingInterval (the server ends a session that
 // is silent for four of them).
 const pingInterval = 5 * time.Second
@@ -239,11 +244,26 @@ func (s *Session) follow(m *sessMDT, addr string) {
 }
 
 func (s *Session) stream(m *sessMDT) error {
-	ctx, cancel := context.WithCancel(s.ctx)
+	cctx, cancelCause := context.WithCancelCause(s.ctx)
+	ctx, cancel := cctx, func() { cancelCause(nil) }
 	defer cancel()
 	s.mu.Lock()
-	cli := m.ldlm
+	cli, addr := m.ldlm, m.addr
 	s.mu.Unlock()
+	if s.c.replicated(m.index) {
+		// A leader that stops answering without closing the stream (a
+		// paused process) kept the session, and the locks and open
+		// files with it, for as long as it was silent: the session
+		// moves on (run asks the replicas which one leads now) once
+		// another replica leads. Only then: a session that ends drops
+		// the client's locks, and a replica slow to answer on a loaded
+		// machine must not cost them.
+		leadsElsewhere := func() bool {
+			l := s.c.probeLeader(ctx, m.index)
+			return l != "" && l != addr
+		}
+		go watch(ctx, addr, ctx.Done(), cancelCause, sessionProbeEvery, sessionProbeEvery, leadsElsewhere)
+	}
 	// A session not welcomed within welcomeWait is given up, and run
 	// asks again which replica leads: the address may be a replica that
 	// died or left the group (the MGS still lists it), whose connection
@@ -348,11 +368,17 @@ func (s *Session) mutate(ctx context.Context, what string, f fid.FID, cmd *pb.Co
 	cmd.ClientId, cmd.RequestId, cmd.AckedBelow, cmd.Cred = c.id, id, ack, c.cred(ctx)
 	var rep *pb.Reply
 	err := c.retry(ctx, what, func(ctx context.Context) error {
-		_, open, err := s.clients(f)
+		m, err := s.mdt(f)
 		if err != nil {
 			return err
 		}
-		rep, err = open.Mutate(ctx, cmd)
+		s.mu.Lock()
+		open, addr := m.open, m.addr
+		s.mu.Unlock()
+		err = s.watchedIfReplicated(ctx, m.index, addr, func(ctx context.Context) (err error) {
+			rep, err = open.Mutate(ctx, cmd)
+			return err
+		})
 		if rpc.Retryable(err) {
 			// The replica does not lead, or is gone: move the session
 			// (locks, open files) to the leader before retrying. The
@@ -371,6 +397,21 @@ func (s *Session) mutate(ctx context.Context, what string, f fid.FID, cmd *pb.Co
 		return rep, rpc.NewErrno(what, rep.Errno, rep.Message)
 	}
 	return rep, nil
+}
+
+// watchedIfReplicated runs a call over the session's connection to a
+// replica at addr, given up on if that replica stops answering (watched:
+// a paused leader held unlinks and renames through a mount for as long
+// as it was paused), when the MDT has other replicas to go to.
+func (s *Session) watchedIfReplicated(ctx context.Context, mdt uint32, addr string, f func(context.Context) error) error {
+	if !s.c.replicated(mdt) {
+		return f(ctx)
+	}
+	err := watched(ctx, addr, f)
+	if errors.Is(err, errSilent) {
+		return status.Errorf(codes.Unavailable, "MDT%04x replica at %s: %v; trying another", mdt, addr, err)
+	}
+	return err
 }
 
 func pbFIDs(fs []fid.FID) []*pb.FID {
@@ -475,11 +516,17 @@ func (s *Session) opens(ctx context.Context, what string, f fid.FID, req *pb.Ope
 			}
 			framed = false
 		}
-		_, open, err := s.clients(f)
+		m, err := s.mdt(f)
 		if err != nil {
 			return err
 		}
-		rep, err = open.Opens(ctx, req)
+		s.mu.Lock()
+		open, addr := m.open, m.addr
+		s.mu.Unlock()
+		err = s.watchedIfReplicated(ctx, m.index, addr, func(ctx context.Context) (err error) {
+			rep, err = open.Opens(ctx, req)
+			return err
+		})
 		if rpc.Retryable(err) {
 			if m, merr := s.mdt(f); merr == nil {
 				s.follow(m, c.probeLeader(ctx, m.index))
