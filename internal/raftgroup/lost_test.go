@@ -22,9 +22,15 @@ func TestWipedReplicaDoesNotElectACandidateMissingCommittedEntries(t *testing.T)
 	c := newCluster(t, "mem", 3, func(cfg *Config) { cfg.GuardEmptyVotes = true })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := c.propose(ctx, "first"); err != nil {
+	first, err := c.propose(ctx, "first")
+	if err != nil {
 		t.Fatal(err)
 	}
+	// Every replica holds "first" (the lagging one too: a replica whose
+	// log holds only the group's starting point is one the guard lets
+	// vote, as in a new group whose first leader died early; the test
+	// failed one run in 30 when the lagging one had got nothing yet).
+	c.waitApplied(first.Index)
 	lagging := c.followers()[0].id
 	c.stop(lagging)
 	if _, err := c.propose(ctx, "committed-without-the-lagging-one"); err != nil {
