@@ -3,9 +3,10 @@ package kv
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
+
+	"nacre/internal/testdisk"
 )
 
 // damageWAL writes keys to a new store in dir, leaves them in its
@@ -25,20 +26,7 @@ func damageWAL(t *testing.T, dir string) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
-	if len(logs) == 0 {
-		t.Fatal("no write-ahead log")
-	}
-	b, err := os.ReadFile(logs[len(logs)-1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 100; i <= 200; i++ {
-		b[i] ^= 0xff
-	}
-	if err := os.WriteFile(logs[len(logs)-1], b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testdisk.DamageWAL(t, dir)
 }
 
 // A store whose write-ahead log is damaged fails to open with ErrDamaged,

@@ -2,8 +2,6 @@ package serve
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +9,7 @@ import (
 	"nacre/internal/kv"
 	"nacre/internal/obs"
 	"nacre/internal/target"
+	"nacre/internal/testdisk"
 )
 
 // An OST whose store's write-ahead log is damaged does not start, and
@@ -35,20 +34,7 @@ func TestAnOSTWithADamagedStoreSaysWhatToDo(t *testing.T) {
 		}
 	}
 	db.Close()
-	logs, _ := filepath.Glob(filepath.Join(store, "*.log"))
-	if len(logs) == 0 {
-		t.Fatal("no write-ahead log")
-	}
-	b, err := os.ReadFile(logs[len(logs)-1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 100; i <= 200; i++ {
-		b[i] ^= 0xff
-	}
-	if err := os.WriteFile(logs[len(logs)-1], b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testdisk.DamageWAL(t, store)
 	done := make(chan error, 1)
 	go func() { done <- Run(t.Context(), dir, Options{Log: obs.Discard()}) }()
 	select {

@@ -3,47 +3,17 @@ package target
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
+
+	"nacre/internal/testdisk"
 )
 
 // fullTmpfs mounts a small tmpfs and fills it; free removes the filler.
-// It is unmounted at the end of the test, and the test skipped where
-// tmpfs cannot be mounted (not root).
 func fullTmpfs(t *testing.T) (dir string, free func()) {
-	t.Helper()
-	dir = t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs (root needed): %v %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v %s", dir, err, out)
-		}
-	})
-	filler := filepath.Join(dir, "filler")
-	f, err := os.Create(filler)
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 4096)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			break
-		}
-	}
-	f.Close()
-	return dir, func() {
-		if err := os.Remove(filler); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir = testdisk.SmallTmpfs(t)
+	return dir, testdisk.Fill(t, dir)
 }
 
 // A format that fails on a full disk leaves nothing that blocks the same

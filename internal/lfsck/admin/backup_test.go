@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -16,6 +15,7 @@ import (
 	"nacre/internal/kv"
 	"nacre/internal/mdt"
 	"nacre/internal/target"
+	"nacre/internal/testdisk"
 )
 
 // newMDTDir formats a stopped MDT directory whose store records it and
@@ -50,43 +50,12 @@ func newMDTDir(t *testing.T, objects int) string {
 	return dir
 }
 
-// smallFullDisk mounts a tmpfs of a few pages at a new directory, fills
-// it after fill has written what it wants there, and unmounts it at the
-// end of the test. It skips where tmpfs cannot be mounted (not root).
-func smallFullDisk(t *testing.T) (dir string, fillUp func()) {
-	t.Helper()
-	dir = t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs (root needed): %v %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v %s", dir, err, out)
-		}
-	})
-	return dir, func() {
-		f, err := os.Create(filepath.Join(dir, "filler"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		buf := make([]byte, 4096)
-		for {
-			if _, err := f.Write(buf); err != nil {
-				if !errors.Is(err, syscall.ENOSPC) {
-					t.Fatal(err)
-				}
-				return
-			}
-		}
-	}
-}
-
 // A backup that fails (the disk is full) leaves the earlier backup at the
 // same path as it was, and nothing else. Before, the file was truncated
 // first and removed on the error: the good backup was gone.
 func TestAFailedBackupKeepsTheEarlierOne(t *testing.T) {
-	small, fillUp := smallFullDisk(t)
+	small := testdisk.SmallTmpfs(t)
+	fillUp := func() { testdisk.Fill(t, small) }
 	good := filepath.Join(small, "good.bk")
 	e := Env{Out: io.Discard, Err: io.Discard}
 	if err := Backup(e, newMDTDir(t, 0), good, false); err != nil {
