@@ -492,12 +492,8 @@ func (r *run) reconcile(child fid.FID, group []*pb.LfsckTraceItem, claims map[na
 		if seen[nk] && !invalid {
 			continue
 		}
-		plocal, _, perr := r.lookup(snap, nk.parent)
-		if perr != nil || plocal != e.Local {
-			continue
-		}
-		dv, exists, cf, dtyp, ok := direntAt(snap, plocal, nk.name)
-		if !exists || !ok || cf != child {
+		plocal, dv, dtyp, ok := r.entryStill(snap, e, nk, child)
+		if !ok {
 			continue // changed meanwhile
 		}
 		seen[nk] = true
@@ -623,6 +619,18 @@ func (r *run) reconcile(child fid.FID, group []*pb.LfsckTraceItem, claims map[na
 	return nil
 }
 
+// entryStill reports whether the traced entry e (nk) is still in its
+// parent and still names child, with the parent's local key, the entry's
+// value and its type.
+func (r *run) entryStill(snap *kv.Snapshot, e *pb.LfsckTraceItem, nk nameKey, child fid.FID) (plocal uint64, dv []byte, dtyp uint8, ok bool) {
+	plocal, _, err := r.lookup(snap, nk.parent)
+	if err != nil || plocal != e.Local {
+		return 0, nil, 0, false
+	}
+	dv, exists, cf, dtyp, valid := direntAt(snap, plocal, nk.name)
+	return plocal, dv, dtyp, exists && valid && cf == child
+}
+
 // dotNacreName is the one name of .nacre, in the root.
 const dotNacreName = ".nacre"
 
@@ -639,12 +647,8 @@ func (r *run) dropLoopEntries(snap *kv.Snapshot, child fid.FID, entries []*pb.Lf
 		if !loopEntry(nk.parent, nk.name, child) {
 			continue
 		}
-		plocal, _, perr := r.lookup(snap, nk.parent)
-		if perr != nil || plocal != e.Local {
-			continue
-		}
-		dv, exists, cf, dtyp, ok := direntAt(snap, plocal, nk.name)
-		if !exists || !ok || cf != child {
+		plocal, dv, dtyp, ok := r.entryStill(snap, e, nk, child)
+		if !ok {
 			continue // changed meanwhile
 		}
 		dk := mdt.DirentKey(plocal, nk.name)

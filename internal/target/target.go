@@ -258,10 +258,11 @@ func Save(dir string, id Identity) (err error) {
 	if err := os.Rename(tmp, filepath.Join(dir, IdentityFile)); err != nil {
 		return fmt.Errorf("write identity of %s: %w", dir, err)
 	}
-	return syncDir(dir)
+	return SyncDir(dir)
 }
 
-func syncDir(dir string) error {
+// SyncDir makes the entries of dir (a rename, a new file) durable.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

@@ -936,7 +936,7 @@ func writeWhole(path string, fn func(io.Writer) error) error {
 		return err
 	}
 	// The rename is durable only once the directory is synced.
-	if err := syncDir(d); err != nil {
+	if err := target.SyncDir(d); err != nil {
 		return fmt.Errorf("%s is written, but its directory could not be synced (a crash may lose it): %w", path, err)
 	}
 	return nil
@@ -947,15 +947,6 @@ func umask() os.FileMode {
 	m := unix.Umask(0)
 	unix.Umask(m)
 	return os.FileMode(m)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // Restore restores a backup into the (stopped) MDT in dir; its object
