@@ -849,8 +849,10 @@ type LfsckState struct {
 	Components     []*LfsckComponentState `protobuf:"bytes,8,rep,name=components,proto3" json:"components,omitempty"`
 	// orphan scan: per-OST incomplete marks (an OST that did not answer)
 	IncompleteOsts []uint32 `protobuf:"varint,9,rep,packed,name=incomplete_osts,json=incompleteOsts,proto3" json:"incomplete_osts,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// when (MDT clock) the run began; a resume keeps it
+	RunStartNs    int64 `protobuf:"varint,10,opt,name=run_start_ns,json=runStartNs,proto3" json:"run_start_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LfsckState) Reset() {
@@ -944,6 +946,13 @@ func (x *LfsckState) GetIncompleteOsts() []uint32 {
 		return x.IncompleteOsts
 	}
 	return nil
+}
+
+func (x *LfsckState) GetRunStartNs() int64 {
+	if x != nil {
+		return x.RunStartNs
+	}
+	return 0
 }
 
 type LfsckParams struct {
@@ -2178,7 +2187,7 @@ const file_lfsck_proto_rawDesc = "" +
 	"\rdelete_prefix\x18\x02 \x03(\fR\fdeletePrefix\"L\n" +
 	"\aFaultOp\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12-\n" +
-	"\x06change\x18\x02 \x01(\v2\x15.nacre.v1.LfsckRepairR\x06change\"\xcb\x02\n" +
+	"\x06change\x18\x02 \x01(\v2\x15.nacre.v1.LfsckRepairR\x06change\"\xed\x02\n" +
 	"\n" +
 	"LfsckState\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12-\n" +
@@ -2192,7 +2201,10 @@ const file_lfsck_proto_rawDesc = "" +
 	"\n" +
 	"components\x18\b \x03(\v2\x1d.nacre.v1.LfsckComponentStateR\n" +
 	"components\x12'\n" +
-	"\x0fincomplete_osts\x18\t \x03(\rR\x0eincompleteOsts\"\xd1\x02\n" +
+	"\x0fincomplete_osts\x18\t \x03(\rR\x0eincompleteOsts\x12 \n" +
+	"\frun_start_ns\x18\n" +
+	" \x01(\x03R\n" +
+	"runStartNs\"\xd1\x02\n" +
 	"\vLfsckParams\x12\x14\n" +
 	"\x05types\x18\x01 \x01(\rR\x05types\x12\x14\n" +
 	"\x05speed\x18\x02 \x01(\x04R\x05speed\x12\x16\n" +

@@ -74,7 +74,7 @@ with --path it uses system calls in a directory of any mounted file system
 	f.IntVar(&md.depth, "depth", 0, "directory tree depth per worker (mdtest -z)")
 	f.IntVar(&md.branch, "branch", 1, "directory tree branching factor (mdtest -b)")
 	f.IntVar(&md.iterations, "iterations", 1, "repeat the run; report mean, min, max and stddev")
-	f.StringVar(&md.phases, "phases", "dir,file", "which phases: dir, file or dir,file; add ls for file_ls (what ls -l asks of each file: lstat, security.selinux, the access ACL), e.g. file,ls")
+	f.StringVar(&md.phases, "phases", "dir,file", "which phases: dir, file or dir,file; add ls for file_ls (what ls -l asks of each file: lstat, security.selinux, the access ACL), e.g. file,ls; link: --items hard links to one file per worker (link_create, link_stat, link_remove)")
 	f.IntVar(&md.wbytes, "write-bytes", 0, "bytes written into each file at create (mdtest -w)")
 	f.IntVar(&md.rbytes, "read-bytes", 0, "bytes read from each file in file_read (mdtest -e)")
 	f.DurationVar(&md.gap, "gap", 0, "pause between phases (let FUSE attribute caches expire, e.g. 2s)")

@@ -38,6 +38,9 @@ type Backend interface {
 	// Read opens a file, reads up to len(buf) bytes and closes it.
 	Read(ctx context.Context, parent Dir, name string, buf []byte) error
 	Unlink(ctx context.Context, parent Dir, name string) error
+	// Link makes name in dir another hard link to the file target of
+	// from.
+	Link(ctx context.Context, from Dir, target string, dir Dir, name string) error
 	Close() error
 }
 
@@ -47,6 +50,9 @@ type ClientBackend struct {
 	c *client.Client
 	// Root is the directory the benchmark works in.
 	Root fid.FID
+	// targets are the FIDs of link targets looked up so far, as a
+	// kernel's dentry cache keeps them: the link phase measures links.
+	targets map[string]fid.FID
 }
 
 // NewClientBackend connects a client to the cluster of mgs.
@@ -124,6 +130,24 @@ func (b *ClientBackend) Read(ctx context.Context, parent Dir, name string, buf [
 
 func (b *ClientBackend) Unlink(ctx context.Context, parent Dir, name string) error {
 	_, err := b.c.Unlink(ctx, parent.(fid.FID), name)
+	return err
+}
+
+func (b *ClientBackend) Link(ctx context.Context, from Dir, target string, dir Dir, name string) error {
+	key := from.(fid.FID).String() + "/" + target
+	f, ok := b.targets[key]
+	if !ok {
+		ino, err := b.c.Lookup(ctx, from.(fid.FID), target)
+		if err != nil {
+			return err
+		}
+		f = fid.FromPB(ino.Fid)
+		if b.targets == nil {
+			b.targets = map[string]fid.FID{}
+		}
+		b.targets[key] = f
+	}
+	_, err := b.c.Link(ctx, f, dir.(fid.FID), name)
 	return err
 }
 
@@ -205,6 +229,10 @@ func (b PathBackend) Read(ctx context.Context, parent Dir, name string, buf []by
 
 func (b PathBackend) Unlink(ctx context.Context, parent Dir, name string) error {
 	return syscall.Unlink(filepath.Join(parent.(string), name))
+}
+
+func (b PathBackend) Link(ctx context.Context, from Dir, target string, dir Dir, name string) error {
+	return os.Link(filepath.Join(from.(string), target), filepath.Join(dir.(string), name))
 }
 
 func (b PathBackend) Close() error { return nil }

@@ -127,9 +127,9 @@ func RunMD(ctx context.Context, o MDOptions) (*MDResult, error) {
 	}
 	for _, p := range o.Phases {
 		switch p {
-		case "dir", "file", "ls":
+		case "dir", "file", "ls", "link":
 		default:
-			return nil, fmt.Errorf("--phases %q: use dir, file or both (dir,file), and ls with file (file,ls)", p)
+			return nil, fmt.Errorf("--phases %q: use dir, file or both (dir,file), ls with file (file,ls), and link (hard links to one file per worker)", p)
 		}
 	}
 	if slices.Contains(o.Phases, "ls") && !slices.Contains(o.Phases, "file") {
@@ -267,6 +267,7 @@ func runMDOnce(ctx context.Context, o MDOptions, ws []*worker, iter int) ([]Phas
 	}
 	var steps []step
 	ls := slices.Contains(o.Phases, "ls")
+	linkTargets := false
 	for _, ph := range o.Phases {
 		switch ph {
 		case "dir":
@@ -294,6 +295,22 @@ func runMDOnce(ctx context.Context, o MDOptions, ws []*worker, iter int) ([]Phas
 					return w.b.Read(ctx, w.dir(i), name("f", w, i), buf)
 				}},
 				step{"file_remove", func(ctx context.Context, w *worker, i int) error { return w.b.Unlink(ctx, w.dir(i), name("f", w, i)) }})
+		case "link":
+			// --items hard links to one file per worker: what a link,
+			// a stat through one and an unlink cost as the file's links
+			// grow (a backup tree of hard-linked snapshots, cp -al).
+			for _, w := range ws {
+				if err := w.b.Create(ctx, w.base, name("t", w, 0), nil); err != nil {
+					return phases, fmt.Errorf("create the link target: %w", err)
+				}
+			}
+			linkTargets = true
+			steps = append(steps,
+				step{"link_create", func(ctx context.Context, w *worker, i int) error {
+					return w.b.Link(ctx, w.base, name("t", w, 0), w.dir(i), name("l", w, i))
+				}},
+				step{"link_stat", func(ctx context.Context, w *worker, i int) error { return w.b.Stat(ctx, w.dir(i), name("l", w, i)) }},
+				step{"link_remove", func(ctx context.Context, w *worker, i int) error { return w.b.Unlink(ctx, w.dir(i), name("l", w, i)) }})
 		}
 	}
 	for n, s := range steps {
@@ -305,6 +322,11 @@ func runMDOnce(ctx context.Context, o MDOptions, ws []*worker, iter int) ([]Phas
 			return phases, err
 		}
 		phases = append(phases, p)
+	}
+	if linkTargets {
+		for _, w := range ws {
+			w.b.Unlink(ctx, w.base, name("t", w, 0))
+		}
 	}
 	if o.Depth > 0 {
 		p, err := runPhase(ctx, o, "tree_remove", ws[:owners], len(treeDirs[0]), func(ctx context.Context, w *worker, k int) error {

@@ -102,6 +102,27 @@ func TestMDLsPhase(t *testing.T) {
 	}
 }
 
+// The link phase links to one file per worker, in a tree's leaves too,
+// and leaves nothing behind: the target goes after the last unlink.
+func TestMDLinkPhase(t *testing.T) {
+	dir := t.TempDir()
+	r, err := RunMD(context.Background(), MDOptions{Path: dir, Workers: 2, Items: 20, Depth: 1, Branch: 2, Phases: []string{"link"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := r.PhaseNames(), "tree_create,link_create,link_stat,link_remove,tree_remove"; got != want {
+		t.Fatalf("phases %s, want %s", got, want)
+	}
+	for _, p := range r.Phases[1:4] {
+		if p.Ops != 40 || p.Errors != 0 {
+			t.Fatalf("phase %+v: want 40 ops", p)
+		}
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("left behind: %v", left)
+	}
+}
+
 func TestMDRefusesBadOptions(t *testing.T) {
 	for _, o := range []MDOptions{
 		{Path: t.TempDir(), Workers: 0, Items: 1},

@@ -183,7 +183,8 @@ func (c *Client) Getattr(ctx context.Context, f fid.FID) (*pb.Inode, error) {
 	return c.getattr(ctx, f, false)
 }
 
-// GetattrLinks also returns the linkEA (every parent and name).
+// GetattrLinks also returns the linkEA: the parent and name of each link,
+// up to its 4 KiB bound (docs/lfsck.md, "linkEA bound").
 func (c *Client) GetattrLinks(ctx context.Context, f fid.FID) (*pb.Inode, error) {
 	return c.getattr(ctx, f, true)
 }

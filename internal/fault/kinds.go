@@ -34,6 +34,7 @@ var Kinds = []Kind{
 	{"linkea_bad", "namespace", "file", "linkea", "", "1", "intact", "make the linkEA entry's parent FID insane (version ~0)"},
 	{"linkea_extra", "namespace", "file", "linkea", "", "1", "intact", "add a linkEA entry naming a parent that does not exist"},
 	{"linkea_renamed", "namespace", "file", "unmatched_pairs", "", "1", "intact", "rename the linkEA entry of the file's name to a name its directory does not have (the linkEA lacks the real name and holds a stale one)"},
+	{"linkea_overflow", "namespace", "file", "linkea_overflow", "", "1", "intact", "mark the linkEA overflowed (names left out, as past its 4 KiB bound) although it holds every name (Lustre's stale overflow flag)"},
 	{"linkea_stale", "namespace", "file", "linkea", "", "1", "intact", "add a linkEA entry naming the file's directory under a name it does not have, nlink unchanged (more linkEA entries than links: the stale one is dropped)"},
 	{"dirent_alien", "namespace", "file", "dirent", "", "1", "intact", "add a second entry naming the file in its directory, of the wrong type (symlink), that its linkEA does not know (a corrupt entry: removed)"},
 	{"dir_second_name", "namespace", "dir", "dirent", "", "1", "intact", "add a second entry naming the directory in its parent (the parent's nlink counts it); a directory has one name: the entry its linkEA does not know is removed"},

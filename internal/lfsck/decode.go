@@ -35,6 +35,7 @@ type object struct {
 	mode, uid, gid, projid, nlink, flags uint32
 	size                                 uint64
 	mtime                                int64
+	linksOverflow                        int64 // Inode.links_overflow_ns
 	links                                []link
 	hasLayout                            bool
 	layout                               layoutEA
@@ -322,6 +323,8 @@ func (o *object) decodeSome(b []byte, withLayout bool) error {
 				o.mtime = int64(v)
 			case 13:
 				o.flags = uint32(v)
+			case 20:
+				o.linksOverflow = int64(v)
 			}
 		default:
 			m := protowire.ConsumeFieldValue(num, typ, b)

@@ -285,6 +285,7 @@ func (c *Checker) begin(ctx context.Context, prev *pb.LfsckState, p *pb.LfsckPar
 	if !resume {
 		st = proto.Clone(prev).(*pb.LfsckState)
 		st.Run++
+		st.RunStartNs = now
 		st.Phase = 1
 		st.Position = 0
 		st.Phase2Position = nil

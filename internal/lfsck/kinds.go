@@ -92,6 +92,8 @@ const (
 	KNsOrphan       = 9  // an object nothing names
 	KNsUnknown      = 10 // found, cannot be decided or repaired
 	KNsOrphanDirent = 11 // entries of a directory that does not exist
+	// the linkEA is marked overflowed (names left out) but holds every name
+	KNsLinkEAOverflow = 12
 
 	// layout
 	KLyDangling   = 1 // a layout slot names an OST object that does not exist
@@ -110,7 +112,7 @@ var KindNames = map[uint32]map[uint32]string{
 	Scrub: {KOIMissing: "missing", KOIStale: "stale", KOIConflict: "conflict", KOIDangling: "dangling", KOIGarbage: "garbage"},
 	Namespace: {KNsDirent: "dirent", KNsLinkEA: "linkea", KNsNlinks: "nlinks", KNsDangling: "dangling", KNsBadType: "bad_file_type",
 		KNsLostDirent: "lost_dirent", KNsUnmatched: "unmatched_pairs", KNsMultiRef: "multiple_referenced", KNsOrphan: "orphan",
-		KNsUnknown: "unknown", KNsOrphanDirent: "orphan_dirents"},
+		KNsUnknown: "unknown", KNsOrphanDirent: "orphan_dirents", KNsLinkEAOverflow: "linkea_overflow"},
 	Layout: {KLyDangling: "dangling", KLyUnmatched: "unmatched_pair", KLyMultiRef: "multiple_referenced", KLyOrphan: "orphan",
 		KLyOwner: "inconsistent_owner", KLyStripeIdx: "bad_stripe_index", KLyOthers: "others", KLyBadLayout: "bad_layout",
 		KLyUnreadable: "unreadable_record"},

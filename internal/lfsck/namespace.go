@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"syscall"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -31,6 +32,9 @@ const (
 	flagNames   = 2 // a directory with no or several names
 	flagNoNames = 4 // an object with no name
 	flagNlink   = 8 // nlink below the number of names
+	// an object whose linkEA is marked overflowed since before the run:
+	// if every name is recorded by now, the mark goes
+	flagOverflow = 16
 )
 
 type nameKey struct {
@@ -485,7 +489,11 @@ func (r *run) reconcile(child fid.FID, group []*pb.LfsckTraceItem, claims map[na
 	// whose name create would refuse is removed even when the linkEA
 	// holds the name too (the loop above drops it there): it cannot be
 	// looked up, and a name added to the linkEA here was dropped again by
-	// the next run, so every run "repaired" it anew.
+	// the next run, so every run "repaired" it anew. A name that does not
+	// fit in the linkEA's bound is counted (unrecorded) and left out, as
+	// the MDT leaves it out: space is what the recorded list leaves.
+	space := mdt.LinksMaxBytes - mdt.LinksBytes(ino)
+	unrecorded := uint32(0)
 	for _, e := range entries {
 		nk := nameKey{fid.FromPB(e.Parent), string(e.Name)}
 		invalid := mdt.ValidName(nk.name) != nil
@@ -507,6 +515,13 @@ func (r *run) reconcile(child fid.FID, group []*pb.LfsckTraceItem, claims map[na
 			removeEntry(f, dk, nk.parent, dtyp)
 			continue
 		}
+		if !isDir {
+			if mdt.LinkBytes(e.Name) > space {
+				unrecorded++
+				continue
+			}
+			space -= mdt.LinkBytes(e.Name)
+		}
 		keep = append(keep, &pb.LinkEntry{Parent: nk.parent.PB(), Name: []byte(nk.name)})
 		changed, f.added = true, true
 		f.kinds[KNsLinkEA] = true
@@ -516,7 +531,7 @@ func (r *run) reconcile(child fid.FID, group []*pb.LfsckTraceItem, claims map[na
 	for _, s := range stales {
 		nk := nameKey{fid.FromPB(s.l.Parent), string(s.l.Name)}
 		lastParent = nk.parent
-		room := isDir || nlink > uint32(len(keep))
+		room := isDir || nlink > uint32(len(keep))+unrecorded
 		switch {
 		case !s.other.IsZero():
 			xlocal, xino, xerr := r.lookup(snap, s.other)
@@ -582,7 +597,7 @@ func (r *run) reconcile(child fid.FID, group []*pb.LfsckTraceItem, claims map[na
 			f.kinds[KNsLinkEA] = true
 		}
 	}
-	if len(keep) == 0 && nlink > 0 && child != fid.LostFound && !mdt.PendingOrphan(snap, child) {
+	if len(keep) == 0 && unrecorded == 0 && nlink > 0 && child != fid.LostFound && !mdt.PendingOrphan(snap, child) {
 		// Nothing names it: an orphan, for lost+found (-o).
 		base := "%F-O"
 		if isDir {
@@ -604,19 +619,47 @@ func (r *run) reconcile(child fid.FID, group []*pb.LfsckTraceItem, claims map[na
 		}
 	}
 	newNlink := nlink
-	if !isDir && nlink < uint32(len(keep)) {
+	if names := uint32(len(keep)) + unrecorded; !isDir && nlink < names {
 		// Never lowered, only raised to the number of names (§9.5).
-		newNlink = uint32(len(keep))
+		newNlink = names
 		f.kinds[KNsNlinks] = true
+	}
+	overflow := ino.LinksOverflowNs
+	switch {
+	case unrecorded > 0 && overflow == 0:
+		// Names left out of a list that says it holds them all.
+		overflow = time.Now().UnixNano()
+		changed = true
+		f.kinds[KNsLinkEA] = true
+	case unrecorded == 0 && overflow != 0 && r.everyNameSeen(overflow):
+		// Every name is recorded again (unlinks made room, and this run
+		// added the ones left out): fid2path and the checks of later runs
+		// may take the list for every name again.
+		overflow = 0
+		changed = true
+		f.kinds[KNsLinkEAOverflow] = true
 	}
 	if changed || newNlink != nlink {
 		n := proto.Clone(ino).(*pb.Inode)
 		n.Links = keep
 		n.Nlink = newNlink
+		n.LinksOverflowNs = overflow
 		f.muts = append([]*pb.LfsckMut{setMut(mdt.ObjKey(local), mdt.MarshalInode(n))}, f.muts...)
 	}
 	r.emit(f)
 	return nil
+}
+
+// everyNameSeen says whether this run saw every name of an object whose
+// linkEA was last marked overflowed at overflowNs: the mark is older than
+// the run, so each name left out was made before the scan began, and the
+// scan read every directory (a name in a directory it failed to read
+// would go unseen).
+func (r *run) everyNameSeen(overflowNs int64) bool {
+	r.mu.Lock()
+	failed := r.t1[Namespace][tFailed]
+	r.mu.Unlock()
+	return r.st.RunStartNs != 0 && overflowNs < r.st.RunStartNs && failed == 0
 }
 
 // entryStill reports whether the traced entry e (nk) is still in its

@@ -514,6 +514,8 @@ func (r *run) nsObject(snap *kv.Snapshot, local uint64, v []byte, o *object, itD
 			flags = flagNoNames
 		case !isDir && o.nlink < uint32(len(o.links)):
 			flags = flagNlink
+		case !isDir && o.linksOverflow != 0 && o.linksOverflow < r.st.RunStartNs:
+			flags = flagOverflow
 		}
 		if flags != 0 {
 			r.items = append(r.items, &pb.LfsckTraceItem{Kind: itemObject, Child: o.fid.PB(), Local: local, Flags: flags})

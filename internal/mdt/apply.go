@@ -370,25 +370,3 @@ func (x *txn) queueDestroy(l *pb.Layout) {
 		x.b.Set(unlinkKey(o.Ost, o.Seq, o.Oid), nil)
 	}
 }
-
-func removeLink(ino *pb.Inode, parent fid.FID, name string) {
-	for i, l := range ino.Links {
-		if string(l.Name) == name && fid.FromPB(l.Parent) == parent {
-			ino.Links = append(ino.Links[:i], ino.Links[i+1:]...)
-			return
-		}
-	}
-}
-
-func replaceLink(ino *pb.Inode, oldParent fid.FID, oldName string, newParent fid.FID, newName string) {
-	for _, l := range ino.Links {
-		if string(l.Name) == oldName && fid.FromPB(l.Parent) == oldParent {
-			l.Parent = newParent.PB()
-			l.Name = []byte(newName)
-			return
-		}
-	}
-	// A missing back-reference is the checker's business; keep the rename
-	// consistent from here on.
-	ino.Links = append(ino.Links, &pb.LinkEntry{Parent: newParent.PB(), Name: []byte(newName)})
-}
