@@ -292,6 +292,9 @@ func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error)
 			o.Create.Osts = osts
 		}
 	case *pb.Command_SetLayout:
+		if r, err := s.layoutInUse(ctx, cmd.ClientId, o.SetLayout); r != nil || err != nil {
+			return r, err
+		}
 		osts, err := s.pickOSTs(ctx, o.SetLayout.Layout)
 		if err != nil {
 			return nil, err
@@ -432,6 +435,46 @@ func (s *Server) xattrNamesFull(op *pb.SetxattrOp) *pb.Reply {
 	}
 	return &pb.Reply{Errno: int32(syscall.ENOSPC), Message: fmt.Sprintf("set xattr %q on %s: the names of its extended attributes would take %d bytes, more than the %d listxattr can return", op.Name, f, total, XattrListMax)}
 }
+
+// layoutInUse refuses a new layout for a file another client has open:
+// that client writes through the layout it read at open, into objects the
+// new layout gives up (they are destroyed), and its close then records a
+// size the new objects do not hold. Lustre revokes the file's layout lock
+// instead; here the one client that may change the layout of an open file
+// is the one holding it (the mount orders its own writes around it). A new
+// leadership does not know the opens yet: the client is asked to retry.
+//
+// A mount tells the MDS of a last close up to 5 s late, batched
+// (fusefs's closeBatchDelay), so `touch f; nacre setstripe f` finds f
+// still open there: the check waits that long for the open to go.
+func (s *Server) layoutInUse(ctx context.Context, client uint64, op *pb.SetLayoutOp) (*pb.Reply, error) {
+	lm := s.LDLM()
+	if lm == nil {
+		return nil, nil
+	}
+	f := fid.FromPB(op.Fid)
+	ino, err := s.t.Getattr(f, false)
+	if err != nil || ino.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return nil, nil // apply answers for what is gone or not a file
+	}
+	if time.Since(s.group.LeaderSince()) < s.openGrace && s.t.OpensSeen() {
+		return nil, status.Errorf(codes.Unavailable, "%s leads since less than %s and does not know yet which files clients have open; retry", s.id.Label(), s.openGrace)
+	}
+	for deadline := time.Now().Add(layoutOpenWait); lm.HeldOpen(f, client, s.orphanGrace); {
+		if time.Now().After(deadline) {
+			return &pb.Reply{Errno: int32(syscall.EBUSY), Message: "the file is open on another client, which writes through its current layout; close it there first"}, nil
+		}
+		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+			return nil, status.FromContextError(err).Err()
+		}
+	}
+	return nil, nil
+}
+
+// layoutOpenWait is how long a new layout waits for a file's opens on
+// other clients to go: a mount's batched close notice (5 s, sent by a
+// timer that ticks every second), and two seconds more.
+const layoutOpenWait = 8 * time.Second
 
 func (s *Server) pickOSTs(ctx context.Context, hint *pb.Layout) ([]uint32, error) {
 	start := time.Now()
