@@ -497,13 +497,13 @@ type Inode struct {
 	// whose OST or client times are older than this were made before it, and
 	// a close or glimpse must not let them move mtime back past the set.
 	MtimeSetNs int64 `protobuf:"varint,19,opt,name=mtime_set_ns,json=mtimeSetNs,proto3" json:"mtime_set_ns,omitempty"`
-	// When (MDT clock) a name of the object was last left out of links
-	// because the list would pass its size limit (Lustre's linkEA
+	// The log index of the command that last left a name of the object out
+	// of links because the list would pass its size limit (Lustre's linkEA
 	// overflow); 0 while links holds every name. The checker clears it once
-	// a run that began later finds every name recorded.
-	LinksOverflowNs int64 `protobuf:"varint,20,opt,name=links_overflow_ns,json=linksOverflowNs,proto3" json:"links_overflow_ns,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// a run that began later (a higher index) finds every name recorded.
+	LinksOverflowIndex uint64 `protobuf:"varint,20,opt,name=links_overflow_index,json=linksOverflowIndex,proto3" json:"links_overflow_index,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Inode) Reset() {
@@ -669,9 +669,9 @@ func (x *Inode) GetMtimeSetNs() int64 {
 	return 0
 }
 
-func (x *Inode) GetLinksOverflowNs() int64 {
+func (x *Inode) GetLinksOverflowIndex() uint64 {
 	if x != nil {
-		return x.LinksOverflowNs
+		return x.LinksOverflowIndex
 	}
 	return 0
 }
@@ -998,7 +998,7 @@ const file_common_proto_rawDesc = "" +
 	"\aobjects\x18\x06 \x03(\v2\x16.nacre.v1.StripeObjectR\aobjects\"F\n" +
 	"\tLinkEntry\x12%\n" +
 	"\x06parent\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\fR\x04name\"\xad\x04\n" +
+	"\x04name\x18\x02 \x01(\fR\x04name\"\xb3\x04\n" +
 	"\x05Inode\x12\x1f\n" +
 	"\x03fid\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x03fid\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\rR\x04mode\x12\x10\n" +
@@ -1022,8 +1022,8 @@ const file_common_proto_rawDesc = "" +
 	"generation\x18\x12 \x01(\x04R\n" +
 	"generation\x12 \n" +
 	"\fmtime_set_ns\x18\x13 \x01(\x03R\n" +
-	"mtimeSetNs\x12*\n" +
-	"\x11links_overflow_ns\x18\x14 \x01(\x03R\x0flinksOverflowNs\"\xad\x01\n" +
+	"mtimeSetNs\x120\n" +
+	"\x14links_overflow_index\x18\x14 \x01(\x04R\x12linksOverflowIndex\"\xad\x01\n" +
 	"\x06Statfs\x12\x1f\n" +
 	"\vbytes_total\x18\x01 \x01(\x04R\n" +
 	"bytesTotal\x12\x1d\n" +

@@ -849,8 +849,12 @@ type LfsckState struct {
 	Components     []*LfsckComponentState `protobuf:"bytes,8,rep,name=components,proto3" json:"components,omitempty"`
 	// orphan scan: per-OST incomplete marks (an OST that did not answer)
 	IncompleteOsts []uint32 `protobuf:"varint,9,rep,packed,name=incomplete_osts,json=incompleteOsts,proto3" json:"incomplete_osts,omitempty"`
-	// when (MDT clock) the run began; a resume keeps it
-	RunStartNs    int64 `protobuf:"varint,10,opt,name=run_start_ns,json=runStartNs,proto3" json:"run_start_ns,omitempty"`
+	// the log index after which the run began: every command applied at a
+	// lower index was in the store before the scan read it; a resume keeps it
+	RunStartIndex uint64 `protobuf:"varint,10,opt,name=run_start_index,json=runStartIndex,proto3" json:"run_start_index,omitempty"`
+	// phase 1 passed over the entries of a directory (its record failed or
+	// does not decode): some names went unseen
+	DirentsUnread bool `protobuf:"varint,11,opt,name=dirents_unread,json=direntsUnread,proto3" json:"dirents_unread,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -948,11 +952,18 @@ func (x *LfsckState) GetIncompleteOsts() []uint32 {
 	return nil
 }
 
-func (x *LfsckState) GetRunStartNs() int64 {
+func (x *LfsckState) GetRunStartIndex() uint64 {
 	if x != nil {
-		return x.RunStartNs
+		return x.RunStartIndex
 	}
 	return 0
+}
+
+func (x *LfsckState) GetDirentsUnread() bool {
+	if x != nil {
+		return x.DirentsUnread
+	}
+	return false
 }
 
 type LfsckParams struct {
@@ -2187,7 +2198,7 @@ const file_lfsck_proto_rawDesc = "" +
 	"\rdelete_prefix\x18\x02 \x03(\fR\fdeletePrefix\"L\n" +
 	"\aFaultOp\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12-\n" +
-	"\x06change\x18\x02 \x01(\v2\x15.nacre.v1.LfsckRepairR\x06change\"\xed\x02\n" +
+	"\x06change\x18\x02 \x01(\v2\x15.nacre.v1.LfsckRepairR\x06change\"\x9a\x03\n" +
 	"\n" +
 	"LfsckState\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12-\n" +
@@ -2201,10 +2212,10 @@ const file_lfsck_proto_rawDesc = "" +
 	"\n" +
 	"components\x18\b \x03(\v2\x1d.nacre.v1.LfsckComponentStateR\n" +
 	"components\x12'\n" +
-	"\x0fincomplete_osts\x18\t \x03(\rR\x0eincompleteOsts\x12 \n" +
-	"\frun_start_ns\x18\n" +
-	" \x01(\x03R\n" +
-	"runStartNs\"\xd1\x02\n" +
+	"\x0fincomplete_osts\x18\t \x03(\rR\x0eincompleteOsts\x12&\n" +
+	"\x0frun_start_index\x18\n" +
+	" \x01(\x04R\rrunStartIndex\x12%\n" +
+	"\x0edirents_unread\x18\v \x01(\bR\rdirentsUnread\"\xd1\x02\n" +
 	"\vLfsckParams\x12\x14\n" +
 	"\x05types\x18\x01 \x01(\rR\x05types\x12\x14\n" +
 	"\x05speed\x18\x02 \x01(\x04R\x05speed\x12\x16\n" +

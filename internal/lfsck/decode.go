@@ -35,7 +35,7 @@ type object struct {
 	mode, uid, gid, projid, nlink, flags uint32
 	size                                 uint64
 	mtime                                int64
-	linksOverflow                        int64 // Inode.links_overflow_ns
+	linksOverflow                        uint64 // Inode.links_overflow_index
 	links                                []link
 	hasLayout                            bool
 	layout                               layoutEA
@@ -324,7 +324,7 @@ func (o *object) decodeSome(b []byte, withLayout bool) error {
 			case 13:
 				o.flags = uint32(v)
 			case 20:
-				o.linksOverflow = int64(v)
+				o.linksOverflow = v
 			}
 		default:
 			m := protowire.ConsumeFieldValue(num, typ, b)

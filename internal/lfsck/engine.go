@@ -285,7 +285,10 @@ func (c *Checker) begin(ctx context.Context, prev *pb.LfsckState, p *pb.LfsckPar
 	if !resume {
 		st = proto.Clone(prev).(*pb.LfsckState)
 		st.Run++
-		st.RunStartNs = now
+		// Commands applied up to now are in the store the scan reads;
+		// the start itself comes later in the log.
+		st.RunStartIndex = c.env.Target.Applied() + 1
+		st.DirentsUnread = false
 		st.Phase = 1
 		st.Position = 0
 		st.Phase2Position = nil

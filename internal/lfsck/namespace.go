@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"syscall"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -597,7 +596,22 @@ func (r *run) reconcile(child fid.FID, group []*pb.LfsckTraceItem, claims map[na
 			f.kinds[KNsLinkEA] = true
 		}
 	}
-	if len(keep) == 0 && unrecorded == 0 && nlink > 0 && child != fid.LostFound && !mdt.PendingOrphan(snap, child) {
+	if !isDir {
+		// A list past the bound (kept from before there was one) loses
+		// its last names: they are left out, as the MDT leaves them out.
+		for n := mdt.LinksBytes(&pb.Inode{Links: keep}); n > mdt.LinksMaxBytes; {
+			n -= mdt.LinkBytes(keep[len(keep)-1].Name)
+			keep = keep[:len(keep)-1]
+			unrecorded++
+			changed, f.dropped = true, true
+			f.kinds[KNsLinkEA] = true
+		}
+	}
+	overflow := ino.LinksOverflowIndex
+	// A list marked overflowed names fewer than the object has: with none
+	// seen, the object is an orphan only if this run saw every name.
+	unseen := overflow != 0 && !r.everyNameSeen(overflow)
+	if len(keep) == 0 && unrecorded == 0 && nlink > 0 && !unseen && child != fid.LostFound && !mdt.PendingOrphan(snap, child) {
 		// Nothing names it: an orphan, for lost+found (-o).
 		base := "%F-O"
 		if isDir {
@@ -624,14 +638,14 @@ func (r *run) reconcile(child fid.FID, group []*pb.LfsckTraceItem, claims map[na
 		newNlink = names
 		f.kinds[KNsNlinks] = true
 	}
-	overflow := ino.LinksOverflowNs
 	switch {
 	case unrecorded > 0 && overflow == 0:
-		// Names left out of a list that says it holds them all.
-		overflow = time.Now().UnixNano()
+		// Names left out of a list that says it holds them all; left out
+		// by this run, so the next run sees every one of them.
+		overflow = max(r.st.RunStartIndex, 1)
 		changed = true
 		f.kinds[KNsLinkEA] = true
-	case unrecorded == 0 && overflow != 0 && r.everyNameSeen(overflow):
+	case unrecorded == 0 && overflow != 0 && !unseen:
 		// Every name is recorded again (unlinks made room, and this run
 		// added the ones left out): fid2path and the checks of later runs
 		// may take the list for every name again.
@@ -643,7 +657,7 @@ func (r *run) reconcile(child fid.FID, group []*pb.LfsckTraceItem, claims map[na
 		n := proto.Clone(ino).(*pb.Inode)
 		n.Links = keep
 		n.Nlink = newNlink
-		n.LinksOverflowNs = overflow
+		n.LinksOverflowIndex = overflow
 		f.muts = append([]*pb.LfsckMut{setMut(mdt.ObjKey(local), mdt.MarshalInode(n))}, f.muts...)
 	}
 	r.emit(f)
@@ -651,15 +665,16 @@ func (r *run) reconcile(child fid.FID, group []*pb.LfsckTraceItem, claims map[na
 }
 
 // everyNameSeen says whether this run saw every name of an object whose
-// linkEA was last marked overflowed at overflowNs: the mark is older than
-// the run, so each name left out was made before the scan began, and the
-// scan read every directory (a name in a directory it failed to read
-// would go unseen).
-func (r *run) everyNameSeen(overflowNs int64) bool {
+// linkEA was last marked overflowed by the command at log index mark: the
+// command was applied before the scan began (so each name left out was in
+// the store when the scan read its directory), and the scan read the
+// entries of every directory (a name in a directory it failed to read, or
+// one whose record does not decode, would go unseen).
+func (r *run) everyNameSeen(mark uint64) bool {
 	r.mu.Lock()
 	failed := r.t1[Namespace][tFailed]
 	r.mu.Unlock()
-	return r.st.RunStartNs != 0 && overflowNs < r.st.RunStartNs && failed == 0
+	return r.st.RunStartIndex != 0 && mark < r.st.RunStartIndex && failed == 0 && !r.direntsUnread.Load()
 }
 
 // entryStill reports whether the traced entry e (nk) is still in its

@@ -38,9 +38,9 @@ func TestLinkEAOverflow(t *testing.T) {
 	}
 	ino := getattr()
 	recorded := len(ino.Links)
-	if ino.Nlink != links+1 || ino.LinksOverflowNs == 0 || mdt.LinksBytes(ino) > mdt.LinksMaxBytes || recorded < 95 || recorded > 105 {
+	if ino.Nlink != links+1 || ino.LinksOverflowIndex == 0 || mdt.LinksBytes(ino) > mdt.LinksMaxBytes || recorded < 95 || recorded > 105 {
 		t.Fatalf("after %d links: nlink %d, %d names recorded (%d bytes), overflow mark %d; want nlink %d, at most %d bytes, a mark",
-			links, ino.Nlink, recorded, mdt.LinksBytes(ino), ino.LinksOverflowNs, links+1, mdt.LinksMaxBytes)
+			links, ino.Nlink, recorded, mdt.LinksBytes(ino), ino.LinksOverflowIndex, links+1, mdt.LinksMaxBytes)
 	}
 	c := New(h.env())
 	all := func() *pb.LfsckStartRequest {
@@ -49,23 +49,23 @@ func TestLinkEAOverflow(t *testing.T) {
 	if rep := h.run(c, all()); func() bool { n, _ := totals(rep); return n != 0 }() {
 		t.Fatalf("a file past its linkEA bound was found inconsistent: %s", describe(rep))
 	}
-	if got := getattr(); len(got.Links) != recorded || got.Nlink != links+1 || got.LinksOverflowNs == 0 {
-		t.Fatalf("the run changed the file: %d names recorded, nlink %d, mark %d", len(got.Links), got.Nlink, got.LinksOverflowNs)
+	if got := getattr(); len(got.Links) != recorded || got.Nlink != links+1 || got.LinksOverflowIndex == 0 {
+		t.Fatalf("the run changed the file: %d names recorded, nlink %d, mark %d", len(got.Links), got.Nlink, got.LinksOverflowIndex)
 	}
 
 	// A lost linkEA comes back as far as it fits, with the mark, and the
 	// file is not taken for an orphan.
 	h.setRaw(&pb.LfsckKV{Key: mdt.ObjKey(h.localOf(f)), Value: func() []byte {
 		ino := getattr()
-		ino.Links, ino.LinksOverflowNs = nil, 0
+		ino.Links, ino.LinksOverflowIndex = nil, 0
 		return mdt.MarshalInode(ino)
 	}()})
 	rep := h.run(c, all())
 	if got, want := nsCounts(rep), "linkea 1/1"; got != want {
 		t.Fatalf("lost linkEA: %q, want %q: %s", got, want, describe(rep))
 	}
-	if got := getattr(); got.LinksOverflowNs == 0 || mdt.LinksBytes(got) > mdt.LinksMaxBytes || len(got.Links) < 90 || got.Nlink != links+1 {
-		t.Fatalf("lost linkEA repaired to %d names (%d bytes), mark %d, nlink %d", len(got.Links), mdt.LinksBytes(got), got.LinksOverflowNs, got.Nlink)
+	if got := getattr(); got.LinksOverflowIndex == 0 || mdt.LinksBytes(got) > mdt.LinksMaxBytes || len(got.Links) < 90 || got.Nlink != links+1 {
+		t.Fatalf("lost linkEA repaired to %d names (%d bytes), mark %d, nlink %d", len(got.Links), mdt.LinksBytes(got), got.LinksOverflowIndex, got.Nlink)
 	}
 	if lpf := h.lpf(); len(lpf) != 0 {
 		t.Fatalf("lost+found has %v", lpf)
@@ -78,7 +78,7 @@ func TestLinkEAOverflow(t *testing.T) {
 			t.Fatalf("unlink %d: %s", i, r.Message)
 		}
 	}
-	if got := getattr(); got.LinksOverflowNs == 0 {
+	if got := getattr(); got.LinksOverflowIndex == 0 {
 		t.Fatal("unlinks cleared the mark: the names left out are still left out")
 	}
 	rep = h.run(c, all())
@@ -89,8 +89,8 @@ func TestLinkEAOverflow(t *testing.T) {
 		t.Fatalf("linkea_overflow %d/%d, want 1/1: %s", n.Inconsistent, n.Repaired, describe(rep))
 	}
 	got := getattr()
-	if got.LinksOverflowNs != 0 || len(got.Links) != links+1-150 || got.Nlink != links+1-150 {
-		t.Fatalf("after the run: %d names recorded, mark %d, nlink %d; want %d names, no mark", len(got.Links), got.LinksOverflowNs, got.Nlink, links+1-150)
+	if got.LinksOverflowIndex != 0 || len(got.Links) != links+1-150 || got.Nlink != links+1-150 {
+		t.Fatalf("after the run: %d names recorded, mark %d, nlink %d; want %d names, no mark", len(got.Links), got.LinksOverflowIndex, got.Nlink, links+1-150)
 	}
 	if rep := h.run(c, all()); func() bool { n, _ := totals(rep); return n != 0 }() {
 		t.Fatalf("second run found something: %s", describe(rep))
@@ -155,5 +155,44 @@ func TestRenameRecordsALeftOutNameWhenItFits(t *testing.T) {
 	rename(long, "last")
 	if !has("last") {
 		t.Fatal("a left-out name renamed with room in the linkEA was not recorded")
+	}
+}
+
+// TestLinkEAPastTheBoundIsTrimmed: a linkEA longer than the bound (kept
+// from a store of before the bound) is cut to it by a run, the names cut
+// are left out with the mark, and the next run finds nothing: every later
+// operation on the file then reads and writes 4 KiB of names, not all.
+func TestLinkEAPastTheBoundIsTrimmed(t *testing.T) {
+	h := newHarness(t, 2)
+	f := h.create(fid.Root, "old", 1, []byte("data"))
+	ino, err := h.tg.Getattr(f, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const links = 300
+	for i := range links {
+		name := fmt.Sprintf("old-link-%04d", i)
+		if r := h.do(&pb.LinkOp{Fid: f.PB(), Parent: fid.Root.PB(), Name: []byte(name)}); r.Errno != 0 {
+			t.Fatalf("link: %s", r.Message)
+		}
+		ino.Links = append(ino.Links, &pb.LinkEntry{Parent: fid.Root.PB(), Name: []byte(name)})
+	}
+	ino.Nlink, ino.LinksOverflowIndex = links+1, 0
+	h.setRaw(&pb.LfsckKV{Key: mdt.ObjKey(h.localOf(f)), Value: mdt.MarshalInode(ino)})
+	c := New(h.env())
+	all := &pb.LfsckStartRequest{Types: []string{"all"}, Reset_: true, Orphan: true}
+	rep := h.run(c, all)
+	if got, want := nsCounts(rep), "linkea 1/1"; got != want {
+		t.Fatalf("%q, want %q: %s", got, want, describe(rep))
+	}
+	got, err := h.tg.Getattr(f, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mdt.LinksBytes(got) > mdt.LinksMaxBytes || got.LinksOverflowIndex == 0 || got.Nlink != links+1 {
+		t.Fatalf("after the run: %d bytes of names, mark %d, nlink %d", mdt.LinksBytes(got), got.LinksOverflowIndex, got.Nlink)
+	}
+	if rep := h.run(c, all); func() bool { n, _ := totals(rep); return n != 0 }() {
+		t.Fatalf("second run found something: %s", describe(rep))
 	}
 }

@@ -97,16 +97,19 @@ type run struct {
 	exp *expectations // the layout check's table and the OSTs' summaries (nil: off)
 
 	// Phase 1 findings carried to phase 2.
-	names     *nameMatch
-	items     []*pb.LfsckTraceItem
-	omu       sync.Mutex          // guards overlay against the OST result handlers
-	overlay   map[fid.FID]uint64  // OI corrections (FID -> local)
-	losers    map[uint64]bool     // objects that lost an OI conflict
-	confirmed fidBitmap           // FIDs whose OI entry the object scan confirmed
-	refs      map[uint32]*bitmap  // OST objects of our sequence named by a layout
-	refsIdx   []*bitmap           // the same, by OST index (refsOf)
-	dups      map[stripe]bool     // OST objects named twice, no PFID known
-	lost      map[lostSlot]stripe // with -o: dangling slots left for after the orphan step (lost.go); under mu
+	// direntsUnread: entries of a directory were passed over (saved with
+	// the checkpoints as LfsckState.dirents_unread).
+	direntsUnread atomic.Bool
+	names         *nameMatch
+	items         []*pb.LfsckTraceItem
+	omu           sync.Mutex          // guards overlay against the OST result handlers
+	overlay       map[fid.FID]uint64  // OI corrections (FID -> local)
+	losers        map[uint64]bool     // objects that lost an OI conflict
+	confirmed     fidBitmap           // FIDs whose OI entry the object scan confirmed
+	refs          map[uint32]*bitmap  // OST objects of our sequence named by a layout
+	refsIdx       []*bitmap           // the same, by OST index (refsOf)
+	dups          map[stripe]bool     // OST objects named twice, no PFID known
+	lost          map[lostSlot]stripe // with -o: dangling slots left for after the orphan step (lost.go); under mu
 	// dangling: the trace items of objects phase 2 found missing, to look
 	// at again once the run's own creations are applied (settleDangling);
 	// under mu.
@@ -141,6 +144,7 @@ func newRun(c *Checker, st *pb.LfsckState, resume bool) *run {
 		confirmed: fidBitmap{}, refs: map[uint32]*bitmap{}, dups: map[stripe]bool{}, lost: map[lostSlot]stripe{}, boundary: map[uint32]uint64{},
 		reported: map[string]bool{}, ost: fid.OSTSeq(c.env.Target.Identity().Index),
 	}
+	r.direntsUnread.Store(st.DirentsUnread)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.lim.set(st.Params.Speed)
 	r.pac.init(c.env.Activity)
@@ -487,6 +491,7 @@ func (r *run) fillState() {
 	if r.st.Phase == 1 {
 		r.st.Position = pos
 	}
+	r.st.DirentsUnread = r.st.DirentsUnread || r.direntsUnread.Load()
 	for _, comp := range Components {
 		if !r.on(comp) {
 			continue

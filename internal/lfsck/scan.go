@@ -254,11 +254,15 @@ func (r *run) object(snap *kv.Snapshot, local uint64, v []byte, itD *kv.Iter, it
 }
 
 // skipDirents passes the entries up to and including directory local's.
+// The names it passes over are names the run does not see.
 func (r *run) skipDirents(itD *kv.Iter, local uint64, rebuild, report bool) {
 	for ; itD.Valid(); itD.Next() {
 		p, ok := direntParent(itD.Key())
 		if ok && p > local {
 			return
+		}
+		if ok && p == local && !r.direntsUnread.Load() {
+			r.direntsUnread.Store(true)
 		}
 		if !rebuild && (report || !ok || p < local) {
 			r.orphanDirent(itD.Key(), itD.Value())
@@ -514,7 +518,9 @@ func (r *run) nsObject(snap *kv.Snapshot, local uint64, v []byte, o *object, itD
 			flags = flagNoNames
 		case !isDir && o.nlink < uint32(len(o.links)):
 			flags = flagNlink
-		case !isDir && o.linksOverflow != 0 && o.linksOverflow < r.st.RunStartNs:
+		case !isDir && o.linksOverflow != 0 && o.linksOverflow < r.st.RunStartIndex:
+			flags = flagOverflow
+		case !isDir && len(o.links) > 1 && linksBytes(o.links) > mdt.LinksMaxBytes:
 			flags = flagOverflow
 		}
 		if flags != 0 {
@@ -547,6 +553,15 @@ func (r *run) nsObject(snap *kv.Snapshot, local uint64, v []byte, o *object, itD
 	} else if o.nlink > 1 {
 		r.bump1(Namespace, tStat+sMultiLinked, 1)
 	}
+}
+
+// linksBytes is mdt.LinksBytes of a decoded linkEA.
+func linksBytes(ls []link) int {
+	n := 0
+	for _, l := range ls {
+		n += mdt.LinkBytes(l.name)
+	}
+	return n
 }
 
 // badName says whether create would refuse a name (mdt.ValidName),

@@ -116,7 +116,7 @@ func (t *Target) applyCmd(b *kv.Batch, st *applyState, cmd *pb.Command, index ui
 			}
 		}
 	}
-	x := &txn{t: t, b: b, st: st, cmd: cmd, now: cmd.NowNs, cred: cmd.Cred}
+	x := &txn{t: t, b: b, st: st, cmd: cmd, now: cmd.NowNs, index: index, cred: cmd.Cred}
 	if x.cred == nil {
 		x.cred = &pb.Cred{} // internal commands run as root
 	}
@@ -181,12 +181,13 @@ func (t *Target) ReplyFor(client, req uint64) (*pb.Reply, bool) {
 
 // txn is one command being applied.
 type txn struct {
-	t    *Target
-	b    *kv.Batch
-	st   *applyState
-	cmd  *pb.Command
-	now  int64
-	cred *pb.Cred
+	t     *Target
+	b     *kv.Batch
+	st    *applyState
+	cmd   *pb.Command
+	now   int64
+	index uint64 // the command's log index
+	cred  *pb.Cred
 }
 
 func (x *txn) run() (*pb.Reply, error) {

@@ -16,7 +16,7 @@ func cloneInode(in *pb.Inode) *pb.Inode {
 		Fid: cloneFID(in.Fid), Mode: in.Mode, Uid: in.Uid, Gid: in.Gid, Projid: in.Projid, Nlink: in.Nlink,
 		Size: in.Size, Blocks: in.Blocks, AtimeNs: in.AtimeNs, MtimeNs: in.MtimeNs, CtimeNs: in.CtimeNs,
 		Rdev: in.Rdev, Flags: in.Flags, Layout: cloneLayout(in.Layout), Symlink: cloneBytes(in.Symlink),
-		BtimeNs: in.BtimeNs, Generation: in.Generation, MtimeSetNs: in.MtimeSetNs, LinksOverflowNs: in.LinksOverflowNs,
+		BtimeNs: in.BtimeNs, Generation: in.Generation, MtimeSetNs: in.MtimeSetNs, LinksOverflowIndex: in.LinksOverflowIndex,
 	}
 	if in.Links != nil {
 		out.Links = make([]*pb.LinkEntry, len(in.Links))

@@ -219,11 +219,11 @@ func (t *Target) BuildFault(req *pb.FaultInjectRequest) (*pb.FaultOp, []OSTFault
 		if isDir(ino) {
 			return nil, nil, fmt.Errorf("fault %s: use a file", req.Kind)
 		}
-		if uint32(len(ino.Links)) != ino.Nlink || ino.LinksOverflowNs != 0 {
+		if uint32(len(ino.Links)) != ino.Nlink || ino.LinksOverflowIndex != 0 {
 			return nil, nil, fmt.Errorf("fault %s: %s has %d linkEA entries for %d links; use a file whose names agree", req.Kind, f, len(ino.Links), ino.Nlink)
 		}
 		// Long before any run: a run clears only a mark older than itself.
-		ino.LinksOverflowNs = 1
+		ino.LinksOverflowIndex = 1
 		putIno()
 	case "linkea_stale":
 		if err := entry(); err != nil {

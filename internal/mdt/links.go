@@ -12,9 +12,12 @@ import (
 // 1,000 more links took 22 s at 9,000 links against 2.1 s at 1,000
 // (docs/benchmarks.md, "Hard links"). As Lustre does, the list is bounded:
 // a name that would take it past LinksMaxBytes is not recorded, and
-// LinksOverflowNs says when that last happened, so that neither fid2path
-// nor the checker takes the list for every name. The checker records the
-// left-out names again once they fit, and clears the mark.
+// LinksOverflowIndex says when that last happened (the log index of the
+// command), so that neither fid2path nor the checker takes the list for
+// every name. The checker records the left-out names again once they fit,
+// and clears the mark. A log index, not a time: the checker compares it
+// with the index its scan began after, and a command's time is stamped
+// before it is proposed, not when it is applied.
 
 // LinksMaxBytes bounds the linkEA: Lustre's 4 KiB, counted as LinkBytes
 // does.
@@ -34,11 +37,11 @@ func LinksBytes(ino *pb.Inode) int {
 	return n
 }
 
-// addLink records a new name of ino, or marks the list overflowed at now
-// when the name does not fit.
-func addLink(ino *pb.Inode, parent fid.FID, name []byte, now int64) {
+// addLink records a new name of ino, or marks the list overflowed by the
+// command at log index index when the name does not fit.
+func addLink(ino *pb.Inode, parent fid.FID, name []byte, index uint64) {
 	if LinksBytes(ino)+LinkBytes(name) > LinksMaxBytes {
-		ino.LinksOverflowNs = now
+		ino.LinksOverflowIndex = index
 		return
 	}
 	ino.Links = append(ino.Links, &pb.LinkEntry{Parent: parent.PB(), Name: name})
@@ -56,7 +59,7 @@ func removeLink(ino *pb.Inode, parent fid.FID, name string) {
 }
 
 // replaceLink renames one name of ino in its linkEA.
-func replaceLink(ino *pb.Inode, oldParent fid.FID, oldName string, newParent fid.FID, newName string, now int64) {
+func replaceLink(ino *pb.Inode, oldParent fid.FID, oldName string, newParent fid.FID, newName string, index uint64) {
 	for i, l := range ino.Links {
 		if string(l.Name) == oldName && fid.FromPB(l.Parent) == oldParent {
 			ino.Links = append(ino.Links[:i], ino.Links[i+1:]...)
@@ -67,5 +70,5 @@ func replaceLink(ino *pb.Inode, oldParent fid.FID, oldName string, newParent fid
 	// checker's business; keep the rename consistent from here on. One
 	// missing from an overflowed list was left out on purpose, and the new
 	// name is recorded if it fits now.
-	addLink(ino, newParent, []byte(newName), now)
+	addLink(ino, newParent, []byte(newName), index)
 }

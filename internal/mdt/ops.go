@@ -234,7 +234,7 @@ func (x *txn) link(op *pb.LinkOp) (*pb.Reply, error) {
 		return nil, errf(syscall.EMLINK, "link to %s", f)
 	}
 	ino.Nlink++
-	addLink(ino, pf, op.Name, x.now)
+	addLink(ino, pf, op.Name, x.index)
 	ino.CtimeNs = x.now
 	x.put(local, ino)
 	x.b.Set(DirentKey(plocal, name), encodeDirent(f, DirentType(ino.Mode)))
@@ -444,7 +444,7 @@ func (x *txn) rename(op *pb.RenameOp) (*pb.Reply, error) {
 	}
 	x.b.Delete(DirentKey(sp.local, srcName))
 	x.b.Set(DirentKey(dp.local, dstName), encodeDirent(sf, styp))
-	replaceLink(s.ino, spf, srcName, dpf, dstName, x.now)
+	replaceLink(s.ino, spf, srcName, dpf, dstName, x.index)
 	s.ino.CtimeNs = x.now
 	x.put(s.local, s.ino)
 	if isDir(s.ino) && spf != dpf {
@@ -473,8 +473,8 @@ func (x *txn) exchange(op *pb.RenameOp, spf, dpf fid.FID, sp, dp, s, d *loaded, 
 	}
 	x.b.Set(DirentKey(sp.local, srcName), encodeDirent(df, dtyp))
 	x.b.Set(DirentKey(dp.local, dstName), encodeDirent(sf, styp))
-	replaceLink(s.ino, spf, srcName, dpf, dstName, x.now)
-	replaceLink(d.ino, dpf, dstName, spf, srcName, x.now)
+	replaceLink(s.ino, spf, srcName, dpf, dstName, x.index)
+	replaceLink(d.ino, dpf, dstName, spf, srcName, x.index)
 	s.ino.CtimeNs, d.ino.CtimeNs = x.now, x.now
 	x.put(s.local, s.ino)
 	x.put(d.local, d.ino)

@@ -232,6 +232,9 @@ func (t *Target) Fid2Path(f fid.FID) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(ino.Links) == 0 && ino.LinksOverflowIndex != 0 {
+		return nil, errf(syscall.ENOENT, "the names of %s are not recorded (it has more hard links than its linkEA holds; `nacre lfsck -t namespace` records them once they fit)", f)
+	}
 	if len(ino.Links) == 0 {
 		return nil, errf(syscall.ENOENT, "%s has no name (orphan)", f)
 	}
