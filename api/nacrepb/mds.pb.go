@@ -42,6 +42,9 @@ const (
 	SetattrValid_SETATTR_BLOCKS      SetattrValid = 1024
 	SetattrValid_SETATTR_SET_DIRTY   SetattrValid = 2048 // a client starts writing
 	SetattrValid_SETATTR_CLEAR_DIRTY SetattrValid = 4096 // size/blocks are exact again (close)
+	// the change time moves to now and nothing else changes, as chown(f,
+	// -1, -1) does; anyone may (Linux asks no permission for it)
+	SetattrValid_SETATTR_CTIME_NOW SetattrValid = 8192
 )
 
 // Enum value maps for SetattrValid.
@@ -61,6 +64,7 @@ var (
 		1024: "SETATTR_BLOCKS",
 		2048: "SETATTR_SET_DIRTY",
 		4096: "SETATTR_CLEAR_DIRTY",
+		8192: "SETATTR_CTIME_NOW",
 	}
 	SetattrValid_value = map[string]int32{
 		"SETATTR_NONE":        0,
@@ -77,6 +81,7 @@ var (
 		"SETATTR_BLOCKS":      1024,
 		"SETATTR_SET_DIRTY":   2048,
 		"SETATTR_CLEAR_DIRTY": 4096,
+		"SETATTR_CTIME_NOW":   8192,
 	}
 )
 
@@ -2550,7 +2555,7 @@ const file_mds_proto_rawDesc = "" +
 	"\x03fid\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x03fid\";\n" +
 	"\rFid2PathReply\x12\x14\n" +
 	"\x05errno\x18\x01 \x01(\x05R\x05errno\x12\x14\n" +
-	"\x05paths\x18\x02 \x03(\fR\x05paths*\xab\x02\n" +
+	"\x05paths\x18\x02 \x03(\fR\x05paths*\xc3\x02\n" +
 	"\fSetattrValid\x12\x10\n" +
 	"\fSETATTR_NONE\x10\x00\x12\x10\n" +
 	"\fSETATTR_MODE\x10\x01\x12\x0f\n" +
@@ -2565,7 +2570,8 @@ const file_mds_proto_rawDesc = "" +
 	"\x0eSETATTR_PROJID\x10\x80\x04\x12\x13\n" +
 	"\x0eSETATTR_BLOCKS\x10\x80\b\x12\x16\n" +
 	"\x11SETATTR_SET_DIRTY\x10\x80\x10\x12\x18\n" +
-	"\x13SETATTR_CLEAR_DIRTY\x10\x80 2\x80\x04\n" +
+	"\x13SETATTR_CLEAR_DIRTY\x10\x80 \x12\x16\n" +
+	"\x11SETATTR_CTIME_NOW\x10\x80@2\x80\x04\n" +
 	"\x03MDS\x125\n" +
 	"\x05Hello\x12\x16.nacre.v1.HelloRequest\x1a\x14.nacre.v1.HelloReply\x12,\n" +
 	"\x06Mutate\x12\x11.nacre.v1.Command\x1a\x0f.nacre.v1.Reply\x122\n" +

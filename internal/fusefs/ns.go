@@ -162,6 +162,11 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.Attr
 		op.Valid |= uint32(pb.SetattrValid_SETATTR_CTIME)
 		op.CtimeNs = nsOf(in.Ctime, in.Ctimensec)
 	}
+	if op.Valid == 0 && v&fuse.FATTR_SIZE == 0 {
+		// Nothing to change: chown(f, -1, -1), which moves the change
+		// time on Linux file systems (the kernel sends no time).
+		op.Valid = uint32(pb.SetattrValid_SETATTR_CTIME_NOW)
+	}
 	if v&(fuse.FATTR_ATIME|fuse.FATTR_MTIME) != 0 {
 		// Writes still in flight would reach the OSTs after the new
 		// times and count as newer (tar x and cp -p write, then set

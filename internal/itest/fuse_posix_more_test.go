@@ -431,7 +431,8 @@ func alignedBuf(n, align int) []byte {
 //   - "user." alone was accepted as an xattr name, and a get in a
 //     namespace Nacre keeps nothing in said ENODATA, not EOPNOTSUPP;
 //   - a renamed directory kept its old change time for a second on the
-//     mount that renamed it.
+//     mount that renamed it;
+//   - chown(f, -1, -1) left the change time alone.
 func TestFusePOSIXCornersFoundByDifferentialTesting(t *testing.T) {
 	cl := testcluster.Start(t, testcluster.Options{OSTs: 1})
 	m := mountFuse(t, cl)
@@ -490,6 +491,17 @@ func TestFusePOSIXCornersFoundByDifferentialTesting(t *testing.T) {
 		unix.Stat(p("e"), &st2)
 		if st2.Ctim.Nano() <= st.Ctim.Nano() {
 			t.Errorf("%s: a renamed directory's ctime stayed %d", where, st.Ctim.Nano())
+		}
+
+		unix.Stat(p("stamp"), &before)
+		time.Sleep(50 * time.Millisecond)
+		if err := unix.Chown(p("stamp"), -1, -1); err != nil {
+			t.Fatal(err)
+		}
+		unix.Stat(p("stamp"), &after)
+		if after.Ctim.Nano() <= before.Ctim.Nano() || after.Uid != before.Uid || after.Mode != before.Mode {
+			t.Errorf("%s: chown(-1, -1): ctime %d -> %d, uid %d -> %d, mode %o -> %o; want only the ctime moved", where,
+				before.Ctim.Nano(), after.Ctim.Nano(), before.Uid, after.Uid, before.Mode, after.Mode)
 		}
 	}
 }

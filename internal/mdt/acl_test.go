@@ -167,3 +167,27 @@ func TestDefaultACLIsInherited(t *testing.T) {
 		t.Errorf("after the default ACL was removed: mode %o flags %b, want 644", h.Mode&0o777, h.Flags)
 	}
 }
+
+// An explicit change time is the owner's (or root's) to set; moving it to
+// now with nothing else changed (chown(f, -1, -1)) is anyone's, as on
+// Linux. Before, any user could set any file's ctime to any value.
+func TestChangeTimeRules(t *testing.T) {
+	n, d := aclNS(t)
+	if err := n.Setxattr(d, acl.XattrAccess, aclOf(ent(acl.UserObj, 7, 0), ent(acl.GroupObj, 5, 0), ent(acl.Other, 5, 0)), 0); err != nil {
+		t.Fatal(err)
+	}
+	f, err := n.inode(&pb.CreateOp{Parent: d.PB(), Name: []byte("f"), Mode: 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := n.As(1001, 1001).(directNS)
+	_, err = u.Setattr(&pb.SetattrOp{Fid: f.Fid, Valid: uint32(pb.SetattrValid_SETATTR_CTIME), CtimeNs: 12345})
+	wantErrno(t, "a non-owner's explicit ctime", err, syscall.EPERM)
+	got, err := u.Setattr(&pb.SetattrOp{Fid: f.Fid, Valid: uint32(pb.SetattrValid_SETATTR_CTIME_NOW)})
+	if err != nil || got.CtimeNs <= f.CtimeNs || got.Mode != f.Mode || got.Uid != f.Uid {
+		t.Fatalf("a non-owner's ctime-now: %v, ctime %d -> %d", err, f.CtimeNs, got.GetCtimeNs())
+	}
+	if got, err := n.Setattr(&pb.SetattrOp{Fid: f.Fid, Valid: uint32(pb.SetattrValid_SETATTR_CTIME), CtimeNs: 12345}); err != nil || got.CtimeNs != 12345 {
+		t.Fatalf("root's explicit ctime: %v %v", got, err)
+	}
+}

@@ -618,8 +618,13 @@ func (x *txn) setattr(op *pb.SetattrOp) (*pb.Reply, error) {
 		ino.Flags &^= uint32(pb.InodeFlag_INODE_FLAG_SIZE_DIRTY)
 	}
 	if has(pb.SetattrValid_SETATTR_CTIME) {
+		// An explicit change time is the owner's to give (only a kernel
+		// caching writes sends one); anyone else would forge it.
+		if !owner {
+			return nil, errf(syscall.EPERM, "set the change time of %s: uid %d is not the owner", f, c.Uid)
+		}
 		ino.CtimeNs = op.CtimeNs
-	} else if changed {
+	} else if changed || has(pb.SetattrValid_SETATTR_CTIME_NOW) {
 		ino.CtimeNs = x.now
 	}
 	x.put(local, ino)
