@@ -115,6 +115,17 @@ func pieces(l *pb.Layout, off, n uint64) []piece {
 	return out
 }
 
+// farthest is the index of the piece that ends farthest into its object.
+func farthest(ps []piece) int {
+	far := 0
+	for i, pc := range ps {
+		if pc.objOff+pc.len > ps[far].objOff+ps[far].len {
+			far = i
+		}
+	}
+	return far
+}
+
 // parallel runs f for 0..n-1, at most limit at a time; the first error wins.
 func parallel(ctx context.Context, n, limit int, f func(ctx context.Context, i int) error) error {
 	if n == 1 {
@@ -239,7 +250,7 @@ func (f *File) WriteAt(ctx context.Context, p []byte, off uint64) (int, error) {
 	}
 	ps := pieces(ino.Layout, off, uint64(len(p)))
 	epochs := make([]uint64, len(ps))
-	err := parallel(ctx, len(ps), ioParallel, func(ctx context.Context, i int) error {
+	one := func(ctx context.Context, i int) error {
 		pc := ps[i]
 		o := ino.Layout.Objects[pc.stripe]
 		if isHole(o) {
@@ -254,8 +265,20 @@ func (f *File) WriteAt(ctx context.Context, p []byte, off uint64) (int, error) {
 			epochs[i], err = wc.WriteEpoch(ctx, objID(o), pc.objOff, p[pc.bufOff:pc.bufOff+pc.len], meta)
 			return err
 		})
-	})
-	if err != nil {
+	}
+	if far := farthest(ps); len(ps) > 1 && ps[far].objOff+ps[far].len >= syncObjectsFrom {
+		// Far out, the piece that reaches farthest into its object goes
+		// first: past the largest object an OST holds it fails (EFBIG)
+		// before any other piece landed. Sent together, the others
+		// landed and the file grew by a write reported as failed.
+		ps[0], ps[far] = ps[far], ps[0]
+		if err := one(ctx, 0); err != nil {
+			return 0, err
+		}
+		if err := parallel(ctx, len(ps)-1, ioParallel, func(ctx context.Context, i int) error { return one(ctx, i+1) }); err != nil {
+			return 0, err
+		}
+	} else if err := parallel(ctx, len(ps), ioParallel, one); err != nil {
 		return 0, err
 	}
 	f.mu.Lock()
@@ -500,13 +523,41 @@ func (c *Client) truncateObjects(ctx context.Context, ino *pb.Inode, size uint64
 		}
 	}
 	epochs := make([]uint64, len(l.Objects))
-	err := c.eachObject(ctx, ino, "truncate", func(ctx context.Context, wc *wire.Client, o *pb.StripeObject, i int) (err error) {
+	cut := func(ctx context.Context, i int) error {
+		o := l.Objects[i]
+		if isHole(o) {
+			return nil
+		}
+		wc, err := c.wireFor(o.Ost)
+		if err != nil {
+			return err
+		}
 		objSize := layout.ObjectSize(uint64(l.StripeSize), len(l.Objects), i, size)
-		epochs[i], err = wc.Truncate(ctx, objID(o), objSize, objMeta(ino, i))
-		return err
-	})
+		return c.retryIO(ctx, "truncate", objRef{o.Ost, fid.FromPB(ino.Fid), i}, func(ctx context.Context) (err error) {
+			epochs[i], err = wc.Truncate(ctx, objID(o), objSize, objMeta(ino, i))
+			return err
+		})
+	}
+	rest := 0
+	if len(l.Objects) > 1 && layout.ObjectSize(uint64(l.StripeSize), len(l.Objects), 0, size) >= syncObjectsFrom {
+		// The first object gets the largest share: far out, cut it alone
+		// first, so that a size past the largest object an OST holds
+		// (EFBIG) fails before any other object grew (the others grew,
+		// and a later write's close recorded a size of 64 TiB for a file
+		// whose truncate had been refused).
+		if err := cut(ctx, 0); err != nil {
+			return epochs, err
+		}
+		rest = 1
+	}
+	err := parallel(ctx, len(l.Objects)-rest, ioParallel, func(ctx context.Context, i int) error { return cut(ctx, i+rest) })
 	return epochs, err
 }
+
+// syncObjectsFrom is the object offset from which a change that may pass
+// the largest object an OST holds (EFBIG; 16 TiB on ext4) reaches that
+// object before the others, so that the refusal leaves nothing changed.
+const syncObjectsFrom = 1 << 40
 
 // eachObject runs op on every object of ino's layout (not the slots that
 // name none), in parallel, each with the retries of any I/O (retryIO).
@@ -558,7 +609,9 @@ func (f *File) Punch(ctx context.Context, off, n uint64) error {
 			return err
 		}
 	}
-	chunks := layout.Split(uint64(ino.Layout.StripeSize), len(ino.Layout.Objects), off, n)
+	// One call per object, whatever the range: one per stripe unit made a
+	// punch of 2^62 bytes allocate more than the machine has.
+	chunks := layout.ObjectRanges(uint64(ino.Layout.StripeSize), len(ino.Layout.Objects), off, n)
 	epochs := make([]uint64, len(chunks))
 	err := parallel(ctx, len(chunks), ioParallel, func(ctx context.Context, i int) error {
 		ch := chunks[i]

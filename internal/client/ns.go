@@ -263,6 +263,18 @@ func (c *Client) setattr(ctx context.Context, op *pb.SetattrOp) (*pb.Inode, []ui
 			if epochs, err = c.truncateObjects(ctx, ino, op.Size); err != nil {
 				return nil, nil, err
 			}
+			// The blocks the objects hold now (du): none at size 0,
+			// else what they say. The close of a write records them, but
+			// a truncate alone left the old figure for good.
+			op.Valid |= uint32(pb.SetattrValid_SETATTR_BLOCKS)
+			op.Blocks = 0
+			if op.Size > 0 {
+				g, err := c.glimpse(ctx, ino)
+				if err != nil {
+					return nil, nil, err
+				}
+				op.Blocks = g.blocks
+			}
 			if op.Valid&uint32(pb.SetattrValid_SETATTR_MTIME) == 0 {
 				op.Valid |= uint32(pb.SetattrValid_SETATTR_MTIME_NOW)
 			}

@@ -35,6 +35,16 @@ type openFile struct {
 	appending sync.RWMutex
 }
 
+// shared runs fn with rw held shared (a write, truncate or punch), and
+// releases it however fn ends: a panic in a punch, recovered higher up,
+// left rw held, and every later flush and close of the file hung for good
+// in an uninterruptible wait.
+func (of *openFile) shared(fn func() error) error {
+	of.rw.RLock()
+	defer of.rw.RUnlock()
+	return fn()
+}
+
 // handle is an open file or directory (a FUSE file handle).
 type handle struct {
 	id    uint64
@@ -284,9 +294,7 @@ func (fs *FS) openTruncate(ctx context.Context, hdr *fuse.InHeader, h *handle, i
 func (fs *FS) truncateHandle(ctx context.Context, h *handle, size uint64) fuse.Status {
 	defer fs.forgetFIDAttrs(h.of.fid)
 	h.of.wb.fence()
-	h.of.rw.RLock()
-	err := h.of.f.Truncate(ctx, size)
-	h.of.rw.RUnlock()
+	err := h.of.shared(func() error { return h.of.f.Truncate(ctx, size) })
 	if err != nil {
 		return fs.status("truncate", err)
 	}
@@ -680,9 +688,7 @@ func (fs *FS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Statu
 		if end <= size {
 			return touch()
 		}
-		of.rw.RLock()
-		err = of.f.Truncate(ctx, end)
-		of.rw.RUnlock()
+		err = of.shared(func() error { return of.f.Truncate(ctx, end) })
 		if err == nil {
 			of.grow(end)
 		}
@@ -695,9 +701,7 @@ func (fs *FS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Statu
 		if in.Mode&punchHole != 0 && in.Mode&keepSize == 0 {
 			return fuse.EINVAL
 		}
-		of.rw.RLock()
-		err := of.f.Punch(ctx, in.Offset, in.Length)
-		of.rw.RUnlock()
+		err := of.shared(func() error { return of.f.Punch(ctx, in.Offset, in.Length) })
 		if err != nil {
 			return fs.status("punch", err)
 		}

@@ -9,6 +9,8 @@ package layout
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -59,6 +61,46 @@ func Split(stripeSize uint64, count int, off, length uint64) []Chunk {
 		})
 		off += l
 	}
+	return out
+}
+
+// ObjectRanges maps the file range [off, off+length) to what it covers of
+// each object: one contiguous object range per object it touches (the
+// units of one object that a file range covers are consecutive units of
+// that object), in stripe order. FileOff is the file offset of the range's
+// first byte. Unlike Split, the result has at most count entries however
+// long the range: a punch of terabytes is one call per object, not one
+// per stripe unit.
+func ObjectRanges(stripeSize uint64, count int, off, length uint64) []Chunk {
+	if length == 0 || count <= 0 || stripeSize == 0 {
+		return nil
+	}
+	if length > math.MaxUint64-off {
+		length = math.MaxUint64 - off
+	}
+	end := off + length
+	row := stripeSize * uint64(count)
+	// Every object's first piece lies in the range's first row's worth of
+	// bytes, and its last piece in the last row's worth.
+	head := Split(stripeSize, count, off, min(length, row))
+	tailStart := off
+	if length > row {
+		tailStart = end - row
+	}
+	lastEnd := make(map[int]uint64, min(len(head), count))
+	for _, t := range Split(stripeSize, count, tailStart, end-tailStart) {
+		lastEnd[t.Stripe] = t.ObjOff + t.Len
+	}
+	out := make([]Chunk, 0, len(lastEnd))
+	for _, h := range head {
+		// An unaligned row's worth touches its first object twice: the
+		// first piece is where the object's range starts.
+		if e, ok := lastEnd[h.Stripe]; ok {
+			out = append(out, Chunk{Stripe: h.Stripe, ObjOff: h.ObjOff, FileOff: h.FileOff, Len: e - h.ObjOff})
+			delete(lastEnd, h.Stripe)
+		}
+	}
+	slices.SortFunc(out, func(a, b Chunk) int { return a.Stripe - b.Stripe })
 	return out
 }
 

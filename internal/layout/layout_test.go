@@ -79,3 +79,40 @@ func TestParseSize(t *testing.T) {
 		t.Error("CheckStripeSize")
 	}
 }
+
+// ObjectRanges covers, per object, exactly the bytes Split gives it, in
+// one range, for ranges shorter and longer than a row, aligned or not.
+func TestObjectRangesMatchSplit(t *testing.T) {
+	const ss = 64 << 10
+	for _, count := range []int{1, 2, 3, 8} {
+		for _, off := range []uint64{0, 1, ss - 1, ss, 3*ss + 17, 10 * ss * 8} {
+			for _, n := range []uint64{1, 100, ss, ss + 1, 2*ss*uint64(count) + 5, 37 * ss * uint64(count)} {
+				want := map[int][2]uint64{}
+				for _, ch := range Split(ss, count, off, n) {
+					r, ok := want[ch.Stripe]
+					if !ok {
+						r[0] = ch.ObjOff
+					} else if r[1] != ch.ObjOff {
+						t.Fatalf("count %d off %d n %d: stripe %d's pieces are not contiguous", count, off, n, ch.Stripe)
+					}
+					r[1] = ch.ObjOff + ch.Len
+					want[ch.Stripe] = r
+				}
+				got := ObjectRanges(ss, count, off, n)
+				if len(got) != len(want) {
+					t.Fatalf("count %d off %d n %d: %d ranges, want %d", count, off, n, len(got), len(want))
+				}
+				for i, g := range got {
+					w := want[g.Stripe]
+					if (i > 0 && got[i-1].Stripe >= g.Stripe) || g.ObjOff != w[0] || g.ObjOff+g.Len != w[1] {
+						t.Fatalf("count %d off %d n %d: stripe %d gets [%d, %d), want [%d, %d)", count, off, n, g.Stripe, g.ObjOff, g.ObjOff+g.Len, w[0], w[1])
+					}
+				}
+			}
+		}
+	}
+	// A range of exabytes is one range per object, at once.
+	if got := ObjectRanges(ss, 4, 1<<62, 1<<62-1); len(got) != 4 {
+		t.Fatalf("huge range: %d ranges", len(got))
+	}
+}

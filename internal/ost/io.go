@@ -131,11 +131,28 @@ func (s *Store) Write(obj fid.ObjID, off uint64, data []byte, meta *wire.ObjMeta
 	if err := s.recordFirstMeta(obj, e, meta); err != nil {
 		return s.ioErr("write", obj, off, err)
 	}
-	if _, err := e.f.WriteAt(data, int64(off)); err != nil {
+	end := off + uint64(len(data))
+	var before unix.Stat_t
+	if end >= farWrite {
+		// Near the largest file the backing file system holds, a write
+		// may land in part and then fail (EFBIG); what landed must not
+		// stay, or the object grows by a write its client reports failed.
+		if err := control(e.f, "fstat", func(fd int) error { return unix.Fstat(fd, &before) }); err != nil {
+			return s.ioErr("write", obj, off, err)
+		}
+	}
+	if n, err := e.f.WriteAt(data, int64(off)); err != nil {
+		if n > 0 && end >= farWrite && uint64(before.Size) <= off {
+			_ = e.f.Truncate(before.Size)
+		}
 		return s.ioErr("write", obj, off, err)
 	}
 	return nil
 }
+
+// farWrite is the object offset from which a write's end may pass the
+// largest file of the backing file system (16 TiB on ext4).
+const farWrite = 1 << 40
 
 // Punch implements wire.Handler: it deallocates [off, off+length) of obj
 // (reads of it return zeros) without changing its size.
