@@ -57,14 +57,18 @@ func addFSCommands(root *cobra.Command, g *globals) {
 	var mode string
 	mkdir := &cobra.Command{Use: "mkdir [-p] PATH...", Short: "Make directories", GroupID: "fs", Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, err := strconv.ParseUint(mode, 8, 32)
-			if err != nil || m > 0o7777 {
-				return fmt.Errorf("--mode %q: want an octal mode such as 755", mode)
+			m := -1 // 0777 less the umask, as mkdir(1)
+			if cmd.Flags().Changed("mode") {
+				v, err := strconv.ParseUint(mode, 8, 32)
+				if err != nil || v > 0o7777 {
+					return fmt.Errorf("--mode %q: want an octal mode such as 755", mode)
+				}
+				m = int(v)
 			}
-			return cli.Mkdir(cmd.Context(), g.env(cmd), args, parents, uint32(m))
+			return cli.Mkdir(cmd.Context(), g.env(cmd), args, parents, m)
 		}}
 	mkdir.Flags().BoolVarP(&parents, "parents", "p", false, "make parents as needed, no error if existing")
-	mkdir.Flags().StringVarP(&mode, "mode", "m", "755", "permission bits (octal)")
+	mkdir.Flags().StringVarP(&mode, "mode", "m", "", "permission bits (octal; default 0777 less the umask, as mkdir)")
 	root.AddCommand(mkdir)
 
 	var pc, pi int

@@ -225,7 +225,10 @@ func Ls(ctx context.Context, e Env, arg string, long, asJSON bool) error {
 
 // Mkdir makes directories (and their parents with parents; then an
 // existing directory is no error).
-func Mkdir(ctx context.Context, e Env, args []string, parents bool, mode uint32) error {
+// A mode of -1 is mkdir(1)'s default: 0777 less the umask (which the MDT
+// applies, unless the parent has a default ACL); parents made by -p also
+// get u+wx, as mkdir -p gives them.
+func Mkdir(ctx context.Context, e Env, args []string, parents bool, mode int) error {
 	c, ops, err := e.openEach(ctx, args)
 	if err != nil {
 		return err
@@ -248,7 +251,19 @@ func Mkdir(ctx context.Context, e Env, args []string, parents bool, mode uint32)
 	return r.result()
 }
 
-func mkdir(ctx context.Context, c *client.Client, p string, parents bool, mode uint32) error {
+func mkdir(ctx context.Context, c *client.Client, p string, parents bool, mode int) error {
+	made := func(parent fid.FID, name string, last bool) (*pb.Inode, error) {
+		m, mask := uint32(0o777), umask()
+		switch {
+		case mode >= 0 && last:
+			m, mask = uint32(mode), 0
+		case !last:
+			m = (0o777 &^ mask) | 0o300
+			mask = 0
+		}
+		ino, _, err := c.Create(ctx, parent, name, syscall.S_IFDIR|m&0o7777, client.CreateOpts{Exclusive: true, Umask: mask})
+		return ino, err
+	}
 	if !parents {
 		parent, name, err := c.ResolveParent(ctx, p)
 		if errors.Is(err, syscall.ENOENT) {
@@ -257,19 +272,17 @@ func mkdir(ctx context.Context, c *client.Client, p string, parents bool, mode u
 		if err != nil {
 			return err
 		}
-		_, err = c.Mkdir(ctx, fidOf(parent), name, mode)
+		_, err = made(fidOf(parent), name, true)
 		return err
 	}
+	parts := strings.FieldsFunc(p, func(r rune) bool { return r == '/' })
 	cur := fid.Root
 	done := "/"
-	for _, part := range strings.Split(strings.Trim(p, "/"), "/") {
-		if part == "" {
-			continue
-		}
+	for i, part := range parts {
 		done = path.Join(done, part)
 		ino, err := c.Lookup(ctx, cur, part)
 		if errors.Is(err, syscall.ENOENT) {
-			ino, err = c.Mkdir(ctx, cur, part, mode)
+			ino, err = made(cur, part, i == len(parts)-1)
 			if errors.Is(err, syscall.EEXIST) {
 				ino, err = c.Lookup(ctx, cur, part)
 			}
@@ -373,7 +386,7 @@ func Put(ctx context.Context, e Env, local, remoteArg string, so StripeOpts) err
 		if src == nil {
 			src = os.Stdin
 		}
-		perm = 0o666 &^ umask()
+		perm = 0o666
 	} else {
 		f, err := os.Open(local)
 		if err != nil {
@@ -387,8 +400,10 @@ func Put(ctx context.Context, e Env, local, remoteArg string, so StripeOpts) err
 		if st.IsDir() {
 			return fmt.Errorf("put %s: is a directory (copy files one by one)", local)
 		}
-		// As cp(1) makes a new file: the source's bits less the umask.
-		src, perm = f, uint32(st.Mode().Perm())&^umask()
+		// As cp(1) makes a new file: the source's bits less the umask
+		// (the MDT applies it, unless the directory has a default ACL,
+		// which replaces it as in the kernel).
+		src, perm = f, uint32(st.Mode().Perm())
 	}
 	l, err := so.layout()
 	if err != nil {
@@ -434,7 +449,7 @@ func Put(ctx context.Context, e Env, local, remoteArg string, so StripeOpts) err
 		}
 	}
 	tmp := partialName(name)
-	ino, _, err := c.Create(ctx, dir, tmp, syscall.S_IFREG|perm, client.CreateOpts{Exclusive: true, Layout: l})
+	ino, _, err := c.Create(ctx, dir, tmp, syscall.S_IFREG|perm, client.CreateOpts{Exclusive: true, Layout: l, Umask: umask()})
 	if err != nil {
 		if mdtDown(err) || errors.Is(err, syscall.ENOSPC) {
 			return opError("put", remoteArg, err)
@@ -878,6 +893,13 @@ func unwrapPath(err error) error {
 // so that a removal elsewhere meanwhile does not cut the copy short; p is
 // told how far the copy is.
 func copyOut(ctx context.Context, c *client.Client, ino *pb.Inode, dst io.Writer, p *progress) error {
+	// The OSTs serve any object: the read permission is asked here, as
+	// the kernel asks before a mount reads.
+	if ok, err := c.MayAccess(ctx, ino, 4); err != nil {
+		return err
+	} else if !ok {
+		return syscall.EACCES
+	}
 	_, release, err := c.Hold(ctx, fidOf(ino))
 	if err != nil {
 		return err

@@ -59,6 +59,16 @@ func (c *Client) Open(ctx context.Context, f fid.FID, flags int) (*File, error) 
 	if ino.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return nil, &rpc.Errno{Op: "open " + f.String(), Errno: syscall.EINVAL, Msg: "not a regular file"}
 	}
+	mask := uint32(4)
+	switch flags & syscall.O_ACCMODE {
+	case syscall.O_WRONLY:
+		mask = 2
+	case syscall.O_RDWR:
+		mask = 6
+	}
+	if err := c.checkAccess(ctx, "open", ino, mask); err != nil {
+		return nil, err
+	}
 	fl := c.OpenInode(ino)
 	if flags&syscall.O_TRUNC != 0 && flags&(syscall.O_WRONLY|syscall.O_RDWR) != 0 && ino.Size > 0 {
 		if err := fl.Truncate(ctx, 0); err != nil {

@@ -260,6 +260,14 @@ func (c *Client) setattr(ctx context.Context, op *pb.SetattrOp) (*pb.Inode, []ui
 			return nil, nil, err
 		}
 		if ino.Layout != nil && ino.Mode&syscall.S_IFMT == syscall.S_IFREG {
+			// The MDT decides after the objects are cut: ask its rule
+			// first (the owner, root, or write access), or a refused
+			// truncate still destroyed the data.
+			if cred := c.cred(ctx); cred.GetUid() != 0 && cred.GetUid() != ino.Uid {
+				if err := c.checkAccess(ctx, "truncate", ino, 2); err != nil {
+					return nil, nil, err
+				}
+			}
 			if epochs, err = c.truncateObjects(ctx, ino, op.Size); err != nil {
 				return nil, nil, err
 			}
