@@ -34,6 +34,9 @@ const (
 	// an object whose linkEA is marked overflowed since before the run:
 	// if every name is recorded by now, the mark goes
 	flagOverflow = 16
+	// a linkEA marked overflowed without room for some of the names left
+	// out: their entries were not traced
+	flagFull = 32
 )
 
 type nameKey struct {
@@ -59,6 +62,7 @@ func traceKey(it *pb.LfsckTraceItem) []byte {
 func (r *run) resolveNames() ([]*pb.LfsckTraceItem, error) {
 	items := r.items
 	r.items = nil
+	full := map[fid.FID]uint64{} // objects whose names left out were not traced -> local key
 	if r.names.pending() > 0 {
 		type want struct{ entries, claims map[uint64]bool }
 		bySrc := map[uint64]*want{}
@@ -110,6 +114,10 @@ func (r *run) resolveNames() ([]*pb.LfsckTraceItem, error) {
 				name := it.Key()[17:]
 				cf, ctyp, ok := mdt.DecodeDirent(it.Value())
 				if ok && w.entries[r.names.hash(o.fid, name, cf, ctyp)] {
+					if ov, marked := r.overflowed[cf]; marked && mdt.LinkBytes(name) > ov.room {
+						full[cf] = ov.local // left out, and no room to record it
+						continue
+					}
 					items = append(items, &pb.LfsckTraceItem{Kind: itemEntry, Child: cf.PB(), Parent: o.fid.PB(),
 						Name: append([]byte(nil), name...), Type: uint32(ctyp), Local: src})
 				}
@@ -120,6 +128,10 @@ func (r *run) resolveNames() ([]*pb.LfsckTraceItem, error) {
 				return nil, err
 			}
 		}
+	}
+	for f, local := range full {
+		// Merged below with the object's own item, if it has one.
+		items = append(items, &pb.LfsckTraceItem{Kind: itemObject, Child: f.PB(), Local: local, Flags: flagFull})
 	}
 	r.names = newNameMatch()
 	sort.Slice(items, func(i, j int) bool { return bytes.Compare(traceKey(items[i]), traceKey(items[j])) < 0 })
@@ -400,9 +412,13 @@ func (r *run) reconcile(child fid.FID, group []*pb.LfsckTraceItem, claims map[na
 	snap := r.env.Target.DB().NewSnapshot()
 	defer snap.Close()
 	var entries []*pb.LfsckTraceItem
+	full := false // names left out were not traced (flagFull)
 	for _, it := range group {
 		if it.Kind == itemEntry {
 			entries = append(entries, it)
+		}
+		if it.Kind == itemObject && it.Flags&flagFull != 0 {
+			full = true
 		}
 	}
 	local, ino, err := r.lookup(snap, child)
@@ -610,7 +626,7 @@ func (r *run) reconcile(child fid.FID, group []*pb.LfsckTraceItem, claims map[na
 	overflow := ino.LinksOverflowIndex
 	// A list marked overflowed names fewer than the object has: with none
 	// seen, the object is an orphan only if this run saw every name.
-	unseen := overflow != 0 && !r.everyNameSeen(overflow)
+	unseen := overflow != 0 && (full || !r.everyNameSeen(overflow))
 	if len(keep) == 0 && unrecorded == 0 && nlink > 0 && !unseen && child != fid.LostFound && !mdt.PendingOrphan(snap, child) {
 		// Nothing names it: an orphan, for lost+found (-o).
 		base := "%F-O"

@@ -102,14 +102,15 @@ type run struct {
 	direntsUnread atomic.Bool
 	names         *nameMatch
 	items         []*pb.LfsckTraceItem
-	omu           sync.Mutex          // guards overlay against the OST result handlers
-	overlay       map[fid.FID]uint64  // OI corrections (FID -> local)
-	losers        map[uint64]bool     // objects that lost an OI conflict
-	confirmed     fidBitmap           // FIDs whose OI entry the object scan confirmed
-	refs          map[uint32]*bitmap  // OST objects of our sequence named by a layout
-	refsIdx       []*bitmap           // the same, by OST index (refsOf)
-	dups          map[stripe]bool     // OST objects named twice, no PFID known
-	lost          map[lostSlot]stripe // with -o: dangling slots left for after the orphan step (lost.go); under mu
+	overflowed    map[fid.FID]overflowed // objects whose linkEA is marked overflowed (resolveNames)
+	omu           sync.Mutex             // guards overlay against the OST result handlers
+	overlay       map[fid.FID]uint64     // OI corrections (FID -> local)
+	losers        map[uint64]bool        // objects that lost an OI conflict
+	confirmed     fidBitmap              // FIDs whose OI entry the object scan confirmed
+	refs          map[uint32]*bitmap     // OST objects of our sequence named by a layout
+	refsIdx       []*bitmap              // the same, by OST index (refsOf)
+	dups          map[stripe]bool        // OST objects named twice, no PFID known
+	lost          map[lostSlot]stripe    // with -o: dangling slots left for after the orphan step (lost.go); under mu
 	// dangling: the trace items of objects phase 2 found missing, to look
 	// at again once the run's own creations are applied (settleDangling);
 	// under mu.
@@ -135,6 +136,13 @@ type run struct {
 	ostMu     sync.Mutex
 	ostMap    map[uint32]OST
 	ostAt     time.Time
+}
+
+// overflowed is an object whose linkEA is marked overflowed: the bytes of
+// names it has room for, and its local key.
+type overflowed struct {
+	room  int
+	local uint64
 }
 
 func newRun(c *Checker, st *pb.LfsckState, resume bool) *run {

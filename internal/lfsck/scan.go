@@ -523,6 +523,16 @@ func (r *run) nsObject(snap *kv.Snapshot, local uint64, v []byte, o *object, itD
 		case !isDir && len(o.links) > 1 && linksBytes(o.links) > mdt.LinksMaxBytes:
 			flags = flagOverflow
 		}
+		if !isDir && o.linksOverflow != 0 {
+			// The room its linkEA has: resolveNames does not trace the
+			// entries of names that cannot be recorded (a tree of
+			// hard-linked snapshots traced every name past the bound, on
+			// every run).
+			if r.overflowed == nil {
+				r.overflowed = map[fid.FID]overflowed{}
+			}
+			r.overflowed[o.fid] = overflowed{room: mdt.LinksMaxBytes - linksBytes(o.links), local: local}
+		}
 		if flags != 0 {
 			r.items = append(r.items, &pb.LfsckTraceItem{Kind: itemObject, Child: o.fid.PB(), Local: local, Flags: flags})
 		}
