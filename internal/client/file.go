@@ -534,16 +534,8 @@ func (c *Client) truncateObjects(ctx context.Context, ino *pb.Inode, size uint64
 	}
 	epochs := make([]uint64, len(l.Objects))
 	cut := func(ctx context.Context, i int) error {
-		o := l.Objects[i]
-		if isHole(o) {
-			return nil
-		}
-		wc, err := c.wireFor(o.Ost)
-		if err != nil {
-			return err
-		}
-		objSize := layout.ObjectSize(uint64(l.StripeSize), len(l.Objects), i, size)
-		return c.retryIO(ctx, "truncate", objRef{o.Ost, fid.FromPB(ino.Fid), i}, func(ctx context.Context) (err error) {
+		return c.onObject(ctx, ino, "truncate", i, func(ctx context.Context, wc *wire.Client, o *pb.StripeObject, i int) (err error) {
+			objSize := layout.ObjectSize(uint64(l.StripeSize), len(l.Objects), i, size)
 			epochs[i], err = wc.Truncate(ctx, objID(o), objSize, objMeta(ino, i))
 			return err
 		})
@@ -572,19 +564,24 @@ const syncObjectsFrom = 1 << 40
 // eachObject runs op on every object of ino's layout (not the slots that
 // name none), in parallel, each with the retries of any I/O (retryIO).
 func (c *Client) eachObject(ctx context.Context, ino *pb.Inode, what string, op func(ctx context.Context, wc *wire.Client, o *pb.StripeObject, i int) error) error {
-	l := ino.Layout
-	return parallel(ctx, len(l.Objects), ioParallel, func(ctx context.Context, i int) error {
-		o := l.Objects[i]
-		if isHole(o) {
-			return nil
-		}
-		wc, err := c.wireFor(o.Ost)
-		if err != nil {
-			return err
-		}
-		return c.retryIO(ctx, what, objRef{o.Ost, fid.FromPB(ino.Fid), i}, func(ctx context.Context) error {
-			return op(ctx, wc, o, i)
-		})
+	return parallel(ctx, len(ino.Layout.Objects), ioParallel, func(ctx context.Context, i int) error {
+		return c.onObject(ctx, ino, what, i, op)
+	})
+}
+
+// onObject runs op on object i of ino's layout (nothing for a slot that
+// names none), with the retries of any I/O (retryIO).
+func (c *Client) onObject(ctx context.Context, ino *pb.Inode, what string, i int, op func(ctx context.Context, wc *wire.Client, o *pb.StripeObject, i int) error) error {
+	o := ino.Layout.Objects[i]
+	if isHole(o) {
+		return nil
+	}
+	wc, err := c.wireFor(o.Ost)
+	if err != nil {
+		return err
+	}
+	return c.retryIO(ctx, what, objRef{o.Ost, fid.FromPB(ino.Fid), i}, func(ctx context.Context) error {
+		return op(ctx, wc, o, i)
 	})
 }
 
