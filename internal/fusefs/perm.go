@@ -4,6 +4,8 @@ import (
 	"errors"
 	"syscall"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
+
 	pb "nacre/api/nacrepb"
 )
 
@@ -49,8 +51,14 @@ func mayAccess(ino *pb.Inode, c *pb.Cred, mask uint32) bool {
 	return bits&mask == mask
 }
 
-// openMask is the access an open(2) with these flags needs.
+// openMask is the access an open(2) with these flags needs. The kernel's
+// open of a program for execve is O_RDONLY marked __FMODE_EXEC: it needs
+// execute permission, not read (an execute-only program runs, as on any
+// Linux file system; the kernel reads it, not the user).
 func openMask(flags uint32) uint32 {
+	if flags&fuse.FMODE_EXEC != 0 {
+		return 1
+	}
 	var m uint32
 	switch flags & syscall.O_ACCMODE {
 	case syscall.O_RDONLY:
