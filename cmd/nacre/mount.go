@@ -44,7 +44,9 @@ Options (-o, comma-separated):
   acl                     POSIX ACLs, with default_permissions (default; noacl)
   ro                      read-only
   attr_timeout=S          attribute cache timeout in seconds (default 1)
-  entry_timeout=S         name cache timeout (default 1)
+  entry_timeout=S         name cache timeout (default 1; none without
+                          default_permissions: each walk checks search
+                          permission)
   negative_timeout=S      cache of missing names (default 0)
   max_background=N        kernel's asynchronous requests in flight (default 64)
   readahead_kb=N          readahead window (default 4096)

@@ -76,7 +76,7 @@ func (fs *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut
 		if ino.Mode&syscall.S_IFMT != syscall.S_IFDIR {
 			return fuse.ENOTDIR
 		}
-		if !mayAccess(ino, cred, 4) {
+		if !fs.mayAccess(ctx, ino, cred, 4) {
 			return fuse.EACCES
 		}
 		d.f = n.fid

@@ -245,7 +245,7 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 	default:
 		return fuse.Status(syscall.ENXIO)
 	}
-	if !mayAccess(ino, cred, openMask(in.Flags)) {
+	if !fs.mayAccess(ctx, ino, cred, openMask(in.Flags)) {
 		return fuse.EACCES
 	}
 	h, keep := fs.openHandle(n, ino, in.Flags)
@@ -342,7 +342,7 @@ func (fs *FS) createFile(in *fuse.CreateIn, name string, out *fuse.CreateOut, at
 		if err := fs.c.Glimpse(ctx, ino); err != nil {
 			return fs.status("create", err)
 		}
-		if !mayAccess(ino, cred, openMask(in.Flags)) {
+		if !fs.mayAccess(ctx, ino, cred, openMask(in.Flags)) {
 			return fuse.EACCES
 		}
 	}

@@ -106,7 +106,16 @@ type FS struct {
 	sess *client.Session
 	o    Options
 	log  *slog.Logger
-	srv  *fuse.Server
+	// kernelACLs: the kernel checks permissions, ACLs included
+	// (default_permissions with acl), before an open reaches the daemon.
+	kernelACLs bool
+	// noNameCache: the kernel caches no name (entry timeout 0). Without
+	// default_permissions it checks no directory's search permission
+	// itself; only a lookup, which the MDT answers as the caller, does.
+	// A name it cached would let anyone through a directory they may not
+	// search, so every walk looks each name up again.
+	noNameCache bool
+	srv         *fuse.Server
 
 	mu      sync.Mutex
 	nodes   map[uint64]*node
@@ -575,7 +584,13 @@ func (fs *FS) fillEntry(ino *pb.Inode, out *fuse.EntryOut) *node {
 	n := fs.register(ino)
 	out.NodeId = n.id
 	out.Generation = 0
-	out.SetEntryTimeout(fs.o.EntryTimeout)
+	if fs.noNameCache {
+		// Not even the shortest timeout: the kernel rounds it up to a
+		// clock tick, time enough for another user's walk.
+		out.SetEntryTimeout(0)
+	} else {
+		out.SetEntryTimeout(fs.o.EntryTimeout)
+	}
 	out.SetAttrTimeout(fs.o.AttrTimeout)
 	fs.fillAttr(n, ino, &out.Attr)
 	return n

@@ -135,7 +135,14 @@ func MountFS(ctx context.Context, c *client.Client, dir string, o MountOptions) 
 		host, _ := os.Hostname()
 		o.Name = host + ":" + dir
 	}
+	if !o.DefaultPermissions {
+		// The kernel caches no names (FS.noNameCache): what the mount
+		// notes of the names it holds (checkName) expires at once too.
+		o.EntryTimeout = time.Nanosecond
+	}
 	fs := New(c, o.Options)
+	fs.noNameCache = !o.DefaultPermissions
+	fs.kernelACLs = o.DefaultPermissions && o.ACL
 	sess, err := c.StartSession(ctx, o.Name, client.SessionHandlers{Invalidate: fs.Invalidate, RevokeAppend: fs.RevokeAppend, SessionLost: fs.AppendTokensLost, OpenFIDs: fs.openFileFIDs})
 	if err != nil {
 		return nil, fmt.Errorf("open a session with the MDS: %w", err)

@@ -199,7 +199,7 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.Attr
 			// here when the kernel does not check permissions
 			// (no_default_permissions): one who may not write is refused.
 			if cur, gerr := fs.c.Getattr(ctx, f); gerr == nil && cur.Mode&0o7777&^(syscall.S_ISUID|syscall.S_ISGID) == op.Mode &&
-				cur.Mode&0o7777 != op.Mode && mayAccess(cur, fs.cred(&in.InHeader), 2) {
+				cur.Mode&0o7777 != op.Mode && fs.mayAccess(ctx, cur, fs.cred(&in.InHeader), 2) {
 				ino, err = fs.c.Setattr(client.WithCred(ctx, &pb.Cred{}), op)
 			}
 		}
@@ -552,11 +552,12 @@ func (fs *FS) Access(cancel <-chan struct{}, in *fuse.AccessIn) fuse.Status {
 		return st
 	}
 	cred := fs.cred(&in.InHeader)
-	ino, err := fs.c.Getattr(client.WithCred(context.Background(), cred), f)
+	ctx := client.WithCred(context.Background(), cred)
+	ino, err := fs.c.Getattr(ctx, f)
 	if err != nil {
 		return fs.status("access", err)
 	}
-	if !mayAccess(ino, cred, in.Mask) {
+	if !fs.mayAccess(ctx, ino, cred, in.Mask) {
 		return fuse.EACCES
 	}
 	return fuse.OK

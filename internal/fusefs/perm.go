@@ -1,12 +1,15 @@
 package fusefs
 
 import (
+	"context"
 	"errors"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	pb "nacre/api/nacrepb"
+	"nacre/internal/client"
+	"nacre/internal/fid"
 )
 
 func asErrno(err error, e *syscall.Errno) bool { return errors.As(err, e) }
@@ -23,15 +26,35 @@ func inGroup(c *pb.Cred, gid uint32) bool {
 	return false
 }
 
-// mayAccess applies the POSIX permission bits (R_OK 4, W_OK 2, X_OK 1),
-// as the MDT does: root may do anything but execute a file no one may
-// execute. An object with an access ACL is let through: the kernel has
-// checked it against the ACL already (a mount with ACLs always has
-// default_permissions), and the MDT checks its own operations.
-func mayAccess(ino *pb.Inode, c *pb.Cred, mask uint32) bool {
-	if ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_ACL) != 0 {
+// mayAccess applies the POSIX permission bits (R_OK 4, W_OK 2, X_OK 1)
+// and, to an object with an access ACL, the ACL (client.MayAccess reads
+// it from the MDT), as the MDT does: root
+// may do anything but execute a file no one may execute. On a mount whose
+// kernel checks ACLs (default_permissions with acl) the kernel has
+// checked the ACL already, and it is not fetched again; on one without
+// default_permissions the daemon is the only check the open has (the MDT
+// checks its own operations, not opens), and an ACL that does not say
+// who else may read or write is not a grant to everyone.
+func (fs *FS) mayAccess(ctx context.Context, ino *pb.Inode, c *pb.Cred, mask uint32) bool {
+	if ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_ACL) == 0 || c.Uid == 0 || c.Uid == ino.Uid {
+		// The owner's class is the mode's owner bits, ACL or not.
+		return modeAllows(ino, c, mask)
+	}
+	if fs.kernelACLs {
 		return true
 	}
+	ok, err := fs.c.MayAccess(client.WithCred(ctx, c), ino, mask)
+	if err != nil {
+		// Refused: an ACL that could not be read or decoded grants
+		// nothing here.
+		fs.log.Info("could not read an access ACL; access refused", "fid", fid.FromPB(ino.Fid), "uid", c.Uid, "err", err)
+		return false
+	}
+	return ok
+}
+
+// modeAllows applies the POSIX permission bits only.
+func modeAllows(ino *pb.Inode, c *pb.Cred, mask uint32) bool {
 	mask &= 7
 	if c.Uid == 0 {
 		if mask&1 == 0 || ino.Mode&syscall.S_IFMT == syscall.S_IFDIR {

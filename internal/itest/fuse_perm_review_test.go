@@ -49,3 +49,53 @@ func asNobody(p string) *exec.Cmd {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
 	return cmd
 }
+
+// TestFuseNoDefaultPermissionsACL: without default_permissions the
+// daemon's check of an open applies the file's access ACL (an ACL was a
+// pass for anyone: any user read and wrote any file that had one).
+func TestFuseNoDefaultPermissionsACL(t *testing.T) {
+	needFUSE(t)
+	cl := testcluster.Start(t, testcluster.Options{})
+	acls := mountFuse(t, cl, "allow_other")
+	must := mustOf(t)
+	must(os.Mkdir(acls.Path("d"), 0o755))
+	// f: another user named, so nobody (uid 65534) is "other", with no
+	// access; g: nobody named, with read only.
+	must(os.WriteFile(acls.Path("d", "f"), []byte("secret\n"), 0o600))
+	must(os.WriteFile(acls.Path("d", "g"), []byte("shared\n"), 0o600))
+	setfacl(t, "-m", "u:1234:rw", acls.Path("d", "f"))
+	setfacl(t, "-m", "u:65534:r", acls.Path("d", "g"))
+
+	m := mountFuse(t, cl, "allow_other,no_default_permissions")
+	dir := m.Path("d")
+	mustFailUser(t, dir, "cat f", "Permission denied")
+	mustFailUser(t, dir, "echo x >> f", "Permission denied")
+	mustUser(t, dir, "cat g")
+	mustFailUser(t, dir, "echo x >> g", "Permission denied")
+	if out, _ := asUser(t, dir, "test -r g && ! test -w g && ! test -r f && echo ok"); out != "ok" {
+		t.Fatalf("access(2) as uid %d: %q, want g readable only and f not", nobody, out)
+	}
+	if b, err := os.ReadFile(m.Path("d", "f")); err != nil || string(b) != "secret\n" {
+		t.Fatalf("root reading f: %q %v", b, err)
+	}
+}
+
+// TestFuseNoDefaultPermissionsSearch: without default_permissions a name
+// the kernel cached (from root's walk) does not let another user through
+// a directory they may not search: the kernel checks no search permission
+// there itself, the MDT's lookup does.
+func TestFuseNoDefaultPermissionsSearch(t *testing.T) {
+	needFUSE(t)
+	cl := testcluster.Start(t, testcluster.Options{})
+	m := mountFuse(t, cl, "allow_other,no_default_permissions")
+	must := mustOf(t)
+	must(os.Mkdir(m.Path("priv"), 0o700))
+	must(os.WriteFile(m.Path("priv", "pub"), []byte("pub\n"), 0o644))
+	for i := 0; i < 3; i++ {
+		if _, err := os.ReadFile(m.Path("priv", "pub")); err != nil {
+			t.Fatal(err)
+		}
+		mustFailUser(t, m.Dir, "cat priv/pub", "Permission denied")
+	}
+	mustFailUser(t, m.Dir, "cd priv", "can't cd")
+}
