@@ -282,7 +282,9 @@ func (fs *FS) openTruncate(ctx context.Context, hdr *fuse.InHeader, h *handle, i
 		return fs.truncateHandle(ctx, h, 0)
 	}
 	defer fs.forgetFIDAttrs(h.of.fid)
-	if _, err := fs.c.Setattr(ctx, &pb.SetattrOp{Fid: h.of.fid.PB(), Valid: uint32(pb.SetattrValid_SETATTR_MTIME_NOW)}); err != nil {
+	// With the change time: the modification's own times, a writer's,
+	// not utimensat's choice of one time, the owner's (internal/mdt).
+	if _, err := fs.c.Setattr(ctx, &pb.SetattrOp{Fid: h.of.fid.PB(), Valid: modifiedNow}); err != nil {
 		return fs.status("truncate", err)
 	}
 	if fs.sess != nil {
@@ -674,7 +676,7 @@ func (fs *FS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Statu
 	// it allocated nothing new: a truncate that extends does it, else
 	// touch.
 	touch := func() fuse.Status {
-		_, err := fs.c.Setattr(ctx, &pb.SetattrOp{Fid: of.fid.PB(), Valid: uint32(pb.SetattrValid_SETATTR_MTIME_NOW)})
+		_, err := fs.c.Setattr(ctx, &pb.SetattrOp{Fid: of.fid.PB(), Valid: modifiedNow})
 		return fs.status("fallocate", err)
 	}
 	extend := func() fuse.Status {

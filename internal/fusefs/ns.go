@@ -162,6 +162,12 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.Attr
 		op.Valid |= uint32(pb.SetattrValid_SETATTR_CTIME)
 		op.CtimeNs = nsOf(in.Ctime, in.Ctimensec)
 	}
+	if v&fuse.FATTR_SIZE != 0 && op.Valid&uint32(pb.SetattrValid_SETATTR_MTIME_NOW) != 0 {
+		// truncate(2)'s own times (the kernel sends them as "mtime
+		// now"): a writer's, not utimensat's choice of one time, which
+		// the MDT leaves to the owner.
+		op.Valid |= uint32(pb.SetattrValid_SETATTR_CTIME_NOW)
+	}
 	if op.Valid == 0 && v&fuse.FATTR_SIZE == 0 {
 		// Nothing to change: chown(f, -1, -1), which moves the change
 		// time on Linux file systems (the kernel sends no time).

@@ -74,6 +74,12 @@ func modeAllows(ino *pb.Inode, c *pb.Cred, mask uint32) bool {
 	return bits&mask == mask
 }
 
+// modifiedNow sets the modification and change times to now: those of a
+// write-like change (an O_TRUNC open of an empty file, fallocate) that
+// the MDT lets any writer set (a lone SETATTR_MTIME_NOW is utimensat's,
+// the owner's).
+const modifiedNow = uint32(pb.SetattrValid_SETATTR_MTIME_NOW | pb.SetattrValid_SETATTR_CTIME_NOW)
+
 // openMask is the access an open(2) with these flags needs. The kernel's
 // open of a program for execve is O_RDONLY marked __FMODE_EXEC: it needs
 // execute permission, not read (an execute-only program runs, as on any

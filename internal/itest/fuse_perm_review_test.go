@@ -99,3 +99,24 @@ func TestFuseNoDefaultPermissionsSearch(t *testing.T) {
 	}
 	mustFailUser(t, m.Dir, "cd priv", "can't cd")
 }
+
+// TestFuseWriterTimes: another user who may write a file sets both its
+// times to now (touch) and changes it (O_TRUNC, truncate, fallocate), but
+// setting one time alone to now is the owner's (EPERM, as on ext4), with
+// and without default_permissions.
+func TestFuseWriterTimes(t *testing.T) {
+	needFUSE(t)
+	cl := testcluster.Start(t, testcluster.Options{})
+	for i, opts := range []string{"allow_other", "allow_other,no_default_permissions"} {
+		t.Run(strings.ReplaceAll(opts, ",", "+"), func(t *testing.T) {
+			m := mountFuse(t, cl, opts)
+			name := string(rune('a' + i))
+			must := mustOf(t)
+			must(os.WriteFile(m.Path(name), nil, 0o666))
+			must(os.Chmod(m.Path(name), 0o666))
+			mustUser(t, m.Dir, ": > "+name+" && truncate -s 10 "+name+" && fallocate -l 8192 "+name+" && touch "+name)
+			mustFailUser(t, m.Dir, "touch -m "+name, "Operation not permitted")
+			mustFailUser(t, m.Dir, "touch -a "+name, "Operation not permitted")
+		})
+	}
+}

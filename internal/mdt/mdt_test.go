@@ -61,6 +61,9 @@ func (n directNS) do(op any) (*pb.Reply, error) {
 		cmd.Op = &pb.Command_Setxattr{Setxattr: o}
 	case *pb.RemovexattrOp:
 		cmd.Op = &pb.Command_Removexattr{Removexattr: o}
+	case *pb.TmpfileOp:
+		o.Osts = n.osts
+		cmd.Op = &pb.Command_Tmpfile{Tmpfile: o}
 	}
 	r, err := n.d.Do(cmd)
 	if err != nil {

@@ -220,6 +220,9 @@ func (x *txn) link(op *pb.LinkOp) (*pb.Reply, error) {
 	if isDir(ino) {
 		return nil, errf(syscall.EPERM, "hard link to directory %s", f)
 	}
+	if !x.mayHardlink(local, ino) {
+		return nil, errf(syscall.EPERM, "hard link to %s: uid %d is not the owner and may not both read and write it (protected_hardlinks)", f, x.cred.Uid)
+	}
 	pf := fid.FromPB(op.Parent)
 	plocal, parent, err := x.getDir(pf, accW|accX, "parent")
 	if err != nil {
@@ -243,6 +246,24 @@ func (x *txn) link(op *pb.LinkOp) (*pb.Reply, error) {
 	out := cloneInode(ino)
 	out.Links = nil
 	return &pb.Reply{Inode: out}, nil
+}
+
+// mayHardlink is Linux's protected_hardlinks rule (fs.protected_hardlinks
+// = 1, the default of every distribution): root and the owner may link
+// anything; anyone else only a regular file that is neither set-user-ID
+// nor executable set-group-ID and that they may read and write. Else a
+// user could pin another's file (a set-ID program about to be fixed, a
+// file they may not even read) in a directory of their own. The kernel
+// checks it only for its own mounts: the MDT for every client.
+func (x *txn) mayHardlink(local uint64, ino *pb.Inode) bool {
+	c := x.cred
+	if c.Uid == 0 || c.Uid == ino.Uid {
+		return true
+	}
+	if !isReg(ino) || ino.Mode&syscall.S_ISUID != 0 || ino.Mode&(syscall.S_ISGID|syscall.S_IXGRP) == syscall.S_ISGID|syscall.S_IXGRP {
+		return false
+	}
+	return mayAccess(x.b, local, ino, c, accR|accW)
 }
 
 func (x *txn) unlink(op *pb.UnlinkOp) (*pb.Reply, error) {
@@ -470,6 +491,11 @@ func (x *txn) exchange(op *pb.RenameOp, spf, dpf fid.FID, sp, dp, s, d *loaded, 
 		} else if in {
 			return nil, errf(syscall.EINVAL, "exchange moves directory %q into itself", dstName)
 		}
+		// Its ".." changes, as the source's does (rename checked that):
+		// Linux asks write permission on each directory that moves.
+		if !mayAccess(x.b, d.local, d.ino, x.cred, accW) {
+			return nil, errf(syscall.EACCES, "exchange moves directory %q to another parent: uid %d may not write it", dstName, x.cred.Uid)
+		}
 	}
 	x.b.Set(DirentKey(sp.local, srcName), encodeDirent(df, dtyp))
 	x.b.Set(DirentKey(dp.local, dstName), encodeDirent(sf, styp))
@@ -589,6 +615,17 @@ func (x *txn) setattr(op *pb.SetattrOp) (*pb.Reply, error) {
 		}
 	}
 	if has(pb.SetattrValid_SETATTR_ATIME_NOW) || has(pb.SetattrValid_SETATTR_MTIME_NOW) {
+		// utimensat lets a writer who is not the owner set both times
+		// to now (touch), nothing less: one time now and the other
+		// left (UTIME_OMIT) is a choice of times, the owner's (EPERM,
+		// as Linux's setattr_prepare). A modification's own time - a
+		// truncate (with the size) or an O_TRUNC open of an empty file
+		// or fallocate (with SETATTR_CTIME_NOW, which no utimensat
+		// sends) - is a writer's.
+		one := has(pb.SetattrValid_SETATTR_ATIME_NOW) != has(pb.SetattrValid_SETATTR_MTIME_NOW)
+		if one && !owner && !has(pb.SetattrValid_SETATTR_SIZE) && !has(pb.SetattrValid_SETATTR_CTIME_NOW) {
+			return nil, errf(syscall.EPERM, "set one time of %s to now: uid %d is not the owner", f, c.Uid)
+		}
 		if !owner && !mayAccess(x.b, local, ino, c, accW) {
 			return nil, errf(syscall.EACCES, "touch %s", f)
 		}
@@ -642,6 +679,12 @@ func (x *txn) checkXattr(local uint64, ino *pb.Inode, f fid.FID, name string) er
 	case hasPrefix(name, "user."):
 		if !isReg(ino) && !isDir(ino) {
 			return errf(syscall.EPERM, "user xattr on a special file %s", f)
+		}
+		// As Linux's xattr_permission: on a sticky directory (/tmp)
+		// only its owner and root write user xattrs, not every user who
+		// may write it.
+		if isDir(ino) && ino.Mode&syscall.S_ISVTX != 0 && x.cred.Uid != 0 && x.cred.Uid != ino.Uid {
+			return errf(syscall.EPERM, "set xattr %q on sticky directory %s: uid %d is not the owner", name, f, x.cred.Uid)
 		}
 		if x.cred.Uid != 0 && x.cred.Uid != ino.Uid && !mayAccess(x.b, local, ino, x.cred, accW) {
 			return errf(syscall.EACCES, "set xattr %q on %s", name, f)
