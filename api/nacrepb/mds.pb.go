@@ -2280,8 +2280,12 @@ func (x *XattrReply) GetNames() [][]byte {
 }
 
 type Fid2PathRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Fid           *FID                   `protobuf:"bytes,1,opt,name=fid,proto3" json:"fid,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Fid   *FID                   `protobuf:"bytes,1,opt,name=fid,proto3" json:"fid,omitempty"`
+	// The caller: only root resolves FIDs to paths (Lustre asks
+	// CAP_DAC_READ_SEARCH), since the paths say what the directories on the
+	// way would not let the caller search. None: an internal caller, root.
+	Cred          *Cred `protobuf:"bytes,2,opt,name=cred,proto3" json:"cred,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2319,6 +2323,13 @@ func (*Fid2PathRequest) Descriptor() ([]byte, []int) {
 func (x *Fid2PathRequest) GetFid() *FID {
 	if x != nil {
 		return x.Fid
+	}
+	return nil
+}
+
+func (x *Fid2PathRequest) GetCred() *Cred {
+	if x != nil {
+		return x.Cred
 	}
 	return nil
 }
@@ -2550,9 +2561,10 @@ const file_mds_proto_rawDesc = "" +
 	"XattrReply\x12\x14\n" +
 	"\x05errno\x18\x01 \x01(\x05R\x05errno\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x14\n" +
-	"\x05names\x18\x03 \x03(\fR\x05names\"2\n" +
+	"\x05names\x18\x03 \x03(\fR\x05names\"V\n" +
 	"\x0fFid2PathRequest\x12\x1f\n" +
-	"\x03fid\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x03fid\";\n" +
+	"\x03fid\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x03fid\x12\"\n" +
+	"\x04cred\x18\x02 \x01(\v2\x0e.nacre.v1.CredR\x04cred\";\n" +
 	"\rFid2PathReply\x12\x14\n" +
 	"\x05errno\x18\x01 \x01(\x05R\x05errno\x12\x14\n" +
 	"\x05paths\x18\x02 \x03(\fR\x05paths*\xc3\x02\n" +
@@ -2695,29 +2707,30 @@ var file_mds_proto_depIdxs = []int32{
 	33, // 51: nacre.v1.XattrRequest.fid:type_name -> nacre.v1.FID
 	29, // 52: nacre.v1.XattrRequest.cred:type_name -> nacre.v1.Cred
 	33, // 53: nacre.v1.Fid2PathRequest.fid:type_name -> nacre.v1.FID
-	37, // 54: nacre.v1.MDS.Hello:input_type -> nacre.v1.HelloRequest
-	1,  // 55: nacre.v1.MDS.Mutate:input_type -> nacre.v1.Command
-	20, // 56: nacre.v1.MDS.Lookup:input_type -> nacre.v1.LookupRequest
-	21, // 57: nacre.v1.MDS.Getattr:input_type -> nacre.v1.GetattrRequest
-	22, // 58: nacre.v1.MDS.Readdir:input_type -> nacre.v1.ReaddirRequest
-	25, // 59: nacre.v1.MDS.Getxattr:input_type -> nacre.v1.XattrRequest
-	25, // 60: nacre.v1.MDS.Listxattr:input_type -> nacre.v1.XattrRequest
-	27, // 61: nacre.v1.MDS.Fid2Path:input_type -> nacre.v1.Fid2PathRequest
-	38, // 62: nacre.v1.MDS.Statfs:input_type -> nacre.v1.StatfsRequest
-	39, // 63: nacre.v1.MDS.Hello:output_type -> nacre.v1.HelloReply
-	18, // 64: nacre.v1.MDS.Mutate:output_type -> nacre.v1.Reply
-	18, // 65: nacre.v1.MDS.Lookup:output_type -> nacre.v1.Reply
-	18, // 66: nacre.v1.MDS.Getattr:output_type -> nacre.v1.Reply
-	24, // 67: nacre.v1.MDS.Readdir:output_type -> nacre.v1.ReaddirReply
-	26, // 68: nacre.v1.MDS.Getxattr:output_type -> nacre.v1.XattrReply
-	26, // 69: nacre.v1.MDS.Listxattr:output_type -> nacre.v1.XattrReply
-	28, // 70: nacre.v1.MDS.Fid2Path:output_type -> nacre.v1.Fid2PathReply
-	40, // 71: nacre.v1.MDS.Statfs:output_type -> nacre.v1.StatfsReply
-	63, // [63:72] is the sub-list for method output_type
-	54, // [54:63] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	29, // 54: nacre.v1.Fid2PathRequest.cred:type_name -> nacre.v1.Cred
+	37, // 55: nacre.v1.MDS.Hello:input_type -> nacre.v1.HelloRequest
+	1,  // 56: nacre.v1.MDS.Mutate:input_type -> nacre.v1.Command
+	20, // 57: nacre.v1.MDS.Lookup:input_type -> nacre.v1.LookupRequest
+	21, // 58: nacre.v1.MDS.Getattr:input_type -> nacre.v1.GetattrRequest
+	22, // 59: nacre.v1.MDS.Readdir:input_type -> nacre.v1.ReaddirRequest
+	25, // 60: nacre.v1.MDS.Getxattr:input_type -> nacre.v1.XattrRequest
+	25, // 61: nacre.v1.MDS.Listxattr:input_type -> nacre.v1.XattrRequest
+	27, // 62: nacre.v1.MDS.Fid2Path:input_type -> nacre.v1.Fid2PathRequest
+	38, // 63: nacre.v1.MDS.Statfs:input_type -> nacre.v1.StatfsRequest
+	39, // 64: nacre.v1.MDS.Hello:output_type -> nacre.v1.HelloReply
+	18, // 65: nacre.v1.MDS.Mutate:output_type -> nacre.v1.Reply
+	18, // 66: nacre.v1.MDS.Lookup:output_type -> nacre.v1.Reply
+	18, // 67: nacre.v1.MDS.Getattr:output_type -> nacre.v1.Reply
+	24, // 68: nacre.v1.MDS.Readdir:output_type -> nacre.v1.ReaddirReply
+	26, // 69: nacre.v1.MDS.Getxattr:output_type -> nacre.v1.XattrReply
+	26, // 70: nacre.v1.MDS.Listxattr:output_type -> nacre.v1.XattrReply
+	28, // 71: nacre.v1.MDS.Fid2Path:output_type -> nacre.v1.Fid2PathReply
+	40, // 72: nacre.v1.MDS.Statfs:output_type -> nacre.v1.StatfsReply
+	64, // [64:73] is the sub-list for method output_type
+	55, // [55:64] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for extension type_name
+	55, // [55:55] is the sub-list for extension extendee
+	0,  // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_mds_proto_init() }

@@ -464,11 +464,14 @@ func (c *Client) Fid2Path(ctx context.Context, f fid.FID) ([]string, error) {
 	var rep *pb.Fid2PathReply
 	what := "fid2path " + f.String()
 	err := c.read(ctx, what, f, func(ctx context.Context, m pb.MDSClient) (err error) {
-		rep, err = m.Fid2Path(ctx, &pb.Fid2PathRequest{Fid: f.PB()})
+		rep, err = m.Fid2Path(ctx, &pb.Fid2PathRequest{Fid: f.PB(), Cred: c.cred(ctx)})
 		return err
 	})
 	if err != nil {
 		return nil, err
+	}
+	if rep.Errno == int32(syscall.EPERM) {
+		return nil, rpc.NewErrno(what, rep.Errno, "only root may resolve a FID to paths")
 	}
 	if rep.Errno != 0 {
 		return nil, rpc.NewErrno(what, rep.Errno, "")

@@ -39,6 +39,12 @@ func (fs *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out 
 		virtAttr(fidDirID, &out.Attr)
 		return fuse.OK
 	case fidDirID:
+		// Opening by FID skips the search permissions of every
+		// directory on the object's path: root's only, as Lustre's
+		// .lustre/fid needs CAP_DAC_READ_SEARCH.
+		if h.Uid != 0 {
+			return fuse.EPERM
+		}
 		f, err := fid.Parse(name)
 		if err != nil {
 			return fuse.ENOENT
@@ -48,6 +54,9 @@ func (fs *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out 
 			return fs.status("lookup fid", err)
 		}
 		fs.fillEntry(ino, out)
+		// Not cached: another user's walk through the name root looked
+		// up would not come here to be refused.
+		out.SetEntryTimeout(0)
 		return fuse.OK
 	case rootID:
 		if name == nacreDirName {

@@ -1,13 +1,19 @@
 package itest
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	pb "nacre/api/nacrepb"
+	"nacre/internal/client"
+	"nacre/internal/fid"
 	"nacre/internal/testcluster"
 )
 
@@ -118,5 +124,50 @@ func TestFuseWriterTimes(t *testing.T) {
 			mustFailUser(t, m.Dir, "touch -m "+name, "Operation not permitted")
 			mustFailUser(t, m.Dir, "touch -a "+name, "Operation not permitted")
 		})
+	}
+}
+
+// TestFidAccessIsRoots: an object reached by FID skips the search
+// permissions of the directories on its path, so .nacre/fid/<FID> on a
+// mount and fid2path are root's (EPERM for others, as Lustre without
+// CAP_DAC_READ_SEARCH), also right after root used the same name.
+func TestFidAccessIsRoots(t *testing.T) {
+	needFUSE(t)
+	cl := testcluster.Start(t, testcluster.Options{})
+	ctx := context.Background()
+	for i, opts := range []string{"allow_other", "allow_other,no_default_permissions"} {
+		t.Run(strings.ReplaceAll(opts, ",", "+"), func(t *testing.T) {
+			m := mountFuse(t, cl, opts)
+			must := mustOf(t)
+			priv := fmt.Sprintf("priv%d", i)
+			must(os.Mkdir(m.Path(priv), 0o700))
+			must(os.WriteFile(m.Path(priv, "f"), []byte("secret\n"), 0o644))
+			ino, err := cl.Client(t).Resolve(ctx, "/"+priv+"/f", false)
+			must(err)
+			name := fmt.Sprintf("[0x%x:0x%x:0x%x]", ino.Fid.Seq, ino.Fid.Oid, ino.Fid.Ver)
+			for round := 0; round < 2; round++ {
+				if b, err := os.ReadFile(m.Path(".nacre", "fid", name)); err != nil || string(b) != "secret\n" {
+					t.Fatalf("root opening by FID: %q %v", b, err)
+				}
+				mustFailUser(t, m.Dir, "cat .nacre/fid/'"+name+"'", "Operation not permitted")
+			}
+		})
+	}
+	root := cl.Client(t)
+	ino, err := root.Resolve(ctx, "/priv0/f", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fid.FromPB(ino.Fid)
+	other, err := client.New(ctx, client.Config{MGS: cl.MGS, Timeout: 30 * time.Second, Cred: &pb.Cred{Uid: nobody, Gid: nobody}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.Fid2Path(ctx, f); !errors.Is(err, syscall.EPERM) {
+		t.Fatalf("fid2path as uid %d: %v, want EPERM", nobody, err)
+	}
+	if p, err := root.Fid2Path(ctx, f); err != nil || len(p) != 1 || p[0] != "/priv0/f" {
+		t.Fatalf("fid2path as root: %v %v", p, err)
 	}
 }

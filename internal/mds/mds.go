@@ -688,6 +688,11 @@ func (s *Server) Fid2Path(ctx context.Context, r *pb.Fid2PathRequest) (*pb.Fid2P
 	if err := s.readBarrier(ctx); err != nil {
 		return nil, err
 	}
+	if r.Cred != nil && r.Cred.Uid != 0 {
+		// As Lustre's fid2path without CAP_DAC_READ_SEARCH: the paths
+		// would name what directories the caller may not search hold.
+		return &pb.Fid2PathReply{Errno: int32(syscall.EPERM)}, nil
+	}
 	paths, err := s.t.Fid2Path(fid.FromPB(r.Fid))
 	if err != nil {
 		return &pb.Fid2PathReply{Errno: errnoOf(err)}, nil
