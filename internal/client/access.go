@@ -20,43 +20,53 @@ import (
 func (c *Client) MayAccess(ctx context.Context, ino *pb.Inode, mask uint32) (bool, error) {
 	cred := c.cred(ctx)
 	mask &= 7
-	if cred.GetUid() == 0 {
-		return mask&1 == 0 || ino.Mode&syscall.S_IFMT == syscall.S_IFDIR || ino.Mode&0o111 != 0, nil
-	}
-	inGroup := func(g uint32) bool {
-		if cred.GetGid() == g {
-			return true
-		}
-		for _, x := range cred.GetGroups() {
-			if x == g {
-				return true
-			}
-		}
-		return false
-	}
-	if ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_ACL) != 0 {
+	if cred.GetUid() != 0 && cred.GetUid() != ino.Uid && ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_ACL) != 0 {
 		v, err := c.Getxattr(WithCred(ctx, &pb.Cred{}), fid.FromPB(ino.Fid), acl.XattrAccess)
 		if err == nil {
 			a, err := acl.Parse(v)
 			if err != nil {
 				return false, &rpc.Errno{Op: "access " + fid.FromPB(ino.Fid).String(), Errno: syscall.EIO, Msg: "its access ACL does not decode: " + err.Error()}
 			}
-			return a.Allows(ino.Mode, ino.Uid, ino.Gid, cred.GetUid(), inGroup, mask), nil
+			return a.Allows(ino.Mode, ino.Uid, ino.Gid, cred.GetUid(), func(g uint32) bool { return InGroup(cred, g) }, mask), nil
 		}
 		if !errors.Is(err, syscall.ENODATA) {
 			return false, err
 		}
 	}
+	return ModeAllows(ino, cred, mask), nil
+}
+
+// ModeAllows applies the permission bits of ino's mode alone: the owner's
+// class, else the group's, else the others'; root may do anything but
+// execute a file no one may execute.
+func ModeAllows(ino *pb.Inode, cred *pb.Cred, mask uint32) bool {
+	mask &= 7
+	if cred.GetUid() == 0 {
+		return mask&1 == 0 || ino.Mode&syscall.S_IFMT == syscall.S_IFDIR || ino.Mode&0o111 != 0
+	}
 	var bits uint32
 	switch {
 	case cred.GetUid() == ino.Uid:
 		bits = ino.Mode >> 6
-	case inGroup(ino.Gid):
+	case InGroup(cred, ino.Gid):
 		bits = ino.Mode >> 3
 	default:
 		bits = ino.Mode
 	}
-	return bits&mask == mask, nil
+	return bits&mask == mask
+}
+
+// InGroup says whether gid is cred's group or one of its groups.
+func InGroup(cred *pb.Cred, gid uint32) bool {
+	if cred.GetGid() == gid {
+		return true
+	}
+	for _, g := range cred.GetGroups() {
+		if g == gid {
+			return true
+		}
+	}
+	return false
 }
 
 // checkAccess is MayAccess as an error (EACCES naming what was refused).

@@ -14,18 +14,6 @@ import (
 
 func asErrno(err error, e *syscall.Errno) bool { return errors.As(err, e) }
 
-func inGroup(c *pb.Cred, gid uint32) bool {
-	if c.Gid == gid {
-		return true
-	}
-	for _, g := range c.Groups {
-		if g == gid {
-			return true
-		}
-	}
-	return false
-}
-
 // mayAccess applies the POSIX permission bits (R_OK 4, W_OK 2, X_OK 1)
 // and, to an object with an access ACL, the ACL (client.MayAccess reads
 // it from the MDT), as the MDT does: root
@@ -38,7 +26,7 @@ func inGroup(c *pb.Cred, gid uint32) bool {
 func (fs *FS) mayAccess(ctx context.Context, ino *pb.Inode, c *pb.Cred, mask uint32) bool {
 	if ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_ACL) == 0 || c.Uid == 0 || c.Uid == ino.Uid {
 		// The owner's class is the mode's owner bits, ACL or not.
-		return modeAllows(ino, c, mask)
+		return client.ModeAllows(ino, c, mask)
 	}
 	if fs.kernelACLs {
 		return true
@@ -51,27 +39,6 @@ func (fs *FS) mayAccess(ctx context.Context, ino *pb.Inode, c *pb.Cred, mask uin
 		return false
 	}
 	return ok
-}
-
-// modeAllows applies the POSIX permission bits only.
-func modeAllows(ino *pb.Inode, c *pb.Cred, mask uint32) bool {
-	mask &= 7
-	if c.Uid == 0 {
-		if mask&1 == 0 || ino.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-			return true
-		}
-		return ino.Mode&0o111 != 0
-	}
-	var bits uint32
-	switch {
-	case c.Uid == ino.Uid:
-		bits = ino.Mode >> 6
-	case inGroup(c, ino.Gid):
-		bits = ino.Mode >> 3
-	default:
-		bits = ino.Mode
-	}
-	return bits&mask == mask
 }
 
 // modifiedNow sets the modification and change times to now: those of a
