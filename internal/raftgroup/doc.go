@@ -21,7 +21,11 @@
 //     MsgProp, hence one append and one fsync.
 //  2. Take a Ready. Messages to other replicas go to the transport at once:
 //     the leader's appends leave before its own fsync, so leader and
-//     followers write in parallel. Append and apply work is queued.
+//     followers write in parallel. Append and apply work is queued. An
+//     empty append that only spreads a new commit index is held until
+//     the next message to that follower (the next append, or the
+//     heartbeat of the next tick), which it rides along with or which
+//     supersedes it (holdCommitOnly).
 //  3. If there is apply work, apply it with one StateMachine.Apply call,
 //     answer the waiting callers, yield the processor so that they can
 //     queue their next proposals, and go back to 1. Committed entries are

@@ -280,10 +280,11 @@ type Group struct {
 	spare        inboxItems
 	lastCampaign uint64
 	ls           leaseState
-	unsynced     bool          // the log holds writes no fsync covered yet (persistStage)
-	out, batch   []*pb.Message // messages to send (flushOut)
-	lost         error         // the store lost acknowledged entries (lostEntries)
-	warnedEmpty  bool          // emptyVote logged
+	unsynced     bool                   // the log holds writes no fsync covered yet (persistStage)
+	out, batch   []*pb.Message          // messages to send (flushOut)
+	held         map[uint64]*pb.Message // commit-index messages held back (holdCommitOnly)
+	lost         error                  // the store lost acknowledged entries (lostEntries)
+	warnedEmpty  bool                   // emptyVote logged
 
 	in    inbox
 	wake  chan struct{}
