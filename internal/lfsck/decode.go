@@ -1,6 +1,7 @@
 package lfsck
 
 import (
+	"encoding/binary"
 	"errors"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -39,14 +40,47 @@ type object struct {
 	links                                []link
 	hasLayout                            bool
 	layout                               layoutEA
+	ostSeq                               seqField // kept by reset
+}
+
+// seqField is the encoding of a stripe's seq field (tag and varint) for
+// one object sequence: the stripes of the scan's own files all carry the
+// same one, and comparing its bytes is cheaper than decoding them.
+type seqField struct {
+	seq       uint64
+	n         int
+	b         [11]byte
+	mask, val uint64 // the first 8 bytes of b, little endian, under a mask of n bytes (n <= 8)
+}
+
+func newSeqField(seq uint64) seqField {
+	f := seqField{seq: seq}
+	enc := protowire.AppendVarint(protowire.AppendTag(nil, 2, protowire.VarintType), seq)
+	f.n = copy(f.b[:], enc)
+	if f.n <= 8 {
+		f.mask = 1<<(8*f.n) - 1
+		if f.n == 8 {
+			f.mask = ^uint64(0)
+		}
+		f.val = binary.LittleEndian.Uint64(f.b[:8]) & f.mask
+	}
+	return f
+}
+
+// is tells whether v starts with the field.
+func (f *seqField) is(v []byte) bool {
+	if f.mask != 0 && len(v) >= 8 {
+		return binary.LittleEndian.Uint64(v)&f.mask == f.val
+	}
+	return f.n > 0 && len(v) >= f.n && string(v[:f.n]) == string(f.b[:f.n])
 }
 
 var errGarbage = errors.New("undecodable record")
 
 func (o *object) reset() {
-	links, objs := o.links[:0], o.layout.objs[:0]
+	links, objs, seq := o.links[:0], o.layout.objs[:0], o.ostSeq
 	*o = object{}
-	o.links, o.layout.objs = links, objs
+	o.links, o.layout.objs, o.ostSeq = links, objs, seq
 }
 
 // decodeFID and decodeStripe repeat one varint loop on purpose: a shared
@@ -158,6 +192,44 @@ func fastStripe(b []byte) (s stripe, ok bool) {
 	return s, true
 }
 
+// stripe decodes a stripe of sequence f.seq as the MDT writes it (an OST
+// index under 128, the seq field, an object id); ok is false for anything
+// else, which decodeStripe then reads. A third of the cost of fastStripe
+// per stripe (BenchmarkDecodeStripes), on the part of the layout check
+// that grows with the number of OSTs.
+func (f *seqField) stripe(v []byte) (s stripe, ok bool) {
+	if len(v) >= 2 && v[0] == 1<<3 {
+		if v[1] >= 0x80 {
+			return s, false
+		}
+		s.ost = uint32(v[1])
+		v = v[2:]
+	}
+	if !f.is(v) {
+		return s, false
+	}
+	s.seq = f.seq
+	v = v[f.n:]
+	if len(v) == 0 {
+		return s, true // object id 0
+	}
+	if len(v) < 2 || v[0] != 3<<3 || len(v) > 10 {
+		return s, false
+	}
+	var x uint64
+	for i, c := range v[1:] {
+		x |= uint64(c&0x7f) << (7 * i)
+		if c < 0x80 {
+			if i != len(v)-2 {
+				return s, false
+			}
+			s.oid = x
+			return s, true
+		}
+	}
+	return s, false
+}
+
 func decodeStripe(b []byte) (stripe, error) {
 	if s, ok := fastStripe(b); ok {
 		return s, nil
@@ -203,9 +275,12 @@ func (o *object) decodeLayout(b []byte) error {
 		if len(b) >= 2 && b[0] == 6<<3|2 && b[1] < 0x80 && int(b[1]) <= len(b)-2 {
 			v := b[2 : 2+b[1]]
 			b = b[2+b[1]:]
-			s, err := decodeStripe(v)
-			if err != nil {
-				return err
+			s, ok := o.ostSeq.stripe(v)
+			if !ok {
+				var err error
+				if s, err = decodeStripe(v); err != nil {
+					return err
+				}
 			}
 			l.objs = append(l.objs, s)
 			continue

@@ -256,3 +256,58 @@ func TestStripeDecoderFallsBackOnFieldsItDoesNotKnow(t *testing.T) {
 		t.Fatal("the fast reader accepted a truncated varint")
 	}
 }
+
+// The decoder of the scan's own stripes (seqField.stripe) reads what the
+// generic one reads whenever it takes a stripe, and leaves everything
+// else to it: stripes as proto.Marshal writes them, of every OST index,
+// object id and sequence length, other sequences, and stripes cut short,
+// with bytes flipped or with fields added.
+func TestSeqFieldStripeReadsLikeDecodeStripe(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	check := func(f *seqField, v []byte) bool {
+		t.Helper()
+		s, ok := f.stripe(v)
+		if !ok {
+			return false
+		}
+		want, err := decodeStripe(v)
+		if err != nil || s != want {
+			t.Fatalf("stripe % x: fast %+v, generic %+v (%v)", v, s, want, err)
+		}
+		return true
+	}
+	for _, seq := range []uint64{fid.OSTSeq(0), fid.OSTSeq(3), 1, 1 << 62} {
+		f := newSeqField(seq)
+		taken := 0
+		for _, o := range []uint32{0, 1, 7, 127, 128, 300, 1 << 20} {
+			for _, oid := range []uint64{0, 1, 127, 128, 100000, 1 << 32, 1<<56 - 1, 1 << 63} {
+				for _, s := range []uint64{seq, seq + 1} {
+					v, err := proto.Marshal(&pb.StripeObject{Ost: o, Seq: s, Oid: oid})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if check(&f, v) {
+						taken++
+						if s != seq {
+							t.Fatalf("took a stripe of sequence %d for %d", s, seq)
+						}
+					}
+					for cut := range v {
+						check(&f, v[:cut])
+					}
+					for range 20 {
+						w := bytes.Clone(v)
+						w[rng.Intn(len(w))] ^= byte(1 << rng.Intn(8))
+						check(&f, w)
+					}
+					check(&f, protowire.AppendVarint(protowire.AppendTag(bytes.Clone(v), 9, protowire.VarintType), 5))
+				}
+			}
+		}
+		// Stripes of this sequence with an OST index below 128 and an
+		// object id of at most 9 varint bytes are the ones it takes.
+		if taken != 4*7 {
+			t.Errorf("sequence %#x: the fast decoder took %d of the 28 stripes it should", seq, taken)
+		}
+	}
+}

@@ -45,7 +45,7 @@ const dtDir = uint8(syscall.S_IFDIR >> 12)
 func (r *run) scan(from, to uint64, rebuild bool) error {
 	db := r.env.Target.DB()
 	pos := from
-	var o object
+	o := object{ostSeq: newSeqField(r.ost)}
 	for {
 		if r.stopping() {
 			return errHalted
