@@ -721,6 +721,13 @@ func (g *Group) applyConfChange(e *pb.Entry) error {
 			if c.GetNodeId() == g.id {
 				defer g.noteRemovedSelf()
 			}
+			// Raft forgets the replica's progress below, and with it every
+			// heartbeat to it: send what it was held back, or it never
+			// learns that its removal committed (applyStage flushes it).
+			if h := g.held[c.GetNodeId()]; h != nil {
+				delete(g.held, c.GetNodeId())
+				g.out = append(g.out, h)
+			}
 		}
 	}
 	cs := g.rn.ApplyConfChange(cc)
