@@ -330,16 +330,17 @@ func (g *Group) flushOut() {
 	}
 	g.holdCommitOnly()
 	for to, h := range g.held {
-		app, some := false, false
+		covered, some := false, false
 		for _, m := range g.out {
 			if m.GetTo() == to {
 				some = true
-				app = app || m.GetType() == pb.MsgApp
+				// An append carries the commit index as of when raft made
+				// it: one made before the held message brings less.
+				covered = covered || m.GetType() == pb.MsgApp && m.GetCommit() >= h.GetCommit()
 			}
 		}
 		switch {
-		case app:
-			// It carries the commit index the held one would bring.
+		case covered:
 			delete(g.held, to)
 		case some:
 			delete(g.held, to)
