@@ -394,7 +394,7 @@ func (g *Group) flushOut() {
 // acknowledgement: on the project's 2-core machines, with three replicas
 // sharing them, that is CPU the replicated commit waits for (one client
 // creating files: 1.18x the creates per second with it held). The newest
-// is held per follower; sendOut drops it when an append goes to that
+// is held per follower; flushOut drops it when an append goes to that
 // follower and sends it along with anything else, such as the heartbeat
 // of the next tick, so a follower applies at most a heartbeat later than
 // it would have.
