@@ -264,18 +264,7 @@ func TestStripeDecoderFallsBackOnFieldsItDoesNotKnow(t *testing.T) {
 // with bytes flipped or with fields added.
 func TestSeqFieldStripeReadsLikeDecodeStripe(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
-	check := func(f *seqField, v []byte) bool {
-		t.Helper()
-		s, ok := f.stripe(v)
-		if !ok {
-			return false
-		}
-		want, err := decodeStripe(v)
-		if err != nil || s != want {
-			t.Fatalf("stripe % x: fast %+v, generic %+v (%v)", v, s, want, err)
-		}
-		return true
-	}
+	check := func(f *seqField, v []byte) bool { t.Helper(); return checkSeqStripe(t, f, v) }
 	for _, seq := range []uint64{fid.OSTSeq(0), fid.OSTSeq(3), 1, 1 << 62} {
 		f := newSeqField(seq)
 		taken := 0
@@ -310,4 +299,27 @@ func TestSeqFieldStripeReadsLikeDecodeStripe(t *testing.T) {
 			t.Errorf("sequence %#x: the fast decoder took %d of the 28 stripes it should", seq, taken)
 		}
 	}
+}
+
+// checkSeqStripe checks that whenever f.stripe takes v it reads what
+// decodeStripe reads, alone and inside a layout; it tells whether f took
+// it.
+func checkSeqStripe(t *testing.T, f *seqField, v []byte) bool {
+	t.Helper()
+	s, ok := f.stripe(v)
+	if !ok {
+		return false
+	}
+	want, err := decodeStripe(v)
+	if err != nil || s != want {
+		t.Fatalf("seq %#x stripe % x: fast %+v, generic %+v (%v)", f.seq, v, s, want, err)
+	}
+	if len(v) < 0x80 {
+		o := object{ostSeq: *f}
+		b := append([]byte{6<<3 | 2, byte(len(v))}, v...)
+		if err := o.decodeLayout(b); err != nil || len(o.layout.objs) != 1 || o.layout.objs[0] != want {
+			t.Fatalf("seq %#x stripe % x in a layout: %v %+v", f.seq, v, err, o.layout.objs)
+		}
+	}
+	return true
 }

@@ -98,14 +98,7 @@ func TestLeaderStopsNewLeaderTakesOverAndOldOneCatchesUp(t *testing.T) {
 		if nl.id == old.id || nl.g.Term() <= oldTerm {
 			t.Fatalf("leader %d term %d after stopping %d (term %d)", nl.id, nl.g.Term(), old.id, oldTerm)
 		}
-		var last uint64
-		for i := range 20 {
-			r, err := c.propose(ctx, fmt.Sprintf("b%d", i))
-			if err != nil {
-				t.Fatal(err)
-			}
-			last = r.Index
-		}
+		last := c.proposeMany(ctx, "b", 20)
 
 		c.start(old.id, false)
 		c.waitApplied(last)
@@ -130,14 +123,7 @@ func TestReadIndexOnFollowerSeesAcknowledgedWrites(t *testing.T) {
 			<-release
 			return nil
 		})
-		var last uint64
-		for i := range 10 {
-			r, err := c.propose(ctx, fmt.Sprintf("x%d", i))
-			if err != nil {
-				t.Fatal(err)
-			}
-			last = r.Index
-		}
+		last := c.proposeMany(ctx, "x", 10)
 		done := make(chan error, 1)
 		go func() { done <- f.g.ReadIndex(ctx) }()
 		select {
@@ -221,14 +207,7 @@ func TestLaggingReplicaCatchesUpBySnapshot(t *testing.T) {
 		}
 		lag := c.followers()[0]
 		c.stop(lag.id)
-		var last uint64
-		for i := range 200 {
-			r, err := c.propose(ctx, fmt.Sprintf("p%d", i))
-			if err != nil {
-				t.Fatal(err)
-			}
-			last = r.Index
-		}
+		last := c.proposeMany(ctx, "p", 200)
 		if st := c.leader().g.Status(); st.FirstIndex <= 2 {
 			t.Fatalf("leader log starts at %d; compaction did not run", st.FirstIndex)
 		}

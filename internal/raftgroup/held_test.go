@@ -24,14 +24,7 @@ func TestHeldCommitIndexReachesFollowersAtTheNextTick(t *testing.T) {
 		l := c.leader()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		var last uint64
-		for i := range 5 { // the followers reach StateReplicate
-			v, err := c.propose(ctx, fmt.Sprintf("warm-%d", i))
-			if err != nil {
-				t.Fatal(err)
-			}
-			last = v.Index
-		}
+		last := c.proposeMany(ctx, "warm", 5) // the followers reach StateReplicate
 		c.waitApplied(last)
 
 		for round := range 3 {

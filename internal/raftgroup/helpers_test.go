@@ -381,6 +381,21 @@ func (c *cluster) propose(ctx context.Context, data string) (applyResult, error)
 	}
 }
 
+// proposeMany proposes n commands named prefix0, prefix1, ... and returns
+// the index of the last.
+func (c *cluster) proposeMany(ctx context.Context, prefix string, n int) uint64 {
+	c.t.Helper()
+	var last uint64
+	for i := range n {
+		r, err := c.propose(ctx, fmt.Sprintf("%s%d", prefix, i))
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		last = r.Index
+	}
+	return last
+}
+
 // waitApplied waits until every running replica applied index i.
 func (c *cluster) waitApplied(i uint64) {
 	c.t.Helper()

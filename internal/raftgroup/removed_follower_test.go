@@ -2,7 +2,6 @@ package raftgroup
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 )
@@ -18,14 +17,7 @@ func TestRemovedFollowerAppliesItsRemoval(t *testing.T) {
 		c := newCluster(t, kind, 3, nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		var last uint64
-		for i := range 5 {
-			r, err := c.propose(ctx, fmt.Sprintf("p%d", i))
-			if err != nil {
-				t.Fatal(err)
-			}
-			last = r.Index
-		}
+		last := c.proposeMany(ctx, "p", 5)
 		c.waitApplied(last)
 		l := c.leader()
 		f := c.followers()[0]
