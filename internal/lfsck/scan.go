@@ -609,7 +609,7 @@ func (r *run) layoutObject(local uint64, v []byte, o *object, rebuild bool) {
 	}
 	checks := r.checkBuf[:0]
 	encoded, summed := false, false
-	var shared uint64
+	var shared, seqPart uint64
 	recorded := uint64(0)
 	rec := ost.Rec{Parent: o.fid, StripeSize: l.stripeSize, StripeCount: uint32(len(l.objs)), Gen: l.gen,
 		UID: o.uid, GID: o.gid, ProjID: o.projid}
@@ -618,14 +618,9 @@ func (r *run) layoutObject(local uint64, v []byte, o *object, rebuild bool) {
 			continue // a hole
 		}
 		dup := false
-		if s.seq == r.ost {
-			bm := r.refsOf(s.ost)
-			if bm.test(s.oid) {
-				r.dups[s] = true
-				dup = true
-			} else {
-				bm.set(s.oid)
-			}
+		if s.seq == r.ost && r.refsOf(s.ost).testSet(s.oid) {
+			r.dups[s] = true
+			dup = true
 		}
 		if bad || (rebuild && exp == nil) {
 			continue
@@ -635,9 +630,11 @@ func (r *run) layoutObject(local uint64, v []byte, o *object, rebuild bool) {
 				exp.markDup(s.ost, s.oid)
 			} else {
 				if !summed {
-					shared, summed = ost.SumShared(&rec), true
+					// Every stripe recorded has our sequence (bad
+					// otherwise).
+					shared, seqPart, summed = ost.SumShared(&rec), ost.SumSeq(r.ost), true
 				}
-				if exp.record(s.ost, s.oid, ost.SumDigest(shared, s.seq, s.oid, uint32(i)), local, i) {
+				if exp.record(s.ost, s.oid, ost.SumDigestSeq(shared, seqPart, s.oid, uint32(i)), local, i) {
 					recorded++
 					continue
 				}
@@ -1088,6 +1085,20 @@ func (b *bitmap) set(i uint64) {
 		b.w = append(b.w, make([]uint64, len(b.w)+1)...)
 	}
 	b.w[i/64] |= 1 << (i % 64)
+}
+
+// testSet sets bit i and reports whether it was set already.
+func (b *bitmap) testSet(i uint64) bool {
+	if i >= maxBitmapOid {
+		return false
+	}
+	for uint64(len(b.w)) <= i/64 {
+		b.w = append(b.w, make([]uint64, len(b.w)+1)...)
+	}
+	w := &b.w[i/64]
+	was := *w&(1<<(i%64)) != 0
+	*w |= 1 << (i % 64)
+	return was
 }
 
 func (b *bitmap) test(i uint64) bool {

@@ -2,6 +2,8 @@ package lfsck
 
 import (
 	"context"
+	"encoding/binary"
+	"math/bits"
 	"os"
 	"sync"
 
@@ -60,9 +62,21 @@ type expPage struct {
 	dig   [sumSpan]uint64 // ost.SumDigest of the expected record
 	local [sumSpan]uint64
 	slot  [sumSpan]uint32 // slot+1 in the file's layout; 0: no expectation
+	// has is bit i: id i has an expectation (slot[i] != 0), so that
+	// verify compares 64 ids with the summary's bitmaps at once.
+	has [sumSpan / 64]uint64
 }
 
-const expPageBytes = sumSpan * 20
+const expPageBytes = sumSpan*20 + sumSpan/8
+
+// expects reports whether id i of the page has an expectation.
+func (p *expPage) expects(i uint64) bool { return p.has[i/64]&(1<<(i%64)) != 0 }
+
+// set records the expectation of id i.
+func (p *expPage) set(i, dig, local uint64, slot int) {
+	p.dig[i], p.local[i], p.slot[i] = dig, local, uint32(slot)+1
+	p.has[i/64] |= 1 << (i % 64)
+}
 
 // maxTablePages bounds the table's pages per OST: ids from 2^32 on are
 // checked object by object.
@@ -123,13 +137,13 @@ func (e *expectations) record(ost uint32, oid, dig, local uint64, slot int) bool
 		e.n++
 	}
 	i := oid % sumSpan
-	if p.slot[i] != 0 {
+	if p.expects(i) {
 		// Named twice: both holders are checked object by object (the
 		// scan queues the second one itself).
 		e.markDup(ost, oid)
 		return false
 	}
-	p.dig[i], p.local[i], p.slot[i] = dig, local, uint32(slot)+1
+	p.set(i, dig, local, slot)
 	return true
 }
 
@@ -252,36 +266,9 @@ func (e *expectations) verify() error {
 					whole = true // cannot happen once fetched to the end
 				}
 			}
-			base := uint64(pi) * sumSpan
-			for b := uint64(0); b < sumSpan/sumBlock; b++ {
-				var got uint64
-				cands = cands[:0]
-				for i := b * sumBlock; i < (b+1)*sumBlock; i++ {
-					if p.slot[i] == 0 {
-						continue
-					}
-					oid := base + i
-					switch {
-					case whole || dups[oid]:
-						suspects = append(suspects, e.item(idx, oid, p, i))
-					case sum == nil || !bit(sum.Exists, i):
-						suspects = append(suspects, e.item(idx, oid, p, i))
-					case bit(sum.Uninitialized, i):
-						uninit++
-					default:
-						got += p.dig[i]
-						cands = append(cands, i)
-					}
-				}
-				if len(cands) == 0 && (sum == nil || sum.Sums[b] == 0) {
-					continue
-				}
-				if sum == nil || got != sum.Sums[b] {
-					for _, i := range cands {
-						suspects = append(suspects, e.item(idx, base+i, p, i))
-					}
-				}
-			}
+			var n uint64
+			suspects, cands, n = e.verifyPage(idx, uint64(pi), p, sum, whole, dups, suspects, cands)
+			uninit += n
 			if len(suspects) >= 4096 {
 				if err := lc.queue(suspects); err != nil {
 					return err
@@ -297,6 +284,94 @@ func (e *expectations) verify() error {
 		lc.bump(Layout, tStat+sUninitialized, uninit)
 	}
 	return lc.drain()
+}
+
+// verifyPage compares page pi of OST idx's table with the OST's summary
+// of it (nil: none) and appends the stripes to check object by object:
+// every one with whole or named twice, those whose object is missing, and
+// the written ones of a block whose sum differs. It returns the count of
+// objects never written (they match, see CheckObjects).
+func (e *expectations) verifyPage(idx uint32, pi uint64, p *expPage, sum *pb.LfsckSummaryReply, whole bool,
+	dups map[uint64]bool, suspects []checkItem, cands []uint64) ([]checkItem, []uint64, uint64) {
+	base := pi * sumSpan
+	if whole || sum == nil || dups != nil {
+		return e.verifyPageByID(idx, base, p, sum, whole, dups, suspects, cands)
+	}
+	// 64 ids at a time: the table's bits against the summary's (both
+	// LSB first), summing the digests of the written objects only. One
+	// id at a time this was 4 ns a stripe (BenchmarkVerifyPage).
+	const words = sumBlock / 64
+	var uninit uint64
+	for b := uint64(0); b < sumSpan/sumBlock; b++ {
+		var got uint64
+		for w := b * words; w < (b+1)*words; w++ {
+			has := p.has[w]
+			if has == 0 {
+				continue
+			}
+			exists := binary.LittleEndian.Uint64(sum.Exists[w*8:])
+			un := binary.LittleEndian.Uint64(sum.Uninitialized[w*8:])
+			for m := has &^ exists; m != 0; m &= m - 1 {
+				i := w*64 + uint64(bits.TrailingZeros64(m))
+				suspects = append(suspects, e.item(idx, base+i, p, i))
+			}
+			uninit += uint64(bits.OnesCount64(has & exists & un))
+			for m := has & exists &^ un; m != 0; m &= m - 1 {
+				got += p.dig[w*64+uint64(bits.TrailingZeros64(m))]
+			}
+		}
+		if got == sum.Sums[b] {
+			continue
+		}
+		// A record differs: the block's written objects are checked one
+		// by one (an object the OST has and the table does not is an
+		// orphan, found by phase 2).
+		for w := b * words; w < (b+1)*words; w++ {
+			wr := p.has[w] & binary.LittleEndian.Uint64(sum.Exists[w*8:]) &^ binary.LittleEndian.Uint64(sum.Uninitialized[w*8:])
+			for m := wr; m != 0; m &= m - 1 {
+				i := w*64 + uint64(bits.TrailingZeros64(m))
+				suspects = append(suspects, e.item(idx, base+i, p, i))
+			}
+		}
+	}
+	return suspects, cands, uninit
+}
+
+// verifyPageByID is verifyPage one id at a time, for the pages that are
+// checked whole, have no summary or hold ids named twice.
+func (e *expectations) verifyPageByID(idx uint32, base uint64, p *expPage, sum *pb.LfsckSummaryReply, whole bool,
+	dups map[uint64]bool, suspects []checkItem, cands []uint64) ([]checkItem, []uint64, uint64) {
+	var uninit uint64
+	for b := uint64(0); b < sumSpan/sumBlock; b++ {
+		var got uint64
+		cands = cands[:0]
+		for i := b * sumBlock; i < (b+1)*sumBlock; i++ {
+			if !p.expects(i) {
+				continue
+			}
+			oid := base + i
+			switch {
+			case whole || dups[oid]:
+				suspects = append(suspects, e.item(idx, oid, p, i))
+			case sum == nil || !bit(sum.Exists, i):
+				suspects = append(suspects, e.item(idx, oid, p, i))
+			case bit(sum.Uninitialized, i):
+				uninit++
+			default:
+				got += p.dig[i]
+				cands = append(cands, i)
+			}
+		}
+		if len(cands) == 0 && (sum == nil || sum.Sums[b] == 0) {
+			continue
+		}
+		if sum == nil || got != sum.Sums[b] {
+			for _, i := range cands {
+				suspects = append(suspects, e.item(idx, base+i, p, i))
+			}
+		}
+	}
+	return suspects, cands, uninit
 }
 
 // item is the object-by-object check of one recorded stripe, without its

@@ -1,0 +1,157 @@
+package lfsck
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/fid"
+)
+
+// verifyFixture is a table page with expectations at ids 0..n-1 of page 1
+// and a summary that matches them all: ids below 3*sumBlock/2 written
+// (digest summed), the rest never written.
+func verifyFixture(n int) (*expPage, *pb.LfsckSummaryReply) {
+	p := new(expPage)
+	sum := &pb.LfsckSummaryReply{Exists: make([]byte, sumSpan/8), Uninitialized: make([]byte, sumSpan/8), Sums: make([]uint64, sumSpan/sumBlock)}
+	for i := range uint64(n) {
+		p.set(i, 0x9e3779b97f4a7c15*(i+1), 1000+i, int(i%4))
+		sum.Exists[i/8] |= 1 << (i % 8)
+		if i < 3*sumBlock/2 {
+			sum.Sums[i/sumBlock] += p.dig[i]
+		} else {
+			sum.Uninitialized[i/8] |= 1 << (i % 8)
+		}
+	}
+	return p, sum
+}
+
+// verifyPage must name exactly the stripes the summaries cannot settle.
+func TestVerifyPageNamesWhatTheSummaryCannotSettle(t *testing.T) {
+	const n = 3 * sumBlock
+	const base = sumSpan // page 1
+	all := func() (ids []uint64) {
+		for i := range uint64(n) {
+			ids = append(ids, base+i)
+		}
+		return ids
+	}
+	cases := []struct {
+		name   string
+		change func(p *expPage, sum *pb.LfsckSummaryReply) (*pb.LfsckSummaryReply, bool, map[uint64]bool)
+		want   []uint64 // ids of the suspects
+		uninit uint64
+	}{
+		{"all settled", func(p *expPage, sum *pb.LfsckSummaryReply) (*pb.LfsckSummaryReply, bool, map[uint64]bool) {
+			return sum, false, nil
+		}, nil, n - 3*sumBlock/2},
+		{"an object missing", func(p *expPage, sum *pb.LfsckSummaryReply) (*pb.LfsckSummaryReply, bool, map[uint64]bool) {
+			sum.Exists[5/8] &^= 1 << (5 % 8)
+			sum.Sums[0] -= p.dig[5]
+			return sum, false, nil
+		}, []uint64{base + 5}, n - 3*sumBlock/2},
+		{"a missing object the summary also calls never written", func(p *expPage, sum *pb.LfsckSummaryReply) (*pb.LfsckSummaryReply, bool, map[uint64]bool) {
+			sum.Exists[2000/8] &^= 1 << (2000 % 8) // missing counts first
+			return sum, false, nil
+		}, []uint64{base + 2000}, n - 3*sumBlock/2 - 1},
+		{"a record that differs", func(p *expPage, sum *pb.LfsckSummaryReply) (*pb.LfsckSummaryReply, bool, map[uint64]bool) {
+			sum.Sums[1]++ // block 1: its written ids are checked, not its unwritten ones
+			return sum, false, nil
+		}, func() (ids []uint64) {
+			for i := uint64(sumBlock); i < 3*sumBlock/2; i++ {
+				ids = append(ids, base+i)
+			}
+			return ids
+		}(), n - 3*sumBlock/2},
+		{"an unexpected object in a block", func(p *expPage, sum *pb.LfsckSummaryReply) (*pb.LfsckSummaryReply, bool, map[uint64]bool) {
+			p.slot[2], p.has[0] = 0, p.has[0]&^(1<<2) // the OST has it, the table does not
+			return sum, false, nil
+		}, func() (ids []uint64) {
+			for i := uint64(0); i < sumBlock; i++ {
+				if i != 2 {
+					ids = append(ids, base+i)
+				}
+			}
+			return ids
+		}(), n - 3*sumBlock/2},
+		{"an id named twice", func(p *expPage, sum *pb.LfsckSummaryReply) (*pb.LfsckSummaryReply, bool, map[uint64]bool) {
+			sum.Sums[0] -= p.dig[7]
+			return sum, false, map[uint64]bool{base + 7: true}
+		}, []uint64{base + 7}, n - 3*sumBlock/2},
+		{"no summary of the page", func(p *expPage, sum *pb.LfsckSummaryReply) (*pb.LfsckSummaryReply, bool, map[uint64]bool) {
+			return nil, false, nil
+		}, all(), 0},
+		{"the OST gave no summaries", func(p *expPage, sum *pb.LfsckSummaryReply) (*pb.LfsckSummaryReply, bool, map[uint64]bool) {
+			return nil, true, nil
+		}, all(), 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p, sum := verifyFixture(n)
+			sum, whole, dups := c.change(p, sum)
+			e := &expectations{r: &run{ost: fid.OSTSeq(3)}}
+			suspects, _, uninit := e.verifyPage(3, 1, p, sum, whole, dups, nil, nil)
+			var got []uint64
+			for _, it := range suspects {
+				if it.ost != 3 || it.seq != fid.OSTSeq(3) || it.ent.local != 1000+it.oid-base || it.slot != uint32((it.oid-base)%4) {
+					t.Fatalf("suspect %+v: wrong OST, sequence, file or slot", it)
+				}
+				got = append(got, it.oid)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, c.want) {
+				t.Fatalf("suspects %d %v, want %d %v", len(got), head(got), len(c.want), head(c.want))
+			}
+			if uninit != c.uninit {
+				t.Fatalf("never written: %d, want %d", uninit, c.uninit)
+			}
+		})
+	}
+}
+
+func head(ids []uint64) string {
+	if len(ids) > 6 {
+		return fmt.Sprint(ids[:3], "...", ids[len(ids)-3:])
+	}
+	return fmt.Sprint(ids)
+}
+
+// BenchmarkVerifyPage is the summaries' comparison per recorded stripe
+// (ns/op / sumSpan), for a page whose objects were all written and one
+// whose objects were never written.
+func BenchmarkVerifyPage(b *testing.B) {
+	for _, written := range []bool{true, false} {
+		b.Run(fmt.Sprint("written=", written), func(b *testing.B) {
+			p, sum := verifyFixture(sumSpan)
+			if !written {
+				for i := range sum.Sums {
+					sum.Sums[i] = 0
+				}
+				for i := range sum.Uninitialized {
+					sum.Uninitialized[i] = 0xff
+				}
+			} else {
+				for i := range sum.Uninitialized {
+					sum.Uninitialized[i] = 0
+				}
+				for i := range sum.Sums {
+					sum.Sums[i] = 0
+				}
+				for i := range uint64(sumSpan) {
+					sum.Sums[i/sumBlock] += p.dig[i]
+				}
+			}
+			e := &expectations{r: &run{ost: fid.OSTSeq(0)}}
+			cands := make([]uint64, 0, sumBlock)
+			b.ResetTimer()
+			for range b.N {
+				suspects, c, _ := e.verifyPage(0, 0, p, sum, false, nil, nil, cands)
+				if len(suspects) != 0 {
+					b.Fatal("suspects in a page that matches")
+				}
+				cands = c
+			}
+		})
+	}
+}
