@@ -61,6 +61,31 @@ func (r *Rec) Append(b []byte) []byte {
 	return b
 }
 
+// bareRec recognises the record of an object never written, Rec{Seq, Oid}
+// as Append encodes it, without encoding one per object (Summarize).
+type bareRec struct{ prefix []byte } // the sequence's tag and varint
+
+func newBareRec(seq uint64) bareRec {
+	r := Rec{Seq: seq}
+	return bareRec{prefix: r.Append(nil)}
+}
+
+// is reports whether v is exactly the bare record of object oid.
+func (b bareRec) is(v []byte, oid uint64) bool {
+	if !bytes.HasPrefix(v, b.prefix) {
+		return false
+	}
+	v = v[len(b.prefix):]
+	if oid == 0 {
+		return len(v) == 0
+	}
+	if len(v) < 2 || v[0] != 2<<3 || v[len(v)-1] == 0 { // a trailing 0: not the shortest varint
+		return false
+	}
+	x, n := binary.Uvarint(v[1:])
+	return n == len(v)-1 && x == oid
+}
+
 // RecEncoder digests the records of one file's stripes, which differ
 // only in object id and stripe index: the fields they share are encoded
 // once per file (Reset) instead of once per stripe.
@@ -192,7 +217,8 @@ func (s *Store) CheckObjects(seq uint64, oids []uint64, digests []uint64) (*Chec
 		return nil, fmt.Errorf("check %s objects: %w", s.label, err)
 	}
 	defer it.Close()
-	var bare, wantBuf [32]byte
+	var wantBuf [32]byte
+	bare := newBareRec(seq)
 	wantBuf[0] = prefixObject
 	binary.BigEndian.PutUint64(wantBuf[1:], seq)
 	want := wantBuf[:17]
@@ -215,8 +241,7 @@ func (s *Store) CheckObjects(seq uint64, oids []uint64, digests []uint64) (*Chec
 		if Digest(layoutPart(v)) == digests[i] {
 			continue
 		}
-		b := Rec{Seq: seq, Oid: oid}
-		if bytes.Equal(v, b.Append(bare[:0])) {
+		if bare.is(v, oid) {
 			res.Uninitialized++
 			continue
 		}
@@ -297,7 +322,7 @@ func (s *Store) Summarize(seq, from, span, block uint64) (*Summary, error) {
 		return nil, fmt.Errorf("summarise %s objects: %w", s.label, err)
 	}
 	defer it.Close()
-	var bare [32]byte
+	bare := newBareRec(seq)
 	seqPart := SumSeq(seq)
 	sum.Done = true
 	for it.First(); it.Valid(); it.Next() {
@@ -310,14 +335,13 @@ func (s *Store) Summarize(seq, from, span, block uint64) (*Summary, error) {
 			sum.Done, sum.Next = false, oid
 			break
 		}
-		if gone[oid] {
+		if gone != nil && gone[oid] {
 			continue
 		}
 		i := oid - from
 		sum.Exists[i/8] |= 1 << (i % 8)
 		v := it.Value()
-		b := Rec{Seq: seq, Oid: oid}
-		if bytes.Equal(v, b.Append(bare[:0])) {
+		if bare.is(v, oid) {
 			sum.Uninit[i/8] |= 1 << (i % 8)
 			continue
 		}

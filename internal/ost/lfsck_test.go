@@ -1,6 +1,7 @@
 package ost
 
 import (
+	"bytes"
 	"math/rand"
 	"testing"
 
@@ -242,5 +243,30 @@ func TestRepairOfASyncedObject(t *testing.T) {
 	}
 	if repair(RecordDigest(&seen)) {
 		t.Fatal("a second repair expecting the old record was applied")
+	}
+}
+
+// bareRec.is must say exactly what comparing with the encoded bare record
+// says, for bare records, records with more fields, other ids and
+// sequences, and longer encodings of the same numbers.
+func TestBareRecIsTheEncodedBareRecord(t *testing.T) {
+	for _, seq := range []uint64{0, 1, fid.OSTSeq(0), fid.OSTSeq(7), 1 << 63} {
+		bare := newBareRec(seq)
+		for _, oid := range []uint64{0, 1, 127, 128, 300, 1 << 20, 1<<64 - 1} {
+			own := Rec{Seq: seq, Oid: oid}
+			vals := [][]byte{nil, own.Append(nil), (&Rec{Seq: seq, Oid: oid + 1}).Append(nil), (&Rec{Seq: seq + 1, Oid: oid}).Append(nil),
+				(&Rec{Seq: seq, Oid: oid, StripeIndex: 1}).Append(nil), (&Rec{Seq: seq, Oid: oid, Parent: fid.FID{Seq: 0x200000400, Oid: 1}}).Append(nil),
+				append(own.Append(nil), 0)}
+			if oid != 0 { // the id's varint one byte longer than it needs
+				v := own.Append(nil)
+				last := v[len(v)-1]
+				vals = append(vals, append(append(v[:len(v)-1:len(v)-1], last|0x80), 0))
+			}
+			for _, v := range vals {
+				if got, want := bare.is(v, oid), bytes.Equal(v, own.Append(nil)); got != want {
+					t.Fatalf("seq %x oid %d record %x: is %v, want %v", seq, oid, v, got, want)
+				}
+			}
+		}
 	}
 }
