@@ -316,8 +316,14 @@ func (s *Store) Summarize(seq, from, span, block uint64) (*Summary, error) {
 	}
 	s.destroyMu.Unlock()
 	sum := &Summary{Exists: make([]byte, (span+7)/8), Uninit: make([]byte, (span+7)/8), Sums: make([]uint64, span/block)}
+	// The page's own bounds: a level (or the memtable) with no object in
+	// the page then drops out of pebble's merge at once instead of being
+	// compared with at every step (a quarter of the OSTs' CPU in a layout
+	// check, profiled 2026-11-29). nextObject finds where the next page
+	// starts.
 	_, hi := seqBounds(seq)
-	it, err := s.db.NewIter(objKey(fid.ObjID{Seq: seq, Oid: from}), hi)
+	end := objKey(fid.ObjID{Seq: seq, Oid: from + span})
+	it, err := s.db.NewIter(objKey(fid.ObjID{Seq: seq, Oid: from}), end)
 	if err != nil {
 		return nil, fmt.Errorf("summarise %s objects: %w", s.label, err)
 	}
@@ -331,10 +337,6 @@ func (s *Store) Summarize(seq, from, span, block uint64) (*Summary, error) {
 			continue
 		}
 		oid := binary.BigEndian.Uint64(k[9:])
-		if oid-from >= span {
-			sum.Done, sum.Next = false, oid
-			break
-		}
 		if gone != nil && gone[oid] {
 			continue
 		}
@@ -361,7 +363,29 @@ func (s *Store) Summarize(seq, from, span, block uint64) (*Summary, error) {
 	if err := it.Error(); err != nil {
 		return nil, fmt.Errorf("summarise %s objects: %w", s.label, err)
 	}
+	next, ok, err := s.nextObject(end, hi)
+	if err != nil {
+		return nil, fmt.Errorf("summarise %s objects: %w", s.label, err)
+	}
+	if ok {
+		sum.Done, sum.Next = false, next
+	}
 	return sum, nil
+}
+
+// nextObject returns the id of the first object with a key in [lo, hi).
+func (s *Store) nextObject(lo, hi []byte) (uint64, bool, error) {
+	it, err := s.db.NewIter(lo, hi)
+	if err != nil {
+		return 0, false, err
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		if k := it.Key(); len(k) == 17 {
+			return binary.BigEndian.Uint64(k[9:]), true, nil
+		}
+	}
+	return 0, false, it.Error()
 }
 
 // OrphanObjects returns the objects of seq in [from, to) whose bit in
