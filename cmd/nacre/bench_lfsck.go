@@ -160,6 +160,7 @@ full speed under the same load, --load-seconds each.`,
 	f.IntVar(&o.OSTFiles, "ost-files", 100000, "files for the Table I runs")
 	f.IntVar(&o.OSTStripes, "ost-stripe-count", -1, "stripe count of the Table I files (-1: every OST, as seed 000)")
 	f.StringVar(&o.ClusterDir, "cluster-dir", "", "where to put the Table I clusters (default: a temporary directory)")
+	f.BoolVar(&o.OSTRestart, "ost-restart", false, "restart each Table I cluster after populating it, so that the runs read the stores' tables (as on a file system that has been up a while), not the memtables of the bulk load")
 	f.IntVar(&o.Have, "have", 0, "files the scaling tree already holds (from an earlier run)")
 	f.BoolVar(&o.Interleave, "interleave", false, "scaling: a tree and a local cluster per size, measured in rounds that visit every size in turn (--repeat rounds), so that the machine's drift does not land between sizes")
 	f.IntVar(&o.Repeat, "repeat", 3, "runs per measurement; the median is kept")

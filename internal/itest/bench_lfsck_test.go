@@ -23,7 +23,7 @@ func TestLfsckBenchmarkShapes(t *testing.T) {
 	ctx := context.Background()
 	o := bench.LfsckBenchOptions{
 		MGS: cl.MGS, Sizes: []int{300, 600}, Dirs: 2, Subdirs: 2, Threads: 2, Repeat: 1,
-		OSTCounts: []int{2}, OSTFiles: 200, OSTStripes: -1, ClusterDir: t.TempDir(), Binary: testcluster.Binary(t),
+		OSTCounts: []int{2}, OSTFiles: 200, OSTStripes: -1, OSTRestart: true, ClusterDir: t.TempDir(), Binary: testcluster.Binary(t),
 		Load: true, LoadSeconds: 0.5, LoadRounds: 1,
 	}
 	res, err := bench.RunLfsckBench(ctx, o)
@@ -49,8 +49,8 @@ func TestLfsckBenchmarkShapes(t *testing.T) {
 		t.Fatalf("table I points %d, want layout and all: %+v", len(res.TableI), res.TableI)
 	}
 	for _, p := range res.TableI {
-		if p.OSTs != 2 || p.Files != 200 || p.Stripes != 400 || p.StripeCount != -1 || p.MDTCPUSeconds < 0 || p.OSTCPUSeconds < 0 {
-			t.Fatalf("table I point %+v: want 2 OSTs, 200 files of 2 stripes", p)
+		if p.OSTs != 2 || p.Files != 200 || p.Stripes != 400 || p.StripeCount != -1 || p.MDTCPUSeconds < 0 || p.OSTCPUSeconds < 0 || !p.Restarted {
+			t.Fatalf("table I point %+v: want 2 OSTs, 200 files of 2 stripes, checked after a restart", p)
 		}
 	}
 	names := map[string]bool{}
