@@ -241,7 +241,6 @@ func (e *expectations) verify() error {
 	}
 	var uninit uint64
 	var suspects []checkItem
-	cands := make([]uint64, 0, sumBlock)
 	for i := range e.pages {
 		idx := uint32(i)
 		if len(e.pages[idx]) == 0 {
@@ -267,7 +266,7 @@ func (e *expectations) verify() error {
 				}
 			}
 			var n uint64
-			suspects, cands, n = e.verifyPage(idx, uint64(pi), p, sum, whole, dups, suspects, cands)
+			suspects, n = e.verifyPage(idx, uint64(pi), p, sum, whole, dups, suspects)
 			uninit += n
 			if len(suspects) >= 4096 {
 				if err := lc.queue(suspects); err != nil {
@@ -292,10 +291,10 @@ func (e *expectations) verify() error {
 // the written ones of a block whose sum differs. It returns the count of
 // objects never written (they match, see CheckObjects).
 func (e *expectations) verifyPage(idx uint32, pi uint64, p *expPage, sum *pb.LfsckSummaryReply, whole bool,
-	dups map[uint64]bool, suspects []checkItem, cands []uint64) ([]checkItem, []uint64, uint64) {
+	dups map[uint64]bool, suspects []checkItem) ([]checkItem, uint64) {
 	base := pi * sumSpan
 	if whole || sum == nil || dups != nil {
-		return e.verifyPageByID(idx, base, p, sum, whole, dups, suspects, cands)
+		return e.verifyPageByID(idx, base, p, sum, whole, dups, suspects)
 	}
 	// 64 ids at a time: the table's bits against the summary's (both
 	// LSB first), summing the digests of the written objects only. One
@@ -334,14 +333,15 @@ func (e *expectations) verifyPage(idx uint32, pi uint64, p *expPage, sum *pb.Lfs
 			}
 		}
 	}
-	return suspects, cands, uninit
+	return suspects, uninit
 }
 
 // verifyPageByID is verifyPage one id at a time, for the pages that are
 // checked whole, have no summary or hold ids named twice.
 func (e *expectations) verifyPageByID(idx uint32, base uint64, p *expPage, sum *pb.LfsckSummaryReply, whole bool,
-	dups map[uint64]bool, suspects []checkItem, cands []uint64) ([]checkItem, []uint64, uint64) {
+	dups map[uint64]bool, suspects []checkItem) ([]checkItem, uint64) {
 	var uninit uint64
+	cands := make([]uint64, 0, sumBlock)
 	for b := uint64(0); b < sumSpan/sumBlock; b++ {
 		var got uint64
 		cands = cands[:0]
@@ -371,7 +371,7 @@ func (e *expectations) verifyPageByID(idx uint32, base uint64, p *expPage, sum *
 			}
 		}
 	}
-	return suspects, cands, uninit
+	return suspects, uninit
 }
 
 // item is the object-by-object check of one recorded stripe, without its
