@@ -2,6 +2,7 @@ package lfsck
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -151,4 +152,58 @@ func BenchmarkVerifyPage(b *testing.B) {
 			}
 		})
 	}
+}
+
+// The word-at-a-time comparison must name the same stripes, in the same
+// order, and count the same never-written objects as the one-id-at-a-time
+// reference, for any table and summary.
+func FuzzVerifyPageMatchesByID(f *testing.F) {
+	f.Add(uint64(1), uint16(3000), uint8(3), uint8(2), uint8(1))
+	f.Add(uint64(7), uint16(65535), uint8(0), uint8(0), uint8(0))
+	f.Add(uint64(42), uint16(100), uint8(50), uint8(50), uint8(50))
+	f.Fuzz(func(t *testing.T, seed uint64, n uint16, missing, unwritten, wrong uint8) {
+		rng := rand.New(rand.NewPCG(seed, uint64(n)))
+		p := new(expPage)
+		sum := &pb.LfsckSummaryReply{Exists: make([]byte, sumSpan/8), Uninitialized: make([]byte, sumSpan/8), Sums: make([]uint64, sumSpan/sumBlock)}
+		for range int(n) {
+			i := rng.Uint64N(sumSpan)
+			if p.expects(i) {
+				continue
+			}
+			p.set(i, rng.Uint64(), rng.Uint64(), rng.IntN(2000))
+			switch r := rng.IntN(256); {
+			case r < int(missing):
+				// not on the OST (a summary that also calls it never
+				// written is garbage, and missing wins)
+				if rng.IntN(2) == 0 {
+					sum.Uninitialized[i/8] |= 1 << (i % 8)
+				}
+			case r < int(missing)+int(unwritten):
+				sum.Exists[i/8] |= 1 << (i % 8)
+				sum.Uninitialized[i/8] |= 1 << (i % 8)
+			default:
+				sum.Exists[i/8] |= 1 << (i % 8)
+				sum.Sums[i/sumBlock] += p.dig[i]
+			}
+		}
+		for range int(wrong) % 8 { // records that differ, and objects the table does not expect
+			sum.Sums[rng.IntN(len(sum.Sums))] += rng.Uint64()
+			j := rng.Uint64N(sumSpan)
+			sum.Exists[j/8] |= 1 << (j % 8)
+			if rng.IntN(2) == 0 {
+				sum.Uninitialized[j/8] |= 1 << (j % 8)
+			}
+		}
+		e := &expectations{r: &run{ost: fid.OSTSeq(1)}}
+		got, gotUninit := e.verifyPage(1, 2, p, sum, false, nil, nil)
+		want, wantUninit := e.verifyPageByID(1, 2*sumSpan, p, sum, false, nil, nil)
+		if gotUninit != wantUninit || len(got) != len(want) {
+			t.Fatalf("never written %d, suspects %d; one id at a time %d, %d", gotUninit, len(got), wantUninit, len(want))
+		}
+		for i := range got {
+			if got[i].oid != want[i].oid || got[i].slot != want[i].slot || got[i].ent.local != want[i].ent.local {
+				t.Fatalf("suspect %d: %d (slot %d), one id at a time %d (slot %d)", i, got[i].oid, got[i].slot, want[i].oid, want[i].slot)
+			}
+		}
+	})
 }
