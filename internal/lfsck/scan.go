@@ -1089,15 +1089,8 @@ func (b *bitmap) set(i uint64) {
 
 // testSet sets bit i and reports whether it was set already.
 func (b *bitmap) testSet(i uint64) bool {
-	if i >= maxBitmapOid {
-		return false
-	}
-	for uint64(len(b.w)) <= i/64 {
-		b.w = append(b.w, make([]uint64, len(b.w)+1)...)
-	}
-	w := &b.w[i/64]
-	was := *w&(1<<(i%64)) != 0
-	*w |= 1 << (i % 64)
+	was := b.test(i)
+	b.set(i)
 	return was
 }
 

@@ -337,7 +337,7 @@ func (s *Store) Summarize(seq, from, span, block uint64) (*Summary, error) {
 			continue
 		}
 		oid := binary.BigEndian.Uint64(k[9:])
-		if gone != nil && gone[oid] {
+		if gone[oid] {
 			continue
 		}
 		i := oid - from
@@ -381,8 +381,8 @@ func (s *Store) nextObject(lo, hi []byte) (uint64, bool, error) {
 	}
 	defer it.Close()
 	for it.First(); it.Valid(); it.Next() {
-		if k := it.Key(); len(k) == 17 {
-			return binary.BigEndian.Uint64(k[9:]), true, nil
+		if obj, ok := objOfKey(it.Key()); ok {
+			return obj.Oid, true, nil
 		}
 	}
 	return 0, false, it.Error()
