@@ -618,9 +618,15 @@ func (r *run) layoutObject(local uint64, v []byte, o *object, rebuild bool) {
 			continue // a hole
 		}
 		dup := false
-		if s.seq == r.ost && r.refsOf(s.ost).testSet(s.oid) {
-			r.dups[s] = true
-			dup = true
+		if s.seq == r.ost {
+			ref := r.refsOf(s.ost)
+			var in bool
+			if dup, in = ref.testSetIn(s.oid); !in {
+				dup = ref.testSet(s.oid)
+			}
+			if dup {
+				r.dups[s] = true
+			}
 		}
 		if bad || (rebuild && exp == nil) {
 			continue
@@ -634,7 +640,12 @@ func (r *run) layoutObject(local uint64, v []byte, o *object, rebuild bool) {
 					// otherwise).
 					shared, seqPart, summed = ost.SumShared(&rec), ost.SumSeq(r.ost), true
 				}
-				if exp.record(s.ost, s.oid, ost.SumDigestSeq(shared, seqPart, s.oid, uint32(i)), local, i) {
+				dig := ost.SumDigestSeq(shared, seqPart, s.oid, uint32(i))
+				if p := exp.page(s.ost, s.oid); p != nil && p.setNew(s.oid, dig, local, i) {
+					recorded++
+					continue
+				}
+				if exp.record(s.ost, s.oid, dig, local, i) {
 					recorded++
 					continue
 				}
@@ -1092,6 +1103,18 @@ func (b *bitmap) testSet(i uint64) bool {
 	was := b.test(i)
 	b.set(i)
 	return was
+}
+
+// testSetIn is testSet for an i within the bitmap's words (ok false:
+// beyond them, call testSet), small enough to be inlined into the layout
+// check's loop over stripes.
+func (b *bitmap) testSetIn(i uint64) (was, ok bool) {
+	if w := i / 64; w < uint64(len(b.w)) {
+		old := b.w[w]
+		b.w[w] = old | 1<<(i%64)
+		return old>>(i%64)&1 != 0, true
+	}
+	return false, false
 }
 
 func (b *bitmap) test(i uint64) bool {

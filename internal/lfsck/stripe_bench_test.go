@@ -11,7 +11,7 @@ import (
 )
 
 // A file's record as the MDT stores it, with n stripes on OSTs 0..n-1.
-func benchRecord(b *testing.B, n int, oid uint64) []byte {
+func benchRecord(b testing.TB, n int, oid uint64) []byte {
 	ino := &pb.Inode{Fid: fid.FID{Seq: fid.SeqNormal, Oid: 1234, Ver: 0}.PB(), Mode: 0o100644, Uid: 1000, Gid: 1000, Nlink: 1,
 		MtimeNs: 1764000000000000000, CtimeNs: 1764000000000000000, AtimeNs: 1764000000000000000,
 		Links:  []*pb.LinkEntry{{Parent: fid.FID{Seq: fid.SeqNormal, Oid: 7}.PB(), Name: []byte("file.000123")}},

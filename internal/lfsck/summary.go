@@ -78,6 +78,19 @@ func (p *expPage) set(i, dig, local uint64, slot int) {
 	p.has[i/64] |= 1 << (i % 64)
 }
 
+// setNew records the expectation of id i unless it has one already
+// (false: named twice).
+func (p *expPage) setNew(i, dig, local uint64, slot int) bool {
+	i %= sumSpan
+	m := uint64(1) << (i % 64)
+	if p.has[i/64]&m != 0 {
+		return false
+	}
+	p.has[i/64] |= m
+	p.dig[i], p.local[i], p.slot[i] = dig, local, uint32(slot)+1
+	return true
+}
+
 // maxTablePages bounds the table's pages per OST: ids from 2^32 on are
 // checked object by object.
 const maxTablePages = 1 << 16
@@ -110,6 +123,19 @@ func newExpectations(r *run) *expectations {
 	}
 	return &expectations{r: r, max: maxExpectBytes / expPageBytes,
 		dup: map[uint32]map[uint64]bool{}, sums: map[uint32]*ostSums{}}
+}
+
+// page is OST ost's page of the table holding oid, nil if not allocated
+// yet: small enough to be inlined into the scan's loop over stripes,
+// which records into an existing page itself (expPage.setNew) and calls
+// record for the rest.
+func (e *expectations) page(ost uint32, oid uint64) *expPage {
+	if int(ost) < len(e.pages) {
+		if ps, pi := e.pages[ost], oid/sumSpan; pi < uint64(len(ps)) {
+			return ps[pi]
+		}
+	}
+	return nil
 }
 
 // record notes what stripe slot of the file at local expects from object

@@ -207,3 +207,64 @@ func FuzzVerifyPageMatchesByID(f *testing.F) {
 		}
 	})
 }
+
+// layoutObject records each stripe of the scan's own sequence in the
+// table once, with its file and slot, and sets aside an object that two
+// layouts name (r.dups, settled by resolveDups when never written) instead
+// of recording it twice: across pages, OSTs, the bitmap's growth and the
+// table's page allocation.
+func TestLayoutObjectRecordsStripesOnceAndSetsAsideDups(t *testing.T) {
+	r := &run{ost: fid.OSTSeq(0), st: &pb.LfsckState{Phase: 1}, refs: map[uint32]*bitmap{}, dups: map[stripe]bool{}}
+	r.lay = newLayoutChecker(r, 0)
+	r.exp = &expectations{r: r, max: maxExpectBytes / expPageBytes, dup: map[uint32]map[uint64]bool{}}
+	file := func(local uint64, oids ...uint64) {
+		o := object{ostSeq: newSeqField(r.ost)}
+		if err := o.decodeSome(benchRecord(t, len(oids), 0), true); err != nil {
+			t.Fatal(err)
+		}
+		for i := range o.layout.objs {
+			o.layout.objs[i].oid = oids[i]
+		}
+		r.layoutObject(local, nil, &o, false)
+	}
+	// Stripe i of a file is on OST i (benchRecord).
+	file(10, 5, 7)
+	file(11, 70000, 5)               // OST 0 page 1; OST 1 id 5
+	file(12, 5, 1<<20)               // OST 0 id 5 again: named twice; OST 1 far beyond the bitmap's words
+	file(13, 70000+64, 3, 9, 4)      // four OSTs
+	want := map[[2]uint64][2]uint64{ // {ost, oid}: {local, slot}
+		{0, 5}: {10, 0}, {1, 7}: {10, 1}, {0, 70000}: {11, 0}, {1, 5}: {11, 1}, {1, 1 << 20}: {12, 1},
+		{0, 70064}: {13, 0}, {1, 3}: {13, 1}, {2, 9}: {13, 2}, {3, 4}: {13, 3},
+	}
+	got := 0
+	for ost, ps := range r.exp.pages {
+		for pi, p := range ps {
+			if p == nil {
+				continue
+			}
+			for i := range uint64(sumSpan) {
+				if !p.expects(i) {
+					continue
+				}
+				got++
+				oid := uint64(pi)*sumSpan + i
+				w, ok := want[[2]uint64{uint64(ost), oid}]
+				if !ok || p.local[i] != w[0] || uint64(p.slot[i]) != w[1]+1 {
+					t.Errorf("OST %d object %d: recorded for file %d slot %d, want %v (known %v)", ost, oid, p.local[i], int(p.slot[i])-1, w, ok)
+				}
+			}
+		}
+	}
+	if got != len(want) {
+		t.Errorf("%d stripes recorded, want %d", got, len(want))
+	}
+	if d := (stripe{ost: 0, seq: r.ost, oid: 5}); len(r.dups) != 1 || !r.dups[d] {
+		t.Errorf("dups %v, want only %v", r.dups, d)
+	}
+	if !r.exp.dup[0][5] {
+		t.Errorf("the table's dups %v, want OST 0 object 5", r.exp.dup)
+	}
+	if r.lay.inflight != 1 {
+		t.Errorf("%d checks queued, want 1 (the second holder of OST 0 object 5)", r.lay.inflight)
+	}
+}
