@@ -608,8 +608,9 @@ func (r *run) layoutObject(local uint64, v []byte, o *object, rebuild bool) {
 		exp = nil
 	}
 	checks := r.checkBuf[:0]
-	encoded, summed := false, false
+	encoded, summed, filed := false, false, false
 	var shared, seqPart uint64
+	var file uint32
 	recorded := uint64(0)
 	rec := ost.Rec{Parent: o.fid, StripeSize: l.stripeSize, StripeCount: uint32(len(l.objs)), Gen: l.gen,
 		UID: o.uid, GID: o.gid, ProjID: o.projid}
@@ -639,15 +640,18 @@ func (r *run) layoutObject(local uint64, v []byte, o *object, rebuild bool) {
 					// Every stripe recorded has our sequence (bad
 					// otherwise).
 					shared, seqPart, summed = ost.SumShared(&rec), ost.SumSeq(r.ost), true
+					file, filed = exp.fileOf(local)
 				}
-				dig := ost.SumDigestSeq(shared, seqPart, s.oid, uint32(i))
-				if p := exp.page(s.ost, s.oid); p != nil && p.setNew(s.oid, dig, local, i) {
-					recorded++
-					continue
-				}
-				if exp.record(s.ost, s.oid, dig, local, i) {
-					recorded++
-					continue
+				if filed {
+					dig := ost.SumDigestSeq(shared, seqPart, s.oid, uint32(i))
+					if p := exp.page(s.ost, s.oid); p != nil && p.setNew(s.oid, dig, file) {
+						recorded++
+						continue
+					}
+					if exp.record(s.ost, s.oid, dig, file) {
+						recorded++
+						continue
+					}
 				}
 			}
 		}

@@ -11,13 +11,14 @@ import (
 )
 
 // verifyFixture is a table page with expectations at ids 0..n-1 of page 1
-// and a summary that matches them all: ids below 3*sumBlock/2 written
-// (digest summed), the rest never written.
+// (id i named by file i of fixtureFiles) and a summary that matches them
+// all: ids below 3*sumBlock/2 written (digest summed), the rest never
+// written.
 func verifyFixture(n int) (*expPage, *pb.LfsckSummaryReply) {
 	p := new(expPage)
 	sum := &pb.LfsckSummaryReply{Exists: make([]byte, sumSpan/8), Uninitialized: make([]byte, sumSpan/8), Sums: make([]uint64, sumSpan/sumBlock)}
 	for i := range uint64(n) {
-		p.set(i, 0x9e3779b97f4a7c15*(i+1), 1000+i, int(i%4))
+		p.set(i, 0x9e3779b97f4a7c15*(i+1), uint32(i))
 		sum.Exists[i/8] |= 1 << (i % 8)
 		if i < 3*sumBlock/2 {
 			sum.Sums[i/sumBlock] += p.dig[i]
@@ -66,7 +67,7 @@ func TestVerifyPageNamesWhatTheSummaryCannotSettle(t *testing.T) {
 			return ids
 		}(), n - 3*sumBlock/2},
 		{"an unexpected object in a block", func(p *expPage, sum *pb.LfsckSummaryReply) (*pb.LfsckSummaryReply, bool, map[uint64]bool) {
-			p.slot[2], p.has[0] = 0, p.has[0]&^(1<<2) // the OST has it, the table does not
+			p.has[0] &^= 1 << 2 // the OST has it, the table does not
 			return sum, false, nil
 		}, func() (ids []uint64) {
 			for i := uint64(0); i < sumBlock; i++ {
@@ -91,11 +92,11 @@ func TestVerifyPageNamesWhatTheSummaryCannotSettle(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p, sum := verifyFixture(n)
 			sum, whole, dups := c.change(p, sum)
-			e := &expectations{r: &run{ost: fid.OSTSeq(3)}}
+			e := &expectations{r: &run{ost: fid.OSTSeq(3)}, files: fixtureFiles(n)}
 			suspects, uninit := e.verifyPage(3, 1, p, sum, whole, dups, nil)
 			var got []uint64
 			for _, it := range suspects {
-				if it.ost != 3 || it.seq != fid.OSTSeq(3) || it.ent.local != 1000+it.oid-base || it.slot != uint32((it.oid-base)%4) {
+				if it.ost != 3 || it.seq != fid.OSTSeq(3) || it.ent.local != 1000+it.oid-base || it.slot != slotUnknown {
 					t.Fatalf("suspect %+v: wrong OST, sequence, file or slot", it)
 				}
 				got = append(got, it.oid)
@@ -109,6 +110,16 @@ func TestVerifyPageNamesWhatTheSummaryCannotSettle(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fixtureFiles is the table's list of files for verifyFixture: file i is
+// at local key 1000+i.
+func fixtureFiles(n int) []uint64 {
+	files := make([]uint64, n)
+	for i := range files {
+		files[i] = 1000 + uint64(i)
+	}
+	return files
 }
 
 func head(ids []uint64) string {
@@ -164,13 +175,17 @@ func FuzzVerifyPageMatchesByID(f *testing.F) {
 	f.Fuzz(func(t *testing.T, seed uint64, n uint16, missing, unwritten, wrong uint8) {
 		rng := rand.New(rand.NewPCG(seed, uint64(n)))
 		p := new(expPage)
+		files := make([]uint64, 2000)
+		for i := range files {
+			files[i] = rng.Uint64()
+		}
 		sum := &pb.LfsckSummaryReply{Exists: make([]byte, sumSpan/8), Uninitialized: make([]byte, sumSpan/8), Sums: make([]uint64, sumSpan/sumBlock)}
 		for range int(n) {
 			i := rng.Uint64N(sumSpan)
 			if p.expects(i) {
 				continue
 			}
-			p.set(i, rng.Uint64(), rng.Uint64(), rng.IntN(2000))
+			p.set(i, rng.Uint64(), uint32(rng.IntN(len(files))))
 			switch r := rng.IntN(256); {
 			case r < int(missing):
 				// not on the OST (a summary that also calls it never
@@ -194,22 +209,22 @@ func FuzzVerifyPageMatchesByID(f *testing.F) {
 				sum.Uninitialized[j/8] |= 1 << (j % 8)
 			}
 		}
-		e := &expectations{r: &run{ost: fid.OSTSeq(1)}}
+		e := &expectations{r: &run{ost: fid.OSTSeq(1)}, files: files}
 		got, gotUninit := e.verifyPage(1, 2, p, sum, false, nil, nil)
 		want, wantUninit := e.verifyPageByID(1, 2*sumSpan, p, sum, false, nil, nil)
 		if gotUninit != wantUninit || len(got) != len(want) {
 			t.Fatalf("never written %d, suspects %d; one id at a time %d, %d", gotUninit, len(got), wantUninit, len(want))
 		}
 		for i := range got {
-			if got[i].oid != want[i].oid || got[i].slot != want[i].slot || got[i].ent.local != want[i].ent.local {
-				t.Fatalf("suspect %d: %d (slot %d), one id at a time %d (slot %d)", i, got[i].oid, got[i].slot, want[i].oid, want[i].slot)
+			if got[i].oid != want[i].oid || got[i].ent.local != want[i].ent.local {
+				t.Fatalf("suspect %d: %d (file %d), one id at a time %d (file %d)", i, got[i].oid, got[i].ent.local, want[i].oid, want[i].ent.local)
 			}
 		}
 	})
 }
 
 // layoutObject records each stripe of the scan's own sequence in the
-// table once, with its file and slot, and sets aside an object that two
+// table once, with its file, and sets aside an object that two
 // layouts name (r.dups, settled by resolveDups when never written) instead
 // of recording it twice: across pages, OSTs, the bitmap's growth and the
 // table's page allocation.
@@ -229,12 +244,12 @@ func TestLayoutObjectRecordsStripesOnceAndSetsAsideDups(t *testing.T) {
 	}
 	// Stripe i of a file is on OST i (benchRecord).
 	file(10, 5, 7)
-	file(11, 70000, 5)               // OST 0 page 1; OST 1 id 5
-	file(12, 5, 1<<20)               // OST 0 id 5 again: named twice; OST 1 far beyond the bitmap's words
-	file(13, 70000+64, 3, 9, 4)      // four OSTs
-	want := map[[2]uint64][2]uint64{ // {ost, oid}: {local, slot}
-		{0, 5}: {10, 0}, {1, 7}: {10, 1}, {0, 70000}: {11, 0}, {1, 5}: {11, 1}, {1, 1 << 20}: {12, 1},
-		{0, 70064}: {13, 0}, {1, 3}: {13, 1}, {2, 9}: {13, 2}, {3, 4}: {13, 3},
+	file(11, 70000, 5)            // OST 0 page 1; OST 1 id 5
+	file(12, 5, 1<<20)            // OST 0 id 5 again: named twice; OST 1 far beyond the bitmap's words
+	file(13, 70000+64, 3, 9, 4)   // four OSTs
+	want := map[[2]uint64]uint64{ // {ost, oid}: local
+		{0, 5}: 10, {1, 7}: 10, {0, 70000}: 11, {1, 5}: 11, {1, 1 << 20}: 12,
+		{0, 70064}: 13, {1, 3}: 13, {2, 9}: 13, {3, 4}: 13,
 	}
 	got := 0
 	for ost, ps := range r.exp.pages {
@@ -249,8 +264,8 @@ func TestLayoutObjectRecordsStripesOnceAndSetsAsideDups(t *testing.T) {
 				got++
 				oid := uint64(pi)*sumSpan + i
 				w, ok := want[[2]uint64{uint64(ost), oid}]
-				if !ok || p.local[i] != w[0] || uint64(p.slot[i]) != w[1]+1 {
-					t.Errorf("OST %d object %d: recorded for file %d slot %d, want %v (known %v)", ost, oid, p.local[i], int(p.slot[i])-1, w, ok)
+				if local := r.exp.files[p.file[i]]; !ok || local != w {
+					t.Errorf("OST %d object %d: recorded for file %d, want %d (known %v)", ost, oid, local, w, ok)
 				}
 			}
 		}
@@ -263,6 +278,9 @@ func TestLayoutObjectRecordsStripesOnceAndSetsAsideDups(t *testing.T) {
 	}
 	if !r.exp.dup[0][5] {
 		t.Errorf("the table's dups %v, want OST 0 object 5", r.exp.dup)
+	}
+	if !slices.Equal(r.exp.files, []uint64{10, 11, 12, 13}) {
+		t.Errorf("files %v, want each once, in scan order", r.exp.files)
 	}
 	if r.lay.inflight != 1 {
 		t.Errorf("%d checks queued, want 1 (the second holder of OST 0 object 5)", r.lay.inflight)
