@@ -37,17 +37,17 @@ import (
 // an object named twice, and the stripes of an OST that gave no summary
 // are checked object by object, by the queue of layout.go, which re-reads
 // the file before it counts anything (a change in flight is never
-// repaired). So the MDT's work per stripe is a digest and three stores,
-// and the OSTs' is one step of an iteration.
+// repaired). So the MDT's work per stripe is a digest, two stores and a
+// bit, and the OSTs' is one step of an iteration.
 //
 // Memory: 12 bytes per recorded stripe (pages of 65536 ids allocated as
-// the ids appear), at most maxExpectBytes, and 8 per file (the list the
-// table names files by; 4 bytes each instead of a local key and a slot
-// took the table from 20 bytes a stripe to 12: 40 % fewer pages to fault
-// in and to fill, 2026-11-29). Stripes beyond it are queued object by
-// object as before. The table keeps no slot: the check of a suspect
-// finds the stripe in the file's layout (lookupCheck). Checkpoints: the table is rebuilt by the
-// fast pass that already rebuilds the name pairs and the reference bitmap
+// the ids appear), at most maxExpectBytes, and 8 per file: the table
+// names a file by its place in a list of the run's files, 4 bytes
+// instead of a local key and a slot (20 bytes a stripe until 2026-11-29).
+// Stripes beyond it are queued object by object as before. The check of
+// a stripe the summaries do not settle finds its slot in the file's
+// layout (lookupCheck). Checkpoints: the table is rebuilt by the fast
+// pass that already rebuilds the name pairs and the reference bitmap
 // from the part of the scan before the checkpoint; the figures of verify
 // are held back from checkpoints until it is done, so a stop during it
 // makes the resumed run verify everything again and count it once.
@@ -152,7 +152,7 @@ func (e *expectations) fileOf(local uint64) (uint32, bool) {
 	if n := len(e.files); n > 0 && e.files[n-1] == local {
 		return uint32(n - 1), true
 	}
-	if len(e.files) >= maxTableFiles {
+	if uint64(len(e.files)) >= maxTableFiles {
 		return 0, false
 	}
 	e.files = append(e.files, local)
