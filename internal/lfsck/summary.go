@@ -432,8 +432,8 @@ func (e *expectations) item(ost uint32, oid uint64, p *expPage, i uint64) checkI
 	return checkItem{ost: ost, seq: e.r.ost, oid: oid, slot: slotUnknown, ent: &entry{local: e.files[p.file[i]], remaining: 1}}
 }
 
-// slotUnknown is the slot of a check queued by verify: lookupCheck finds
-// it in the file's layout.
+// slotUnknown is the slot of a check queued by verify (the table keeps
+// none): lookupCheck finds it in the file's layout.
 const slotUnknown = ^uint32(0)
 
 // lookupCheck completes a check queued by verify from the file as it is
@@ -450,23 +450,14 @@ func (r *run) lookupCheck(it *checkItem) bool {
 	if err != nil || ino.Fid == nil || ino.Layout == nil {
 		return false
 	}
-	if it.slot == slotUnknown {
-		for i, s := range ino.Layout.Objects {
-			if s.Ost == it.ost && s.Seq == it.seq && s.Oid == it.oid {
-				it.slot = uint32(i)
-				break
-			}
+	for i, s := range ino.Layout.Objects {
+		if s.Ost == it.ost && s.Seq == it.seq && s.Oid == it.oid {
+			it.slot = uint32(i)
+			it.ent.fid = fid.FromPB(ino.Fid)
+			rec := expected(it.ent.fid, ino, it)
+			it.digest = ost.RecordDigest(&rec)
+			return true
 		}
 	}
-	if int(it.slot) >= len(ino.Layout.Objects) {
-		return false
-	}
-	s := ino.Layout.Objects[it.slot]
-	if s.Ost != it.ost || s.Seq != it.seq || s.Oid != it.oid {
-		return false
-	}
-	it.ent.fid = fid.FromPB(ino.Fid)
-	rec := expected(it.ent.fid, ino, it)
-	it.digest = ost.RecordDigest(&rec)
-	return true
+	return false
 }
