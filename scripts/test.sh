@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite: vet, then every package's tests, with the race
-# detector. Integration tests (internal/itest) start real server processes
+# detector. Integration tests (test/itest) start real server processes
 # on loopback and stop them by pid when they end.
 # NACRE_ITEST_LONG=1 runs the longer variants.
 set -euo pipefail

@@ -17,7 +17,7 @@ import (
 	"nacre/internal/client"
 	"nacre/internal/localcluster"
 	"nacre/internal/obs"
-	"nacre/internal/serve"
+	"nacre/internal/server"
 	"nacre/internal/target"
 )
 
@@ -132,7 +132,7 @@ func addServerCommands(root *cobra.Command, g *globals) {
 				return fmt.Errorf("--dir is required")
 			}
 			log := obs.NewLogger(os.Stderr, jsonLogs, obs.LevelFromEnv())
-			return serve.Run(cmd.Context(), serveDir, serve.Options{Log: log})
+			return server.Run(cmd.Context(), serveDir, server.Options{Log: log})
 		},
 	}
 	serveCmd.Flags().StringVar(&serveDir, "dir", "", "target directory")

@@ -18,7 +18,7 @@ import (
 	pb "nacre/api/nacrepb"
 	"nacre/internal/cli"
 	"nacre/internal/fid"
-	"nacre/internal/mdsapi"
+	"nacre/internal/mdrpc"
 	"nacre/internal/rpc"
 )
 
@@ -53,7 +53,7 @@ var surveyOps = []string{"create", "lookup", "getattr", "setattr", "destroy"}
 
 // surveyThread is one thread's direct connection to the MDT.
 type surveyThread struct {
-	c      *mdsapi.Client
+	c      *mdrpc.MDS
 	client uint64
 	req    uint64
 	dir    fid.FID
@@ -126,7 +126,7 @@ func surveyRound(ctx context.Context, o SurveyOptions, addr, fsname string, n in
 	var idb [8]byte
 	for i := range ths {
 		rand.Read(idb[:])
-		ths[i] = &surveyThread{c: mdsapi.NewClient(addr, fsname), client: binary.LittleEndian.Uint64(idb[:]) | 1}
+		ths[i] = &surveyThread{c: mdrpc.NewMDS(addr, fsname), client: binary.LittleEndian.Uint64(idb[:]) | 1}
 	}
 	defer func() {
 		for _, t := range ths {

@@ -27,7 +27,7 @@ import (
 	"nacre/internal/fid"
 	"nacre/internal/layout"
 	"nacre/internal/rpc"
-	"nacre/internal/space"
+	"nacre/internal/reserve"
 )
 
 // LsEntry is one entry of `nacre ls --json` (a file given as the path
@@ -585,7 +585,7 @@ func stripesShort(ctx context.Context, c *client.Client, l *pb.Layout, ino *pb.I
 		seen = map[uint32]bool{}
 		for _, t := range cfg.Targets {
 			st := t.Statfs
-			if t.Kind == pb.TargetKind_TARGET_OST && t.State == "up" && !seen[t.Index] && st != nil && st.BytesTotal > 0 && st.BytesAvail < space.FullMargin(st.BytesTotal) {
+			if t.Kind == pb.TargetKind_TARGET_OST && t.State == "up" && !seen[t.Index] && st != nil && st.BytesTotal > 0 && st.BytesAvail < reserve.FullMargin(st.BytesTotal) {
 				seen[t.Index] = true
 				full = append(full, fmt.Sprintf("OST%04x", t.Index))
 			}

@@ -14,7 +14,7 @@ import (
 	"nacre/internal/client"
 	"nacre/internal/layout"
 	"nacre/internal/rpc"
-	"nacre/internal/serve"
+	"nacre/internal/server"
 )
 
 // TargetStatus is one row of `nacre status --json`.
@@ -89,7 +89,7 @@ func targetName(fsname string, t *pb.TargetInfo) string {
 func local(ts TargetStatus, host string) bool {
 	// A directory that is gone (moved away, its device not mounted) is
 	// still this machine's: whether its process runs is told by the
-	// process (serve.Serves), not by the MGS, which shows a target it
+	// process (server.Serves), not by the MGS, which shows a target it
 	// knows as up for a while after the MGS starts.
 	return ts.Pid > 0 && ts.Host != "" && ts.Host == host
 }
@@ -100,9 +100,9 @@ func local(ts TargetStatus, host string) bool {
 // program, or by another target after a reboot, is not the target).
 func targetAlive(pid int, dir string) bool {
 	if dir != "" {
-		return serve.Serves(pid, dir)
+		return server.Serves(pid, dir)
 	}
-	if pid <= 0 || !serve.Running(pid) {
+	if pid <= 0 || !server.Running(pid) {
 		return false
 	}
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil {

@@ -3,7 +3,7 @@
 //
 // A Client learns the cluster from the MGS, sends namespace operations to
 // the MDT that owns a FID (FID location database), and moves file data to
-// and from the OSTs directly over the framed data protocol (internal/wire),
+// and from the OSTs directly over the framed data protocol (internal/bulk),
 // striped RAID-0 and in parallel.
 //
 // Every mutation carries (client id, request id). A call that fails in a
@@ -37,7 +37,7 @@ import (
 	"nacre/internal/fid"
 	"nacre/internal/rpc"
 	"nacre/internal/version"
-	"nacre/internal/wire"
+	"nacre/internal/bulk"
 )
 
 // Config configures a Client.
@@ -120,7 +120,7 @@ type mdtConn struct {
 type ostConn struct {
 	index uint32
 	addr  string
-	wc    *wire.Client
+	wc    *bulk.Client
 	up    bool
 	// unreachableSince is when the current run of failed attempts to
 	// reach the OST began (zero: it answered last); lastFailure is when
@@ -349,7 +349,7 @@ func (c *Client) refresh(ctx context.Context) error {
 				o.up = ti.State == "up"
 				continue
 			}
-			wc, err := wire.Dial(ti.DataAddr, wire.ClientOptions{Fsname: c.fsname, Target: fmt.Sprintf("OST%04x", ti.Index), Conns: ioParallel})
+			wc, err := bulk.Dial(ti.DataAddr, bulk.ClientOptions{Fsname: c.fsname, Target: fmt.Sprintf("OST%04x", ti.Index), Conns: ioParallel})
 			if err != nil {
 				return err
 			}

@@ -16,7 +16,7 @@ import (
 	"nacre/internal/fid"
 	"nacre/internal/layout"
 	"nacre/internal/rpc"
-	"nacre/internal/wire"
+	"nacre/internal/bulk"
 )
 
 // maxFrame is the largest piece of data sent in one frame.
@@ -94,12 +94,12 @@ func (f *File) Inode() *pb.Inode {
 	return f.ino
 }
 
-func objMeta(ino *pb.Inode, stripe int) *wire.ObjMeta {
+func objMeta(ino *pb.Inode, stripe int) *bulk.ObjMeta {
 	l := ino.Layout
-	return &wire.ObjMeta{
+	return &bulk.ObjMeta{
 		Parent: fid.FromPB(ino.Fid), StripeIndex: uint32(stripe), StripeSize: l.StripeSize,
 		StripeCount: uint32(len(l.Objects)), LayoutGen: l.Generation,
-		UID: ino.Uid, GID: ino.Gid, ProjID: ino.Projid, Valid: wire.MetaAll,
+		UID: ino.Uid, GID: ino.Gid, ProjID: ino.Projid, Valid: bulk.MetaAll,
 	}
 }
 
@@ -171,7 +171,7 @@ func parallel(ctx context.Context, n, limit int, f func(ctx context.Context, i i
 	return first
 }
 
-func (c *Client) wireFor(ost uint32) (*wire.Client, error) {
+func (c *Client) wireFor(ost uint32) (*bulk.Client, error) {
 	o, err := c.ost(ost)
 	if err != nil {
 		return nil, err
@@ -464,7 +464,7 @@ func (c *Client) glimpse(ctx context.Context, ino *pb.Inode) (glimpseResult, err
 	blocks := make([]uint64, len(l.Objects))
 	mtimes := make([]int64, len(l.Objects))
 	// A slot with no object counts as size 0.
-	err := c.eachObject(ctx, ino, "getattr", func(ctx context.Context, wc *wire.Client, o *pb.StripeObject, i int) error {
+	err := c.eachObject(ctx, ino, "getattr", func(ctx context.Context, wc *bulk.Client, o *pb.StripeObject, i int) error {
 		a, err := wc.GetAttr(ctx, objID(o))
 		if err != nil {
 			return err
@@ -534,7 +534,7 @@ func (c *Client) truncateObjects(ctx context.Context, ino *pb.Inode, size uint64
 	}
 	epochs := make([]uint64, len(l.Objects))
 	cut := func(ctx context.Context, i int) error {
-		return c.onObject(ctx, ino, "truncate", i, func(ctx context.Context, wc *wire.Client, o *pb.StripeObject, i int) (err error) {
+		return c.onObject(ctx, ino, "truncate", i, func(ctx context.Context, wc *bulk.Client, o *pb.StripeObject, i int) (err error) {
 			objSize := layout.ObjectSize(uint64(l.StripeSize), len(l.Objects), i, size)
 			epochs[i], err = wc.Truncate(ctx, objID(o), objSize, objMeta(ino, i))
 			return err
@@ -563,7 +563,7 @@ const syncObjectsFrom = 1 << 40
 
 // eachObject runs op on every object of ino's layout (not the slots that
 // name none), in parallel, each with the retries of any I/O (retryIO).
-func (c *Client) eachObject(ctx context.Context, ino *pb.Inode, what string, op func(ctx context.Context, wc *wire.Client, o *pb.StripeObject, i int) error) error {
+func (c *Client) eachObject(ctx context.Context, ino *pb.Inode, what string, op func(ctx context.Context, wc *bulk.Client, o *pb.StripeObject, i int) error) error {
 	return parallel(ctx, len(ino.Layout.Objects), ioParallel, func(ctx context.Context, i int) error {
 		return c.onObject(ctx, ino, what, i, op)
 	})
@@ -571,7 +571,7 @@ func (c *Client) eachObject(ctx context.Context, ino *pb.Inode, what string, op 
 
 // onObject runs op on object i of ino's layout (nothing for a slot that
 // names none), with the retries of any I/O (retryIO).
-func (c *Client) onObject(ctx context.Context, ino *pb.Inode, what string, i int, op func(ctx context.Context, wc *wire.Client, o *pb.StripeObject, i int) error) error {
+func (c *Client) onObject(ctx context.Context, ino *pb.Inode, what string, i int, op func(ctx context.Context, wc *bulk.Client, o *pb.StripeObject, i int) error) error {
 	o := ino.Layout.Objects[i]
 	if isHole(o) {
 		return nil
@@ -589,7 +589,7 @@ func (c *Client) onObject(ctx context.Context, ino *pb.Inode, what string, i int
 // retries of any I/O, and fails only if an OST does not answer (an
 // answer that the object is missing is left to the operation itself).
 func (c *Client) reachObjects(ctx context.Context, ino *pb.Inode, what string) error {
-	return c.eachObject(ctx, ino, what, func(ctx context.Context, wc *wire.Client, o *pb.StripeObject, _ int) error {
+	return c.eachObject(ctx, ino, what, func(ctx context.Context, wc *bulk.Client, o *pb.StripeObject, _ int) error {
 		if _, err := wc.GetAttr(ctx, objID(o)); err != nil && ioRetryable(err) {
 			return err
 		}

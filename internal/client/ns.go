@@ -8,7 +8,7 @@ import (
 	pb "nacre/api/nacrepb"
 	"nacre/internal/fid"
 	"nacre/internal/rpc"
-	"nacre/internal/wire"
+	"nacre/internal/bulk"
 )
 
 // mutate sends one command to the MDT owning f, retrying with the same
@@ -334,7 +334,7 @@ func (c *Client) ownerToObjects(ino *pb.Inode) {
 		defer func() { <-c.ownerSem }()
 		ctx, cancel := context.WithTimeout(context.Background(), ownerPushWait)
 		defer cancel()
-		meta := &wire.ObjMeta{UID: ino.Uid, GID: ino.Gid, ProjID: ino.Projid, Valid: wire.MetaOwner | wire.MetaProjID}
+		meta := &bulk.ObjMeta{UID: ino.Uid, GID: ino.Gid, ProjID: ino.Projid, Valid: bulk.MetaOwner | bulk.MetaProjID}
 		_ = parallel(ctx, len(l.Objects), ioParallel, func(ctx context.Context, i int) error {
 			o := l.Objects[i]
 			if isHole(o) {

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "nacre/api/nacrepb"
-	"nacre/internal/mdsapi"
+	"nacre/internal/mdrpc"
 	"nacre/internal/raftgroup"
 	"nacre/internal/rpc"
 )
@@ -97,8 +97,8 @@ func (g *mdtGroup) update(tis []*pb.TargetInfo) error {
 		} else {
 			r = &mdtReplica{id: ti.ReplicaId, addr: ti.Addr, data: data}
 			if data != "" {
-				// The metadata hot path uses framed RPC (internal/frpc).
-				fc := mdsapi.NewClient(data, g.fsname)
+				// The metadata hot path uses framed RPC (internal/mdrpc).
+				fc := mdrpc.NewMDS(data, g.fsname)
 				r.cli, r.closer = fc, fc
 			} else {
 				cc, err := rpc.Dial(ti.Addr)
@@ -391,11 +391,11 @@ func (g *mdtGroup) Lookup(ctx context.Context, in *pb.LookupRequest, _ ...grpc.C
 	return
 }
 
-// Opens goes to the leader (mdsapi.Opener); a replica that cannot serve it
+// Opens goes to the leader (mdrpc.Opener); a replica that cannot serve it
 // answers Unimplemented.
 func (g *mdtGroup) Opens(ctx context.Context, in *pb.OpensRequest) (out *pb.OpensReply, err error) {
 	err = g.call(ctx, false, func(ctx context.Context, c pb.MDSClient) (e error) {
-		o, ok := c.(mdsapi.Opener)
+		o, ok := c.(mdrpc.Opener)
 		if !ok {
 			return status.Error(codes.Unimplemented, "opens over framed RPC")
 		}

@@ -16,7 +16,7 @@ import (
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/fid"
-	"nacre/internal/mdsapi"
+	"nacre/internal/mdrpc"
 	"nacre/internal/rpc"
 )
 
@@ -508,7 +508,7 @@ func (s *Session) opens(ctx context.Context, what string, f fid.FID, req *pb.Ope
 			if m, err = c.mdtFor(f); err != nil {
 				return err
 			}
-			if o, ok := m.cli.(mdsapi.Opener); ok {
+			if o, ok := m.cli.(mdrpc.Opener); ok {
 				rep, err = o.Opens(ctx, req)
 				if status.Code(err) != codes.Unimplemented {
 					return err

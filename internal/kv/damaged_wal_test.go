@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"nacre/internal/testdisk"
+	"nacre/test/testdisk"
 )
 
 // damageWAL writes keys to a new store in dir, leaves them in its

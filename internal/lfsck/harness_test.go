@@ -17,7 +17,7 @@ import (
 	"nacre/internal/mdt"
 	"nacre/internal/ost"
 	"nacre/internal/target"
-	"nacre/internal/wire"
+	"nacre/internal/bulk"
 )
 
 // harness is an MDT (in memory, commands applied without Raft) and OST
@@ -224,8 +224,8 @@ func (h *harness) write(ino *pb.Inode, data []byte) {
 	l := ino.Layout
 	for _, ch := range layout.Split(uint64(l.StripeSize), len(l.Objects), 0, uint64(len(data))) {
 		o := l.Objects[ch.Stripe]
-		meta := &wire.ObjMeta{Parent: fid.FromPB(ino.Fid), StripeIndex: uint32(ch.Stripe), StripeSize: l.StripeSize,
-			StripeCount: uint32(len(l.Objects)), LayoutGen: l.Generation, UID: ino.Uid, GID: ino.Gid, ProjID: ino.Projid, Valid: wire.MetaAll}
+		meta := &bulk.ObjMeta{Parent: fid.FromPB(ino.Fid), StripeIndex: uint32(ch.Stripe), StripeSize: l.StripeSize,
+			StripeCount: uint32(len(l.Objects)), LayoutGen: l.Generation, UID: ino.Uid, GID: ino.Gid, ProjID: ino.Projid, Valid: bulk.MetaAll}
 		if err := h.osts[o.Ost].Write(fid.ObjID{Seq: o.Seq, Oid: o.Oid}, ch.ObjOff, data[ch.FileOff:ch.FileOff+ch.Len], meta); err != nil {
 			h.t.Fatal(err)
 		}

@@ -38,13 +38,13 @@ import (
 	"time"
 
 	pb "nacre/api/nacrepb"
-	"nacre/internal/fixedport"
+	"nacre/internal/ports"
 	"nacre/internal/fusefs"
 	"nacre/internal/layout"
 	"nacre/internal/obs"
 	"nacre/internal/rpc"
-	"nacre/internal/serve"
-	"nacre/internal/space"
+	"nacre/internal/server"
+	"nacre/internal/reserve"
 	"nacre/internal/target"
 	"nacre/internal/version"
 )
@@ -201,7 +201,7 @@ func MGSAddr(dir string) (string, error) {
 		}
 		peers[rid.ReplicaID] = rid.Listen
 	}
-	return serve.MGSAddrs(target.Identity{Peers: peers}), nil
+	return server.MGSAddrs(target.Identity{Peers: peers}), nil
 }
 
 // notACluster is the error for a directory that holds no local cluster.
@@ -410,7 +410,7 @@ func checkNewClusterDir(dir string) error {
 // Replicas replicas of each, whose Raft addresses are fixed now so that
 // every replica's identity can name the others.
 func formatNew(o Options) error {
-	ports := fixedport.NewPicker()
+	ports := ports.NewPicker()
 	if o.Replicas <= 1 {
 		addr, err := ports.Pick("127.0.0.1")
 		if err != nil {
@@ -443,7 +443,7 @@ func formatNew(o Options) error {
 			return err
 		}
 	}
-	mgsAddr := serve.MGSAddrs(target.Identity{Peers: mgsPeers})
+	mgsAddr := server.MGSAddrs(target.Identity{Peers: mgsPeers})
 	mdtPeers, err := group()
 	if err != nil {
 		return err
@@ -594,12 +594,12 @@ func (c *Cluster) start(ctx context.Context, o Options, dirs []string) error {
 		if id.ReplicaID != 0 {
 			name += fmt.Sprintf("-r%d", id.ReplicaID)
 		}
-		if pid, ok := serve.Serving(d); ok {
+		if pid, ok := server.Serving(d); ok {
 			c.Targets = append(c.Targets, Proc{Name: name, Dir: d, Pid: pid})
 			continue
 		}
 		var logFrom int64
-		if fi, err := os.Stat(filepath.Join(d, serve.LogFile)); err == nil {
+		if fi, err := os.Stat(filepath.Join(d, server.LogFile)); err == nil {
 			logFrom = fi.Size()
 		}
 		pid, err := start(o.Binary, d)
@@ -670,7 +670,7 @@ func (c *Cluster) restarted() string {
 // shortOfReserve names the targets whose device has less free than the
 // target keeps for its store (statfs nil: the real one): a cluster made on
 // a device too small for its targets starts, and then refuses every write.
-func shortOfReserve(ts []Proc, statfs func(string) (space.Usage, error)) []string {
+func shortOfReserve(ts []Proc, statfs func(string) (reserve.Usage, error)) []string {
 	var out []string
 	for _, p := range ts {
 		id, err := target.Load(p.Dir)
@@ -679,12 +679,12 @@ func shortOfReserve(ts []Proc, statfs func(string) (space.Usage, error)) []strin
 		}
 		var total uint64
 		if statfs == nil {
-			statfs = space.Statfs
+			statfs = reserve.Statfs
 		}
 		if u, err := statfs(p.Dir); err == nil {
 			total = u.Total
 		}
-		if msg := space.ShortOfReserve(p.Dir, p.Name, serve.StoreOptions(id.Kind, total).MemTable(), statfs); msg != "" {
+		if msg := reserve.ShortOfReserve(p.Dir, p.Name, server.StoreOptions(id.Kind, total).MemTable(), statfs); msg != "" {
 			out = append(out, msg)
 		}
 	}
@@ -714,7 +714,7 @@ func (c *Cluster) stopStarted(err error) error {
 	}
 	var alive []Proc
 	for _, p := range started {
-		if pid, ok := serve.Serving(p.Dir); ok && pid == p.Pid {
+		if pid, ok := server.Serving(p.Dir); ok && pid == p.Pid {
 			alive = append(alive, p)
 		}
 	}
@@ -732,7 +732,7 @@ func (c *Cluster) stopStarted(err error) error {
 	var pids []int
 	for i := len(started) - 1; i >= 0; i-- {
 		p := started[i]
-		if pid, ok := serve.Serving(p.Dir); ok && pid == p.Pid {
+		if pid, ok := server.Serving(p.Dir); ok && pid == p.Pid {
 			names = append(names, p.Name)
 			pids = append(pids, p.Pid)
 		}
@@ -833,7 +833,7 @@ func Start(bin, d string) (int, error) { return start(bin, d) }
 
 // start runs `nacre serve --dir d` in its own session, logging to d/serve.log.
 func start(bin, d string) (int, error) {
-	logf, err := os.OpenFile(filepath.Join(d, serve.LogFile), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	logf, err := os.OpenFile(filepath.Join(d, server.LogFile), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return 0, err
 	}
@@ -847,7 +847,7 @@ func start(bin, d string) (int, error) {
 	pid := cmd.Process.Pid
 	// Record the pid now rather than when the server gets to it, so that
 	// a Down right after this start cannot miss the process.
-	os.WriteFile(filepath.Join(d, serve.PidFile), []byte(strconv.Itoa(pid)+"\n"), 0o644)
+	os.WriteFile(filepath.Join(d, server.PidFile), []byte(strconv.Itoa(pid)+"\n"), 0o644)
 	// Reap the child if it exits while we run; its pid file tells Down.
 	go cmd.Wait()
 	return pid, nil
@@ -951,7 +951,7 @@ func waitReady(ctx context.Context, c *Cluster, want int, timeout time.Duration,
 	for time.Now().Before(deadline) {
 		for i := 0; i < len(c.Targets); i++ {
 			p := c.Targets[i]
-			if serve.Running(p.Pid) {
+			if server.Running(p.Pid) {
 				continue
 			}
 			err := exitedWhileStarting(p)
@@ -1014,7 +1014,7 @@ func ProcessReport(dir, bin string) string {
 	fmt.Fprintf(&b, "target processes of %s on this machine:", dir)
 	stopped := 0
 	for _, d := range dirs {
-		switch pid, ok := serve.Serving(d); {
+		switch pid, ok := server.Serving(d); {
 		case ok:
 			fmt.Fprintf(&b, "\n  %-10s running (pid %d)", filepath.Base(d), pid)
 		default:
@@ -1046,7 +1046,7 @@ func Processes(dir string) ([]ProcessState, error) {
 	out := make([]ProcessState, 0, len(dirs))
 	for _, d := range dirs {
 		ps := ProcessState{Target: filepath.Base(d), Dir: d}
-		ps.Pid, ps.Running = serve.Serving(d)
+		ps.Pid, ps.Running = server.Serving(d)
 		if !ps.Running {
 			ps.Pid = 0
 		}
@@ -1064,7 +1064,7 @@ func Running(dir string) int {
 	}
 	n := 0
 	for _, d := range dirs {
-		if _, ok := serve.Serving(d); ok {
+		if _, ok := server.Serving(d); ok {
 			n++
 		}
 	}
@@ -1076,7 +1076,7 @@ func Running(dir string) int {
 // nothing there may have had no room to: the free space of its device is
 // then named too.
 func exitedWhileStarting(p Proc) error {
-	logPath := filepath.Join(p.Dir, serve.LogFile)
+	logPath := filepath.Join(p.Dir, server.LogFile)
 	// Give its last words a moment to reach the file.
 	time.Sleep(50 * time.Millisecond)
 	b, err := os.ReadFile(logPath)
@@ -1088,7 +1088,7 @@ func exitedWhileStarting(p Proc) error {
 		return fmt.Errorf("%s (pid %d) exited while starting; its log %s says:\n  %s", p.Name, p.Pid, logPath, strings.Join(lines, "\n  "))
 	}
 	why := ""
-	if u, err := space.Statfs(p.Dir); err == nil && u.Avail < 1<<20 {
+	if u, err := reserve.Statfs(p.Dir); err == nil && u.Avail < 1<<20 {
 		why = fmt.Sprintf(": the device of %s has %sB free, so it could not write one; free space there and start it again", p.Dir, layout.FormatSize(u.Avail))
 	}
 	return fmt.Errorf("%s (pid %d) exited while starting and wrote nothing to its log %s%s", p.Name, p.Pid, logPath, why)
@@ -1115,7 +1115,7 @@ func Down(dir string, out io.Writer) error {
 	var pids []int
 	var names []string
 	for _, d := range order {
-		pid, ok := serve.Serving(d)
+		pid, ok := server.Serving(d)
 		if !ok {
 			continue
 		}
@@ -1142,7 +1142,7 @@ func stopPids(names []string, pids []int, out io.Writer) {
 		for !exited(pid) && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
-		if serve.Running(pid) {
+		if server.Running(pid) {
 			syscall.Kill(pid, syscall.SIGKILL)
 			fmt.Fprintf(out, "%s (pid %d) did not stop in time; killed\n", names[i], pid)
 		}
@@ -1150,11 +1150,11 @@ func stopPids(names []string, pids []int, out io.Writer) {
 }
 
 // exited says whether pid has exited with all its threads. The main
-// thread of a Go process is a zombie (not serve.Running) while its other
+// thread of a Go process is a zombie (not server.Running) while its other
 // threads still exit, and until the last one has, the process's sockets
 // are open: a target started again at once would find its port in use.
 func exited(pid int) bool {
-	if serve.Running(pid) {
+	if server.Running(pid) {
 		return false
 	}
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
@@ -1201,7 +1201,7 @@ func NewReplica(dir, group string, rid uint64, peers map[uint64]string, bin stri
 	for _, a := range peers {
 		taken = append(taken, a)
 	}
-	addr, err := fixedport.NewPicker(taken...).Pick("127.0.0.1")
+	addr, err := ports.NewPicker(taken...).Pick("127.0.0.1")
 	if err != nil {
 		return "", "", 0, err
 	}
@@ -1285,13 +1285,13 @@ func RetireReplica(dir, group string, rid uint64) (string, error) {
 	if _, err := os.Stat(d); err != nil {
 		return "", err
 	}
-	if pid, ok := serve.Serving(d); ok {
+	if pid, ok := server.Serving(d); ok {
 		syscall.Kill(pid, syscall.SIGTERM)
 		deadline := time.Now().Add(10 * time.Second)
-		for serve.Running(pid) && time.Now().Before(deadline) {
+		for server.Running(pid) && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
-		if serve.Running(pid) {
+		if server.Running(pid) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}

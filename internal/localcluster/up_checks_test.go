@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	pb "nacre/api/nacrepb"
-	"nacre/internal/space"
+	"nacre/internal/reserve"
 	"nacre/internal/target"
 )
 
@@ -181,7 +181,7 @@ func TestNoteIgnoredSaysWhatAnExistingClusterKeeps(t *testing.T) {
 func TestUpWarnsOfADeviceTooSmallForItsTargets(t *testing.T) {
 	dir := t.TempDir()
 	const mib = 1 << 20
-	devices := map[string]space.Usage{}
+	devices := map[string]reserve.Usage{}
 	var ts []Proc
 	for _, d := range []struct {
 		name  string
@@ -194,11 +194,11 @@ func TestUpWarnsOfADeviceTooSmallForItsTargets(t *testing.T) {
 		}
 		// Devices of 6.25 GiB: full-size memtables (a smaller device gets
 		// smaller ones: serve.StoreOptions).
-		devices[p] = space.Usage{Total: 6400 * mib, Avail: d.avail}
+		devices[p] = reserve.Usage{Total: 6400 * mib, Avail: d.avail}
 		ts = append(ts, Proc{Name: strings.ToUpper(d.name[:3]) + "000" + d.name[3:], Dir: p})
 	}
 	ts[0].Name = "MGS"
-	statfs := func(p string) (space.Usage, error) { return devices[p], nil }
+	statfs := func(p string) (reserve.Usage, error) { return devices[p], nil }
 	got := shortOfReserve(ts, statfs)
 	// The MDT keeps 144 MiB (64 MiB memtables), an OST 80 MiB.
 	if len(got) != 2 || !strings.HasPrefix(got[0], "MDT0000's device") || !strings.HasPrefix(got[1], "OST0001's device") {

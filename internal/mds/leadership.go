@@ -22,7 +22,7 @@ import (
 // not valid; a follower asks the leader for its commit index (ReadIndex)
 // and waits until it has applied that far. So a read on any replica sees
 // every write acknowledged before it began (tested with porcupine in
-// internal/itest).
+// test/itest).
 //
 // A replica that cannot complete the barrier soon - it knows no leader,
 // or it is cut off from the others - answers Unavailable with the leader

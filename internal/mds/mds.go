@@ -41,7 +41,7 @@ import (
 	"nacre/internal/kv"
 	"nacre/internal/mdt"
 	"nacre/internal/raftgroup"
-	"nacre/internal/space"
+	"nacre/internal/reserve"
 	"nacre/internal/target"
 	"nacre/internal/version"
 )
@@ -109,7 +109,7 @@ type Server struct {
 	// space refuses what would add to the MDT's store once its device is
 	// down to the store's reserve (package space); nil for a store in
 	// memory.
-	space *space.Guard
+	space *reserve.Guard
 }
 
 type ostState struct {
@@ -136,7 +136,7 @@ func Start(cfg Config) (*Server, error) {
 	}
 	s := &Server{id: cfg.ID, log: cfg.Log, db: cfg.DB, t: t, mgs: cfg.MGS, osts: map[uint32]*ostState{}, replicas: map[uint64]*pb.TargetInfo{}, stop: make(chan struct{})}
 	if cfg.DB.Dir() != "" {
-		s.space = space.NewGuard(cfg.DB.Dir(), cfg.ID.Label(), cfg.DB.MemTableSize(), nil)
+		s.space = reserve.NewGuard(cfg.DB.Dir(), cfg.ID.Label(), cfg.DB.MemTableSize(), nil)
 	}
 	s.m = newMetrics(cfg.Reg, cfg.ID.Name())
 	g, err := cfg.Group(smAdapter{t})
@@ -179,10 +179,10 @@ func (s *Server) Stop() {
 
 // LocalStatfs reports the MDT's space and inodes.
 func (s *Server) LocalStatfs() *pb.Statfs {
-	u, _ := space.Statfs(s.db.Dir()) // zero when it cannot be read
+	u, _ := reserve.Statfs(s.db.Dir()) // zero when it cannot be read
 	// What new names may still use: the store's reserve is not theirs
 	// (admitSpace), as on an OST (ost.Store.Statfs).
-	avail := u.Avail - min(u.Avail, space.Reserve(u.Total, s.db.MemTableSize()))
+	avail := u.Avail - min(u.Avail, reserve.Bytes(u.Total, s.db.MemTableSize()))
 	return s.t.Statfs(u.Total, u.Free, avail)
 }
 

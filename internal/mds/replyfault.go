@@ -14,7 +14,7 @@ import (
 )
 
 // Fault points of the reply path, for the tests of exactly-once
-// (internal/itest/exactlyonce_*_test.go). The first two are hit in Mutate
+// (test/itest/exactlyonce_*_test.go). The first two are hit in Mutate
 // after the command committed and the state machine applied it, before
 // the client has its answer, which is where a lost reply or a failover
 // makes a client retry a request that was already executed; the third

@@ -184,7 +184,7 @@ func (o *openFiles) Opens(ctx context.Context, req *pb.OpensRequest) (*pb.OpensR
 	return o.s.Opens(ctx, req)
 }
 
-// Opens is OpenFiles.Opens, also served over framed RPC (mdsapi).
+// Opens is OpenFiles.Opens, also served over the metadata RPC (internal/mdrpc).
 func (s *Server) Opens(ctx context.Context, req *pb.OpensRequest) (*pb.OpensReply, error) {
 	start := time.Now()
 	defer func() { s.m.observe("opens", start, 0) }()

@@ -12,7 +12,7 @@ import (
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/layout"
-	"nacre/internal/space"
+	"nacre/internal/reserve"
 )
 
 // An OST that is nearly out of space or inodes gets no new objects while
@@ -27,7 +27,7 @@ import (
 const reserveInodes = 1024 // free inodes: a precreate round and then some
 
 // fullMargin is the space an OST must have available for new objects.
-func fullMargin(total uint64) uint64 { return space.FullMargin(total) }
+func fullMargin(total uint64) uint64 { return reserve.FullMargin(total) }
 
 // ostFull decides whether an OST counts as full, given whether it did
 // before. Without a report the old verdict stands.
@@ -76,7 +76,7 @@ func (s *Server) admitSpace(cmd *pb.Command) error {
 		// others can run out of them).
 		err = s.space.AdmitFiles(0)
 	}
-	if fe, ok := errors.AsType[*space.FullError](err); ok {
+	if fe, ok := errors.AsType[*reserve.FullError](err); ok {
 		// The public message: no server paths.
 		return status.Error(codes.ResourceExhausted, fe.Public())
 	}

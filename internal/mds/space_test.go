@@ -8,7 +8,7 @@ import (
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/rpc"
-	"nacre/internal/space"
+	"nacre/internal/reserve"
 )
 
 func TestOSTFullHasHysteresis(t *testing.T) {
@@ -41,8 +41,8 @@ func TestOSTFullHasHysteresis(t *testing.T) {
 }
 
 func TestAFullMDTRefusesNewNamesAndAllowsRemovals(t *testing.T) {
-	s := &Server{space: space.NewGuard("/mdt", "MDT0000", 64<<20, func(string) (space.Usage, error) {
-		return space.Usage{Total: 1 << 30, Avail: 100 << 20}, nil // below the 144 MiB reserve
+	s := &Server{space: reserve.NewGuard("/mdt", "MDT0000", 64<<20, func(string) (reserve.Usage, error) {
+		return reserve.Usage{Total: 1 << 30, Avail: 100 << 20}, nil // below the 144 MiB reserve
 	})}
 	for _, cmd := range []*pb.Command{
 		{Op: &pb.Command_Create{Create: &pb.CreateOp{}}},

@@ -7,7 +7,7 @@ import (
 	pb "nacre/api/nacrepb"
 	"nacre/internal/fid"
 	"nacre/internal/kv"
-	"nacre/internal/nstest"
+	"nacre/test/nstest"
 	"nacre/internal/obs"
 	"nacre/internal/target"
 )

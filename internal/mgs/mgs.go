@@ -62,7 +62,7 @@ type Config struct {
 	Self *pb.TargetInfo
 	Now  func() time.Time
 	// Group starts the MGS's Raft group over the state machine it is
-	// given (internal/serve builds it).
+	// given (internal/server builds it).
 	Group func(sm raftgroup.StateMachine) (*raftgroup.Group, error)
 }
 

@@ -20,7 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"nacre/internal/fixedport"
+	"nacre/internal/ports"
 )
 
 // NewLogger returns a logger writing one line per event; json selects the
@@ -73,7 +73,7 @@ func (h *HTTP) Close() error { return h.srv.Close() }
 
 // Serve starts /metrics and /debug/pprof on addr.
 func Serve(addr string, reg *prometheus.Registry) (*HTTP, error) {
-	ln, err := fixedport.Listen(addr)
+	ln, err := ports.Listen(addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics endpoint on %s: %w", addr, err)
 	}

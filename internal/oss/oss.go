@@ -1,7 +1,7 @@
 // Package oss is the object storage server: the network front ends of one
 // OST. It serves the OSS gRPC service (handshake, precreate, orphan
 // cleanup, destroy, statfs and the checker's batched GetObjects) for MDSs
-// and tools, and the framed bulk-data protocol of internal/wire for
+// and tools, and the framed bulk-data protocol of internal/bulk for
 // clients, both over one internal/ost.Store. It owns no state of its own:
 // everything durable is in the store.
 //
@@ -9,7 +9,7 @@
 // ops_total, op_errors_total and op_duration_seconds by api (wire, grpc)
 // and op; read_bytes_total and write_bytes_total; precreated_objects_total;
 // objects; crc_errors_total; data_connections. With Config.InFlight it
-// also counts requests being served in nacre_rpc_inflight{proto="grpc"|"wire"}.
+// also counts requests being served in nacre_rpc_inflight{proto="grpc"|"bulk"}.
 // The table of every server's metrics: docs/architecture.md §7.
 package oss
 
@@ -36,7 +36,7 @@ import (
 	"nacre/internal/rpc"
 	"nacre/internal/target"
 	"nacre/internal/version"
-	"nacre/internal/wire"
+	"nacre/internal/bulk"
 )
 
 // Config describes one OSS.
@@ -48,7 +48,7 @@ type Config struct {
 	GRPC net.Listener // control service
 	Data net.Listener // wire protocol
 	// InFlight, if set, counts the requests being served, by protocol
-	// ("grpc", "wire"): nacre_rpc_inflight of internal/obs.
+	// ("grpc", "bulk"): nacre_rpc_inflight of internal/obs.
 	InFlight *prometheus.GaugeVec
 	// KV: the store's options (serve sizes the memtable, and so the
 	// space reserve, to the device: serve.StoreOptionsIn).
@@ -64,7 +64,7 @@ type Server struct {
 	log      *slog.Logger
 	store    *ost.Store
 	grpc     *grpc.Server
-	data     *wire.Server
+	data     *bulk.Server
 	m        *metrics
 	reg      prometheus.Registerer
 	grpcDone chan struct{}
@@ -108,7 +108,7 @@ func Start(cfg Config) (*Server, error) {
 		grpcAddr: cfg.GRPC.Addr().String(),
 		dataAddr: cfg.Data.Addr().String(),
 	}
-	wo := wire.ServerOptions{
+	wo := bulk.ServerOptions{
 		Fsname:  id.Fsname,
 		Index:   id.Index,
 		Epoch:   store.Epoch(),
@@ -117,10 +117,10 @@ func Start(cfg Config) (*Server, error) {
 	}
 	var rpcOpts []rpc.ServerOption
 	if cfg.InFlight != nil {
-		wo.InFlight = cfg.InFlight.WithLabelValues("wire")
+		wo.InFlight = cfg.InFlight.WithLabelValues("bulk")
 		rpcOpts = append(rpcOpts, rpc.WithInFlight(cfg.InFlight.WithLabelValues("grpc")))
 	}
-	s.data = wire.Serve(cfg.Data, store, wo)
+	s.data = bulk.Serve(cfg.Data, store, wo)
 	reg := prometheus.Registerer(cfg.Reg)
 	if cfg.Reg == nil {
 		reg = prometheus.NewRegistry() // private: metrics still work, nobody scrapes them
@@ -331,7 +331,7 @@ func newMetrics(name string) *metrics {
 	}
 }
 
-func (m *metrics) register(reg prometheus.Registerer, store *ost.Store, data *wire.Server) error {
+func (m *metrics) register(reg prometheus.Registerer, store *ost.Store, data *bulk.Server) error {
 	cs := []prometheus.Collector{
 		m.ops, m.errs, m.latency, m.readBytes, m.writeBytes,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -374,13 +374,13 @@ func (m *metrics) observe(api, op string, d time.Duration, err error) {
 	}
 }
 
-func (m *metrics) observeWire(op wire.Op, d time.Duration, n int, err error) {
-	m.observe("wire", op.String(), d, err)
+func (m *metrics) observeWire(op bulk.Op, d time.Duration, n int, err error) {
+	m.observe("bulk", op.String(), d, err)
 	switch {
 	case err != nil:
-	case op == wire.OpRead:
+	case op == bulk.OpRead:
 		m.readBytes.Add(float64(n))
-	case op == wire.OpWrite:
+	case op == bulk.OpWrite:
 		m.writeBytes.Add(float64(n))
 	}
 }

@@ -22,7 +22,7 @@ import (
 	"nacre/internal/rpc"
 	"nacre/internal/target"
 	"nacre/internal/version"
-	"nacre/internal/wire"
+	"nacre/internal/bulk"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -62,14 +62,14 @@ func start(t *testing.T, dir string, id target.Identity, reg *prometheus.Registr
 
 // clients returns a gRPC OSS client and a wire client to s, closed at the
 // end of the test.
-func clients(t *testing.T, s *Server) (nacrepb.OSSClient, *wire.Client) {
+func clients(t *testing.T, s *Server) (nacrepb.OSSClient, *bulk.Client) {
 	t.Helper()
 	cc, err := rpc.Dial(s.GRPCAddr())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cc.Close() })
-	wc, err := wire.Dial(s.DataAddr(), wire.ClientOptions{Fsname: "testfs"})
+	wc, err := bulk.Dial(s.DataAddr(), bulk.ClientOptions{Fsname: "testfs"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestObjectLifecycleOverBothProtocols(t *testing.T) {
 	}
 
 	file := fid.FID{Seq: 0x200000400, Oid: 9}
-	meta := &wire.ObjMeta{Parent: file, StripeIndex: 1, StripeSize: 1 << 20, StripeCount: 2, LayoutGen: 1, UID: 1000, GID: 1000}
+	meta := &bulk.ObjMeta{Parent: file, StripeIndex: 1, StripeSize: 1 << 20, StripeCount: 2, LayoutGen: 1, UID: 1000, GID: 1000}
 	data := make([]byte, 1<<20+10)
 	for i := range data {
 		data[i] = byte(i)
@@ -198,8 +198,8 @@ func TestObjectLifecycleOverBothProtocols(t *testing.T) {
 	if v := metric(t, m.ops.WithLabelValues("grpc", "precreate")); v != 1 {
 		t.Errorf("precreate ops %v", v)
 	}
-	if v := metric(t, m.errs.WithLabelValues("wire", "write")); v != 1 {
-		t.Errorf("wire write errors %v, want 1", v)
+	if v := metric(t, m.errs.WithLabelValues("bulk", "write")); v != 1 {
+		t.Errorf("bulk write errors %v, want 1", v)
 	}
 	// ...and the registry exposes them under the target's label.
 	families, err := reg.Gather()
@@ -286,7 +286,7 @@ func TestRestartKeepsObjectsAndMetricsRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := fid.ObjID{Seq: seq, Oid: 3}
-	if err := wc.Write(ctx, o, 0, []byte("survives"), &wire.ObjMeta{Parent: fid.FID{Seq: 0x200000400, Oid: 1}}); err != nil {
+	if err := wc.Write(ctx, o, 0, []byte("survives"), &bulk.ObjMeta{Parent: fid.FID{Seq: 0x200000400, Oid: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	s.Stop()
@@ -308,7 +308,7 @@ func TestRestartKeepsObjectsAndMetricsRegistry(t *testing.T) {
 }
 
 // benchServer starts an OSS with one precreated object for benchmarks.
-func benchServer(b *testing.B) (*wire.Client, fid.ObjID) {
+func benchServer(b *testing.B) (*bulk.Client, fid.ObjID) {
 	dir := filepath.Join(b.TempDir(), "ost1")
 	if err := target.Format(dir, target.Identity{Fsname: "testfs", Kind: target.OST, Index: 1}); err != nil {
 		b.Fatal(err)
@@ -324,7 +324,7 @@ func benchServer(b *testing.B) (*wire.Client, fid.ObjID) {
 	if _, err := s.Store().Precreate(seq, 1, 1); err != nil {
 		b.Fatal(err)
 	}
-	wc, err := wire.Dial(s.DataAddr(), wire.ClientOptions{})
+	wc, err := bulk.Dial(s.DataAddr(), bulk.ClientOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 // object directory still hold every acknowledged write in their page
 // cache, which the start syncs first. Any other start (a power cut, a
 // crash of the machine, the file system unmounted or shut down) takes a
-// new epoch: writes acknowledged before it may be gone. The wire server
+// new epoch: writes acknowledged before it may be gone. The bulk server
 // puts the epoch in its replies to changes of data; a client whose sync
 // answers with another epoch than its writes got reports EIO
 // (client.File.Sync) instead of calling them durable.

@@ -13,7 +13,7 @@ import (
 
 	"nacre/api/nacrepb"
 	"nacre/internal/fid"
-	"nacre/internal/wire"
+	"nacre/internal/bulk"
 )
 
 // open returns obj's data file from the cache, opening it if needed, with
@@ -78,7 +78,7 @@ func checkRange(off, length uint64) error {
 	return nil
 }
 
-// Read implements wire.Handler: it reads from obj at off into p and
+// Read implements bulk.Handler: it reads from obj at off into p and
 // returns fewer bytes than len(p) only at the object's end.
 func (s *Store) Read(obj fid.ObjID, off uint64, p []byte) (int, error) {
 	if err := s.enter(); err != nil {
@@ -106,11 +106,11 @@ func (s *Store) Read(obj fid.ObjID, off uint64, p []byte) (int, error) {
 	return n, nil
 }
 
-// Write implements wire.Handler: it writes data at off of obj, which must
+// Write implements bulk.Handler: it writes data at off of obj, which must
 // exist (a write to a missing object is a dangling layout reference, made
 // visible as ENOENT, never silently created). The first write with a PFID
 // records it (not synced: see Sync).
-func (s *Store) Write(obj fid.ObjID, off uint64, data []byte, meta *wire.ObjMeta) error {
+func (s *Store) Write(obj fid.ObjID, off uint64, data []byte, meta *bulk.ObjMeta) error {
 	if err := s.enter(); err != nil {
 		return s.ioErr("write", obj, off, err)
 	}
@@ -154,7 +154,7 @@ func (s *Store) Write(obj fid.ObjID, off uint64, data []byte, meta *wire.ObjMeta
 // largest file of the backing file system (16 TiB on ext4).
 const farWrite = 1 << 40
 
-// Punch implements wire.Handler: it deallocates [off, off+length) of obj
+// Punch implements bulk.Handler: it deallocates [off, off+length) of obj
 // (reads of it return zeros) without changing its size.
 func (s *Store) Punch(obj fid.ObjID, off, length uint64) error {
 	if err := s.enter(); err != nil {
@@ -193,9 +193,9 @@ func (s *Store) Punch(obj fid.ObjID, off, length uint64) error {
 	return nil
 }
 
-// Truncate implements wire.Handler: it sets obj's size, recording meta as
+// Truncate implements bulk.Handler: it sets obj's size, recording meta as
 // Write does.
-func (s *Store) Truncate(obj fid.ObjID, size uint64, meta *wire.ObjMeta) error {
+func (s *Store) Truncate(obj fid.ObjID, size uint64, meta *bulk.ObjMeta) error {
 	op := func(err error) error { return fmt.Errorf("truncate %s object %s to %d: %w", s.label, obj, size, err) }
 	if err := s.enter(); err != nil {
 		return op(err)
@@ -223,33 +223,33 @@ func (s *Store) Truncate(obj fid.ObjID, size uint64, meta *wire.ObjMeta) error {
 	return nil
 }
 
-// GetAttr implements wire.Handler: size, blocks and mtime of obj's data;
+// GetAttr implements bulk.Handler: size, blocks and mtime of obj's data;
 // a missing object is Exists false, not an error.
-func (s *Store) GetAttr(obj fid.ObjID) (wire.ObjAttr, error) {
+func (s *Store) GetAttr(obj fid.ObjID) (bulk.ObjAttr, error) {
 	op := func(err error) error { return fmt.Errorf("getattr %s object %s: %w", s.label, obj, err) }
 	if err := s.enter(); err != nil {
-		return wire.ObjAttr{}, op(err)
+		return bulk.ObjAttr{}, op(err)
 	}
 	defer s.leave()
 	e, err := s.open(obj, false)
 	if errors.Is(err, ErrNoObject) {
-		return wire.ObjAttr{}, nil
+		return bulk.ObjAttr{}, nil
 	}
 	if err != nil {
-		return wire.ObjAttr{}, op(err)
+		return bulk.ObjAttr{}, op(err)
 	}
 	if e == nil {
-		return wire.ObjAttr{Exists: true}, nil
+		return bulk.ObjAttr{Exists: true}, nil
 	}
 	defer s.fds.release(e)
 	var st unix.Stat_t
 	if err := control(e.f, "fstat", func(fd int) error { return unix.Fstat(fd, &st) }); err != nil {
-		return wire.ObjAttr{}, op(err)
+		return bulk.ObjAttr{}, op(err)
 	}
-	return wire.ObjAttr{Size: uint64(st.Size), Blocks: uint64(st.Blocks), MtimeNs: st.Mtim.Nano(), Exists: true}, nil
+	return bulk.ObjAttr{Size: uint64(st.Size), Blocks: uint64(st.Blocks), MtimeNs: st.Mtim.Nano(), Exists: true}, nil
 }
 
-// Sync implements wire.Handler: it makes obj's data and attribute record
+// Sync implements bulk.Handler: it makes obj's data and attribute record
 // durable. It fdatasyncs the file, fsyncs its directory if the file is new
 // since the last such fsync, and syncs the store's WAL if any record
 // changed since the last WAL sync.
@@ -286,11 +286,11 @@ func (s *Store) Sync(obj fid.ObjID) error {
 	return nil
 }
 
-// SetAttr implements wire.Handler: it sets the groups of obj's record that
+// SetAttr implements bulk.Handler: it sets the groups of obj's record that
 // meta names (the owner and project a chown gave the file, pushed by the
 // client once the MDT committed it), durably: nothing else would make the
 // change survive a crash.
-func (s *Store) SetAttr(obj fid.ObjID, meta *wire.ObjMeta) error {
+func (s *Store) SetAttr(obj fid.ObjID, meta *bulk.ObjMeta) error {
 	op := func(err error) error { return fmt.Errorf("setattr %s object %s: %w", s.label, obj, err) }
 	if err := s.enter(); err != nil {
 		return op(err)
@@ -317,7 +317,7 @@ func (s *Store) SetAttr(obj fid.ObjID, meta *wire.ObjMeta) error {
 }
 
 // dataLostError is ErrDataLost for one object: the client is told which
-// OST's file is missing (wire.PublicError), the OST's log has the path.
+// OST's file is missing (bulk.PublicError), the OST's log has the path.
 type dataLostError struct{ label, path string }
 
 func (e *dataLostError) Error() string { return e.path + ": " + ErrDataLost.Error() }
@@ -366,8 +366,8 @@ func (s *Store) updateRecord(obj fid.ObjID, change func(rec *nacrepb.ObjectAttr)
 // record if it has no PFID yet: the first write through a layout names
 // the object's parent, as Lustre's filter_fid does. Later writes leave a
 // recorded PFID alone; a different one is for the checker to find.
-func (s *Store) recordFirstMeta(obj fid.ObjID, e *fdEntry, meta *wire.ObjMeta) error {
-	if meta == nil || !meta.Has(wire.MetaPFID) || meta.Parent.IsZero() || (e != nil && e.hasPFID.Load()) {
+func (s *Store) recordFirstMeta(obj fid.ObjID, e *fdEntry, meta *bulk.ObjMeta) error {
+	if meta == nil || !meta.Has(bulk.MetaPFID) || meta.Parent.IsZero() || (e != nil && e.hasPFID.Load()) {
 		return nil
 	}
 	_, err := s.updateRecord(obj, func(rec *nacrepb.ObjectAttr) bool {
@@ -395,7 +395,7 @@ func (s *Store) ioErr(op string, obj fid.ObjID, off uint64, err error) error {
 	return fmt.Errorf("%s %s object %s at %d: %w", op, s.label, obj, off, err)
 }
 
-// fullWarnEvery spaces the log lines of a full OST: the wire server logs
+// fullWarnEvery spaces the log lines of a full OST: the bulk server logs
 // each refused write at debug level only, and the log is on the full
 // device.
 const fullWarnEvery = time.Minute

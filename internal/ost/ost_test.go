@@ -18,7 +18,7 @@ import (
 	"nacre/internal/fid"
 	"nacre/internal/kv"
 	"nacre/internal/target"
-	"nacre/internal/wire"
+	"nacre/internal/bulk"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -32,8 +32,8 @@ var (
 	fileB = fid.FID{Seq: 0x200000400, Oid: 2}
 )
 
-func metaFor(parent fid.FID, stripe uint32) *wire.ObjMeta {
-	return &wire.ObjMeta{Parent: parent, StripeIndex: stripe, StripeSize: 1 << 20, StripeCount: 4, LayoutGen: 1, UID: 1000, GID: 100, ProjID: 7}
+func metaFor(parent fid.FID, stripe uint32) *bulk.ObjMeta {
+	return &bulk.ObjMeta{Parent: parent, StripeIndex: stripe, StripeSize: 1 << 20, StripeCount: 4, LayoutGen: 1, UID: 1000, GID: 100, ProjID: 7}
 }
 
 // format makes an OST directory and returns it with its identity.
@@ -424,12 +424,12 @@ func TestFirstWriteRecordsPFIDAndLaterOnesDoNot(t *testing.T) {
 		t.Fatalf("second truncate replaced the PFID: %v", r)
 	}
 	// chown changes the owner only; a PFID setattr rewrites the PFID.
-	must(t, s.SetAttr(obj(1), &wire.ObjMeta{UID: 1, GID: 2, Valid: wire.MetaOwner}))
+	must(t, s.SetAttr(obj(1), &bulk.ObjMeta{UID: 1, GID: 2, Valid: bulk.MetaOwner}))
 	r = record(t, s, obj(1))
 	if r.Uid != 1 || r.Gid != 2 || fid.FromPB(r.Parent) != fileA || r.Projid != 7 {
 		t.Fatalf("after chown: %v", r)
 	}
-	must(t, s.SetAttr(obj(1), &wire.ObjMeta{Parent: fileB, StripeIndex: 5, Valid: wire.MetaPFID}))
+	must(t, s.SetAttr(obj(1), &bulk.ObjMeta{Parent: fileB, StripeIndex: 5, Valid: bulk.MetaPFID}))
 	if r = record(t, s, obj(1)); fid.FromPB(r.Parent) != fileB || r.StripeIndex != 5 || r.Uid != 1 {
 		t.Fatalf("after PFID setattr: %v", r)
 	}

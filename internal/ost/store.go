@@ -19,14 +19,14 @@ import (
 	"nacre/api/nacrepb"
 	"nacre/internal/fid"
 	"nacre/internal/kv"
-	"nacre/internal/space"
+	"nacre/internal/reserve"
 	"nacre/internal/target"
-	"nacre/internal/wire"
+	"nacre/internal/bulk"
 )
 
 // errnoError is a sentinel error that carries an errno, so that both
 // errors.Is(err, ErrNoObject) and errors.Is(err, syscall.ENOENT) hold and
-// the wire server and rpc.Status translate it without a table of their own.
+// the bulk server and rpc.Status translate it without a table of their own.
 type errnoError struct {
 	msg   string
 	errno syscall.Errno
@@ -63,12 +63,12 @@ type Options struct {
 	// system here.
 	KV kv.Options
 	// Statfs reports the device's usage for the space reserve (nil:
-	// space.Statfs); tests make a device look full with it.
-	Statfs func(string) (space.Usage, error)
+	// reserve.Statfs); tests make a device look full with it.
+	Statfs func(string) (reserve.Usage, error)
 }
 
 // Store is an open object target. It is safe for concurrent use and
-// implements wire.Handler.
+// implements bulk.Handler.
 type Store struct {
 	dir    string
 	objDir string
@@ -80,7 +80,7 @@ type Store struct {
 	// space refuses data writes that would eat into the room the
 	// attribute store needs (package space); memtable is that store's
 	// memtable size, which the reserve is made of.
-	space    *space.Guard
+	space    *reserve.Guard
 	memtable uint64
 	// fullWarned is when warnFull last logged (unix ns).
 	fullWarned atomic.Int64
@@ -115,7 +115,7 @@ type Store struct {
 	epochRec epochRec // as recorded at start
 }
 
-var _ wire.Handler = (*Store)(nil)
+var _ bulk.Handler = (*Store)(nil)
 
 // Store keys; see the package documentation.
 const (
@@ -178,7 +178,7 @@ func Open(dir string, id target.Identity, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open object store %s: the directory holds %s (uuid %s), not %s (uuid %s)",
 			dir, disk.Describe(), disk.UUID, id.Describe(), id.UUID)
 	}
-	if err := space.CheckOpen(target.StoreDir(dir), disk.Label(), opts.KV.MemTable(), opts.Statfs); err != nil {
+	if err := reserve.CheckOpen(target.StoreDir(dir), disk.Label(), opts.KV.MemTable(), opts.Statfs); err != nil {
 		return nil, err
 	}
 	db, err := kv.Open(target.StoreDir(dir), opts.KV)
@@ -222,7 +222,7 @@ func Open(dir string, id target.Identity, opts Options) (*Store, error) {
 		db:         db,
 		log:        log,
 		fds:        newFDCache(max),
-		space:      space.NewGuard(dir, disk.Label(), opts.KV.MemTable(), opts.Statfs),
+		space:      reserve.NewGuard(dir, disk.Label(), opts.KV.MemTable(), opts.Statfs),
 		memtable:   opts.KV.MemTable(),
 		destroying: make(map[fid.ObjID]struct{}),
 		dirtyDirs:  make(map[string]struct{}),
@@ -369,16 +369,16 @@ func hasPFID(rec *nacrepb.ObjectAttr) bool {
 }
 
 // applyMeta copies the groups of m into rec.
-func applyMeta(rec *nacrepb.ObjectAttr, m *wire.ObjMeta) {
-	if m.Has(wire.MetaPFID) {
+func applyMeta(rec *nacrepb.ObjectAttr, m *bulk.ObjMeta) {
+	if m.Has(bulk.MetaPFID) {
 		rec.Parent = m.Parent.PB()
 		rec.StripeIndex, rec.StripeSize, rec.StripeCount = m.StripeIndex, m.StripeSize, m.StripeCount
 		rec.LayoutGen = m.LayoutGen
 	}
-	if m.Has(wire.MetaOwner) {
+	if m.Has(bulk.MetaOwner) {
 		rec.Uid, rec.Gid = m.UID, m.GID
 	}
-	if m.Has(wire.MetaProjID) {
+	if m.Has(bulk.MetaProjID) {
 		rec.Projid = m.ProjID
 	}
 }
@@ -495,7 +495,7 @@ func (s *Store) Statfs() (*nacrepb.Statfs, error) {
 	// (package space) is not theirs, as ext4's root-reserved blocks are
 	// not an ordinary user's, so df shows 100 % when writes are refused.
 	total, avail := st.Blocks*bs, st.Bavail*bs
-	avail -= min(avail, space.Reserve(total, s.memtable))
+	avail -= min(avail, reserve.Bytes(total, s.memtable))
 	// Inodes of an OST are its objects (as `lfs df -i` shows them): used
 	// is the object count, free what the local file system could still
 	// hold, since every written object becomes one local file. A file
@@ -505,7 +505,7 @@ func (s *Store) Statfs() (*nacrepb.Statfs, error) {
 	// The inodes the store keeps for itself (package space) are not
 	// free for objects.
 	inodesTotal := s.Objects() + st.Ffree
-	inodesFree := st.Ffree - min(st.Ffree, space.ReserveInodes)
+	inodesFree := st.Ffree - min(st.Ffree, reserve.Inodes)
 	if st.Files == 0 {
 		inodesTotal, inodesFree = 0, 0
 	}

@@ -784,7 +784,7 @@ func (g *Group) relogHint() string {
 // Removed is closed once this replica knows it was removed from the group
 // (it applied its own removal, now or before a restart): it is no member,
 // will never be one again, and only answers as a bystander. Its server
-// stops (internal/serve).
+// stops (internal/server).
 func (g *Group) Removed() <-chan struct{} { return g.removedSelf }
 
 func (g *Group) noteRemovedSelf() { g.removedSelfOnce.Do(func() { close(g.removedSelf) }) }

@@ -8,7 +8,7 @@ import (
 
 // A follower removed from the group learns that its removal committed
 // (the leader's empty append carrying the commit index) and applies it:
-// Removed() closes, and internal/serve stops it. The leader forgets the
+// Removed() closes, and internal/server stops it. The leader forgets the
 // follower's progress as soon as it applies the removal, so no heartbeat
 // goes to it afterwards: a commit-index append held for it (holdCommitOnly)
 // is never sent.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"nacre/internal/testdisk"
+	"nacre/test/testdisk"
 )
 
 // fullTmpfs mounts a small tmpfs and fills it; free removes the filler.

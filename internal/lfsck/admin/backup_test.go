@@ -15,7 +15,7 @@ import (
 	"nacre/internal/kv"
 	"nacre/internal/mdt"
 	"nacre/internal/target"
-	"nacre/internal/testdisk"
+	"nacre/test/testdisk"
 )
 
 // newMDTDir formats a stopped MDT directory whose store records it and

@@ -1,0 +1,199 @@
+package mdrpc
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"nacre/internal/version"
+)
+
+// ClientOptions configure a client.
+type ClientOptions struct {
+	Fsname string
+	// MaxIdle is how many idle connections are kept (0: 64).
+	MaxIdle int
+	// DialTimeout bounds connecting (0: 5 s).
+	DialTimeout time.Duration
+	// Timeout bounds a call whose context has no deadline (0: 60 s).
+	Timeout time.Duration
+}
+
+// Client calls one server. Every call takes an idle connection (or dials
+// one), writes its request and reads the reply on the calling goroutine.
+type Client struct {
+	addr   string
+	opts   ClientOptions
+	idle   chan *conn
+	id     atomic.Uint64
+	mu     sync.Mutex
+	closed bool
+	conns  map[*conn]struct{}
+}
+
+type conn struct {
+	nc  net.Conn
+	br  *bufio.Reader
+	buf []byte
+	in  []byte
+}
+
+// Dial returns a client for addr; connections are made on first use.
+func Dial(addr string, o ClientOptions) *Client {
+	if o.MaxIdle == 0 {
+		o.MaxIdle = 64
+	}
+	if o.DialTimeout == 0 {
+		o.DialTimeout = 5 * time.Second
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 60 * time.Second
+	}
+	return &Client{addr: addr, opts: o, idle: make(chan *conn, o.MaxIdle), conns: map[*conn]struct{}{}}
+}
+
+// Addr is the server address.
+func (c *Client) Addr() string { return c.addr }
+
+// Close closes every connection; later calls fail.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for cn := range c.conns {
+		cn.nc.Close()
+	}
+	return nil
+}
+
+var aLongTimeAgo = time.Unix(1, 0)
+
+// Call sends req to method and decodes the reply into resp. Errors are gRPC
+// status errors: the server's, or Unavailable when the connection failed
+// (the request may or may not have run; callers retry idempotently).
+func (c *Client) Call(ctx context.Context, method uint16, req, resp proto.Message) error {
+	payload, err := proto.Marshal(req)
+	if err != nil {
+		return status.Errorf(codes.InvalidArgument, "encode request: %v", err)
+	}
+	for attempt := 0; ; attempt++ {
+		cn, fresh, err := c.get(ctx)
+		if err != nil {
+			return err
+		}
+		code, body, err := c.exchange(ctx, cn, method, payload)
+		if err != nil {
+			c.discard(cn)
+			if ctx.Err() != nil {
+				return status.FromContextError(ctx.Err()).Err()
+			}
+			if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+				// The socket deadline fired before the context's timer.
+				return status.FromContextError(context.DeadlineExceeded).Err()
+			}
+			// A pooled connection may have been closed by the server
+			// while idle: try once more on a fresh one.
+			if !fresh && attempt == 0 {
+				continue
+			}
+			return status.Errorf(codes.Unavailable, "metadata server %s: %v", c.addr, err)
+		}
+		if code != 0 {
+			c.put(cn)
+			return status.Error(codes.Code(code), string(body))
+		}
+		err = proto.Unmarshal(body, resp)
+		c.put(cn)
+		if err != nil {
+			return status.Errorf(codes.Internal, "decode reply from %s: %v", c.addr, err)
+		}
+		return nil
+	}
+}
+
+func (c *Client) exchange(ctx context.Context, cn *conn, method uint16, payload []byte) (uint16, []byte, error) {
+	dl := time.Now().Add(c.opts.Timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
+		dl = d
+	}
+	cn.nc.SetDeadline(dl)
+	stop := context.AfterFunc(ctx, func() { cn.nc.SetDeadline(aLongTimeAgo) })
+	defer stop()
+	id := c.id.Add(1)
+	cn.buf = frame(cn.buf, header{version: version.Protocol, code: method, id: id}, payload)
+	if _, err := cn.nc.Write(cn.buf); err != nil {
+		return 0, nil, err
+	}
+	h, body, err := readFrame(cn.br, cn.in)
+	cn.in = body
+	if err != nil {
+		return 0, nil, err
+	}
+	if h.id != id {
+		return 0, nil, fmt.Errorf("%w: reply to request %d, want %d", ErrBadFrame, h.id, id)
+	}
+	return h.code, body, nil
+}
+
+func (c *Client) get(ctx context.Context) (*conn, bool, error) {
+	select {
+	case cn := <-c.idle:
+		return cn, false, nil
+	default:
+	}
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return nil, false, status.Error(codes.Canceled, "mdrpc: client closed")
+	}
+	d := net.Dialer{Timeout: c.opts.DialTimeout, KeepAlive: 30 * time.Second}
+	nc, err := d.DialContext(ctx, "tcp", c.addr)
+	if err != nil {
+		return nil, false, status.Errorf(codes.Unavailable, "connect to metadata server %s: %v", c.addr, err)
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	cn := &conn{nc: nc, br: bufio.NewReaderSize(nc, 64<<10)}
+	c.mu.Lock()
+	c.conns[cn] = struct{}{}
+	c.mu.Unlock()
+	code, body, err := c.exchange(ctx, cn, MethodHello, []byte(c.opts.Fsname))
+	if err != nil {
+		c.discard(cn)
+		return nil, false, status.Errorf(codes.Unavailable, "handshake with metadata server %s: %v", c.addr, err)
+	}
+	if code != 0 {
+		c.discard(cn)
+		return nil, false, status.Error(codes.Code(code), string(body))
+	}
+	return cn, true, nil
+}
+
+func (c *Client) put(cn *conn) {
+	select {
+	case c.idle <- cn:
+	default:
+		c.discard(cn)
+	}
+}
+
+func (c *Client) discard(cn *conn) {
+	c.mu.Lock()
+	delete(c.conns, cn)
+	c.mu.Unlock()
+	cn.nc.Close()
+}
+
+// IsBadFrame reports a protocol violation.
+func IsBadFrame(err error) bool { return errors.Is(err, ErrBadFrame) }

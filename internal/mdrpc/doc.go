@@ -1,0 +1,37 @@
+// Package mdrpc is the metadata RPC: the framed protocol that carries the
+// metadata service (api/mds.proto) between clients and MDSs: protobuf
+// messages in length-prefixed, checksummed frames over plain TCP, one
+// request at a time per connection, with a pool of connections per server.
+//
+// It exists because the metadata path is latency-bound: measured on this
+// project's 2-core machines, a gRPC unary call cost the client about 200 µs
+// of CPU (HTTP/2 framing, a reader and a writer goroutine per connection,
+// several syscalls and wake-ups per call), while a synchronous exchange on
+// a pooled connection is one write and one read on the caller's goroutine.
+// gRPC stays for control and admin services, where its features matter
+// more than its cost (see docs/architecture.md, "Dependencies").
+//
+// # Frames
+//
+// Little-endian; request and reply share one header of 24 bytes:
+//
+//	0  4  magic "NCRM"
+//	4  2  protocol version (internal/version.Protocol)
+//	6  2  request: method id; reply: status (0 ok, else a gRPC code)
+//	8  8  request id (echoed by the reply)
+//	16 4  payload length (at most MaxPayload)
+//	20 4  CRC32C (Castagnoli) of the payload
+//
+// The payload is the protobuf-encoded request or reply; a reply with a
+// non-zero status carries a UTF-8 error message instead. The first request
+// on every connection is method 0 (hello) with payload "fsname"; a server
+// of another version or file system answers FailedPrecondition with a
+// message naming both, and closes the connection.
+//
+// # The MDS binding
+//
+// mds.go binds the metadata service to the frames: the method ids (never
+// renumbered, only appended), the server-side table that dispatches to a
+// nacrepb.MDSServer (MDSMethods), and MDS, the client the client library
+// uses on the metadata hot path.
+package mdrpc

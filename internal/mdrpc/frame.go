@@ -1,0 +1,91 @@
+package mdrpc
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+)
+
+// HeaderSize is the size of every frame header.
+const HeaderSize = 24
+
+// MaxPayload bounds one message (a readdir page, a large xattr).
+const MaxPayload = 16 << 20
+
+// MethodHello is the handshake method.
+const MethodHello = 0
+
+var magic = [4]byte{'N', 'C', 'R', 'M'}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+type header struct {
+	version uint16
+	code    uint16 // method (request) or status (reply)
+	id      uint64
+	n       uint32
+	crc     uint32
+}
+
+func (h header) put(b []byte) {
+	copy(b, magic[:])
+	binary.LittleEndian.PutUint16(b[4:], h.version)
+	binary.LittleEndian.PutUint16(b[6:], h.code)
+	binary.LittleEndian.PutUint64(b[8:], h.id)
+	binary.LittleEndian.PutUint32(b[16:], h.n)
+	binary.LittleEndian.PutUint32(b[20:], h.crc)
+}
+
+// ErrBadFrame is returned for frames that are not Nacre framed RPC.
+var ErrBadFrame = errors.New("mdrpc: bad frame")
+
+func parseHeader(b []byte) (header, error) {
+	if [4]byte(b[:4]) != magic {
+		return header{}, fmt.Errorf("%w: bad magic %q (is this a Nacre MDS data port?)", ErrBadFrame, b[:4])
+	}
+	h := header{
+		version: binary.LittleEndian.Uint16(b[4:]),
+		code:    binary.LittleEndian.Uint16(b[6:]),
+		id:      binary.LittleEndian.Uint64(b[8:]),
+		n:       binary.LittleEndian.Uint32(b[16:]),
+		crc:     binary.LittleEndian.Uint32(b[20:]),
+	}
+	if h.n > MaxPayload {
+		return header{}, fmt.Errorf("%w: payload of %d bytes (limit %d)", ErrBadFrame, h.n, MaxPayload)
+	}
+	return h, nil
+}
+
+// readFrame reads one frame into buf (grown as needed).
+func readFrame(r io.Reader, buf []byte) (header, []byte, error) {
+	var hb [HeaderSize]byte
+	if _, err := io.ReadFull(r, hb[:]); err != nil {
+		return header{}, buf, err
+	}
+	h, err := parseHeader(hb[:])
+	if err != nil {
+		return h, buf, err
+	}
+	if cap(buf) < int(h.n) {
+		buf = make([]byte, h.n)
+	}
+	buf = buf[:h.n]
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return h, buf, err
+	}
+	if crc32.Checksum(buf, castagnoli) != h.crc {
+		return h, buf, fmt.Errorf("%w: payload CRC32C mismatch", ErrBadFrame)
+	}
+	return h, buf, nil
+}
+
+// frame builds header+payload in one buffer, for one write syscall.
+func frame(dst []byte, h header, payload []byte) []byte {
+	h.n = uint32(len(payload))
+	h.crc = crc32.Checksum(payload, castagnoli)
+	dst = append(dst[:0], make([]byte, HeaderSize)...)
+	h.put(dst)
+	return append(dst, payload...)
+}

@@ -1,0 +1,116 @@
+package mdrpc
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	pb "nacre/api/nacrepb"
+)
+
+// Method ids; never renumber, only append.
+const (
+	MethodMutate uint16 = 1 + iota
+	MethodLookup
+	MethodGetattr
+	MethodReaddir
+	MethodGetxattr
+	MethodListxattr
+	MethodFid2Path
+	MethodStatfs
+	MethodOpens
+)
+
+// Opener is the MDS's record of the files clients have open
+// (OpenFiles.Opens), served here too: a mount calls it at every first open.
+type Opener interface {
+	Opens(context.Context, *pb.OpensRequest) (*pb.OpensReply, error)
+}
+
+// MDSMethods is the server table for s (with Opens if s is an Opener).
+func MDSMethods(s pb.MDSServer) map[uint16]Method {
+	m := map[uint16]Method{
+		MethodMutate:    Handle(s.Mutate),
+		MethodLookup:    Handle(s.Lookup),
+		MethodGetattr:   Handle(s.Getattr),
+		MethodReaddir:   Handle(s.Readdir),
+		MethodGetxattr:  Handle(s.Getxattr),
+		MethodListxattr: Handle(s.Listxattr),
+		MethodFid2Path:  Handle(s.Fid2Path),
+		MethodStatfs:    Handle(s.Statfs),
+	}
+	if o, ok := s.(Opener); ok {
+		m[MethodOpens] = Handle(o.Opens)
+	}
+	return m
+}
+
+// MDS is a nacrepb.MDSClient over framed RPC.
+type MDS struct{ c *Client }
+
+var _ pb.MDSClient = (*MDS)(nil)
+
+// NewMDS calls the MDS whose framed RPC listens on addr.
+func NewMDS(addr, fsname string) *MDS {
+	return &MDS{c: Dial(addr, ClientOptions{Fsname: fsname})}
+}
+
+// Close drops the connections.
+func (c *MDS) Close() error { return c.c.Close() }
+
+func call[Resp any, PResp interface {
+	*Resp
+	protoMessage
+}](ctx context.Context, c *Client, m uint16, req protoMessage) (PResp, error) {
+	resp := PResp(new(Resp))
+	if err := c.Call(ctx, m, req, resp); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+func (c *MDS) Hello(ctx context.Context, in *pb.HelloRequest, _ ...grpc.CallOption) (*pb.HelloReply, error) {
+	return &pb.HelloReply{}, nil
+}
+
+func (c *MDS) Mutate(ctx context.Context, in *pb.Command, _ ...grpc.CallOption) (*pb.Reply, error) {
+	return call[pb.Reply](ctx, c.c, MethodMutate, in)
+}
+
+func (c *MDS) Lookup(ctx context.Context, in *pb.LookupRequest, _ ...grpc.CallOption) (*pb.Reply, error) {
+	return call[pb.Reply](ctx, c.c, MethodLookup, in)
+}
+
+func (c *MDS) Getattr(ctx context.Context, in *pb.GetattrRequest, _ ...grpc.CallOption) (*pb.Reply, error) {
+	return call[pb.Reply](ctx, c.c, MethodGetattr, in)
+}
+
+func (c *MDS) Readdir(ctx context.Context, in *pb.ReaddirRequest, _ ...grpc.CallOption) (*pb.ReaddirReply, error) {
+	return call[pb.ReaddirReply](ctx, c.c, MethodReaddir, in)
+}
+
+func (c *MDS) Getxattr(ctx context.Context, in *pb.XattrRequest, _ ...grpc.CallOption) (*pb.XattrReply, error) {
+	return call[pb.XattrReply](ctx, c.c, MethodGetxattr, in)
+}
+
+func (c *MDS) Listxattr(ctx context.Context, in *pb.XattrRequest, _ ...grpc.CallOption) (*pb.XattrReply, error) {
+	return call[pb.XattrReply](ctx, c.c, MethodListxattr, in)
+}
+
+func (c *MDS) Fid2Path(ctx context.Context, in *pb.Fid2PathRequest, _ ...grpc.CallOption) (*pb.Fid2PathReply, error) {
+	return call[pb.Fid2PathReply](ctx, c.c, MethodFid2Path, in)
+}
+
+func (c *MDS) Statfs(ctx context.Context, in *pb.StatfsRequest, _ ...grpc.CallOption) (*pb.StatfsReply, error) {
+	return call[pb.StatfsReply](ctx, c.c, MethodStatfs, in)
+}
+
+// Opens is OpenFiles.Opens over framed RPC.
+func (c *MDS) Opens(ctx context.Context, in *pb.OpensRequest) (*pb.OpensReply, error) {
+	return call[pb.OpensReply](ctx, c.c, MethodOpens, in)
+}
+
+type protoMessage = interface {
+	ProtoReflect() protoreflect.Message
+}

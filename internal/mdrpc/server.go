@@ -1,0 +1,192 @@
+package mdrpc
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"nacre/internal/rpc"
+	"nacre/internal/version"
+)
+
+// Method is one served method: it decodes its request from the payload and
+// returns the reply to encode.
+type Method func(ctx context.Context, payload []byte) (proto.Message, error)
+
+// Handle adapts a typed handler to a Method.
+func Handle[Req any, PReq interface {
+	*Req
+	proto.Message
+}, Resp proto.Message](h func(context.Context, PReq) (Resp, error)) Method {
+	return func(ctx context.Context, payload []byte) (proto.Message, error) {
+		req := PReq(new(Req))
+		if err := proto.Unmarshal(payload, req); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "decode request: %v", err)
+		}
+		return h(ctx, req)
+	}
+}
+
+// ServerOptions configure a server.
+type ServerOptions struct {
+	Fsname string
+	Log    *slog.Logger
+	// Observe, if set, is told about every served call.
+	Observe func(method uint16, d time.Duration, err error)
+}
+
+// Server serves methods on a listener.
+type Server struct {
+	ln      net.Listener
+	methods map[uint16]Method
+	opts    ServerOptions
+	ctx     context.Context
+	cancel  context.CancelFunc
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	wg      sync.WaitGroup
+}
+
+// Serve starts serving methods on ln.
+func Serve(ln net.Listener, methods map[uint16]Method, o ServerOptions) *Server {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{ln: ln, methods: methods, opts: o, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
+	s.wg.Add(1)
+	go s.accept()
+	return s
+}
+
+// Addr is the listen address.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Close stops accepting, cancels running calls and closes connections.
+func (s *Server) Close() {
+	s.ln.Close()
+	s.cancel()
+	s.mu.Lock()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+func (s *Server) accept() {
+	defer s.wg.Done()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.SetNoDelay(true)
+		}
+		s.mu.Lock()
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go s.serveConn(c)
+	}
+}
+
+func (s *Server) serveConn(c net.Conn) {
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		c.Close()
+	}()
+	br := bufio.NewReaderSize(c, 64<<10)
+	var in, out []byte
+	hello := false
+	for {
+		h, payload, err := readFrame(br, in)
+		in = payload
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) && !isEOF(err) {
+				s.opts.Log.Debug("framed RPC connection dropped", "remote", c.RemoteAddr().String(), "err", err)
+			}
+			return
+		}
+		var reply proto.Message
+		var callErr error
+		switch {
+		case h.version != version.Protocol:
+			callErr = status.Error(codes.FailedPrecondition, rpc.VersionMismatch(strconv.Itoa(int(h.version)), version.Protocol, "client", "server"))
+		case h.code == MethodHello:
+			if fs := string(payload); fs != "" && fs != s.opts.Fsname {
+				callErr = status.Errorf(codes.FailedPrecondition, "this server serves file system %q, not %q", s.opts.Fsname, fs)
+			}
+			hello = true
+		case !hello:
+			callErr = status.Error(codes.FailedPrecondition, "the first request on a connection must be hello")
+		default:
+			reply, callErr = s.call(h.code, payload)
+		}
+		out = s.reply(out, h, reply, callErr)
+		if _, err := c.Write(out); err != nil {
+			return
+		}
+		if callErr != nil && status.Code(callErr) == codes.FailedPrecondition && (!hello || h.code == MethodHello) {
+			return
+		}
+	}
+}
+
+func isEOF(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+func (s *Server) call(method uint16, payload []byte) (reply proto.Message, err error) {
+	m := s.methods[method]
+	if m == nil {
+		return nil, status.Errorf(codes.Unimplemented, "framed RPC method %d is not served here", method)
+	}
+	start := time.Now()
+	defer func() {
+		if r := recover(); r != nil {
+			err = status.Errorf(codes.Internal, "method %d panicked: %v\n%s", method, r, debug.Stack())
+		}
+		if s.opts.Observe != nil {
+			s.opts.Observe(method, time.Since(start), err)
+		}
+	}()
+	return m(s.ctx, payload)
+}
+
+func (s *Server) reply(buf []byte, req header, reply proto.Message, err error) []byte {
+	h := header{version: version.Protocol, id: req.id}
+	var payload []byte
+	if err != nil {
+		st, _ := status.FromError(rpc.Status(err))
+		h.code = uint16(st.Code())
+		if h.code == 0 {
+			h.code = uint16(codes.Unknown)
+		}
+		payload = []byte(st.Message())
+	} else if reply != nil {
+		var merr error
+		payload, merr = proto.MarshalOptions{}.Marshal(reply)
+		if merr != nil {
+			h.code = uint16(codes.Internal)
+			payload = []byte(fmt.Sprintf("encode reply: %v", merr))
+		}
+	}
+	return frame(buf, h, payload)
+}

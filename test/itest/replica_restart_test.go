@@ -1,0 +1,174 @@
+package itest
+
+import (
+	"context"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/rpc"
+	"nacre/test/testcluster"
+)
+
+// waitCaughtUp waits until replica name has applied everything its
+// group's leader had committed when the wait began.
+func waitCaughtUp(t *testing.T, cl *testcluster.Cluster, group, name string) *pb.RaftMembersReply {
+	t.Helper()
+	leader := waitLeader(t, cl, group)
+	lm := members(replicaAddr(t, cl, leader))
+	if lm == nil {
+		t.Fatalf("leader %s does not answer", leader)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if m := members(replicaAddr(t, cl, name)); m != nil && m.Applied >= lm.Commit {
+			return m
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s did not catch up with the leader's commit index %d", name, lm.Commit)
+	return nil
+}
+
+// TestReplicaRollingRestartUnderLoad restarts every replica of the MGS
+// and of the MDT, one after the other, while clients work: a leader hands
+// over before it stops, so clients hardly notice. Then one follower stays
+// down while the log moves far past what the leader keeps (the retained
+// log is cut to 300 entries here), comes back, catches up from a
+// snapshot, and leads.
+func TestReplicaRollingRestartUnderLoad(t *testing.T) {
+	cl := startReplicated(t, "NACRE_RAFT_KEEP_ENTRIES=300")
+	log := &opLog{}
+	var ws []*nsWorker
+	for i := 0; i < 3; i++ {
+		ws = append(ws, newNSWorker(t, cl.Client(t), "w"+string(rune('a'+i)), log))
+	}
+	stop := make(chan struct{})
+	errs := make(chan error, len(ws))
+	var wg sync.WaitGroup
+	for _, w := range ws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- w.run(stop)
+		}()
+	}
+	finish := func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		wg.Wait()
+	}
+	defer finish()
+	time.Sleep(time.Second)
+	start := time.Now()
+
+	rounds := 1
+	if os.Getenv("NACRE_ITEST_LONG") != "" {
+		rounds = 3
+	}
+	for round := 0; round < rounds; round++ {
+		for _, group := range []string{"mgs", "mdt0"} {
+			for _, name := range replicaNames(t, cl, group) {
+				wasLeader := waitLeader(t, cl, group) == name
+				cl.Kill(name, syscall.SIGTERM)
+				cl.Restart()
+				waitCaughtUp(t, cl, group, name)
+				t.Logf("restarted %s (was leader: %v); leader now %s", name, wasLeader, waitLeader(t, cl, group))
+			}
+		}
+	}
+	rolled := time.Now()
+
+	// A follower down for a long time.
+	leader := waitLeader(t, cl, "mdt0")
+	var down string
+	for _, n := range replicaNames(t, cl, "mdt0") {
+		if n != leader {
+			down = n
+			break
+		}
+	}
+	before := members(replicaAddr(t, cl, leader))
+	cl.Kill(down, syscall.SIGKILL)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		m := members(replicaAddr(t, cl, waitLeader(t, cl, "mdt0", down)))
+		if m != nil && m.FirstIndex > before.Commit+1 {
+			t.Logf("%s down; the leader's log now starts at %d, past the %d it had applied", down, m.FirstIndex, before.Commit)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the leader's log was not compacted past %d in 30 s", before.Commit)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cl.Restart()
+	m := waitCaughtUp(t, cl, "mdt0", down)
+	if m.SnapshotsReceived == 0 {
+		t.Fatalf("%s caught up without a snapshot (received %d)", down, m.SnapshotsReceived)
+	}
+	t.Logf("%s caught up by snapshot: applied %d", down, m.Applied)
+	finish()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("workload: %v", err)
+		}
+	}
+	log.mu.Lock()
+	n, slow, slowW := len(log.done), log.slow, log.slowW
+	log.mu.Unlock()
+	t.Logf("%d operations acknowledged; rolling restart took %v; longest pause during it %v; slowest operation %v (%s)",
+		n, rolled.Sub(start).Round(time.Millisecond), log.stall(start, rolled).Round(time.Millisecond), slow.Round(time.Millisecond), slowW)
+	if slow > maxStall {
+		t.Errorf("a client waited %v for one operation (%s); the bound is %v", slow, slowW, maxStall)
+	}
+
+	// The replica restored from the snapshot leads, and serves the
+	// namespace every client expects.
+	cc, err := rpc.Dial(replicaAddr(t, cl, down))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	var rid uint64
+	for _, f := range strings.Split(down, "-r")[1:] {
+		for _, ch := range f {
+			rid = rid*10 + uint64(ch-'0')
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	for {
+		addr := replicaAddr(t, cl, waitLeader(t, cl, "mdt0"))
+		lc, err := rpc.Dial(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = pb.NewRaftAdminClient(lc).TransferLeader(ctx, &pb.RaftTransferRequest{To: rid})
+		lc.Close()
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if l := waitLeader(t, cl, "mdt0"); l != down {
+		t.Fatalf("leadership went to %s, not %s", l, down)
+	}
+	c := cl.Client(t)
+	waitStatusLeader(t, c, down)
+	for _, w := range ws {
+		w.verify(t, c)
+	}
+	checkUniqueObjects(t, c)
+	if !t.Failed() {
+		checkClean(t, cl)
+	}
+}

@@ -1,0 +1,188 @@
+// Package testcluster starts real Nacre clusters for tests: the nacre
+// binary is built once per test process, every target runs as its own
+// process on loopback (internal/localcluster), and the cluster is stopped
+// by pid when the test ends, pass or fail.
+package testcluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"nacre/internal/client"
+	"nacre/internal/localcluster"
+	"nacre/internal/server"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// Binary builds cmd/nacre once and returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		root, err := moduleRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "nacre-testbin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "nacre")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/nacre")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/nacre: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("tests must run inside the nacre module")
+	}
+	return filepath.Dir(mod), nil
+}
+
+// Options configure Start.
+type Options struct {
+	OSTs int // default 2
+	// Replicas of the MGS and of the MDT (default 1): the targets are then
+	// "mgs-r1".. and "mdt0-r1"...
+	Replicas int
+	// Env is added to the environment of every target process.
+	Env []string
+}
+
+// Cluster is a running test cluster.
+type Cluster struct {
+	t   testing.TB
+	Dir string
+	MGS string
+	Bin string
+}
+
+// Start brings up a cluster in a fresh directory; it is stopped (by pid)
+// when the test ends.
+func Start(t testing.TB, o Options) *Cluster {
+	t.Helper()
+	if o.OSTs == 0 {
+		o.OSTs = 2
+	}
+	c := &Cluster{t: t, Dir: t.TempDir(), Bin: Binary(t)}
+	t.Cleanup(c.Stop)
+	for _, kv := range o.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v) // inherited by the target processes
+	}
+	lc, err := localcluster.Up(context.Background(), localcluster.Options{Dir: c.Dir, OSTs: o.OSTs, Binary: c.Bin, Out: io.Discard, ReadyTimeout: 60 * time.Second, Replicas: o.Replicas})
+	if err != nil {
+		c.dumpLogs()
+		t.Fatalf("start cluster: %v", err)
+	}
+	c.MGS = lc.MGS
+	return c
+}
+
+// Stop stops every target process.
+func (c *Cluster) Stop() {
+	if c.t.Failed() {
+		c.dumpLogs()
+	}
+	localcluster.Down(c.Dir, io.Discard)
+}
+
+func (c *Cluster) dumpLogs() {
+	dirs, _ := localcluster.Dirs(c.Dir)
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, server.LogFile))
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if len(lines) > 15 {
+			lines = lines[len(lines)-15:]
+		}
+		c.t.Logf("--- %s (last lines)\n%s", filepath.Base(d), strings.Join(lines, "\n"))
+	}
+}
+
+// Client connects a new client; it is closed when the test ends.
+func (c *Cluster) Client(t testing.TB) *client.Client {
+	t.Helper()
+	cl, err := client.New(context.Background(), client.Config{MGS: c.MGS, Timeout: 60 * time.Second})
+	if err != nil {
+		t.Fatalf("connect client: %v", err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// TargetDir is the directory of a target: "mgs", "mdt0", "ost1", ...
+func (c *Cluster) TargetDir(name string) string { return filepath.Join(c.Dir, name) }
+
+// Pid is the pid serving a target.
+func (c *Cluster) Pid(name string) int {
+	pid, err := server.ReadPid(c.TargetDir(name))
+	if err != nil {
+		c.t.Fatalf("pid of %s: %v", name, err)
+	}
+	return pid
+}
+
+// Kill sends sig to a target's process and waits until it is gone.
+func (c *Cluster) Kill(name string, sig syscall.Signal) {
+	pid := c.Pid(name)
+	if err := syscall.Kill(pid, sig); err != nil {
+		c.t.Fatalf("kill %s (pid %d): %v", name, pid, err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if !server.Running(pid) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.t.Fatalf("%s (pid %d) still alive after signal %v", name, pid, sig)
+}
+
+// Restart starts every target that is not running and waits until the
+// cluster is ready again.
+func (c *Cluster) Restart() {
+	c.t.Helper()
+	if _, err := localcluster.Up(context.Background(), localcluster.Options{Dir: c.Dir, Binary: c.Bin, Out: io.Discard, ReadyTimeout: 60 * time.Second}); err != nil {
+		c.dumpLogs()
+		c.t.Fatalf("restart cluster: %v", err)
+	}
+}
+
+// Run runs the nacre binary with NACRE_MGS set and returns its output.
+func (c *Cluster) Run(args ...string) (string, error) {
+	cmd := exec.Command(c.Bin, args...)
+	cmd.Env = append(os.Environ(), "NACRE_MGS="+c.MGS)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
