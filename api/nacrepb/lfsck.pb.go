@@ -17,11 +17,12 @@
 package nacrepb
 
 import (
-	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
-	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
+
+	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
+	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 )
 
 const (
@@ -2145,7 +2146,7 @@ var File_lfsck_proto protoreflect.FileDescriptor
 
 const file_lfsck_proto_rawDesc = "" +
 	"\n" +
-	"\vlfsck.proto\x12\bnacre.v1\x1a\fcommon.proto\x1a\toss.proto\"@\n" +
+	"\vlfsck.proto\x12\bnacre.v1\x1a\fcommon.proto\"@\n" +
 	"\rLfsckRepairOp\x12/\n" +
 	"\arepairs\x18\x01 \x03(\v2\x15.nacre.v1.LfsckRepairR\arepairs\"\x85\x02\n" +
 	"\vLfsckRepair\x12\x1c\n" +
@@ -2319,17 +2320,7 @@ const file_lfsck_proto_rawDesc = "" +
 	"\x06stripe\x18\x05 \x01(\rR\x06stripe\x12#\n" +
 	"\x05other\x18\x06 \x01(\v2\r.nacre.v1.FIDR\x05other\",\n" +
 	"\x10FaultInjectReply\x12\x18\n" +
-	"\amessage\x18\x01 \x01(\tR\amessage2\xc6\x02\n" +
-	"\x05Lfsck\x12?\n" +
-	"\x05Start\x12\x1b.nacre.v1.LfsckStartRequest\x1a\x19.nacre.v1.LfsckStartReply\x12<\n" +
-	"\x04Stop\x12\x1a.nacre.v1.LfsckStopRequest\x1a\x18.nacre.v1.LfsckStopReply\x12?\n" +
-	"\x05Query\x12\x1b.nacre.v1.LfsckQueryRequest\x1a\x19.nacre.v1.LfsckQueryReply\x129\n" +
-	"\x03Set\x12\x19.nacre.v1.LfsckSetRequest\x1a\x17.nacre.v1.LfsckSetReply\x12B\n" +
-	"\x06Digest\x12\x1c.nacre.v1.LfsckDigestRequest\x1a\x1a.nacre.v1.LfsckDigestReply2\xc4\x01\n" +
-	"\x05Fault\x12<\n" +
-	"\x04List\x12\x1a.nacre.v1.FaultListRequest\x1a\x18.nacre.v1.FaultListReply\x12B\n" +
-	"\x06Inject\x12\x1c.nacre.v1.FaultInjectRequest\x1a\x1a.nacre.v1.FaultInjectReply\x129\n" +
-	"\x03Arm\x12\x19.nacre.v1.FaultArmRequest\x1a\x17.nacre.v1.FaultArmReplyB\x13Z\x11nacre/api/nacrepbb\x06proto3"
+	"\amessage\x18\x01 \x01(\tR\amessageB\x13Z\x11nacre/api/nacrepbb\x06proto3"
 
 var (
 	file_lfsck_proto_rawDescOnce sync.Once
@@ -2378,10 +2369,6 @@ var file_lfsck_proto_goTypes = []any{
 	nil,                         // 30: nacre.v1.LfsckComponentState.CountersEntry
 	(*FID)(nil),                 // 31: nacre.v1.FID
 	(*Inode)(nil),               // 32: nacre.v1.Inode
-	(*LfsckDigestRequest)(nil),  // 33: nacre.v1.LfsckDigestRequest
-	(*FaultArmRequest)(nil),     // 34: nacre.v1.FaultArmRequest
-	(*LfsckDigestReply)(nil),    // 35: nacre.v1.LfsckDigestReply
-	(*FaultArmReply)(nil),       // 36: nacre.v1.FaultArmReply
 }
 var file_lfsck_proto_depIdxs = []int32{
 	1,  // 0: nacre.v1.LfsckRepairOp.repairs:type_name -> nacre.v1.LfsckRepair
@@ -2412,24 +2399,8 @@ var file_lfsck_proto_depIdxs = []int32{
 	31, // 25: nacre.v1.FaultInjectRequest.parent:type_name -> nacre.v1.FID
 	31, // 26: nacre.v1.FaultInjectRequest.other:type_name -> nacre.v1.FID
 	14, // 27: nacre.v1.LfsckComponentState.CountersEntry.value:type_name -> nacre.v1.LfsckCount
-	16, // 28: nacre.v1.Lfsck.Start:input_type -> nacre.v1.LfsckStartRequest
-	18, // 29: nacre.v1.Lfsck.Stop:input_type -> nacre.v1.LfsckStopRequest
-	20, // 30: nacre.v1.Lfsck.Query:input_type -> nacre.v1.LfsckQueryRequest
-	22, // 31: nacre.v1.Lfsck.Set:input_type -> nacre.v1.LfsckSetRequest
-	33, // 32: nacre.v1.Lfsck.Digest:input_type -> nacre.v1.LfsckDigestRequest
-	24, // 33: nacre.v1.Fault.List:input_type -> nacre.v1.FaultListRequest
-	27, // 34: nacre.v1.Fault.Inject:input_type -> nacre.v1.FaultInjectRequest
-	34, // 35: nacre.v1.Fault.Arm:input_type -> nacre.v1.FaultArmRequest
-	17, // 36: nacre.v1.Lfsck.Start:output_type -> nacre.v1.LfsckStartReply
-	19, // 37: nacre.v1.Lfsck.Stop:output_type -> nacre.v1.LfsckStopReply
-	21, // 38: nacre.v1.Lfsck.Query:output_type -> nacre.v1.LfsckQueryReply
-	23, // 39: nacre.v1.Lfsck.Set:output_type -> nacre.v1.LfsckSetReply
-	35, // 40: nacre.v1.Lfsck.Digest:output_type -> nacre.v1.LfsckDigestReply
-	26, // 41: nacre.v1.Fault.List:output_type -> nacre.v1.FaultListReply
-	28, // 42: nacre.v1.Fault.Inject:output_type -> nacre.v1.FaultInjectReply
-	36, // 43: nacre.v1.Fault.Arm:output_type -> nacre.v1.FaultArmReply
-	36, // [36:44] is the sub-list for method output_type
-	28, // [28:36] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
 	28, // [28:28] is the sub-list for extension type_name
 	28, // [28:28] is the sub-list for extension extendee
 	0,  // [0:28] is the sub-list for field type_name
@@ -2441,7 +2412,6 @@ func file_lfsck_proto_init() {
 		return
 	}
 	file_common_proto_init()
-	file_oss_proto_init()
 	file_lfsck_proto_msgTypes[3].OneofWrappers = []any{
 		(*LfsckMut_Set)(nil),
 		(*LfsckMut_Del)(nil),
@@ -2461,7 +2431,7 @@ func file_lfsck_proto_init() {
 			NumEnums:      0,
 			NumMessages:   31,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   0,
 		},
 		GoTypes:           file_lfsck_proto_goTypes,
 		DependencyIndexes: file_lfsck_proto_depIdxs,

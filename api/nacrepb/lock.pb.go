@@ -21,11 +21,12 @@
 package nacrepb
 
 import (
-	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
-	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
+
+	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
+	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 )
 
 const (
@@ -947,7 +948,7 @@ var File_lock_proto protoreflect.FileDescriptor
 const file_lock_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"lock.proto\x12\bnacre.v1\x1a\fcommon.proto\x1a\tmds.proto\"\x93\x01\n" +
+	"lock.proto\x12\bnacre.v1\x1a\fcommon.proto\"\x93\x01\n" +
 	"\fOpensRequest\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12%\n" +
 	"\x06opened\x18\x02 \x03(\v2\r.nacre.v1.FIDR\x06opened\x12%\n" +
@@ -1015,20 +1016,7 @@ const file_lock_proto_rawDesc = "" +
 	"\vLOCK_UNLOCK\x10\x00\x12\r\n" +
 	"\tLOCK_READ\x10\x01\x12\x0e\n" +
 	"\n" +
-	"LOCK_WRITE\x10\x022\xcd\x03\n" +
-	"\x04LDLM\x129\n" +
-	"\aSession\x12\x13.nacre.v1.SessionUp\x1a\x15.nacre.v1.SessionDown(\x010\x01\x122\n" +
-	"\x04Lock\x12\x15.nacre.v1.LockRequest\x1a\x13.nacre.v1.LockReply\x125\n" +
-	"\aGetLock\x12\x15.nacre.v1.LockRequest\x1a\x13.nacre.v1.LockReply\x12D\n" +
-	"\n" +
-	"CancelWait\x12\x1b.nacre.v1.CancelWaitRequest\x1a\x19.nacre.v1.CancelWaitReply\x12J\n" +
-	"\fReleaseLocks\x12\x1d.nacre.v1.ReleaseLocksRequest\x1a\x1b.nacre.v1.ReleaseLocksReply\x12D\n" +
-	"\n" +
-	"Invalidate\x12\x1b.nacre.v1.InvalidateRequest\x1a\x19.nacre.v1.InvalidateReply\x12G\n" +
-	"\vAppendToken\x12\x1c.nacre.v1.AppendTokenRequest\x1a\x1a.nacre.v1.AppendTokenReply2p\n" +
-	"\tOpenFiles\x12,\n" +
-	"\x06Mutate\x12\x11.nacre.v1.Command\x1a\x0f.nacre.v1.Reply\x125\n" +
-	"\x05Opens\x12\x16.nacre.v1.OpensRequest\x1a\x14.nacre.v1.OpensReplyB\x13Z\x11nacre/api/nacrepbb\x06proto3"
+	"LOCK_WRITE\x10\x02B\x13Z\x11nacre/api/nacrepbb\x06proto3"
 
 var (
 	file_lock_proto_rawDescOnce sync.Once
@@ -1062,8 +1050,6 @@ var file_lock_proto_goTypes = []any{
 	(*AppendTokenReply)(nil),    // 14: nacre.v1.AppendTokenReply
 	(*FID)(nil),                 // 15: nacre.v1.FID
 	(*Inode)(nil),               // 16: nacre.v1.Inode
-	(*Command)(nil),             // 17: nacre.v1.Command
-	(*Reply)(nil),               // 18: nacre.v1.Reply
 }
 var file_lock_proto_depIdxs = []int32{
 	15, // 0: nacre.v1.OpensRequest.opened:type_name -> nacre.v1.FID
@@ -1077,26 +1063,8 @@ var file_lock_proto_depIdxs = []int32{
 	15, // 8: nacre.v1.ReleaseLocksRequest.fid:type_name -> nacre.v1.FID
 	15, // 9: nacre.v1.InvalidateRequest.fids:type_name -> nacre.v1.FID
 	15, // 10: nacre.v1.AppendTokenRequest.fid:type_name -> nacre.v1.FID
-	3,  // 11: nacre.v1.LDLM.Session:input_type -> nacre.v1.SessionUp
-	5,  // 12: nacre.v1.LDLM.Lock:input_type -> nacre.v1.LockRequest
-	5,  // 13: nacre.v1.LDLM.GetLock:input_type -> nacre.v1.LockRequest
-	7,  // 14: nacre.v1.LDLM.CancelWait:input_type -> nacre.v1.CancelWaitRequest
-	9,  // 15: nacre.v1.LDLM.ReleaseLocks:input_type -> nacre.v1.ReleaseLocksRequest
-	11, // 16: nacre.v1.LDLM.Invalidate:input_type -> nacre.v1.InvalidateRequest
-	13, // 17: nacre.v1.LDLM.AppendToken:input_type -> nacre.v1.AppendTokenRequest
-	17, // 18: nacre.v1.OpenFiles.Mutate:input_type -> nacre.v1.Command
-	1,  // 19: nacre.v1.OpenFiles.Opens:input_type -> nacre.v1.OpensRequest
-	4,  // 20: nacre.v1.LDLM.Session:output_type -> nacre.v1.SessionDown
-	6,  // 21: nacre.v1.LDLM.Lock:output_type -> nacre.v1.LockReply
-	6,  // 22: nacre.v1.LDLM.GetLock:output_type -> nacre.v1.LockReply
-	8,  // 23: nacre.v1.LDLM.CancelWait:output_type -> nacre.v1.CancelWaitReply
-	10, // 24: nacre.v1.LDLM.ReleaseLocks:output_type -> nacre.v1.ReleaseLocksReply
-	12, // 25: nacre.v1.LDLM.Invalidate:output_type -> nacre.v1.InvalidateReply
-	14, // 26: nacre.v1.LDLM.AppendToken:output_type -> nacre.v1.AppendTokenReply
-	18, // 27: nacre.v1.OpenFiles.Mutate:output_type -> nacre.v1.Reply
-	2,  // 28: nacre.v1.OpenFiles.Opens:output_type -> nacre.v1.OpensReply
-	20, // [20:29] is the sub-list for method output_type
-	11, // [11:20] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
 	11, // [11:11] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name
@@ -1108,7 +1076,6 @@ func file_lock_proto_init() {
 		return
 	}
 	file_common_proto_init()
-	file_mds_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
@@ -1117,7 +1084,7 @@ func file_lock_proto_init() {
 			NumEnums:      1,
 			NumMessages:   14,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   0,
 		},
 		GoTypes:           file_lock_proto_goTypes,
 		DependencyIndexes: file_lock_proto_depIdxs,

@@ -11,11 +11,12 @@
 package nacrepb
 
 import (
-	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
-	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
+
+	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
+	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 )
 
 const (
@@ -2583,17 +2584,7 @@ const file_mds_proto_rawDesc = "" +
 	"\x0eSETATTR_BLOCKS\x10\x80\b\x12\x16\n" +
 	"\x11SETATTR_SET_DIRTY\x10\x80\x10\x12\x18\n" +
 	"\x13SETATTR_CLEAR_DIRTY\x10\x80 \x12\x16\n" +
-	"\x11SETATTR_CTIME_NOW\x10\x80@2\x80\x04\n" +
-	"\x03MDS\x125\n" +
-	"\x05Hello\x12\x16.nacre.v1.HelloRequest\x1a\x14.nacre.v1.HelloReply\x12,\n" +
-	"\x06Mutate\x12\x11.nacre.v1.Command\x1a\x0f.nacre.v1.Reply\x122\n" +
-	"\x06Lookup\x12\x17.nacre.v1.LookupRequest\x1a\x0f.nacre.v1.Reply\x124\n" +
-	"\aGetattr\x12\x18.nacre.v1.GetattrRequest\x1a\x0f.nacre.v1.Reply\x12;\n" +
-	"\aReaddir\x12\x18.nacre.v1.ReaddirRequest\x1a\x16.nacre.v1.ReaddirReply\x128\n" +
-	"\bGetxattr\x12\x16.nacre.v1.XattrRequest\x1a\x14.nacre.v1.XattrReply\x129\n" +
-	"\tListxattr\x12\x16.nacre.v1.XattrRequest\x1a\x14.nacre.v1.XattrReply\x12>\n" +
-	"\bFid2Path\x12\x19.nacre.v1.Fid2PathRequest\x1a\x17.nacre.v1.Fid2PathReply\x128\n" +
-	"\x06Statfs\x12\x17.nacre.v1.StatfsRequest\x1a\x15.nacre.v1.StatfsReplyB\x13Z\x11nacre/api/nacrepbb\x06proto3"
+	"\x11SETATTR_CTIME_NOW\x10\x80@B\x13Z\x11nacre/api/nacrepbb\x06proto3"
 
 var (
 	file_mds_proto_rawDescOnce sync.Once
@@ -2647,10 +2638,6 @@ var file_mds_proto_goTypes = []any{
 	(*Layout)(nil),          // 34: nacre.v1.Layout
 	(*StripeObject)(nil),    // 35: nacre.v1.StripeObject
 	(*Inode)(nil),           // 36: nacre.v1.Inode
-	(*HelloRequest)(nil),    // 37: nacre.v1.HelloRequest
-	(*StatfsRequest)(nil),   // 38: nacre.v1.StatfsRequest
-	(*HelloReply)(nil),      // 39: nacre.v1.HelloReply
-	(*StatfsReply)(nil),     // 40: nacre.v1.StatfsReply
 }
 var file_mds_proto_depIdxs = []int32{
 	29, // 0: nacre.v1.Command.cred:type_name -> nacre.v1.Cred
@@ -2708,26 +2695,8 @@ var file_mds_proto_depIdxs = []int32{
 	29, // 52: nacre.v1.XattrRequest.cred:type_name -> nacre.v1.Cred
 	33, // 53: nacre.v1.Fid2PathRequest.fid:type_name -> nacre.v1.FID
 	29, // 54: nacre.v1.Fid2PathRequest.cred:type_name -> nacre.v1.Cred
-	37, // 55: nacre.v1.MDS.Hello:input_type -> nacre.v1.HelloRequest
-	1,  // 56: nacre.v1.MDS.Mutate:input_type -> nacre.v1.Command
-	20, // 57: nacre.v1.MDS.Lookup:input_type -> nacre.v1.LookupRequest
-	21, // 58: nacre.v1.MDS.Getattr:input_type -> nacre.v1.GetattrRequest
-	22, // 59: nacre.v1.MDS.Readdir:input_type -> nacre.v1.ReaddirRequest
-	25, // 60: nacre.v1.MDS.Getxattr:input_type -> nacre.v1.XattrRequest
-	25, // 61: nacre.v1.MDS.Listxattr:input_type -> nacre.v1.XattrRequest
-	27, // 62: nacre.v1.MDS.Fid2Path:input_type -> nacre.v1.Fid2PathRequest
-	38, // 63: nacre.v1.MDS.Statfs:input_type -> nacre.v1.StatfsRequest
-	39, // 64: nacre.v1.MDS.Hello:output_type -> nacre.v1.HelloReply
-	18, // 65: nacre.v1.MDS.Mutate:output_type -> nacre.v1.Reply
-	18, // 66: nacre.v1.MDS.Lookup:output_type -> nacre.v1.Reply
-	18, // 67: nacre.v1.MDS.Getattr:output_type -> nacre.v1.Reply
-	24, // 68: nacre.v1.MDS.Readdir:output_type -> nacre.v1.ReaddirReply
-	26, // 69: nacre.v1.MDS.Getxattr:output_type -> nacre.v1.XattrReply
-	26, // 70: nacre.v1.MDS.Listxattr:output_type -> nacre.v1.XattrReply
-	28, // 71: nacre.v1.MDS.Fid2Path:output_type -> nacre.v1.Fid2PathReply
-	40, // 72: nacre.v1.MDS.Statfs:output_type -> nacre.v1.StatfsReply
-	64, // [64:73] is the sub-list for method output_type
-	55, // [55:64] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for method output_type
+	55, // [55:55] is the sub-list for method input_type
 	55, // [55:55] is the sub-list for extension type_name
 	55, // [55:55] is the sub-list for extension extendee
 	0,  // [0:55] is the sub-list for field type_name
@@ -2770,7 +2739,7 @@ func file_mds_proto_init() {
 			NumEnums:      1,
 			NumMessages:   28,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   0,
 		},
 		GoTypes:           file_mds_proto_goTypes,
 		DependencyIndexes: file_mds_proto_depIdxs,

@@ -10,11 +10,12 @@
 package nacrepb
 
 import (
-	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
-	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
+
+	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
+	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 )
 
 const (
@@ -886,15 +887,7 @@ const file_mgs_proto_rawDesc = "" +
 	"deregister\x12\x15\n" +
 	"\x06now_ns\x18\n" +
 	" \x01(\x03R\x05nowNsB\x04\n" +
-	"\x02op2\x85\x03\n" +
-	"\x03MGS\x125\n" +
-	"\x05Hello\x12\x16.nacre.v1.HelloRequest\x1a\x14.nacre.v1.HelloReply\x129\n" +
-	"\bRegister\x12\x14.nacre.v1.TargetInfo\x1a\x17.nacre.v1.RegisterReply\x12A\n" +
-	"\tHeartbeat\x12\x1a.nacre.v1.HeartbeatRequest\x1a\x18.nacre.v1.HeartbeatReply\x12@\n" +
-	"\tGetConfig\x12\x1a.nacre.v1.GetConfigRequest\x1a\x17.nacre.v1.ClusterConfig\x12C\n" +
-	"\rAllocSeqRange\x12\x1e.nacre.v1.AllocSeqRangeRequest\x1a\x12.nacre.v1.SeqRange\x12B\n" +
-	"\n" +
-	"Deregister\x12\x1b.nacre.v1.DeregisterRequest\x1a\x17.nacre.v1.RegisterReplyB\x13Z\x11nacre/api/nacrepbb\x06proto3"
+	"\x02opB\x13Z\x11nacre/api/nacrepbb\x06proto3"
 
 var (
 	file_mgs_proto_rawDescOnce sync.Once
@@ -922,8 +915,6 @@ var file_mgs_proto_goTypes = []any{
 	(*MGSCommand)(nil),           // 9: nacre.v1.MGSCommand
 	(TargetKind)(0),              // 10: nacre.v1.TargetKind
 	(*Statfs)(nil),               // 11: nacre.v1.Statfs
-	(*HelloRequest)(nil),         // 12: nacre.v1.HelloRequest
-	(*HelloReply)(nil),           // 13: nacre.v1.HelloReply
 }
 var file_mgs_proto_depIdxs = []int32{
 	10, // 0: nacre.v1.TargetInfo.kind:type_name -> nacre.v1.TargetKind
@@ -936,20 +927,8 @@ var file_mgs_proto_depIdxs = []int32{
 	0,  // 7: nacre.v1.MGSCommand.register:type_name -> nacre.v1.TargetInfo
 	7,  // 8: nacre.v1.MGSCommand.alloc_seq:type_name -> nacre.v1.AllocSeqRangeRequest
 	8,  // 9: nacre.v1.MGSCommand.deregister:type_name -> nacre.v1.DeregisterRequest
-	12, // 10: nacre.v1.MGS.Hello:input_type -> nacre.v1.HelloRequest
-	0,  // 11: nacre.v1.MGS.Register:input_type -> nacre.v1.TargetInfo
-	2,  // 12: nacre.v1.MGS.Heartbeat:input_type -> nacre.v1.HeartbeatRequest
-	4,  // 13: nacre.v1.MGS.GetConfig:input_type -> nacre.v1.GetConfigRequest
-	7,  // 14: nacre.v1.MGS.AllocSeqRange:input_type -> nacre.v1.AllocSeqRangeRequest
-	8,  // 15: nacre.v1.MGS.Deregister:input_type -> nacre.v1.DeregisterRequest
-	13, // 16: nacre.v1.MGS.Hello:output_type -> nacre.v1.HelloReply
-	1,  // 17: nacre.v1.MGS.Register:output_type -> nacre.v1.RegisterReply
-	3,  // 18: nacre.v1.MGS.Heartbeat:output_type -> nacre.v1.HeartbeatReply
-	6,  // 19: nacre.v1.MGS.GetConfig:output_type -> nacre.v1.ClusterConfig
-	5,  // 20: nacre.v1.MGS.AllocSeqRange:output_type -> nacre.v1.SeqRange
-	1,  // 21: nacre.v1.MGS.Deregister:output_type -> nacre.v1.RegisterReply
-	16, // [16:22] is the sub-list for method output_type
-	10, // [10:16] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
 	10, // [10:10] is the sub-list for extension type_name
 	10, // [10:10] is the sub-list for extension extendee
 	0,  // [0:10] is the sub-list for field type_name
@@ -974,7 +953,7 @@ func file_mgs_proto_init() {
 			NumEnums:      0,
 			NumMessages:   10,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   0,
 		},
 		GoTypes:           file_mgs_proto_goTypes,
 		DependencyIndexes: file_mgs_proto_depIdxs,

@@ -10,11 +10,12 @@
 package nacrepb
 
 import (
-	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
-	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
+
+	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
+	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 )
 
 const (
@@ -1585,23 +1586,7 @@ const file_oss_proto_rawDesc = "" +
 	"\x05count\x18\x04 \x01(\rR\x05count\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\tR\amessage\"%\n" +
 	"\rFaultArmReply\x12\x14\n" +
-	"\x05armed\x18\x01 \x03(\tR\x05armed2\xf8\x06\n" +
-	"\x03OSS\x125\n" +
-	"\x05Hello\x12\x16.nacre.v1.HelloRequest\x1a\x14.nacre.v1.HelloReply\x12A\n" +
-	"\tPrecreate\x12\x1a.nacre.v1.PrecreateRequest\x1a\x18.nacre.v1.PrecreateReply\x12;\n" +
-	"\aCleanup\x12\x18.nacre.v1.CleanupRequest\x1a\x16.nacre.v1.CleanupReply\x12;\n" +
-	"\aDestroy\x12\x18.nacre.v1.DestroyRequest\x1a\x16.nacre.v1.DestroyReply\x128\n" +
-	"\x06Statfs\x12\x17.nacre.v1.StatfsRequest\x1a\x15.nacre.v1.StatfsReply\x12D\n" +
-	"\n" +
-	"GetObjects\x12\x1b.nacre.v1.GetObjectsRequest\x1a\x19.nacre.v1.GetObjectsReply\x12D\n" +
-	"\n" +
-	"LfsckCheck\x12\x1b.nacre.v1.LfsckCheckRequest\x1a\x19.nacre.v1.LfsckCheckReply\x12J\n" +
-	"\fLfsckSummary\x12\x1d.nacre.v1.LfsckSummaryRequest\x1a\x1b.nacre.v1.LfsckSummaryReply\x12J\n" +
-	"\fLfsckOrphans\x12\x1d.nacre.v1.LfsckOrphansRequest\x1a\x1b.nacre.v1.LfsckOrphansReply\x12M\n" +
-	"\vLfsckRepair\x12\x1f.nacre.v1.LfsckObjRepairRequest\x1a\x1d.nacre.v1.LfsckObjRepairReply\x12G\n" +
-	"\vLfsckDigest\x12\x1c.nacre.v1.LfsckDigestRequest\x1a\x1a.nacre.v1.LfsckDigestReply\x12G\n" +
-	"\vFaultObject\x12\x1c.nacre.v1.FaultObjectRequest\x1a\x1a.nacre.v1.FaultObjectReply\x12>\n" +
-	"\bFaultArm\x12\x19.nacre.v1.FaultArmRequest\x1a\x17.nacre.v1.FaultArmReplyB\x13Z\x11nacre/api/nacrepbb\x06proto3"
+	"\x05armed\x18\x01 \x03(\tR\x05armedB\x13Z\x11nacre/api/nacrepbb\x06proto3"
 
 var (
 	file_oss_proto_rawDescOnce sync.Once
@@ -1643,10 +1628,6 @@ var file_oss_proto_goTypes = []any{
 	(*FaultArmReply)(nil),         // 23: nacre.v1.FaultArmReply
 	(*FID)(nil),                   // 24: nacre.v1.FID
 	(*StripeObject)(nil),          // 25: nacre.v1.StripeObject
-	(*HelloRequest)(nil),          // 26: nacre.v1.HelloRequest
-	(*StatfsRequest)(nil),         // 27: nacre.v1.StatfsRequest
-	(*HelloReply)(nil),            // 28: nacre.v1.HelloReply
-	(*StatfsReply)(nil),           // 29: nacre.v1.StatfsReply
 }
 var file_oss_proto_depIdxs = []int32{
 	24, // 0: nacre.v1.ObjectAttr.parent:type_name -> nacre.v1.FID
@@ -1659,34 +1640,8 @@ var file_oss_proto_depIdxs = []int32{
 	15, // 7: nacre.v1.LfsckObjRepairRequest.items:type_name -> nacre.v1.LfsckObjRepair
 	25, // 8: nacre.v1.FaultObjectRequest.object:type_name -> nacre.v1.StripeObject
 	0,  // 9: nacre.v1.FaultObjectRequest.record:type_name -> nacre.v1.ObjectAttr
-	26, // 10: nacre.v1.OSS.Hello:input_type -> nacre.v1.HelloRequest
-	1,  // 11: nacre.v1.OSS.Precreate:input_type -> nacre.v1.PrecreateRequest
-	3,  // 12: nacre.v1.OSS.Cleanup:input_type -> nacre.v1.CleanupRequest
-	5,  // 13: nacre.v1.OSS.Destroy:input_type -> nacre.v1.DestroyRequest
-	27, // 14: nacre.v1.OSS.Statfs:input_type -> nacre.v1.StatfsRequest
-	7,  // 15: nacre.v1.OSS.GetObjects:input_type -> nacre.v1.GetObjectsRequest
-	9,  // 16: nacre.v1.OSS.LfsckCheck:input_type -> nacre.v1.LfsckCheckRequest
-	11, // 17: nacre.v1.OSS.LfsckSummary:input_type -> nacre.v1.LfsckSummaryRequest
-	13, // 18: nacre.v1.OSS.LfsckOrphans:input_type -> nacre.v1.LfsckOrphansRequest
-	16, // 19: nacre.v1.OSS.LfsckRepair:input_type -> nacre.v1.LfsckObjRepairRequest
-	18, // 20: nacre.v1.OSS.LfsckDigest:input_type -> nacre.v1.LfsckDigestRequest
-	20, // 21: nacre.v1.OSS.FaultObject:input_type -> nacre.v1.FaultObjectRequest
-	22, // 22: nacre.v1.OSS.FaultArm:input_type -> nacre.v1.FaultArmRequest
-	28, // 23: nacre.v1.OSS.Hello:output_type -> nacre.v1.HelloReply
-	2,  // 24: nacre.v1.OSS.Precreate:output_type -> nacre.v1.PrecreateReply
-	4,  // 25: nacre.v1.OSS.Cleanup:output_type -> nacre.v1.CleanupReply
-	6,  // 26: nacre.v1.OSS.Destroy:output_type -> nacre.v1.DestroyReply
-	29, // 27: nacre.v1.OSS.Statfs:output_type -> nacre.v1.StatfsReply
-	8,  // 28: nacre.v1.OSS.GetObjects:output_type -> nacre.v1.GetObjectsReply
-	10, // 29: nacre.v1.OSS.LfsckCheck:output_type -> nacre.v1.LfsckCheckReply
-	12, // 30: nacre.v1.OSS.LfsckSummary:output_type -> nacre.v1.LfsckSummaryReply
-	14, // 31: nacre.v1.OSS.LfsckOrphans:output_type -> nacre.v1.LfsckOrphansReply
-	17, // 32: nacre.v1.OSS.LfsckRepair:output_type -> nacre.v1.LfsckObjRepairReply
-	19, // 33: nacre.v1.OSS.LfsckDigest:output_type -> nacre.v1.LfsckDigestReply
-	21, // 34: nacre.v1.OSS.FaultObject:output_type -> nacre.v1.FaultObjectReply
-	23, // 35: nacre.v1.OSS.FaultArm:output_type -> nacre.v1.FaultArmReply
-	23, // [23:36] is the sub-list for method output_type
-	10, // [10:23] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
 	10, // [10:10] is the sub-list for extension type_name
 	10, // [10:10] is the sub-list for extension extendee
 	0,  // [0:10] is the sub-list for field type_name
@@ -1706,7 +1661,7 @@ func file_oss_proto_init() {
 			NumEnums:      0,
 			NumMessages:   24,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   0,
 		},
 		GoTypes:           file_oss_proto_goTypes,
 		DependencyIndexes: file_oss_proto_depIdxs,

@@ -15,11 +15,12 @@
 package nacrepb
 
 import (
-	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
-	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
+
+	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
+	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 )
 
 const (
@@ -886,16 +887,7 @@ const file_raftgroup_proto_rawDesc = "" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\";\n" +
 	"\x13RaftTransferRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\x04R\x05group\x12\x0e\n" +
-	"\x02to\x18\x02 \x01(\x04R\x02to2v\n" +
-	"\x04Raft\x120\n" +
-	"\x04Send\x12\x13.nacre.v1.RaftBatch\x1a\x11.nacre.v1.RaftAck(\x01\x12<\n" +
-	"\bSnapshot\x12\x1b.nacre.v1.RaftSnapshotChunk\x1a\x11.nacre.v1.RaftAck(\x012\xab\x02\n" +
-	"\tRaftAdmin\x12C\n" +
-	"\aMembers\x12\x1c.nacre.v1.RaftMembersRequest\x1a\x1a.nacre.v1.RaftMembersReply\x12B\n" +
-	"\n" +
-	"AddReplica\x12\x18.nacre.v1.RaftAddRequest\x1a\x1a.nacre.v1.RaftMembersReply\x12H\n" +
-	"\rRemoveReplica\x12\x1b.nacre.v1.RaftRemoveRequest\x1a\x1a.nacre.v1.RaftMembersReply\x12K\n" +
-	"\x0eTransferLeader\x12\x1d.nacre.v1.RaftTransferRequest\x1a\x1a.nacre.v1.RaftMembersReplyB\x13Z\x11nacre/api/nacrepbb\x06proto3"
+	"\x02to\x18\x02 \x01(\x04R\x02toB\x13Z\x11nacre/api/nacrepbb\x06proto3"
 
 var (
 	file_raftgroup_proto_rawDescOnce sync.Once
@@ -925,26 +917,14 @@ var file_raftgroup_proto_goTypes = []any{
 	(*RaftTransferRequest)(nil), // 11: nacre.v1.RaftTransferRequest
 }
 var file_raftgroup_proto_depIdxs = []int32{
-	0,  // 0: nacre.v1.RaftBatch.messages:type_name -> nacre.v1.RaftMessage
-	4,  // 1: nacre.v1.RaftPeers.peers:type_name -> nacre.v1.RaftPeer
-	7,  // 2: nacre.v1.RaftMembersReply.members:type_name -> nacre.v1.RaftMember
-	1,  // 3: nacre.v1.Raft.Send:input_type -> nacre.v1.RaftBatch
-	2,  // 4: nacre.v1.Raft.Snapshot:input_type -> nacre.v1.RaftSnapshotChunk
-	6,  // 5: nacre.v1.RaftAdmin.Members:input_type -> nacre.v1.RaftMembersRequest
-	9,  // 6: nacre.v1.RaftAdmin.AddReplica:input_type -> nacre.v1.RaftAddRequest
-	10, // 7: nacre.v1.RaftAdmin.RemoveReplica:input_type -> nacre.v1.RaftRemoveRequest
-	11, // 8: nacre.v1.RaftAdmin.TransferLeader:input_type -> nacre.v1.RaftTransferRequest
-	3,  // 9: nacre.v1.Raft.Send:output_type -> nacre.v1.RaftAck
-	3,  // 10: nacre.v1.Raft.Snapshot:output_type -> nacre.v1.RaftAck
-	8,  // 11: nacre.v1.RaftAdmin.Members:output_type -> nacre.v1.RaftMembersReply
-	8,  // 12: nacre.v1.RaftAdmin.AddReplica:output_type -> nacre.v1.RaftMembersReply
-	8,  // 13: nacre.v1.RaftAdmin.RemoveReplica:output_type -> nacre.v1.RaftMembersReply
-	8,  // 14: nacre.v1.RaftAdmin.TransferLeader:output_type -> nacre.v1.RaftMembersReply
-	9,  // [9:15] is the sub-list for method output_type
-	3,  // [3:9] is the sub-list for method input_type
-	3,  // [3:3] is the sub-list for extension type_name
-	3,  // [3:3] is the sub-list for extension extendee
-	0,  // [0:3] is the sub-list for field type_name
+	0, // 0: nacre.v1.RaftBatch.messages:type_name -> nacre.v1.RaftMessage
+	4, // 1: nacre.v1.RaftPeers.peers:type_name -> nacre.v1.RaftPeer
+	7, // 2: nacre.v1.RaftMembersReply.members:type_name -> nacre.v1.RaftMember
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_raftgroup_proto_init() }
@@ -960,7 +940,7 @@ func file_raftgroup_proto_init() {
 			NumEnums:      0,
 			NumMessages:   12,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   0,
 		},
 		GoTypes:           file_raftgroup_proto_goTypes,
 		DependencyIndexes: file_raftgroup_proto_depIdxs,

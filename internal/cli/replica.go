@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/raftgroup"
 	"nacre/internal/rpc"
@@ -72,7 +73,7 @@ func replicaAddrs(ctx context.Context, mgs string, g ReplicaGroup) (map[uint64]s
 	defer cc.Close()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cfg, err := pb.NewMGSClient(cc).GetConfig(ctx, &pb.GetConfigRequest{})
+	cfg, err := nacregrpc.NewMGSClient(cc).GetConfig(ctx, &pb.GetConfigRequest{})
 	if err != nil {
 		return nil, nil, fmt.Errorf("MGS at %s: %w", mgs, err)
 	}
@@ -106,7 +107,7 @@ func membersOf(ctx context.Context, addr string) (*pb.RaftMembersReply, error) {
 	defer cc.Close()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	return pb.NewRaftAdminClient(cc).Members(ctx, &pb.RaftMembersRequest{})
+	return nacregrpc.NewRaftAdminClient(cc).Members(ctx, &pb.RaftMembersRequest{})
 }
 
 // leaderView finds the group's leader and its view of the members.
@@ -301,7 +302,7 @@ func GroupPeers(ctx context.Context, e Env, g ReplicaGroup) (peers map[uint64]st
 }
 
 // onLeader runs an admin call on the group's leader, following redirects.
-func onLeader(ctx context.Context, e Env, g ReplicaGroup, call func(ctx context.Context, c pb.RaftAdminClient) (*pb.RaftMembersReply, error)) (*pb.RaftMembersReply, error) {
+func onLeader(ctx context.Context, e Env, g ReplicaGroup, call func(ctx context.Context, c nacregrpc.RaftAdminClient) (*pb.RaftMembersReply, error)) (*pb.RaftMembersReply, error) {
 	addrs, _, err := replicaAddrs(ctx, e.MGS, g)
 	if err != nil {
 		return nil, err
@@ -315,7 +316,7 @@ func onLeader(ctx context.Context, e Env, g ReplicaGroup, call func(ctx context.
 		if err != nil {
 			return nil, err
 		}
-		r, err := call(ctx, pb.NewRaftAdminClient(cc))
+		r, err := call(ctx, nacregrpc.NewRaftAdminClient(cc))
 		cc.Close()
 		if err == nil {
 			return r, nil
@@ -383,7 +384,7 @@ func ReplicaAdd(ctx context.Context, e Env, g ReplicaGroup, id uint64, addr stri
 		}
 	}
 	fmt.Fprintf(e.Out, "%s...\n", doing)
-	add := func(ctx context.Context, c pb.RaftAdminClient) (*pb.RaftMembersReply, error) {
+	add := func(ctx context.Context, c nacregrpc.RaftAdminClient) (*pb.RaftMembersReply, error) {
 		return c.AddReplica(ctx, &pb.RaftAddRequest{Id: id, Addr: addr, Learner: learner, CatchUpTimeoutMs: uint32(timeout.Milliseconds())}, grpc.WaitForReady(true))
 	}
 	r, err := onLeader(ctx, e, g, add)
@@ -451,7 +452,7 @@ func refusal(err error, format string, args ...any) error {
 // forget it; member is false when it was only registered with the MGS
 // (a leftover), which now forgot it.
 func ReplicaRemove(ctx context.Context, e Env, g ReplicaGroup, id uint64) (member bool, err error) {
-	if _, err := onLeader(ctx, e, g, func(ctx context.Context, c pb.RaftAdminClient) (*pb.RaftMembersReply, error) {
+	if _, err := onLeader(ctx, e, g, func(ctx context.Context, c nacregrpc.RaftAdminClient) (*pb.RaftMembersReply, error) {
 		return c.RemoveReplica(ctx, &pb.RaftRemoveRequest{Id: id})
 	}); err != nil {
 		// Not a member, but registered with the MGS: a replica left over
@@ -506,7 +507,7 @@ func deregister(ctx context.Context, e Env, g ReplicaGroup, id uint64) error {
 	defer cc.Close()
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err = pb.NewMGSClient(cc).Deregister(dctx, &pb.DeregisterRequest{Kind: g.Kind, Index: g.Index, ReplicaId: id})
+	_, err = nacregrpc.NewMGSClient(cc).Deregister(dctx, &pb.DeregisterRequest{Kind: g.Kind, Index: g.Index, ReplicaId: id})
 	return err
 }
 
@@ -525,7 +526,7 @@ func ReplicaTransfer(ctx context.Context, e Env, g ReplicaGroup, to uint64) (uin
 			}
 		}
 	}
-	r, err := onLeader(ctx, e, g, func(ctx context.Context, c pb.RaftAdminClient) (*pb.RaftMembersReply, error) {
+	r, err := onLeader(ctx, e, g, func(ctx context.Context, c nacregrpc.RaftAdminClient) (*pb.RaftMembersReply, error) {
 		return c.TransferLeader(ctx, &pb.RaftTransferRequest{To: to})
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/client"
 	"nacre/internal/layout"
@@ -127,7 +128,7 @@ func GetStatus(ctx context.Context, mgs string) (*ClusterStatus, error) {
 	defer cc.Close()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	cfg, err := pb.NewMGSClient(cc).GetConfig(ctx, &pb.GetConfigRequest{})
+	cfg, err := nacregrpc.NewMGSClient(cc).GetConfig(ctx, &pb.GetConfigRequest{})
 	if rpc.NotTheService(err) {
 		return nil, client.NotAnMGS(mgs, err)
 	}
@@ -452,9 +453,9 @@ func targetStatfs(ctx context.Context, ts TargetStatus) (*pb.Statfs, error) {
 	defer cancel()
 	var r *pb.StatfsReply
 	if ts.Kind == "mdt" {
-		r, err = pb.NewMDSClient(cc).Statfs(ctx, &pb.StatfsRequest{})
+		r, err = nacregrpc.NewMDSClient(cc).Statfs(ctx, &pb.StatfsRequest{})
 	} else {
-		r, err = pb.NewOSSClient(cc).Statfs(ctx, &pb.StatfsRequest{})
+		r, err = nacregrpc.NewOSSClient(cc).Statfs(ctx, &pb.StatfsRequest{})
 	}
 	if err != nil {
 		return nil, err

@@ -33,11 +33,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
+	"nacre/internal/bulk"
 	"nacre/internal/fid"
 	"nacre/internal/rpc"
 	"nacre/internal/version"
-	"nacre/internal/bulk"
 )
 
 // Config configures a Client.
@@ -82,7 +83,7 @@ type Client struct {
 	log *slog.Logger
 
 	mgsConn *rpc.SwapConn
-	mgs     pb.MGSClient
+	mgs     nacregrpc.MGSClient
 
 	nextReq atomic.Uint64
 	inMu    sync.Mutex
@@ -113,7 +114,7 @@ type Client struct {
 type mdtConn struct {
 	index  uint32
 	addr   string
-	cli    pb.MDSClient
+	cli    nacregrpc.MDSClient
 	closer io.Closer
 }
 
@@ -175,7 +176,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.mgsConn, c.mgs = cc, pb.NewMGSClient(cc)
+	c.mgsConn, c.mgs = cc, nacregrpc.NewMGSClient(cc)
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	h, err := c.mgs.Hello(hctx, &pb.HelloRequest{ProtocolVersion: version.Protocol, Fsname: cfg.Fsname, Who: "client"}, grpc.WaitForReady(!cfg.FailFast))
@@ -241,7 +242,7 @@ func (c *Client) Fsname() string { return c.fsname }
 func (c *Client) ID() uint64 { return c.id }
 
 // MGS is the MGS client (for status and admin commands).
-func (c *Client) MGS() pb.MGSClient { return c.mgs }
+func (c *Client) MGS() nacregrpc.MGSClient { return c.mgs }
 
 // Close drops every connection.
 func (c *Client) Close() error {

@@ -9,13 +9,14 @@ import (
 
 	"google.golang.org/grpc"
 
+	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/obs"
 	"nacre/internal/rpc"
 )
 
 type countingMGS struct {
-	pb.UnimplementedMGSServer
+	nacregrpc.UnimplementedMGSServer
 	calls atomic.Int64
 }
 
@@ -24,14 +25,14 @@ func (m *countingMGS) GetConfig(context.Context, *pb.GetConfigRequest) (*pb.Clus
 	return &pb.ClusterConfig{}, nil
 }
 
-func serveMGS(t *testing.T, m pb.MGSServer) string {
+func serveMGS(t *testing.T, m nacregrpc.MGSServer) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := grpc.NewServer()
-	pb.RegisterMGSServer(s, m)
+	nacregrpc.RegisterMGSServer(s, m)
 	go s.Serve(ln)
 	t.Cleanup(s.Stop)
 	return ln.Addr().String()
@@ -49,7 +50,7 @@ func TestClientFollowsTheMGSReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sc.Close()
-	c := &Client{mgsConn: sc, mgs: pb.NewMGSClient(sc), log: obs.Discard()}
+	c := &Client{mgsConn: sc, mgs: nacregrpc.NewMGSClient(sc), log: obs.Discard()}
 	ctx := context.Background()
 	if _, err := c.Config(ctx); err != nil {
 		t.Fatal(err)
@@ -72,7 +73,7 @@ func TestClientFollowsTheMGSReplicas(t *testing.T) {
 // switchingMGS names, once next is set, another MGS replica in every
 // configuration it gives.
 type switchingMGS struct {
-	pb.UnimplementedMGSServer
+	nacregrpc.UnimplementedMGSServer
 	next atomic.Value // string; unset: a single MGS, which lists none
 }
 
@@ -97,7 +98,7 @@ func TestAnIdleClientFollowsTheMGSReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sc.Close()
-	c := &Client{mgsConn: sc, mgs: pb.NewMGSClient(sc), log: obs.Discard(), mdts: map[uint32]*mdtConn{}, osts: map[uint32]*ostConn{}}
+	c := &Client{mgsConn: sc, mgs: nacregrpc.NewMGSClient(sc), log: obs.Discard(), mdts: map[uint32]*mdtConn{}, osts: map[uint32]*ostConn{}}
 	stop := make(chan struct{})
 	go c.refreshLoop(20*time.Millisecond, stop)
 	defer close(stop)

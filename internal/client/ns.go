@@ -5,10 +5,11 @@ import (
 	"syscall"
 	"time"
 
+	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
+	"nacre/internal/bulk"
 	"nacre/internal/fid"
 	"nacre/internal/rpc"
-	"nacre/internal/bulk"
 )
 
 // mutate sends one command to the MDT owning f, retrying with the same
@@ -35,7 +36,7 @@ func (c *Client) mutate(ctx context.Context, what string, f fid.FID, cmd *pb.Com
 	return rep, nil
 }
 
-func (c *Client) read(ctx context.Context, what string, f fid.FID, call func(ctx context.Context, m pb.MDSClient) error) error {
+func (c *Client) read(ctx context.Context, what string, f fid.FID, call func(ctx context.Context, m nacregrpc.MDSClient) error) error {
 	err := c.retry(ctx, what, func(ctx context.Context) error {
 		m, err := c.mdtFor(f)
 		if err != nil {
@@ -164,7 +165,7 @@ func (c *Client) Move(ctx context.Context, sp fid.FID, sn string, dp fid.FID, dn
 // Lookup resolves one name.
 func (c *Client) Lookup(ctx context.Context, parent fid.FID, name string) (*pb.Inode, error) {
 	var rep *pb.Reply
-	err := c.read(ctx, "lookup "+name, parent, func(ctx context.Context, m pb.MDSClient) (err error) {
+	err := c.read(ctx, "lookup "+name, parent, func(ctx context.Context, m nacregrpc.MDSClient) (err error) {
 		rep, err = m.Lookup(ctx, &pb.LookupRequest{Parent: parent.PB(), Name: []byte(name), Cred: c.cred(ctx)})
 		return err
 	})
@@ -192,7 +193,7 @@ func (c *Client) GetattrLinks(ctx context.Context, f fid.FID) (*pb.Inode, error)
 func (c *Client) getattr(ctx context.Context, f fid.FID, links bool) (*pb.Inode, error) {
 	var rep *pb.Reply
 	what := "getattr " + f.String()
-	err := c.read(ctx, what, f, func(ctx context.Context, m pb.MDSClient) (err error) {
+	err := c.read(ctx, what, f, func(ctx context.Context, m nacregrpc.MDSClient) (err error) {
 		rep, err = m.Getattr(ctx, &pb.GetattrRequest{Fid: f.PB(), WantLinks: links})
 		return err
 	})
@@ -360,7 +361,7 @@ func (c *Client) Settle() { c.owners.Wait() }
 func (c *Client) Readdir(ctx context.Context, f fid.FID, cookie uint64, max int, plus bool) ([]*pb.DirEntry, bool, error) {
 	var rep *pb.ReaddirReply
 	what := "readdir " + f.String()
-	err := c.read(ctx, what, f, func(ctx context.Context, m pb.MDSClient) (err error) {
+	err := c.read(ctx, what, f, func(ctx context.Context, m nacregrpc.MDSClient) (err error) {
 		rep, err = m.Readdir(ctx, &pb.ReaddirRequest{Fid: f.PB(), Cookie: cookie, MaxEntries: uint32(max), Plus: plus, Cred: c.cred(ctx)})
 		return err
 	})
@@ -420,7 +421,7 @@ func (c *Client) Removexattr(ctx context.Context, f fid.FID, name string) error 
 func (c *Client) Getxattr(ctx context.Context, f fid.FID, name string) ([]byte, error) {
 	var rep *pb.XattrReply
 	what := "getxattr " + name
-	err := c.read(ctx, what, f, func(ctx context.Context, m pb.MDSClient) (err error) {
+	err := c.read(ctx, what, f, func(ctx context.Context, m nacregrpc.MDSClient) (err error) {
 		rep, err = m.Getxattr(ctx, &pb.XattrRequest{Fid: f.PB(), Name: []byte(name), Cred: c.cred(ctx)})
 		return err
 	})
@@ -437,7 +438,7 @@ func (c *Client) Getxattr(ctx context.Context, f fid.FID, name string) ([]byte, 
 func (c *Client) Listxattr(ctx context.Context, f fid.FID) ([]string, error) {
 	var rep *pb.XattrReply
 	what := "listxattr " + f.String()
-	err := c.read(ctx, what, f, func(ctx context.Context, m pb.MDSClient) (err error) {
+	err := c.read(ctx, what, f, func(ctx context.Context, m nacregrpc.MDSClient) (err error) {
 		rep, err = m.Listxattr(ctx, &pb.XattrRequest{Fid: f.PB(), Cred: c.cred(ctx)})
 		return err
 	})
@@ -463,7 +464,7 @@ func (c *Client) SetLayout(ctx context.Context, f fid.FID, l *pb.Layout) (*pb.In
 func (c *Client) Fid2Path(ctx context.Context, f fid.FID) ([]string, error) {
 	var rep *pb.Fid2PathReply
 	what := "fid2path " + f.String()
-	err := c.read(ctx, what, f, func(ctx context.Context, m pb.MDSClient) (err error) {
+	err := c.read(ctx, what, f, func(ctx context.Context, m nacregrpc.MDSClient) (err error) {
 		rep, err = m.Fid2Path(ctx, &pb.Fid2PathRequest{Fid: f.PB(), Cred: c.cred(ctx)})
 		return err
 	})

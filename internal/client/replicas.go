@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/mdrpc"
 	"nacre/internal/raftgroup"
@@ -23,7 +24,7 @@ import (
 // Leader routing.
 //
 // An MDT is a Raft group of one or more replicas (each registered with the
-// MGS under its replica id). mdtGroup is the pb.MDSClient of one MDT over
+// MGS under its replica id). mdtGroup is the nacregrpc.MDSClient of one MDT over
 // all of its replicas: mutations go to the leader, and so do reads unless
 // follower reads are on (Config.FollowerReads), in which case reads are
 // spread over every replica that is up; each replica makes its reads
@@ -57,7 +58,7 @@ type mdtReplica struct {
 	id     uint64 // 0: an unreplicated MDT
 	addr   string // gRPC (and Raft) address: leader hints name it
 	data   string // framed RPC address, if any
-	cli    pb.MDSClient
+	cli    nacregrpc.MDSClient
 	closer interface{ Close() error }
 	up     bool
 	// quietUntil: the replica stopped answering (try); reads spread
@@ -65,7 +66,7 @@ type mdtReplica struct {
 	quietUntil time.Time
 }
 
-var _ pb.MDSClient = (*mdtGroup)(nil)
+var _ nacregrpc.MDSClient = (*mdtGroup)(nil)
 
 func newMDTGroup(index uint32, fsname string, followerReads bool) *mdtGroup {
 	return &mdtGroup{index: index, fsname: fsname, followerReads: followerReads}
@@ -105,7 +106,7 @@ func (g *mdtGroup) update(tis []*pb.TargetInfo) error {
 				if err != nil {
 					return err
 				}
-				r.cli, r.closer = pb.NewMDSClient(cc), cc
+				r.cli, r.closer = nacregrpc.NewMDSClient(cc), cc
 			}
 		}
 		r.up = ti.State != "down"
@@ -237,7 +238,7 @@ func (g *mdtGroup) forget(r *mdtReplica) {
 // replica that stops answering altogether (a paused process, a network
 // that drops its packets: its connections stay open) is given up on
 // (watch), as one that refuses connections is.
-func (g *mdtGroup) call(ctx context.Context, read bool, f func(context.Context, pb.MDSClient) error) error {
+func (g *mdtGroup) call(ctx context.Context, read bool, f func(context.Context, nacregrpc.MDSClient) error) error {
 	r := g.first(read)
 	if r == nil {
 		return status.Errorf(codes.Unavailable, "MDT%04x: no replica in the configuration", g.index)
@@ -300,7 +301,7 @@ var (
 var errSilent = errors.New("replica does not answer")
 
 // try runs f on r, watched by watch when the group has other replicas.
-func (g *mdtGroup) try(ctx context.Context, r *mdtReplica, f func(context.Context, pb.MDSClient) error) error {
+func (g *mdtGroup) try(ctx context.Context, r *mdtReplica, f func(context.Context, nacregrpc.MDSClient) error) error {
 	g.mu.Lock()
 	alone := len(g.reps) < 2
 	g.mu.Unlock()
@@ -373,7 +374,7 @@ func alive(ctx context.Context, addr string) bool {
 	defer cc.Close()
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	_, err = pb.NewRaftAdminClient(cc).Members(pctx, &pb.RaftMembersRequest{})
+	_, err = nacregrpc.NewRaftAdminClient(cc).Members(pctx, &pb.RaftMembersRequest{})
 	return err == nil
 }
 
@@ -382,19 +383,19 @@ func (g *mdtGroup) Hello(ctx context.Context, in *pb.HelloRequest, _ ...grpc.Cal
 }
 
 func (g *mdtGroup) Mutate(ctx context.Context, in *pb.Command, _ ...grpc.CallOption) (out *pb.Reply, err error) {
-	err = g.call(ctx, false, func(ctx context.Context, c pb.MDSClient) (e error) { out, e = c.Mutate(ctx, in); return })
+	err = g.call(ctx, false, func(ctx context.Context, c nacregrpc.MDSClient) (e error) { out, e = c.Mutate(ctx, in); return })
 	return
 }
 
 func (g *mdtGroup) Lookup(ctx context.Context, in *pb.LookupRequest, _ ...grpc.CallOption) (out *pb.Reply, err error) {
-	err = g.call(ctx, true, func(ctx context.Context, c pb.MDSClient) (e error) { out, e = c.Lookup(ctx, in); return })
+	err = g.call(ctx, true, func(ctx context.Context, c nacregrpc.MDSClient) (e error) { out, e = c.Lookup(ctx, in); return })
 	return
 }
 
 // Opens goes to the leader (mdrpc.Opener); a replica that cannot serve it
 // answers Unimplemented.
 func (g *mdtGroup) Opens(ctx context.Context, in *pb.OpensRequest) (out *pb.OpensReply, err error) {
-	err = g.call(ctx, false, func(ctx context.Context, c pb.MDSClient) (e error) {
+	err = g.call(ctx, false, func(ctx context.Context, c nacregrpc.MDSClient) (e error) {
 		o, ok := c.(mdrpc.Opener)
 		if !ok {
 			return status.Error(codes.Unimplemented, "opens over framed RPC")
@@ -406,32 +407,32 @@ func (g *mdtGroup) Opens(ctx context.Context, in *pb.OpensRequest) (out *pb.Open
 }
 
 func (g *mdtGroup) Getattr(ctx context.Context, in *pb.GetattrRequest, _ ...grpc.CallOption) (out *pb.Reply, err error) {
-	err = g.call(ctx, true, func(ctx context.Context, c pb.MDSClient) (e error) { out, e = c.Getattr(ctx, in); return })
+	err = g.call(ctx, true, func(ctx context.Context, c nacregrpc.MDSClient) (e error) { out, e = c.Getattr(ctx, in); return })
 	return
 }
 
 func (g *mdtGroup) Readdir(ctx context.Context, in *pb.ReaddirRequest, _ ...grpc.CallOption) (out *pb.ReaddirReply, err error) {
-	err = g.call(ctx, true, func(ctx context.Context, c pb.MDSClient) (e error) { out, e = c.Readdir(ctx, in); return })
+	err = g.call(ctx, true, func(ctx context.Context, c nacregrpc.MDSClient) (e error) { out, e = c.Readdir(ctx, in); return })
 	return
 }
 
 func (g *mdtGroup) Getxattr(ctx context.Context, in *pb.XattrRequest, _ ...grpc.CallOption) (out *pb.XattrReply, err error) {
-	err = g.call(ctx, true, func(ctx context.Context, c pb.MDSClient) (e error) { out, e = c.Getxattr(ctx, in); return })
+	err = g.call(ctx, true, func(ctx context.Context, c nacregrpc.MDSClient) (e error) { out, e = c.Getxattr(ctx, in); return })
 	return
 }
 
 func (g *mdtGroup) Listxattr(ctx context.Context, in *pb.XattrRequest, _ ...grpc.CallOption) (out *pb.XattrReply, err error) {
-	err = g.call(ctx, true, func(ctx context.Context, c pb.MDSClient) (e error) { out, e = c.Listxattr(ctx, in); return })
+	err = g.call(ctx, true, func(ctx context.Context, c nacregrpc.MDSClient) (e error) { out, e = c.Listxattr(ctx, in); return })
 	return
 }
 
 func (g *mdtGroup) Fid2Path(ctx context.Context, in *pb.Fid2PathRequest, _ ...grpc.CallOption) (out *pb.Fid2PathReply, err error) {
-	err = g.call(ctx, true, func(ctx context.Context, c pb.MDSClient) (e error) { out, e = c.Fid2Path(ctx, in); return })
+	err = g.call(ctx, true, func(ctx context.Context, c nacregrpc.MDSClient) (e error) { out, e = c.Fid2Path(ctx, in); return })
 	return
 }
 
 func (g *mdtGroup) Statfs(ctx context.Context, in *pb.StatfsRequest, _ ...grpc.CallOption) (out *pb.StatfsReply, err error) {
-	err = g.call(ctx, false, func(ctx context.Context, c pb.MDSClient) (e error) { out, e = c.Statfs(ctx, in); return })
+	err = g.call(ctx, false, func(ctx context.Context, c nacregrpc.MDSClient) (e error) { out, e = c.Statfs(ctx, in); return })
 	return
 }
 
@@ -493,7 +494,7 @@ func (c *Client) probeLeader(ctx context.Context, index uint32) string {
 			defer cc.Close()
 			pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 			defer cancel()
-			if mr, err := pb.NewRaftAdminClient(cc).Members(pctx, &pb.RaftMembersRequest{}); err == nil && mr.State == "leader" {
+			if mr, err := nacregrpc.NewRaftAdminClient(cc).Members(pctx, &pb.RaftMembersRequest{}); err == nil && mr.State == "leader" {
 				a.term = mr.Term
 			}
 		}()

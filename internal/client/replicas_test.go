@@ -8,13 +8,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/raftgroup"
 )
 
 // fakeMDS answers Mutate as a replica would: ok if it leads, else a hint.
 type fakeMDS struct {
-	pb.MDSClient
+	nacregrpc.MDSClient
 	name   string
 	leads  *string // the name of the replica that leads ("" none)
 	hint   string  // the address it believes leads
@@ -137,7 +138,7 @@ func TestAStoppingServersCancellationIsRetried(t *testing.T) {
 	}
 }
 
-type cancelling struct{ pb.MDSClient }
+type cancelling struct{ nacregrpc.MDSClient }
 
 func (cancelling) Mutate(ctx context.Context, in *pb.Command, _ ...grpc.CallOption) (*pb.Reply, error) {
 	return nil, status.Error(codes.Canceled, "context canceled")

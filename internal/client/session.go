@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/fid"
 	"nacre/internal/mdrpc"
@@ -45,8 +46,8 @@ type sessMDT struct {
 	index uint32
 	addr  string
 	cc    *grpc.ClientConn
-	ldlm  pb.LDLMClient
-	open  pb.OpenFilesClient
+	ldlm  nacregrpc.LDLMClient
+	open  nacregrpc.OpenFilesClient
 	up    chan struct{} // closed once the first session stream is open
 	once  sync.Once
 	// epoch changes whenever a session stream is registered or ends: an
@@ -133,7 +134,7 @@ func (s *Session) dial(index uint32, addr string) (*sessMDT, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &sessMDT{index: index, addr: addr, cc: cc, ldlm: pb.NewLDLMClient(cc), open: pb.NewOpenFilesClient(cc), up: make(chan struct{})}
+	m := &sessMDT{index: index, addr: addr, cc: cc, ldlm: nacregrpc.NewLDLMClient(cc), open: nacregrpc.NewOpenFilesClient(cc), up: make(chan struct{})}
 	s.mu.Lock()
 	s.mdts[index] = m
 	s.mu.Unlock()
@@ -216,7 +217,7 @@ func (s *Session) redial(m *sessMDT) {
 			}
 			s.mu.Lock()
 			m.cc.Close()
-			m.addr, m.cc, m.ldlm, m.open = ti.Addr, cc, pb.NewLDLMClient(cc), pb.NewOpenFilesClient(cc)
+			m.addr, m.cc, m.ldlm, m.open = ti.Addr, cc, nacregrpc.NewLDLMClient(cc), nacregrpc.NewOpenFilesClient(cc)
 			s.mu.Unlock()
 			return
 		}
@@ -238,7 +239,7 @@ func (s *Session) follow(m *sessMDT, addr string) {
 	}
 	s.mu.Lock()
 	old := m.cc
-	m.addr, m.cc, m.ldlm, m.open = addr, cc, pb.NewLDLMClient(cc), pb.NewOpenFilesClient(cc)
+	m.addr, m.cc, m.ldlm, m.open = addr, cc, nacregrpc.NewLDLMClient(cc), nacregrpc.NewOpenFilesClient(cc)
 	s.mu.Unlock()
 	old.Close()
 }
@@ -350,7 +351,7 @@ func (s *Session) mdt(f fid.FID) (*sessMDT, error) {
 	return m, nil
 }
 
-func (s *Session) clients(f fid.FID) (pb.LDLMClient, pb.OpenFilesClient, error) {
+func (s *Session) clients(f fid.FID) (nacregrpc.LDLMClient, nacregrpc.OpenFilesClient, error) {
 	m, err := s.mdt(f)
 	if err != nil {
 		return nil, nil, err
@@ -586,7 +587,7 @@ func (s *Session) lockReq(f fid.FID, l LockSpec) *pb.LockRequest {
 
 // ldlmCall runs a call on the lock manager of f's MDT, again while it is
 // unavailable (a new leader, the session reconnecting) for up to 10 s.
-func (s *Session) ldlmCall(ctx context.Context, f fid.FID, call func(ld pb.LDLMClient) error) error {
+func (s *Session) ldlmCall(ctx context.Context, f fid.FID, call func(ld nacregrpc.LDLMClient) error) error {
 	var noMDT error // not retried: only the lock manager's answers are
 	err := whileUnavailable(ctx, time.Now().Add(10*time.Second), 200*time.Millisecond, 200*time.Millisecond, func() error {
 		ld, _, err := s.clients(f)
@@ -631,7 +632,7 @@ func (s *Session) SetLock(ctx context.Context, f fid.FID, l LockSpec, wait bool,
 		return err
 	case <-interrupt:
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		s.ldlmCall(cctx, f, func(ld pb.LDLMClient) error {
+		s.ldlmCall(cctx, f, func(ld nacregrpc.LDLMClient) error {
 			_, err := ld.CancelWait(cctx, &pb.CancelWaitRequest{ClientId: s.c.id, WaitId: req.WaitId})
 			return err
 		})
@@ -644,7 +645,7 @@ var errNoSession = errors.New("no session")
 
 func (s *Session) lockCall(ctx context.Context, f fid.FID, req *pb.LockRequest) error {
 	var r *pb.LockReply
-	err := s.ldlmCall(ctx, f, func(ld pb.LDLMClient) (err error) {
+	err := s.ldlmCall(ctx, f, func(ld nacregrpc.LDLMClient) (err error) {
 		r, err = ld.Lock(ctx, req, grpc.WaitForReady(true))
 		return err
 	})
@@ -665,7 +666,7 @@ func (s *Session) lockCall(ctx context.Context, f fid.FID, req *pb.LockRequest) 
 // is false if there is none.
 func (s *Session) GetLock(ctx context.Context, f fid.FID, l LockSpec) (LockSpec, bool, error) {
 	var r *pb.LockReply
-	err := s.ldlmCall(ctx, f, func(ld pb.LDLMClient) (err error) {
+	err := s.ldlmCall(ctx, f, func(ld nacregrpc.LDLMClient) (err error) {
 		r, err = ld.GetLock(ctx, s.lockReq(f, l), grpc.WaitForReady(true))
 		return err
 	})
@@ -684,7 +685,7 @@ func (s *Session) GetLock(ctx context.Context, f fid.FID, l LockSpec) (LockSpec,
 // ReleaseLocks drops on f the POSIX locks of posixOwner, the flock locks
 // of flockOwner and every lock taken through handle (0 selects nothing).
 func (s *Session) ReleaseLocks(ctx context.Context, f fid.FID, posixOwner, flockOwner, handle uint64) error {
-	return s.ldlmCall(ctx, f, func(ld pb.LDLMClient) error {
+	return s.ldlmCall(ctx, f, func(ld nacregrpc.LDLMClient) error {
 		_, err := ld.ReleaseLocks(ctx, &pb.ReleaseLocksRequest{ClientId: s.c.id, Fid: f.PB(), PosixOwner: posixOwner, FlockOwner: flockOwner, Handle: handle})
 		return err
 	})
@@ -705,7 +706,7 @@ func (s *Session) Invalidate(ctx context.Context, fids []fid.FID) error {
 		byMDT[m] = append(byMDT[m], f)
 	}
 	for _, fs := range byMDT {
-		err := s.ldlmCall(ctx, fs[0], func(ld pb.LDLMClient) error {
+		err := s.ldlmCall(ctx, fs[0], func(ld nacregrpc.LDLMClient) error {
 			_, err := ld.Invalidate(ctx, &pb.InvalidateRequest{ClientId: s.c.id, Fids: pbFIDs(fs)})
 			return err
 		})
@@ -727,7 +728,7 @@ func (s *Session) AppendToken(ctx context.Context, f fid.FID) (grant, epoch uint
 	for {
 		e := m.epoch.Load()
 		var rep *pb.AppendTokenReply
-		err := s.ldlmCall(ctx, f, func(ld pb.LDLMClient) error {
+		err := s.ldlmCall(ctx, f, func(ld nacregrpc.LDLMClient) error {
 			var err error
 			rep, err = ld.AppendToken(ctx, &pb.AppendTokenRequest{ClientId: s.c.id, Fid: f.PB()})
 			return err

@@ -9,12 +9,13 @@ import (
 
 	"google.golang.org/grpc"
 
+	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 )
 
 // silentLDLM opens session streams that are never welcomed: a replica
 // that left the group, or whose connection never becomes ready.
-type silentLDLM struct{ pb.LDLMClient }
+type silentLDLM struct{ nacregrpc.LDLMClient }
 
 type silentStream struct {
 	grpc.BidiStreamingClient[pb.SessionUp, pb.SessionDown]

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/rpc"
 )
@@ -18,8 +19,8 @@ import (
 // back, and acks are sent only when the test says so.
 type tokenClient struct {
 	id      uint64
-	ld      pb.LDLMClient
-	st      pb.LDLM_SessionClient
+	ld      nacregrpc.LDLMClient
+	st      nacregrpc.LDLM_SessionClient
 	cancel  context.CancelFunc
 	revokes chan uint64 // seq of each revocation
 }
@@ -29,7 +30,7 @@ func startTokenServer(t *testing.T, grace time.Duration) (*Server, string) {
 	s := NewServer(nil, nil, nil)
 	s.revokeWait, s.tokenGrace = time.Second, grace
 	g := rpc.NewServer(nil)
-	pb.RegisterLDLMServer(g, s)
+	nacregrpc.RegisterLDLMServer(g, s)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +49,7 @@ func newTokenClient(t *testing.T, addr string, id uint64) *tokenClient {
 	t.Cleanup(func() { cc.Close() })
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	c := &tokenClient{id: id, ld: pb.NewLDLMClient(cc), cancel: cancel, revokes: make(chan uint64, 16)}
+	c := &tokenClient{id: id, ld: nacregrpc.NewLDLMClient(cc), cancel: cancel, revokes: make(chan uint64, 16)}
 	c.st, err = c.ld.Session(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +180,7 @@ func TestAppendTokenNeedsASession(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cc.Close()
-	_, err = pb.NewLDLMClient(cc).AppendToken(context.Background(), &pb.AppendTokenRequest{ClientId: 9, Fid: f1.PB()})
+	_, err = nacregrpc.NewLDLMClient(cc).AppendToken(context.Background(), &pb.AppendTokenRequest{ClientId: 9, Fid: f1.PB()})
 	if status.Code(err) != codes.Unavailable {
 		t.Fatalf("AppendToken without a session: %v, want Unavailable", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/fid"
 )
@@ -25,7 +26,7 @@ const (
 
 // Server is the LDLM gRPC service: sessions, locks and invalidations.
 type Server struct {
-	pb.UnimplementedLDLMServer
+	nacregrpc.UnimplementedLDLMServer
 	M   *Manager
 	log *slog.Logger
 
@@ -50,7 +51,7 @@ var errNotLeader = status.Error(codes.Unavailable, "not the MDT's leader: locks 
 type session struct {
 	client uint64
 	name   string
-	stream pb.LDLM_SessionServer
+	stream nacregrpc.LDLM_SessionServer
 
 	sendMu sync.Mutex
 	mu     sync.Mutex
@@ -105,7 +106,7 @@ func (s *Server) Sessions() int {
 }
 
 // Session serves one client's session stream.
-func (s *Server) Session(stream pb.LDLM_SessionServer) error {
+func (s *Server) Session(stream nacregrpc.LDLM_SessionServer) error {
 	first, err := stream.Recv()
 	if err != nil {
 		return err

@@ -37,14 +37,15 @@ import (
 	"syscall"
 	"time"
 
+	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
-	"nacre/internal/ports"
 	"nacre/internal/fusefs"
 	"nacre/internal/layout"
 	"nacre/internal/obs"
+	"nacre/internal/ports"
+	"nacre/internal/reserve"
 	"nacre/internal/rpc"
 	"nacre/internal/server"
-	"nacre/internal/reserve"
 	"nacre/internal/target"
 	"nacre/internal/version"
 )
@@ -869,7 +870,7 @@ func waitPools(ctx context.Context, c *Cluster, d time.Duration) {
 		return
 	}
 	defer cc.Close()
-	m := pb.NewMGSClient(cc)
+	m := nacregrpc.NewMGSClient(cc)
 	for time.Now().Before(deadline) {
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		cfg, err := m.GetConfig(cctx, &pb.GetConfigRequest{})
@@ -927,7 +928,7 @@ func waitReady(ctx context.Context, c *Cluster, want int, timeout time.Duration,
 		return err
 	}
 	defer cc.Close()
-	m := pb.NewMGSClient(cc)
+	m := nacregrpc.NewMGSClient(cc)
 	procs := map[int]Proc{}
 	for _, p := range c.Targets {
 		procs[p.Pid] = p

@@ -6,6 +6,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 )
 
@@ -29,7 +30,7 @@ type Opener interface {
 }
 
 // MDSMethods is the server table for s (with Opens if s is an Opener).
-func MDSMethods(s pb.MDSServer) map[uint16]Method {
+func MDSMethods(s nacregrpc.MDSServer) map[uint16]Method {
 	m := map[uint16]Method{
 		MethodMutate:    Handle(s.Mutate),
 		MethodLookup:    Handle(s.Lookup),
@@ -46,10 +47,10 @@ func MDSMethods(s pb.MDSServer) map[uint16]Method {
 	return m
 }
 
-// MDS is a nacrepb.MDSClient over framed RPC.
+// MDS is a nacregrpc.MDSClient over framed RPC.
 type MDS struct{ c *Client }
 
-var _ pb.MDSClient = (*MDS)(nil)
+var _ nacregrpc.MDSClient = (*MDS)(nil)
 
 // NewMDS calls the MDS whose framed RPC listens on addr.
 func NewMDS(addr, fsname string) *MDS {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/raftgroup"
 )
@@ -65,7 +66,7 @@ func (s *Server) linearRead(ctx context.Context) error {
 // whose session is refused, or ends with the process, reconnects to the
 // leader (internal/client, session.go).
 type leaderOnlyLDLM struct {
-	pb.LDLMServer
+	nacregrpc.LDLMServer
 	s *Server
 }
 

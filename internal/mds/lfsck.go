@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/fault"
 	"nacre/internal/fid"
@@ -44,8 +45,8 @@ func (s *Server) startChecker(g *grpc.Server, reg *prometheus.Registry) {
 		s.lfsckMetrics = newLfsckCollector(c, s.id.Name())
 		reg.MustRegister(s.lfsckMetrics)
 	}
-	pb.RegisterLfsckServer(g, &lfsckService{s: s, c: c})
-	pb.RegisterFaultServer(g, &faultService{s: s})
+	nacregrpc.RegisterLfsckServer(g, &lfsckService{s: s, c: c})
+	nacregrpc.RegisterFaultServer(g, &faultService{s: s})
 	s.wg.Add(1)
 	go s.followLeader(c)
 }
@@ -137,7 +138,7 @@ func (s *Server) lfsckOSTs() map[uint32]lfsck.OST {
 	return out
 }
 
-type ossOST struct{ cli pb.OSSClient }
+type ossOST struct{ cli nacregrpc.OSSClient }
 
 func (o ossOST) Check(ctx context.Context, req *pb.LfsckCheckRequest) (*pb.LfsckCheckReply, error) {
 	return o.cli.LfsckCheck(ctx, req)
@@ -197,7 +198,7 @@ func checkerErr(err error) error {
 }
 
 type lfsckService struct {
-	pb.UnimplementedLfsckServer
+	nacregrpc.UnimplementedLfsckServer
 	s *Server
 	c *lfsck.Checker
 }
@@ -257,7 +258,7 @@ func (v *lfsckService) Digest(ctx context.Context, req *pb.LfsckDigestRequest) (
 }
 
 type faultService struct {
-	pb.UnimplementedFaultServer
+	nacregrpc.UnimplementedFaultServer
 	s *Server
 }
 

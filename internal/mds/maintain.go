@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/fid"
 	"nacre/internal/rpc"
@@ -135,7 +136,7 @@ func (s *Server) refreshConfig() {
 				s.log.Warn("dial OST", "ost", ti.Index, "addr", ti.Addr, "err", err)
 				continue
 			}
-			o.addr, o.cc, o.cli = ti.Addr, cc, pb.NewOSSClient(cc)
+			o.addr, o.cc, o.cli = ti.Addr, cc, nacregrpc.NewOSSClient(cc)
 			o.poolReady = false
 		}
 		up := ti.State == "up"
@@ -329,7 +330,7 @@ func (s *Server) destroyQueued() {
 	for idx, objs := range byOST {
 		s.mu.Lock()
 		o := s.osts[idx]
-		var cli pb.OSSClient
+		var cli nacregrpc.OSSClient
 		if o != nil && o.up {
 			cli = o.cli
 		}

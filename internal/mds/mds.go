@@ -35,6 +35,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/fault"
 	"nacre/internal/fid"
@@ -66,19 +67,19 @@ type Config struct {
 	Log   *slog.Logger
 	Reg   *prometheus.Registry
 	GRPC  *grpc.Server
-	MGS   pb.MGSClient
+	MGS   nacregrpc.MGSClient
 	Group func(sm raftgroup.StateMachine) (*raftgroup.Group, error)
 }
 
 // Server is a running metadata server.
 type Server struct {
-	pb.UnimplementedMDSServer
+	nacregrpc.UnimplementedMDSServer
 	id    target.Identity
 	log   *slog.Logger
 	db    *kv.DB
 	t     *mdt.Target
 	group *raftgroup.Group
-	mgs   pb.MGSClient
+	mgs   nacregrpc.MGSClient
 
 	linearizable bool // reads wait for the read index (replicated groups)
 
@@ -116,7 +117,7 @@ type ostState struct {
 	index     uint32
 	addr      string
 	cc        *grpc.ClientConn
-	cli       pb.OSSClient
+	cli       nacregrpc.OSSClient
 	up        bool
 	poolReady bool // orphan cleanup done during this leadership
 	busy      bool // a pool operation is running
@@ -145,7 +146,7 @@ func Start(cfg Config) (*Server, error) {
 	}
 	s.group = g
 	s.linearizable = len(cfg.ID.Peers) > 1
-	pb.RegisterMDSServer(cfg.GRPC, s)
+	nacregrpc.RegisterMDSServer(cfg.GRPC, s)
 	s.startClientServices(cfg.GRPC)   // locks, sessions, open files (open.go)
 	s.startChecker(cfg.GRPC, cfg.Reg) // nacre lfsck and nacre fault (lfsck.go)
 	s.wg.Add(1)

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/ldlm"
 	"nacre/internal/mdt"
@@ -30,7 +31,7 @@ var clientServices sync.Map
 
 // openFiles implements the OpenFiles service.
 type openFiles struct {
-	pb.UnimplementedOpenFilesServer
+	nacregrpc.UnimplementedOpenFilesServer
 	s *Server
 }
 
@@ -39,8 +40,8 @@ type openFiles struct {
 func (s *Server) startClientServices(g *grpc.Server) {
 	lm := ldlm.NewServer(s.log, s.group.IsLeader, s.group.LeaderSince)
 	clientServices.Store(s, lm)
-	pb.RegisterLDLMServer(g, leaderOnlyLDLM{lm, s}) // sessions on the leader only (leadership.go)
-	pb.RegisterOpenFilesServer(g, &openFiles{s: s})
+	nacregrpc.RegisterLDLMServer(g, leaderOnlyLDLM{lm, s}) // sessions on the leader only (leadership.go)
+	nacregrpc.RegisterOpenFilesServer(g, &openFiles{s: s})
 	grace := OrphanGrace
 	if v := os.Getenv("NACRE_ORPHAN_GRACE"); v != "" {
 		if d, err := time.ParseDuration(v); err == nil {

@@ -40,6 +40,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/kv"
 	"nacre/internal/raftgroup"
@@ -68,7 +69,7 @@ type Config struct {
 
 // Server is the MGS service.
 type Server struct {
-	pb.UnimplementedMGSServer
+	nacregrpc.UnimplementedMGSServer
 	cfg   Config
 	log   *slog.Logger
 	group *raftgroup.Group
@@ -149,7 +150,7 @@ func (s *Server) Stop() {
 }
 
 // Attach registers the service on a gRPC server.
-func (s *Server) Attach(g *grpc.Server) { pb.RegisterMGSServer(g, s) }
+func (s *Server) Attach(g *grpc.Server) { nacregrpc.RegisterMGSServer(g, s) }
 
 func (s *Server) Hello(ctx context.Context, r *pb.HelloRequest) (*pb.HelloReply, error) {
 	if r.Fsname != "" && r.Fsname != s.cfg.ID.Fsname {
@@ -176,7 +177,7 @@ const forwardedKey = "nacre-mgs-forwarded"
 // replica leads (noting since when), and otherwise forwards the call with
 // f to the leader, retrying while an election is under way or the leader
 // it knew is gone, for up to 5 s.
-func (s *Server) route(ctx context.Context, f func(c pb.MGSClient, ctx context.Context) error) (local bool, err error) {
+func (s *Server) route(ctx context.Context, f func(c nacregrpc.MGSClient, ctx context.Context) error) (local bool, err error) {
 	if md, ok := metadata.FromIncomingContext(ctx); ok && len(md.Get(forwardedKey)) > 0 {
 		if s.isLeading() {
 			return true, nil
@@ -222,7 +223,7 @@ func (s *Server) isLeading() bool {
 }
 
 // leaderClient is a client of the leader the group knows of.
-func (s *Server) leaderClient() (pb.MGSClient, error) {
+func (s *Server) leaderClient() (nacregrpc.MGSClient, error) {
 	addr := s.group.LeaderAddr()
 	if addr == "" {
 		return nil, raftgroup.NotLeaderStatus("MGS", raftgroup.NotLeaderError{})
@@ -239,7 +240,7 @@ func (s *Server) leaderClient() (pb.MGSClient, error) {
 		}
 		s.fwdAddr, s.fwdConn = addr, cc
 	}
-	return pb.NewMGSClient(s.fwdConn), nil
+	return nacregrpc.NewMGSClient(s.fwdConn), nil
 }
 
 // propose runs a command through the MGS's log (leader only).
@@ -260,7 +261,7 @@ func (s *Server) propose(ctx context.Context, cmd *pb.MGSCommand) (result, error
 // Register records a target's addresses; targets call it when they start.
 func (s *Server) Register(ctx context.Context, ti *pb.TargetInfo) (*pb.RegisterReply, error) {
 	var fwd *pb.RegisterReply
-	if local, err := s.route(ctx, func(c pb.MGSClient, ctx context.Context) (err error) { fwd, err = c.Register(ctx, ti); return }); !local {
+	if local, err := s.route(ctx, func(c nacregrpc.MGSClient, ctx context.Context) (err error) { fwd, err = c.Register(ctx, ti); return }); !local {
 		return fwd, err
 	}
 	if ti.Fsname != s.cfg.ID.Fsname {
@@ -329,7 +330,7 @@ func (s *Server) servedElsewhere(key string, ti *pb.TargetInfo) error {
 // Deregister forgets a replica that left its group.
 func (s *Server) Deregister(ctx context.Context, r *pb.DeregisterRequest) (*pb.RegisterReply, error) {
 	var fwd *pb.RegisterReply
-	if local, err := s.route(ctx, func(c pb.MGSClient, ctx context.Context) (err error) { fwd, err = c.Deregister(ctx, r); return }); !local {
+	if local, err := s.route(ctx, func(c nacregrpc.MGSClient, ctx context.Context) (err error) { fwd, err = c.Deregister(ctx, r); return }); !local {
 		return fwd, err
 	}
 	if _, err := s.propose(ctx, &pb.MGSCommand{Op: &pb.MGSCommand_Deregister{Deregister: r}}); err != nil {
@@ -341,7 +342,7 @@ func (s *Server) Deregister(ctx context.Context, r *pb.DeregisterRequest) (*pb.R
 
 func (s *Server) Heartbeat(ctx context.Context, r *pb.HeartbeatRequest) (*pb.HeartbeatReply, error) {
 	var fwd *pb.HeartbeatReply
-	if local, err := s.route(ctx, func(c pb.MGSClient, ctx context.Context) (err error) { fwd, err = c.Heartbeat(ctx, r); return }); !local {
+	if local, err := s.route(ctx, func(c nacregrpc.MGSClient, ctx context.Context) (err error) { fwd, err = c.Heartbeat(ctx, r); return }); !local {
 		return fwd, err
 	}
 	key := string(targetKey(r.Kind, r.Index, r.ReplicaId))
@@ -391,7 +392,7 @@ func (s *Server) mgsAddrsLocked() []string {
 // GetConfig returns every target with its state.
 func (s *Server) GetConfig(ctx context.Context, req *pb.GetConfigRequest) (*pb.ClusterConfig, error) {
 	var fwd *pb.ClusterConfig
-	if local, err := s.route(ctx, func(c pb.MGSClient, ctx context.Context) (err error) { fwd, err = c.GetConfig(ctx, req); return }); !local {
+	if local, err := s.route(ctx, func(c nacregrpc.MGSClient, ctx context.Context) (err error) { fwd, err = c.GetConfig(ctx, req); return }); !local {
 		return fwd, err
 	}
 	// Every registration and grant acknowledged before this call is in
@@ -485,7 +486,10 @@ func (s *Server) AllocSeqRange(ctx context.Context, r *pb.AllocSeqRangeRequest) 
 		return nil, status.Errorf(codes.InvalidArgument, "sequence count %d out of range (1..%d)", r.Count, 1<<20)
 	}
 	var fwd *pb.SeqRange
-	if local, err := s.route(ctx, func(c pb.MGSClient, ctx context.Context) (err error) { fwd, err = c.AllocSeqRange(ctx, r); return }); !local {
+	if local, err := s.route(ctx, func(c nacregrpc.MGSClient, ctx context.Context) (err error) {
+		fwd, err = c.AllocSeqRange(ctx, r)
+		return
+	}); !local {
 		return fwd, err
 	}
 	res, err := s.propose(ctx, &pb.MGSCommand{Op: &pb.MGSCommand_AllocSeq{AllocSeq: r}})

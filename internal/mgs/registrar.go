@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/rpc"
 )
@@ -21,7 +22,7 @@ const HeartbeatInterval = time.Second
 // and registers again when the MGS has forgotten the target.
 type Registrar struct {
 	cc     *rpc.SwapConn
-	mgs    pb.MGSClient
+	mgs    nacregrpc.MGSClient
 	info   func() *pb.TargetInfo
 	beat   func() *pb.HeartbeatRequest
 	log    *slog.Logger
@@ -58,7 +59,7 @@ func StartRegistrar(mgsAddr string, info func() *pb.TargetInfo, beat func() *pb.
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &Registrar{cc: sc, mgs: pb.NewMGSClient(sc), info: info, beat: beat, log: log, cancel: cancel,
+	r := &Registrar{cc: sc, mgs: nacregrpc.NewMGSClient(sc), info: info, beat: beat, log: log, cancel: cancel,
 		fatal: make(chan error, 1), ready: make(chan struct{}), kick: make(chan struct{}, 1), initial: sc.Addrs()}
 	r.wg.Add(1)
 	go r.loop(ctx, mgsAddr)
@@ -66,7 +67,7 @@ func StartRegistrar(mgsAddr string, info func() *pb.TargetInfo, beat func() *pb.
 }
 
 // Client is the MGS client the registrar uses (for config and sequences).
-func (r *Registrar) Client() pb.MGSClient { return r.mgs }
+func (r *Registrar) Client() nacregrpc.MGSClient { return r.mgs }
 
 // Fatal delivers an error that retrying cannot fix (wrong file system,
 // duplicate index, incompatible protocol).

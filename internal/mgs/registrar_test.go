@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/obs"
 )
@@ -16,7 +17,7 @@ import (
 // fakeMGS answers registrations and heartbeats, and tells of the MGS
 // replicas in next (a replacement made while a target runs).
 type fakeMGS struct {
-	pb.UnimplementedMGSServer
+	nacregrpc.UnimplementedMGSServer
 	next  []string
 	beats atomic.Int64
 }
@@ -37,7 +38,7 @@ func serveFake(t *testing.T, f *fakeMGS) string {
 		t.Fatal(err)
 	}
 	s := grpc.NewServer()
-	pb.RegisterMGSServer(s, f)
+	nacregrpc.RegisterMGSServer(s, f)
 	go s.Serve(ln)
 	t.Cleanup(s.Stop)
 	return ln.Addr().String()

@@ -28,7 +28,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"nacre/api/nacregrpc"
 	"nacre/api/nacrepb"
+	"nacre/internal/bulk"
 	"nacre/internal/fid"
 	"nacre/internal/kv"
 	"nacre/internal/obs"
@@ -36,7 +38,6 @@ import (
 	"nacre/internal/rpc"
 	"nacre/internal/target"
 	"nacre/internal/version"
-	"nacre/internal/bulk"
 )
 
 // Config describes one OSS.
@@ -133,7 +134,7 @@ func Start(cfg Config) (*Server, error) {
 	}
 	s.reg = reg
 	s.grpc = rpc.NewServer(s.m.observeGRPC, rpcOpts...)
-	nacrepb.RegisterOSSServer(s.grpc, &service{s: s})
+	nacregrpc.RegisterOSSServer(s.grpc, &service{s: s})
 	go func() {
 		defer close(s.grpcDone)
 		if err := s.grpc.Serve(cfg.GRPC); err != nil {
@@ -192,9 +193,9 @@ func (s *Server) Stop() {
 	})
 }
 
-// service implements nacrepb.OSSServer over the store.
+// service implements nacregrpc.OSSServer over the store.
 type service struct {
-	nacrepb.UnimplementedOSSServer
+	nacregrpc.UnimplementedOSSServer
 	s *Server
 }
 

@@ -16,13 +16,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"nacre/api/nacregrpc"
 	"nacre/api/nacrepb"
+	"nacre/internal/bulk"
 	"nacre/internal/fid"
 	"nacre/internal/obs"
 	"nacre/internal/rpc"
 	"nacre/internal/target"
 	"nacre/internal/version"
-	"nacre/internal/bulk"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -62,7 +63,7 @@ func start(t *testing.T, dir string, id target.Identity, reg *prometheus.Registr
 
 // clients returns a gRPC OSS client and a wire client to s, closed at the
 // end of the test.
-func clients(t *testing.T, s *Server) (nacrepb.OSSClient, *bulk.Client) {
+func clients(t *testing.T, s *Server) (nacregrpc.OSSClient, *bulk.Client) {
 	t.Helper()
 	cc, err := rpc.Dial(s.GRPCAddr())
 	if err != nil {
@@ -74,7 +75,7 @@ func clients(t *testing.T, s *Server) (nacrepb.OSSClient, *bulk.Client) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { wc.Close() })
-	return nacrepb.NewOSSClient(cc), wc
+	return nacregrpc.NewOSSClient(cc), wc
 }
 
 func ctxT(t *testing.T) context.Context {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"nacre/api/nacregrpc"
 	"nacre/api/nacrepb"
 )
 
@@ -73,9 +74,9 @@ func LeaderHint(err error) (id uint64, addr string, ok bool) {
 	return id, m[2], true
 }
 
-// adminService implements nacrepb.RaftAdminServer for the groups of t.
+// adminService implements nacregrpc.RaftAdminServer for the groups of t.
 type adminService struct {
-	nacrepb.UnimplementedRaftAdminServer
+	nacregrpc.UnimplementedRaftAdminServer
 	t *GRPCTransport
 }
 
@@ -251,14 +252,14 @@ func adminErr(g *Group, err error) error {
 // `nacre replica list` shows its term and applied index), and membership
 // changes are refused with the reason instead of "unknown service".
 type soloAdmin struct {
-	nacrepb.UnimplementedRaftAdminServer
+	nacregrpc.UnimplementedRaftAdminServer
 	g *Group
 }
 
 // RegisterSoloAdmin serves RaftAdmin on srv for g, a group formatted as a
 // single replica. Call it before srv.Serve.
 func RegisterSoloAdmin(srv *grpc.Server, g *Group) {
-	nacrepb.RegisterRaftAdminServer(srv, soloAdmin{g: g})
+	nacregrpc.RegisterRaftAdminServer(srv, soloAdmin{g: g})
 }
 
 func (a soloAdmin) refuse(what string) error {

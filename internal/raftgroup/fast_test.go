@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"nacre/api/nacregrpc"
 	"nacre/api/nacrepb"
 	"nacre/internal/rpc"
 )
@@ -33,7 +34,7 @@ func TestFastPathSharesThePortWithGRPCAndNoticesADeadPeer(t *testing.T) {
 	}
 	defer cc.Close()
 	ctx := t.Context()
-	if _, err := nacrepb.NewRaftAdminClient(cc).Members(ctx, &nacrepb.RaftMembersRequest{Group: 9}, grpc.WaitForReady(true)); err == nil {
+	if _, err := nacregrpc.NewRaftAdminClient(cc).Members(ctx, &nacrepb.RaftMembersRequest{Group: 9}, grpc.WaitForReady(true)); err == nil {
 		t.Fatal("Members of a group that is not hosted succeeded")
 	} else if s := err.Error(); len(s) == 0 {
 		t.Fatal("no error text")

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"nacre/api/nacregrpc"
 	"nacre/api/nacrepb"
 	"nacre/internal/fault"
 	"nacre/internal/rpc"
@@ -83,8 +84,8 @@ func NewGRPCTransport(srv *grpc.Server, log *slog.Logger) *GRPCTransport {
 		peers:  map[string]*peerConn{},
 		fastIn: map[net.Conn]struct{}{},
 	}
-	nacrepb.RegisterRaftServer(srv, raftService{t: t})
-	nacrepb.RegisterRaftAdminServer(srv, adminService{t: t})
+	nacregrpc.RegisterRaftServer(srv, raftService{t: t})
+	nacregrpc.RegisterRaftAdminServer(srv, adminService{t: t})
 	return t
 }
 
@@ -207,7 +208,7 @@ func (t *GRPCTransport) peer(addr string) (*peerConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	pc := &peerConn{t: t, addr: addr, cc: cc, client: nacrepb.NewRaftClient(cc), q: make(chan outMsg, peerQueueLen)}
+	pc := &peerConn{t: t, addr: addr, cc: cc, client: nacregrpc.NewRaftClient(cc), q: make(chan outMsg, peerQueueLen)}
 	t.peers[addr] = pc
 	t.wg.Add(1)
 	go pc.run()
@@ -255,7 +256,7 @@ type peerConn struct {
 	t         *GRPCTransport
 	addr      string
 	cc        *grpc.ClientConn
-	client    nacrepb.RaftClient
+	client    nacregrpc.RaftClient
 	q         chan outMsg
 	overflows atomic.Uint64
 
@@ -520,7 +521,7 @@ func (t *GRPCTransport) streamSnapshot(ge *groupEntry, group uint64, to Peer, m 
 
 // raftService is the server side of the Raft gRPC service.
 type raftService struct {
-	nacrepb.UnimplementedRaftServer
+	nacregrpc.UnimplementedRaftServer
 	t *GRPCTransport
 }
 

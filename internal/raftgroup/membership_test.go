@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"nacre/api/nacregrpc"
 	"nacre/api/nacrepb"
 	"nacre/internal/kv"
 	"nacre/internal/rpc"
@@ -100,7 +101,7 @@ func TestAdminRefusesUnknownReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cc.Close()
-	admin := nacrepb.NewRaftAdminClient(cc)
+	admin := nacregrpc.NewRaftAdminClient(cc)
 	refused := func(what string, err error, code codes.Code, want ...string) {
 		t.Helper()
 		if status.Code(err) != code {

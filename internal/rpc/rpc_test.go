@@ -14,11 +14,14 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/version"
 )
 
-type mgsStub struct{ pb.UnimplementedMGSServer }
+type mgsStub struct {
+	nacregrpc.UnimplementedMGSServer
+}
 
 func (mgsStub) Hello(context.Context, *pb.HelloRequest) (*pb.HelloReply, error) {
 	return &pb.HelloReply{Fsname: "x"}, nil
@@ -30,7 +33,7 @@ func serve(t *testing.T) string {
 		t.Fatal(err)
 	}
 	g := NewServer(nil)
-	pb.RegisterMGSServer(g, mgsStub{})
+	nacregrpc.RegisterMGSServer(g, mgsStub{})
 	go g.Serve(ln)
 	t.Cleanup(g.Stop)
 	return ln.Addr().String()
@@ -42,7 +45,7 @@ func TestMatchingVersionsTalk(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cc.Close()
-	if _, err := pb.NewMGSClient(cc).Hello(context.Background(), &pb.HelloRequest{}); err != nil {
+	if _, err := nacregrpc.NewMGSClient(cc).Hello(context.Background(), &pb.HelloRequest{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -54,7 +57,7 @@ func TestOtherProtocolVersionRefusedNamingBoth(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cc.Close()
-	c := pb.NewMGSClient(cc)
+	c := nacregrpc.NewMGSClient(cc)
 	_, err = c.Hello(context.Background(), &pb.HelloRequest{})
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "no Nacre protocol version") {
 		t.Fatalf("peer without a version: %v", err)

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/kv"
 	"nacre/internal/mgs"
@@ -279,7 +280,7 @@ func peerLastIndex(addr string) (uint64, error) {
 	defer cc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	m, err := pb.NewRaftAdminClient(cc).Members(ctx, &pb.RaftMembersRequest{})
+	m, err := nacregrpc.NewRaftAdminClient(cc).Members(ctx, &pb.RaftMembersRequest{})
 	if err != nil {
 		return 0, err
 	}

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/kv"
 	"nacre/internal/mdrpc"
@@ -241,7 +242,7 @@ func runMDS(id target.Identity, dir string, idf *identityFile, db *kv.DB, ln, da
 		}
 	}
 	var kick kicker // heartbeat at once when leadership changes (replicas.go)
-	srv, err := mds.Start(mds.Config{ID: id, DB: db, Log: log, Reg: reg, GRPC: g, MGS: pb.NewMGSClient(mgsConn),
+	srv, err := mds.Start(mds.Config{ID: id, DB: db, Log: log, Reg: reg, GRPC: g, MGS: nacregrpc.NewMGSClient(mgsConn),
 		Group: groupFor(id, dir, db, log, tr, &kick)})
 	if err != nil {
 		closeTr()
@@ -416,7 +417,7 @@ func removedBy(addr string, gid, self uint64) bool {
 	defer cc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	r, err := pb.NewRaftAdminClient(cc).Members(ctx, &pb.RaftMembersRequest{Group: gid})
+	r, err := nacregrpc.NewRaftAdminClient(cc).Members(ctx, &pb.RaftMembersRequest{Group: gid})
 	return err == nil && r.Leader != 0 && slices.Contains(r.Removed, self)
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/client"
 	"nacre/internal/fid"
@@ -108,7 +109,7 @@ func armPoint(t *testing.T, cl *testcluster.Cluster, name, point, action string,
 	defer cc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	r, err := pb.NewFaultClient(cc).Arm(ctx, &pb.FaultArmRequest{Point: point, Action: action, Count: count}, grpc.WaitForReady(true))
+	r, err := nacregrpc.NewFaultClient(cc).Arm(ctx, &pb.FaultArmRequest{Point: point, Action: action, Count: count}, grpc.WaitForReady(true))
 	if err != nil {
 		t.Fatalf("arm %s=%s on %s: %v", point, action, name, err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/client"
 	"nacre/internal/fid"
@@ -39,7 +40,7 @@ func TestMDTExitsWhenItsRaftLogCannotSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	_, err = pb.NewFaultClient(cc).Arm(actx, &pb.FaultArmRequest{Point: raftgroup.FaultLogSync, Action: "error"}, grpc.WaitForReady(true))
+	_, err = nacregrpc.NewFaultClient(cc).Arm(actx, &pb.FaultArmRequest{Point: raftgroup.FaultLogSync, Action: "error"}, grpc.WaitForReady(true))
 	cancel()
 	cc.Close()
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/client"
 	"nacre/internal/fid"
@@ -57,7 +58,7 @@ func members(addr string) *pb.RaftMembersReply {
 	defer cc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	r, err := pb.NewRaftAdminClient(cc).Members(ctx, &pb.RaftMembersRequest{})
+	r, err := nacregrpc.NewRaftAdminClient(cc).Members(ctx, &pb.RaftMembersRequest{})
 	if err != nil {
 		return nil
 	}
@@ -119,7 +120,7 @@ func isolate(t *testing.T, cl *testcluster.Cluster, name string, on bool) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := pb.NewFaultClient(cc).Arm(ctx, &pb.FaultArmRequest{Point: raftgroup.FaultIsolate, Action: action}, grpc.WaitForReady(true)); err != nil {
+	if _, err := nacregrpc.NewFaultClient(cc).Arm(ctx, &pb.FaultArmRequest{Point: raftgroup.FaultIsolate, Action: action}, grpc.WaitForReady(true)); err != nil {
 		t.Fatalf("arm %s on %s: %v", raftgroup.FaultIsolate, name, err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/client"
 	"nacre/internal/fid"
@@ -269,7 +270,7 @@ func TestReplicaLinearizableAcrossFailovers(t *testing.T) {
 			defer cc.Close()
 			tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			if _, err := pb.NewRaftAdminClient(cc).TransferLeader(tctx, &pb.RaftTransferRequest{}); err != nil {
+			if _, err := nacregrpc.NewRaftAdminClient(cc).TransferLeader(tctx, &pb.RaftTransferRequest{}); err != nil {
 				t.Errorf("transfer leadership: %v", err)
 			}
 		})

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/cli"
 	"nacre/internal/client"
@@ -289,7 +290,7 @@ func TestReplicaRefusesMembershipMistakes(t *testing.T) {
 	defer cc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err = pb.NewRaftAdminClient(cc).AddReplica(ctx, &pb.RaftAddRequest{Id: f, Addr: "127.0.0.1:5"})
+	_, err = nacregrpc.NewRaftAdminClient(cc).AddReplica(ctx, &pb.RaftAddRequest{Id: f, Addr: "127.0.0.1:5"})
 	if status.Code(err) != codes.AlreadyExists || !strings.Contains(err.Error(), fmt.Sprintf("replica %d is already a voter of MDT0000 at %s", f, addrOf[f])) {
 		t.Errorf("RaftAdmin.AddReplica of voter %d at another address: %v, want AlreadyExists naming its address", f, err)
 	}

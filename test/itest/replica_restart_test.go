@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/rpc"
 	"nacre/test/testcluster"
@@ -152,7 +153,7 @@ func TestReplicaRollingRestartUnderLoad(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = pb.NewRaftAdminClient(lc).TransferLeader(ctx, &pb.RaftTransferRequest{To: rid})
+		_, err = nacregrpc.NewRaftAdminClient(lc).TransferLeader(ctx, &pb.RaftTransferRequest{To: rid})
 		lc.Close()
 		if err == nil || ctx.Err() != nil {
 			break

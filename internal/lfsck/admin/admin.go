@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/client"
 	"nacre/internal/fault"
@@ -188,7 +189,7 @@ const failoverWait = 15 * time.Second
 // names or the next replica, with the configuration read again, for up to
 // failoverWait; an error of fn is prefixed with the MDT's name, and one
 // that could not reach the MDT says so as the client commands do.
-func (k *conn) call(ctx context.Context, idx uint32, fn func(cli pb.LfsckClient) error) error {
+func (k *conn) call(ctx context.Context, idx uint32, fn func(cli nacregrpc.LfsckClient) error) error {
 	deadline := time.Now().Add(failoverWait)
 	tried := map[string]bool{}
 	next := ""
@@ -202,7 +203,7 @@ func (k *conn) call(ctx context.Context, idx uint32, fn func(cli pb.LfsckClient)
 		}
 		cc, err := k.dial(addr)
 		if err == nil {
-			err = fn(pb.NewLfsckClient(cc))
+			err = fn(nacregrpc.NewLfsckClient(cc))
 		}
 		if err == nil {
 			return nil
@@ -256,9 +257,9 @@ func (e *answeredError) Unwrap() error { return e.err }
 
 // each calls fn with the checker service of every MDT in idxs, in order
 // (see call).
-func (k *conn) each(ctx context.Context, idxs []uint32, fn func(i uint32, cli pb.LfsckClient) error) error {
+func (k *conn) each(ctx context.Context, idxs []uint32, fn func(i uint32, cli nacregrpc.LfsckClient) error) error {
 	for _, i := range idxs {
-		if err := k.call(ctx, i, func(cli pb.LfsckClient) error { return fn(i, cli) }); err != nil {
+		if err := k.call(ctx, i, func(cli nacregrpc.LfsckClient) error { return fn(i, cli) }); err != nil {
 			return err
 		}
 	}
@@ -325,7 +326,7 @@ func Start(ctx context.Context, e Env, o StartOptions) error {
 		req.AllTargets = true
 		o.Req = req
 	}
-	if err := k.each(ctx, idxs, func(_ uint32, cli pb.LfsckClient) error {
+	if err := k.each(ctx, idxs, func(_ uint32, cli nacregrpc.LfsckClient) error {
 		rep, err := cli.Start(ctx, o.Req)
 		if err == nil {
 			fmt.Fprintln(e.Out, rep.Message)
@@ -449,7 +450,7 @@ func contains(l []string, s string) bool {
 
 func (k *conn) query(ctx context.Context, idxs []uint32) ([]*lfsck.Report, error) {
 	var out []*lfsck.Report
-	err := k.each(ctx, idxs, func(_ uint32, cli pb.LfsckClient) error {
+	err := k.each(ctx, idxs, func(_ uint32, cli nacregrpc.LfsckClient) error {
 		rep, err := cli.Query(ctx, &pb.LfsckQueryRequest{})
 		if err != nil {
 			return err
@@ -474,7 +475,7 @@ func Stop(ctx context.Context, e Env, mdtIdx int, all bool) error {
 		return err
 	}
 	defer k.close()
-	return k.each(ctx, idxs, func(i uint32, cli pb.LfsckClient) error {
+	return k.each(ctx, idxs, func(i uint32, cli nacregrpc.LfsckClient) error {
 		rep, err := cli.Stop(ctx, &pb.LfsckStopRequest{})
 		if err == nil {
 			fmt.Fprintf(e.Out, "MDT%04x: %s\n", i, rep.Message)
@@ -490,7 +491,7 @@ func Set(ctx context.Context, e Env, mdtIdx int, all bool, speed *uint64, window
 		return err
 	}
 	defer k.close()
-	return k.each(ctx, idxs, func(idx uint32, cli pb.LfsckClient) error {
+	return k.each(ctx, idxs, func(idx uint32, cli nacregrpc.LfsckClient) error {
 		if _, err := cli.Set(ctx, &pb.LfsckSetRequest{Speed: speed, Window: window}); err != nil {
 			return err
 		}
@@ -652,7 +653,7 @@ func FaultInject(ctx context.Context, e Env, kind, path string, stripe uint32) e
 	return nil
 }
 
-func (k *conn) faultClient(idx uint32) (pb.FaultClient, error) {
+func (k *conn) faultClient(idx uint32) (nacregrpc.FaultClient, error) {
 	a, err := k.mdtAddr(idx, nil)
 	if err != nil {
 		return nil, err
@@ -661,7 +662,7 @@ func (k *conn) faultClient(idx uint32) (pb.FaultClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pb.NewFaultClient(cc), nil
+	return nacregrpc.NewFaultClient(cc), nil
 }
 
 // FaultArm arms a named fault point in a target process ("mdt0", "ost1").
@@ -713,7 +714,7 @@ func FaultArm(ctx context.Context, e Env, targetName, spec string) error {
 		if err != nil {
 			return err
 		}
-		if rep, err = pb.NewOSSClient(cc).FaultArm(ctx, req); err != nil {
+		if rep, err = nacregrpc.NewOSSClient(cc).FaultArm(ctx, req); err != nil {
 			return err
 		}
 	}
@@ -745,7 +746,7 @@ func Digests(ctx context.Context, e Env) error {
 		var d *pb.LfsckDigestReply
 		switch t.Kind {
 		case pb.TargetKind_TARGET_MDT:
-			if err := k.call(ctx, t.Index, func(cli pb.LfsckClient) (err error) {
+			if err := k.call(ctx, t.Index, func(cli nacregrpc.LfsckClient) (err error) {
 				d, err = cli.Digest(ctx, &pb.LfsckDigestRequest{})
 				return err
 			}); err != nil {
@@ -757,7 +758,7 @@ func Digests(ctx context.Context, e Env) error {
 			if err != nil {
 				return err
 			}
-			if d, err = pb.NewOSSClient(cc).LfsckDigest(ctx, &pb.LfsckDigestRequest{}); err != nil {
+			if d, err = nacregrpc.NewOSSClient(cc).LfsckDigest(ctx, &pb.LfsckDigestRequest{}); err != nil {
 				return err
 			}
 			lines = append(lines, fmt.Sprintf("OST%04x %016x %d", t.Index, d.Digest, d.Keys))
@@ -1067,7 +1068,7 @@ func (c *Conn) Close() { c.k.close() }
 
 // Start starts the checker of MDT mdtIdx.
 func (c *Conn) Start(ctx context.Context, mdtIdx uint32, req *pb.LfsckStartRequest) error {
-	return c.k.call(ctx, mdtIdx, func(cli pb.LfsckClient) error {
+	return c.k.call(ctx, mdtIdx, func(cli nacregrpc.LfsckClient) error {
 		_, err := cli.Start(ctx, req)
 		return err
 	})
@@ -1075,7 +1076,7 @@ func (c *Conn) Start(ctx context.Context, mdtIdx uint32, req *pb.LfsckStartReque
 
 // Stop stops the checker of MDT mdtIdx.
 func (c *Conn) Stop(ctx context.Context, mdtIdx uint32) error {
-	return c.k.call(ctx, mdtIdx, func(cli pb.LfsckClient) error {
+	return c.k.call(ctx, mdtIdx, func(cli nacregrpc.LfsckClient) error {
 		_, err := cli.Stop(ctx, &pb.LfsckStopRequest{})
 		return err
 	})
