@@ -26,8 +26,8 @@ import (
 	"nacre/internal/client"
 	"nacre/internal/fid"
 	"nacre/internal/layout"
-	"nacre/internal/rpc"
 	"nacre/internal/reserve"
+	"nacre/internal/rpc"
 )
 
 // LsEntry is one entry of `nacre ls --json` (a file given as the path

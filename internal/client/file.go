@@ -13,10 +13,10 @@ import (
 	"time"
 
 	pb "nacre/api/nacrepb"
+	"nacre/internal/bulk"
 	"nacre/internal/fid"
 	"nacre/internal/layout"
 	"nacre/internal/rpc"
-	"nacre/internal/bulk"
 )
 
 // maxFrame is the largest piece of data sent in one frame.

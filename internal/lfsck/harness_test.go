@@ -11,13 +11,13 @@ import (
 	"time"
 
 	pb "nacre/api/nacrepb"
+	"nacre/internal/bulk"
 	"nacre/internal/fid"
 	"nacre/internal/kv"
 	"nacre/internal/layout"
 	"nacre/internal/mdt"
 	"nacre/internal/ost"
 	"nacre/internal/target"
-	"nacre/internal/bulk"
 )
 
 // harness is an MDT (in memory, commands applied without Raft) and OST

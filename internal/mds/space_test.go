@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	pb "nacre/api/nacrepb"
-	"nacre/internal/rpc"
 	"nacre/internal/reserve"
+	"nacre/internal/rpc"
 )
 
 func TestOSTFullHasHysteresis(t *testing.T) {

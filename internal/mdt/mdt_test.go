@@ -7,9 +7,9 @@ import (
 	pb "nacre/api/nacrepb"
 	"nacre/internal/fid"
 	"nacre/internal/kv"
-	"nacre/test/nstest"
 	"nacre/internal/obs"
 	"nacre/internal/target"
+	"nacre/test/nstest"
 )
 
 func newDirect(t *testing.T, osts int) *Direct {

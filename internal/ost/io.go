@@ -12,8 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"nacre/api/nacrepb"
-	"nacre/internal/fid"
 	"nacre/internal/bulk"
+	"nacre/internal/fid"
 )
 
 // open returns obj's data file from the cache, opening it if needed, with

@@ -15,10 +15,10 @@ import (
 	"go.uber.org/goleak"
 
 	"nacre/api/nacrepb"
+	"nacre/internal/bulk"
 	"nacre/internal/fid"
 	"nacre/internal/kv"
 	"nacre/internal/target"
-	"nacre/internal/bulk"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

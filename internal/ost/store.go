@@ -17,11 +17,11 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"nacre/api/nacrepb"
+	"nacre/internal/bulk"
 	"nacre/internal/fid"
 	"nacre/internal/kv"
 	"nacre/internal/reserve"
 	"nacre/internal/target"
-	"nacre/internal/bulk"
 )
 
 // errnoError is a sentinel error that carries an errno, so that both

@@ -19,8 +19,8 @@ import (
 	"nacre/internal/cli"
 	"nacre/internal/client"
 	"nacre/internal/fid"
-	"nacre/internal/server"
 	"nacre/internal/reserve"
+	"nacre/internal/server"
 	"nacre/internal/target"
 	"nacre/test/testcluster"
 )

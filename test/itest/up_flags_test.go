@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"nacre/internal/target"
-	"nacre/test/testcluster"
 	"nacre/internal/version"
+	"nacre/test/testcluster"
 )
 
 // TestUpRefusesBadFlagsBeforeStartingAnything: `--osts 0` made a cluster
