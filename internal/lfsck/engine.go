@@ -48,6 +48,23 @@ type Env struct {
 	// given back), as Lustre's LFSCK does by taking their locks; nil:
 	// nothing to tell.
 	Invalidate func(ctx context.Context, fids []fid.FID)
+	// Tuning holds the knobs an admin may set (NACRE_LFSCK_* in the
+	// server's environment, read by cmd/nacre); the zero value is the
+	// default.
+	Tuning Tuning
+}
+
+// Tuning adjusts how a run shares the machine with clients.
+type Tuning struct {
+	// Nice is the nice level of the scanning thread (0: not changed;
+	// lowerPriority says why the default leaves it).
+	Nice int
+	// BusyDuty is the share of time the scan takes while clients are
+	// active (0: 0.05; 1: never yield; see pacer).
+	BusyDuty float64
+	// NoSummaries turns off the OST summaries: every stripe is checked by
+	// its record instead (summary.go).
+	NoSummaries bool
 }
 
 // Checker is the checker of one MDT. It runs on the MDT's leader; every

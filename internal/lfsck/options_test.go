@@ -47,12 +47,12 @@ func (o countingOST) Check(ctx context.Context, req *pb.LfsckCheckRequest) (*pb.
 // stripe.
 func TestWindowBoundsTheChecksInFlight(t *testing.T) {
 	// Every stripe is checked object by object (no summaries).
-	t.Setenv("NACRE_LFSCK_SUMMARIES", "0")
 	h := newHarnessPool(t, 2, 4096)
 	populate(h, 1, 300, 2)
 	var mu sync.Mutex
 	var now, peak, calls int
 	env := h.env()
+	env.Tuning.NoSummaries = true
 	inner := env.OSTs
 	env.OSTs = func() map[uint32]OST {
 		m := inner()

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"runtime"
 	"runtime/debug"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -155,7 +153,7 @@ func newRun(c *Checker, st *pb.LfsckState, resume bool) *run {
 	r.direntsUnread.Store(st.DirentsUnread)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.lim.set(st.Params.Speed)
-	r.pac.init(c.env.Activity)
+	r.pac.init(c.env.Activity, c.env.Tuning.BusyDuty)
 	r.rep = newRepairer(r)
 	r.lay = newLayoutChecker(r, int(st.Params.Window))
 	r.lay.scanPos = st.Position
@@ -213,20 +211,14 @@ func (r *run) snapshotState() *pb.LfsckState {
 	return proto.Clone(r.st).(*pb.LfsckState)
 }
 
-// lowerPriority moves the scanning goroutine to its own thread at the
-// nice level NACRE_LFSCK_NICE gives (default 0: none). A low priority
+// lowerPriority moves the scanning goroutine to its own thread at nice
+// level nice (0: none). A low priority
 // looks like the way to leave clients the CPU, but the scan's thread is
 // then preempted while it holds locks the clients' requests need (pebble's
 // cache shards): measured, nice 19 cost clients more than nice 0 on a busy
 // machine. The pacer (below) yields instead. The thread ends with the
 // goroutine.
-func lowerPriority() {
-	nice := 0
-	if v := os.Getenv("NACRE_LFSCK_NICE"); v != "" {
-		if n, err := strconv.Atoi(v); err == nil {
-			nice = n
-		}
-	}
+func lowerPriority(nice int) {
 	if nice == 0 {
 		return
 	}
@@ -248,7 +240,7 @@ func (r *run) main() {
 			r.checkpointQuiet(true)
 		}
 	}()
-	lowerPriority()
+	lowerPriority(r.c.env.Tuning.Nice)
 	r.mu.Lock()
 	r.phaseT0 = time.Now()
 	r.lastCkpt = r.phaseT0
@@ -655,13 +647,11 @@ const (
 	busyOps    = 10 // foreground entries per sample that mean "clients are active"
 )
 
-func (p *pacer) init(activity func() uint64) {
+func (p *pacer) init(activity func() uint64, duty float64) {
 	p.activity = activity
 	p.duty = 0.05
-	if v := os.Getenv("NACRE_LFSCK_BUSY_DUTY"); v != "" {
-		if d, err := strconv.ParseFloat(v, 64); err == nil && d > 0 && d <= 1 {
-			p.duty = d
-		}
+	if duty > 0 && duty <= 1 {
+		p.duty = duty
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"math/bits"
-	"os"
 	"sync"
 
 	pb "nacre/api/nacrepb"
@@ -125,7 +124,7 @@ type expectations struct {
 // newExpectations returns the table of a run, or nil when summaries are
 // off.
 func newExpectations(r *run) *expectations {
-	if os.Getenv("NACRE_LFSCK_SUMMARIES") == "0" {
+	if r.c.env.Tuning.NoSummaries {
 		return nil
 	}
 	return &expectations{r: r, max: maxExpectBytes / expPageBytes,

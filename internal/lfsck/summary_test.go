@@ -18,15 +18,16 @@ func TestLayoutFindsTheSameWithAndWithoutSummaries(t *testing.T) {
 	want := uninterrupted(t)
 	for _, how := range []string{"summaries fail", "summaries off"} {
 		t.Run(how, func(t *testing.T) {
-			if how == "summaries off" {
-				t.Setenv("NACRE_LFSCK_SUMMARIES", "0")
-			} else {
+			off := how == "summaries off"
+			if !off {
 				fault.Arm("lfsck.layout.summary", fault.Action{Kind: "error"})
 				defer fault.Disarm("lfsck.layout.summary")
 			}
 			h := newHarnessPool(t, 2, 4096)
 			agedDamaged(h, 600)
-			rep := h.run(New(h.env()), fullReq(0))
+			env := h.env()
+			env.Tuning.NoSummaries = off
+			rep := h.run(New(env), fullReq(0))
 			if got := figures(rep); got != want {
 				t.Fatalf("%s:\n%s\nwith summaries:\n%s", how, got, want)
 			}
