@@ -969,6 +969,94 @@ func (x *StatfsReply) GetStatfs() *Statfs {
 	return nil
 }
 
+// Failure is a failed call as the metadata RPC carries it in an error
+// reply and gRPC in a status detail (internal/errno, internal/grpcx): the
+// code, the server's words and, for a replica that does not lead, the
+// leader it knows.
+type Failure struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Code          uint32                 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"` // internal/errno.Code (gRPC's numbering)
+	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	NotLeader     bool                   `protobuf:"varint,3,opt,name=not_leader,json=notLeader,proto3" json:"not_leader,omitempty"` // the replica refused because it does not lead
+	LeaderId      uint64                 `protobuf:"varint,4,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`    // 0: no leader known
+	LeaderAddr    string                 `protobuf:"bytes,5,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"`
+	Reason        string                 `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"` // internal/errno.Reason: what a caller may act on
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Failure) Reset() {
+	*x = Failure{}
+	mi := &file_common_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Failure) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Failure) ProtoMessage() {}
+
+func (x *Failure) ProtoReflect() protoreflect.Message {
+	mi := &file_common_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Failure.ProtoReflect.Descriptor instead.
+func (*Failure) Descriptor() ([]byte, []int) {
+	return file_common_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Failure) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *Failure) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *Failure) GetNotLeader() bool {
+	if x != nil {
+		return x.NotLeader
+	}
+	return false
+}
+
+func (x *Failure) GetLeaderId() uint64 {
+	if x != nil {
+		return x.LeaderId
+	}
+	return 0
+}
+
+func (x *Failure) GetLeaderAddr() string {
+	if x != nil {
+		return x.LeaderAddr
+	}
+	return ""
+}
+
+func (x *Failure) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 var File_common_proto protoreflect.FileDescriptor
 
 const file_common_proto_rawDesc = "" +
@@ -1047,7 +1135,16 @@ const file_common_proto_rawDesc = "" +
 	"\x04uuid\x18\x05 \x01(\tR\x04uuid\"\x0f\n" +
 	"\rStatfsRequest\"7\n" +
 	"\vStatfsReply\x12(\n" +
-	"\x06statfs\x18\x01 \x01(\v2\x10.nacre.v1.StatfsR\x06statfs*\xa3\x01\n" +
+	"\x06statfs\x18\x01 \x01(\v2\x10.nacre.v1.StatfsR\x06statfs\"\xac\x01\n" +
+	"\aFailure\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\rR\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1d\n" +
+	"\n" +
+	"not_leader\x18\x03 \x01(\bR\tnotLeader\x12\x1b\n" +
+	"\tleader_id\x18\x04 \x01(\x04R\bleaderId\x12\x1f\n" +
+	"\vleader_addr\x18\x05 \x01(\tR\n" +
+	"leaderAddr\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason*\xa3\x01\n" +
 	"\tInodeFlag\x12\x13\n" +
 	"\x0fINODE_FLAG_NONE\x10\x00\x12\x19\n" +
 	"\x15INODE_FLAG_SIZE_DIRTY\x10\x01\x12\x1c\n" +
@@ -1078,7 +1175,7 @@ func file_common_proto_rawDescGZIP() []byte {
 }
 
 var file_common_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_common_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_common_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_common_proto_goTypes = []any{
 	(InodeFlag)(0),        // 0: nacre.v1.InodeFlag
 	(TargetKind)(0),       // 1: nacre.v1.TargetKind
@@ -1093,6 +1190,7 @@ var file_common_proto_goTypes = []any{
 	(*HelloReply)(nil),    // 10: nacre.v1.HelloReply
 	(*StatfsRequest)(nil), // 11: nacre.v1.StatfsRequest
 	(*StatfsReply)(nil),   // 12: nacre.v1.StatfsReply
+	(*Failure)(nil),       // 13: nacre.v1.Failure
 }
 var file_common_proto_depIdxs = []int32{
 	4, // 0: nacre.v1.Layout.objects:type_name -> nacre.v1.StripeObject
@@ -1120,7 +1218,7 @@ func file_common_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_common_proto_rawDesc), len(file_common_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -11,8 +11,8 @@ import (
 
 	"nacre/internal/cli"
 	"nacre/internal/client"
+	"nacre/internal/errno"
 	"nacre/internal/lfsck/admin"
-	"nacre/internal/rpc"
 )
 
 func faultCommand(g *globals) *cobra.Command {
@@ -54,7 +54,7 @@ func faultCommand(g *globals) *cobra.Command {
 				}
 			}
 			err = admin.FaultInject(cmd.Context(), e, args[0], paths[0], inj.stripe)
-			var en *rpc.Errno
+			var en *errno.Errno
 			var down *client.MDTDownError
 			if errors.As(err, &en) || errors.As(err, &down) {
 				// A path that does not resolve, or an MDT that does not

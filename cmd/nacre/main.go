@@ -54,16 +54,10 @@ func main() {
 		if errors.Is(err, cli.ErrReported) {
 			os.Exit(1) // each failure has been printed
 		}
-		fmt.Fprintln(os.Stderr, "nacre:", plainRPC(err.Error()))
+		fmt.Fprintln(os.Stderr, "nacre:", err)
 		os.Exit(1)
 	}
 }
-
-// plainRPC drops gRPC's wrapping from an error for people: the servers'
-// messages already say what went wrong ("fault inject /f: stripe 9: the
-// file has 2 stripes", not "...: rpc error: code = FailedPrecondition desc
-// = stripe 9: ...").
-func plainRPC(msg string) string { return cli.PlainRPC(msg) }
 
 // countWriter counts what a command wrote to standard output.
 type countWriter struct {
@@ -89,7 +83,7 @@ func wantsJSON(cmd *cobra.Command) bool {
 // jsonError writes {"error": MESSAGE} for a command run with --json that
 // failed before it printed its document.
 func jsonError(w io.Writer, err error) {
-	b, _ := json.Marshal(map[string]string{"error": plainRPC(err.Error())})
+	b, _ := json.Marshal(map[string]string{"error": err.Error()})
 	fmt.Fprintln(w, string(b))
 }
 

@@ -14,6 +14,7 @@ import (
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/cli"
+	"nacre/internal/errno"
 	"nacre/internal/localcluster"
 	"nacre/internal/target"
 )
@@ -149,7 +150,7 @@ snapshot, and becomes a voter once it has caught up.`,
 		if err == nil {
 			syncMGS(e, grp)
 		}
-		if err != nil && dir != "" && strings.Contains(err.Error(), "stays a learner") {
+		if err != nil && dir != "" && errno.ReasonOf(err) == errno.LearnerKept {
 			// The same command with --dir would make another replica.
 			err = fmt.Errorf("%w\n(with --dir, promote this one with: nacre replica add --target %s --id %d --addr %s)", err, add.target, id, addr)
 		}

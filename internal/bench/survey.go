@@ -17,9 +17,9 @@ import (
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/cli"
+	"nacre/internal/errno"
 	"nacre/internal/fid"
 	"nacre/internal/mdrpc"
-	"nacre/internal/rpc"
 )
 
 // SurveyOptions configure `nacre bench survey` (Lustre's mds-survey).
@@ -66,7 +66,7 @@ func (t *surveyThread) mutate(ctx context.Context, cmd *pb.Command) error {
 	if err != nil {
 		return err
 	}
-	return rpc.NewErrno("survey", r.Errno, r.Message)
+	return errno.NewErrno("survey", r.Errno, r.Message)
 }
 
 // RunSurvey drives one MDT directly over its metadata protocol — no
@@ -181,7 +181,7 @@ func surveyRound(ctx context.Context, o SurveyOptions, addr, fsname string, n in
 						r, err = t.c.Mutate(ctx, &pb.Command{ClientId: t.client, RequestId: t.req, AckedBelow: t.req, Cred: &pb.Cred{},
 							Op: &pb.Command_Create{Create: &pb.CreateOp{Parent: t.dir.PB(), Name: name, Mode: syscall.S_IFREG | 0o644, Exclusive: true, DelayLayout: true}}})
 						if err == nil {
-							err = rpc.NewErrno("create", r.Errno, r.Message)
+							err = errno.NewErrno("create", r.Errno, r.Message)
 						}
 						if err == nil {
 							fids[ti][i] = r.Inode.Fid
@@ -190,13 +190,13 @@ func surveyRound(ctx context.Context, o SurveyOptions, addr, fsname string, n in
 						var r *pb.Reply
 						r, err = t.c.Lookup(ctx, &pb.LookupRequest{Parent: t.dir.PB(), Name: name, Cred: &pb.Cred{}})
 						if err == nil {
-							err = rpc.NewErrno("lookup", r.Errno, r.Message)
+							err = errno.NewErrno("lookup", r.Errno, r.Message)
 						}
 					case "getattr":
 						var r *pb.Reply
 						r, err = t.c.Getattr(ctx, &pb.GetattrRequest{Fid: fids[ti][i]})
 						if err == nil {
-							err = rpc.NewErrno("getattr", r.Errno, r.Message)
+							err = errno.NewErrno("getattr", r.Errno, r.Message)
 						}
 					case "setattr":
 						err = t.mutate(ctx, &pb.Command{Op: &pb.Command_Setattr{Setattr: &pb.SetattrOp{Fid: fids[ti][i], Valid: uint32(pb.SetattrValid_SETATTR_MODE), Mode: 0o600}}})

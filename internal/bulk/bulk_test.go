@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"nacre/internal/errno"
 	"nacre/internal/fid"
-	"nacre/internal/rpc"
 	"nacre/internal/version"
 )
 
@@ -124,9 +124,9 @@ func TestServerErrnoNamesOpTargetAndObject(t *testing.T) {
 	_, c := serve(t, h, ServerOptions{Index: 1}, ClientOptions{})
 	ctx := ctxT(t)
 	err := c.Write(ctx, objA, 1048576, []byte("x"), nil)
-	var e *rpc.Errno
+	var e *errno.Errno
 	if !errors.As(err, &e) || e.Errno != syscall.ENOSPC || !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("want *rpc.Errno ENOSPC, got %T %v", err, err)
+		t.Fatalf("want *errno.Errno ENOSPC, got %T %v", err, err)
 	}
 	if want := "write OST0001 object 0x100000000:0x2a at 1048576: no space left on device"; err.Error() != want {
 		t.Fatalf("message\n got %q\nwant %q", err, want)

@@ -15,8 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"nacre/internal/errno"
 	"nacre/internal/fid"
-	"nacre/internal/rpc"
 	"nacre/internal/version"
 )
 
@@ -247,7 +247,7 @@ func (c *Client) SyncEpoch(ctx context.Context, obj fid.ObjID) (uint64, error) {
 // names (e.g. MetaOwner for chown).
 func (c *Client) SetAttr(ctx context.Context, obj fid.ObjID, meta *ObjMeta) error {
 	if meta == nil {
-		return &rpc.Errno{Op: c.opName(&call{op: OpSetAttr, obj: obj}), Errno: syscall.EINVAL, Msg: "setattr without attributes"}
+		return &errno.Errno{Op: c.opName(&call{op: OpSetAttr, obj: obj}), Errno: syscall.EINVAL, Msg: "setattr without attributes"}
 	}
 	return c.do(ctx, &call{op: OpSetAttr, obj: obj, meta: meta})
 }
@@ -269,7 +269,7 @@ type call struct {
 
 func (c *Client) checkRange(cl *call) error {
 	if cl.off > math.MaxInt64 || cl.length > math.MaxInt64-cl.off {
-		return &rpc.Errno{Op: c.opName(cl), Errno: syscall.EFBIG, Msg: "offset beyond the largest object size"}
+		return &errno.Errno{Op: c.opName(cl), Errno: syscall.EFBIG, Msg: "offset beyond the largest object size"}
 	}
 	return nil
 }
@@ -330,14 +330,14 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 			if se.errno == syscall.ENOSPC && se.msg != "" {
 				msg = se.msg // "OST0001 is full: ...", which says it all
 			}
-			return &rpc.Errno{Op: c.opName(cl), Errno: se.errno, Msg: msg}
+			return &errno.Errno{Op: c.opName(cl), Errno: se.errno, Msg: msg}
 		case errors.Is(err, errReplyCRC):
 			if !crcRetried {
 				crcRetried = true
 				continue
 			}
 			se = &serverError{errno: syscall.EIO, msg: fmt.Sprintf("the reply from %s failed its CRC32C twice", c.addr)}
-			return &rpc.Errno{Op: c.opName(cl), Errno: se.errno, Msg: se.Error()}
+			return &errno.Errno{Op: c.opName(cl), Errno: se.errno, Msg: se.Error()}
 		case errors.Is(err, ErrClosed), ctx.Err() != nil:
 			return fmt.Errorf("%s: %w", c.opName(cl), err)
 		case errors.Is(err, os.ErrDeadlineExceeded):
@@ -523,7 +523,7 @@ func (c *Client) exchange(cn *conn, cl *call) (bool, error) {
 		// A server that speaks another version refuses us; one that does
 		// not is refused here, with the same message.
 		return false, &serverError{errno: syscall.EPROTO,
-			msg: rpc.VersionMismatch(strconv.Itoa(int(rh.version)), int(c.version), "server", "client")}
+			msg: errno.VersionMismatch(strconv.Itoa(int(rh.version)), int(c.version), "server", "client").Msg}
 	}
 	switch cl.op {
 	case OpHello:

@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"nacre/internal/rpc"
+	"nacre/internal/errno"
 	"nacre/internal/version"
 )
 
@@ -310,7 +310,7 @@ func (s *Server) dispatch(sc *serverConn, h *header, ext, payload []byte, crc ui
 		return s.refuse(sc, h, fmt.Sprintf("expected HELLO as the first frame, got %s", h.op))
 	}
 	if h.version != s.version {
-		return s.refuse(sc, h, rpc.VersionMismatch(strconv.Itoa(int(h.version)), int(s.version), "client", "server"))
+		return s.refuse(sc, h, errno.VersionMismatch(strconv.Itoa(int(h.version)), int(s.version), "client", "server").Msg)
 	}
 	if h.payloadLen > 0 && crc != h.payloadCRC {
 		s.crcErrors.Add(1)
@@ -462,7 +462,7 @@ type PublicError interface {
 // public message if it has one; the details (paths, causes) stay in the
 // server's log.
 func (s *Server) replyHandlerErr(sc *serverConn, h *header, err error) bool {
-	e := rpc.ToErrno(err)
+	e := errno.ToErrno(err)
 	if e == 0 || e > 0xffff {
 		e = syscall.EIO
 	}

@@ -24,10 +24,10 @@ import (
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/client"
+	"nacre/internal/errno"
 	"nacre/internal/fid"
 	"nacre/internal/layout"
 	"nacre/internal/reserve"
-	"nacre/internal/rpc"
 )
 
 // LsEntry is one entry of `nacre ls --json` (a file given as the path
@@ -437,7 +437,7 @@ func Put(ctx context.Context, e Env, local, remoteArg string, so StripeOpts) err
 	if len(name) > 255 {
 		// Known now, not after the data is copied (the rename would
 		// refuse it).
-		return opError("put", remoteArg, &rpc.Errno{Op: "name", Errno: syscall.ENAMETOOLONG, Msg: fmt.Sprintf("a name of %d bytes (at most 255)", len(name))})
+		return opError("put", remoteArg, &errno.Errno{Op: "name", Errno: syscall.ENAMETOOLONG, Msg: fmt.Sprintf("a name of %d bytes (at most 255)", len(name))})
 	}
 	dir := fidOf(parent)
 	asked := fmt.Sprintf("asked (-c %d)", so.Count)

@@ -3,14 +3,14 @@ package cli
 import (
 	"context"
 	"errors"
+	"net"
+	"os"
 	"syscall"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"nacre/internal/client"
+	"nacre/internal/errno"
 )
 
 // TestMDTDownIsSaidOnceAndStopsTheCommand: an MDT that does not answer is
@@ -19,7 +19,8 @@ import (
 // of several operands.
 func TestMDTDownIsSaidOnceAndStopsTheCommand(t *testing.T) {
 	err := &client.MDTDownError{MDT: 0, Addr: "127.0.0.1:25729", Op: "getattr [0x200000007:0x1:0x0]", Attempts: 98, For: 30 * time.Second,
-		Err: status.Error(codes.Unavailable, "connect to metadata server 127.0.0.1:25730: dial tcp 127.0.0.1:25730: connect: connection refused")}
+		Err: errno.Unreachable("connect to metadata server", "127.0.0.1:25730",
+			&net.OpError{Op: "dial", Net: "tcp", Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}})}
 	want := "ls /: MDT0000 (127.0.0.1:25729) does not answer: connection refused; check `nacre status`"
 	if got := opError("ls", "/", err).Error(); got != want {
 		t.Errorf("message\n got %q\nwant %q", got, want)

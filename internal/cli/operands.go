@@ -10,11 +10,8 @@ import (
 	"strings"
 	"syscall"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"nacre/internal/client"
-	"nacre/internal/rpc"
+	"nacre/internal/errno"
 )
 
 // Commands with several operands (rm, mkdir, cat, stat, mv, ln, path2fid,
@@ -176,7 +173,7 @@ func localHint(arg string) string {
 // message of a full target) for the errors where the layers of lookups,
 // objects and FIDs add nothing.
 func shortMessage(err error) string {
-	var en *rpc.Errno
+	var en *errno.Errno
 	if errors.As(err, &en) {
 		if client.MissingObject(err) {
 			// The name and the file are there (stat works); one of its
@@ -188,17 +185,12 @@ func shortMessage(err error) string {
 			return en.Errno.Error()
 		case syscall.ENOSPC:
 			if en.Msg != "" {
-				return PlainRPC(en.Msg) // names the full target and what to do
+				return en.Msg // names the full target and what to do
 			}
 		}
 	}
-	return PlainRPC(err.Error())
+	return err.Error()
 }
-
-// PlainRPC drops gRPC's "rpc error: code = ResourceExhausted desc = "
-// from a message: the server's text after it names the problem (a full
-// MDT, ...) in words.
-func PlainRPC(msg string) string { return rpc.PlainMessage(msg) }
 
 // otherPathError is a failure of an operand's command at another path
 // than the operand's (mv's destination, ln's link name), so that the
@@ -233,8 +225,8 @@ func fatal(ctx context.Context, err error) bool {
 	if mdtDown(err) {
 		return true
 	}
-	switch status.Code(err) {
-	case codes.Unavailable, codes.Aborted, codes.DeadlineExceeded:
+	switch errno.CodeOf(err) {
+	case errno.Unavailable, errno.Aborted, errno.DeadlineExceeded:
 		return true
 	}
 	return false

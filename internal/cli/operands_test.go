@@ -11,16 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"nacre/internal/client"
+	"nacre/internal/errno"
 	"nacre/internal/fid"
-	"nacre/internal/rpc"
 )
 
 func TestOperandMessageNamesTheOperandOnce(t *testing.T) {
-	lookup := &rpc.Errno{Op: "resolve /a/b", Errno: syscall.ENOENT, Msg: `lookup a: no entry "a" in [0x200000007:0x1:0x0]: no such file or directory`}
+	lookup := &errno.Errno{Op: "resolve /a/b", Errno: syscall.ENOENT, Msg: `lookup a: no entry "a" in [0x200000007:0x1:0x0]: no such file or directory`}
 	down := &client.OSTDownError{OST: 1, Addr: "127.0.0.1:9", File: fid.Root, Stripe: 1, Op: "read", For: 5 * time.Second, Err: syscall.ECONNREFUSED}
 	cases := []struct {
 		cmd, arg string
@@ -41,20 +38,20 @@ func TestOperandMessageNamesTheOperandOnce(t *testing.T) {
 		{"stat", "/nacre-none", lookup, "stat /nacre-none: no such file or directory"},
 		{"rm", "/d", fmt.Errorf("is a directory (use -r to remove it and its contents)"), "rm /d: is a directory (use -r to remove it and its contents)"},
 		{"mv", "x", fmt.Errorf("mv x: already named"), "mv x: already named"},
-		{"rm", "/x", &rpc.Errno{Op: "unlink x", Errno: syscall.EACCES, Msg: "sticky directory"}, "rm /x: unlink x: sticky directory"},
+		{"rm", "/x", &errno.Errno{Op: "unlink x", Errno: syscall.EACCES, Msg: "sticky directory"}, "rm /x: unlink x: sticky directory"},
 		{"cat", "/f", fmt.Errorf("read: %w", down), "cat /f: OST0001 (127.0.0.1:9) is down: stripe 1 of /f cannot be read (no answer for 5.0s: connection refused); check `nacre status`"},
 		{"mv", "/a", atOtherPath("to", "/nodir/b", lookup), "mv /a to /nodir/b: no such file or directory"},
-		{"ln", "t", fmt.Errorf("wrapped: %w", atOtherPath("as", "/x/l", &rpc.Errno{Op: "symlink l", Errno: syscall.EEXIST})), "ln t as /x/l: file exists"},
-		{"mv", "/a", atOtherPath("to", "/b", &rpc.Errno{Op: "rename", Errno: syscall.EACCES, Msg: "sticky directory"}), "mv /a to /b: rename: sticky directory"},
+		{"ln", "t", fmt.Errorf("wrapped: %w", atOtherPath("as", "/x/l", &errno.Errno{Op: "symlink l", Errno: syscall.EEXIST})), "ln t as /x/l: file exists"},
+		{"mv", "/a", atOtherPath("to", "/b", &errno.Errno{Op: "rename", Errno: syscall.EACCES, Msg: "sticky directory"}), "mv /a to /b: rename: sticky directory"},
 		// A full target's message says which and what to do; the object
 		// and offset add nothing.
-		{"put", "/a", fmt.Errorf("write: %w", &rpc.Errno{Op: "write OST0001 object 0x100000000:0x1 at 50331648", Errno: syscall.ENOSPC, Msg: "OST0001 is full: 80.6MB free of 200MB, and it keeps 80MB for its own store; remove files, or add or grow a target"}),
+		{"put", "/a", fmt.Errorf("write: %w", &errno.Errno{Op: "write OST0001 object 0x100000000:0x1 at 50331648", Errno: syscall.ENOSPC, Msg: "OST0001 is full: 80.6MB free of 200MB, and it keeps 80MB for its own store; remove files, or add or grow a target"}),
 			"put /a: OST0001 is full: 80.6MB free of 200MB, and it keeps 80MB for its own store; remove files, or add or grow a target"},
-		{"mkdir", "/d", &rpc.Errno{Op: "mkdir d", Errno: syscall.ENOSPC}, "mkdir /d: mkdir d: no space left on device"},
-		// gRPC's wrapping of the server's message is not shown.
-		{"mkdir", "/d", &rpc.Errno{Op: "mkdir d", Errno: syscall.ENOSPC, Msg: "rpc error: code = ResourceExhausted desc = MDT0000 is full: 140MB free"}, "mkdir /d: MDT0000 is full: 140MB free"},
+		{"mkdir", "/d", &errno.Errno{Op: "mkdir d", Errno: syscall.ENOSPC}, "mkdir /d: mkdir d: no space left on device"},
+		// A full MDT's message names it and what to do.
+		{"mkdir", "/d", &errno.Errno{Op: "mkdir d", Errno: syscall.ENOSPC, Msg: "MDT0000 is full: 140MB free"}, "mkdir /d: MDT0000 is full: 140MB free"},
 		// A missing object of a file that is there is not "no such file".
-		{"cat", "/f", fmt.Errorf("read: %w", &rpc.Errno{Op: "read OST0001 object 0x100000000:0x5 at 1048576", Errno: syscall.ENOENT, Msg: "no such file or directory"}),
+		{"cat", "/f", fmt.Errorf("read: %w", &errno.Errno{Op: "read OST0001 object 0x100000000:0x5 at 1048576", Errno: syscall.ENOENT, Msg: "no such file or directory"}),
 			"cat /f: read OST0001 object 0x100000000:0x5 at 1048576: the OST object is missing (a dangling stripe: `nacre lfsck start -t layout` reports it, and with -c makes it again, empty)"},
 	}
 	for _, c := range cases {
@@ -69,7 +66,7 @@ func TestAtOtherPathKeepsNilAndTheCode(t *testing.T) {
 		t.Fatal("a nil error must stay nil")
 	}
 	// A server that does not answer still stops the command (fatal).
-	err := atOtherPath("to", "/b", status.Error(codes.Unavailable, "gone"))
+	err := atOtherPath("to", "/b", errno.New(errno.Unavailable, "gone"))
 	if !fatal(context.Background(), err) {
 		t.Errorf("%v is not fatal", err)
 	}
@@ -93,10 +90,10 @@ func TestReporterStopsNamingTheOperandsNotTried(t *testing.T) {
 
 func TestFatalErrorsAreTheMetadataServersNotAnswering(t *testing.T) {
 	ctx := context.Background()
-	if !fatal(ctx, fmt.Errorf("lookup x: gave up after 40 attempts: %w", status.Error(codes.Unavailable, "connection refused"))) {
+	if !fatal(ctx, fmt.Errorf("lookup x: gave up after 40 attempts: %w", errno.New(errno.Unavailable, "connection refused"))) {
 		t.Error("an MDT that does not answer is not fatal")
 	}
-	if fatal(ctx, &rpc.Errno{Op: "lookup x", Errno: syscall.ENOENT}) {
+	if fatal(ctx, &errno.Errno{Op: "lookup x", Errno: syscall.ENOENT}) {
 		t.Error("ENOENT is fatal")
 	}
 	cancelled, cancel := context.WithCancel(ctx)
@@ -158,17 +155,5 @@ func TestClusterMountsMatchesTheRecordedMGS(t *testing.T) {
 	}
 	if mine, _ := clusterMounts(pe, "127.0.0.1:7002,127.0.0.1:7003"); !slices.Equal(mine, []string{"/mnt/stacked"}) {
 		t.Fatalf("replicated MGS: %v", mine)
-	}
-}
-
-func TestPlainRPC(t *testing.T) {
-	for in, want := range map[string]string{
-		"mkdir /d: rpc error: code = ResourceExhausted desc = MDT0000 is full: 80MB free": "mkdir /d: MDT0000 is full: 80MB free",
-		"no status here":             "no status here",
-		"rpc error: code = Internal": "rpc error: code = Internal",
-	} {
-		if got := PlainRPC(in); got != want {
-			t.Errorf("PlainRPC(%q) = %q, want %q", in, got, want)
-		}
 	}
 }

@@ -9,13 +9,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
-	"nacre/internal/raftgroup"
-	"nacre/internal/rpc"
+	"nacre/internal/errno"
+	"nacre/internal/grpcx"
 )
 
 // `nacre replica`: the replicas of the Raft groups (the MGS and each MDT),
@@ -66,7 +64,7 @@ type ReplicaRow struct {
 
 // replicaAddrs lists the replicas the MGS knows of a group, with pids.
 func replicaAddrs(ctx context.Context, mgs string, g ReplicaGroup) (map[uint64]string, map[uint64]int64, error) {
-	cc, err := rpc.Dial(mgs)
+	cc, err := grpcx.Dial(mgs)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -94,13 +92,18 @@ func replicaAddrs(ctx context.Context, mgs string, g ReplicaGroup) (map[uint64]s
 		}
 	}
 	if len(addrs) == 0 {
-		return nil, nil, fmt.Errorf("the MGS knows no replica of %s", g.Name)
+		return nil, nil, &noReplicaError{g.Name}
 	}
 	return addrs, pids, nil
 }
 
+// noReplicaError: the MGS lists no replica of a group.
+type noReplicaError struct{ group string }
+
+func (e *noReplicaError) Error() string { return "the MGS knows no replica of " + e.group }
+
 func membersOf(ctx context.Context, addr string) (*pb.RaftMembersReply, error) {
-	cc, err := rpc.Dial(addr)
+	cc, err := grpcx.Dial(addr)
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +266,7 @@ func ReplicaRows(ctx context.Context, e Env, only string) ([]ReplicaRow, error) 
 
 // checkReplicaAddr refuses an address a replica cannot have.
 func checkReplicaAddr(addr string) error {
-	host, err := rpc.CheckHostPort(addr)
+	host, err := grpcx.CheckHostPort(addr)
 	if err == nil && host == "" {
 		err = errors.New("no host")
 	}
@@ -312,7 +315,7 @@ func onLeader(ctx context.Context, e Env, g ReplicaGroup, call func(ctx context.
 		return nil, fmt.Errorf("%s: %w", g.Name, err)
 	}
 	for hop := 0; hop < 5; hop++ {
-		cc, err := rpc.Dial(addr)
+		cc, err := grpcx.Dial(addr)
 		if err != nil {
 			return nil, err
 		}
@@ -321,7 +324,8 @@ func onLeader(ctx context.Context, e Env, g ReplicaGroup, call func(ctx context.
 		if err == nil {
 			return r, nil
 		}
-		if _, hint, ok := raftgroup.LeaderHint(err); ok && status.Code(err) == codes.Unavailable {
+		if leader, ok := errno.LeaderOf(err); ok {
+			hint := leader.Addr
 			if hint == "" {
 				time.Sleep(500 * time.Millisecond)
 				if _, hint, err = leaderView(ctx, addrs); err != nil {
@@ -354,7 +358,7 @@ func ReplicaAdd(ctx context.Context, e Env, g ReplicaGroup, id uint64, addr stri
 	// The servers refuse too; asking first keeps the message plain and
 	// says nothing of adding when nothing will be added.
 	addrs, _, err := replicaAddrs(ctx, e.MGS, g)
-	if err != nil && strings.Contains(err.Error(), "knows no replica") {
+	if nr := (*noReplicaError)(nil); errors.As(err, &nr) {
 		return err // before saying it is adding
 	}
 	if err == nil {
@@ -391,8 +395,8 @@ func ReplicaAdd(ctx context.Context, e Env, g ReplicaGroup, id uint64, addr stri
 	// The leader died or stepped down during the add (the connection
 	// broke: EOF, reset). An add of the same id and address is
 	// idempotent: ask the new leader to finish it (it was left a learner).
-	for try := 0; try < 3 && err != nil && status.Code(err) == codes.Unavailable && ctx.Err() == nil; try++ {
-		fmt.Fprintf(e.Out, "the leader of %s went away during the add (%v); asking the new one to finish it...\n", name, status.Convert(err).Message())
+	for try := 0; try < 3 && err != nil && errno.CodeOf(err) == errno.Unavailable && ctx.Err() == nil; try++ {
+		fmt.Fprintf(e.Out, "the leader of %s went away during the add (%v); asking the new one to finish it...\n", name, err.Error())
 		time.Sleep(time.Second)
 		r, err = onLeader(ctx, e, g, add)
 	}
@@ -441,9 +445,9 @@ func checkJoiner(ctx context.Context, lv *pb.RaftMembersReply, name string, id u
 // returned as is, without the gRPC wrapping. Other errors are prefixed
 // with what was being done.
 func refusal(err error, format string, args ...any) error {
-	switch status.Code(err) {
-	case codes.AlreadyExists, codes.NotFound, codes.FailedPrecondition:
-		return errors.New(status.Convert(err).Message())
+	switch errno.CodeOf(err) {
+	case errno.AlreadyExists, errno.NotFound, errno.FailedPrecondition:
+		return errors.New(err.Error())
 	}
 	return fmt.Errorf(format+": %w", append(args, err)...)
 }
@@ -465,7 +469,7 @@ func ReplicaRemove(ctx context.Context, e Env, g ReplicaGroup, id uint64) (membe
 		// registered, and status and df showed that group without a
 		// leader for good. The MGS forgets it; a real target registers
 		// again when it starts.
-		if addrs, _, aerr := replicaAddrs(ctx, e.MGS, g); aerr == nil && len(addrs) == 1 && addrs[id] != "" && status.Code(err) != codes.NotFound {
+		if addrs, _, aerr := replicaAddrs(ctx, e.MGS, g); aerr == nil && len(addrs) == 1 && addrs[id] != "" && errno.CodeOf(err) != errno.NotFound {
 			m, merr := membersOf(ctx, addrs[id])
 			if merr == nil && m.Leader == 0 {
 				return false, fmt.Errorf("replica %d is the only replica of %s the MGS knows, and it runs (at %s) with no leader: stop its process (nacre serve of its directory) and run this again; while it runs it registers again",
@@ -480,10 +484,10 @@ func ReplicaRemove(ctx context.Context, e Env, g ReplicaGroup, id uint64) (membe
 				return false, nil
 			}
 		}
-		if status.Code(err) == codes.NotFound {
+		if errno.CodeOf(err) == errno.NotFound {
 			if addrs, _, aerr := replicaAddrs(ctx, e.MGS, g); aerr == nil && addrs[id] != "" {
 				if derr := deregister(ctx, e, g, id); derr != nil {
-					return false, fmt.Errorf("%s; and the MGS did not forget its registration: %w", status.Convert(err).Message(), derr)
+					return false, fmt.Errorf("%s; and the MGS did not forget its registration: %w", err.Error(), derr)
 				}
 				fmt.Fprintf(e.Out, "replica %d is not a member of %s; the MGS forgot its registration (%s)\n", id, strings.ToUpper(g.Name), addrs[id])
 				return false, nil
@@ -500,7 +504,7 @@ func ReplicaRemove(ctx context.Context, e Env, g ReplicaGroup, id uint64) (membe
 
 // deregister tells the MGS to forget replica id of g.
 func deregister(ctx context.Context, e Env, g ReplicaGroup, id uint64) error {
-	cc, err := rpc.Dial(e.MGS)
+	cc, err := grpcx.Dial(e.MGS)
 	if err != nil {
 		return err
 	}

@@ -13,8 +13,9 @@ import (
 	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/client"
+	"nacre/internal/errno"
+	"nacre/internal/grpcx"
 	"nacre/internal/layout"
-	"nacre/internal/rpc"
 	"nacre/internal/server"
 )
 
@@ -121,7 +122,7 @@ func GetStatus(ctx context.Context, mgs string) (*ClusterStatus, error) {
 	if err := client.CheckMGSAddr(mgs); err != nil {
 		return nil, err
 	}
-	cc, err := rpc.Dial(mgs)
+	cc, err := grpcx.Dial(mgs)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +130,7 @@ func GetStatus(ctx context.Context, mgs string) (*ClusterStatus, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	cfg, err := nacregrpc.NewMGSClient(cc).GetConfig(ctx, &pb.GetConfigRequest{})
-	if rpc.NotTheService(err) {
+	if errno.CodeOf(err) == errno.Unimplemented {
 		return nil, client.NotAnMGS(mgs, err)
 	}
 	if err != nil {
@@ -444,7 +445,7 @@ func writeDf(w io.Writer, out DfJSON) {
 }
 
 func targetStatfs(ctx context.Context, ts TargetStatus) (*pb.Statfs, error) {
-	cc, err := rpc.Dial(ts.Addr)
+	cc, err := grpcx.Dial(ts.Addr)
 	if err != nil {
 		return nil, err
 	}

@@ -7,8 +7,8 @@ import (
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/acl"
+	"nacre/internal/errno"
 	"nacre/internal/fid"
-	"nacre/internal/rpc"
 )
 
 // MayAccess reports whether the caller of ctx may access ino with mask
@@ -25,7 +25,7 @@ func (c *Client) MayAccess(ctx context.Context, ino *pb.Inode, mask uint32) (boo
 		if err == nil {
 			a, err := acl.Parse(v)
 			if err != nil {
-				return false, &rpc.Errno{Op: "access " + fid.FromPB(ino.Fid).String(), Errno: syscall.EIO, Msg: "its access ACL does not decode: " + err.Error()}
+				return false, &errno.Errno{Op: "access " + fid.FromPB(ino.Fid).String(), Errno: syscall.EIO, Msg: "its access ACL does not decode: " + err.Error()}
 			}
 			return a.Allows(ino.Mode, ino.Uid, ino.Gid, cred.GetUid(), func(g uint32) bool { return InGroup(cred, g) }, mask), nil
 		}
@@ -76,7 +76,7 @@ func (c *Client) checkAccess(ctx context.Context, what string, ino *pb.Inode, ma
 		return err
 	}
 	if !ok {
-		return &rpc.Errno{Op: what + " " + fid.FromPB(ino.Fid).String(), Errno: syscall.EACCES}
+		return &errno.Errno{Op: what + " " + fid.FromPB(ino.Fid).String(), Errno: syscall.EACCES}
 	}
 	return nil
 }

@@ -30,14 +30,14 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/bulk"
+	"nacre/internal/errno"
 	"nacre/internal/fid"
-	"nacre/internal/rpc"
+	"nacre/internal/grpcx"
+	"nacre/internal/mdrpc"
 	"nacre/internal/version"
 )
 
@@ -71,7 +71,7 @@ type Config struct {
 	FailFast bool
 	// RefreshEvery, if set, reads the configuration that often in the
 	// background, so that a long-lived client (a mount) follows MGS
-	// replicas replaced while it is idle (rpc.SwapConn.Follow). 0: only on demand.
+	// replicas replaced while it is idle (grpcx.SwapConn.Follow). 0: only on demand.
 	RefreshEvery time.Duration
 }
 
@@ -82,7 +82,7 @@ type Client struct {
 	id  uint64
 	log *slog.Logger
 
-	mgsConn *rpc.SwapConn
+	mgsConn *grpcx.SwapConn
 	mgs     nacregrpc.MGSClient
 
 	nextReq atomic.Uint64
@@ -114,7 +114,7 @@ type Client struct {
 type mdtConn struct {
 	index  uint32
 	addr   string
-	cli    nacregrpc.MDSClient
+	cli    mdrpc.MDSService
 	closer io.Closer
 }
 
@@ -134,7 +134,7 @@ type ostConn struct {
 // instead of after the connection timeout.
 func CheckMGSAddr(list string) error {
 	for _, a := range strings.Split(list, ",") {
-		if _, err := rpc.CheckHostPort(strings.TrimSpace(a)); err != nil {
+		if _, err := grpcx.CheckHostPort(strings.TrimSpace(a)); err != nil {
 			return fmt.Errorf("MGS address %q is not HOST:PORT (like 127.0.0.1:41000; replicas: h1:p1,h2:p2,h3:p3): %v", a, err)
 		}
 	}
@@ -172,7 +172,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	c := &Client{cfg: cfg, id: binary.LittleEndian.Uint64(idb[:]) | 1, log: cfg.Log,
 		inFlt: map[uint64]struct{}{}, mdts: map[uint32]*mdtConn{}, osts: map[uint32]*ostConn{},
 		ownerSem: make(chan struct{}, ownerPushes)}
-	cc, err := rpc.DialSwap(cfg.MGS)
+	cc, err := grpcx.DialSwap(cfg.MGS)
 	if err != nil {
 		return nil, err
 	}
@@ -182,17 +182,17 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	h, err := c.mgs.Hello(hctx, &pb.HelloRequest{ProtocolVersion: version.Protocol, Fsname: cfg.Fsname, Who: "client"}, grpc.WaitForReady(!cfg.FailFast))
 	if err != nil {
 		cc.Close()
-		if rpc.IsVersionMismatch(err) {
+		if errno.CodeOf(err) == errno.FailedPrecondition {
 			return nil, fmt.Errorf("MGS at %s refused this client: %w", cfg.MGS, err)
 		}
-		if rpc.NotTheService(err) {
+		if errno.CodeOf(err) == errno.Unimplemented {
 			return nil, NotAnMGS(cfg.MGS, err)
 		}
 		return nil, Unreachable("cannot reach the MGS at "+cfg.MGS, err, "is the cluster up? see `nacre status`")
 	}
 	if h.ProtocolVersion != version.Protocol {
 		cc.Close()
-		return nil, fmt.Errorf("MGS at %s: %s", cfg.MGS, rpc.VersionMismatch(fmt.Sprint(h.ProtocolVersion), version.Protocol, "the MGS", "this client"))
+		return nil, fmt.Errorf("MGS at %s: %s", cfg.MGS, errno.VersionMismatch(fmt.Sprint(h.ProtocolVersion), version.Protocol, "the MGS", "this client"))
 	}
 	c.fsname = h.Fsname
 	if err := c.refresh(ctx); err != nil {
@@ -304,7 +304,7 @@ func (c *Client) Config(ctx context.Context) (*pb.ClusterConfig, error) {
 func whileUnavailable(ctx context.Context, deadline time.Time, wait, maxWait time.Duration, call func() error) error {
 	for {
 		err := call()
-		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) || ctx.Err() != nil {
+		if errno.CodeOf(err) != errno.Unavailable || time.Now().After(deadline) || ctx.Err() != nil {
 			return err
 		}
 		t := time.NewTimer(wait)
@@ -456,12 +456,12 @@ func (c *Client) retry(ctx context.Context, what string, f func(ctx context.Cont
 			// connections): the one before says why.
 			cause = err
 		}
-		if err == nil || !rpc.Retryable(err) || time.Now().After(deadline) || ctx.Err() != nil {
+		if err == nil || !errno.Retryable(err) || time.Now().After(deadline) || ctx.Err() != nil {
 			// Our own deadline passing is giving up too (a replicated
 			// MDT with no leader holds calls until then), not an error
 			// of the call.
-			timedOut := cut && ctx.Err() == nil && (status.Code(err) == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded))
-			if err != nil && (rpc.Retryable(err) || timedOut) {
+			timedOut := cut && ctx.Err() == nil && (errno.CodeOf(err) == errno.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded))
+			if err != nil && (errno.Retryable(err) || timedOut) {
 				return &gaveUpError{what: what, attempts: attempt + 1, took: time.Since(start), err: cause}
 			}
 			return err

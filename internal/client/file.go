@@ -14,9 +14,9 @@ import (
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/bulk"
+	"nacre/internal/errno"
 	"nacre/internal/fid"
 	"nacre/internal/layout"
-	"nacre/internal/rpc"
 )
 
 // maxFrame is the largest piece of data sent in one frame.
@@ -54,10 +54,10 @@ func (c *Client) Open(ctx context.Context, f fid.FID, flags int) (*File, error) 
 		return nil, err
 	}
 	if ino.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-		return nil, &rpc.Errno{Op: "open " + f.String(), Errno: syscall.EISDIR}
+		return nil, &errno.Errno{Op: "open " + f.String(), Errno: syscall.EISDIR}
 	}
 	if ino.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		return nil, &rpc.Errno{Op: "open " + f.String(), Errno: syscall.EINVAL, Msg: "not a regular file"}
+		return nil, &errno.Errno{Op: "open " + f.String(), Errno: syscall.EINVAL, Msg: "not a regular file"}
 	}
 	mask := uint32(4)
 	switch flags & syscall.O_ACCMODE {
@@ -248,7 +248,7 @@ func (f *File) WriteAt(ctx context.Context, p []byte, off uint64) (int, error) {
 		f.mu.Unlock()
 	}
 	if ino.Layout == nil || len(ino.Layout.Objects) == 0 {
-		return 0, &rpc.Errno{Op: "write " + f.fid.String(), Errno: syscall.EIO, Msg: "file has no OST objects (layout lost; run `nacre lfsck start -t layout`)"}
+		return 0, &errno.Errno{Op: "write " + f.fid.String(), Errno: syscall.EIO, Msg: "file has no OST objects (layout lost; run `nacre lfsck start -t layout`)"}
 	}
 	if len(p) == 0 {
 		return 0, nil
@@ -444,7 +444,7 @@ func shortNetError(err error) string {
 
 // ioRetryable: connection-level failures (not an errno from the OST).
 func ioRetryable(err error) bool {
-	var e *rpc.Errno
+	var e *errno.Errno
 	if ok := asErrno(err, &e); ok {
 		return false
 	}
@@ -720,7 +720,7 @@ func (f *File) Sync(ctx context.Context) error {
 	f.mu.Unlock()
 	if len(lostOn) > 0 {
 		sort.Strings(lostOn)
-		return &rpc.Errno{Op: "sync " + f.fid.String(), Errno: syscall.EIO,
+		return &errno.Errno{Op: "sync " + f.fid.String(), Errno: syscall.EIO,
 			Msg: strings.Join(lostOn, ", ") + " restarted after acknowledging writes it had not made durable yet (a power cut or a crash of its machine): they may be lost; write the file again"}
 	}
 	return nil
@@ -764,7 +764,7 @@ func (f *File) Close(ctx context.Context) error {
 func isHole(o *pb.StripeObject) bool { return o.GetSeq() == 0 && o.GetOid() == 0 }
 
 func holeErr(op string, f fid.FID, stripe int) error {
-	return &rpc.Errno{Op: fmt.Sprintf("%s %s", op, f), Errno: syscall.EIO,
+	return &errno.Errno{Op: fmt.Sprintf("%s %s", op, f), Errno: syscall.EIO,
 		Msg: fmt.Sprintf("stripe %d has no OST object (a file rebuilt by the checker from the stripes it found); copy the data you need to a new file", stripe)}
 }
 
@@ -775,7 +775,7 @@ func holeErr(op string, f fid.FID, stripe int) error {
 // (the checker's layout check reports it, and with -c makes it again,
 // empty).
 func MissingObject(err error) bool {
-	var en *rpc.Errno
+	var en *errno.Errno
 	if !errors.As(err, &en) || en.Errno != syscall.ENOENT {
 		return false
 	}

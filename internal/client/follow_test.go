@@ -11,8 +11,8 @@ import (
 
 	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
+	"nacre/internal/grpcx"
 	"nacre/internal/obs"
-	"nacre/internal/rpc"
 )
 
 type countingMGS struct {
@@ -45,7 +45,7 @@ func TestClientFollowsTheMGSReplicas(t *testing.T) {
 	newer := &countingMGS{}
 	newAddr := serveMGS(t, newer)
 	old := &switchingMGS{}
-	sc, err := rpc.DialSwap(serveMGS(t, old))
+	sc, err := grpcx.DialSwap(serveMGS(t, old))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestAnIdleClientFollowsTheMGSReplicas(t *testing.T) {
 	sw := &switchingMGS{}
 	sw.next.Store(newAddr)
 	switching := serveMGS(t, sw)
-	sc, err := rpc.DialSwap(switching)
+	sc, err := grpcx.DialSwap(switching)
 	if err != nil {
 		t.Fatal(err)
 	}

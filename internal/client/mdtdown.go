@@ -4,15 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"io"
+	"os"
 	"syscall"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
+	"nacre/internal/errno"
 	"nacre/internal/fid"
-	"nacre/internal/rpc"
 )
 
 // MDTDownError is a metadata call given up because its MDT did not answer
@@ -48,21 +46,27 @@ func (e *MDTDownError) Unwrap() error { return syscall.EIO }
 const noAnswerInTime = "no answer in time"
 
 // ShortCause is the reason a server could not be reached, without the
-// layers of gRPC and dialling around it ("connection refused", not
-// `connection error: desc = "transport: Error while dialing: dial tcp
-// ...: connect: connection refused"`).
+// layers of the transport and dialling around it: "no answer in time",
+// the connection's errno ("connection refused", not `connection error:
+// desc = "transport: Error while dialing: dial tcp ...: connect:
+// connection refused"`), "i/o timeout", else the error's message.
 func ShortCause(err error) string {
-	if status.Code(err) == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded) {
+	if errno.CodeOf(err) == errno.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded) {
 		return noAnswerInTime
 	}
-	msg := status.Convert(err).Message()
-	for _, s := range []string{"connection refused", "connection reset by peer", "no route to host",
-		"network is unreachable", "host is unreachable", "i/o timeout", "broken pipe"} {
-		if strings.Contains(msg, s) {
-			return s
+	var e *errno.Error
+	if errors.As(err, &e) && e.Cause != nil {
+		var en syscall.Errno
+		switch {
+		case errors.As(e.Cause, &en):
+			return en.Error()
+		case errors.Is(e.Cause, os.ErrDeadlineExceeded):
+			return "i/o timeout"
+		case errors.Is(e.Cause, io.EOF), errors.Is(e.Cause, io.ErrUnexpectedEOF):
+			return "EOF"
 		}
 	}
-	return msg
+	return err.Error()
 }
 
 // unreachableError says a server could not be reached in a few words and
@@ -99,14 +103,14 @@ func (e *gaveUpError) Unwrap() error { return e.err }
 
 // mdtError is the error of a metadata call (what, on f's MDT) that failed
 // with err: an *MDTDownError if the MDT did not answer within the timeout,
-// else an *rpc.Errno (retry's error already names the call: it is not
+// else an *errno.Errno (retry's error already names the call: it is not
 // named twice).
 func (c *Client) mdtError(what string, f fid.FID, err error) error {
 	var g *gaveUpError
 	if !errors.As(err, &g) {
 		// The server's message ("MDT0000 is full: ..."), which users see,
 		// without gRPC's "rpc error: code = ... desc =".
-		return &rpc.Errno{Op: what, Errno: rpc.ToErrno(err), Msg: rpc.PlainMessage(err.Error())}
+		return &errno.Errno{Op: what, Errno: errno.ToErrno(err), Msg: err.Error()}
 	}
 	d := &MDTDownError{Op: what, Attempts: g.attempts, For: g.took, Err: g.err}
 	if m, merr := c.mdtFor(f); merr == nil {

@@ -7,11 +7,8 @@ import (
 	"syscall"
 	"testing"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
+	"nacre/internal/errno"
 	"nacre/internal/fid"
-	"nacre/internal/rpc"
 )
 
 // TestMDTErrorCarriesTheServersMessageOnly: a metadata call the MDT
@@ -24,15 +21,15 @@ func TestMDTErrorCarriesTheServersMessageOnly(t *testing.T) {
 		name string
 		err  error
 	}{
-		{"status", status.Error(codes.ResourceExhausted, full)},
-		{"wrapped status", fmt.Errorf("mkdir: %w", status.Error(codes.ResourceExhausted, full))},
+		{"status", errno.New(errno.ResourceExhausted, full)},
+		{"wrapped status", fmt.Errorf("mkdir: %w", errno.New(errno.ResourceExhausted, full))},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			err := (&Client{}).mdtError("mkdir d", fid.FID{}, tc.err)
-			var en *rpc.Errno
+			var en *errno.Errno
 			if !errors.As(err, &en) || en.Errno != syscall.ENOSPC {
-				t.Fatalf("error %#v, want an ENOSPC *rpc.Errno", err)
+				t.Fatalf("error %#v, want an ENOSPC *errno.Errno", err)
 			}
 			if !strings.HasSuffix(en.Msg, full) || strings.Contains(en.Msg, "rpc error") {
 				t.Fatalf("message %q, want the server's %q alone", en.Msg, full)

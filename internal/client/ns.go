@@ -5,15 +5,15 @@ import (
 	"syscall"
 	"time"
 
-	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/bulk"
+	"nacre/internal/errno"
 	"nacre/internal/fid"
-	"nacre/internal/rpc"
+	"nacre/internal/mdrpc"
 )
 
 // mutate sends one command to the MDT owning f, retrying with the same
-// request id, and turns an errno reply into an *rpc.Errno.
+// request id, and turns an errno reply into an *errno.Errno.
 func (c *Client) mutate(ctx context.Context, what string, f fid.FID, cmd *pb.Command) (*pb.Reply, error) {
 	id, ack := c.beginReq()
 	defer c.endReq(id)
@@ -31,12 +31,12 @@ func (c *Client) mutate(ctx context.Context, what string, f fid.FID, cmd *pb.Com
 		return nil, c.mdtError(what, f, err)
 	}
 	if rep.Errno != 0 {
-		return rep, rpc.NewErrno(what, rep.Errno, rep.Message)
+		return rep, errno.NewErrno(what, rep.Errno, rep.Message)
 	}
 	return rep, nil
 }
 
-func (c *Client) read(ctx context.Context, what string, f fid.FID, call func(ctx context.Context, m nacregrpc.MDSClient) error) error {
+func (c *Client) read(ctx context.Context, what string, f fid.FID, call func(ctx context.Context, m mdrpc.MDSService) error) error {
 	err := c.retry(ctx, what, func(ctx context.Context) error {
 		m, err := c.mdtFor(f)
 		if err != nil {
@@ -165,7 +165,7 @@ func (c *Client) Move(ctx context.Context, sp fid.FID, sn string, dp fid.FID, dn
 // Lookup resolves one name.
 func (c *Client) Lookup(ctx context.Context, parent fid.FID, name string) (*pb.Inode, error) {
 	var rep *pb.Reply
-	err := c.read(ctx, "lookup "+name, parent, func(ctx context.Context, m nacregrpc.MDSClient) (err error) {
+	err := c.read(ctx, "lookup "+name, parent, func(ctx context.Context, m mdrpc.MDSService) (err error) {
 		rep, err = m.Lookup(ctx, &pb.LookupRequest{Parent: parent.PB(), Name: []byte(name), Cred: c.cred(ctx)})
 		return err
 	})
@@ -173,7 +173,7 @@ func (c *Client) Lookup(ctx context.Context, parent fid.FID, name string) (*pb.I
 		return nil, err
 	}
 	if rep.Errno != 0 {
-		return nil, rpc.NewErrno("lookup "+name, rep.Errno, rep.Message)
+		return nil, errno.NewErrno("lookup "+name, rep.Errno, rep.Message)
 	}
 	return rep.Inode, nil
 }
@@ -193,7 +193,7 @@ func (c *Client) GetattrLinks(ctx context.Context, f fid.FID) (*pb.Inode, error)
 func (c *Client) getattr(ctx context.Context, f fid.FID, links bool) (*pb.Inode, error) {
 	var rep *pb.Reply
 	what := "getattr " + f.String()
-	err := c.read(ctx, what, f, func(ctx context.Context, m nacregrpc.MDSClient) (err error) {
+	err := c.read(ctx, what, f, func(ctx context.Context, m mdrpc.MDSService) (err error) {
 		rep, err = m.Getattr(ctx, &pb.GetattrRequest{Fid: f.PB(), WantLinks: links})
 		return err
 	})
@@ -201,7 +201,7 @@ func (c *Client) getattr(ctx context.Context, f fid.FID, links bool) (*pb.Inode,
 		return nil, err
 	}
 	if rep.Errno != 0 {
-		return nil, rpc.NewErrno(what, rep.Errno, rep.Message)
+		return nil, errno.NewErrno(what, rep.Errno, rep.Message)
 	}
 	return rep.Inode, nil
 }
@@ -361,7 +361,7 @@ func (c *Client) Settle() { c.owners.Wait() }
 func (c *Client) Readdir(ctx context.Context, f fid.FID, cookie uint64, max int, plus bool) ([]*pb.DirEntry, bool, error) {
 	var rep *pb.ReaddirReply
 	what := "readdir " + f.String()
-	err := c.read(ctx, what, f, func(ctx context.Context, m nacregrpc.MDSClient) (err error) {
+	err := c.read(ctx, what, f, func(ctx context.Context, m mdrpc.MDSService) (err error) {
 		rep, err = m.Readdir(ctx, &pb.ReaddirRequest{Fid: f.PB(), Cookie: cookie, MaxEntries: uint32(max), Plus: plus, Cred: c.cred(ctx)})
 		return err
 	})
@@ -369,7 +369,7 @@ func (c *Client) Readdir(ctx context.Context, f fid.FID, cookie uint64, max int,
 		return nil, false, err
 	}
 	if rep.Errno != 0 {
-		return nil, false, rpc.NewErrno(what, rep.Errno, "")
+		return nil, false, errno.NewErrno(what, rep.Errno, "")
 	}
 	return rep.Entries, rep.Eof, nil
 }
@@ -400,7 +400,7 @@ func (c *Client) Readlink(ctx context.Context, f fid.FID) (string, error) {
 		return "", err
 	}
 	if ino.Mode&syscall.S_IFMT != syscall.S_IFLNK {
-		return "", &rpc.Errno{Op: "readlink " + f.String(), Errno: syscall.EINVAL}
+		return "", &errno.Errno{Op: "readlink " + f.String(), Errno: syscall.EINVAL}
 	}
 	return string(ino.Symlink), nil
 }
@@ -421,7 +421,7 @@ func (c *Client) Removexattr(ctx context.Context, f fid.FID, name string) error 
 func (c *Client) Getxattr(ctx context.Context, f fid.FID, name string) ([]byte, error) {
 	var rep *pb.XattrReply
 	what := "getxattr " + name
-	err := c.read(ctx, what, f, func(ctx context.Context, m nacregrpc.MDSClient) (err error) {
+	err := c.read(ctx, what, f, func(ctx context.Context, m mdrpc.MDSService) (err error) {
 		rep, err = m.Getxattr(ctx, &pb.XattrRequest{Fid: f.PB(), Name: []byte(name), Cred: c.cred(ctx)})
 		return err
 	})
@@ -429,7 +429,7 @@ func (c *Client) Getxattr(ctx context.Context, f fid.FID, name string) ([]byte, 
 		return nil, err
 	}
 	if rep.Errno != 0 {
-		return nil, rpc.NewErrno(what, rep.Errno, "")
+		return nil, errno.NewErrno(what, rep.Errno, "")
 	}
 	return rep.Value, nil
 }
@@ -438,7 +438,7 @@ func (c *Client) Getxattr(ctx context.Context, f fid.FID, name string) ([]byte, 
 func (c *Client) Listxattr(ctx context.Context, f fid.FID) ([]string, error) {
 	var rep *pb.XattrReply
 	what := "listxattr " + f.String()
-	err := c.read(ctx, what, f, func(ctx context.Context, m nacregrpc.MDSClient) (err error) {
+	err := c.read(ctx, what, f, func(ctx context.Context, m mdrpc.MDSService) (err error) {
 		rep, err = m.Listxattr(ctx, &pb.XattrRequest{Fid: f.PB(), Cred: c.cred(ctx)})
 		return err
 	})
@@ -446,7 +446,7 @@ func (c *Client) Listxattr(ctx context.Context, f fid.FID) ([]string, error) {
 		return nil, err
 	}
 	if rep.Errno != 0 {
-		return nil, rpc.NewErrno(what, rep.Errno, "")
+		return nil, errno.NewErrno(what, rep.Errno, "")
 	}
 	return byteStrings(rep.Names), nil
 }
@@ -464,7 +464,7 @@ func (c *Client) SetLayout(ctx context.Context, f fid.FID, l *pb.Layout) (*pb.In
 func (c *Client) Fid2Path(ctx context.Context, f fid.FID) ([]string, error) {
 	var rep *pb.Fid2PathReply
 	what := "fid2path " + f.String()
-	err := c.read(ctx, what, f, func(ctx context.Context, m nacregrpc.MDSClient) (err error) {
+	err := c.read(ctx, what, f, func(ctx context.Context, m mdrpc.MDSService) (err error) {
 		rep, err = m.Fid2Path(ctx, &pb.Fid2PathRequest{Fid: f.PB(), Cred: c.cred(ctx)})
 		return err
 	})
@@ -472,10 +472,10 @@ func (c *Client) Fid2Path(ctx context.Context, f fid.FID) ([]string, error) {
 		return nil, err
 	}
 	if rep.Errno == int32(syscall.EPERM) {
-		return nil, rpc.NewErrno(what, rep.Errno, "only root may resolve a FID to paths")
+		return nil, errno.NewErrno(what, rep.Errno, "only root may resolve a FID to paths")
 	}
 	if rep.Errno != 0 {
-		return nil, rpc.NewErrno(what, rep.Errno, "")
+		return nil, errno.NewErrno(what, rep.Errno, "")
 	}
 	return byteStrings(rep.Paths), nil
 }

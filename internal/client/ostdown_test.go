@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"nacre/internal/errno"
 	"nacre/internal/fid"
-	"nacre/internal/rpc"
 )
 
 // refused is what a read of an OST whose process is gone returns.
@@ -95,12 +95,12 @@ func TestMissingObject(t *testing.T) {
 		{"lookup /a/b", false},
 		{"open [0x200000400:0x2:0x0]", false},
 	} {
-		err := fmt.Errorf("wrapped: %w", &rpc.Errno{Op: c.op, Errno: syscall.ENOENT})
+		err := fmt.Errorf("wrapped: %w", &errno.Errno{Op: c.op, Errno: syscall.ENOENT})
 		if got := MissingObject(err); got != c.want {
 			t.Errorf("MissingObject(%q) = %v, want %v", c.op, got, c.want)
 		}
 	}
-	if MissingObject(&rpc.Errno{Op: "read OST0001 object 0x1:0x2 at 0", Errno: syscall.EIO}) {
+	if MissingObject(&errno.Errno{Op: "read OST0001 object 0x1:0x2 at 0", Errno: syscall.EIO}) {
 		t.Error("an EIO is not a missing object")
 	}
 }

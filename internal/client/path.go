@@ -7,11 +7,11 @@ import (
 	"syscall"
 
 	pb "nacre/api/nacrepb"
+	"nacre/internal/errno"
 	"nacre/internal/fid"
-	"nacre/internal/rpc"
 )
 
-func asErrno(err error, target **rpc.Errno) bool { return errors.As(err, target) }
+func asErrno(err error, target **errno.Errno) bool { return errors.As(err, target) }
 
 // maxSymlinks bounds symlink expansion during path resolution (as Linux).
 const maxSymlinks = 40
@@ -57,7 +57,7 @@ func (c *Client) resolve(ctx context.Context, path string, follow, exactSize boo
 			continue
 		}
 		if cur.Mode&syscall.S_IFMT != syscall.S_IFDIR {
-			return nil, &rpc.Errno{Op: "resolve " + path, Errno: syscall.ENOTDIR}
+			return nil, &errno.Errno{Op: "resolve " + path, Errno: syscall.ENOTDIR}
 		}
 		parent := cur
 		next, err := c.Lookup(ctx, fid.FromPB(cur.Fid), name)
@@ -66,13 +66,13 @@ func (c *Client) resolve(ctx context.Context, path string, follow, exactSize boo
 			if errors.As(err, &down) {
 				return nil, err // names the MDT, not a path to fix
 			}
-			return nil, &rpc.Errno{Op: "resolve " + path, Errno: rpc.ToErrno(err), Msg: rpc.PlainMessage(err.Error())}
+			return nil, &errno.Errno{Op: "resolve " + path, Errno: errno.ToErrno(err), Msg: err.Error()}
 		}
 		last := i == len(parts)-1
 		if next.Mode&syscall.S_IFMT == syscall.S_IFLNK && (!last || follow) {
 			links++
 			if links > maxSymlinks {
-				return nil, &rpc.Errno{Op: "resolve " + path, Errno: syscall.ELOOP}
+				return nil, &errno.Errno{Op: "resolve " + path, Errno: syscall.ELOOP}
 			}
 			target := string(next.Symlink)
 			rest := append(splitPath(target), parts[i+1:]...)
@@ -90,7 +90,7 @@ func (c *Client) resolve(ctx context.Context, path string, follow, exactSize boo
 		cur = next
 	}
 	if dirOnly && cur.Mode&syscall.S_IFMT != syscall.S_IFDIR {
-		return nil, &rpc.Errno{Op: "resolve " + path, Errno: syscall.ENOTDIR, Msg: "a path ending in / names a directory"}
+		return nil, &errno.Errno{Op: "resolve " + path, Errno: syscall.ENOTDIR, Msg: "a path ending in / names a directory"}
 	}
 	if exactSize && cur.Mode&syscall.S_IFMT == syscall.S_IFREG {
 		if err := c.glimpseIfDirty(ctx, cur); err != nil {
@@ -110,7 +110,7 @@ func (c *Client) parentOf(ctx context.Context, dir *pb.Inode) (*pb.Inode, error)
 		return nil, err
 	}
 	if len(ino.Links) == 0 {
-		return nil, &rpc.Errno{Op: "resolve ..", Errno: syscall.ENOENT}
+		return nil, &errno.Errno{Op: "resolve ..", Errno: syscall.ENOENT}
 	}
 	return c.Getattr(ctx, fid.FromPB(ino.Links[0].Parent))
 }
@@ -120,18 +120,18 @@ func (c *Client) parentOf(ctx context.Context, dir *pb.Inode) (*pb.Inode, error)
 func (c *Client) ResolveParent(ctx context.Context, path string) (*pb.Inode, string, error) {
 	parts := splitPath(path)
 	if len(parts) == 0 {
-		return nil, "", &rpc.Errno{Op: "resolve " + path, Errno: syscall.EINVAL, Msg: "the root has no parent"}
+		return nil, "", &errno.Errno{Op: "resolve " + path, Errno: syscall.EINVAL, Msg: "the root has no parent"}
 	}
 	name := parts[len(parts)-1]
 	if name == "." || name == ".." {
-		return nil, "", &rpc.Errno{Op: "resolve " + path, Errno: syscall.EINVAL, Msg: "path ends in . or .."}
+		return nil, "", &errno.Errno{Op: "resolve " + path, Errno: syscall.EINVAL, Msg: "path ends in . or .."}
 	}
 	p, err := c.Resolve(ctx, strings.Join(parts[:len(parts)-1], "/"), true)
 	if err != nil {
 		return nil, "", err
 	}
 	if p.Mode&syscall.S_IFMT != syscall.S_IFDIR {
-		return nil, "", &rpc.Errno{Op: "resolve " + path, Errno: syscall.ENOTDIR}
+		return nil, "", &errno.Errno{Op: "resolve " + path, Errno: syscall.ENOTDIR}
 	}
 	return p, name, nil
 }

@@ -10,21 +10,17 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
+	"nacre/internal/errno"
+	"nacre/internal/grpcx"
 	"nacre/internal/mdrpc"
-	"nacre/internal/raftgroup"
-	"nacre/internal/rpc"
 )
 
 // Leader routing.
 //
 // An MDT is a Raft group of one or more replicas (each registered with the
-// MGS under its replica id). mdtGroup is the nacregrpc.MDSClient of one MDT over
+// MGS under its replica id). mdtGroup is the mdrpc.MDSService of one MDT over
 // all of its replicas: mutations go to the leader, and so do reads unless
 // follower reads are on (Config.FollowerReads), in which case reads are
 // spread over every replica that is up; each replica makes its reads
@@ -58,7 +54,7 @@ type mdtReplica struct {
 	id     uint64 // 0: an unreplicated MDT
 	addr   string // gRPC (and Raft) address: leader hints name it
 	data   string // framed RPC address, if any
-	cli    nacregrpc.MDSClient
+	cli    mdrpc.MDSService
 	closer interface{ Close() error }
 	up     bool
 	// quietUntil: the replica stopped answering (try); reads spread
@@ -66,7 +62,7 @@ type mdtReplica struct {
 	quietUntil time.Time
 }
 
-var _ nacregrpc.MDSClient = (*mdtGroup)(nil)
+var _ mdrpc.MDSService = (*mdtGroup)(nil)
 
 func newMDTGroup(index uint32, fsname string, followerReads bool) *mdtGroup {
 	return &mdtGroup{index: index, fsname: fsname, followerReads: followerReads}
@@ -102,11 +98,11 @@ func (g *mdtGroup) update(tis []*pb.TargetInfo) error {
 				fc := mdrpc.NewMDS(data, g.fsname)
 				r.cli, r.closer = fc, fc
 			} else {
-				cc, err := rpc.Dial(ti.Addr)
+				cc, err := grpcx.Dial(ti.Addr)
 				if err != nil {
 					return err
 				}
-				r.cli, r.closer = nacregrpc.NewMDSClient(cc), cc
+				r.cli, r.closer = grpcMDS{nacregrpc.NewMDSClient(cc)}, cc
 			}
 		}
 		r.up = ti.State != "down"
@@ -238,20 +234,20 @@ func (g *mdtGroup) forget(r *mdtReplica) {
 // replica that stops answering altogether (a paused process, a network
 // that drops its packets: its connections stay open) is given up on
 // (watch), as one that refuses connections is.
-func (g *mdtGroup) call(ctx context.Context, read bool, f func(context.Context, nacregrpc.MDSClient) error) error {
+func (g *mdtGroup) call(ctx context.Context, read bool, f func(context.Context, mdrpc.MDSService) error) error {
 	r := g.first(read)
 	if r == nil {
-		return status.Errorf(codes.Unavailable, "MDT%04x: no replica in the configuration", g.index)
+		return errno.Errorf(errno.Unavailable, "MDT%04x: no replica in the configuration", g.index)
 	}
 	tried := map[*mdtReplica]bool{}
 	var err error
 	for hops := 0; r != nil && hops < 8; hops++ {
 		tried[r] = true
 		err = g.try(ctx, r, f)
-		if status.Code(err) == codes.Canceled && ctx.Err() == nil {
+		if errno.CodeOf(err) == errno.Canceled && ctx.Err() == nil {
 			// The server cancelled the call because it is stopping: the
 			// outcome is unknown, so retry (with the same request id).
-			err = status.Errorf(codes.Unavailable, "MDT%04x replica at %s stopped while serving the call: %v", g.index, r.addr, err)
+			err = errno.Errorf(errno.Unavailable, "MDT%04x replica at %s stopped while serving the call: %v", g.index, r.addr, err)
 		}
 		if err == nil {
 			if !read || !g.followerReads {
@@ -259,10 +255,11 @@ func (g *mdtGroup) call(ctx context.Context, read bool, f func(context.Context, 
 			}
 			return nil
 		}
-		if !rpc.Retryable(err) || ctx.Err() != nil {
+		if !errno.Retryable(err) || ctx.Err() != nil {
 			return err
 		}
-		if _, addr, ok := raftgroup.LeaderHint(err); ok {
+		if l, ok := errno.LeaderOf(err); ok {
+			addr := l.Addr
 			g.forget(r)
 			if l := g.byAddr(addr); l != nil && !tried[l] {
 				g.setLeader(l)
@@ -301,7 +298,7 @@ var (
 var errSilent = errors.New("replica does not answer")
 
 // try runs f on r, watched by watch when the group has other replicas.
-func (g *mdtGroup) try(ctx context.Context, r *mdtReplica, f func(context.Context, nacregrpc.MDSClient) error) error {
+func (g *mdtGroup) try(ctx context.Context, r *mdtReplica, f func(context.Context, mdrpc.MDSService) error) error {
 	g.mu.Lock()
 	alone := len(g.reps) < 2
 	g.mu.Unlock()
@@ -313,7 +310,7 @@ func (g *mdtGroup) try(ctx context.Context, r *mdtReplica, f func(context.Contex
 		g.mu.Lock()
 		r.quietUntil = time.Now().Add(quietFor)
 		g.mu.Unlock()
-		return status.Errorf(codes.Unavailable, "MDT%04x replica at %s: %v; trying another", g.index, r.addr, err)
+		return errno.Errorf(errno.Unavailable, "MDT%04x replica at %s: %v; trying another", g.index, r.addr, err)
 	}
 	return err
 }
@@ -367,7 +364,7 @@ func watch(ctx context.Context, addr string, done <-chan struct{}, cancel contex
 
 // alive asks the replica at addr a question any replica answers at once.
 func alive(ctx context.Context, addr string) bool {
-	cc, err := rpc.Dial(addr)
+	cc, err := grpcx.Dial(addr)
 	if err != nil {
 		return false
 	}
@@ -378,27 +375,23 @@ func alive(ctx context.Context, addr string) bool {
 	return err == nil
 }
 
-func (g *mdtGroup) Hello(ctx context.Context, in *pb.HelloRequest, _ ...grpc.CallOption) (*pb.HelloReply, error) {
-	return &pb.HelloReply{}, nil
-}
-
-func (g *mdtGroup) Mutate(ctx context.Context, in *pb.Command, _ ...grpc.CallOption) (out *pb.Reply, err error) {
-	err = g.call(ctx, false, func(ctx context.Context, c nacregrpc.MDSClient) (e error) { out, e = c.Mutate(ctx, in); return })
+func (g *mdtGroup) Mutate(ctx context.Context, in *pb.Command) (out *pb.Reply, err error) {
+	err = g.call(ctx, false, func(ctx context.Context, c mdrpc.MDSService) (e error) { out, e = c.Mutate(ctx, in); return })
 	return
 }
 
-func (g *mdtGroup) Lookup(ctx context.Context, in *pb.LookupRequest, _ ...grpc.CallOption) (out *pb.Reply, err error) {
-	err = g.call(ctx, true, func(ctx context.Context, c nacregrpc.MDSClient) (e error) { out, e = c.Lookup(ctx, in); return })
+func (g *mdtGroup) Lookup(ctx context.Context, in *pb.LookupRequest) (out *pb.Reply, err error) {
+	err = g.call(ctx, true, func(ctx context.Context, c mdrpc.MDSService) (e error) { out, e = c.Lookup(ctx, in); return })
 	return
 }
 
 // Opens goes to the leader (mdrpc.Opener); a replica that cannot serve it
 // answers Unimplemented.
 func (g *mdtGroup) Opens(ctx context.Context, in *pb.OpensRequest) (out *pb.OpensReply, err error) {
-	err = g.call(ctx, false, func(ctx context.Context, c nacregrpc.MDSClient) (e error) {
+	err = g.call(ctx, false, func(ctx context.Context, c mdrpc.MDSService) (e error) {
 		o, ok := c.(mdrpc.Opener)
 		if !ok {
-			return status.Error(codes.Unimplemented, "opens over framed RPC")
+			return errno.New(errno.Unimplemented, "opens over framed RPC")
 		}
 		out, e = o.Opens(ctx, in)
 		return
@@ -406,33 +399,33 @@ func (g *mdtGroup) Opens(ctx context.Context, in *pb.OpensRequest) (out *pb.Open
 	return
 }
 
-func (g *mdtGroup) Getattr(ctx context.Context, in *pb.GetattrRequest, _ ...grpc.CallOption) (out *pb.Reply, err error) {
-	err = g.call(ctx, true, func(ctx context.Context, c nacregrpc.MDSClient) (e error) { out, e = c.Getattr(ctx, in); return })
+func (g *mdtGroup) Getattr(ctx context.Context, in *pb.GetattrRequest) (out *pb.Reply, err error) {
+	err = g.call(ctx, true, func(ctx context.Context, c mdrpc.MDSService) (e error) { out, e = c.Getattr(ctx, in); return })
 	return
 }
 
-func (g *mdtGroup) Readdir(ctx context.Context, in *pb.ReaddirRequest, _ ...grpc.CallOption) (out *pb.ReaddirReply, err error) {
-	err = g.call(ctx, true, func(ctx context.Context, c nacregrpc.MDSClient) (e error) { out, e = c.Readdir(ctx, in); return })
+func (g *mdtGroup) Readdir(ctx context.Context, in *pb.ReaddirRequest) (out *pb.ReaddirReply, err error) {
+	err = g.call(ctx, true, func(ctx context.Context, c mdrpc.MDSService) (e error) { out, e = c.Readdir(ctx, in); return })
 	return
 }
 
-func (g *mdtGroup) Getxattr(ctx context.Context, in *pb.XattrRequest, _ ...grpc.CallOption) (out *pb.XattrReply, err error) {
-	err = g.call(ctx, true, func(ctx context.Context, c nacregrpc.MDSClient) (e error) { out, e = c.Getxattr(ctx, in); return })
+func (g *mdtGroup) Getxattr(ctx context.Context, in *pb.XattrRequest) (out *pb.XattrReply, err error) {
+	err = g.call(ctx, true, func(ctx context.Context, c mdrpc.MDSService) (e error) { out, e = c.Getxattr(ctx, in); return })
 	return
 }
 
-func (g *mdtGroup) Listxattr(ctx context.Context, in *pb.XattrRequest, _ ...grpc.CallOption) (out *pb.XattrReply, err error) {
-	err = g.call(ctx, true, func(ctx context.Context, c nacregrpc.MDSClient) (e error) { out, e = c.Listxattr(ctx, in); return })
+func (g *mdtGroup) Listxattr(ctx context.Context, in *pb.XattrRequest) (out *pb.XattrReply, err error) {
+	err = g.call(ctx, true, func(ctx context.Context, c mdrpc.MDSService) (e error) { out, e = c.Listxattr(ctx, in); return })
 	return
 }
 
-func (g *mdtGroup) Fid2Path(ctx context.Context, in *pb.Fid2PathRequest, _ ...grpc.CallOption) (out *pb.Fid2PathReply, err error) {
-	err = g.call(ctx, true, func(ctx context.Context, c nacregrpc.MDSClient) (e error) { out, e = c.Fid2Path(ctx, in); return })
+func (g *mdtGroup) Fid2Path(ctx context.Context, in *pb.Fid2PathRequest) (out *pb.Fid2PathReply, err error) {
+	err = g.call(ctx, true, func(ctx context.Context, c mdrpc.MDSService) (e error) { out, e = c.Fid2Path(ctx, in); return })
 	return
 }
 
-func (g *mdtGroup) Statfs(ctx context.Context, in *pb.StatfsRequest, _ ...grpc.CallOption) (out *pb.StatfsReply, err error) {
-	err = g.call(ctx, false, func(ctx context.Context, c nacregrpc.MDSClient) (e error) { out, e = c.Statfs(ctx, in); return })
+func (g *mdtGroup) Statfs(ctx context.Context, in *pb.StatfsRequest) (out *pb.StatfsReply, err error) {
+	err = g.call(ctx, false, func(ctx context.Context, c mdrpc.MDSService) (e error) { out, e = c.Statfs(ctx, in); return })
 	return
 }
 
@@ -487,7 +480,7 @@ func (c *Client) probeLeader(ctx context.Context, index uint32) string {
 		go func() {
 			a := answer{r: r}
 			defer func() { ch <- a }()
-			cc, err := rpc.Dial(r.addr)
+			cc, err := grpcx.Dial(r.addr)
 			if err != nil {
 				return
 			}

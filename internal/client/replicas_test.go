@@ -4,18 +4,14 @@ import (
 	"context"
 	"testing"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
-	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
-	"nacre/internal/raftgroup"
+	"nacre/internal/errno"
+	"nacre/internal/mdrpc"
 )
 
 // fakeMDS answers Mutate as a replica would: ok if it leads, else a hint.
 type fakeMDS struct {
-	nacregrpc.MDSClient
+	mdrpc.MDSService
 	name   string
 	leads  *string // the name of the replica that leads ("" none)
 	hint   string  // the address it believes leads
@@ -23,21 +19,21 @@ type fakeMDS struct {
 	called int
 }
 
-func (f *fakeMDS) Mutate(ctx context.Context, in *pb.Command, _ ...grpc.CallOption) (*pb.Reply, error) {
+func (f *fakeMDS) Mutate(ctx context.Context, in *pb.Command) (*pb.Reply, error) {
 	f.called++
 	switch {
 	case f.down:
-		return nil, status.Error(codes.Unavailable, "connection refused")
+		return nil, errno.New(errno.Unavailable, "connection refused")
 	case *f.leads == f.name:
 		return &pb.Reply{}, nil
 	}
-	return nil, raftgroup.NotLeaderStatus("MDT0000", raftgroup.NotLeaderError{Leader: 9, Addr: f.hint})
+	return nil, errno.NotLeader("MDT0000", 9, f.hint)
 }
 
-func (f *fakeMDS) Lookup(ctx context.Context, in *pb.LookupRequest, _ ...grpc.CallOption) (*pb.Reply, error) {
+func (f *fakeMDS) Lookup(ctx context.Context, in *pb.LookupRequest) (*pb.Reply, error) {
 	f.called++
 	if f.down {
-		return nil, status.Error(codes.Unavailable, "connection refused")
+		return nil, errno.New(errno.Unavailable, "connection refused")
 	}
 	return &pb.Reply{}, nil
 }
@@ -89,7 +85,7 @@ func TestAKilledLeaderIsSkippedEvenWhileOthersStillNameIt(t *testing.T) {
 	leads = ""                          // election under way
 	f["a"].hint, f["b"].hint = "c", "c" // the followers still name the dead leader
 	_, err := g.Mutate(ctx, &pb.Command{})
-	if status.Code(err) != codes.Unavailable {
+	if errno.CodeOf(err) != errno.Unavailable {
 		t.Fatalf("with no leader: %v, want Unavailable (the caller backs off and retries)", err)
 	}
 	if f["a"].called+f["b"].called != 2 {
@@ -133,13 +129,13 @@ func TestAStoppingServersCancellationIsRetried(t *testing.T) {
 	g.reps[0].cli = cancelling{}
 	g.leader = g.reps[0]
 	_, err := g.Mutate(context.Background(), &pb.Command{})
-	if status.Code(err) != codes.Unavailable {
+	if errno.CodeOf(err) != errno.Unavailable {
 		t.Fatalf("%v, want Unavailable", err)
 	}
 }
 
-type cancelling struct{ nacregrpc.MDSClient }
+type cancelling struct{ mdrpc.MDSService }
 
-func (cancelling) Mutate(ctx context.Context, in *pb.Command, _ ...grpc.CallOption) (*pb.Reply, error) {
-	return nil, status.Error(codes.Canceled, "context canceled")
+func (cancelling) Mutate(ctx context.Context, in *pb.Command) (*pb.Reply, error) {
+	return nil, errno.New(errno.Canceled, "context canceled")
 }

@@ -11,14 +11,13 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
+	"nacre/internal/errno"
 	"nacre/internal/fid"
+	"nacre/internal/grpcx"
 	"nacre/internal/mdrpc"
-	"nacre/internal/rpc"
 )
 
 // Session is what a mounted client holds with the MDSs beyond single
@@ -130,7 +129,7 @@ func (c *Client) StartSession(ctx context.Context, name string, h SessionHandler
 }
 
 func (s *Session) dial(index uint32, addr string) (*sessMDT, error) {
-	cc, err := rpc.Dial(addr)
+	cc, err := grpcx.Dial(addr)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +210,7 @@ func (s *Session) redial(m *sessMDT) {
 	}
 	for _, ti := range sortTargets(cfg.Targets) {
 		if ti.Kind == pb.TargetKind_TARGET_MDT && ti.Index == m.index && ti.Addr != m.addr && ti.State == "up" {
-			cc, err := rpc.Dial(ti.Addr)
+			cc, err := grpcx.Dial(ti.Addr)
 			if err != nil {
 				return
 			}
@@ -233,7 +232,7 @@ func (s *Session) follow(m *sessMDT, addr string) {
 	if same {
 		return
 	}
-	cc, err := rpc.Dial(addr)
+	cc, err := grpcx.Dial(addr)
 	if err != nil {
 		return
 	}
@@ -380,7 +379,7 @@ func (s *Session) mutate(ctx context.Context, what string, f fid.FID, cmd *pb.Co
 			rep, err = open.Mutate(ctx, cmd)
 			return err
 		})
-		if rpc.Retryable(err) {
+		if errno.Retryable(err) {
 			// The replica does not lead, or is gone: move the session
 			// (locks, open files) to the leader before retrying. The
 			// replicas say which one leads; a hint in the error may name
@@ -395,7 +394,7 @@ func (s *Session) mutate(ctx context.Context, what string, f fid.FID, cmd *pb.Co
 		return nil, c.mdtError(what, f, err)
 	}
 	if rep.Errno != 0 {
-		return rep, rpc.NewErrno(what, rep.Errno, rep.Message)
+		return rep, errno.NewErrno(what, rep.Errno, rep.Message)
 	}
 	return rep, nil
 }
@@ -410,7 +409,7 @@ func (s *Session) watchedIfReplicated(ctx context.Context, mdt uint32, addr stri
 	}
 	err := watched(ctx, addr, f)
 	if errors.Is(err, errSilent) {
-		return status.Errorf(codes.Unavailable, "MDT%04x replica at %s: %v; trying another", mdt, addr, err)
+		return errno.Errorf(errno.Unavailable, "MDT%04x replica at %s: %v; trying another", mdt, addr, err)
 	}
 	return err
 }
@@ -470,14 +469,14 @@ func (s *Session) Tmpfile(ctx context.Context, parent fid.FID, mode, umask uint3
 func (s *Session) Opened(ctx context.Context, f fid.FID) (*pb.Inode, error) {
 	c := s.c
 	rep, err := s.opens(ctx, "open", f, &pb.OpensRequest{ClientId: c.id, Opened: []*pb.FID{f.PB()}})
-	if status.Code(err) == codes.Unimplemented {
+	if errno.CodeOf(err) == errno.Unimplemented {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, c.mdtError("open", f, err)
 	}
 	if len(rep.Inodes) != 1 || rep.Inodes[0].GetFid() == nil {
-		return nil, rpc.NewErrno("open "+f.String(), int32(syscall.ENOENT), "removed")
+		return nil, errno.NewErrno("open "+f.String(), int32(syscall.ENOENT), "removed")
 	}
 	return rep.Inodes[0], nil
 }
@@ -490,7 +489,7 @@ func (s *Session) Closed(ctx context.Context, fids []fid.FID) {
 		return
 	}
 	_, err := s.opens(ctx, "close", fids[0], &pb.OpensRequest{ClientId: s.c.id, Closed: pbFIDs(fids)})
-	if err != nil && status.Code(err) != codes.Unimplemented && s.ctx.Err() == nil {
+	if err != nil && errno.CodeOf(err) != errno.Unimplemented && s.ctx.Err() == nil {
 		s.c.log.Warn("tell the MDT files are closed", "files", len(fids), "err", err)
 	}
 }
@@ -511,7 +510,7 @@ func (s *Session) opens(ctx context.Context, what string, f fid.FID, req *pb.Ope
 			}
 			if o, ok := m.cli.(mdrpc.Opener); ok {
 				rep, err = o.Opens(ctx, req)
-				if status.Code(err) != codes.Unimplemented {
+				if errno.CodeOf(err) != errno.Unimplemented {
 					return err
 				}
 			}
@@ -528,7 +527,7 @@ func (s *Session) opens(ctx context.Context, what string, f fid.FID, req *pb.Ope
 			rep, err = open.Opens(ctx, req)
 			return err
 		})
-		if rpc.Retryable(err) {
+		if errno.Retryable(err) {
 			if m, merr := s.mdt(f); merr == nil {
 				s.follow(m, c.probeLeader(ctx, m.index))
 			}
@@ -554,7 +553,7 @@ func (s *Session) replayOpens(ctx context.Context, m *sessMDT) {
 	s.mu.Unlock()
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := open.Opens(cctx, &pb.OpensRequest{ClientId: s.c.id, Opened: mine, Replace: true}); err != nil && status.Code(err) != codes.Unimplemented && ctx.Err() == nil {
+	if _, err := open.Opens(cctx, &pb.OpensRequest{ClientId: s.c.id, Opened: mine, Replace: true}); err != nil && errno.CodeOf(err) != errno.Unimplemented && ctx.Err() == nil {
 		s.c.log.Warn("tell a new session's MDT the open files", "mdt", m.index, "files", len(mine), "err", err)
 	}
 }
@@ -650,7 +649,7 @@ func (s *Session) lockCall(ctx context.Context, f fid.FID, req *pb.LockRequest) 
 		return err
 	})
 	if err != nil {
-		if status.Code(err) == codes.FailedPrecondition {
+		if errno.CodeOf(err) == errno.FailedPrecondition {
 			return errNoSession
 		}
 		s.c.log.Warn("lock request failed", "err", err)

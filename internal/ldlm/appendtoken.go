@@ -4,10 +4,8 @@ import (
 	"context"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	pb "nacre/api/nacrepb"
+	"nacre/internal/errno"
 	"nacre/internal/fid"
 )
 
@@ -54,7 +52,7 @@ func (s *Server) AppendToken(ctx context.Context, r *pb.AppendTokenRequest) (*pb
 		return nil, errNotLeader
 	}
 	if r.ClientId == 0 || r.Fid == nil {
-		return nil, status.Error(codes.InvalidArgument, "append token request without a client id or a file")
+		return nil, errno.New(errno.InvalidArgument, "append token request without a client id or a file")
 	}
 	f := fid.FromPB(r.Fid)
 	if !r.Release {
@@ -62,7 +60,7 @@ func (s *Server) AppendToken(ctx context.Context, r *pb.AppendTokenRequest) (*pb
 			select {
 			case <-time.After(wait):
 			case <-ctx.Done():
-				return nil, status.FromContextError(ctx.Err()).Err()
+				return nil, errno.From(ctx.Err())
 			}
 			if !s.leading() {
 				return nil, errNotLeader
@@ -82,7 +80,7 @@ func (s *Server) AppendToken(ctx context.Context, r *pb.AppendTokenRequest) (*pb
 		if s.sessions[r.ClientId] == nil {
 			s.mu.Unlock()
 			// Unavailable: the client retries once its session is back.
-			return nil, status.Error(codes.Unavailable, "no session of this client: append tokens are held within a session")
+			return nil, errno.New(errno.Unavailable, "no session of this client: append tokens are held within a session")
 		}
 		t := s.tokens[f]
 		if t == nil || (t.client == r.ClientId && t.revoking == nil) {
@@ -101,7 +99,7 @@ func (s *Server) AppendToken(ctx context.Context, r *pb.AppendTokenRequest) (*pb
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return nil, status.FromContextError(ctx.Err()).Err()
+			return nil, errno.From(ctx.Err())
 		}
 	}
 }

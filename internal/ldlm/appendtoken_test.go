@@ -6,12 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
-	"nacre/internal/rpc"
+	"nacre/internal/errno"
+	"nacre/internal/grpcx"
 )
 
 // tokenClient is one client's session with a real LDLM server over
@@ -29,7 +27,7 @@ func startTokenServer(t *testing.T, grace time.Duration) (*Server, string) {
 	t.Helper()
 	s := NewServer(nil, nil, nil)
 	s.revokeWait, s.tokenGrace = time.Second, grace
-	g := rpc.NewServer(nil)
+	g := grpcx.NewServer(nil)
 	nacregrpc.RegisterLDLMServer(g, s)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -42,7 +40,7 @@ func startTokenServer(t *testing.T, grace time.Duration) (*Server, string) {
 
 func newTokenClient(t *testing.T, addr string, id uint64) *tokenClient {
 	t.Helper()
-	cc, err := rpc.Dial(addr)
+	cc, err := grpcx.Dial(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,13 +173,13 @@ func TestAppendTokenMovesBetweenClientsOnlyAfterTheHolderAcknowledges(t *testing
 // its session is back), so a token is always voided by a session's end.
 func TestAppendTokenNeedsASession(t *testing.T) {
 	_, addr := startTokenServer(t, 0)
-	cc, err := rpc.Dial(addr)
+	cc, err := grpcx.Dial(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cc.Close()
 	_, err = nacregrpc.NewLDLMClient(cc).AppendToken(context.Background(), &pb.AppendTokenRequest{ClientId: 9, Fid: f1.PB()})
-	if status.Code(err) != codes.Unavailable {
+	if errno.CodeOf(err) != errno.Unavailable {
 		t.Fatalf("AppendToken without a session: %v, want Unavailable", err)
 	}
 }

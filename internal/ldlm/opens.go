@@ -3,9 +3,7 @@ package ldlm
 import (
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
+	"nacre/internal/errno"
 	"nacre/internal/fid"
 )
 
@@ -35,7 +33,7 @@ func (s *Server) NoteOpens(client uint64, opened, closed []fid.FID, replace bool
 	defer s.mu.Unlock()
 	ss := s.sessions[client]
 	if ss == nil {
-		return status.Error(codes.Unavailable, "no session of this client here yet: open files are recorded with the session")
+		return errno.New(errno.Unavailable, "no session of this client here yet: open files are recorded with the session")
 	}
 	set := s.opens[client]
 	if set == nil {

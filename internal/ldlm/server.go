@@ -7,11 +7,9 @@ import (
 	"syscall"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
+	"nacre/internal/errno"
 	"nacre/internal/fid"
 )
 
@@ -46,7 +44,7 @@ type Server struct {
 	revokeWait, tokenGrace time.Duration
 }
 
-var errNotLeader = status.Error(codes.Unavailable, "not the MDT's leader: locks and sessions are served by the leader")
+var errNotLeader = errno.New(errno.Unavailable, "not the MDT's leader: locks and sessions are served by the leader")
 
 type session struct {
 	client uint64
@@ -112,7 +110,7 @@ func (s *Server) Session(stream nacregrpc.LDLM_SessionServer) error {
 		return err
 	}
 	if first.ClientId == 0 {
-		return status.Error(codes.InvalidArgument, "session without a client id")
+		return errno.New(errno.InvalidArgument, "session without a client id")
 	}
 	if !s.leading() {
 		return errNotLeader
@@ -178,10 +176,10 @@ loop:
 			endErr = err
 			break loop
 		case <-timer.C:
-			endErr = status.Error(codes.DeadlineExceeded, "session silent too long")
+			endErr = errno.New(errno.DeadlineExceeded, "session silent too long")
 			break loop
 		case <-ss.kick:
-			endErr = status.Error(codes.Aborted, "evicted: an append token was not given back in time")
+			endErr = errno.New(errno.Aborted, "evicted: an append token was not given back in time")
 			break loop
 		case <-stream.Context().Done():
 			break loop
@@ -274,7 +272,7 @@ func (s *Server) Lock(ctx context.Context, r *pb.LockRequest) (*pb.LockReply, er
 		if !live {
 			// A client must hold a session to wait: otherwise nothing
 			// would cancel its requests if it went away.
-			return nil, status.Error(codes.FailedPrecondition, "no session for this client; cannot wait for a lock")
+			return nil, errno.New(errno.FailedPrecondition, "no session for this client; cannot wait for a lock")
 		}
 	}
 	e := s.M.Lock(ctx, request(r))
@@ -358,7 +356,7 @@ func (s *Server) Invalidate(ctx context.Context, r *pb.InvalidateRequest) (*pb.I
 			}
 		case <-wctx.Done():
 			if ctx.Err() != nil {
-				return nil, status.FromContextError(ctx.Err()).Err()
+				return nil, errno.From(ctx.Err())
 			}
 			out.Late = uint32(len(others)) - out.Notified
 			return out, nil

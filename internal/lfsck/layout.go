@@ -9,11 +9,10 @@ import (
 	"syscall"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	pb "nacre/api/nacrepb"
+	"nacre/internal/errno"
 	"nacre/internal/fault"
 	"nacre/internal/fid"
 	"nacre/internal/mdt"
@@ -477,7 +476,7 @@ func (lc *layoutChecker) send(q *ostQueue, b *batch) {
 	var rep *pb.LfsckCheckReply
 	var err error
 	if cli == nil {
-		err = status.Errorf(codes.Unavailable, "OST%04x is not known or not up", q.idx)
+		err = errno.Errorf(errno.Unavailable, "OST%04x is not known or not up", q.idx)
 	} else if err = fault.Hit("lfsck.layout.send"); err == nil {
 		ctx, cancel := context.WithTimeout(r.ctx, r.env.RPCTimeout)
 		rep, err = cli.Check(ctx, req)
@@ -696,7 +695,7 @@ func (r *run) otherReferences(f fid.FID, it *checkItem) bool {
 func (r *run) ostRepair(idx uint32, item *pb.LfsckObjRepair) (bool, error) {
 	cli := r.env.OSTs()[idx]
 	if cli == nil {
-		return false, status.Errorf(codes.Unavailable, "OST%04x is not up", idx)
+		return false, errno.Errorf(errno.Unavailable, "OST%04x is not up", idx)
 	}
 	ctx, cancel := context.WithTimeout(r.ctx, r.env.RPCTimeout)
 	defer cancel()

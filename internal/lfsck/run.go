@@ -12,11 +12,10 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	pb "nacre/api/nacrepb"
+	"nacre/internal/errno"
 	"nacre/internal/fault"
 	"nacre/internal/fid"
 	"nacre/internal/mdt"
@@ -358,7 +357,7 @@ func (r *run) end(err error) {
 	switch {
 	case mode == haltAbandon:
 		return
-	case mode != 0 && (err == nil || errors.Is(err, errHalted) || errors.Is(err, context.Canceled) || status.Code(err) == codes.Canceled):
+	case mode != 0 && (err == nil || errors.Is(err, errHalted) || errors.Is(err, context.Canceled) || errno.CodeOf(err) == errno.Canceled):
 		// A stop cancels the run's context: a proposal or RPC in flight
 		// then ends with gRPC's Canceled, which is the stop, not a failure.
 		r.setStatus(mode)

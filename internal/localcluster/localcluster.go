@@ -40,11 +40,11 @@ import (
 	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/fusefs"
+	"nacre/internal/grpcx"
 	"nacre/internal/layout"
 	"nacre/internal/obs"
 	"nacre/internal/ports"
 	"nacre/internal/reserve"
-	"nacre/internal/rpc"
 	"nacre/internal/server"
 	"nacre/internal/target"
 	"nacre/internal/version"
@@ -865,7 +865,7 @@ const poolWait = 10 * time.Second
 // get fewer stripes than there are OSTs.
 func waitPools(ctx context.Context, c *Cluster, d time.Duration) {
 	deadline := time.Now().Add(d)
-	cc, err := rpc.Dial(c.MGS)
+	cc, err := grpcx.Dial(c.MGS)
 	if err != nil {
 		return
 	}
@@ -923,7 +923,7 @@ func poolsFull(ctx context.Context, ts []*pb.TargetInfo) bool {
 // check sees every answer of the MGS first, and its error ends the wait.
 func waitReady(ctx context.Context, c *Cluster, want int, timeout time.Duration, check func([]*pb.TargetInfo) error, tolerate func(Proc, error) bool) error {
 	deadline := time.Now().Add(timeout)
-	cc, err := rpc.Dial(c.MGS)
+	cc, err := grpcx.Dial(c.MGS)
 	if err != nil {
 		return err
 	}

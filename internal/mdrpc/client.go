@@ -10,10 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	pb "nacre/api/nacrepb"
+	"nacre/internal/errno"
 	"nacre/internal/version"
 )
 
@@ -77,50 +77,50 @@ func (c *Client) Close() error {
 
 var aLongTimeAgo = time.Unix(1, 0)
 
-// Call sends req to method and decodes the reply into resp. Errors are gRPC
-// status errors: the server's, or Unavailable when the connection failed
+// Call sends req to method and decodes the reply into resp. Errors are
+// *errno.Error: the server's, or Unavailable when the connection failed
 // (the request may or may not have run; callers retry idempotently).
 func (c *Client) Call(ctx context.Context, method uint16, req, resp proto.Message) error {
 	payload, err := proto.Marshal(req)
 	if err != nil {
-		return status.Errorf(codes.InvalidArgument, "encode request: %v", err)
+		return errno.Errorf(errno.InvalidArgument, "encode request: %v", err)
 	}
 	for attempt := 0; ; attempt++ {
 		cn, fresh, err := c.get(ctx)
 		if err != nil {
 			return err
 		}
-		code, body, err := c.exchange(ctx, cn, method, payload)
+		h, body, err := c.exchange(ctx, cn, method, payload)
 		if err != nil {
 			c.discard(cn)
 			if ctx.Err() != nil {
-				return status.FromContextError(ctx.Err()).Err()
+				return errno.From(ctx.Err())
 			}
 			if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
 				// The socket deadline fired before the context's timer.
-				return status.FromContextError(context.DeadlineExceeded).Err()
+				return errno.From(context.DeadlineExceeded)
 			}
 			// A pooled connection may have been closed by the server
 			// while idle: try once more on a fresh one.
 			if !fresh && attempt == 0 {
 				continue
 			}
-			return status.Errorf(codes.Unavailable, "metadata server %s: %v", c.addr, err)
+			return errno.Unreachable("metadata server", c.addr, err)
 		}
-		if code != 0 {
+		if h.code != 0 {
 			c.put(cn)
-			return status.Error(codes.Code(code), string(body))
+			return replyError(h, body)
 		}
 		err = proto.Unmarshal(body, resp)
 		c.put(cn)
 		if err != nil {
-			return status.Errorf(codes.Internal, "decode reply from %s: %v", c.addr, err)
+			return errno.Errorf(errno.Internal, "decode reply from %s: %v", c.addr, err)
 		}
 		return nil
 	}
 }
 
-func (c *Client) exchange(ctx context.Context, cn *conn, method uint16, payload []byte) (uint16, []byte, error) {
+func (c *Client) exchange(ctx context.Context, cn *conn, method uint16, payload []byte) (header, []byte, error) {
 	dl := time.Now().Add(c.opts.Timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
 		dl = d
@@ -131,17 +131,29 @@ func (c *Client) exchange(ctx context.Context, cn *conn, method uint16, payload 
 	id := c.id.Add(1)
 	cn.buf = frame(cn.buf, header{version: version.Protocol, code: method, id: id}, payload)
 	if _, err := cn.nc.Write(cn.buf); err != nil {
-		return 0, nil, err
+		return header{}, nil, err
 	}
 	h, body, err := readFrame(cn.br, cn.in)
 	cn.in = body
 	if err != nil {
-		return 0, nil, err
+		return header{}, nil, err
 	}
 	if h.id != id {
-		return 0, nil, fmt.Errorf("%w: reply to request %d, want %d", ErrBadFrame, h.id, id)
+		return header{}, nil, fmt.Errorf("%w: reply to request %d, want %d", ErrBadFrame, h.id, id)
 	}
-	return h.code, body, nil
+	return h, body, nil
+}
+
+// replyError is the error an error reply carries: a pb.Failure, or text
+// from a server of another version.
+func replyError(h header, body []byte) error {
+	if h.version == version.Protocol {
+		var f pb.Failure
+		if proto.Unmarshal(body, &f) == nil {
+			return errno.FromFailure(&f)
+		}
+	}
+	return errno.New(errno.Code(h.code), string(body))
 }
 
 func (c *Client) get(ctx context.Context) (*conn, bool, error) {
@@ -154,12 +166,12 @@ func (c *Client) get(ctx context.Context) (*conn, bool, error) {
 	closed := c.closed
 	c.mu.Unlock()
 	if closed {
-		return nil, false, status.Error(codes.Canceled, "mdrpc: client closed")
+		return nil, false, errno.New(errno.Canceled, "mdrpc: client closed")
 	}
 	d := net.Dialer{Timeout: c.opts.DialTimeout, KeepAlive: 30 * time.Second}
 	nc, err := d.DialContext(ctx, "tcp", c.addr)
 	if err != nil {
-		return nil, false, status.Errorf(codes.Unavailable, "connect to metadata server %s: %v", c.addr, err)
+		return nil, false, errno.Unreachable("connect to metadata server", c.addr, err)
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
@@ -168,14 +180,14 @@ func (c *Client) get(ctx context.Context) (*conn, bool, error) {
 	c.mu.Lock()
 	c.conns[cn] = struct{}{}
 	c.mu.Unlock()
-	code, body, err := c.exchange(ctx, cn, MethodHello, []byte(c.opts.Fsname))
+	h, body, err := c.exchange(ctx, cn, MethodHello, []byte(c.opts.Fsname))
 	if err != nil {
 		c.discard(cn)
-		return nil, false, status.Errorf(codes.Unavailable, "handshake with metadata server %s: %v", c.addr, err)
+		return nil, false, errno.Unreachable("handshake with metadata server", c.addr, err)
 	}
-	if code != 0 {
+	if h.code != 0 {
 		c.discard(cn)
-		return nil, false, status.Error(codes.Code(code), string(body))
+		return nil, false, replyError(h, body)
 	}
 	return cn, true, nil
 }

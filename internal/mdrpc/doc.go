@@ -32,6 +32,6 @@
 //
 // mds.go binds the metadata service to the frames: the method ids (never
 // renumbered, only appended), the server-side table that dispatches to a
-// nacregrpc.MDSServer (MDSMethods), and MDS, the client the client library
+// MDSService (MDSMethods), and MDS, the client the client library
 // uses on the metadata hot path.
 package mdrpc

@@ -10,11 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	pb "nacre/api/nacrepb"
+	"nacre/internal/errno"
 	"nacre/internal/version"
 )
 
@@ -31,7 +30,7 @@ func methods() map[uint16]Method {
 			return &pb.Reply{Message: string(r.Name)}, nil
 		}),
 		mFail: Handle(func(ctx context.Context, r *pb.LookupRequest) (*pb.Reply, error) {
-			return nil, status.Errorf(codes.NotFound, "no %s", r.Name)
+			return nil, errno.Errorf(errno.NotFound, "no %s", r.Name)
 		}),
 		mSlow: Handle(func(ctx context.Context, r *pb.LookupRequest) (*pb.Reply, error) {
 			time.Sleep(300 * time.Millisecond)
@@ -82,15 +81,15 @@ func TestErrorsKeepTheirCode(t *testing.T) {
 	defer c.Close()
 	var r pb.Reply
 	err := c.Call(context.Background(), mFail, &pb.LookupRequest{Name: []byte("a")}, &r)
-	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "no a") {
+	if errno.CodeOf(err) != errno.NotFound || !strings.Contains(err.Error(), "no a") {
 		t.Fatalf("got %v", err)
 	}
 	err = c.Call(context.Background(), 99, &pb.LookupRequest{}, &r)
-	if status.Code(err) != codes.Unimplemented {
+	if errno.CodeOf(err) != errno.Unimplemented {
 		t.Fatalf("unknown method: %v", err)
 	}
 	err = c.Call(context.Background(), mPanic, &pb.LookupRequest{}, &r)
-	if status.Code(err) != codes.Internal {
+	if errno.CodeOf(err) != errno.Internal {
 		t.Fatalf("panic: %v", err)
 	}
 	// The connection survives handler errors.
@@ -105,7 +104,7 @@ func TestWrongFileSystemAndVersionRefused(t *testing.T) {
 	defer c.Close()
 	var r pb.Reply
 	err := c.Call(context.Background(), mEcho, &pb.LookupRequest{}, &r)
-	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), `"alpha"`) || !strings.Contains(err.Error(), `"beta"`) {
+	if errno.CodeOf(err) != errno.FailedPrecondition || !strings.Contains(err.Error(), `"alpha"`) || !strings.Contains(err.Error(), `"beta"`) {
 		t.Fatalf("other fsname: %v", err)
 	}
 	// A raw peer speaking another protocol version.
@@ -116,7 +115,7 @@ func TestWrongFileSystemAndVersionRefused(t *testing.T) {
 	defer nc.Close()
 	nc.Write(frame(nil, header{version: version.Protocol + 1, code: MethodHello, id: 1}, nil))
 	h, body, err := readFrame(bufio.NewReader(nc), nil)
-	if err != nil || codes.Code(h.code) != codes.FailedPrecondition || !strings.Contains(string(body), "protocol") {
+	if err != nil || errno.Code(h.code) != errno.FailedPrecondition || !strings.Contains(string(body), "protocol") {
 		t.Fatalf("other version: code %d %q %v", h.code, body, err)
 	}
 }
@@ -163,7 +162,7 @@ func TestCancellationAndDeadline(t *testing.T) {
 	var r pb.Reply
 	start := time.Now()
 	err := c.Call(ctx, mSlow, &pb.LookupRequest{}, &r)
-	if status.Code(err) != codes.DeadlineExceeded || time.Since(start) > 250*time.Millisecond {
+	if errno.CodeOf(err) != errno.DeadlineExceeded || time.Since(start) > 250*time.Millisecond {
 		t.Fatalf("deadline: %v after %v", err, time.Since(start))
 	}
 	// The next call works on a fresh connection.
@@ -184,7 +183,7 @@ func TestServerRestartIsUnavailableThenReconnects(t *testing.T) {
 	}
 	s.Close()
 	err := c.Call(context.Background(), mEcho, &pb.LookupRequest{}, &r)
-	if status.Code(err) != codes.Unavailable {
+	if errno.CodeOf(err) != errno.Unavailable {
 		t.Fatalf("server down: %v", err)
 	}
 	ln2, err := net.Listen("tcp", addr)

@@ -3,10 +3,8 @@ package mdrpc
 import (
 	"context"
 
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 )
 
@@ -29,8 +27,22 @@ type Opener interface {
 	Opens(context.Context, *pb.OpensRequest) (*pb.OpensReply, error)
 }
 
+// MDSService is the metadata service (api/services.proto's MDS) as this
+// RPC carries it, without gRPC's call options: the MDS serves it, MDS
+// calls it, and the client library calls it over this RPC or gRPC alike.
+type MDSService interface {
+	Mutate(context.Context, *pb.Command) (*pb.Reply, error)
+	Lookup(context.Context, *pb.LookupRequest) (*pb.Reply, error)
+	Getattr(context.Context, *pb.GetattrRequest) (*pb.Reply, error)
+	Readdir(context.Context, *pb.ReaddirRequest) (*pb.ReaddirReply, error)
+	Getxattr(context.Context, *pb.XattrRequest) (*pb.XattrReply, error)
+	Listxattr(context.Context, *pb.XattrRequest) (*pb.XattrReply, error)
+	Fid2Path(context.Context, *pb.Fid2PathRequest) (*pb.Fid2PathReply, error)
+	Statfs(context.Context, *pb.StatfsRequest) (*pb.StatfsReply, error)
+}
+
 // MDSMethods is the server table for s (with Opens if s is an Opener).
-func MDSMethods(s nacregrpc.MDSServer) map[uint16]Method {
+func MDSMethods(s MDSService) map[uint16]Method {
 	m := map[uint16]Method{
 		MethodMutate:    Handle(s.Mutate),
 		MethodLookup:    Handle(s.Lookup),
@@ -47,10 +59,10 @@ func MDSMethods(s nacregrpc.MDSServer) map[uint16]Method {
 	return m
 }
 
-// MDS is a nacregrpc.MDSClient over framed RPC.
+// MDS calls the metadata service of one server over this RPC.
 type MDS struct{ c *Client }
 
-var _ nacregrpc.MDSClient = (*MDS)(nil)
+var _ MDSService = (*MDS)(nil)
 
 // NewMDS calls the MDS whose framed RPC listens on addr.
 func NewMDS(addr, fsname string) *MDS {
@@ -71,39 +83,35 @@ func call[Resp any, PResp interface {
 	return resp, nil
 }
 
-func (c *MDS) Hello(ctx context.Context, in *pb.HelloRequest, _ ...grpc.CallOption) (*pb.HelloReply, error) {
-	return &pb.HelloReply{}, nil
-}
-
-func (c *MDS) Mutate(ctx context.Context, in *pb.Command, _ ...grpc.CallOption) (*pb.Reply, error) {
+func (c *MDS) Mutate(ctx context.Context, in *pb.Command) (*pb.Reply, error) {
 	return call[pb.Reply](ctx, c.c, MethodMutate, in)
 }
 
-func (c *MDS) Lookup(ctx context.Context, in *pb.LookupRequest, _ ...grpc.CallOption) (*pb.Reply, error) {
+func (c *MDS) Lookup(ctx context.Context, in *pb.LookupRequest) (*pb.Reply, error) {
 	return call[pb.Reply](ctx, c.c, MethodLookup, in)
 }
 
-func (c *MDS) Getattr(ctx context.Context, in *pb.GetattrRequest, _ ...grpc.CallOption) (*pb.Reply, error) {
+func (c *MDS) Getattr(ctx context.Context, in *pb.GetattrRequest) (*pb.Reply, error) {
 	return call[pb.Reply](ctx, c.c, MethodGetattr, in)
 }
 
-func (c *MDS) Readdir(ctx context.Context, in *pb.ReaddirRequest, _ ...grpc.CallOption) (*pb.ReaddirReply, error) {
+func (c *MDS) Readdir(ctx context.Context, in *pb.ReaddirRequest) (*pb.ReaddirReply, error) {
 	return call[pb.ReaddirReply](ctx, c.c, MethodReaddir, in)
 }
 
-func (c *MDS) Getxattr(ctx context.Context, in *pb.XattrRequest, _ ...grpc.CallOption) (*pb.XattrReply, error) {
+func (c *MDS) Getxattr(ctx context.Context, in *pb.XattrRequest) (*pb.XattrReply, error) {
 	return call[pb.XattrReply](ctx, c.c, MethodGetxattr, in)
 }
 
-func (c *MDS) Listxattr(ctx context.Context, in *pb.XattrRequest, _ ...grpc.CallOption) (*pb.XattrReply, error) {
+func (c *MDS) Listxattr(ctx context.Context, in *pb.XattrRequest) (*pb.XattrReply, error) {
 	return call[pb.XattrReply](ctx, c.c, MethodListxattr, in)
 }
 
-func (c *MDS) Fid2Path(ctx context.Context, in *pb.Fid2PathRequest, _ ...grpc.CallOption) (*pb.Fid2PathReply, error) {
+func (c *MDS) Fid2Path(ctx context.Context, in *pb.Fid2PathRequest) (*pb.Fid2PathReply, error) {
 	return call[pb.Fid2PathReply](ctx, c.c, MethodFid2Path, in)
 }
 
-func (c *MDS) Statfs(ctx context.Context, in *pb.StatfsRequest, _ ...grpc.CallOption) (*pb.StatfsReply, error) {
+func (c *MDS) Statfs(ctx context.Context, in *pb.StatfsRequest) (*pb.StatfsReply, error) {
 	return call[pb.StatfsReply](ctx, c.c, MethodStatfs, in)
 }
 

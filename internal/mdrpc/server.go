@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -13,11 +12,9 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"nacre/internal/rpc"
+	"nacre/internal/errno"
 	"nacre/internal/version"
 )
 
@@ -33,7 +30,7 @@ func Handle[Req any, PReq interface {
 	return func(ctx context.Context, payload []byte) (proto.Message, error) {
 		req := PReq(new(Req))
 		if err := proto.Unmarshal(payload, req); err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "decode request: %v", err)
+			return nil, errno.Errorf(errno.InvalidArgument, "decode request: %v", err)
 		}
 		return h(ctx, req)
 	}
@@ -128,14 +125,14 @@ func (s *Server) serveConn(c net.Conn) {
 		var callErr error
 		switch {
 		case h.version != version.Protocol:
-			callErr = status.Error(codes.FailedPrecondition, rpc.VersionMismatch(strconv.Itoa(int(h.version)), version.Protocol, "client", "server"))
+			callErr = errno.VersionMismatch(strconv.Itoa(int(h.version)), version.Protocol, "client", "server")
 		case h.code == MethodHello:
 			if fs := string(payload); fs != "" && fs != s.opts.Fsname {
-				callErr = status.Errorf(codes.FailedPrecondition, "this server serves file system %q, not %q", s.opts.Fsname, fs)
+				callErr = errno.Errorf(errno.FailedPrecondition, "this server serves file system %q, not %q", s.opts.Fsname, fs)
 			}
 			hello = true
 		case !hello:
-			callErr = status.Error(codes.FailedPrecondition, "the first request on a connection must be hello")
+			callErr = errno.New(errno.FailedPrecondition, "the first request on a connection must be hello")
 		default:
 			reply, callErr = s.call(h.code, payload)
 		}
@@ -143,7 +140,7 @@ func (s *Server) serveConn(c net.Conn) {
 		if _, err := c.Write(out); err != nil {
 			return
 		}
-		if callErr != nil && status.Code(callErr) == codes.FailedPrecondition && (!hello || h.code == MethodHello) {
+		if callErr != nil && errno.CodeOf(callErr) == errno.FailedPrecondition && (!hello || h.code == MethodHello) {
 			return
 		}
 	}
@@ -156,12 +153,12 @@ func isEOF(err error) bool {
 func (s *Server) call(method uint16, payload []byte) (reply proto.Message, err error) {
 	m := s.methods[method]
 	if m == nil {
-		return nil, status.Errorf(codes.Unimplemented, "framed RPC method %d is not served here", method)
+		return nil, errno.Errorf(errno.Unimplemented, "framed RPC method %d is not served here", method)
 	}
 	start := time.Now()
 	defer func() {
 		if r := recover(); r != nil {
-			err = status.Errorf(codes.Internal, "method %d panicked: %v\n%s", method, r, debug.Stack())
+			err = errno.Errorf(errno.Internal, "method %d panicked: %v\n%s", method, r, debug.Stack())
 		}
 		if s.opts.Observe != nil {
 			s.opts.Observe(method, time.Since(start), err)
@@ -174,18 +171,20 @@ func (s *Server) reply(buf []byte, req header, reply proto.Message, err error) [
 	h := header{version: version.Protocol, id: req.id}
 	var payload []byte
 	if err != nil {
-		st, _ := status.FromError(rpc.Status(err))
-		h.code = uint16(st.Code())
-		if h.code == 0 {
-			h.code = uint16(codes.Unknown)
+		e := errno.From(err)
+		h.code = uint16(e.Code)
+		if req.version != version.Protocol {
+			// A peer of another version reads the refusal as text.
+			payload = []byte(e.Msg)
+		} else {
+			payload, _ = proto.Marshal(e.Failure())
 		}
-		payload = []byte(st.Message())
 	} else if reply != nil {
 		var merr error
 		payload, merr = proto.MarshalOptions{}.Marshal(reply)
 		if merr != nil {
-			h.code = uint16(codes.Internal)
-			payload = []byte(fmt.Sprintf("encode reply: %v", merr))
+			h.code = uint16(errno.Internal)
+			payload, _ = proto.Marshal(errno.Errorf(errno.Internal, "encode reply: %v", merr).Failure())
 		}
 	}
 	return frame(buf, h, payload)

@@ -7,11 +7,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
+	"nacre/internal/errno"
 	"nacre/internal/raftgroup"
 )
 
@@ -53,7 +52,7 @@ func (s *Server) linearRead(ctx context.Context) error {
 	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		// Cut off, or the leader is gone: let the client try elsewhere.
 		if g.IsLeader() {
-			return status.Errorf(codes.Unavailable, "%s: leader cannot confirm its leadership (cut off from the other replicas?)", s.id.Label())
+			return errno.Errorf(errno.Unavailable, "%s: leader cannot confirm its leadership (cut off from the other replicas?)", s.id.Label())
 		}
 		return s.groupErr(raftgroup.NotLeaderError{Leader: g.Leader(), Addr: g.LeaderAddr()})
 	}

@@ -12,16 +12,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
+	"nacre/internal/errno"
 	"nacre/internal/fault"
 	"nacre/internal/fid"
 	"nacre/internal/lfsck"
 	"nacre/internal/ost"
-	"nacre/internal/raftgroup"
 )
 
 // The checker (internal/lfsck) and fault injection services of an MDS.
@@ -166,7 +164,7 @@ func (o ossOST) GetObjects(ctx context.Context, objs []*pb.StripeObject) ([]*pb.
 
 func (s *Server) needLeader() error {
 	if !s.group.IsLeader() {
-		return status.Errorf(codes.Unavailable, "%s: %s", s.id.Label(), raftgroup.NotLeaderText(s.group.Leader(), s.group.LeaderAddr()))
+		return errno.NotLeader(s.id.Label(), s.group.Leader(), s.group.LeaderAddr())
 	}
 	return nil
 }
@@ -180,7 +178,7 @@ func (s *Server) needChecker() error {
 		return err
 	}
 	if !s.checkerLeads.Load() {
-		return status.Errorf(codes.Unavailable, "%s: the checker is taking over on this new leader; try again", s.id.Label())
+		return errno.Errorf(errno.Unavailable, "%s: the checker is taking over on this new leader; try again", s.id.Label())
 	}
 	return nil
 }
@@ -190,11 +188,11 @@ func checkerErr(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, lfsck.ErrRunning):
-		return status.Error(codes.AlreadyExists, err.Error())
+		return errno.New(errno.AlreadyExists, err.Error())
 	case lfsck.IsUsage(err):
-		return status.Error(codes.InvalidArgument, err.Error())
+		return errno.New(errno.InvalidArgument, err.Error())
 	}
-	return status.Error(codes.FailedPrecondition, err.Error())
+	return errno.New(errno.FailedPrecondition, err.Error())
 }
 
 type lfsckService struct {
@@ -232,7 +230,7 @@ func (v *lfsckService) Query(ctx context.Context, req *pb.LfsckQueryRequest) (*p
 	}
 	b, err := json.Marshal(v.c.Report())
 	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+		return nil, errno.New(errno.Internal, err.Error())
 	}
 	return &pb.LfsckQueryReply{Json: b}, nil
 }
@@ -252,7 +250,7 @@ func (v *lfsckService) Digest(ctx context.Context, req *pb.LfsckDigestRequest) (
 	defer snap.Close()
 	d, n, err := ost.DigestAll(snap)
 	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+		return nil, errno.New(errno.Internal, err.Error())
 	}
 	return &pb.LfsckDigestReply{Digest: d, Keys: n}, nil
 }
@@ -277,18 +275,18 @@ func (v *faultService) Inject(ctx context.Context, req *pb.FaultInjectRequest) (
 		return nil, err
 	}
 	if _, ok := fault.LookupKind(req.Kind); !ok {
-		return nil, status.Errorf(codes.InvalidArgument, "unknown fault kind %q (see nacre fault list)", req.Kind)
+		return nil, errno.Errorf(errno.InvalidArgument, "unknown fault kind %q (see nacre fault list)", req.Kind)
 	}
 	op, osts, err := s.t.BuildFault(req)
 	if err != nil {
-		return nil, status.Error(codes.FailedPrecondition, err.Error())
+		return nil, errno.New(errno.FailedPrecondition, err.Error())
 	}
 	for _, of := range osts {
 		s.mu.Lock()
 		o := s.osts[of.OST]
 		s.mu.Unlock()
 		if o == nil || o.cli == nil {
-			return nil, status.Errorf(codes.Unavailable, "OST%04x is not known", of.OST)
+			return nil, errno.Errorf(errno.Unavailable, "OST%04x is not known", of.OST)
 		}
 		if _, err := o.cli.FaultObject(ctx, &pb.FaultObjectRequest{Kind: of.Kind, Object: of.Obj, Record: of.Rec}); err != nil {
 			return nil, err
@@ -300,7 +298,7 @@ func (v *faultService) Inject(ctx context.Context, req *pb.FaultInjectRequest) (
 			return nil, err
 		}
 		if rep.Errno != 0 {
-			return nil, status.Errorf(codes.Aborted, "fault %s: %s (%v)", req.Kind, rep.Message, syscall.Errno(rep.Errno))
+			return nil, errno.Errorf(errno.Aborted, "fault %s: %s (%v)", req.Kind, rep.Message, syscall.Errno(rep.Errno))
 		}
 	}
 	s.log.Warn("fault injected", "kind", req.Kind, "fid", fid.FromPB(req.Fid).String(), "stripe", req.Stripe)
@@ -309,7 +307,7 @@ func (v *faultService) Inject(ctx context.Context, req *pb.FaultInjectRequest) (
 
 func (v *faultService) Arm(ctx context.Context, req *pb.FaultArmRequest) (*pb.FaultArmReply, error) {
 	if err := fault.ArmPB(req); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, errno.New(errno.InvalidArgument, err.Error())
 	}
 	v.s.log.Warn("fault point armed", "point", req.Point, "action", req.Action)
 	return &pb.FaultArmReply{Armed: fault.Armed()}, nil

@@ -13,7 +13,7 @@ import (
 	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/fid"
-	"nacre/internal/rpc"
+	"nacre/internal/grpcx"
 )
 
 // maintain runs the leader's bookkeeping: cluster config from the MGS,
@@ -131,7 +131,7 @@ func (s *Server) refreshConfig() {
 			if o.cc != nil {
 				o.cc.Close()
 			}
-			cc, err := rpc.Dial(ti.Addr)
+			cc, err := grpcx.Dial(ti.Addr)
 			if err != nil {
 				s.log.Warn("dial OST", "ost", ti.Index, "addr", ti.Addr, "err", err)
 				continue

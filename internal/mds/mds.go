@@ -31,12 +31,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
+	"nacre/internal/errno"
 	"nacre/internal/fault"
 	"nacre/internal/fid"
 	"nacre/internal/kv"
@@ -228,7 +227,7 @@ func (a smAdapter) Restore(r raftgroup.SnapshotData) error {
 func (s *Server) propose(ctx context.Context, cmd *pb.Command) (*pb.Reply, error) {
 	data, err := proto.Marshal(cmd)
 	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "encode command: %v", err)
+		return nil, errno.Errorf(errno.InvalidArgument, "encode command: %v", err)
 	}
 	res, err := s.group.Propose(ctx, data)
 	if err != nil {
@@ -236,7 +235,7 @@ func (s *Server) propose(ctx context.Context, cmd *pb.Command) (*pb.Reply, error
 	}
 	r, ok := res.(*pb.Reply)
 	if !ok || r == nil {
-		return nil, status.Errorf(codes.Internal, "no reply from the state machine")
+		return nil, errno.Errorf(errno.Internal, "no reply from the state machine")
 	}
 	return r, nil
 }
@@ -248,17 +247,17 @@ func (s *Server) groupErr(err error) error {
 		if nl.Addr == "" && nl.Leader != 0 && nl.Leader == s.group.Leader() {
 			nl.Addr = s.group.LeaderAddr() // so that clients follow the redirect at once
 		}
-		return status.Errorf(codes.Unavailable, "%s: %s", s.id.Label(), raftgroup.NotLeaderText(nl.Leader, nl.Addr))
+		return errno.NotLeader(s.id.Label(), nl.Leader, nl.Addr)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return status.FromContextError(err).Err()
+		return errno.From(err)
 	default:
-		return status.Errorf(codes.Unavailable, "%s: %v", s.id.Label(), err)
+		return errno.Errorf(errno.Unavailable, "%s: %v", s.id.Label(), err)
 	}
 }
 
 func (s *Server) Hello(ctx context.Context, r *pb.HelloRequest) (*pb.HelloReply, error) {
 	if r.Fsname != "" && r.Fsname != s.id.Fsname {
-		return nil, status.Errorf(codes.FailedPrecondition, "%s serves file system %q, not %q", s.id.Label(), s.id.Fsname, r.Fsname)
+		return nil, errno.Errorf(errno.FailedPrecondition, "%s serves file system %q, not %q", s.id.Label(), s.id.Fsname, r.Fsname)
 	}
 	return &pb.HelloReply{ProtocolVersion: version.Protocol, Fsname: s.id.Fsname, Kind: pb.TargetKind_TARGET_MDT, Index: s.id.Index, Uuid: s.id.UUID}, nil
 }
@@ -307,7 +306,7 @@ func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error)
 		}
 	case *pb.Command_Link, *pb.Command_Unlink, *pb.Command_Rename, *pb.Command_Setattr, *pb.Command_Removexattr:
 	default:
-		return nil, status.Errorf(codes.InvalidArgument, "%s: clients may not send %T", s.id.Label(), cmd.Op)
+		return nil, errno.Errorf(errno.InvalidArgument, "%s: clients may not send %T", s.id.Label(), cmd.Op)
 	}
 	if r := s.reservedName(cmd); r != nil {
 		return r, nil
@@ -376,10 +375,10 @@ func (s *Server) waitFIDs(ctx context.Context) error {
 	deadline := time.Now().Add(waitReady)
 	for s.t.SeqRemaining() == 0 {
 		if time.Now().After(deadline) {
-			return status.Errorf(codes.Unavailable, "%s has no FID sequence yet: the MGS has not answered", s.id.Label())
+			return errno.Errorf(errno.Unavailable, "%s has no FID sequence yet: the MGS has not answered", s.id.Label())
 		}
 		if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
-			return status.FromContextError(err).Err()
+			return errno.From(err)
 		}
 	}
 	return nil
@@ -459,14 +458,14 @@ func (s *Server) layoutInUse(ctx context.Context, client uint64, op *pb.SetLayou
 		return nil, nil // apply answers for what is gone or not a file
 	}
 	if time.Since(s.group.LeaderSince()) < s.openGrace && s.t.OpensSeen() {
-		return nil, status.Errorf(codes.Unavailable, "%s leads since less than %s and does not know yet which files clients have open; retry", s.id.Label(), s.openGrace)
+		return nil, errno.Errorf(errno.Unavailable, "%s leads since less than %s and does not know yet which files clients have open; retry", s.id.Label(), s.openGrace)
 	}
 	for deadline := time.Now().Add(layoutOpenWait); lm.HeldOpen(f, client, s.orphanGrace); {
 		if time.Now().After(deadline) {
 			return &pb.Reply{Errno: int32(syscall.EBUSY), Message: "the file is open on another client, which writes through its current layout; close it there first"}, nil
 		}
 		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
-			return nil, status.FromContextError(err).Err()
+			return nil, errno.From(err)
 		}
 	}
 	return nil, nil
@@ -535,16 +534,16 @@ func (s *Server) pickOSTs(ctx context.Context, hint *pb.Layout) ([]uint32, error
 			// Every OST is up and full: waiting would not help. (With
 			// one down, as in a rolling restart, it may come back with
 			// room: wait for it as for any OST.)
-			return nil, status.Errorf(codes.ResourceExhausted, "every OST is full (%s): remove files or add an OST", strings.Join(full, ", "))
+			return nil, errno.Errorf(errno.ResourceExhausted, "every OST is full (%s): remove files or add an OST", strings.Join(full, ", "))
 		}
 		if time.Now().After(deadline) {
 			if len(full) > 0 {
-				return nil, status.Errorf(codes.ResourceExhausted, "%s: no OST with room is up (full: %s; down: %d); check `nacre status` and `nacre df`", s.id.Label(), strings.Join(full, ", "), down)
+				return nil, errno.Errorf(errno.ResourceExhausted, "%s: no OST with room is up (full: %s; down: %d); check `nacre status` and `nacre df`", s.id.Label(), strings.Join(full, ", "), down)
 			}
-			return nil, status.Errorf(codes.ResourceExhausted, "%s: no OST is up with precreated objects; check `nacre status`", s.id.Label())
+			return nil, errno.Errorf(errno.ResourceExhausted, "%s: no OST is up with precreated objects; check `nacre status`", s.id.Label())
 		}
 		if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
-			return nil, status.FromContextError(err).Err()
+			return nil, errno.From(err)
 		}
 	}
 }

@@ -7,11 +7,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
+	"nacre/internal/errno"
 	"nacre/internal/ldlm"
 	"nacre/internal/mdt"
 	"nacre/internal/raftgroup"
@@ -95,7 +94,7 @@ func (o *openFiles) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, err
 		}
 		c.Tmpfile.Osts = osts
 	default:
-		return nil, status.Errorf(codes.InvalidArgument, "%s: OpenFiles.Mutate does not take %T", s.id.Label(), cmd.Op)
+		return nil, errno.Errorf(errno.InvalidArgument, "%s: OpenFiles.Mutate does not take %T", s.id.Label(), cmd.Op)
 	}
 	if r := s.reservedName(cmd); r != nil {
 		return r, nil

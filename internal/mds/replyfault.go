@@ -4,10 +4,8 @@ import (
 	"context"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	pb "nacre/api/nacrepb"
+	"nacre/internal/errno"
 	"nacre/internal/fault"
 	"nacre/internal/fid"
 	"nacre/internal/raftgroup"
@@ -63,7 +61,7 @@ func (s *Server) replyFaults(ctx context.Context, op string, cmd *pb.Command, r 
 		if !s.group.IsLeader() {
 			return s.groupErr(&raftgroup.NotLeaderError{Leader: s.group.Leader()})
 		}
-		return status.Errorf(codes.Unavailable, "%s: reply to request %d of client %#x dropped: %v", s.id.Label(), cmd.RequestId, cmd.ClientId, err)
+		return errno.Errorf(errno.Unavailable, "%s: reply to request %d of client %#x dropped: %v", s.id.Label(), cmd.RequestId, cmd.ClientId, err)
 	}
 	return nil
 }

@@ -6,11 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	pb "nacre/api/nacrepb"
+	"nacre/internal/errno"
 	"nacre/internal/fault"
 	"nacre/internal/fid"
 	"nacre/internal/kv"
@@ -72,7 +71,7 @@ func TestReplyDropPointRetryGetsOriginalReply(t *testing.T) {
 	if err := fault.Arm(FaultReplyDrop, fault.Action{Kind: "error", Count: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := s.Mutate(ctx, mkdir()); status.Code(err) != codes.Unavailable {
+	if r, err := s.Mutate(ctx, mkdir()); errno.CodeOf(err) != errno.Unavailable {
 		t.Fatalf("with %s armed: %v %v, want Unavailable", FaultReplyDrop, r, err)
 	}
 	index := s.t.Applied() // nothing else proposes

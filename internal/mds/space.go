@@ -7,10 +7,8 @@ import (
 	"math"
 	"slices"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	pb "nacre/api/nacrepb"
+	"nacre/internal/errno"
 	"nacre/internal/layout"
 	"nacre/internal/reserve"
 )
@@ -78,13 +76,13 @@ func (s *Server) admitSpace(cmd *pb.Command) error {
 	}
 	if fe, ok := errors.AsType[*reserve.FullError](err); ok {
 		// The public message: no server paths.
-		return status.Error(codes.ResourceExhausted, fe.Public())
+		return errno.New(errno.ResourceExhausted, fe.Public())
 	}
 	if err != nil {
-		return status.Error(codes.ResourceExhausted, err.Error())
+		return errno.New(errno.ResourceExhausted, err.Error())
 	}
 	if msg := s.fullReplica(); msg != "" {
-		return status.Error(codes.ResourceExhausted, msg)
+		return errno.New(errno.ResourceExhausted, msg)
 	}
 	return nil
 }

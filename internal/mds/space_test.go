@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	pb "nacre/api/nacrepb"
+	"nacre/internal/errno"
 	"nacre/internal/reserve"
-	"nacre/internal/rpc"
 )
 
 func TestOSTFullHasHysteresis(t *testing.T) {
@@ -51,7 +51,7 @@ func TestAFullMDTRefusesNewNamesAndAllowsRemovals(t *testing.T) {
 		{Op: &pb.Command_Tmpfile{Tmpfile: &pb.TmpfileOp{}}},
 	} {
 		err := s.admitSpace(cmd)
-		if rpc.ToErrno(err) != syscall.ENOSPC || !strings.Contains(err.Error(), "MDT0000 is full") {
+		if errno.ToErrno(err) != syscall.ENOSPC || !strings.Contains(err.Error(), "MDT0000 is full") {
 			t.Errorf("%T on a full MDT: want ENOSPC naming it, got %v", cmd.Op, err)
 		}
 		if err != nil && strings.Contains(err.Error(), "/mdt") {

@@ -16,7 +16,7 @@
 //
 // Every call is served by the leader: a follower forwards it (as a Consul
 // server forwards to its leader), so that clients and targets may name
-// any replica, or all of them ("a,b,c", internal/rpc.Dial). Health (last
+// any replica, or all of them ("a,b,c", internal/grpcx.Dial). Health (last
 // heartbeat, space, which replica of each group leads) lives in the
 // leader's memory only: after an MGS restart or leader change every
 // target counts as up for DownAfter while heartbeats arrive again.
@@ -35,16 +35,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
+	"nacre/internal/errno"
+	"nacre/internal/grpcx"
 	"nacre/internal/kv"
 	"nacre/internal/raftgroup"
-	"nacre/internal/rpc"
 	"nacre/internal/target"
 	"nacre/internal/version"
 )
@@ -154,7 +153,7 @@ func (s *Server) Attach(g *grpc.Server) { nacregrpc.RegisterMGSServer(g, s) }
 
 func (s *Server) Hello(ctx context.Context, r *pb.HelloRequest) (*pb.HelloReply, error) {
 	if r.Fsname != "" && r.Fsname != s.cfg.ID.Fsname {
-		return nil, status.Errorf(codes.FailedPrecondition, "this MGS serves file system %q, not %q", s.cfg.ID.Fsname, r.Fsname)
+		return nil, errno.Errorf(errno.FailedPrecondition, "this MGS serves file system %q, not %q", s.cfg.ID.Fsname, r.Fsname)
 	}
 	return &pb.HelloReply{ProtocolVersion: version.Protocol, Fsname: s.cfg.ID.Fsname, Kind: pb.TargetKind_TARGET_MGS, Uuid: s.cfg.ID.UUID}, nil
 }
@@ -184,7 +183,7 @@ func (s *Server) route(ctx context.Context, f func(c nacregrpc.MGSClient, ctx co
 		}
 		// Forwarded by a replica that thought this one leads: let it
 		// look again rather than forwarding in circles.
-		return false, raftgroup.NotLeaderStatus("MGS", raftgroup.NotLeaderError{Leader: s.group.Leader(), Addr: s.group.LeaderAddr()})
+		return false, errno.NotLeader("MGS", s.group.Leader(), s.group.LeaderAddr())
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -194,7 +193,7 @@ func (s *Server) route(ctx context.Context, f func(c nacregrpc.MGSClient, ctx co
 		c, err := s.leaderClient()
 		if err == nil {
 			err = f(c, metadata.AppendToOutgoingContext(ctx, forwardedKey, "1"))
-			if status.Code(err) != codes.Unavailable {
+			if errno.CodeOf(err) != errno.Unavailable {
 				return false, err
 			}
 		}
@@ -205,7 +204,7 @@ func (s *Server) route(ctx context.Context, f func(c nacregrpc.MGSClient, ctx co
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return false, status.FromContextError(ctx.Err()).Err()
+			return false, errno.From(ctx.Err())
 		case <-t.C:
 		}
 	}
@@ -226,7 +225,7 @@ func (s *Server) isLeading() bool {
 func (s *Server) leaderClient() (nacregrpc.MGSClient, error) {
 	addr := s.group.LeaderAddr()
 	if addr == "" {
-		return nil, raftgroup.NotLeaderStatus("MGS", raftgroup.NotLeaderError{})
+		return nil, errno.NotLeader("MGS", 0, "")
 	}
 	s.fwdMu.Lock()
 	defer s.fwdMu.Unlock()
@@ -234,9 +233,9 @@ func (s *Server) leaderClient() (nacregrpc.MGSClient, error) {
 		if s.fwdConn != nil {
 			s.fwdConn.Close()
 		}
-		cc, err := rpc.Dial(addr)
+		cc, err := grpcx.Dial(addr)
 		if err != nil {
-			return nil, status.Errorf(codes.Unavailable, "MGS: dial the leader at %s: %v", addr, err)
+			return nil, errno.Errorf(errno.Unavailable, "MGS: dial the leader at %s: %v", addr, err)
 		}
 		s.fwdAddr, s.fwdConn = addr, cc
 	}
@@ -248,11 +247,11 @@ func (s *Server) propose(ctx context.Context, cmd *pb.MGSCommand) (result, error
 	cmd.NowNs = s.cfg.Now().UnixNano()
 	data, err := proto.Marshal(cmd)
 	if err != nil {
-		return result{}, status.Errorf(codes.Internal, "encode MGS command: %v", err)
+		return result{}, errno.Errorf(errno.Internal, "encode MGS command: %v", err)
 	}
 	v, err := s.group.Propose(ctx, data)
 	if err != nil {
-		return result{}, raftgroup.NotLeaderStatus("MGS", err)
+		return result{}, raftgroup.GroupErr("MGS", err)
 	}
 	r, _ := v.(result)
 	return r, r.err
@@ -265,7 +264,7 @@ func (s *Server) Register(ctx context.Context, ti *pb.TargetInfo) (*pb.RegisterR
 		return fwd, err
 	}
 	if ti.Fsname != s.cfg.ID.Fsname {
-		return nil, status.Errorf(codes.FailedPrecondition, "%s belongs to file system %q but this MGS serves %q; point it at the right MGS: mgs_node in its directory's nacre-target.json (nacre format --mgsnode)",
+		return nil, errno.Errorf(errno.FailedPrecondition, "%s belongs to file system %q but this MGS serves %q; point it at the right MGS: mgs_node in its directory's nacre-target.json (nacre format --mgsnode)",
 			label(ti.Kind, ti.Index), ti.Fsname, s.cfg.ID.Fsname)
 	}
 	key := string(targetKey(ti.Kind, ti.Index, ti.ReplicaId))
@@ -322,7 +321,7 @@ func (s *Server) servedElsewhere(key string, ti *pb.TargetInfo) error {
 	if ti.ReplicaId != 0 {
 		what += fmt.Sprintf(" replica %d", ti.ReplicaId)
 	}
-	return status.Errorf(codes.Aborted, "%s is already served at %s (pid %d on %s, %s%s ago); this process at %s would take its place: "+
+	return errno.Errorf(errno.Aborted, "%s is already served at %s (pid %d on %s, %s%s ago); this process at %s would take its place: "+
 		"was its directory copied? Stop one of the two (a target that moved registers once the old process has been silent for %s)",
 		what, e.info.Addr, e.info.Pid, e.info.Host, since, ago.Round(time.Millisecond), ti.Addr, DownAfter)
 }
@@ -350,14 +349,14 @@ func (s *Server) Heartbeat(ctx context.Context, r *pb.HeartbeatRequest) (*pb.Hea
 	defer s.mu.Unlock()
 	e, ok := s.targets[key]
 	if !ok || e.info.Uuid != r.Uuid {
-		return nil, status.Errorf(codes.NotFound, "%s is not registered with this MGS; register first", label(r.Kind, r.Index))
+		return nil, errno.Errorf(errno.NotFound, "%s is not registered with this MGS; register first", label(r.Kind, r.Index))
 	}
 	if r.Addr != "" && r.Addr != e.info.Addr {
 		// Another process of this target registered since (it moved, or
 		// a copy of its directory took its place): this one must
 		// register again, which servedElsewhere refuses while that one
 		// lives.
-		return nil, status.Errorf(codes.NotFound, "%s is registered at %s, not at %s; register again", label(r.Kind, r.Index), e.info.Addr, r.Addr)
+		return nil, errno.Errorf(errno.NotFound, "%s is registered at %s, not at %s; register again", label(r.Kind, r.Index), e.info.Addr, r.Addr)
 	}
 	e.h = health{lastHeard: s.cfg.Now(), statfs: r.Statfs, leader: r.Leader, term: r.Term, role: r.Role}
 	return &pb.HeartbeatReply{MgsAddrs: s.mgsAddrsLocked()}, nil
@@ -398,7 +397,7 @@ func (s *Server) GetConfig(ctx context.Context, req *pb.GetConfigRequest) (*pb.C
 	// Every registration and grant acknowledged before this call is in
 	// the answer.
 	if err := s.group.Read(ctx); err != nil {
-		return nil, raftgroup.NotLeaderStatus("MGS", err)
+		return nil, raftgroup.GroupErr("MGS", err)
 	}
 	now := s.cfg.Now()
 	out := &pb.ClusterConfig{Fsname: s.cfg.ID.Fsname, NowNs: now.UnixNano()}
@@ -483,7 +482,7 @@ func (s *Server) GetConfig(ctx context.Context, req *pb.GetConfigRequest) (*pb.C
 // replicated log before the reply, so no sequence is ever granted twice.
 func (s *Server) AllocSeqRange(ctx context.Context, r *pb.AllocSeqRangeRequest) (*pb.SeqRange, error) {
 	if r.Count == 0 || r.Count > 1<<20 {
-		return nil, status.Errorf(codes.InvalidArgument, "sequence count %d out of range (1..%d)", r.Count, 1<<20)
+		return nil, errno.Errorf(errno.InvalidArgument, "sequence count %d out of range (1..%d)", r.Count, 1<<20)
 	}
 	var fwd *pb.SeqRange
 	if local, err := s.route(ctx, func(c nacregrpc.MGSClient, ctx context.Context) (err error) {

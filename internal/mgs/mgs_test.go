@@ -8,11 +8,10 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	pb "nacre/api/nacrepb"
+	"nacre/internal/errno"
 	"nacre/internal/kv"
 	"nacre/internal/obs"
 	"nacre/internal/raftgroup"
@@ -45,7 +44,7 @@ func TestRegistryAndSequenceGrantsAreReplicatedStateThatSurvivesARestart(t *test
 		t.Fatal(err)
 	}
 	dup := &pb.TargetInfo{Kind: pb.TargetKind_TARGET_MDT, Fsname: "test", Uuid: "b", Addr: "x:2"}
-	if _, err := s.Register(ctx, dup); status.Code(err) != codes.AlreadyExists {
+	if _, err := s.Register(ctx, dup); errno.CodeOf(err) != errno.AlreadyExists {
 		t.Fatalf("second MDT0 with another uuid: %v, want AlreadyExists", err)
 	}
 	// Replicas of one target register side by side.
@@ -55,7 +54,7 @@ func TestRegistryAndSequenceGrantsAreReplicatedStateThatSurvivesARestart(t *test
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.Register(ctx, &pb.TargetInfo{Kind: pb.TargetKind_TARGET_OST, Fsname: "other"}); status.Code(err) != codes.FailedPrecondition {
+	if _, err := s.Register(ctx, &pb.TargetInfo{Kind: pb.TargetKind_TARGET_OST, Fsname: "other"}); errno.CodeOf(err) != errno.FailedPrecondition {
 		t.Fatalf("another file system's target: %v", err)
 	}
 	g1, err := s.AllocSeqRange(ctx, &pb.AllocSeqRangeRequest{Mdt: 0, Count: 64})
@@ -138,7 +137,7 @@ func TestACopyOfALiveTargetCannotTakeItsPlace(t *testing.T) {
 	cp := proto.Clone(ost).(*pb.TargetInfo)
 	cp.Addr, cp.Pid = "127.0.0.1:2002", 22
 	_, err := s.Register(ctx, cp)
-	if status.Code(err) != codes.Aborted || !strings.Contains(err.Error(), "already served at 127.0.0.1:1001 (pid 11") {
+	if errno.CodeOf(err) != errno.Aborted || !strings.Contains(err.Error(), "already served at 127.0.0.1:1001 (pid 11") {
 		t.Fatalf("a copy registering beside the live OST: %v, want Aborted naming the live one", err)
 	}
 	// The live one registering again (a heartbeat said NotFound) is fine.
@@ -149,7 +148,7 @@ func TestACopyOfALiveTargetCannotTakeItsPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	now = now.Add(DownAfter - time.Second)
-	if _, err := s.Register(ctx, cp); status.Code(err) != codes.Aborted {
+	if _, err := s.Register(ctx, cp); errno.CodeOf(err) != errno.Aborted {
 		t.Fatalf("%v after the last heartbeat: %v, want Aborted", DownAfter-time.Second, err)
 	}
 	now = now.Add(2 * time.Second)
@@ -167,13 +166,13 @@ func TestACopyOfALiveTargetCannotTakeItsPlace(t *testing.T) {
 	}
 	// The old process, should it still run, learns it is not the one
 	// registered: it must register again (and is refused).
-	if _, err := s.Heartbeat(ctx, &pb.HeartbeatRequest{Kind: ost.Kind, Index: 1, Uuid: "u", Addr: ost.Addr}); status.Code(err) != codes.NotFound {
+	if _, err := s.Heartbeat(ctx, &pb.HeartbeatRequest{Kind: ost.Kind, Index: 1, Uuid: "u", Addr: ost.Addr}); errno.CodeOf(err) != errno.NotFound {
 		t.Errorf("a heartbeat from the process no longer registered: %v, want NotFound", err)
 	}
 	if _, err := s.Heartbeat(ctx, &pb.HeartbeatRequest{Kind: ost.Kind, Index: 1, Uuid: "u", Addr: cp.Addr}); err != nil {
 		t.Errorf("a heartbeat from the registered process: %v", err)
 	}
-	if _, err := s.Register(ctx, ost); status.Code(err) != codes.Aborted {
+	if _, err := s.Register(ctx, ost); errno.CodeOf(err) != errno.Aborted {
 		t.Errorf("the old process registering beside the live new one: %v, want Aborted", err)
 	}
 
@@ -185,7 +184,7 @@ func TestACopyOfALiveTargetCannotTakeItsPlace(t *testing.T) {
 	}
 	s.leadSince = now
 	s.mu.Unlock()
-	if _, err := s.Register(ctx, ost); status.Code(err) != codes.Aborted || !strings.Contains(err.Error(), "began to lead") {
+	if _, err := s.Register(ctx, ost); errno.CodeOf(err) != errno.Aborted || !strings.Contains(err.Error(), "began to lead") {
 		t.Errorf("another process registering right after a leader change: %v, want Aborted", err)
 	}
 	now = now.Add(DownAfter)

@@ -6,12 +6,10 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
-	"nacre/internal/rpc"
+	"nacre/internal/errno"
+	"nacre/internal/grpcx"
 )
 
 // HeartbeatInterval is how often targets report to the MGS.
@@ -21,7 +19,7 @@ const HeartbeatInterval = time.Second
 // start (retrying while the MGS is unreachable), heartbeats every second,
 // and registers again when the MGS has forgotten the target.
 type Registrar struct {
-	cc     *rpc.SwapConn
+	cc     *grpcx.SwapConn
 	mgs    nacregrpc.MGSClient
 	info   func() *pb.TargetInfo
 	beat   func() *pb.HeartbeatRequest
@@ -54,7 +52,7 @@ func (r *Registrar) OnMGSChange(f func(addrs string)) {
 // StartRegistrar begins registering; info and beat are called for every
 // registration and heartbeat so that they carry fresh values.
 func StartRegistrar(mgsAddr string, info func() *pb.TargetInfo, beat func() *pb.HeartbeatRequest, log *slog.Logger) (*Registrar, error) {
-	sc, err := rpc.DialSwap(mgsAddr)
+	sc, err := grpcx.DialSwap(mgsAddr)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +130,7 @@ func (r *Registrar) loop(ctx context.Context, addr string) {
 			hb.Addr = r.info().Addr
 			var rep *pb.HeartbeatReply
 			rep, err = r.mgs.Heartbeat(cctx, hb)
-			if status.Code(err) == codes.NotFound {
+			if errno.CodeOf(err) == errno.NotFound {
 				registered = false
 			}
 			if err == nil {
@@ -149,7 +147,7 @@ func (r *Registrar) loop(ctx context.Context, addr string) {
 			}
 		}
 		cancel()
-		if status.Code(err) == codes.Aborted && ctx.Err() == nil {
+		if errno.CodeOf(err) == errno.Aborted && ctx.Err() == nil {
 			// Another process serves this target (Server.servedElsewhere):
 			// wait out the MGS's DownAfter, in case that one is a former
 			// process of ours that just stopped, then give up.
@@ -163,8 +161,8 @@ func (r *Registrar) loop(ctx context.Context, addr string) {
 			refusedSince = time.Time{}
 		}
 		if err != nil && ctx.Err() == nil {
-			switch status.Code(err) {
-			case codes.FailedPrecondition, codes.AlreadyExists, codes.InvalidArgument, codes.Aborted:
+			switch errno.CodeOf(err) {
+			case errno.FailedPrecondition, errno.AlreadyExists, errno.InvalidArgument, errno.Aborted:
 				select {
 				case r.fatal <- err:
 				default:

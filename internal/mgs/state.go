@@ -5,11 +5,10 @@ import (
 	"errors"
 	"fmt"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	pb "nacre/api/nacrepb"
+	"nacre/internal/errno"
 	"nacre/internal/fid"
 	"nacre/internal/kv"
 	"nacre/internal/raftgroup"
@@ -122,7 +121,7 @@ func (m sm) Apply(es []raftgroup.Entry) ([]any, error) {
 		}
 		cmd := &pb.MGSCommand{}
 		if err := proto.Unmarshal(e.Data, cmd); err != nil {
-			out[i] = result{err: status.Errorf(codes.Internal, "undecodable MGS command at index %d: %v", e.Index, err)}
+			out[i] = result{err: errno.Errorf(errno.Internal, "undecodable MGS command at index %d: %v", e.Index, err)}
 			continue
 		}
 		out[i] = s.apply(b, cmd)
@@ -185,19 +184,19 @@ func (s *Server) apply(b *kv.Batch, cmd *pb.MGSCommand) result {
 		delete(s.targets, key)
 		return result{}
 	}
-	return result{err: status.Errorf(codes.InvalidArgument, "unknown MGS command %T", cmd.Op)}
+	return result{err: errno.Errorf(errno.InvalidArgument, "unknown MGS command %T", cmd.Op)}
 }
 
 func (s *Server) applyRegister(b *kv.Batch, ti *pb.TargetInfo, now int64) result {
 	if ti.Fsname != s.cfg.ID.Fsname {
-		return result{err: status.Errorf(codes.FailedPrecondition, "%s belongs to file system %q but this MGS serves %q; point it at the right MGS: mgs_node in its directory's nacre-target.json (nacre format --mgsnode)",
+		return result{err: errno.Errorf(errno.FailedPrecondition, "%s belongs to file system %q but this MGS serves %q; point it at the right MGS: mgs_node in its directory's nacre-target.json (nacre format --mgsnode)",
 			label(ti.Kind, ti.Index), ti.Fsname, s.cfg.ID.Fsname)}
 	}
 	switch {
 	case ti.Kind == pb.TargetKind_TARGET_MDT, ti.Kind == pb.TargetKind_TARGET_OST:
 	case ti.Kind == pb.TargetKind_TARGET_MGS && ti.ReplicaId != 0:
 	default:
-		return result{err: status.Errorf(codes.InvalidArgument, "cannot register a target of kind %v", ti.Kind)}
+		return result{err: errno.Errorf(errno.InvalidArgument, "cannot register a target of kind %v", ti.Kind)}
 	}
 	key := string(targetKey(ti.Kind, ti.Index, ti.ReplicaId))
 	if old, ok := s.targets[key]; ok && old.info.Uuid != ti.Uuid {
@@ -208,7 +207,7 @@ func (s *Server) applyRegister(b *kv.Batch, ti *pb.TargetInfo, now int64) result
 			why = fmt.Sprintf("two replicas were formatted with the same id, or this one was formatted again after its store was lost; "+
 				"a replica id is never reused: give this one a new id and replace the old one (nacre replica replace --id %d --new-id M)", ti.ReplicaId)
 		}
-		return result{err: status.Errorf(codes.AlreadyExists, "%s is already registered by another target (uuid %s, at %s); this one has uuid %s: %s",
+		return result{err: errno.Errorf(errno.AlreadyExists, "%s is already registered by another target (uuid %s, at %s); this one has uuid %s: %s",
 			what, old.info.Uuid, old.info.Addr, ti.Uuid, why)}
 	}
 	ti = proto.Clone(ti).(*pb.TargetInfo)
@@ -226,7 +225,7 @@ func (s *Server) applyRegister(b *kv.Batch, ti *pb.TargetInfo, now int64) result
 
 func (s *Server) applyAlloc(b *kv.Batch, r *pb.AllocSeqRangeRequest) result {
 	if r.Count == 0 || r.Count > 1<<20 {
-		return result{err: status.Errorf(codes.InvalidArgument, "sequence count %d out of range (1..%d)", r.Count, 1<<20)}
+		return result{err: errno.Errorf(errno.InvalidArgument, "sequence count %d out of range (1..%d)", r.Count, 1<<20)}
 	}
 	g := &pb.SeqRange{Start: s.nextSeq, End: s.nextSeq + r.Count, Mdt: r.Mdt}
 	b.Set(keyNext, binary.BigEndian.AppendUint64(nil, g.End))

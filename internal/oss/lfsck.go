@@ -3,10 +3,8 @@ package oss
 import (
 	"context"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"nacre/api/nacrepb"
+	"nacre/internal/errno"
 	"nacre/internal/fault"
 	"nacre/internal/ost"
 )
@@ -15,7 +13,7 @@ import (
 
 func (v *service) LfsckCheck(ctx context.Context, req *nacrepb.LfsckCheckRequest) (*nacrepb.LfsckCheckReply, error) {
 	if err := fault.Hit("oss.lfsck.check"); err != nil {
-		return nil, status.Error(codes.Unavailable, err.Error())
+		return nil, errno.New(errno.Unavailable, err.Error())
 	}
 	if req.Delta {
 		for i := 1; i < len(req.Oids); i++ {
@@ -24,19 +22,19 @@ func (v *service) LfsckCheck(ctx context.Context, req *nacrepb.LfsckCheckRequest
 	}
 	for i := 1; i < len(req.Oids); i++ {
 		if req.Oids[i] < req.Oids[i-1] {
-			return nil, status.Errorf(codes.InvalidArgument, "lfsck check: oids not ascending at %d", i)
+			return nil, errno.Errorf(errno.InvalidArgument, "lfsck check: oids not ascending at %d", i)
 		}
 	}
 	r, err := v.s.store.CheckObjects(req.Seq, req.Oids, req.Digests)
 	if err != nil {
-		return nil, grpcErr(err)
+		return nil, storeErr(err)
 	}
 	return &nacrepb.LfsckCheckReply{Missing: r.Missing, Mismatched: r.Mismatched, Attrs: r.Attrs, Uninitialized: r.Uninitialized}, nil
 }
 
 func (v *service) LfsckSummary(ctx context.Context, req *nacrepb.LfsckSummaryRequest) (*nacrepb.LfsckSummaryReply, error) {
 	if err := fault.Hit("oss.lfsck.summary"); err != nil {
-		return nil, status.Error(codes.Unavailable, err.Error())
+		return nil, errno.New(errno.Unavailable, err.Error())
 	}
 	span, block := req.Span, uint64(req.Block)
 	if span == 0 {
@@ -47,18 +45,18 @@ func (v *service) LfsckSummary(ctx context.Context, req *nacrepb.LfsckSummaryReq
 	}
 	sum, err := v.s.store.Summarize(req.Seq, req.From, span, block)
 	if err != nil {
-		return nil, grpcErr(err)
+		return nil, storeErr(err)
 	}
 	return &nacrepb.LfsckSummaryReply{Exists: sum.Exists, Uninitialized: sum.Uninit, Sums: sum.Sums, Done: sum.Done, Next: sum.Next}, nil
 }
 
 func (v *service) LfsckOrphans(ctx context.Context, req *nacrepb.LfsckOrphansRequest) (*nacrepb.LfsckOrphansReply, error) {
 	if err := fault.Hit("oss.lfsck.orphans"); err != nil {
-		return nil, status.Error(codes.Unavailable, err.Error())
+		return nil, errno.New(errno.Unavailable, err.Error())
 	}
 	objs, next, err := v.s.store.OrphanObjects(req.Seq, req.From, req.To, req.Referenced, int(req.Max))
 	if err != nil {
-		return nil, grpcErr(err)
+		return nil, storeErr(err)
 	}
 	return &nacrepb.LfsckOrphansReply{Objects: objs, Next: next}, nil
 }
@@ -66,7 +64,7 @@ func (v *service) LfsckOrphans(ctx context.Context, req *nacrepb.LfsckOrphansReq
 func (v *service) LfsckRepair(ctx context.Context, req *nacrepb.LfsckObjRepairRequest) (*nacrepb.LfsckObjRepairReply, error) {
 	done, err := v.s.store.RepairObjects(ost.RepairsOf(req.Items))
 	if err != nil {
-		return nil, grpcErr(err)
+		return nil, storeErr(err)
 	}
 	return &nacrepb.LfsckObjRepairReply{Done: done}, nil
 }
@@ -74,7 +72,7 @@ func (v *service) LfsckRepair(ctx context.Context, req *nacrepb.LfsckObjRepairRe
 func (v *service) LfsckDigest(ctx context.Context, req *nacrepb.LfsckDigestRequest) (*nacrepb.LfsckDigestReply, error) {
 	d, n, err := v.s.store.StoreDigest()
 	if err != nil {
-		return nil, grpcErr(err)
+		return nil, storeErr(err)
 	}
 	return &nacrepb.LfsckDigestReply{Digest: d, Keys: n}, nil
 }
@@ -90,7 +88,7 @@ func (v *service) FaultObject(ctx context.Context, req *nacrepb.FaultObjectReque
 		rec = &r
 	}
 	if err := v.s.store.FaultObject(req.Kind, objs[0], rec); err != nil {
-		return nil, grpcErr(err)
+		return nil, storeErr(err)
 	}
 	v.s.log.Warn("fault injected", "kind", req.Kind, "object", objs[0].String())
 	return &nacrepb.FaultObjectReply{}, nil
@@ -98,7 +96,7 @@ func (v *service) FaultObject(ctx context.Context, req *nacrepb.FaultObjectReque
 
 func (v *service) FaultArm(ctx context.Context, req *nacrepb.FaultArmRequest) (*nacrepb.FaultArmReply, error) {
 	if err := fault.ArmPB(req); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, errno.New(errno.InvalidArgument, err.Error())
 	}
 	v.s.log.Warn("fault point armed", "point", req.Point, "action", req.Action)
 	return &nacrepb.FaultArmReply{Armed: fault.Armed()}, nil

@@ -25,17 +25,16 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"nacre/api/nacregrpc"
 	"nacre/api/nacrepb"
 	"nacre/internal/bulk"
+	"nacre/internal/errno"
 	"nacre/internal/fid"
+	"nacre/internal/grpcx"
 	"nacre/internal/kv"
 	"nacre/internal/obs"
 	"nacre/internal/ost"
-	"nacre/internal/rpc"
 	"nacre/internal/target"
 	"nacre/internal/version"
 )
@@ -116,10 +115,10 @@ func Start(cfg Config) (*Server, error) {
 		Log:     log,
 		Observe: s.m.observeWire,
 	}
-	var rpcOpts []rpc.ServerOption
+	var rpcOpts []grpcx.ServerOption
 	if cfg.InFlight != nil {
 		wo.InFlight = cfg.InFlight.WithLabelValues("bulk")
-		rpcOpts = append(rpcOpts, rpc.WithInFlight(cfg.InFlight.WithLabelValues("grpc")))
+		rpcOpts = append(rpcOpts, grpcx.WithInFlight(cfg.InFlight.WithLabelValues("grpc")))
 	}
 	s.data = bulk.Serve(cfg.Data, store, wo)
 	reg := prometheus.Registerer(cfg.Reg)
@@ -133,7 +132,7 @@ func Start(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("start OSS %s: metrics: %w", id.Name(), err)
 	}
 	s.reg = reg
-	s.grpc = rpc.NewServer(s.m.observeGRPC, rpcOpts...)
+	s.grpc = grpcx.NewServer(s.m.observeGRPC, rpcOpts...)
 	nacregrpc.RegisterOSSServer(s.grpc, &service{s: s})
 	go func() {
 		defer close(s.grpcDone)
@@ -199,24 +198,23 @@ type service struct {
 	s *Server
 }
 
-// grpcErr translates a store error for gRPC: the errno decides the code,
-// and a store shutting down is Unavailable, so that callers retry
+// storeErr translates a store error for a caller: the errno decides the
+// code, and a store shutting down is Unavailable, so that callers retry
 // elsewhere or later.
-func grpcErr(err error) error {
+func storeErr(err error) error {
 	if errors.Is(err, ost.ErrClosed) {
-		return status.Error(codes.Unavailable, err.Error())
+		return errno.New(errno.Unavailable, err.Error())
 	}
-	return rpc.Status(err)
+	return errno.From(err)
 }
 
 func (v *service) Hello(ctx context.Context, req *nacrepb.HelloRequest) (*nacrepb.HelloReply, error) {
 	id := v.s.id
 	if req.ProtocolVersion != 0 && req.ProtocolVersion != version.Protocol {
-		return nil, status.Error(codes.FailedPrecondition,
-			rpc.VersionMismatch(fmt.Sprint(req.ProtocolVersion), version.Protocol, peerName(req.Who), id.Name()))
+		return nil, errno.VersionMismatch(fmt.Sprint(req.ProtocolVersion), version.Protocol, peerName(req.Who), id.Name())
 	}
 	if req.Fsname != "" && req.Fsname != id.Fsname {
-		return nil, status.Errorf(codes.FailedPrecondition, "%s expects file system %q, but this is %s of file system %q",
+		return nil, errno.Errorf(errno.FailedPrecondition, "%s expects file system %q, but this is %s of file system %q",
 			peerName(req.Who), req.Fsname, id.Label(), id.Fsname)
 	}
 	v.s.log.Debug("hello", "peer", peerName(req.Who))
@@ -239,7 +237,7 @@ func peerName(who string) string {
 func (v *service) Precreate(ctx context.Context, req *nacrepb.PrecreateRequest) (*nacrepb.PrecreateReply, error) {
 	end, err := v.s.store.Precreate(req.Seq, req.Start, req.Count)
 	if err != nil {
-		return nil, grpcErr(err)
+		return nil, storeErr(err)
 	}
 	return &nacrepb.PrecreateReply{End: end}, nil
 }
@@ -247,7 +245,7 @@ func (v *service) Precreate(ctx context.Context, req *nacrepb.PrecreateRequest) 
 func (v *service) Cleanup(ctx context.Context, req *nacrepb.CleanupRequest) (*nacrepb.CleanupReply, error) {
 	destroyed, last, err := v.s.store.Cleanup(req.Seq, req.From)
 	if err != nil {
-		return nil, grpcErr(err)
+		return nil, storeErr(err)
 	}
 	return &nacrepb.CleanupReply{Destroyed: destroyed, LastId: last}, nil
 }
@@ -259,7 +257,7 @@ func (v *service) Destroy(ctx context.Context, req *nacrepb.DestroyRequest) (*na
 	}
 	n, err := v.s.store.Destroy(objs)
 	if err != nil {
-		return nil, grpcErr(err)
+		return nil, storeErr(err)
 	}
 	return &nacrepb.DestroyReply{Destroyed: n}, nil
 }
@@ -267,7 +265,7 @@ func (v *service) Destroy(ctx context.Context, req *nacrepb.DestroyRequest) (*na
 func (v *service) Statfs(ctx context.Context, req *nacrepb.StatfsRequest) (*nacrepb.StatfsReply, error) {
 	st, err := v.s.store.Statfs()
 	if err != nil {
-		return nil, grpcErr(err)
+		return nil, storeErr(err)
 	}
 	return &nacrepb.StatfsReply{Statfs: st}, nil
 }
@@ -279,7 +277,7 @@ func (v *service) GetObjects(ctx context.Context, req *nacrepb.GetObjectsRequest
 	}
 	attrs, err := v.s.store.GetObjects(objs)
 	if err != nil {
-		return nil, grpcErr(err)
+		return nil, storeErr(err)
 	}
 	return &nacrepb.GetObjectsReply{Attrs: attrs}, nil
 }
@@ -291,7 +289,7 @@ func (v *service) objects(op string, in []*nacrepb.StripeObject) ([]fid.ObjID, e
 	out := make([]fid.ObjID, len(in))
 	for i, o := range in {
 		if o.GetOst() != v.s.id.Index {
-			return nil, status.Errorf(codes.InvalidArgument, "%s objects: entry %d names OST%04x object 0x%x:0x%x, but this is %s",
+			return nil, errno.Errorf(errno.InvalidArgument, "%s objects: entry %d names OST%04x object 0x%x:0x%x, but this is %s",
 				op, i, o.GetOst(), o.GetSeq(), o.GetOid(), v.s.id.Label())
 		}
 		out[i] = fid.ObjID{Seq: o.Seq, Oid: o.Oid}

@@ -3,6 +3,7 @@ package oss
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"path/filepath"
 	"strings"
@@ -13,15 +14,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"nacre/api/nacregrpc"
 	"nacre/api/nacrepb"
 	"nacre/internal/bulk"
+	"nacre/internal/errno"
 	"nacre/internal/fid"
+	"nacre/internal/grpcx"
 	"nacre/internal/obs"
-	"nacre/internal/rpc"
 	"nacre/internal/target"
 	"nacre/internal/version"
 )
@@ -65,7 +65,7 @@ func start(t *testing.T, dir string, id target.Identity, reg *prometheus.Registr
 // end of the test.
 func clients(t *testing.T, s *Server) (nacregrpc.OSSClient, *bulk.Client) {
 	t.Helper()
-	cc, err := rpc.Dial(s.GRPCAddr())
+	cc, err := grpcx.Dial(s.GRPCAddr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,11 +229,11 @@ func TestHelloRefusesAnotherFileSystemAndVersion(t *testing.T) {
 	oss, _ := clients(t, s)
 	ctx := ctxT(t)
 	_, err := oss.Hello(ctx, &nacrepb.HelloRequest{ProtocolVersion: version.Protocol, Fsname: "otherfs", Who: "mdt0000"})
-	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), `"otherfs"`) || !strings.Contains(err.Error(), `"testfs"`) {
+	if errno.CodeOf(err) != errno.FailedPrecondition || !strings.Contains(err.Error(), `"otherfs"`) || !strings.Contains(err.Error(), `"testfs"`) {
 		t.Fatalf("hello for another file system: %v", err)
 	}
 	_, err = oss.Hello(ctx, &nacrepb.HelloRequest{ProtocolVersion: version.Protocol + 1, Who: "client"})
-	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "protocol 2") {
+	if errno.CodeOf(err) != errno.FailedPrecondition || !strings.Contains(err.Error(), fmt.Sprintf("protocol %d", version.Protocol)) {
 		t.Fatalf("hello with another version: %v", err)
 	}
 }
@@ -247,14 +247,14 @@ func TestRequestsNamingAnotherOSTAreRefused(t *testing.T) {
 	oss.Precreate(ctx, &nacrepb.PrecreateRequest{Seq: seq, Start: 1, Count: 2})
 	wrong := []*nacrepb.StripeObject{{Ost: 1, Seq: seq, Oid: 1}, {Ost: 2, Seq: seq, Oid: 2}}
 	_, err := oss.Destroy(ctx, &nacrepb.DestroyRequest{Objects: wrong})
-	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "OST0002") {
+	if errno.CodeOf(err) != errno.InvalidArgument || !strings.Contains(err.Error(), "OST0002") {
 		t.Fatalf("destroy naming OST0002: %v", err)
 	}
 	if s.Store().Objects() != 2 {
 		t.Fatal("a refused destroy destroyed objects")
 	}
 	_, err = oss.Precreate(ctx, &nacrepb.PrecreateRequest{Seq: seq, Start: 0, Count: 2})
-	if status.Code(err) != codes.InvalidArgument {
+	if errno.CodeOf(err) != errno.InvalidArgument {
 		t.Fatalf("precreate of oid 0: %v", err)
 	}
 }

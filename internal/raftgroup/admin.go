@@ -4,74 +4,37 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
-	"strconv"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"nacre/api/nacregrpc"
 	"nacre/api/nacrepb"
+	"nacre/internal/errno"
 )
 
 // The RaftAdmin service (api/raftgroup.proto) over the groups registered
-// with a GRPCTransport, and the one spelling of "not the leader" that
-// servers send and clients parse to follow a redirect.
+// with a GRPCTransport, and the one place that turns "not the leader" into
+// the typed refusal clients follow (errno.NotLeader).
 
-// NotLeaderStatus turns err into a gRPC status: a NotLeaderError becomes
-// Unavailable with the leader hint ("not the leader (leader is replica N
-// at ADDR)", N = 0 when none is known), ErrStopped and ErrProposalDropped
-// become Unavailable, context errors keep their codes. who prefixes the
-// message (e.g. "MDT0000").
-func NotLeaderStatus(who string, err error) error {
+// GroupErr turns a group's error into what a service answers: a
+// NotLeaderError becomes errno.NotLeader with the leader it names (who
+// names the group, e.g. "MDT0000"), ErrStopped and ErrProposalDropped
+// become Unavailable, and errors that have a code keep it.
+func GroupErr(who string, err error) error {
 	var nl *NotLeaderError
 	switch {
 	case err == nil:
 		return nil
 	case errors.As(err, &nl):
-		return status.Errorf(codes.Unavailable, "%s: %s", who, NotLeaderText(nl.Leader, nl.Addr))
+		return errno.NotLeader(who, nl.Leader, nl.Addr)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return status.FromContextError(err).Err()
-	case status.Code(err) != codes.Unknown:
+		return errno.From(err)
+	case errno.CodeOf(err) != errno.Unknown:
 		return err
 	default:
-		return status.Errorf(codes.Unavailable, "%s: %v", who, err)
+		return errno.Errorf(errno.Unavailable, "%s: %v", who, err)
 	}
-}
-
-var leaderHint = regexp.MustCompile(`not the leader \((?:leader is replica (\d+) at ([^ )]*)|no leader)`)
-
-// NotLeaderText is how a replica that does not lead says so, with the
-// leader it knows (0: none) for clients to follow (LeaderHint reads it).
-func NotLeaderText(leader uint64, addr string) string {
-	if leader == 0 {
-		return "not the leader (no leader: an election is under way, or too few replicas are up for one)"
-	}
-	return fmt.Sprintf("not the leader (leader is replica %d at %s)", leader, addr)
-}
-
-// LeaderHint reads the hint of a "not the leader" error (as
-// NotLeaderStatus writes it, possibly wrapped): ok is false for any other
-// error; id is 0 and addr empty when the replica knew no leader.
-func LeaderHint(err error) (id uint64, addr string, ok bool) {
-	if err == nil {
-		return 0, "", false
-	}
-	msg := err.Error()
-	if s, isStatus := status.FromError(err); isStatus {
-		msg = s.Message()
-	}
-	m := leaderHint.FindStringSubmatch(msg)
-	if m == nil {
-		return 0, "", false
-	}
-	if m[1] == "" {
-		return 0, "", true
-	}
-	id, _ = strconv.ParseUint(m[1], 10, 64)
-	return id, m[2], true
 }
 
 // adminService implements nacregrpc.RaftAdminServer for the groups of t.
@@ -85,7 +48,7 @@ func (a adminService) group(id uint64) (*Group, error) {
 	defer a.t.mu.Unlock()
 	if id == 0 {
 		if len(a.t.groups) != 1 {
-			return nil, status.Errorf(codes.InvalidArgument, "this process hosts %d raft groups: name one", len(a.t.groups))
+			return nil, errno.Errorf(errno.InvalidArgument, "this process hosts %d raft groups: name one", len(a.t.groups))
 		}
 		for gid := range a.t.groups {
 			id = gid
@@ -93,11 +56,11 @@ func (a adminService) group(id uint64) (*Group, error) {
 	}
 	ge := a.t.groups[id]
 	if ge == nil {
-		return nil, status.Errorf(codes.NotFound, "raft group %d is not hosted here", id)
+		return nil, errno.Errorf(errno.NotFound, "raft group %d is not hosted here", id)
 	}
 	h, ok := ge.h.(handler)
 	if !ok {
-		return nil, status.Errorf(codes.Unimplemented, "raft group %d has no admin interface", id)
+		return nil, errno.Errorf(errno.Unimplemented, "raft group %d has no admin interface", id)
 	}
 	return h.g, nil
 }
@@ -147,7 +110,7 @@ func (a adminService) AddReplica(ctx context.Context, r *nacrepb.RaftAddRequest)
 		return nil, err
 	}
 	if r.Id == 0 || r.Addr == "" {
-		return nil, status.Error(codes.InvalidArgument, "add replica: need its id and address")
+		return nil, errno.New(errno.InvalidArgument, "add replica: need its id and address")
 	}
 	d := time.Duration(r.CatchUpTimeoutMs) * time.Millisecond
 	if d <= 0 {
@@ -176,7 +139,7 @@ func (a adminService) RemoveReplica(ctx context.Context, r *nacrepb.RaftRemoveRe
 		return nil, adminErr(g, g.notMember(st, r.Id))
 	}
 	if role == "voter" && len(st.Voters) == 1 {
-		return nil, status.Errorf(codes.FailedPrecondition, "replica %d is the group's only voter; add another replica first", r.Id)
+		return nil, errno.Errorf(errno.FailedPrecondition, "replica %d is the group's only voter; add another replica first", r.Id)
 	}
 	if r.Id == g.id {
 		// Hand over first: the new leader removes this replica, and the
@@ -229,22 +192,22 @@ func adminErr(g *Group, err error) error {
 	// Membership refusals name the group and the replica themselves.
 	var me *memberError
 	if errors.As(err, &me) {
-		code := codes.FailedPrecondition
+		code := errno.FailedPrecondition
 		switch {
 		case errors.Is(err, ErrAlreadyMember):
-			code = codes.AlreadyExists
+			code = errno.AlreadyExists
 		case errors.Is(err, ErrNotMember):
-			code = codes.NotFound
+			code = errno.NotFound
 		}
-		return status.Error(code, me.Error())
+		return errno.New(code, me.Error())
 	}
 	if errors.Is(err, ErrMembershipBusy) {
-		return status.Errorf(codes.Aborted, "%s: %v", who(g), err)
+		return errno.Errorf(errno.Aborted, "%s: %v", who(g), err)
 	}
 	if errors.Is(err, ErrTransferFailed) {
-		return status.Errorf(codes.DeadlineExceeded, "%s: %v", who(g), err)
+		return errno.Errorf(errno.DeadlineExceeded, "%s: %v", who(g), err)
 	}
-	return NotLeaderStatus(who(g), err)
+	return GroupErr(who(g), err)
 }
 
 // soloAdmin is the RaftAdmin service of a single-replica group, which has
@@ -263,7 +226,7 @@ func RegisterSoloAdmin(srv *grpc.Server, g *Group) {
 }
 
 func (a soloAdmin) refuse(what string) error {
-	return status.Errorf(codes.FailedPrecondition,
+	return errno.Errorf(errno.FailedPrecondition,
 		"%s: cannot %s: this target runs as a single replica (formatted without --peers), with no Raft transport to other replicas; "+
 			"a replicated target is formatted with --replica-id and --peers on every replica, or started with nacre up --replicas 3",
 		who(a.g), what)

@@ -201,8 +201,8 @@
 // GRPCTransport.Listener (fast.go: about 240 µs less per commit round
 // trip than the gRPC stream on this project's machines), snapshots over
 // gRPC streams. The RaftAdmin service (admin.go) exposes members,
-// add/remove/transfer to `nacre replica`; NotLeaderStatus and LeaderHint
-// are the one spelling of a redirect. The fault point raft.isolate
+// add/remove/transfer to `nacre replica`; GroupErr turns a group's refusal
+// into the typed redirect clients follow (errno.NotLeader). The fault point raft.isolate
 // (FaultIsolate) cuts a process's replicas off from the others, for
 // partition tests.
 //

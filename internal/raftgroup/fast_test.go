@@ -10,7 +10,7 @@ import (
 
 	"nacre/api/nacregrpc"
 	"nacre/api/nacrepb"
-	"nacre/internal/rpc"
+	"nacre/internal/grpcx"
 )
 
 // TestFastPathSharesThePortWithGRPCAndNoticesADeadPeer: one listener
@@ -21,14 +21,14 @@ func TestFastPathSharesThePortWithGRPCAndNoticesADeadPeer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := rpc.NewServer(nil)
+	srv := grpcx.NewServer(nil)
 	tr := NewGRPCTransport(srv, testLog())
 	done := make(chan struct{})
 	go func() { srv.Serve(tr.Listener(ln)); close(done) }()
 	defer func() { srv.Stop(); <-done }()
 
 	// gRPC on the same port.
-	cc, err := rpc.Dial(ln.Addr().String())
+	cc, err := grpcx.Dial(ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}

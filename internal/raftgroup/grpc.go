@@ -14,14 +14,13 @@ import (
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"nacre/api/nacregrpc"
 	"nacre/api/nacrepb"
+	"nacre/internal/errno"
 	"nacre/internal/fault"
-	"nacre/internal/rpc"
+	"nacre/internal/grpcx"
 )
 
 // Tuning of the gRPC transport.
@@ -69,8 +68,8 @@ type groupEntry struct {
 }
 
 // NewGRPCTransport registers the Raft service on srv (a server from
-// rpc.NewServer, which other services share) and returns the transport.
-// Call it before srv.Serve. Peers are dialled with rpc.Dial on first use.
+// grpcx.NewServer, which other services share) and returns the transport.
+// Call it before srv.Serve. Peers are dialled with grpcx.Dial on first use.
 func NewGRPCTransport(srv *grpc.Server, log *slog.Logger) *GRPCTransport {
 	if log == nil {
 		log = slog.Default()
@@ -204,7 +203,7 @@ func (t *GRPCTransport) peer(addr string) (*peerConn, error) {
 	if pc := t.peers[addr]; pc != nil {
 		return pc, nil
 	}
-	cc, err := rpc.Dial(addr)
+	cc, err := grpcx.Dial(addr)
 	if err != nil {
 		return nil, err
 	}
@@ -535,7 +534,7 @@ func (s raftService) Send(stream grpc.ClientStreamingServer[nacrepb.RaftBatch, n
 	case err := <-errc:
 		return err
 	case <-s.t.ctx.Done():
-		return status.Error(codes.Unavailable, "raft transport closed")
+		return errno.New(errno.Unavailable, "raft transport closed")
 	}
 }
 
@@ -602,19 +601,19 @@ func (s raftService) Snapshot(stream grpc.ClientStreamingServer[nacrepb.RaftSnap
 		return err
 	}
 	if fault.Hit(FaultIsolate) != nil {
-		return status.Error(codes.Unavailable, "isolated by fault point "+FaultIsolate)
+		return errno.New(errno.Unavailable, "isolated by fault point "+FaultIsolate)
 	}
 	m := new(pb.Message)
 	if err := proto.Unmarshal(first.Message, m); err != nil || m.GetType() != pb.MsgSnap {
-		return status.Errorf(codes.InvalidArgument, "snapshot stream must start with a MsgSnap message (%v)", err)
+		return errno.Errorf(errno.InvalidArgument, "snapshot stream must start with a MsgSnap message (%v)", err)
 	}
 	h := s.t.handler(first.Group)
 	if h == nil {
-		return status.Errorf(codes.NotFound, "raft group %d is not hosted here", first.Group)
+		return errno.Errorf(errno.NotFound, "raft group %d is not hosted here", first.Group)
 	}
 	r := &chunkReader{stream: stream, cur: first.Data}
 	if err := h.ReceiveSnapshot(m, r); err != nil {
-		return status.Errorf(codes.Unavailable, "receive snapshot for group %d: %v", first.Group, err)
+		return errno.Errorf(errno.Unavailable, "receive snapshot for group %d: %v", first.Group, err)
 	}
 	return stream.SendAndClose(&nacrepb.RaftAck{})
 }

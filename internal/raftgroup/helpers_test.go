@@ -18,9 +18,9 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 
+	"nacre/internal/grpcx"
 	"nacre/internal/kv"
 	"nacre/internal/obs"
-	"nacre/internal/rpc"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -239,7 +239,7 @@ func (c *cluster) attach(nd *node) {
 		c.t.Fatal(err)
 	}
 	nd.addr = ln.Addr().String()
-	nd.srv = rpc.NewServer(nil)
+	nd.srv = grpcx.NewServer(nil)
 	tr := NewGRPCTransport(nd.srv, testLog())
 	nd.tr = tr
 	if !c.slow {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"nacre/api/nacrepb"
+	"nacre/internal/errno"
 	"nacre/internal/kv"
 )
 
@@ -396,8 +397,9 @@ func (g *Group) AddReplica(ctx context.Context, id uint64, addr string, learnerO
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			// Kept as a learner (it holds no vote, so the group's
 			// majority is unchanged): a retry promotes it.
-			return fmt.Errorf("%w; it stays a learner of %s, which costs the group nothing: once its process runs and reaches the group, run the same command again to make it a voter, or take it out with nacre replica remove (its id %d is then never used again)",
-				err, g.name(), id)
+			return &errno.Error{Code: errno.CodeOf(err), Reason: errno.LearnerKept, Cause: err,
+				Msg: fmt.Sprintf("%v; it stays a learner of %s, which costs the group nothing: once its process runs and reaches the group, run the same command again to make it a voter, or take it out with nacre replica remove (its id %d is then never used again)",
+					err, g.name(), id)}
 		}
 		return err
 	}

@@ -8,13 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"nacre/api/nacregrpc"
 	"nacre/api/nacrepb"
+	"nacre/internal/errno"
+	"nacre/internal/grpcx"
 	"nacre/internal/kv"
-	"nacre/internal/rpc"
 )
 
 // TestAddReplicaRefusesAMemberAtAnotherAddress: adding an id that is
@@ -96,37 +94,37 @@ func TestAdminRefusesUnknownReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := c.leader()
-	cc, err := rpc.Dial(l.addr)
+	cc, err := grpcx.Dial(l.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cc.Close()
 	admin := nacregrpc.NewRaftAdminClient(cc)
-	refused := func(what string, err error, code codes.Code, want ...string) {
+	refused := func(what string, err error, code errno.Code, want ...string) {
 		t.Helper()
-		if status.Code(err) != code {
+		if errno.CodeOf(err) != code {
 			t.Fatalf("%s: %v, want code %s", what, err, code)
 		}
 		for _, w := range want {
-			if !strings.Contains(status.Convert(err).Message(), w) {
-				t.Errorf("%s: %q does not say %q", what, status.Convert(err).Message(), w)
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q does not say %q", what, err.Error(), w)
 			}
 		}
 	}
 
 	_, err = admin.RemoveReplica(ctx, &nacrepb.RaftRemoveRequest{Id: 9})
-	refused("remove replica 9", err, codes.NotFound, "no replica 9 in raft group 1 (replicas 1, 2, 3)")
+	refused("remove replica 9", err, errno.NotFound, "no replica 9 in raft group 1 (replicas 1, 2, 3)")
 
 	start := time.Now()
 	_, err = admin.TransferLeader(ctx, &nacrepb.RaftTransferRequest{To: 9})
-	refused("transfer to replica 9", err, codes.NotFound, "no replica 9 in raft group 1 (replicas 1, 2, 3)")
+	refused("transfer to replica 9", err, errno.NotFound, "no replica 9 in raft group 1 (replicas 1, 2, 3)")
 	if took := time.Since(start); took > 2*time.Second {
 		t.Errorf("the refused transfer took %v", took)
 	}
 
 	f := c.followers()[0]
 	_, err = admin.AddReplica(ctx, &nacrepb.RaftAddRequest{Id: f.id, Addr: "127.0.0.1:5"})
-	refused("add a voter at another address", err, codes.AlreadyExists, "is already a voter of raft group 1 at "+f.addr, "nacre replica replace")
+	refused("add a voter at another address", err, errno.AlreadyExists, "is already a voter of raft group 1 at "+f.addr, "nacre replica replace")
 
 	// A transfer to the leader itself is done already.
 	r, err := admin.TransferLeader(ctx, &nacrepb.RaftTransferRequest{To: l.id})
@@ -140,9 +138,9 @@ func TestAdminRefusesUnknownReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = admin.TransferLeader(ctx, &nacrepb.RaftTransferRequest{To: 4})
-	refused("transfer to learner 4", err, codes.FailedPrecondition, "replica 4 is a learner of raft group 1", "promote it")
+	refused("transfer to learner 4", err, errno.FailedPrecondition, "replica 4 is a learner of raft group 1", "promote it")
 	_, err = admin.RemoveReplica(ctx, &nacrepb.RaftRemoveRequest{Id: 9})
-	refused("remove replica 9", err, codes.NotFound, "(replicas 1, 2, 3, 4 (learner))")
+	refused("remove replica 9", err, errno.NotFound, "(replicas 1, 2, 3, 4 (learner))")
 
 	// And the members that exist still go.
 	if _, err := admin.RemoveReplica(ctx, &nacrepb.RaftRemoveRequest{Id: 4}); err != nil {
@@ -163,7 +161,7 @@ func TestSoloAdminNamesTheTarget(t *testing.T) {
 		}
 		g, _ := openSingle(t, db, func(c *Config) { c.Name = name })
 		_, err = soloAdmin{g: g}.AddReplica(context.Background(), &nacrepb.RaftAddRequest{Id: 2, Addr: "x:1"})
-		if status.Code(err) != codes.FailedPrecondition || !strings.HasPrefix(status.Convert(err).Message(), want) {
+		if errno.CodeOf(err) != errno.FailedPrecondition || !strings.HasPrefix(err.Error(), want) {
 			t.Errorf("name %q: %v, want a refusal starting %q", name, err, want)
 		}
 		g.Stop()

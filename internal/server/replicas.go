@@ -18,11 +18,11 @@ import (
 
 	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
+	"nacre/internal/grpcx"
 	"nacre/internal/kv"
 	"nacre/internal/mgs"
 	"nacre/internal/obs"
 	"nacre/internal/raftgroup"
-	"nacre/internal/rpc"
 	"nacre/internal/target"
 )
 
@@ -126,7 +126,7 @@ func handOff(g *raftgroup.Group, log *slog.Logger) {
 // and for a replica, a registrar that lists it with the MGS like any other
 // target so that `nacre status` shows every replica and which one leads.
 func runMGS(id target.Identity, dir string, db *kv.DB, ln net.Listener, reg *prometheus.Registry, sm *obs.ServerMetrics, log *slog.Logger, metricsAddr string, fatal chan error) (func(), error) {
-	g := rpc.NewServer(nil, rpc.WithInFlight(sm.InFlight.WithLabelValues("grpc")))
+	g := grpcx.NewServer(nil, grpcx.WithInFlight(sm.InFlight.WithLabelValues("grpc")))
 	tr := newTransport(id, g, log)
 	self := mgs.SelfInfo(id, ln.Addr().String(), metricsAddr, absDir(dir))
 	srv, err := mgs.New(mgs.Config{ID: id, DB: db, Log: log, Reg: reg, Self: self,
@@ -273,7 +273,7 @@ func peersHaveLog(id target.Identity) bool {
 
 // peerLastIndex asks a replica's RaftAdmin service for its last log index.
 func peerLastIndex(addr string) (uint64, error) {
-	cc, err := rpc.Dial(addr)
+	cc, err := grpcx.Dial(addr)
 	if err != nil {
 		return 0, err
 	}

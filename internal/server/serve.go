@@ -27,6 +27,7 @@ import (
 
 	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
+	"nacre/internal/grpcx"
 	"nacre/internal/kv"
 	"nacre/internal/mdrpc"
 	"nacre/internal/mds"
@@ -36,7 +37,6 @@ import (
 	"nacre/internal/ports"
 	"nacre/internal/raftgroup"
 	"nacre/internal/reserve"
-	"nacre/internal/rpc"
 	"nacre/internal/target"
 	"nacre/internal/version"
 )
@@ -230,11 +230,11 @@ func Run(ctx context.Context, dir string, o Options) error {
 
 func runMDS(id target.Identity, dir string, idf *identityFile, db *kv.DB, ln, dataLn net.Listener, reg *prometheus.Registry, sm *obs.ServerMetrics, log *slog.Logger, info *pb.TargetInfo, fatal chan error) (func(), error) {
 	// Swappable: it follows the MGS replicas as the registrar learns them.
-	mgsConn, err := rpc.DialSwap(id.MGSNode)
+	mgsConn, err := grpcx.DialSwap(id.MGSNode)
 	if err != nil {
 		return nil, err
 	}
-	g := rpc.NewServer(nil, rpc.WithInFlight(sm.InFlight.WithLabelValues("grpc")))
+	g := grpcx.NewServer(nil, grpcx.WithInFlight(sm.InFlight.WithLabelValues("grpc")))
 	tr := newTransport(id, g, log) // nil for a single replica (replicas.go)
 	closeTr := func() {
 		if tr != nil {
@@ -410,7 +410,7 @@ func askIfRemoved(g *raftgroup.Group, self uint64) {
 // removedBy asks the replica at addr whether it knows a leader and lists
 // replica self of group gid as removed.
 func removedBy(addr string, gid, self uint64) bool {
-	cc, err := rpc.Dial(addr)
+	cc, err := grpcx.Dial(addr)
 	if err != nil {
 		return false
 	}

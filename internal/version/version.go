@@ -3,12 +3,12 @@
 // the on-disk format version of every target.
 package version
 
-// Protocol is the version of the gRPC services and of the framed data
-// protocol. Peers with different versions refuse each other with a message
-// naming both. 2: an OST repair can be a conditional destroy
-// (LfsckObjRepair.destroy_if_empty), which an OSS of protocol 1 would
-// take for a record change.
-const Protocol = 2
+// Protocol is the version of the gRPC services, the metadata RPC and the
+// bulk data protocol. Peers with different versions refuse each other with
+// a message naming both. Version 3: a failed metadata RPC carries a
+// pb.Failure (code, message, the leader of a not-the-leader refusal)
+// instead of text.
+const Protocol = 3
 
 // Format is the on-disk format version of MGS, MDT and OST directories.
 const Format = 1

@@ -18,8 +18,8 @@ import (
 	pb "nacre/api/nacrepb"
 	"nacre/internal/client"
 	"nacre/internal/fid"
+	"nacre/internal/grpcx"
 	"nacre/internal/mds"
-	"nacre/internal/rpc"
 	"nacre/internal/server"
 	"nacre/test/testcluster"
 )
@@ -102,7 +102,7 @@ func droppedReplies(t *testing.T, cl *testcluster.Cluster, name string) []droppe
 // armPoint arms a fault point in one replica's process.
 func armPoint(t *testing.T, cl *testcluster.Cluster, name, point, action string, count uint32) []string {
 	t.Helper()
-	cc, err := rpc.Dial(replicaAddr(t, cl, name))
+	cc, err := grpcx.Dial(replicaAddr(t, cl, name))
 	if err != nil {
 		t.Fatal(err)
 	}

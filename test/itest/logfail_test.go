@@ -14,8 +14,8 @@ import (
 	pb "nacre/api/nacrepb"
 	"nacre/internal/client"
 	"nacre/internal/fid"
+	"nacre/internal/grpcx"
 	"nacre/internal/raftgroup"
-	"nacre/internal/rpc"
 	"nacre/internal/server"
 	"nacre/test/testcluster"
 )
@@ -35,7 +35,7 @@ func TestMDTExitsWhenItsRaftLogCannotSync(t *testing.T) {
 	}
 	pid := cl.Pid("mdt0")
 
-	cc, err := rpc.Dial(replicaAddr(t, cl, "mdt0"))
+	cc, err := grpcx.Dial(replicaAddr(t, cl, "mdt0"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,9 +21,9 @@ import (
 	pb "nacre/api/nacrepb"
 	"nacre/internal/client"
 	"nacre/internal/fid"
+	"nacre/internal/grpcx"
 	"nacre/internal/localcluster"
 	"nacre/internal/raftgroup"
-	"nacre/internal/rpc"
 	"nacre/internal/server"
 	"nacre/internal/target"
 	"nacre/test/testcluster"
@@ -51,7 +51,7 @@ func replicaAddr(t *testing.T, cl *testcluster.Cluster, name string) string {
 
 // members asks one replica about its group (nil if it does not answer).
 func members(addr string) *pb.RaftMembersReply {
-	cc, err := rpc.Dial(addr)
+	cc, err := grpcx.Dial(addr)
 	if err != nil {
 		return nil
 	}
@@ -109,7 +109,7 @@ func waitLeader(t *testing.T, cl *testcluster.Cluster, group string, exclude ...
 // raftgroup fault point), or heals it.
 func isolate(t *testing.T, cl *testcluster.Cluster, name string, on bool) {
 	t.Helper()
-	cc, err := rpc.Dial(replicaAddr(t, cl, name))
+	cc, err := grpcx.Dial(replicaAddr(t, cl, name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,8 +17,9 @@ import (
 	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/client"
+	"nacre/internal/errno"
 	"nacre/internal/fid"
-	"nacre/internal/rpc"
+	"nacre/internal/grpcx"
 )
 
 // Linearizability across failovers, checked with porcupine.
@@ -212,7 +213,7 @@ func linClient(ctx context.Context, c *client.Client, dir fid.FID, id int, rec *
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("client %d: %c k%d: %w (%v)", id, in.op, in.a, err, rpc.ToErrno(err))
+			return fmt.Errorf("client %d: %c k%d: %w (%v)", id, in.op, in.a, err, errno.ToErrno(err))
 		}
 		rec.add(id, in, call, out)
 	}
@@ -263,7 +264,7 @@ func TestReplicaLinearizableAcrossFailovers(t *testing.T) {
 		step(3*time.Second, "reconnect "+cut, func() { isolate(t, cl, cut, false) })
 		step(1500*time.Millisecond, "hand leadership over", func() {
 			addr := replicaAddr(t, cl, waitLeader(t, cl, "mdt0"))
-			cc, err := rpc.Dial(addr)
+			cc, err := grpcx.Dial(addr)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,16 +16,14 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/cli"
 	"nacre/internal/client"
+	"nacre/internal/errno"
 	"nacre/internal/fid"
+	"nacre/internal/grpcx"
 	"nacre/internal/localcluster"
-	"nacre/internal/rpc"
 	"nacre/internal/server"
 	"nacre/internal/target"
 	"nacre/test/testcluster"
@@ -283,7 +281,7 @@ func TestReplicaRefusesMembershipMistakes(t *testing.T) {
 		t.Errorf("a refused add says it is adding:\n%s", out)
 	}
 	// The leader refuses too, for any client of its RaftAdmin service.
-	cc, err := rpc.Dial(addrOf[leader])
+	cc, err := grpcx.Dial(addrOf[leader])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +289,7 @@ func TestReplicaRefusesMembershipMistakes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err = nacregrpc.NewRaftAdminClient(cc).AddReplica(ctx, &pb.RaftAddRequest{Id: f, Addr: "127.0.0.1:5"})
-	if status.Code(err) != codes.AlreadyExists || !strings.Contains(err.Error(), fmt.Sprintf("replica %d is already a voter of MDT0000 at %s", f, addrOf[f])) {
+	if errno.CodeOf(err) != errno.AlreadyExists || !strings.Contains(err.Error(), fmt.Sprintf("replica %d is already a voter of MDT0000 at %s", f, addrOf[f])) {
 		t.Errorf("RaftAdmin.AddReplica of voter %d at another address: %v, want AlreadyExists naming its address", f, err)
 	}
 	lv := members(addrOf[leader])

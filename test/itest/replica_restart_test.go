@@ -11,7 +11,7 @@ import (
 
 	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
-	"nacre/internal/rpc"
+	"nacre/internal/grpcx"
 	"nacre/test/testcluster"
 )
 
@@ -134,7 +134,7 @@ func TestReplicaRollingRestartUnderLoad(t *testing.T) {
 
 	// The replica restored from the snapshot leads, and serves the
 	// namespace every client expects.
-	cc, err := rpc.Dial(replicaAddr(t, cl, down))
+	cc, err := grpcx.Dial(replicaAddr(t, cl, down))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestReplicaRollingRestartUnderLoad(t *testing.T) {
 	defer cancel()
 	for {
 		addr := replicaAddr(t, cl, waitLeader(t, cl, "mdt0"))
-		lc, err := rpc.Dial(addr)
+		lc, err := grpcx.Dial(addr)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,21 +21,20 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/client"
+	"nacre/internal/errno"
 	"nacre/internal/fault"
 	"nacre/internal/fid"
+	"nacre/internal/grpcx"
 	"nacre/internal/kv"
 	"nacre/internal/lfsck"
 	"nacre/internal/mdt"
 	"nacre/internal/raftgroup"
 	"nacre/internal/raftlog"
-	"nacre/internal/rpc"
 	"nacre/internal/server"
 	"nacre/internal/target"
 )
@@ -103,7 +102,7 @@ func (k *conn) dial(addr string) (*grpc.ClientConn, error) {
 	if cc := k.ccs[addr]; cc != nil {
 		return cc, nil
 	}
-	cc, err := rpc.Dial(addr)
+	cc, err := grpcx.Dial(addr)
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +207,8 @@ func (k *conn) call(ctx context.Context, idx uint32, fn func(cli nacregrpc.Lfsck
 		if err == nil {
 			return nil
 		}
-		_, hint, notLeader := raftgroup.LeaderHint(err)
+		leader, notLeader := errno.LeaderOf(err)
+		hint := leader.Addr
 		down := notAnswering(idx, addr, err)
 		if (!notLeader && down == nil) || time.Now().After(deadline) {
 			return mdtError(idx, down, err)
@@ -236,12 +236,12 @@ func (k *conn) call(ctx context.Context, idx uint32, fn func(cli nacregrpc.Lfsck
 // named once ("MDT0000: not the leader ...", not "MDT0000: MDT0000: ...").
 func mdtError(idx uint32, down, err error) error {
 	var u *unreachableError
-	if errors.As(down, &u) && connCause(err) != status.Convert(err).Message() {
+	if errors.As(down, &u) && client.ShortCause(err) != err.Error() {
 		return down
 	}
 	name := fmt.Sprintf("MDT%04x", idx)
-	if s, ok := status.FromError(err); ok && (strings.HasPrefix(s.Message(), name+":") || strings.Contains(strings.SplitN(s.Message(), " ", 2)[0], "-"+name+":")) {
-		return &answeredError{msg: s.Message(), err: err}
+	if e := (*errno.Error)(nil); errors.As(err, &e) && (strings.HasPrefix(e.Msg, name+":") || strings.Contains(strings.SplitN(e.Msg, " ", 2)[0], "-"+name+":")) {
+		return &answeredError{msg: e.Msg, err: err}
 	}
 	return fmt.Errorf("%s: %w", name, err)
 }
@@ -282,25 +282,13 @@ func (e *unreachableError) Unwrap() error { return e.err }
 // shows a target up until it misses its heartbeats, so one just killed is
 // dialled before it is known down.
 func notAnswering(idx uint32, addr string, err error) error {
-	if status.Code(err) != codes.Unavailable {
+	if errno.CodeOf(err) != errno.Unavailable {
 		return nil
 	}
-	if _, _, ok := raftgroup.LeaderHint(err); ok {
+	if _, ok := errno.LeaderOf(err); ok {
 		return nil // a replica that answered that it does not lead
 	}
-	return &unreachableError{msg: fmt.Sprintf("MDT%04x (%s) does not answer: %s; check `nacre status`", idx, addr, connCause(err)), err: err}
-}
-
-// connCause is why a connection failed, without gRPC's layers around it.
-func connCause(err error) string {
-	msg := status.Convert(err).Message()
-	for _, s := range []string{"connection refused", "connection reset by peer", "no route to host",
-		"network is unreachable", "host is unreachable", "i/o timeout", "broken pipe", "EOF"} {
-		if strings.Contains(msg, s) {
-			return s
-		}
-	}
-	return msg
+	return &unreachableError{msg: fmt.Sprintf("MDT%04x (%s) does not answer: %s; check `nacre status`", idx, addr, client.ShortCause(err)), err: err}
 }
 
 // StartOptions are the options of nacre lfsck start.

@@ -1,38 +1,38 @@
-// Package rpc sets up Nacre's gRPC servers and client connections and holds
-// the one table that translates between POSIX errno values, gRPC status
-// codes and Go errors.
+// Package grpcx sets up Nacre's gRPC servers and client connections, and
+// is the adapter between gRPC's status errors and internal/errno: what a
+// handler returns (an *errno.Error, an errno, any error) leaves the server
+// as a status whose code is its errno.Code, with a pb.Failure detail when
+// it carries more than words (a not-the-leader refusal); what a call on a
+// connection from Dial returns is an *errno.Error again. Above this package
+// nothing looks at gRPC status codes or at an error's text.
 //
 // Every call carries the caller's protocol version in the metadata key
 // "nacre-protocol"; a server that speaks another version refuses the call
 // with FailedPrecondition and a message naming both versions, and so does a
 // client that learns the server's version from Hello.
-package rpc
+package grpcx
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"regexp"
 	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
-	"google.golang.org/grpc/status"
 
+	"nacre/internal/errno"
 	"nacre/internal/version"
 )
 
@@ -56,7 +56,8 @@ type Gauge interface {
 func WithInFlight(g Gauge) ServerOption { return func(o *serverOpts) { o.inflight = g } }
 
 // NewServer returns a gRPC server that checks protocol versions, turns
-// handler panics into Internal errors, and reports calls to obs (may be nil).
+// handler panics into Internal errors, sends handler errors as statuses
+// (toStatus), and reports calls to obs (may be nil).
 func NewServer(obs Observer, opts ...ServerOption) *grpc.Server {
 	var so serverOpts
 	for _, o := range opts {
@@ -64,7 +65,7 @@ func NewServer(obs Observer, opts ...ServerOption) *grpc.Server {
 	}
 	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
 		if err := checkVersion(ctx); err != nil {
-			return nil, err
+			return nil, toStatus(err)
 		}
 		if so.inflight != nil {
 			so.inflight.Inc()
@@ -73,19 +74,20 @@ func NewServer(obs Observer, opts ...ServerOption) *grpc.Server {
 		start := time.Now()
 		defer func() {
 			if r := recover(); r != nil {
-				err = status.Errorf(codes.Internal, "%s panicked: %v\n%s", info.FullMethod, r, debug.Stack())
+				err = errno.Errorf(errno.Internal, "%s panicked: %v\n%s", info.FullMethod, r, debug.Stack())
 			}
 			if obs != nil {
 				obs(info.FullMethod, time.Since(start), err)
 			}
+			err = toStatus(err)
 		}()
 		return h(ctx, req)
 	}
 	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 		if err := checkVersion(ss.Context()); err != nil {
-			return err
+			return toStatus(err)
 		}
-		return h(srv, ss)
+		return toStatus(h(srv, ss))
 	}
 	return grpc.NewServer(
 		grpc.UnaryInterceptor(unary),
@@ -100,34 +102,38 @@ func checkVersion(ctx context.Context) error {
 	md, _ := metadata.FromIncomingContext(ctx)
 	v := md.Get(versionKey)
 	if len(v) == 0 {
-		return status.Errorf(codes.FailedPrecondition,
+		return errno.Errorf(errno.FailedPrecondition,
 			"incompatible peer: it sent no Nacre protocol version; this server speaks protocol %d", version.Protocol)
 	}
 	n, err := strconv.Atoi(v[0])
 	if err != nil || n != version.Protocol {
-		return status.Errorf(codes.FailedPrecondition, "%s", VersionMismatch(v[0], version.Protocol, "client", "server"))
+		return errno.VersionMismatch(v[0], version.Protocol, "client", "server")
 	}
 	return nil
-}
-
-// VersionMismatch formats the refusal message used on both sides.
-func VersionMismatch(peer string, ours int, peerRole, ourRole string) string {
-	return fmt.Sprintf("incompatible protocol versions: %s speaks Nacre protocol %s, %s speaks protocol %d; run the same Nacre release on both",
-		peerRole, peer, ourRole, ours)
 }
 
 // Dial returns a client connection to addr. It does not wait for the
 // server: the first call does, within its deadline. addr may list several
 // servers separated by commas (the replicas of a replicated MGS): the
 // connection uses the first that answers and moves on when it fails.
+//
+// Calls on the connection return *errno.Error for what the server or the
+// transport refused (fromStatus): Unavailable when no server answers,
+// Unimplemented when the server does not serve the method or is not a
+// gRPC server at all.
 func Dial(addr string) (*grpc.ClientConn, error) {
+	var peer peerState
 	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, inv grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		ctx = metadata.AppendToOutgoingContext(ctx, versionKey, strconv.Itoa(version.Protocol))
-		return inv(ctx, method, req, reply, cc, opts...)
+		return fromStatus(inv(ctx, method, req, reply, cc, opts...), &peer)
 	}
 	stream := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, s grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		ctx = metadata.AppendToOutgoingContext(ctx, versionKey, strconv.Itoa(version.Protocol))
-		return s(ctx, desc, cc, method, opts...)
+		cs, err := s(ctx, desc, cc, method, opts...)
+		if err != nil {
+			return nil, fromStatus(err, &peer)
+		}
+		return clientStream{cs, &peer}, nil
 	}
 	// "h:p " or "a, b": an address typed or pasted with blanks.
 	var parts []string
@@ -152,10 +158,15 @@ func Dial(addr string) (*grpc.ClientConn, error) {
 		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
 			var d net.Dialer
 			c, err := d.DialContext(ctx, "tcp", a)
+			if err != nil {
+				peer.dialErr.Store(&err)
+				return nil, err
+			}
+			peer.dialErr.Store(nil)
 			if tc, ok := c.(*net.TCPConn); ok {
 				tc.SetNoDelay(true)
 			}
-			return c, err
+			return &sniffConn{Conn: c, notGRPC: &peer.notGRPC}, nil
 		}),
 	)
 	if err != nil {
@@ -181,134 +192,6 @@ func multiAddr(addr string) grpc.DialOption {
 	return grpc.WithResolvers(r)
 }
 
-// Errno is a POSIX error with context, as returned by client calls.
-type Errno struct {
-	Op    string // what was attempted, e.g. "create /a/b"
-	Errno syscall.Errno
-	Msg   string // server detail, may be empty
-}
-
-func (e *Errno) Error() string {
-	s := e.Errno.Error()
-	if e.Msg != "" {
-		s = e.Msg
-	}
-	if e.Op == "" {
-		return s
-	}
-	return e.Op + ": " + s
-}
-
-// Unwrap lets errors.Is(err, syscall.ENOENT) work.
-func (e *Errno) Unwrap() error { return e.Errno }
-
-// NewErrno wraps an in-band errno; 0 gives nil.
-func NewErrno(op string, errno int32, msg string) error {
-	if errno == 0 {
-		return nil
-	}
-	return &Errno{Op: op, Errno: syscall.Errno(errno), Msg: msg}
-}
-
-// codeErrno is the one table between gRPC codes and errno values.
-var codeErrno = []struct {
-	code  codes.Code
-	errno syscall.Errno
-}{
-	{codes.NotFound, syscall.ENOENT},
-	{codes.AlreadyExists, syscall.EEXIST},
-	{codes.PermissionDenied, syscall.EACCES},
-	{codes.InvalidArgument, syscall.EINVAL},
-	{codes.ResourceExhausted, syscall.ENOSPC},
-	{codes.Unimplemented, syscall.ENOSYS},
-	{codes.Canceled, syscall.EINTR},
-	{codes.DeadlineExceeded, syscall.ETIMEDOUT},
-	{codes.FailedPrecondition, syscall.EPROTO},
-	{codes.Unavailable, syscall.EIO},
-	{codes.OutOfRange, syscall.EFBIG},
-	{codes.Aborted, syscall.EAGAIN},
-	{codes.DataLoss, syscall.EIO},
-	{codes.Internal, syscall.EIO},
-	{codes.Unknown, syscall.EIO},
-}
-
-// PlainMessage drops gRPC's "rpc error: code = ResourceExhausted desc = "
-// from an error's text: the server's message after it names the problem
-// (a full MDT, ...) in words, and the code means nothing to a user.
-// status.Convert alone does not do: a status wrapped by fmt.Errorf keeps
-// that text in its message.
-func PlainMessage(msg string) string { return statusPrefix.ReplaceAllString(msg, "") }
-
-// statusPrefix is what gRPC puts before a server's own message.
-var statusPrefix = regexp.MustCompile(`rpc error: code = \w+ desc = `)
-
-// ToErrno maps any error to the errno a POSIX caller should see.
-func ToErrno(err error) syscall.Errno {
-	if err == nil {
-		return 0
-	}
-	var e syscall.Errno
-	if errors.As(err, &e) {
-		return e
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return syscall.ETIMEDOUT
-	}
-	if errors.Is(err, context.Canceled) {
-		return syscall.EINTR
-	}
-	if s, ok := status.FromError(err); ok {
-		for _, m := range codeErrno {
-			if m.code == s.Code() {
-				return m.errno
-			}
-		}
-	}
-	return syscall.EIO
-}
-
-// Status turns a server-side error into a gRPC status error, keeping the
-// errno's meaning in the code.
-func Status(err error) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := status.FromError(err); ok {
-		return err
-	}
-	var e syscall.Errno
-	if errors.As(err, &e) {
-		for _, m := range codeErrno {
-			if m.errno == e {
-				return status.Error(m.code, err.Error())
-			}
-		}
-	}
-	return status.Error(codes.Internal, err.Error())
-}
-
-// Retryable reports whether a call failed for a reason that a retry with
-// the same request id can fix (server restarting, connection lost).
-func Retryable(err error) bool {
-	s, ok := status.FromError(err)
-	if !ok {
-		return false
-	}
-	switch s.Code() {
-	case codes.Unavailable:
-		return true
-	case codes.Aborted:
-		return true
-	}
-	return false
-}
-
-// IsVersionMismatch reports whether err is a protocol version refusal.
-func IsVersionMismatch(err error) bool {
-	s, ok := status.FromError(err)
-	return ok && s.Code() == codes.FailedPrecondition
-}
-
 // CheckHostPort checks that addr is HOST:PORT with a port from 1 to
 // 65535 and returns the host, for messages about addresses given by hand.
 func CheckHostPort(addr string) (string, error) {
@@ -320,18 +203,6 @@ func CheckHostPort(addr string) (string, error) {
 		return "", fmt.Errorf("port %q is not a number from 1 to 65535", port)
 	}
 	return host, nil
-}
-
-// NotTheService reports whether err says the peer answered but does not
-// serve what was asked: a gRPC server without the service (another
-// Nacre server's port: "unknown service"), or a server that does not
-// speak gRPC at all (an HTTP server answers the HTTP/2 preface with a
-// frame gRPC reads as too large).
-func NotTheService(err error) bool {
-	if err == nil {
-		return false
-	}
-	return status.Code(err) == codes.Unimplemented || strings.Contains(err.Error(), "http2: frame too large")
 }
 
 // SwapConn is a client connection whose servers can be replaced under the
