@@ -1,0 +1,210 @@
+// Package layering holds the test that keeps Nacre's imports going one
+// way, down the tiers of docs/architecture.md ("Code map"):
+//
+//	base → storage → replication → targets → servers → client → tools → cmd
+//
+// A package imports packages of its own tier or of tiers below it. The
+// client tier is narrower still: it stands on the base tier alone, so a
+// client links neither the consensus library nor the storage engine, and
+// the protocols that exist to avoid gRPC do not link it.
+package layering
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const module = "nacre/"
+
+type tier int
+
+const (
+	base tier = iota
+	storage
+	replication
+	targets
+	servers
+	clientTier
+	tools
+	cmd
+	tests
+)
+
+var tierNames = [...]string{"base", "storage", "replication", "targets", "servers", "client", "tools", "cmd", "test"}
+
+func (t tier) String() string { return tierNames[t] }
+
+// tiers places every package of the module. A new package fails the test
+// until it is placed here (and in the code map of docs/architecture.md).
+var tiers = map[string]tier{
+	"api/nacrepb":           base,
+	"api/nacregrpc":         base,
+	"internal/acl":          base,
+	"internal/bulk":         base,
+	"internal/errno":        base,
+	"internal/fault":        base,
+	"internal/fid":          base,
+	"internal/grpcx":        base,
+	"internal/layout":       base,
+	"internal/mdrpc":        base,
+	"internal/objrec":       base,
+	"internal/obs":          base,
+	"internal/ports":        base,
+	"internal/version":      base,
+	"internal/kv":           storage,
+	"internal/raftlog":      storage,
+	"internal/reserve":      storage,
+	"internal/target":       storage,
+	"internal/raftgroup":    replication,
+	"internal/ldlm":         targets,
+	"internal/lfsck":        targets,
+	"internal/mdt":          targets,
+	"internal/ost":          targets,
+	"internal/mds":          servers,
+	"internal/mgs":          servers,
+	"internal/oss":          servers,
+	"internal/server":       servers,
+	"internal/client":       clientTier,
+	"internal/fusefs":       clientTier,
+	"internal/bench":        tools,
+	"internal/cli":          tools,
+	"internal/lfsck/admin":  tools,
+	"internal/localcluster": tools,
+	"cmd/nacre":             cmd,
+}
+
+// noGRPC are the packages that must not link gRPC, even indirectly.
+var noGRPC = []string{"api/nacrepb", "internal/errno", "internal/mdrpc", "internal/bulk", "internal/fid", "internal/layout", "internal/objrec"}
+
+// clientForbidden are modules the client tier must not link.
+var clientForbidden = []string{"go.etcd.io/raft", "github.com/cockroachdb/pebble"}
+
+type pkg struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+func listPackages(t *testing.T) []pkg {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json=ImportPath,Imports,Deps", "nacre/...")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("go list: %v\n%s", err, errb.String())
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(&out)
+	for dec.More() {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			t.Fatalf("go list output: %v", err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) < 20 {
+		t.Fatalf("go list found %d packages; is the test run inside the module?", len(pkgs))
+	}
+	return pkgs
+}
+
+// tierOf places a package: test/... is the test tier.
+func tierOf(rel string) (tier, bool) {
+	if strings.HasPrefix(rel, "test/") {
+		return tests, true
+	}
+	t, ok := tiers[rel]
+	return t, ok
+}
+
+// violations lists the imports of pkgs that go against the tiers.
+func violations(pkgs []pkg) []string {
+	var bad []string
+	for _, p := range pkgs {
+		rel := strings.TrimPrefix(p.ImportPath, module)
+		from, ok := tierOf(rel)
+		if !ok {
+			bad = append(bad, fmt.Sprintf("%s is in no tier: place it in test/layering's tiers and in docs/architecture.md's code map", rel))
+			continue
+		}
+		for _, imp := range p.Imports {
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			irel := strings.TrimPrefix(imp, module)
+			to, ok := tierOf(irel)
+			if !ok {
+				continue // reported as its own package
+			}
+			switch {
+			case to > from:
+				bad = append(bad, fmt.Sprintf("%s (%s) imports %s (%s): an import goes up the tiers", rel, from, irel, to))
+			case from == clientTier && to != base && to != clientTier:
+				bad = append(bad, fmt.Sprintf("%s (client) imports %s (%s): the client tier stands on the base tier alone", rel, irel, to))
+			}
+		}
+		if from == clientTier {
+			for _, f := range clientForbidden {
+				for _, d := range p.Deps {
+					if strings.HasPrefix(d, f) {
+						bad = append(bad, fmt.Sprintf("%s (client) links %s", rel, d))
+						break
+					}
+				}
+			}
+		}
+		for _, n := range noGRPC {
+			if rel != n {
+				continue
+			}
+			for _, d := range p.Deps {
+				if strings.HasPrefix(d, "google.golang.org/grpc") {
+					bad = append(bad, fmt.Sprintf("%s links %s: it must not link gRPC", rel, d))
+					break
+				}
+			}
+		}
+	}
+	sort.Strings(bad)
+	return bad
+}
+
+func TestImportsFollowTheTiers(t *testing.T) {
+	for _, v := range violations(listPackages(t)) {
+		t.Error(v)
+	}
+}
+
+// TestViolationsAreFound: the rules catch what they are for (a client
+// that imports the consensus package, an import up the tiers, a package
+// left out, a protocol that links gRPC).
+func TestViolationsAreFound(t *testing.T) {
+	pkgs := []pkg{
+		{ImportPath: "nacre/internal/client", Imports: []string{"nacre/internal/raftgroup"}, Deps: []string{"go.etcd.io/raft/v3"}},
+		{ImportPath: "nacre/internal/kv", Imports: []string{"nacre/internal/mds"}},
+		{ImportPath: "nacre/internal/newthing"},
+		{ImportPath: "nacre/internal/mdrpc", Deps: []string{"google.golang.org/grpc"}},
+		{ImportPath: "nacre/internal/cli", Imports: []string{"nacre/internal/client", "nacre/internal/errno"}},
+	}
+	got := violations(pkgs)
+	want := []string{
+		"internal/client (client) imports internal/raftgroup",
+		"internal/client (client) links go.etcd.io/raft/v3",
+		"internal/kv (storage) imports internal/mds (servers): an import goes up the tiers",
+		"internal/mdrpc links google.golang.org/grpc",
+		"internal/newthing is in no tier",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d violations, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("violation %d: got %q, want it to start %q", i, got[i], want[i])
+		}
+	}
+}
