@@ -157,7 +157,7 @@
 //     record fails its checksum, and that segment is sealed there before
 //     anything new is written (internal/raftlog), so bytes that were
 //     written but never synced cannot come back later as entries.
-
+//
 // # Proposals, reads and leadership
 //
 // Only the leader takes proposals (raft's forwarding is off): a follower

@@ -1,5 +1,4 @@
-// Package layering holds the test that keeps Nacre's imports going one
-// way, down the tiers of docs/architecture.md ("Code map"):
+// The tiers of docs/architecture.md ("Code map"):
 //
 //	base → storage → replication → targets → servers → client → tools → cmd
 //
@@ -7,6 +6,7 @@
 // client tier is narrower still: it stands on the base tier alone, so a
 // client links neither the consensus library nor the storage engine, and
 // the protocols that exist to avoid gRPC do not link it.
+
 package layering
 
 import (
