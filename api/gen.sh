@@ -9,7 +9,7 @@
 set -e
 cd "$(dirname "$0")"
 PATH=$PATH:$(go env GOPATH)/bin
-rm -f nacrepb/*.pb.go nacregrpc/*.pb.go
+rm -f nacrepb/*.pb.go nacregrpc/*.pb.go # keeps doc.go
 mkdir -p nacregrpc
 protoc -I . --go_out=.. --go_opt=module=nacre \
   --go-grpc_out=.. --go-grpc_opt=module=nacre *.proto
