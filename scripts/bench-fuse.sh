@@ -5,7 +5,7 @@
 #
 # usage (root): scripts/bench-fuse.sh [REPS]
 #   env: PEERS  (../shared/peers: setup_moosefs.sh, run_io.sh, run_bonnie.sh, fio_row.py)
-#        OUT    (bench-fuse-results)   WORK (/tmp/nacre-bench-fuse)   NACRE (built to $WORK/nacre)
+#        OUT    (results/bench-fuse)   WORK (/tmp/nacre-bench-fuse)   NACRE (built to $WORK/nacre)
 #        TESTS  ("md io bonnie")       FSLIST ("local mfs nacre"; add nacre-lib for
 #               the client library without FUSE, as the core issue's benchmark)
 #        MD_FILES (4000 files per md run, split over the workers)   MD_GAP (2s)
@@ -24,7 +24,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${1:-3}
 PEERS=${PEERS:-$(cd ../shared/peers 2>/dev/null && pwd || echo /work/shared/peers)}
-OUT=$(mkdir -p "${OUT:-bench-fuse-results}" && cd "${OUT:-bench-fuse-results}" && pwd)
+OUT=$(mkdir -p "${OUT:-results/bench-fuse}" && cd "${OUT:-results/bench-fuse}" && pwd)
 WORK=${WORK:-/tmp/nacre-bench-fuse}
 NACRE=${NACRE:-$WORK/nacre}
 TESTS=${TESTS:-"md io bonnie"}

@@ -9,7 +9,7 @@ import sys
 
 from benchsummary import fmt, med, ratio
 
-out = sys.argv[1] if len(sys.argv) > 1 else "bench-tools-results"
+out = sys.argv[1] if len(sys.argv) > 1 else "results/bench-tools"
 
 
 def load(pattern):

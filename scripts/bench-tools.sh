@@ -6,14 +6,14 @@
 # repetition so that the machine's load hits all alike.
 #
 # usage (root): scripts/bench-tools.sh [REPS]
-#   env: PEERS (../shared/peers)  OUT (bench-tools-results)  WORK (/tmp/nacre-bench-tools)
+#   env: PEERS (../shared/peers)  OUT (results/bench-tools)  WORK (/tmp/nacre-bench-tools)
 #        IO_SIZE (256M per worker)  AGE_FILES (3000)  FSLIST ("local mfs nacre")
 # Results: OUT/*.json and OUT/*.png; summary: scripts/bench-tools-summary.py OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${1:-2}
 PEERS=${PEERS:-$(cd ../shared/peers 2>/dev/null && pwd || echo /work/shared/peers)}
-OUT=$(mkdir -p "${OUT:-bench-tools-results}" && cd "${OUT:-bench-tools-results}" && pwd)
+OUT=$(mkdir -p "${OUT:-results/bench-tools}" && cd "${OUT:-results/bench-tools}" && pwd)
 WORK=${WORK:-/tmp/nacre-bench-tools}
 NACRE=${NACRE:-$WORK/nacre}
 IO_SIZE=${IO_SIZE:-256M}

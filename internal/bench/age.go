@@ -54,7 +54,7 @@ type AgeOptions struct {
 	Workers  int
 	Progress io.Writer
 	Timeline *Timeline
-	// Python runs the Darshan reader (default python3, or $NACRE_PYTHON).
+	// Python runs the Darshan reader (default python3).
 	Python string
 }
 
@@ -135,9 +135,6 @@ type DarshanRecord struct {
 
 // ReadDarshan extracts the files of Darshan logs with the PyPI package.
 func ReadDarshan(ctx context.Context, python string, logs []string) ([]DarshanRecord, error) {
-	if python == "" {
-		python = os.Getenv("NACRE_PYTHON")
-	}
 	if python == "" {
 		python = "python3"
 	}

@@ -223,7 +223,7 @@ type LfsckBenchOptions struct {
 	// OSTRestart restarts each Table I cluster after populating it, so
 	// that the runs read the files from the stores' tables, as on a file
 	// system that has been up a while, and not from the memtables the
-	// bulk load left (which doubled the MDT's CPU per run, 2026-11-29).
+	// bulk load left (which double the MDT's CPU per run).
 	OSTRestart bool
 	// Have is the number of files the scaling tree already holds.
 	Have int
@@ -594,7 +594,8 @@ func runScalingInterleaved(ctx context.Context, o LfsckBenchOptions) ([]LfsckPoi
 }
 
 // runLoad measures the create rate alone, with the namespace checker at
-// full speed, and at 1/5 to 4/5 of the full speed measured unloaded.
+// full speed, and at 1/5 to 4/5 of the checker's full speed under the same
+// create load.
 func runLoad(ctx context.Context, c *admin.Conn, o LfsckBenchOptions) ([]LoadPoint, error) {
 	secs := o.LoadSeconds
 	if secs <= 0 {
