@@ -24,11 +24,11 @@
 // files it was taken through, as on Linux and Lustre: a second descriptor
 // of the process takes, converts, tests (F_GETLK) and unlocks the same
 // locks, and close(2) of any descriptor releases them all. An OFD lock
-// belongs to its open file, which the kernel passes as the owner. (Until
-// 2026-11-25 the open file was part of a POSIX lock's owner too, as
-// go-fuse's posixtest FcntlFlockLocksFile asks: an unlock through another
-// descriptor then did nothing, and F_GETLK reported the process's own
-// lock as a conflict.) A flock request first drops the owner's other flock lock, as
+// belongs to its open file, which the kernel passes as the owner. (The
+// open file is not part of a POSIX lock's owner, though go-fuse's posixtest
+// FcntlFlockLocksFile expects it: an unlock through another descriptor
+// would then do nothing, and F_GETLK would report the process's own lock
+// as a conflict.) A flock request first drops the owner's other flock lock, as
 // Linux does (conversion is not atomic). A request that would wait on a
 // chain of owners that ends at itself fails with EDEADLK (POSIX locks
 // only). Nothing survives a restart of the MDS.

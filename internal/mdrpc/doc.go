@@ -3,11 +3,11 @@
 // messages in length-prefixed, checksummed frames over plain TCP, one
 // request at a time per connection, with a pool of connections per server.
 //
-// It exists because the metadata path is latency-bound: measured on this
-// project's 2-core machines, a gRPC unary call cost the client about 200 µs
-// of CPU (HTTP/2 framing, a reader and a writer goroutine per connection,
-// several syscalls and wake-ups per call), while a synchronous exchange on
-// a pooled connection is one write and one read on the caller's goroutine.
+// It exists because the metadata path is latency-bound: a gRPC unary call
+// costs the client several times the CPU of the exchange itself (HTTP/2
+// framing, a reader and a writer goroutine per connection, several
+// syscalls and wake-ups per call), while a synchronous exchange on a
+// pooled connection is one write and one read on the caller's goroutine.
 // gRPC stays for control and admin services, where its features matter
 // more than its cost (see docs/architecture.md, "Dependencies").
 //

@@ -17,7 +17,7 @@
 // full scan of objects is one sequential iteration:
 //
 //	"\x00identity"                          owner of the store (internal/target)
-//	"\x00r" ...                              Raft log and hard state (internal/raftgroup)
+//	"\x00r" ...                              Raft state kept beside the log (internal/raftgroup: log format, address book, removed ids, replica id, snapshot marker; the log itself is in internal/raftlog's segments)
 //	"\x01" name                               counters and singletons (metaKey):
 //	    applied                                 last applied Raft index (u64)
 //	    nextlocal                               next local object key (u64)

@@ -1,7 +1,7 @@
 // Package ost is the object storage target: OST objects as sparse files
 // on the local file system, and their attribute records in a pebble store
 // next to them. No network: internal/oss serves a Store over gRPC and the
-// wire protocol (a *Store is a wire.Handler).
+// bulk data protocol (a *Store is a bulk.Handler).
 //
 // # What an object is
 //

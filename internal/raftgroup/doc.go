@@ -58,8 +58,7 @@
 // The log lives in its own directory, Config.LogDir (internal/raftlog: a
 // run of segment files written at their full size before use, so that a
 // synced append is an fdatasync of blocks the file system already has,
-// about 200 µs on this project's disks against 300-400 µs for pebble's
-// WAL, whose files grow). Its records:
+// cheaper than a sync of pebble's WAL, whose files grow). Its records:
 //
 //	'E'  one entry, raftpb.Entry encoding
 //	'H'  HardState (term, vote, commit), raftpb encoding; the last wins
@@ -198,9 +197,8 @@
 // by `nacre replica transfer`); AddReplica adds a replica as a learner and
 // promotes it once it has caught up. Raft messages travel over plain TCP
 // on the gRPC port when the process serves its listener through
-// GRPCTransport.Listener (fast.go: about 240 µs less per commit round
-// trip than the gRPC stream on this project's machines), snapshots over
-// gRPC streams. The RaftAdmin service (admin.go) exposes members,
+// GRPCTransport.Listener (fast.go: a commit round trip costs less than
+// over a gRPC stream), snapshots over gRPC streams. The RaftAdmin service (admin.go) exposes members,
 // add/remove/transfer to `nacre replica`; GroupErr turns a group's refusal
 // into the typed redirect clients follow (errno.NotLeader). The fault point raft.isolate
 // (FaultIsolate) cuts a process's replicas off from the others, for
@@ -213,7 +211,6 @@
 //   - Many groups per process share nothing but the transport: each has
 //     its own loop goroutine and ticker; hundreds of groups would want a
 //     shared scheduler and quiescence of idle groups.
-//   - Prometheus metrics (Stats has the counters).
 //   - Automatic removal of dead replicas, and learners promoted other than
 //     by AddReplica.
 package raftgroup

@@ -3,9 +3,8 @@
 // that appending a record and syncing it is an fdatasync of blocks the
 // file system already has. An append into a growing file, or into space
 // reserved with fallocate (what pebble's WAL does), must also journal the
-// new size or the converted extents on every sync: on this project's
-// ext4-on-virtio machines that sync costs 300-400 µs against about
-// 200 µs for the overwrite (docs/architecture.md, "The Raft log").
+// new size or the converted extents on every sync, which costs more than
+// the overwrite (docs/architecture.md, "The Raft log", has the figures).
 //
 // The package knows records, segments and crashes; what the records mean
 // (entries, hard state, truncation points) is its caller's business
