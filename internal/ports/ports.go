@@ -5,15 +5,15 @@
 // (net.ipv4.ip_local_port_range). A port from inside that range, free when
 // picked, can be taken before its owner binds it (again) by any socket that
 // lets the kernel choose: another server's listener on port 0, or any
-// outgoing connection's local port. A CI run lost a Raft replica that way,
-// and the port would have stayed taken at every restart.
+// outgoing connection's local port; a Raft replica whose port is taken
+// stays out at every restart.
 //
 // The range is split in two. A Picker's ports are free when picked but
 // bound later, by another process; a listener on port 0 binds at once. If
 // both drew from the same ports, a server's metrics listener could take
-// the port just picked for the MGS that starts beside it (a CI run lost a
-// test that way). So picks come from the lower third and port-0 listeners
-// from the rest, and neither can take the other's port in that window.
+// the port just picked for the MGS that starts beside it. So picks come
+// from the lower third and port-0 listeners from the rest, and neither can
+// take the other's port in that window.
 package ports
 
 import (
