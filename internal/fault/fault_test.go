@@ -43,13 +43,13 @@ func TestParseArmHitAndCount(t *testing.T) {
 }
 
 func TestEveryKindHasAComponentAndCounter(t *testing.T) {
-	seen := map[string]bool{}
+	seen := map[Kind]bool{}
 	for _, k := range Kinds {
 		if seen[k.Kind] || k.Component == "" || k.Counter == "" || (k.Target != "file" && k.Target != "dir") {
 			t.Fatalf("bad kind %+v", k)
 		}
 		seen[k.Kind] = true
-		if _, ok := LookupKind(k.Kind); !ok {
+		if _, ok := LookupKind(string(k.Kind)); !ok {
 			t.Fatal(k.Kind)
 		}
 	}

@@ -265,7 +265,7 @@ type faultService struct {
 func (v *faultService) List(ctx context.Context, req *pb.FaultListRequest) (*pb.FaultListReply, error) {
 	out := &pb.FaultListReply{}
 	for _, k := range fault.Kinds {
-		out.Kinds = append(out.Kinds, &pb.FaultKind{Kind: k.Kind, Component: k.Component, Target: k.Target,
+		out.Kinds = append(out.Kinds, &pb.FaultKind{Kind: string(k.Kind), Component: k.Component, Target: k.Target,
 			Description: k.Description, Needs: k.Needs, Counter: k.Counter})
 	}
 	return out, nil
