@@ -323,7 +323,8 @@ An interrupted run continues where it stopped when run again.`,
 				}
 			}
 			ao := bench.AgeOptions{MGS: g.mgs, Dest: o.dest, Local: o.local, Random: o.random, Files: o.files, MedianSize: median,
-				Darshan: o.darshan, MaxSize: capSize, StripeCount: o.stripes, StripeSize: ss, Seed: o.seed, Workers: o.workers}
+				Darshan: o.darshan, MaxSize: capSize, StripeCount: o.stripes, StripeSize: ss, Seed: o.seed, Workers: o.workers,
+				Python: g.environ.get("NACRE_PYTHON")}
 			if !o.json {
 				ao.Progress = cmd.ErrOrStderr()
 			}

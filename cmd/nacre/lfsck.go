@@ -14,7 +14,7 @@ import (
 )
 
 func adminEnv(g *globals, cmd *cobra.Command) admin.Env {
-	return admin.Env{MGS: g.mgs, Out: cmd.OutOrStdout(), Err: cmd.ErrOrStderr()}
+	return admin.Env{MGS: g.mgs, Out: cmd.OutOrStdout(), Err: cmd.ErrOrStderr(), FollowerReads: g.environ.followerReads()}
 }
 
 // addCheckerCommands adds nacre lfsck, nacre fault and nacre mdt.

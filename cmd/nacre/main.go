@@ -93,17 +93,22 @@ func jsonError(w io.Writer, err error) {
 	fmt.Fprintln(w, string(b))
 }
 
-// globals are the flags every command sees.
+// globals are the flags every command sees, and the environment.
 type globals struct {
-	mgs string
+	mgs     string
+	environ environ
 }
 
 func (g *globals) env(cmd *cobra.Command) cli.Env {
-	return cli.Env{MGS: g.mgs, Out: cmd.OutOrStdout(), Err: cmd.ErrOrStderr(), Stdin: cmd.InOrStdin()}
+	return cli.Env{MGS: g.mgs, Out: cmd.OutOrStdout(), Err: cmd.ErrOrStderr(), Stdin: cmd.InOrStdin(),
+		MountState: g.environ.mountState(), FollowerReads: g.environ.followerReads()}
 }
 
-func newRoot() *cobra.Command {
-	g := &globals{}
+func newRoot() *cobra.Command { return newRootIn(os.Getenv) }
+
+// newRootIn is the command tree, reading the environment from getenv.
+func newRootIn(getenv environ) *cobra.Command {
+	g := &globals{environ: getenv}
 	root := &cobra.Command{
 		Use:   "nacre",
 		Short: "Nacre: a parallel file system with Lustre's architecture",
@@ -118,7 +123,7 @@ Then use it:             export NACRE_MGS=<address printed by up>; nacre ls /`,
 		Version:       version.Software,
 	}
 	root.SetFlagErrorFunc(flagError) // and so every subcommand's
-	root.PersistentFlags().StringVar(&g.mgs, "mgs", os.Getenv("NACRE_MGS"), "MGS address HOST:PORT (default $NACRE_MGS)")
+	root.PersistentFlags().StringVar(&g.mgs, "mgs", g.environ.get("NACRE_MGS"), "MGS address HOST:PORT (default $NACRE_MGS)")
 	var cpuprofile string
 	var profFile *os.File
 	root.PersistentFlags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of this command to FILE")
@@ -149,6 +154,7 @@ Then use it:             export NACRE_MGS=<address printed by up>; nacre ls /`,
 	addStatsCommands(root, g)
 	addMountCommands(root, g)
 	addReplicaCommands(root, g)
+	root.AddCommand(environmentTopic())
 	refuseUnknownSubcommands(root)
 	return root
 }

@@ -20,10 +20,6 @@ import (
 	"nacre/internal/obs"
 )
 
-// mountOSTDownAfter: see client.Config.OSTDownAfter (NACRE_OST_DOWN_AFTER
-// overrides it).
-const mountOSTDownAfter = 30 * time.Second
-
 func addMountCommands(root *cobra.Command, g *globals) {
 	var m struct {
 		opts    []string
@@ -86,17 +82,17 @@ Options (-o, comma-separated):
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s is not empty: what it holds is hidden while Nacre is mounted over it, and comes back at unmount\n", dir)
 			}
 			if m.log == "" {
-				m.log = filepath.Join(fusefs.StateDir(), url.PathEscape(dir)+".log")
+				m.log = filepath.Join(g.environ.mountState(), url.PathEscape(dir)+".log")
 			}
 			if !m.fg {
 				return mountBackground(cmd, g.mgs, dir, m.opts, m.log)
 			}
-			return mountForeground(cmd.Context(), cmd.OutOrStdout(), g.mgs, dir, mo, m.log, m.readyFD)
+			return mountForeground(cmd.Context(), cmd.OutOrStdout(), g.environ, g.mgs, dir, mo, m.log, m.readyFD)
 		},
 	}
 	mountCmd.Flags().StringArrayVarP(&m.opts, "options", "o", nil, "mount options, comma-separated (see above)")
 	mountCmd.Flags().BoolVarP(&m.fg, "foreground", "f", false, "stay in the foreground (log to stderr)")
-	mountCmd.Flags().StringVar(&m.log, "log", "", "daemon log file (default under "+fusefs.StateDir()+")")
+	mountCmd.Flags().StringVar(&m.log, "log", "", "daemon log file (default under "+g.environ.mountState()+")")
 	mountCmd.Flags().IntVar(&m.readyFD, "ready-fd", 0, "internal: report readiness on this file descriptor")
 	mountCmd.Flags().MarkHidden("ready-fd")
 	root.AddCommand(mountCmd)
@@ -113,6 +109,7 @@ died is always freed.`,
 		GroupID: "fs",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			u.StateDir = g.environ.mountState()
 			return fusefs.Umount(args[0], u)
 		},
 	}
@@ -167,7 +164,7 @@ func mountBackground(cmd *cobra.Command, mgs, dir string, opts []string, logPath
 }
 
 // mountForeground is the daemon: mount, serve until unmounted, flush.
-func mountForeground(ctx context.Context, out io.Writer, mgs, dir string, mo fusefs.MountOptions, logPath string, readyFD int) error {
+func mountForeground(ctx context.Context, out io.Writer, env environ, mgs, dir string, mo fusefs.MountOptions, logPath string, readyFD int) error {
 	var ready *os.File
 	if readyFD > 0 {
 		ready = os.NewFile(uintptr(readyFD), "ready")
@@ -179,25 +176,17 @@ func mountForeground(ctx context.Context, out io.Writer, mgs, dir string, mo fus
 		}
 		return err
 	}
-	log := obs.NewLogger(os.Stderr, false, obs.LevelFromEnv()).With("mount", dir)
+	log := obs.NewLogger(os.Stderr, false, env.logLevel()).With("mount", dir)
 	mo.Log = log
 	// Fault points of the mount (tests), as the servers arm theirs.
-	if err := fault.ArmFromEnv(); err != nil {
+	if err := fault.ArmList(env.get("NACRE_FAULTS")); err != nil {
 		return fail(err)
 	}
-	// An OST restart takes seconds, and I/O waits it out; an OST still
-	// unreachable after mountOSTDownAfter fails I/O with EIO at once (and
-	// logged, naming the OST) until it answers, instead of every request
-	// waiting the whole timeout.
-	downAfter := mountOSTDownAfter
-	if v := os.Getenv("NACRE_OST_DOWN_AFTER"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return fail(fmt.Errorf("NACRE_OST_DOWN_AFTER=%q: give a duration such as 30s", v))
-		}
-		downAfter = d
+	downAfter, err := env.ostDownAfter()
+	if err != nil {
+		return fail(err)
 	}
-	c, err := client.New(ctx, client.Config{MGS: mgs, Log: log, OSTDownAfter: downAfter, RefreshEvery: 30 * time.Second})
+	c, err := client.New(ctx, client.Config{MGS: mgs, Log: log, OSTDownAfter: downAfter, RefreshEvery: 30 * time.Second, FollowerReads: env.followerReads()})
 	if err != nil {
 		return fail(err)
 	}
@@ -207,10 +196,11 @@ func mountForeground(ctx context.Context, out io.Writer, mgs, dir string, mo fus
 		return fail(err)
 	}
 	pid := os.Getpid()
-	if err := fusefs.WriteRecord(fusefs.Record{Dir: dir, MGS: mgs, Pid: pid, Log: logPath, Started: time.Now()}); err != nil {
+	state := env.mountState()
+	if err := fusefs.WriteRecord(state, fusefs.Record{Dir: dir, MGS: mgs, Pid: pid, Log: logPath, Started: time.Now()}); err != nil {
 		log.Warn("cannot record the mount (umount will not wait for this daemon)", "err", err)
 	}
-	defer fusefs.RemoveRecord(dir, pid)
+	defer fusefs.RemoveRecord(state, dir, pid)
 	log.Info("mounted", "mgs", mgs, "fsname", c.Fsname(), "pid", pid)
 	if ready != nil {
 		fmt.Fprintln(ready, "ok")

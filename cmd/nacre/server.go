@@ -131,8 +131,8 @@ func addServerCommands(root *cobra.Command, g *globals) {
 			if serveDir == "" {
 				return fmt.Errorf("--dir is required")
 			}
-			log := obs.NewLogger(os.Stderr, jsonLogs, obs.LevelFromEnv())
-			return server.Run(cmd.Context(), serveDir, server.Options{Log: log})
+			log := obs.NewLogger(os.Stderr, jsonLogs, g.environ.logLevel())
+			return server.Run(cmd.Context(), serveDir, g.environ.serverOptions(log))
 		},
 	}
 	serveCmd.Flags().StringVar(&serveDir, "dir", "", "target directory")
@@ -157,7 +157,7 @@ func addServerCommands(root *cobra.Command, g *globals) {
 			// Flags left at their defaults are not passed: the defaults
 			// are for a new cluster, and an existing one keeps what it
 			// has (Up notes a value given that it does not apply).
-			o := localcluster.Options{Dir: up.dir, Out: out, Mount: up.mount, AllowMissing: up.allowMissing}
+			o := localcluster.Options{Dir: up.dir, Out: out, Mount: up.mount, AllowMissing: up.allowMissing, MountState: g.environ.mountState()}
 			if cmd.Flags().Changed("osts") {
 				if up.osts < 1 {
 					return fmt.Errorf("--osts %d: a cluster needs at least 1 OST (an existing cluster keeps the OSTs it has; a larger --osts adds OSTs)", up.osts)
@@ -214,13 +214,13 @@ func addServerCommands(root *cobra.Command, g *globals) {
 				select {
 				case <-cmd.Context().Done():
 					fmt.Fprintln(out, "\nstopping...")
-					return cli.Down(up.dir, out, cmd.ErrOrStderr())
+					return cli.Down(up.dir, g.environ.mountState(), out, cmd.ErrOrStderr())
 				case <-tick.C:
 				}
 				if localcluster.Running(up.dir) == 0 {
 					fmt.Fprintf(out, "every target process of %s has exited (stopped by nacre down, or died: see their serve.log); nacre up ends\n", up.dir)
 					// Unmount what is left of --mount.
-					return cli.Down(up.dir, io.Discard, cmd.ErrOrStderr())
+					return cli.Down(up.dir, g.environ.mountState(), io.Discard, cmd.ErrOrStderr())
 				}
 			}
 		},
@@ -248,7 +248,7 @@ free it. The mount made by nacre up --mount is always removed.`,
 		GroupID: "server",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return cli.Down(downDir, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return cli.Down(downDir, g.environ.mountState(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	downCmd.Flags().StringVar(&downDir, "dir", defaultClusterDir, "cluster directory")

@@ -29,6 +29,12 @@ type Env struct {
 	// Paths resolves path arguments (see paths.go); nil: this process's
 	// current directory and mounts.
 	Paths *PathEnv
+	// MountState is where mount daemons record themselves, with their MGS
+	// (fusefs.StateDir; "": fusefs.StateDir("")).
+	MountState string
+	// FollowerReads spreads the reads of the command's client over the
+	// replicas of each MDT (client.Config.FollowerReads).
+	FollowerReads bool
 }
 
 // OSTDownAfter is how long a command's I/O waits for an OST that cannot
@@ -43,7 +49,7 @@ func (e Env) Connect(ctx context.Context) (*client.Client, error) {
 	if e.MGS == "" {
 		return nil, fmt.Errorf("no MGS address: pass --mgs HOST:PORT or set NACRE_MGS (`nacre up` prints it)")
 	}
-	return client.New(ctx, client.Config{MGS: e.MGS, Timeout: 30 * time.Second, OSTDownAfter: OSTDownAfter, FailFast: true})
+	return client.New(ctx, client.Config{MGS: e.MGS, Timeout: 30 * time.Second, OSTDownAfter: OSTDownAfter, FailFast: true, FollowerReads: e.FollowerReads})
 }
 
 // open resolves path arguments (PathEnv.Resolve) and connects to the file

@@ -25,16 +25,16 @@ import (
 // A Nacre mount whose record cannot be read (made by another user) may
 // be of this file system: a warning names it too. The cluster is stopped
 // in every case.
-func Down(dir string, out, errOut io.Writer) error {
+func Down(dir, stateDir string, out, errOut io.Writer) error {
 	var busy []string
 	var failures []error
 	var unknown []string
 	if mgs, err := localcluster.MGSAddr(dir); err == nil {
-		pe := LocalPathEnv()
+		pe := LocalPathEnv(stateDir)
 		mine, others := clusterMounts(pe, mgs)
 		unknown = others
 		for _, m := range mine {
-			if err := fusefs.Umount(m, fusefs.UmountOptions{}); err != nil {
+			if err := fusefs.Umount(m, fusefs.UmountOptions{StateDir: stateDir}); err != nil {
 				busy = append(busy, m)
 				failures = append(failures, err)
 				continue

@@ -64,9 +64,10 @@ type PathEnv struct {
 	MountMGS func(dir string) string
 }
 
-// LocalPathEnv reads this process's current directory and mount table.
-func LocalPathEnv() PathEnv {
-	pe := PathEnv{EvalSymlinks: filepath.EvalSymlinks, MountMGS: recordedMGS}
+// LocalPathEnv reads this process's current directory and mount table;
+// the mounts' daemons record their MGS in stateDir (fusefs.StateDir).
+func LocalPathEnv(stateDir string) PathEnv {
+	pe := PathEnv{EvalSymlinks: filepath.EvalSymlinks, MountMGS: func(dir string) string { return recordedMGS(stateDir, dir) }}
 	pe.Cwd, pe.CwdErr = syscall.Getwd()
 	if f, err := os.Open("/proc/self/mountinfo"); err == nil {
 		pe.Mounts = ParseMountInfo(f)
@@ -75,8 +76,8 @@ func LocalPathEnv() PathEnv {
 	return pe
 }
 
-func recordedMGS(dir string) string {
-	r, err := fusefs.ReadRecord(dir)
+func recordedMGS(stateDir, dir string) string {
+	r, err := fusefs.ReadRecord(stateDir, dir)
 	if err != nil {
 		return ""
 	}
@@ -230,7 +231,7 @@ func (e Env) pathEnv() *PathEnv {
 	if e.Paths != nil {
 		return e.Paths
 	}
-	l := LocalPathEnv()
+	l := LocalPathEnv(e.MountState)
 	return &l
 }
 

@@ -55,7 +55,8 @@ type Config struct {
 	Log  *slog.Logger
 	// FollowerReads spreads metadata reads over every replica of an MDT
 	// instead of sending them to the leader; they stay linearizable
-	// (replicas.go). Default: NACRE_FOLLOWER_READS=1 turns it on.
+	// (replicas.go). cmd/nacre turns it on for its clients with
+	// NACRE_FOLLOWER_READS=1.
 	FollowerReads bool
 	// OSTDownAfter, if set, is how long object I/O keeps retrying an OST
 	// that cannot be reached (connection refused, reset, timed out) before
@@ -163,9 +164,6 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	if cfg.Cred == nil {
 		cfg.Cred = ProcessCred()
-	}
-	if !cfg.FollowerReads {
-		cfg.FollowerReads = followerReadsFromEnv()
 	}
 	var idb [8]byte
 	rand.Read(idb[:])

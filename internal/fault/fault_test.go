@@ -32,9 +32,8 @@ func TestParseArmHitAndCount(t *testing.T) {
 	if Hits("p") != 2 {
 		t.Fatalf("hits %d", Hits("p"))
 	}
-	t.Setenv("NACRE_FAULTS", "a=error,b=delay:1ms")
-	if err := ArmFromEnv(); err != nil || len(Armed()) != 2 {
-		t.Fatalf("env: %v %v", err, Armed())
+	if err := ArmList("a=error,b=delay:1ms"); err != nil || len(Armed()) != 2 {
+		t.Fatalf("list: %v %v", err, Armed())
 	}
 	Arm("a", Action{Kind: "off"})
 	if len(Armed()) != 1 {

@@ -69,6 +69,9 @@ type Options struct {
 	// Mount, if set, is a directory to mount the file system at once it is
 	// ready (`nacre up --mount`); Down unmounts it.
 	Mount string
+	// MountState is where mount daemons record themselves
+	// (fusefs.StateDir; "": fusefs.StateDir("")).
+	MountState string
 	// Replicas is the number of replicas of the MGS and of each MDT of a
 	// new cluster (default 1; 1 or an odd number from 3, CheckReplicas);
 	// an existing cluster keeps what it has, with a note if this differs.
@@ -498,7 +501,7 @@ func Up(ctx context.Context, o Options) (_ *Cluster, err error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := mountPointState(o.Dir, abs); err != nil {
+		if _, err := mountPointState(o.Dir, abs, o.MountState); err != nil {
 			return nil, err
 		}
 	}
@@ -640,7 +643,7 @@ func (c *Cluster) start(ctx context.Context, o Options, dirs []string) error {
 		fmt.Fprintf(o.Out, "warning: %s\n", w)
 	}
 	if o.Mount != "" {
-		if err := mountLocal(o.Binary, o.Dir, c.MGS, o.Mount, o.Out); err != nil {
+		if err := mountLocal(o.Binary, o.Dir, c.MGS, o.Mount, o.MountState, o.Out); err != nil {
 			return err
 		}
 	}
@@ -1096,13 +1099,18 @@ func exitedWhileStarting(p Proc) error {
 }
 
 // Down stops every target process of a cluster directory: OSTs and MDTs
-// first, the MGS last; SIGTERM, then SIGKILL after 10 s.
-func Down(dir string, out io.Writer) error {
+// first, the MGS last; SIGTERM, then SIGKILL after 10 s. The mount of
+// `nacre up --mount` is unmounted first (its daemon's record is looked
+// for in fusefs.StateDir("")).
+func Down(dir string, out io.Writer) error { return down(dir, "", out) }
+
+// down is Down with the mount daemons' records in stateDir.
+func down(dir, stateDir string, out io.Writer) error {
 	dirs, err := Dirs(dir)
 	if err != nil {
 		return err
 	}
-	unmountLocal(dir, out)
+	unmountLocal(dir, stateDir, out)
 	// Everything else first, the MGS (or its replicas) last.
 	var order, mgsDirs []string
 	for _, d := range dirs {

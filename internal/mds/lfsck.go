@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -35,11 +34,11 @@ var checkers sync.Map // *Server -> *lfsck.Checker
 // startChecker registers the Lfsck and Fault services and starts
 // following the leadership.
 func (s *Server) startChecker(g *grpc.Server, reg *prometheus.Registry) {
-	if err := fault.ArmFromEnv(); err != nil {
+	if err := fault.ArmList(s.opts.Faults); err != nil {
 		s.log.Warn("NACRE_FAULTS", "err", err)
 	}
 	c := lfsck.New(lfsck.Env{Target: s.t, Propose: s.propose, OSTs: s.lfsckOSTs, Log: s.log,
-		Activity: func() uint64 { return s.group.AppliedIndex() }, Invalidate: s.invalidateClients})
+		Activity: func() uint64 { return s.group.AppliedIndex() }, Invalidate: s.invalidateClients, Tuning: s.opts.Checker})
 	checkers.Store(s, c)
 	if reg != nil {
 		s.lfsckMetrics = newLfsckCollector(c, s.id.Name())
@@ -91,7 +90,7 @@ func (s *Server) followLeader(c *lfsck.Checker) {
 			// reads its state.
 			ctx, cancel := s.ctx(10 * time.Second)
 			err := s.group.ReadIndex(ctx)
-			if err == nil && os.Getenv("NACRE_LFSCK_NO_AUTO") == "" {
+			if err == nil && !s.opts.NoCheckerResume {
 				err = c.Resume(ctx)
 			}
 			cancel()

@@ -47,11 +47,37 @@ const PidFile = "serve.pid"
 // LogFile is where `nacre up` sends a target's log.
 const LogFile = "serve.log"
 
-// Options configure Run.
+// Options configure Run. cmd/nacre fills the knobs from the
+// environment (`nacre help environment`); their zero values are the
+// defaults.
 type Options struct {
 	Log *slog.Logger
 	// Ready, if set, is called once the target serves.
 	Ready func(id target.Identity)
+	// GCPercent, if not 0, is the Go collector's target percentage
+	// (debug.SetGCPercent). Servers keep little garbage-free state on the
+	// Go heap (pebble's cache is off-heap) and memory is plentiful:
+	// cmd/nacre trades some of it for less collector CPU on the metadata
+	// path (400) unless GOGC is set.
+	GCPercent int
+	// Raft tunes the Raft groups of the MGS and of an MDT.
+	Raft RaftOptions
+	// MDS tunes a metadata server.
+	MDS mds.Options
+}
+
+// RaftOptions tune a target's Raft group (raftgroup.Config).
+type RaftOptions struct {
+	// VoteWhileEmpty lets a replica with an empty log vote and be
+	// elected (raftgroup.Config.VoteWhileEmpty): the way out when every
+	// replica lost its log.
+	VoteWhileEmpty bool
+	// KeepEntries, if not 0, is how many applied entries the log keeps
+	// behind a snapshot (tests shorten it to exercise snapshots).
+	KeepEntries uint64
+	// NoLease turns the leader's read lease off: every read takes a
+	// ReadIndex round.
+	NoLease bool
 }
 
 // Run serves the target in dir until ctx is done or a fatal error occurs.
@@ -61,11 +87,8 @@ func Run(ctx context.Context, dir string, o Options) error {
 		return err
 	}
 	log := o.Log.With("target", id.Name())
-	if os.Getenv("GOGC") == "" {
-		// Servers keep little garbage-free state on the Go heap (pebble's
-		// cache is off-heap) and memory is plentiful: trade some of it for
-		// less collector CPU on the metadata path.
-		debug.SetGCPercent(400)
+	if o.GCPercent != 0 {
+		debug.SetGCPercent(o.GCPercent)
 	}
 	if err := claimPid(dir); err != nil {
 		return err
@@ -167,14 +190,14 @@ func Run(ctx context.Context, dir string, o Options) error {
 	var stop func()
 	switch id.Kind {
 	case target.MGS:
-		stop, err = runMGS(id, dir, db, ln, reg, sm, log, mh.Addr(), fatal) // replicas.go
+		stop, err = runMGS(id, dir, db, ln, reg, sm, log, mh.Addr(), o.Raft, fatal) // replicas.go
 		if err != nil {
 			return err
 		}
 	case target.MDT:
 		info.Kind = pb.TargetKind_TARGET_MDT
 		info.DataAddr = dataLn.Addr().String()
-		stop, err = runMDS(id, dir, idf, db, ln, dataLn, reg, sm, log, info, fatal)
+		stop, err = runMDS(id, dir, idf, db, ln, dataLn, reg, sm, log, info, o, fatal)
 		if err != nil {
 			return err
 		}
@@ -228,7 +251,7 @@ func Run(ctx context.Context, dir string, o Options) error {
 	}
 }
 
-func runMDS(id target.Identity, dir string, idf *identityFile, db *kv.DB, ln, dataLn net.Listener, reg *prometheus.Registry, sm *obs.ServerMetrics, log *slog.Logger, info *pb.TargetInfo, fatal chan error) (func(), error) {
+func runMDS(id target.Identity, dir string, idf *identityFile, db *kv.DB, ln, dataLn net.Listener, reg *prometheus.Registry, sm *obs.ServerMetrics, log *slog.Logger, info *pb.TargetInfo, o Options, fatal chan error) (func(), error) {
 	// Swappable: it follows the MGS replicas as the registrar learns them.
 	mgsConn, err := rpc.DialSwap(id.MGSNode)
 	if err != nil {
@@ -243,7 +266,7 @@ func runMDS(id target.Identity, dir string, idf *identityFile, db *kv.DB, ln, da
 	}
 	var kick kicker // heartbeat at once when leadership changes (replicas.go)
 	srv, err := mds.Start(mds.Config{ID: id, DB: db, Log: log, Reg: reg, GRPC: g, MGS: nacregrpc.NewMGSClient(mgsConn),
-		Group: groupFor(id, dir, db, log, tr, &kick)})
+		Group: groupFor(id, dir, db, log, tr, &kick, o.Raft), Options: o.MDS})
 	if err != nil {
 		closeTr()
 		mgsConn.Close()
@@ -586,13 +609,13 @@ func Alive(pid int) bool {
 
 // groupFor builds the Raft group constructor of an MDT (tr is nil for a
 // single replica; replicas.go).
-func groupFor(id target.Identity, dir string, db *kv.DB, log *slog.Logger, tr *raftgroup.GRPCTransport, k *kicker) func(sm raftgroup.StateMachine) (*raftgroup.Group, error) {
+func groupFor(id target.Identity, dir string, db *kv.DB, log *slog.Logger, tr *raftgroup.GRPCTransport, k *kicker, ro RaftOptions) func(sm raftgroup.StateMachine) (*raftgroup.Group, error) {
 	return func(sm raftgroup.StateMachine) (*raftgroup.Group, error) {
 		return startGroup(id, dir, raftConfig(id, dir, tr, raftgroup.Config{
 			GroupID: uint64(id.Index) + 1, DB: db, Prefix: []byte("\x00r"), SM: sm, Log: log,
 			Name: fmt.Sprintf("MDT%04x", id.Index), Target: fmt.Sprintf("mdt%d", id.Index),
 			OnLeaderChange: func(bool, uint64, uint64) { k.kick() },
-		}))
+		}, ro))
 	}
 }
 

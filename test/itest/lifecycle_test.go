@@ -336,7 +336,7 @@ func TestUpAndDownIgnoreAPidFileOfAnotherProcess(t *testing.T) {
 // "mkdir M: file exists" and stopped the cluster it had just started.
 func TestUpMountsAgainOverItsDeadMount(t *testing.T) {
 	bin, dir, mnt := upMounted(t, "before the cut\n")
-	rec, err := fusefs.ReadRecord(mnt)
+	rec, err := fusefs.ReadRecord(mountState(), mnt)
 	if err != nil {
 		t.Fatalf("the mount daemon's record: %v", err)
 	}

@@ -45,6 +45,9 @@ type Env struct {
 	MGS string
 	Out io.Writer
 	Err io.Writer
+	// FollowerReads spreads the reads of the command's client over the
+	// replicas of each MDT (client.Config.FollowerReads).
+	FollowerReads bool
 }
 
 // conn is a connection to the cluster's targets.
@@ -60,7 +63,7 @@ func connect(ctx context.Context, e Env) (*conn, error) {
 	if e.MGS == "" {
 		return nil, fmt.Errorf("no MGS address: pass --mgs HOST:PORT or set NACRE_MGS (`nacre up` prints it)")
 	}
-	c, err := client.New(ctx, client.Config{MGS: e.MGS, Timeout: 30 * time.Second})
+	c, err := client.New(ctx, client.Config{MGS: e.MGS, Timeout: 30 * time.Second, FollowerReads: e.FollowerReads})
 	if err != nil {
 		return nil, err
 	}
