@@ -15,7 +15,7 @@ import (
 	"nacre/internal/client"
 	"nacre/internal/layout"
 	"nacre/internal/rpc"
-	"nacre/internal/server"
+	"nacre/internal/target/proc"
 )
 
 // TargetStatus is one row of `nacre status --json`.
@@ -90,7 +90,7 @@ func targetName(fsname string, t *pb.TargetInfo) string {
 func local(ts TargetStatus, host string) bool {
 	// A directory that is gone (moved away, its device not mounted) is
 	// still this machine's: whether its process runs is told by the
-	// process (server.Serves), not by the MGS, which shows a target it
+	// process (proc.Serves), not by the MGS, which shows a target it
 	// knows as up for a while after the MGS starts.
 	return ts.Pid > 0 && ts.Host != "" && ts.Host == host
 }
@@ -101,9 +101,9 @@ func local(ts TargetStatus, host string) bool {
 // program, or by another target after a reboot, is not the target).
 func targetAlive(pid int, dir string) bool {
 	if dir != "" {
-		return server.Serves(pid, dir)
+		return proc.Serves(pid, dir)
 	}
-	if pid <= 0 || !server.Running(pid) {
+	if pid <= 0 || !proc.Running(pid) {
 		return false
 	}
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil {

@@ -47,6 +47,7 @@ import (
 	"nacre/internal/rpc"
 	"nacre/internal/server"
 	"nacre/internal/target"
+	"nacre/internal/target/proc"
 	"nacre/internal/version"
 )
 
@@ -598,12 +599,12 @@ func (c *Cluster) start(ctx context.Context, o Options, dirs []string) error {
 		if id.ReplicaID != 0 {
 			name += fmt.Sprintf("-r%d", id.ReplicaID)
 		}
-		if pid, ok := server.Serving(d); ok {
+		if pid, ok := proc.Serving(d); ok {
 			c.Targets = append(c.Targets, Proc{Name: name, Dir: d, Pid: pid})
 			continue
 		}
 		var logFrom int64
-		if fi, err := os.Stat(filepath.Join(d, server.LogFile)); err == nil {
+		if fi, err := os.Stat(filepath.Join(d, proc.LogFile)); err == nil {
 			logFrom = fi.Size()
 		}
 		pid, err := start(o.Binary, d)
@@ -718,7 +719,7 @@ func (c *Cluster) stopStarted(err error) error {
 	}
 	var alive []Proc
 	for _, p := range started {
-		if pid, ok := server.Serving(p.Dir); ok && pid == p.Pid {
+		if pid, ok := proc.Serving(p.Dir); ok && pid == p.Pid {
 			alive = append(alive, p)
 		}
 	}
@@ -736,7 +737,7 @@ func (c *Cluster) stopStarted(err error) error {
 	var pids []int
 	for i := len(started) - 1; i >= 0; i-- {
 		p := started[i]
-		if pid, ok := server.Serving(p.Dir); ok && pid == p.Pid {
+		if pid, ok := proc.Serving(p.Dir); ok && pid == p.Pid {
 			names = append(names, p.Name)
 			pids = append(pids, p.Pid)
 		}
@@ -837,7 +838,7 @@ func Start(bin, d string) (int, error) { return start(bin, d) }
 
 // start runs `nacre serve --dir d` in its own session, logging to d/serve.log.
 func start(bin, d string) (int, error) {
-	logf, err := os.OpenFile(filepath.Join(d, server.LogFile), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	logf, err := os.OpenFile(filepath.Join(d, proc.LogFile), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return 0, err
 	}
@@ -851,7 +852,7 @@ func start(bin, d string) (int, error) {
 	pid := cmd.Process.Pid
 	// Record the pid now rather than when the server gets to it, so that
 	// a Down right after this start cannot miss the process.
-	os.WriteFile(filepath.Join(d, server.PidFile), []byte(strconv.Itoa(pid)+"\n"), 0o644)
+	os.WriteFile(filepath.Join(d, proc.PidFile), []byte(strconv.Itoa(pid)+"\n"), 0o644)
 	// Reap the child if it exits while we run; its pid file tells Down.
 	go cmd.Wait()
 	return pid, nil
@@ -955,7 +956,7 @@ func waitReady(ctx context.Context, c *Cluster, want int, timeout time.Duration,
 	for time.Now().Before(deadline) {
 		for i := 0; i < len(c.Targets); i++ {
 			p := c.Targets[i]
-			if server.Running(p.Pid) {
+			if proc.Running(p.Pid) {
 				continue
 			}
 			err := exitedWhileStarting(p)
@@ -1018,7 +1019,7 @@ func ProcessReport(dir, bin string) string {
 	fmt.Fprintf(&b, "target processes of %s on this machine:", dir)
 	stopped := 0
 	for _, d := range dirs {
-		switch pid, ok := server.Serving(d); {
+		switch pid, ok := proc.Serving(d); {
 		case ok:
 			fmt.Fprintf(&b, "\n  %-10s running (pid %d)", filepath.Base(d), pid)
 		default:
@@ -1050,7 +1051,7 @@ func Processes(dir string) ([]ProcessState, error) {
 	out := make([]ProcessState, 0, len(dirs))
 	for _, d := range dirs {
 		ps := ProcessState{Target: filepath.Base(d), Dir: d}
-		ps.Pid, ps.Running = server.Serving(d)
+		ps.Pid, ps.Running = proc.Serving(d)
 		if !ps.Running {
 			ps.Pid = 0
 		}
@@ -1068,7 +1069,7 @@ func Running(dir string) int {
 	}
 	n := 0
 	for _, d := range dirs {
-		if _, ok := server.Serving(d); ok {
+		if _, ok := proc.Serving(d); ok {
 			n++
 		}
 	}
@@ -1080,7 +1081,7 @@ func Running(dir string) int {
 // nothing there may have had no room to: the free space of its device is
 // then named too.
 func exitedWhileStarting(p Proc) error {
-	logPath := filepath.Join(p.Dir, server.LogFile)
+	logPath := filepath.Join(p.Dir, proc.LogFile)
 	// Give its last words a moment to reach the file.
 	time.Sleep(50 * time.Millisecond)
 	b, err := os.ReadFile(logPath)
@@ -1124,7 +1125,7 @@ func down(dir, stateDir string, out io.Writer) error {
 	var pids []int
 	var names []string
 	for _, d := range order {
-		pid, ok := server.Serving(d)
+		pid, ok := proc.Serving(d)
 		if !ok {
 			continue
 		}
@@ -1151,7 +1152,7 @@ func stopPids(names []string, pids []int, out io.Writer) {
 		for !exited(pid) && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
-		if server.Running(pid) {
+		if proc.Running(pid) {
 			syscall.Kill(pid, syscall.SIGKILL)
 			fmt.Fprintf(out, "%s (pid %d) did not stop in time; killed\n", names[i], pid)
 		}
@@ -1159,11 +1160,11 @@ func stopPids(names []string, pids []int, out io.Writer) {
 }
 
 // exited says whether pid has exited with all its threads. The main
-// thread of a Go process is a zombie (not server.Running) while its other
+// thread of a Go process is a zombie (not proc.Running) while its other
 // threads still exit, and until the last one has, the process's sockets
 // are open: a target started again at once would find its port in use.
 func exited(pid int) bool {
-	if server.Running(pid) {
+	if proc.Running(pid) {
 		return false
 	}
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
@@ -1294,13 +1295,13 @@ func RetireReplica(dir, group string, rid uint64) (string, error) {
 	if _, err := os.Stat(d); err != nil {
 		return "", err
 	}
-	if pid, ok := server.Serving(d); ok {
+	if pid, ok := proc.Serving(d); ok {
 		syscall.Kill(pid, syscall.SIGTERM)
 		deadline := time.Now().Add(10 * time.Second)
-		for server.Running(pid) && time.Now().Before(deadline) {
+		for proc.Running(pid) && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
-		if server.Running(pid) {
+		if proc.Running(pid) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}

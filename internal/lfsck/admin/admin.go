@@ -36,8 +36,8 @@ import (
 	"nacre/internal/raftgroup"
 	"nacre/internal/raftlog"
 	"nacre/internal/rpc"
-	"nacre/internal/server"
 	"nacre/internal/target"
+	"nacre/internal/target/proc"
 )
 
 // Env is what every command needs.
@@ -810,7 +810,7 @@ func stoppedMDT(dir string) (target.Identity, error) {
 	if id.Kind != target.MDT {
 		return id, fmt.Errorf("%s holds %s, not an MDT", dir, id.Describe())
 	}
-	if pid, ok := server.Serving(dir); ok {
+	if pid, ok := proc.Serving(dir); ok {
 		return id, fmt.Errorf("%s is served by process %d; stop it first (a file-level backup or restore is done with the MDT stopped)", dir, pid)
 	}
 	return id, nil
