@@ -214,13 +214,13 @@ func addServerCommands(root *cobra.Command, g *globals) {
 				select {
 				case <-cmd.Context().Done():
 					fmt.Fprintln(out, "\nstopping...")
-					return cli.Down(up.dir, g.environ.mountState(), out, cmd.ErrOrStderr())
+					return localcluster.Shutdown(up.dir, g.environ.mountState(), out, cmd.ErrOrStderr())
 				case <-tick.C:
 				}
 				if localcluster.Running(up.dir) == 0 {
 					fmt.Fprintf(out, "every target process of %s has exited (stopped by nacre down, or died: see their serve.log); nacre up ends\n", up.dir)
 					// Unmount what is left of --mount.
-					return cli.Down(up.dir, g.environ.mountState(), io.Discard, cmd.ErrOrStderr())
+					return localcluster.Shutdown(up.dir, g.environ.mountState(), io.Discard, cmd.ErrOrStderr())
 				}
 			}
 		},
@@ -248,7 +248,7 @@ free it. The mount made by nacre up --mount is always removed.`,
 		GroupID: "server",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return cli.Down(downDir, g.environ.mountState(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return localcluster.Shutdown(downDir, g.environ.mountState(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	downCmd.Flags().StringVar(&downDir, "dir", defaultClusterDir, "cluster directory")
@@ -355,7 +355,7 @@ func mgsOfDir(cmd *cobra.Command, e *cli.Env, dir string) error {
 	if err != nil {
 		return err
 	}
-	if f := cmd.Flags().Lookup("mgs"); f != nil && f.Changed && !cli.SameMGS(f.Value.String(), addr) {
+	if f := cmd.Flags().Lookup("mgs"); f != nil && f.Changed && !client.SameMGS(f.Value.String(), addr) {
 		return fmt.Errorf("%s: --mgs %s and --dir %s (whose MGS is %s) name two clusters: give one of them", cmd.Name(), f.Value.String(), dir, addr)
 	}
 	e.MGS = addr

@@ -1480,7 +1480,7 @@ func Fid2Path(ctx context.Context, e Env, args []string, asJSON bool) error {
 			return err
 		}
 		e.MGS = mgs
-	} else if fp, err := pe.Resolve("."); err == nil && fp.Mount != "" && (fp.MGS == "" || e.MGS == "" || sameAddr(e.MGS, fp.MGS)) {
+	} else if fp, err := pe.Resolve("."); err == nil && fp.Mount != "" && (fp.MGS == "" || e.MGS == "" || client.SameMGS(e.MGS, fp.MGS)) {
 		if mnt, err = newMountView(pe, fp.Mount); err != nil {
 			return err
 		}

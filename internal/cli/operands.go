@@ -56,7 +56,7 @@ func (e Env) openEach(ctx context.Context, args []string) (*client.Client, []ope
 			switch {
 			case mgs == "":
 				mgs, from = fp.MGS, "the mount "+fp.Mount
-			case !sameAddr(mgs, fp.MGS):
+			case !client.SameMGS(mgs, fp.MGS):
 				err = fmt.Errorf("%s is on the Nacre mount %s of the file system whose MGS is %s, but this command uses the MGS %s (from %s): give --mgs %s, or a path from the file system root",
 					a, fp.Mount, fp.MGS, mgs, from, fp.MGS)
 			}

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"sort"
 	"strings"
@@ -140,6 +141,45 @@ func CheckMGSAddr(list string) error {
 		}
 	}
 	return nil
+}
+
+// SameMGS reports whether two MGS addresses name the same server
+// (127.0.0.1:7000 and localhost:7000 do). A replicated MGS is a list of
+// HOST:PORT: two lists with an address in common name the same MGS, as
+// after a replica was added or replaced the list a mount recorded and the
+// one a command is given differ.
+func SameMGS(a, b string) bool {
+	if a == b {
+		return true
+	}
+	if strings.Contains(a, ",") || strings.Contains(b, ",") {
+		for _, x := range strings.Split(a, ",") {
+			for _, y := range strings.Split(b, ",") {
+				if x = strings.TrimSpace(x); x != "" && SameMGS(x, strings.TrimSpace(y)) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	ha, pa, err1 := net.SplitHostPort(a)
+	hb, pb, err2 := net.SplitHostPort(b)
+	if err1 != nil || err2 != nil || pa != pb {
+		return false
+	}
+	ia, err1 := net.LookupHost(ha)
+	ib, err2 := net.LookupHost(hb)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	for _, x := range ia {
+		for _, y := range ib {
+			if net.ParseIP(x).Equal(net.ParseIP(y)) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // NotAnMGS is the error for an address given as the MGS's whose server

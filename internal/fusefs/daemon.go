@@ -1,7 +1,6 @@
 package fusefs
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -107,69 +105,6 @@ func MountPath(dir string) (string, error) {
 		abs = filepath.Join(parent, filepath.Base(abs))
 	}
 	return abs, nil
-}
-
-// MountInfo is one line of /proc/self/mountinfo.
-type MountInfo struct {
-	Dir    string
-	Dev    string // major:minor
-	FsType string
-	Source string
-}
-
-// FindMount returns the mount at dir (the last one, if stacked).
-func FindMount(dir string) (MountInfo, bool) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return MountInfo{}, false
-	}
-	defer f.Close()
-	var found MountInfo
-	ok := false
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 10 {
-			continue
-		}
-		sep := -1
-		for i, x := range fields {
-			if x == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 0 || sep+2 >= len(fields) {
-			continue
-		}
-		mp := UnescapeMount(fields[4])
-		if mp == dir {
-			found = MountInfo{Dir: mp, Dev: fields[2], FsType: fields[sep+1], Source: fields[sep+2]}
-			ok = true
-		}
-	}
-	return found, ok
-}
-
-// UnescapeMount undoes the kernel's \ooo escapes (space, tab, newline,
-// backslash) in a field of /proc/self/mountinfo.
-func UnescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // Alive reports whether pid is a running (not zombie) process.
