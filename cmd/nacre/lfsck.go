@@ -9,13 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	pb "nacre/api/nacrepb"
-	"nacre/internal/cli"
 	"nacre/internal/lfsck/admin"
 )
-
-func adminEnv(g *globals, cmd *cobra.Command) admin.Env {
-	return admin.Env{MGS: g.mgs, Out: cmd.OutOrStdout(), Err: cmd.ErrOrStderr(), FollowerReads: g.environ.followerReads()}
-}
 
 // addCheckerCommands adds nacre lfsck, nacre fault and nacre mdt.
 func addCheckerCommands(root *cobra.Command, g *globals) {
@@ -60,7 +55,7 @@ and changes nothing at all. See docs/lfsck.md.`,
 			if cmd.Flags().Changed("window") {
 				req.Window = &st.window
 			}
-			return cli.LfsckStart(cmd.Context(), g.env(cmd), admin.StartOptions{Req: req, MDT: st.mdt, All: st.all, Wait: st.wait, JSON: st.json})
+			return admin.Start(cmd.Context(), g.env(cmd), admin.StartOptions{Req: req, MDT: st.mdt, All: st.all, Wait: st.wait, JSON: st.json})
 		},
 	}
 	f := start.Flags()
@@ -91,7 +86,7 @@ and changes nothing at all. See docs/lfsck.md.`,
 		Short: "Stop the checker (it checkpoints; start resumes it); returns once stopped",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return admin.Stop(cmd.Context(), adminEnv(g, cmd), sp.mdt, sp.all)
+			return admin.Stop(cmd.Context(), g.env(cmd), sp.mdt, sp.all)
 		},
 	}
 	stop.Flags().IntVar(&sp.mdt, "mdt", 0, "MDT index")
@@ -101,7 +96,7 @@ and changes nothing at all. See docs/lfsck.md.`,
 		Short: "Show every component's status, figures and counters",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return admin.Query(cmd.Context(), adminEnv(g, cmd), sp.mdt, sp.all, sp.json, sp.wait)
+			return admin.Query(cmd.Context(), g.env(cmd), sp.mdt, sp.all, sp.json, sp.wait)
 		},
 	}
 	query.Flags().IntVar(&sp.mdt, "mdt", 0, "MDT index")
@@ -122,7 +117,7 @@ and changes nothing at all. See docs/lfsck.md.`,
 			if comp == "" {
 				return fmt.Errorf("lfsck status shows one component: give -t scrub, -t namespace or -t layout (nacre lfsck query shows them all)")
 			}
-			return admin.Status(cmd.Context(), adminEnv(g, cmd), stt.mdt, comp, stt.json)
+			return admin.Status(cmd.Context(), g.env(cmd), stt.mdt, comp, stt.json)
 		},
 	}
 	status.Flags().StringVarP(&stt.comp, "type", "t", "", "scrub, namespace or layout")
@@ -150,7 +145,7 @@ and changes nothing at all. See docs/lfsck.md.`,
 			if sp == nil && w == nil {
 				return fmt.Errorf("give -s SPEED or -w WINDOW")
 			}
-			return admin.Set(cmd.Context(), adminEnv(g, cmd), set.mdt, set.all, sp, w)
+			return admin.Set(cmd.Context(), g.env(cmd), set.mdt, set.all, sp, w)
 		},
 	}
 	setCmd.Flags().VarP(speedFlag(&set.speed), "speed", "s", "objects per second (0: no limit)")
@@ -163,7 +158,7 @@ and changes nothing at all. See docs/lfsck.md.`,
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return admin.Digests(cmd.Context(), adminEnv(g, cmd))
+			return admin.Digests(cmd.Context(), g.env(cmd))
 		},
 	}
 	top.AddCommand(start, stop, query, status, setCmd, digest)

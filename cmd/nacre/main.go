@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -39,7 +38,7 @@ func main() {
 	if err != nil && wantsJSON(ran) && out.n == 0 && !errors.Is(err, cli.ErrReported) {
 		// A script that asked for JSON reads standard output: it gets a
 		// document there too (the message still goes to standard error).
-		jsonError(os.Stdout, err)
+		cli.WriteJSONError(os.Stdout, err)
 	}
 	if err != nil {
 		var ee exitError
@@ -54,16 +53,10 @@ func main() {
 		if errors.Is(err, cli.ErrReported) {
 			os.Exit(1) // each failure has been printed
 		}
-		fmt.Fprintln(os.Stderr, "nacre:", plainRPC(err.Error()))
+		fmt.Fprintln(os.Stderr, "nacre:", cli.ErrorMessage(err))
 		os.Exit(1)
 	}
 }
-
-// plainRPC drops gRPC's wrapping from an error for people: the servers'
-// messages already say what went wrong ("fault inject /f: stripe 9: the
-// file has 2 stripes", not "...: rpc error: code = FailedPrecondition desc
-// = stripe 9: ...").
-func plainRPC(msg string) string { return cli.PlainRPC(msg) }
 
 // countWriter counts what a command wrote to standard output.
 type countWriter struct {
@@ -84,13 +77,6 @@ func wantsJSON(cmd *cobra.Command) bool {
 	}
 	f := cmd.Flags().Lookup("json")
 	return f != nil && f.Value.String() == "true"
-}
-
-// jsonError writes {"error": MESSAGE} for a command run with --json that
-// failed before it printed its document.
-func jsonError(w io.Writer, err error) {
-	b, _ := json.Marshal(map[string]string{"error": plainRPC(err.Error())})
-	fmt.Fprintln(w, string(b))
 }
 
 // globals are the flags every command sees, and the environment.

@@ -15,7 +15,7 @@ func mdtCommand(g *globals) *cobra.Command {
 		Short: "Back up a stopped MDT, file by file",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return admin.Backup(adminEnv(g, cmd), dir, file, force)
+			return admin.Backup(g.env(cmd), dir, file, force)
 		},
 	}
 	backup.Flags().StringVar(&dir, "dir", "", "the MDT's target directory")
@@ -28,7 +28,7 @@ func mdtCommand(g *globals) *cobra.Command {
 		Short: "Restore a backup into a stopped MDT (new local keys; the OI is rebuilt at start)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return admin.Restore(adminEnv(g, cmd), dir, file, force)
+			return admin.Restore(g.env(cmd), dir, file, force)
 		},
 	}
 	restore.Flags().StringVar(&dir, "dir", "", "the MDT's target directory")

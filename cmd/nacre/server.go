@@ -278,7 +278,7 @@ free it. The mount made by nacre up --mount is always removed.`,
 					Error     string                      `json:"error"`
 					MGS       string                      `json:"mgs"`
 					Processes []localcluster.ProcessState `json:"processes"`
-				}{plainRPC(err.Error()), e.MGS, procs}
+				}{cli.ErrorMessage(err), e.MGS, procs}
 				b, _ := json.MarshalIndent(doc, "", "  ")
 				fmt.Fprintln(cmd.OutOrStdout(), string(b))
 			}

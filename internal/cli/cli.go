@@ -1,71 +1,24 @@
 // Package cli implements the client-side `nacre` commands (ls, put, get,
-// stat, setstripe, df, status, ...) on top of the client library: option
-// structs in, formatted text or JSON out. cmd/nacre only parses flags.
+// stat, setstripe, df, status, replica, ...) on top of the client library,
+// one file per command: option structs in, formatted text or JSON out.
+// Env (env.go) is what every command, these and the checker's
+// (internal/lfsck/admin), runs with: the MGS, the output, and the one way
+// to connect. cmd/nacre only parses flags. The package links neither the
+// servers nor their store: a command that needs a local cluster directory
+// gets it through an interface (ReplicaHost).
 package cli
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"io"
-	"os"
 	"syscall"
-	"time"
 
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/jedib0t/go-pretty/v6/text"
 
 	pb "nacre/api/nacrepb"
-	"nacre/internal/client"
 	"nacre/internal/fid"
 )
-
-// Env is what every command needs.
-type Env struct {
-	MGS   string
-	Out   io.Writer
-	Err   io.Writer
-	Stdin io.Reader // nil: os.Stdin (put -)
-	// Paths resolves path arguments (see paths.go); nil: this process's
-	// current directory and mounts.
-	Paths *PathEnv
-	// MountState is where mount daemons record themselves, with their MGS
-	// (fusefs.StateDir; "": fusefs.StateDir("")).
-	MountState string
-	// FollowerReads spreads the reads of the command's client over the
-	// replicas of each MDT (client.Config.FollowerReads).
-	FollowerReads bool
-}
-
-// OSTDownAfter is how long a command's I/O waits for an OST that cannot
-// be reached before it fails naming the OST (client.Config.OSTDownAfter):
-// long enough for an OST that restarts to come back, short enough that a
-// user is told at once that one is down.
-const OSTDownAfter = 5 * time.Second
-
-// Connect opens a client, with a message that says how to fix a missing
-// or unreachable MGS.
-func (e Env) Connect(ctx context.Context) (*client.Client, error) {
-	if e.MGS == "" {
-		return nil, fmt.Errorf("no MGS address: pass --mgs HOST:PORT or set NACRE_MGS (`nacre up` prints it)")
-	}
-	return client.New(ctx, client.Config{MGS: e.MGS, Timeout: 30 * time.Second, OSTDownAfter: OSTDownAfter, FailFast: true, FollowerReads: e.FollowerReads})
-}
-
-// open resolves path arguments (PathEnv.Resolve) and connects to the file
-// system they are on.
-func (e Env) open(ctx context.Context, args ...string) (*client.Client, []string, error) {
-	mgs, paths, err := e.ResolvePaths(args...)
-	if err != nil {
-		return nil, nil, err
-	}
-	e.MGS = mgs
-	c, err := e.Connect(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	return c, paths, nil
-}
 
 // JSON writes v as indented JSON.
 func JSON(w io.Writer, v any) error {
@@ -139,10 +92,3 @@ func isDir(ino *pb.Inode) bool { return ino.Mode&syscall.S_IFMT == syscall.S_IFD
 func isReg(ino *pb.Inode) bool { return ino.Mode&syscall.S_IFMT == syscall.S_IFREG }
 
 func fidOf(ino *pb.Inode) fid.FID { return fid.FromPB(ino.Fid) }
-
-func stderr(e Env) io.Writer {
-	if e.Err != nil {
-		return e.Err
-	}
-	return os.Stderr
-}

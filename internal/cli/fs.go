@@ -153,7 +153,7 @@ func Ls(ctx context.Context, e Env, arg string, long, asJSON bool) error {
 			ino, err := c.Getattr(ctx, fid.FromPB(r.ent.Fid))
 			if err != nil {
 				rows[i].err, failed = shortMessage(err), true
-				fmt.Fprintf(stderr(e), "nacre: ls: cannot access %s: %s\n", path.Join(arg, r.name), rows[i].err)
+				fmt.Fprintf(e.Stderr(), "nacre: ls: cannot access %s: %s\n", path.Join(arg, r.name), rows[i].err)
 				continue
 			}
 			rows[i].ino, r.ino = ino, ino
@@ -163,7 +163,7 @@ func Ls(ctx context.Context, e Env, arg string, long, asJSON bool) error {
 			if err != nil {
 				// As ls does for what it cannot stat: said on standard
 				// error, the listing goes on, the exit status is 1.
-				fmt.Fprintf(stderr(e), "nacre: ls: %s: size unknown: %v\n", path.Join(arg, r.name), err)
+				fmt.Fprintf(e.Stderr(), "nacre: ls: %s: size unknown: %v\n", path.Join(arg, r.name), err)
 				rows[i].noSize, failed = true, true
 				continue
 			}
@@ -465,7 +465,7 @@ func Put(ctx context.Context, e Env, local, remoteArg string, so StripeOpts) err
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		if _, err := c.Unlink(cctx, dir, tmp); err != nil && !errors.Is(err, syscall.ENOENT) {
-			fmt.Fprintf(stderr(e), "nacre: put %s: could not remove the partial file %s: %v\n", remoteArg, tmp, err)
+			fmt.Fprintf(e.Stderr(), "nacre: put %s: could not remove the partial file %s: %v\n", remoteArg, tmp, err)
 		}
 	}()
 	if err := checkStripes(ctx, c, l, ino, asked); err != nil {

@@ -91,7 +91,7 @@ type reporter struct {
 	failed int
 }
 
-func (e Env) reporter(cmd string) *reporter { return &reporter{cmd: cmd, w: stderr(e)} }
+func (e Env) reporter(cmd string) *reporter { return &reporter{cmd: cmd, w: e.Stderr()} }
 
 // fail reports that arg failed.
 func (r *reporter) fail(arg string, err error) {

@@ -66,7 +66,7 @@ type ReplicaRow struct {
 
 // replicaAddrs lists the replicas the MGS knows of a group, with pids.
 func replicaAddrs(ctx context.Context, mgs string, g ReplicaGroup) (map[uint64]string, map[uint64]int64, error) {
-	cc, err := rpc.Dial(mgs)
+	cc, err := Dial(mgs)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -100,7 +100,7 @@ func replicaAddrs(ctx context.Context, mgs string, g ReplicaGroup) (map[uint64]s
 }
 
 func membersOf(ctx context.Context, addr string) (*pb.RaftMembersReply, error) {
-	cc, err := rpc.Dial(addr)
+	cc, err := Dial(addr)
 	if err != nil {
 		return nil, err
 	}
@@ -312,7 +312,7 @@ func onLeader(ctx context.Context, e Env, g ReplicaGroup, call func(ctx context.
 		return nil, fmt.Errorf("%s: %w", g.Name, err)
 	}
 	for hop := 0; hop < 5; hop++ {
-		cc, err := rpc.Dial(addr)
+		cc, err := Dial(addr)
 		if err != nil {
 			return nil, err
 		}
@@ -500,7 +500,7 @@ func ReplicaRemove(ctx context.Context, e Env, g ReplicaGroup, id uint64) (membe
 
 // deregister tells the MGS to forget replica id of g.
 func deregister(ctx context.Context, e Env, g ReplicaGroup, id uint64) error {
-	cc, err := rpc.Dial(e.MGS)
+	cc, err := Dial(e.MGS)
 	if err != nil {
 		return err
 	}

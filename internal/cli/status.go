@@ -121,7 +121,7 @@ func GetStatus(ctx context.Context, mgs string) (*ClusterStatus, error) {
 	if err := client.CheckMGSAddr(mgs); err != nil {
 		return nil, err
 	}
-	cc, err := rpc.Dial(mgs)
+	cc, err := Dial(mgs)
 	if err != nil {
 		return nil, err
 	}
@@ -444,7 +444,7 @@ func writeDf(w io.Writer, out DfJSON) {
 }
 
 func targetStatfs(ctx context.Context, ts TargetStatus) (*pb.Statfs, error) {
-	cc, err := rpc.Dial(ts.Addr)
+	cc, err := Dial(ts.Addr)
 	if err != nil {
 		return nil, err
 	}
