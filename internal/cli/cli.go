@@ -11,10 +11,12 @@ package cli
 import (
 	"encoding/json"
 	"io"
+	"os"
 	"syscall"
 
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/jedib0t/go-pretty/v6/text"
+	"golang.org/x/sys/unix"
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/fid"
@@ -92,3 +94,55 @@ func isDir(ino *pb.Inode) bool { return ino.Mode&syscall.S_IFMT == syscall.S_IFD
 func isReg(ino *pb.Inode) bool { return ino.Mode&syscall.S_IFMT == syscall.S_IFREG }
 
 func fidOf(ino *pb.Inode) fid.FID { return fid.FromPB(ino.Fid) }
+
+// umask is the process's file mode creation mask.
+func umask() uint32 {
+	m := syscall.Umask(0)
+	syscall.Umask(m)
+	return uint32(m)
+}
+
+func typeName(mode uint32) string {
+	switch mode & syscall.S_IFMT {
+	case syscall.S_IFDIR:
+		return "directory"
+	case syscall.S_IFLNK:
+		return "symbolic link"
+	case syscall.S_IFIFO:
+		return "fifo"
+	case syscall.S_IFSOCK:
+		return "socket"
+	case syscall.S_IFCHR:
+		return "character device"
+	case syscall.S_IFBLK:
+		return "block device"
+	}
+	return "regular file"
+}
+
+// jsonOneOrMany prints the result of a command given n operands: the one
+// object for one operand (when it succeeded), an array for several.
+func jsonOneOrMany[T any](w io.Writer, n int, items []T) error {
+	if n == 1 {
+		if len(items) == 0 {
+			return nil
+		}
+		return JSON(w, items[0])
+	}
+	if items == nil {
+		items = []T{}
+	}
+	return JSON(w, items)
+}
+
+// IsTerminal says whether f is a terminal (it answers a terminal's
+// ioctl; /dev/null, a character device too, does not).
+func IsTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && IsTerminal(f)
+}

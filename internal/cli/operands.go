@@ -256,3 +256,9 @@ type operandError struct {
 
 func (e *operandError) Error() string { return e.msg }
 func (e *operandError) Unwrap() error { return e.err }
+
+// mdtDown reports whether err is an MDT that did not answer.
+func mdtDown(err error) bool {
+	var d *client.MDTDownError
+	return errors.As(err, &d)
+}

@@ -1,0 +1,128 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"nacre/api/nacregrpc"
+	pb "nacre/api/nacrepb"
+	"nacre/internal/rpc"
+)
+
+// checkReplicaAddr refuses an address a replica cannot have.
+func checkReplicaAddr(addr string) error {
+	host, err := rpc.CheckHostPort(addr)
+	if err == nil && host == "" {
+		err = errors.New("no host")
+	}
+	if err != nil {
+		return fmt.Errorf("--addr %q: want HOST:PORT, the new replica's --listen address (%v)", addr, err)
+	}
+	return nil
+}
+
+// ReplicaAdd adds replica id, serving at addr (started to join), to the
+// group: as a learner, then as a voter once it has caught up. An id that
+// is already a member is refused (the leader would only change its
+// address and lose it), except a learner at its own address, which is
+// promoted (or, with learner, left alone).
+func ReplicaAdd(ctx context.Context, e Env, g ReplicaGroup, id uint64, addr string, learner bool, timeout time.Duration) error {
+	start := time.Now()
+	name := strings.ToUpper(g.Name)
+	doing := fmt.Sprintf("adding replica %d (%s) to %s: learner first, voter once it has caught up", id, addr, name)
+	if learner {
+		doing = fmt.Sprintf("adding replica %d (%s) to %s as a learner", id, addr, name)
+	}
+	if err := checkReplicaAddr(addr); err != nil {
+		return err
+	}
+	// The servers refuse too; asking first keeps the message plain and
+	// says nothing of adding when nothing will be added.
+	addrs, _, err := replicaAddrs(ctx, e.MGS, g)
+	if err != nil && strings.Contains(err.Error(), "knows no replica") {
+		return err // before saying it is adding
+	}
+	if err == nil {
+		if lv, _, err := leaderView(ctx, addrs); err == nil {
+			if slices.Contains(lv.Removed, id) {
+				return fmt.Errorf("replica id %d was removed from %s, and ids are never reused: give the new replica another --id (or leave it out with --dir)", id, name)
+			}
+			for _, m := range lv.Members {
+				if m.Id != id && m.Addr == addr {
+					return fmt.Errorf("%s is the address of replica %d of %s: give the new replica's own address (its --listen)", addr, m.Id, name)
+				}
+				if m.Id != id {
+					continue
+				}
+				if m.Role != "learner" || (m.Addr != "" && m.Addr != addr) {
+					return fmt.Errorf("replica %d is already a %s of %s at %s; to move it, use nacre replica replace", id, m.Role, name, m.Addr)
+				}
+				if learner {
+					fmt.Fprintf(e.Out, "replica %d is already a learner of %s at %s\n", id, name, m.Addr)
+					return nil
+				}
+				doing = fmt.Sprintf("replica %d (%s) is a learner of %s: promoting it to voter once it has caught up", id, addr, name)
+			}
+			if err := checkJoiner(ctx, lv, name, id, addr, addrs[id]); err != nil {
+				return err
+			}
+		}
+	}
+	fmt.Fprintf(e.Out, "%s...\n", doing)
+	add := func(ctx context.Context, c nacregrpc.RaftAdminClient) (*pb.RaftMembersReply, error) {
+		return c.AddReplica(ctx, &pb.RaftAddRequest{Id: id, Addr: addr, Learner: learner, CatchUpTimeoutMs: uint32(timeout.Milliseconds())}, grpc.WaitForReady(true))
+	}
+	r, err := onLeader(ctx, e, g, add)
+	// The leader died or stepped down during the add (the connection
+	// broke: EOF, reset). An add of the same id and address is
+	// idempotent: ask the new leader to finish it (it was left a learner).
+	for try := 0; try < 3 && err != nil && status.Code(err) == codes.Unavailable && ctx.Err() == nil; try++ {
+		fmt.Fprintf(e.Out, "the leader of %s went away during the add (%v); asking the new one to finish it...\n", name, status.Convert(err).Message())
+		time.Sleep(time.Second)
+		r, err = onLeader(ctx, e, g, add)
+	}
+	if err != nil {
+		return refusal(err, "add replica %d to %s", id, g.Name)
+	}
+	fmt.Fprintf(e.Out, "replica %d is a %s of %s after %.1fs\n", id, roleOf(r, id), name, time.Since(start).Seconds())
+	return nil
+}
+
+// checkJoiner asks the process at addr, if one answers there, which
+// replica it is, and refuses one of another file system or group, or
+// another replica id: raft would take it in under the id given, and it
+// would install this group's state over its own (or, started as another
+// group's replica, answer for that group).
+func checkJoiner(ctx context.Context, lv *pb.RaftMembersReply, name string, id uint64, addr, registered string) error {
+	m, err := membersOf(ctx, addr)
+	if err != nil {
+		if registered != "" && registered != addr {
+			// A mistyped address: the add would make a learner that
+			// never catches up, and the id could not be added again.
+			return fmt.Errorf("nothing answers at %s, and replica %d of %s runs at %s (it registered with the MGS): give --addr %s",
+				addr, id, name, registered, registered)
+		}
+		return nil // not running yet: the add leaves it a learner, and says so
+	}
+	what := m.Name
+	if m.Fsname != "" {
+		what = fmt.Sprintf("%s of file system %q", m.Name, m.Fsname)
+	}
+	switch {
+	case lv.Fsname != "" && m.Fsname != "" && m.Fsname != lv.Fsname,
+		m.Group != lv.Group:
+		return fmt.Errorf("%s serves replica %d of %s, not a replica of %s of file system %q: give the address of the new replica's process (its --listen)",
+			addr, m.Replica, what, name, lv.Fsname)
+	case m.Replica != id:
+		return fmt.Errorf("%s serves replica %d of %s, not replica %d: give --id %d, or the address of replica %d's process", addr, m.Replica, what, id, m.Replica, id)
+	}
+	return nil
+}

@@ -1,0 +1,35 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"nacre/api/nacregrpc"
+	pb "nacre/api/nacrepb"
+)
+
+// ReplicaTransfer hands the group's leadership to replica to (0: the most
+// up-to-date other voter).
+func ReplicaTransfer(ctx context.Context, e Env, g ReplicaGroup, to uint64) (uint64, error) {
+	// A replica the leader has not heard from lately (down) cannot take
+	// over: say so at once, not after the whole wait.
+	if addrs, _, aerr := replicaAddrs(ctx, e.MGS, g); aerr == nil && to != 0 {
+		if lv, _, lerr := leaderView(ctx, addrs); lerr == nil {
+			for _, m := range lv.Members {
+				if m.Id == to && m.Role == "voter" && !m.Active && !m.Leader {
+					return 0, fmt.Errorf("replica %d of %s has not been heard from lately (is its process running?): start it, or transfer to another replica",
+						to, strings.ToUpper(g.Name))
+				}
+			}
+		}
+	}
+	r, err := onLeader(ctx, e, g, func(ctx context.Context, c nacregrpc.RaftAdminClient) (*pb.RaftMembersReply, error) {
+		return c.TransferLeader(ctx, &pb.RaftTransferRequest{To: to})
+	})
+	if err != nil {
+		return 0, refusal(err, "transfer leadership of %s", g.Name)
+	}
+	fmt.Fprintf(e.Out, "replica %d leads %s\n", r.Leader, strings.ToUpper(g.Name))
+	return r.Leader, nil
+}
