@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -137,9 +139,10 @@ func PrintReplicaChange(ctx context.Context, e Env, g ReplicaGroup, c ReplicaCha
 	return JSON(e.Out, c)
 }
 
-// GroupPeers returns the members of a group and their addresses (for a
-// new replica's identity) and the next unused replica id.
-func GroupPeers(ctx context.Context, e Env, g ReplicaGroup) (peers map[uint64]string, next uint64, removed []uint64, err error) {
+// groupPeers returns the members of a group and their addresses (for a
+// new replica's identity), the next unused replica id, and the ids the
+// group removed.
+func groupPeers(ctx context.Context, e Env, g ReplicaGroup) (peers map[uint64]string, next uint64, removed []uint64, err error) {
 	addrs, _, err := replicaAddrs(ctx, e.MGS, g)
 	if err != nil {
 		return nil, 0, nil, err
@@ -221,4 +224,67 @@ func roleOf(r *pb.RaftMembersReply, id uint64) string {
 		}
 	}
 	return "member"
+}
+
+// ReplicaHost is where the commands start and retire the processes of a
+// group's replicas themselves (--dir: a local cluster directory,
+// localcluster.ReplicaHost). Without one, the operator formats and starts
+// a new replica on its machine, and stops a removed one.
+type ReplicaHost interface {
+	// Dir names the host in messages and in the commands they suggest
+	// (--dir DIR).
+	Dir() string
+	// RetiredIDs are the ids of the replicas of group (mgs, mdtN)
+	// retired here: their directories are kept aside.
+	RetiredIDs(group string) []uint64
+	// NewReplica formats replica id of group, to join the members
+	// peers, and starts it; it returns its directory, address and pid.
+	NewReplica(group string, id uint64, peers map[uint64]string) (dir, addr string, pid int, err error)
+	// Retire stops replica id of group and moves its directory aside,
+	// returning where to (an error satisfying errors.Is(err,
+	// fs.ErrNotExist) if it has no directory here).
+	Retire(group string, id uint64) (to string, err error)
+	// SyncMGS records the MGS replicas as they are now in the host's
+	// other targets and returns how many it changed.
+	SyncMGS() (int, error)
+}
+
+// syncMGS records a changed MGS membership in the host's targets (the
+// host owns their identities).
+func syncMGS(e Env, g ReplicaGroup, host ReplicaHost) {
+	if host == nil || g.Kind != pb.TargetKind_TARGET_MGS {
+		return
+	}
+	n, err := host.SyncMGS()
+	switch {
+	case err != nil:
+		fmt.Fprintf(e.Stderr(), "the MGS replicas changed, but recording them in the targets of %s failed: %v\n", host.Dir(), err)
+	case n > 0:
+		fmt.Fprintf(e.Out, "recorded the MGS replicas in %d targets of %s (running targets use the new list from their next start)\n", n, host.Dir())
+	}
+}
+
+// idList is "1, 2, 3": the ids of peers, in order.
+func idList(peers map[uint64]string) string {
+	ids := make([]uint64, 0, len(peers))
+	for id := range peers {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.FormatUint(id, 10)
+	}
+	return strings.Join(s, ", ")
+}
+
+// forJSON is e for a change made with --json: its messages go to
+// standard error, and the returned Env writes the one JSON document
+// (ReplicaChange) to standard output.
+func forJSON(e *Env, asJSON bool) Env {
+	doc := *e
+	if asJSON {
+		e.Out = e.Stderr()
+	}
+	return doc
 }

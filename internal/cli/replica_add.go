@@ -29,12 +29,12 @@ func checkReplicaAddr(addr string) error {
 	return nil
 }
 
-// ReplicaAdd adds replica id, serving at addr (started to join), to the
+// addToGroup adds replica id, serving at addr (started to join), to the
 // group: as a learner, then as a voter once it has caught up. An id that
 // is already a member is refused (the leader would only change its
 // address and lose it), except a learner at its own address, which is
 // promoted (or, with learner, left alone).
-func ReplicaAdd(ctx context.Context, e Env, g ReplicaGroup, id uint64, addr string, learner bool, timeout time.Duration) error {
+func addToGroup(ctx context.Context, e Env, g ReplicaGroup, id uint64, addr string, learner bool, timeout time.Duration) error {
 	start := time.Now()
 	name := strings.ToUpper(g.Name)
 	doing := fmt.Sprintf("adding replica %d (%s) to %s: learner first, voter once it has caught up", id, addr, name)
@@ -125,4 +125,92 @@ func checkJoiner(ctx context.Context, lv *pb.RaftMembersReply, name string, id u
 		return fmt.Errorf("%s serves replica %d of %s, not replica %d: give --id %d, or the address of replica %d's process", addr, m.Replica, what, id, m.Replica, id)
 	}
 	return nil
+}
+
+// ReplicaAddOptions are the options of `nacre replica add`.
+type ReplicaAddOptions struct {
+	Target string // the group: mgs or mdtN
+	// ID is the new replica's id; with a Host, 0 takes the next unused
+	// one.
+	ID uint64
+	// Addr is the new replica's address (its --listen); a Host picks one.
+	Addr    string
+	Learner bool          // keep it a learner (no vote)
+	Timeout time.Duration // how long it may take to catch up
+	// Host, if set, formats and starts the new replica (--dir); else it
+	// was started on its machine.
+	Host ReplicaHost
+	JSON bool // print the change as a ReplicaChange (messages go to standard error)
+}
+
+// ReplicaAdd is `nacre replica add`: it adds a replica to a group (made
+// and started by o.Host, if given), which catches up by snapshot and then
+// votes.
+func ReplicaAdd(ctx context.Context, e Env, o ReplicaAddOptions) error {
+	g, err := ParseGroup(o.Target)
+	if err != nil {
+		return err
+	}
+	doc := forJSON(&e, o.JSON)
+	id, err := addReplica(ctx, e, g, o)
+	if err != nil || !o.JSON {
+		return err
+	}
+	return PrintReplicaChange(ctx, doc, g, ReplicaChange{Action: "add", Replica: id})
+}
+
+// addReplica adds the replica o describes to g, making it first on
+// o.Host, and returns its id.
+func addReplica(ctx context.Context, e Env, g ReplicaGroup, o ReplicaAddOptions) (uint64, error) {
+	id, addr := o.ID, o.Addr
+	if o.Host != nil {
+		peers, next, removed, err := groupPeers(ctx, e, g)
+		if err != nil {
+			return 0, err
+		}
+		if id, err = newReplicaID(g, id, next, removed, o.Host.RetiredIDs(g.Name), peers); err != nil {
+			return 0, err
+		}
+		d, a, pid, err := o.Host.NewReplica(g.Name, id, peers)
+		if err != nil {
+			return 0, err
+		}
+		addr = a
+		fmt.Fprintf(e.Out, "formatted %s and started it (pid %d, %s)\n", d, pid, addr)
+	}
+	if id == 0 || addr == "" {
+		return 0, fmt.Errorf("give --id and --addr of the new replica (or --dir of a local cluster)")
+	}
+	err := addToGroup(ctx, e, g, id, addr, o.Learner, o.Timeout)
+	if err == nil {
+		syncMGS(e, g, o.Host)
+	}
+	if err != nil && o.Host != nil && strings.Contains(err.Error(), "stays a learner") {
+		// The same command with --dir would make another replica.
+		err = fmt.Errorf("%w\n(with --dir, promote this one with: nacre replica add --target %s --id %d --addr %s)", err, o.Target, id, addr)
+	}
+	return id, err
+}
+
+// newReplicaID is the id of a replica a host makes for g: asked, or (0)
+// the next unused one. Ids are never reused: the group refuses one it
+// removed for good, and one retired on the host (whose directory is kept)
+// is passed over too; a member's id is refused before a directory is
+// formatted for it. next is the group's next unused id, removed the ids
+// it removed, retired the host's, peers its members.
+func newReplicaID(g ReplicaGroup, asked, next uint64, removed, retired []uint64, peers map[uint64]string) (uint64, error) {
+	for _, r := range retired {
+		next = max(next, r+1)
+	}
+	id := asked
+	if id == 0 {
+		id = next
+	}
+	if slices.Contains(removed, id) {
+		return 0, fmt.Errorf("replica id %d was removed from %s, and ids are never reused: leave --id out for the next unused one (%d)", id, strings.ToUpper(g.Name), next)
+	}
+	if a, ok := peers[id]; ok {
+		return 0, fmt.Errorf("replica %d is already a member of %s at %s; to move it, use nacre replica replace (to promote a learner, give --id and --addr without --dir)", id, strings.ToUpper(g.Name), a)
+	}
+	return id, nil
 }

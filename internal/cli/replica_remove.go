@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 	"time"
 
@@ -13,10 +15,10 @@ import (
 	pb "nacre/api/nacrepb"
 )
 
-// ReplicaRemove removes replica id from the group and tells the MGS to
+// removeFromGroup removes replica id from the group and tells the MGS to
 // forget it; member is false when it was only registered with the MGS
 // (a leftover), which now forgot it.
-func ReplicaRemove(ctx context.Context, e Env, g ReplicaGroup, id uint64) (member bool, err error) {
+func removeFromGroup(ctx context.Context, e Env, g ReplicaGroup, id uint64) (member bool, err error) {
 	if _, err := onLeader(ctx, e, g, func(ctx context.Context, c nacregrpc.RaftAdminClient) (*pb.RaftMembersReply, error) {
 		return c.RemoveReplica(ctx, &pb.RaftRemoveRequest{Id: id})
 	}); err != nil {
@@ -74,4 +76,59 @@ func deregister(ctx context.Context, e Env, g ReplicaGroup, id uint64) error {
 	defer cancel()
 	_, err = nacregrpc.NewMGSClient(cc).Deregister(dctx, &pb.DeregisterRequest{Kind: g.Kind, Index: g.Index, ReplicaId: id})
 	return err
+}
+
+// ReplicaRemoveOptions are the options of `nacre replica remove`.
+type ReplicaRemoveOptions struct {
+	Target string // the group: mgs or mdtN
+	ID     uint64 // the replica to remove
+	// Host, if set, stops the replica and moves its directory aside
+	// (--dir).
+	Host ReplicaHost
+	JSON bool // print the change as a ReplicaChange (messages go to standard error)
+}
+
+// ReplicaRemove is `nacre replica remove`: it removes a replica from its
+// group (a leader hands over first) and, with o.Host, retires it there.
+func ReplicaRemove(ctx context.Context, e Env, o ReplicaRemoveOptions) error {
+	g, err := ParseGroup(o.Target)
+	if err != nil {
+		return err
+	}
+	if o.ID == 0 {
+		return fmt.Errorf("--id is required")
+	}
+	doc := forJSON(&e, o.JSON)
+	if err := removeReplica(ctx, e, g, o.ID, o.Host); err != nil || !o.JSON {
+		return err
+	}
+	return PrintReplicaChange(ctx, doc, g, ReplicaChange{Action: "remove", Replica: o.ID})
+}
+
+// removeReplica removes replica id from g and retires it on h, or says
+// what is left to do.
+func removeReplica(ctx context.Context, e Env, g ReplicaGroup, id uint64, h ReplicaHost) error {
+	member, err := removeFromGroup(ctx, e, g, id)
+	if err != nil {
+		return err
+	}
+	if h != nil {
+		to, err := h.Retire(g.Name, id)
+		syncMGS(e, g, h)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			fmt.Fprintf(e.Out, "it has no directory in %s (it never ran from there)\n", h.Dir())
+		case err != nil:
+			fmt.Fprintf(e.Stderr(), "replica %d is out of the group; its process or directory: %v\n", id, err)
+		default:
+			fmt.Fprintf(e.Out, "stopped it and moved its directory to %s\n", to)
+		}
+		return nil
+	}
+	if !member {
+		fmt.Fprintf(e.Out, "if its process still runs, stop it, and delete its target directory (or keep it elsewhere for the record)\n")
+		return nil
+	}
+	fmt.Fprintf(e.Out, "its process stops by itself within seconds; then delete its target directory (or keep it elsewhere for the record)\n")
+	return nil
 }
