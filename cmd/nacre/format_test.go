@@ -42,28 +42,3 @@ func TestFormatAddressesFollowListen(t *testing.T) {
 		}
 	}
 }
-
-// TestFormatRefusesBadPeers: --peers naming a replica twice, two replicas
-// at one address, a port picked at start (the others could not dial it),
-// or a group of two, and flags an MGS has no use for, are refused with
-// what to give instead.
-func TestFormatRefusesBadPeers(t *testing.T) {
-	base := []string{"format", "--type", "mdt", "--fsname", "x", "--replica-id", "1", "--listen", "127.0.0.21:7101", "--mgsnode", "127.0.0.1:7001"}
-	for _, c := range []struct{ peers, want string }{
-		{"1=127.0.0.21:7101,1=127.0.0.22:7101", "names replica 1 twice"},
-		{"1=127.0.0.21:7101,2=127.0.0.21:7101,3=127.0.0.23:7101", "the same address"},
-		{"1=127.0.0.21:7101,2=127.0.0.22:0,3=127.0.0.23:7101", "a fixed port"},
-		{"1=127.0.0.21:7101,2=127.0.0.22:7101", "two replicas survive no failure"},
-	} {
-		_, err := runNacre(t, append(base, "--dir", filepath.Join(t.TempDir(), "d"), "--peers", c.peers)...)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("--peers %s: %v, want %q", c.peers, err, c.want)
-		}
-	}
-	for _, flag := range []string{"--index=2", "--mgsnode=127.0.0.1:7001"} {
-		_, err := runNacre(t, "format", "--type", "mgs", "--fsname", "x", "--listen", "127.0.0.1:7001", "--dir", filepath.Join(t.TempDir(), "m"), flag)
-		if err == nil || !strings.Contains(err.Error(), "is not for an MGS") {
-			t.Errorf("format --type mgs %s: %v", flag, err)
-		}
-	}
-}
