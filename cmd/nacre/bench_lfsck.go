@@ -13,6 +13,7 @@ import (
 	"nacre/internal/cli"
 )
 
+// parseFileCounts reads --sizes: counts of files such as 100k,200k,1M.
 func parseFileCounts(s string) ([]int, error) {
 	var out []int
 	for _, f := range strings.Split(s, ",") {
@@ -36,11 +37,11 @@ func parseFileCounts(s string) ([]int, error) {
 	return out, nil
 }
 
-// lfsckBenchCommands are `nacre bench popd` and `nacre bench lfsck`.
-func lfsckBenchCommands(g *globals) []*cobra.Command {
+// newBenchPopdCommand is `nacre bench popd`.
+func newBenchPopdCommand(g *globals) *cobra.Command {
 	var pd bench.PopDOptions
 	var popdPlot string
-	popd := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "popd --files N [--dirs N] [--subdirs L] [--threads C] [--root NAME] [--stripe-count S] [--plot FILE.png]",
 		Short: "Populate a PopD tree (seed 003): N subdirectories, L sub-subdirectories, C threads creating files",
 		Args:  cobra.NoArgs,
@@ -67,21 +68,25 @@ func lfsckBenchCommands(g *globals) []*cobra.Command {
 			return cli.JSON(cmd.OutOrStdout(), r)
 		},
 	}
-	popd.Flags().IntVar(&pd.Files, "files", 100000, "files to add")
-	popd.Flags().IntVar(&pd.Offset, "offset", 0, "files already in the tree (to grow it)")
-	popd.Flags().IntVar(&pd.Dirs, "dirs", 4, "N: subdirectories of the tree")
-	popd.Flags().IntVar(&pd.Subdirs, "subdirs", 4, "L: sub-subdirectories in each")
-	popd.Flags().IntVar(&pd.Threads, "threads", 8, "C: threads creating files")
-	popd.Flags().StringVar(&pd.Root, "root", "popd", "the tree's directory under /")
-	popd.Flags().IntVar(&pd.StripeCount, "stripe-count", 0, "stripe count of the files (-1: every OST)")
-	popd.Flags().StringVar(&popdPlot, "plot", "", "draw the per-second timeline (with server disk and network throughput) to FILE.png")
+	cmd.Flags().IntVar(&pd.Files, "files", 100000, "files to add")
+	cmd.Flags().IntVar(&pd.Offset, "offset", 0, "files already in the tree (to grow it)")
+	cmd.Flags().IntVar(&pd.Dirs, "dirs", 4, "N: subdirectories of the tree")
+	cmd.Flags().IntVar(&pd.Subdirs, "subdirs", 4, "L: sub-subdirectories in each")
+	cmd.Flags().IntVar(&pd.Threads, "threads", 8, "C: threads creating files")
+	cmd.Flags().StringVar(&pd.Root, "root", "popd", "the tree's directory under /")
+	cmd.Flags().IntVar(&pd.StripeCount, "stripe-count", 0, "stripe count of the files (-1: every OST)")
+	cmd.Flags().StringVar(&popdPlot, "plot", "", "draw the per-second timeline (with server disk and network throughput) to FILE.png")
+	return cmd
+}
 
+// newBenchLfsckCommand is `nacre bench lfsck`.
+func newBenchLfsckCommand(g *globals) *cobra.Command {
 	var lb struct {
 		sizes, osts, plot, from string
 		json, load              bool
 	}
 	var o bench.LfsckBenchOptions
-	lf := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "lfsck [--sizes 100k,200k,...] [--osts 2,4,8 --ost-files N] [--load] [--json] [--plot DIR]",
 		Short: "Checker benchmarks: scan speed as a PopD tree grows, 2/4/8 OSTs, create rate under the checker",
 		Long: `Seed 003's unloaded test: grows a PopD tree on the cluster of --mgs to each
@@ -150,7 +155,7 @@ full speed under the same load, --load-seconds each.`,
 			return err
 		},
 	}
-	f := lf.Flags()
+	f := cmd.Flags()
 	f.StringVar(&lb.sizes, "sizes", "", "tree sizes in files, growing (e.g. 100k,200k,500k,1M,2M)")
 	f.IntVar(&o.Dirs, "dirs", 16, "N: subdirectories of the PopD tree")
 	f.IntVar(&o.Subdirs, "subdirs", 4, "L: sub-subdirectories in each")
@@ -171,5 +176,5 @@ full speed under the same load, --load-seconds each.`,
 	f.BoolVar(&lb.json, "json", false, "print the results as JSON")
 	f.StringVar(&lb.plot, "plot", "", "write PNG plots into this directory")
 	f.StringVar(&lb.from, "from", "", "merge saved results (JSON files, comma separated) and only print and plot them")
-	return []*cobra.Command{popd, lf}
+	return cmd
 }

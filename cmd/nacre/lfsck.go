@@ -9,31 +9,36 @@ import (
 	"github.com/spf13/cobra"
 
 	pb "nacre/api/nacrepb"
-	"nacre/internal/cli"
 	"nacre/internal/lfsck/admin"
 )
 
-func adminEnv(g *globals, cmd *cobra.Command) admin.Env {
-	return admin.Env{MGS: g.mgs, Out: cmd.OutOrStdout(), Err: cmd.ErrOrStderr()}
-}
-
-// addCheckerCommands adds nacre lfsck, nacre fault and nacre mdt.
-func addCheckerCommands(root *cobra.Command, g *globals) {
-	root.AddCommand(lfsckCommand(g), faultCommand(g), mdtCommand(g))
-}
-
-func lfsckCommand(g *globals) *cobra.Command {
+// newLfsckCommand is `nacre lfsck`: the checker's commands
+// (internal/lfsck/admin).
+func newLfsckCommand(g *globals) *cobra.Command {
 	top := &cobra.Command{Use: "lfsck", Short: "The online checker: OI scrub, namespace and layout check and repair", GroupID: "admin"}
-	var st struct {
-		types                              []string
-		speed                              uint64
-		window                             uint32
-		dry, reset, orphan, ostobj, mdtobj bool
-		policy                             string
-		mdt                                int
-		all, wait, json                    bool
-		checkpointMs                       int64
+	top.AddCommand(newLfsckStartCommand(g), newLfsckStopCommand(g), newLfsckQueryCommand(g), newLfsckStatusCommand(g),
+		newLfsckSetCommand(g), newLfsckDigestCommand(g))
+	for _, c := range top.Commands() {
+		if c.Flags().Lookup("mdt") != nil {
+			c.PreRunE = checkMDTFlags
+		}
 	}
+	return top
+}
+
+type lfsckStartFlags struct {
+	types                              []string
+	speed                              uint64
+	window                             uint32
+	dry, reset, orphan, ostobj, mdtobj bool
+	policy                             string
+	mdt                                int
+	all, wait, json                    bool
+	checkpointMs                       int64
+}
+
+func newLfsckStartCommand(g *globals) *cobra.Command {
+	var st lfsckStartFlags
 	start := &cobra.Command{
 		Use:   "start [-t scrub,namespace,layout] [-s SPEED] [-n] [-r] [-o] [-c] [-C] [-e failout|continue] [-w WINDOW] [--mdt N | -A] [--wait]",
 		Short: "Start (or resume) the checker",
@@ -60,7 +65,7 @@ and changes nothing at all. See docs/lfsck.md.`,
 			if cmd.Flags().Changed("window") {
 				req.Window = &st.window
 			}
-			return cli.LfsckStart(cmd.Context(), g.env(cmd), admin.StartOptions{Req: req, MDT: st.mdt, All: st.all, Wait: st.wait, JSON: st.json})
+			return admin.Start(cmd.Context(), g.env(cmd), admin.StartOptions{Req: req, MDT: st.mdt, All: st.all, Wait: st.wait, JSON: st.json})
 		},
 	}
 	f := start.Flags()
@@ -79,36 +84,49 @@ and changes nothing at all. See docs/lfsck.md.`,
 	f.BoolVar(&st.json, "json", false, "print JSON only on standard output: the result with --wait, else the MDTs started")
 	f.Int64Var(&st.checkpointMs, "checkpoint-interval-ms", 0, "checkpoint interval (default 60000)")
 	f.MarkHidden("checkpoint-interval-ms")
+	return start
+}
 
-	var sp struct {
-		mdt  int
-		all  bool
-		json bool
-		wait bool
+func newLfsckStopCommand(g *globals) *cobra.Command {
+	var f struct {
+		mdt int
+		all bool
 	}
 	stop := &cobra.Command{
 		Use:   "stop [--mdt N | -A]",
 		Short: "Stop the checker (it checkpoints; start resumes it); returns once stopped",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return admin.Stop(cmd.Context(), adminEnv(g, cmd), sp.mdt, sp.all)
+			return admin.Stop(cmd.Context(), g.env(cmd), f.mdt, f.all)
 		},
 	}
-	stop.Flags().IntVar(&sp.mdt, "mdt", 0, "MDT index")
-	stop.Flags().BoolVarP(&sp.all, "all", "A", false, "every MDT")
+	stop.Flags().IntVar(&f.mdt, "mdt", 0, "MDT index")
+	stop.Flags().BoolVarP(&f.all, "all", "A", false, "every MDT")
+	return stop
+}
+
+func newLfsckQueryCommand(g *globals) *cobra.Command {
+	var f struct {
+		mdt             int
+		all, json, wait bool
+	}
 	query := &cobra.Command{
 		Use:   "query [--json] [--wait] [--mdt N | -A]",
 		Short: "Show every component's status, figures and counters",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return admin.Query(cmd.Context(), adminEnv(g, cmd), sp.mdt, sp.all, sp.json, sp.wait)
+			return admin.Query(cmd.Context(), g.env(cmd), f.mdt, f.all, f.json, f.wait)
 		},
 	}
-	query.Flags().IntVar(&sp.mdt, "mdt", 0, "MDT index")
-	query.Flags().BoolVarP(&sp.all, "all", "A", false, "every MDT")
-	query.Flags().BoolVar(&sp.json, "json", false, "print JSON")
-	query.Flags().BoolVarP(&sp.wait, "wait", "w", false, "wait until no MDT is checking")
-	var stt struct {
+	query.Flags().IntVar(&f.mdt, "mdt", 0, "MDT index")
+	query.Flags().BoolVarP(&f.all, "all", "A", false, "every MDT")
+	query.Flags().BoolVar(&f.json, "json", false, "print JSON")
+	query.Flags().BoolVarP(&f.wait, "wait", "w", false, "wait until no MDT is checking")
+	return query
+}
+
+func newLfsckStatusCommand(g *globals) *cobra.Command {
+	var f struct {
 		comp string
 		mdt  int
 		json bool
@@ -118,16 +136,20 @@ and changes nothing at all. See docs/lfsck.md.`,
 		Short: "Show one component in full (like Lustre's lfsck_namespace, lfsck_layout, oi_scrub)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			comp := strings.TrimSpace(stt.comp)
+			comp := strings.TrimSpace(f.comp)
 			if comp == "" {
 				return fmt.Errorf("lfsck status shows one component: give -t scrub, -t namespace or -t layout (nacre lfsck query shows them all)")
 			}
-			return admin.Status(cmd.Context(), adminEnv(g, cmd), stt.mdt, comp, stt.json)
+			return admin.Status(cmd.Context(), g.env(cmd), f.mdt, comp, f.json)
 		},
 	}
-	status.Flags().StringVarP(&stt.comp, "type", "t", "", "scrub, namespace or layout")
-	status.Flags().IntVar(&stt.mdt, "mdt", 0, "MDT index")
-	status.Flags().BoolVar(&stt.json, "json", false, "print JSON")
+	status.Flags().StringVarP(&f.comp, "type", "t", "", "scrub, namespace or layout")
+	status.Flags().IntVar(&f.mdt, "mdt", 0, "MDT index")
+	status.Flags().BoolVar(&f.json, "json", false, "print JSON")
+	return status
+}
+
+func newLfsckSetCommand(g *globals) *cobra.Command {
 	var set struct {
 		speed  uint64
 		window uint32
@@ -150,29 +172,26 @@ and changes nothing at all. See docs/lfsck.md.`,
 			if sp == nil && w == nil {
 				return fmt.Errorf("give -s SPEED or -w WINDOW")
 			}
-			return admin.Set(cmd.Context(), adminEnv(g, cmd), set.mdt, set.all, sp, w)
+			return admin.Set(cmd.Context(), g.env(cmd), set.mdt, set.all, sp, w)
 		},
 	}
 	setCmd.Flags().VarP(speedFlag(&set.speed), "speed", "s", "objects per second (0: no limit)")
 	setCmd.Flags().VarP(windowFlag(&set.window), "window", "w", "layout checks in flight")
 	setCmd.Flags().IntVar(&set.mdt, "mdt", 0, "MDT index")
 	setCmd.Flags().BoolVarP(&set.all, "all", "A", false, "every MDT")
-	digest := &cobra.Command{
+	return setCmd
+}
+
+func newLfsckDigestCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
 		Use:    "digest",
 		Short:  "Print a digest of every target's store (a dry run must not change them)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return admin.Digests(cmd.Context(), adminEnv(g, cmd))
+			return admin.Digests(cmd.Context(), g.env(cmd))
 		},
 	}
-	top.AddCommand(start, stop, query, status, setCmd, digest)
-	for _, c := range top.Commands() {
-		if c.Flags().Lookup("mdt") != nil {
-			c.PreRunE = checkMDTFlags
-		}
-	}
-	return top
 }
 
 // checkMDTFlags refuses a negative --mdt ("no MDT-001 in the

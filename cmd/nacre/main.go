@@ -1,19 +1,23 @@
 // Command nacre is the one binary of the Nacre parallel file system: it
 // formats and serves targets, brings up a local cluster, and is the client
-// and admin CLI. Each file here wires one group of subcommands to the
-// packages under internal/; no file system logic lives in this package.
+// and admin CLI. Each file here is one command or command group, a
+// newXCommand that wires the command's flags (a struct of its own) to a
+// function of a package under internal/; no file system logic lives in
+// this package. The environment is read here only (environment.go).
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime/pprof"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -39,7 +43,7 @@ func main() {
 	if err != nil && wantsJSON(ran) && out.n == 0 && !errors.Is(err, cli.ErrReported) {
 		// A script that asked for JSON reads standard output: it gets a
 		// document there too (the message still goes to standard error).
-		jsonError(os.Stdout, err)
+		cli.WriteJSONError(os.Stdout, err)
 	}
 	if err != nil {
 		var ee exitError
@@ -80,24 +84,22 @@ func wantsJSON(cmd *cobra.Command) bool {
 	return f != nil && f.Value.String() == "true"
 }
 
-// jsonError writes {"error": MESSAGE} for a command run with --json that
-// failed before it printed its document.
-func jsonError(w io.Writer, err error) {
-	b, _ := json.Marshal(map[string]string{"error": err.Error()})
-	fmt.Fprintln(w, string(b))
-}
-
-// globals are the flags every command sees.
+// globals are the flags every command sees, and the environment.
 type globals struct {
-	mgs string
+	mgs     string
+	environ environ
 }
 
 func (g *globals) env(cmd *cobra.Command) cli.Env {
-	return cli.Env{MGS: g.mgs, Out: cmd.OutOrStdout(), Err: cmd.ErrOrStderr(), Stdin: cmd.InOrStdin()}
+	return cli.Env{MGS: g.mgs, Out: cmd.OutOrStdout(), Err: cmd.ErrOrStderr(), Stdin: cmd.InOrStdin(),
+		MountState: g.environ.mountState(), FollowerReads: g.environ.followerReads()}
 }
 
-func newRoot() *cobra.Command {
-	g := &globals{}
+func newRoot() *cobra.Command { return newRootIn(os.Getenv) }
+
+// newRootIn is the command tree, reading the environment from getenv.
+func newRootIn(getenv environ) *cobra.Command {
+	g := &globals{environ: getenv}
 	root := &cobra.Command{
 		Use:   "nacre",
 		Short: "Nacre: a parallel file system with Lustre's architecture",
@@ -112,7 +114,7 @@ Then use it:             export NACRE_MGS=<address printed by up>; nacre ls /`,
 		Version:       version.Software,
 	}
 	root.SetFlagErrorFunc(flagError) // and so every subcommand's
-	root.PersistentFlags().StringVar(&g.mgs, "mgs", os.Getenv("NACRE_MGS"), "MGS address HOST:PORT (default $NACRE_MGS)")
+	root.PersistentFlags().StringVar(&g.mgs, "mgs", g.environ.get("NACRE_MGS"), "MGS address HOST:PORT (default $NACRE_MGS)")
 	var cpuprofile string
 	var profFile *os.File
 	root.PersistentFlags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of this command to FILE")
@@ -136,13 +138,17 @@ Then use it:             export NACRE_MGS=<address printed by up>; nacre ls /`,
 	}
 	root.AddGroup(&cobra.Group{ID: "server", Title: "Servers and clusters:"}, &cobra.Group{ID: "fs", Title: "Files:"},
 		&cobra.Group{ID: "admin", Title: "Administration and benchmarks:"})
-	addServerCommands(root, g)
-	addFSCommands(root, g)
-	addBenchCommands(root, g)
-	addCheckerCommands(root, g) // lfsck, fault, mdt (lfsck.go)
-	addStatsCommands(root, g)
-	addMountCommands(root, g)
-	addReplicaCommands(root, g)
+	root.AddCommand(
+		// Servers and clusters: a file each.
+		newFormatCommand(g), newServeCommand(g), newUpCommand(g), newDownCommand(g), newStatusCommand(g),
+		// Files.
+		newLsCommand(g), newMkdirCommand(g), newPutCommand(g), newGetCommand(g), newCatCommand(g), newStatCommand(g),
+		newRmCommand(g), newMvCommand(g), newLnCommand(g), newSetstripeCommand(g), newGetstripeCommand(g), newDfCommand(g),
+		newPath2fidCommand(g), newFid2pathCommand(g), newMountCommand(g), newUmountCommand(g),
+		// Administration and benchmarks.
+		newLfsckCommand(g), newFaultCommand(g), newMdtCommand(g), newReplicaCommand(g), newStatsCommand(g), newTopCommand(g),
+		newBenchCommand(g),
+		environmentTopic())
 	refuseUnknownSubcommands(root)
 	return root
 }
@@ -200,4 +206,29 @@ func flagError(_ *cobra.Command, err error) error {
 		want = "want " + want
 	}
 	return fmt.Errorf("%s %q: %s", name, iv.GetValue(), want)
+}
+
+// selfName is how to run this binary again in the hints printed for the
+// user: "nacre" when that is what the PATH finds, else the path it was
+// run by (scripts/up.sh runs bin/nacre, which is not on the PATH).
+func selfName() string {
+	return selfNameFor(os.Args[0], exec.LookPath, os.Executable)
+}
+
+func selfNameFor(arg0 string, lookPath func(string) (string, error), executable func() (string, error)) string {
+	self, err := executable()
+	if err != nil {
+		return "nacre"
+	}
+	if p, err := lookPath("nacre"); err == nil {
+		if a, err := filepath.EvalSymlinks(p); err == nil {
+			if b, err := filepath.EvalSymlinks(self); err == nil && a == b {
+				return "nacre"
+			}
+		}
+	}
+	if strings.Contains(arg0, "/") {
+		return arg0
+	}
+	return self
 }

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -33,4 +36,49 @@ func TestNumberFlagsNameTheFlagAndTheForm(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSelfNameIsWhatRunsThisBinary: up's hints ("Try: nacre status")
+// name a command that works: scripts/up.sh runs bin/nacre, not on the
+// PATH, so its hints must say bin/nacre.
+func TestSelfNameIsWhatRunsThisBinary(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "nacre")
+	os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755)
+	other := filepath.Join(dir, "other-nacre")
+	os.WriteFile(other, []byte("#!/bin/sh\n"), 0o755)
+	exe := func() (string, error) { return bin, nil }
+	found := func(p string) func(string) (string, error) {
+		return func(string) (string, error) { return p, nil }
+	}
+	notFound := func(string) (string, error) { return "", os.ErrNotExist }
+	cases := []struct {
+		arg0   string
+		lookup func(string) (string, error)
+		want   string
+	}{
+		{"nacre", found(bin), "nacre"},
+		{"bin/nacre", found(bin), "nacre"},
+		{"bin/nacre", notFound, "bin/nacre"},
+		{"bin/nacre", found(other), "bin/nacre"},
+		{"nacre", found(other), bin},
+	}
+	for _, c := range cases {
+		if got := selfNameFor(c.arg0, c.lookup, exe); got != c.want {
+			t.Errorf("selfNameFor(%q): %q, want %q", c.arg0, got, c.want)
+		}
+	}
+}
+
+// runNacre runs the command line in-process (no MGS: the checks tested
+// here come before any connection).
+func runNacre(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := newRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(append([]string{"--mgs", "127.0.0.1:1"}, args...))
+	err := root.Execute()
+	return out.String(), err
 }

@@ -1,15 +1,10 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,18 +15,19 @@ import (
 	"nacre/internal/obs"
 )
 
-// mountOSTDownAfter: see client.Config.OSTDownAfter (NACRE_OST_DOWN_AFTER
-// overrides it).
-const mountOSTDownAfter = 30 * time.Second
+type mountFlags struct {
+	opts    []string
+	fg      bool
+	log     string
+	readyFD int
+}
 
-func addMountCommands(root *cobra.Command, g *globals) {
-	var m struct {
-		opts    []string
-		fg      bool
-		log     string
-		readyFD int
-	}
-	mountCmd := &cobra.Command{
+// newMountCommand is `nacre mount`: without -f it starts this binary
+// again with -f as the mount daemon (fusefs.StartDaemon), which runs
+// fusefs.RunDaemon.
+func newMountCommand(g *globals) *cobra.Command {
+	var f mountFlags
+	cmd := &cobra.Command{
 		Use:   "mount [--mgs ADDR] MOUNTPOINT [-o OPTIONS] [-f]",
 		Short: "Mount the file system through FUSE (in the background unless -f)",
 		Long: `Mount the file system at MOUNTPOINT. The mount is served by a daemon that
@@ -63,46 +59,64 @@ Options (-o, comma-separated):
 				return err
 			}
 			mo := fusefs.DefaultMountOptions()
-			for _, o := range m.opts {
+			for _, o := range f.opts {
 				if err := fusefs.ParseOptions(&mo, o); err != nil {
 					return err
 				}
 			}
-			if _, ok := fusefs.FindMount(dir); ok {
-				// A second mount would stack on the first, and one
-				// umount would leave the path still mounted.
-				if fusefs.MountDead(dir) {
-					return fmt.Errorf("%s is a dead mount (its daemon is gone): unmount it first (nacre umount %s)", dir, dir)
+			if err := fusefs.CheckMountPoint(dir, cmd.ErrOrStderr()); err != nil {
+				return err
+			}
+			logPath := f.log
+			if logPath == "" {
+				logPath = filepath.Join(g.environ.mountState(), url.PathEscape(dir)+".log")
+			}
+			if !f.fg {
+				exe, err := os.Executable()
+				if err != nil {
+					return err
 				}
-				return fmt.Errorf("%s is already a mount point: unmount it first (nacre umount %s)", dir, dir)
+				args := []string{"mount", "--mgs", g.mgs, dir, "-f", "--log", logPath, "--ready-fd", "3"}
+				for _, o := range f.opts {
+					args = append(args, "-o", o)
+				}
+				return fusefs.StartDaemon(exe, args, logPath)
 			}
-			if st, err := os.Stat(dir); err != nil {
-				return fmt.Errorf("mount point: %w", err)
-			} else if !st.IsDir() {
-				return fmt.Errorf("mount point %s is not a directory", dir)
-			}
-			if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
-				// As mount(8) does, but say so: the files are not gone.
-				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s is not empty: what it holds is hidden while Nacre is mounted over it, and comes back at unmount\n", dir)
-			}
-			if m.log == "" {
-				m.log = filepath.Join(fusefs.StateDir(), url.PathEscape(dir)+".log")
-			}
-			if !m.fg {
-				return mountBackground(cmd, g.mgs, dir, m.opts, m.log)
-			}
-			return mountForeground(cmd.Context(), cmd.OutOrStdout(), g.mgs, dir, mo, m.log, m.readyFD)
+			return runMountDaemon(cmd, g, dir, mo, logPath, f.readyFD)
 		},
 	}
-	mountCmd.Flags().StringArrayVarP(&m.opts, "options", "o", nil, "mount options, comma-separated (see above)")
-	mountCmd.Flags().BoolVarP(&m.fg, "foreground", "f", false, "stay in the foreground (log to stderr)")
-	mountCmd.Flags().StringVar(&m.log, "log", "", "daemon log file (default under "+fusefs.StateDir()+")")
-	mountCmd.Flags().IntVar(&m.readyFD, "ready-fd", 0, "internal: report readiness on this file descriptor")
-	mountCmd.Flags().MarkHidden("ready-fd")
-	root.AddCommand(mountCmd)
+	fl := cmd.Flags()
+	fl.StringArrayVarP(&f.opts, "options", "o", nil, "mount options, comma-separated (see above)")
+	fl.BoolVarP(&f.fg, "foreground", "f", false, "stay in the foreground (log to stderr)")
+	fl.StringVar(&f.log, "log", "", "daemon log file (default under "+g.environ.mountState()+")")
+	fl.IntVar(&f.readyFD, "ready-fd", 0, "internal: report readiness on this file descriptor")
+	fl.MarkHidden("ready-fd")
+	return cmd
+}
 
+// runMountDaemon runs the mount daemon with its options from the
+// environment: its log level, fault points (tests), follower reads, and
+// how long I/O waits for an OST that is down.
+func runMountDaemon(cmd *cobra.Command, g *globals, dir string, mo fusefs.MountOptions, logPath string, readyFD int) error {
+	ready := fusefs.ReadyFD(readyFD)
+	log := obs.NewLogger(os.Stderr, false, g.environ.logLevel()).With("mount", dir)
+	// Fault points of the mount (tests), as the servers arm theirs.
+	if err := fault.ArmList(g.environ.get("NACRE_FAULTS")); err != nil {
+		return ready.Fail(err)
+	}
+	downAfter, err := g.environ.ostDownAfter()
+	if err != nil {
+		return ready.Fail(err)
+	}
+	return fusefs.RunDaemon(cmd.Context(), fusefs.DaemonOptions{Dir: dir, Mount: mo, Log: log, LogFile: logPath,
+		Client:   client.Config{MGS: g.mgs, OSTDownAfter: downAfter, RefreshEvery: 30 * time.Second, FollowerReads: g.environ.followerReads()},
+		StateDir: g.environ.mountState(), Ready: ready, Out: cmd.OutOrStdout()})
+}
+
+// newUmountCommand is `nacre umount`.
+func newUmountCommand(g *globals) *cobra.Command {
 	var u fusefs.UmountOptions
-	umountCmd := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "umount [--lazy] [--force] MOUNTPOINT",
 		Short: "Unmount a Nacre mount and wait for its daemon to finish",
 		Long: `Unmount the Nacre mount at MOUNTPOINT and wait until its daemon has
@@ -113,124 +127,11 @@ died is always freed.`,
 		GroupID: "fs",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			u.StateDir = g.environ.mountState()
 			return fusefs.Umount(args[0], u)
 		},
 	}
-	umountCmd.Flags().BoolVarP(&u.Lazy, "lazy", "l", false, "detach a busy mount now")
-	umountCmd.Flags().BoolVarP(&u.Force, "force", "f", false, "abort the mount's connection first")
-	root.AddCommand(umountCmd)
-}
-
-// mountBackground starts the daemon (this binary with -f in a new
-// session) and waits for it to report the mount ready or failed.
-func mountBackground(cmd *cobra.Command, mgs, dir string, opts []string, logPath string) error {
-	exe, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
-		return err
-	}
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	r, w, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	args := []string{"mount", "--mgs", mgs, dir, "-f", "--log", logPath, "--ready-fd", "3"}
-	for _, o := range opts {
-		args = append(args, "-o", o)
-	}
-	d := exec.Command(exe, args...)
-	d.Stdin = nil
-	d.Stdout, d.Stderr = logf, logf
-	d.ExtraFiles = []*os.File{w}
-	d.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := d.Start(); err != nil {
-		w.Close()
-		return err
-	}
-	w.Close()
-	go d.Wait()
-	msg, _ := io.ReadAll(io.LimitReader(r, 64<<10))
-	if strings.TrimSpace(string(msg)) == "ok" {
-		return nil
-	}
-	if len(msg) == 0 {
-		msg = []byte("the mount daemon exited without a word; see " + logPath)
-	}
-	return fmt.Errorf("%s", strings.TrimSpace(string(msg)))
-}
-
-// mountForeground is the daemon: mount, serve until unmounted, flush.
-func mountForeground(ctx context.Context, out io.Writer, mgs, dir string, mo fusefs.MountOptions, logPath string, readyFD int) error {
-	var ready *os.File
-	if readyFD > 0 {
-		ready = os.NewFile(uintptr(readyFD), "ready")
-	}
-	fail := func(err error) error {
-		if ready != nil {
-			fmt.Fprintln(ready, err)
-			ready.Close()
-		}
-		return err
-	}
-	log := obs.NewLogger(os.Stderr, false, obs.LevelFromEnv()).With("mount", dir)
-	mo.Log = log
-	// Fault points of the mount (tests), as the servers arm theirs.
-	if err := fault.ArmFromEnv(); err != nil {
-		return fail(err)
-	}
-	// An OST restart takes seconds, and I/O waits it out; an OST still
-	// unreachable after mountOSTDownAfter fails I/O with EIO at once (and
-	// logged, naming the OST) until it answers, instead of every request
-	// waiting the whole timeout.
-	downAfter := mountOSTDownAfter
-	if v := os.Getenv("NACRE_OST_DOWN_AFTER"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return fail(fmt.Errorf("NACRE_OST_DOWN_AFTER=%q: give a duration such as 30s", v))
-		}
-		downAfter = d
-	}
-	c, err := client.New(ctx, client.Config{MGS: mgs, Log: log, OSTDownAfter: downAfter, RefreshEvery: 30 * time.Second})
-	if err != nil {
-		return fail(err)
-	}
-	defer c.Close()
-	m, err := fusefs.MountFS(ctx, c, dir, mo)
-	if err != nil {
-		return fail(err)
-	}
-	pid := os.Getpid()
-	if err := fusefs.WriteRecord(fusefs.Record{Dir: dir, MGS: mgs, Pid: pid, Log: logPath, Started: time.Now()}); err != nil {
-		log.Warn("cannot record the mount (umount will not wait for this daemon)", "err", err)
-	}
-	defer fusefs.RemoveRecord(dir, pid)
-	log.Info("mounted", "mgs", mgs, "fsname", c.Fsname(), "pid", pid)
-	if ready != nil {
-		fmt.Fprintln(ready, "ok")
-		ready.Close()
-	} else {
-		fmt.Fprintf(out, "mounted %s (MGS %s) at %s, pid %d; stop with: nacre umount %s\n", c.Fsname(), mgs, dir, pid, dir)
-	}
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-			log.Info("signal: unmounting")
-			if err := m.Unmount(true); err != nil {
-				log.Warn("unmount", "err", err)
-			}
-		case <-done:
-		}
-	}()
-	m.Wait()
-	close(done)
-	log.Info("unmounted")
-	return nil
+	cmd.Flags().BoolVarP(&u.Lazy, "lazy", "l", false, "detach a busy mount now")
+	cmd.Flags().BoolVarP(&u.Force, "force", "f", false, "abort the mount's connection first")
+	return cmd
 }

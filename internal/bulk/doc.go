@@ -86,7 +86,7 @@
 // server has something to add to the errno: a CRC mismatch, a refused
 // handshake, a malformed request. Handler errors travel as their errno
 // alone; the server logs the details. The client turns the errno into an
-// *rpc.Errno whose Op names the operation, the OST and the object, e.g.
+// *errno.Errno whose Op names the operation, the OST and the object, e.g.
 // "write OST0001 object 0x100000000:0x2a at 1048576: no space left on device".
 //
 // # CRC rules
@@ -118,7 +118,7 @@
 // version, payload = the file system name it expects (empty: any). The
 // server answers with its own version, offset = its target index and
 // payload = its file system name, or refuses with EPROTO and a message that
-// names both versions (rpc.VersionMismatch) or both file system names, and
+// names both versions (errno.VersionMismatch) or both file system names, and
 // closes the connection. Any other first frame is refused the same way. The
 // client also refuses a server that answers with another version.
 //

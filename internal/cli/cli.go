@@ -1,65 +1,26 @@
 // Package cli implements the client-side `nacre` commands (ls, put, get,
-// stat, setstripe, df, status, ...) on top of the client library: option
-// structs in, formatted text or JSON out. cmd/nacre only parses flags.
+// stat, setstripe, df, status, replica, ...) on top of the client library,
+// one file per command: option structs in, formatted text or JSON out.
+// Env (env.go) is what every command, these and the checker's
+// (internal/lfsck/admin), runs with: the MGS, the output, and the one way
+// to connect. cmd/nacre only parses flags. The package links neither the
+// servers nor their store: a command that needs a local cluster directory
+// gets it through an interface (ReplicaHost).
 package cli
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"syscall"
-	"time"
 
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/jedib0t/go-pretty/v6/text"
+	"golang.org/x/sys/unix"
 
 	pb "nacre/api/nacrepb"
-	"nacre/internal/client"
 	"nacre/internal/fid"
 )
-
-// Env is what every command needs.
-type Env struct {
-	MGS   string
-	Out   io.Writer
-	Err   io.Writer
-	Stdin io.Reader // nil: os.Stdin (put -)
-	// Paths resolves path arguments (see paths.go); nil: this process's
-	// current directory and mounts.
-	Paths *PathEnv
-}
-
-// OSTDownAfter is how long a command's I/O waits for an OST that cannot
-// be reached before it fails naming the OST (client.Config.OSTDownAfter):
-// long enough for an OST that restarts to come back, short enough that a
-// user is told at once that one is down.
-const OSTDownAfter = 5 * time.Second
-
-// Connect opens a client, with a message that says how to fix a missing
-// or unreachable MGS.
-func (e Env) Connect(ctx context.Context) (*client.Client, error) {
-	if e.MGS == "" {
-		return nil, fmt.Errorf("no MGS address: pass --mgs HOST:PORT or set NACRE_MGS (`nacre up` prints it)")
-	}
-	return client.New(ctx, client.Config{MGS: e.MGS, Timeout: 30 * time.Second, OSTDownAfter: OSTDownAfter, FailFast: true})
-}
-
-// open resolves path arguments (PathEnv.Resolve) and connects to the file
-// system they are on.
-func (e Env) open(ctx context.Context, args ...string) (*client.Client, []string, error) {
-	mgs, paths, err := e.ResolvePaths(args...)
-	if err != nil {
-		return nil, nil, err
-	}
-	e.MGS = mgs
-	c, err := e.Connect(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	return c, paths, nil
-}
 
 // JSON writes v as indented JSON.
 func JSON(w io.Writer, v any) error {
@@ -134,9 +95,54 @@ func isReg(ino *pb.Inode) bool { return ino.Mode&syscall.S_IFMT == syscall.S_IFR
 
 func fidOf(ino *pb.Inode) fid.FID { return fid.FromPB(ino.Fid) }
 
-func stderr(e Env) io.Writer {
-	if e.Err != nil {
-		return e.Err
+// umask is the process's file mode creation mask.
+func umask() uint32 {
+	m := syscall.Umask(0)
+	syscall.Umask(m)
+	return uint32(m)
+}
+
+func typeName(mode uint32) string {
+	switch mode & syscall.S_IFMT {
+	case syscall.S_IFDIR:
+		return "directory"
+	case syscall.S_IFLNK:
+		return "symbolic link"
+	case syscall.S_IFIFO:
+		return "fifo"
+	case syscall.S_IFSOCK:
+		return "socket"
+	case syscall.S_IFCHR:
+		return "character device"
+	case syscall.S_IFBLK:
+		return "block device"
 	}
-	return os.Stderr
+	return "regular file"
+}
+
+// jsonOneOrMany prints the result of a command given n operands: the one
+// object for one operand (when it succeeded), an array for several.
+func jsonOneOrMany[T any](w io.Writer, n int, items []T) error {
+	if n == 1 {
+		if len(items) == 0 {
+			return nil
+		}
+		return JSON(w, items[0])
+	}
+	if items == nil {
+		items = []T{}
+	}
+	return JSON(w, items)
+}
+
+// IsTerminal says whether f is a terminal (it answers a terminal's
+// ioctl; /dev/null, a character device too, does not).
+func IsTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && IsTerminal(f)
 }

@@ -53,7 +53,7 @@ func (e Env) openEach(ctx context.Context, args []string) (*client.Client, []ope
 			switch {
 			case mgs == "":
 				mgs, from = fp.MGS, "the mount "+fp.Mount
-			case !sameAddr(mgs, fp.MGS):
+			case !client.SameMGS(mgs, fp.MGS):
 				err = fmt.Errorf("%s is on the Nacre mount %s of the file system whose MGS is %s, but this command uses the MGS %s (from %s): give --mgs %s, or a path from the file system root",
 					a, fp.Mount, fp.MGS, mgs, from, fp.MGS)
 			}
@@ -88,7 +88,7 @@ type reporter struct {
 	failed int
 }
 
-func (e Env) reporter(cmd string) *reporter { return &reporter{cmd: cmd, w: stderr(e)} }
+func (e Env) reporter(cmd string) *reporter { return &reporter{cmd: cmd, w: e.Stderr()} }
 
 // fail reports that arg failed.
 func (r *reporter) fail(arg string, err error) {
@@ -248,3 +248,9 @@ type operandError struct {
 
 func (e *operandError) Error() string { return e.msg }
 func (e *operandError) Unwrap() error { return e.err }
+
+// mdtDown reports whether err is an MDT that did not answer.
+func mdtDown(err error) bool {
+	var d *client.MDTDownError
+	return errors.As(err, &d)
+}

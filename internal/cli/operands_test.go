@@ -137,23 +137,3 @@ func TestMountViewShowsPathsUnderTheMount(t *testing.T) {
 		t.Fatalf("no path under the bind mount: %v", err)
 	}
 }
-
-func TestClusterMountsMatchesTheRecordedMGS(t *testing.T) {
-	pe := PathEnv{Mounts: append(slices.Clone(testMounts), Mount{Dir: "/mnt/nacre/deeper", Root: "/", FsType: NacreFsType}),
-		MountMGS: func(dir string) string {
-			switch dir {
-			case "/mnt/nacre", "/mnt/nacre/deeper":
-				return "127.0.0.1:7000"
-			case "/mnt/stacked":
-				return "127.0.0.1:7001,127.0.0.1:7002"
-			}
-			return "" // /home/u/proj: another user's
-		}}
-	mine, unknown := clusterMounts(pe, "127.0.0.1:7000")
-	if !slices.Equal(mine, []string{"/mnt/nacre/deeper", "/mnt/nacre"}) || !slices.Equal(unknown, []string{"/home/u/proj"}) {
-		t.Fatalf("MGS 127.0.0.1:7000: mine %v, unknown %v", mine, unknown)
-	}
-	if mine, _ := clusterMounts(pe, "127.0.0.1:7002,127.0.0.1:7003"); !slices.Equal(mine, []string{"/mnt/stacked"}) {
-		t.Fatalf("replicated MGS: %v", mine)
-	}
-}

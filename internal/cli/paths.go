@@ -1,16 +1,13 @@
 package cli
 
 import (
-	"bufio"
 	"fmt"
-	"io"
-	"net"
-	"os"
 	"path"
 	"path/filepath"
 	"strings"
 	"syscall"
 
+	"nacre/internal/client"
 	"nacre/internal/fusefs"
 )
 
@@ -37,18 +34,6 @@ import (
 // process can read; such a mount is assumed to be of the command's file
 // system.
 
-// Mount is one line of a mount table.
-type Mount struct {
-	Dir    string // mount point
-	Root   string // directory of the mounted file system shown at Dir ("/" unless a bind mount of a subdirectory)
-	FsType string // "fuse.nacre" for a Nacre mount
-	Source string
-}
-
-// NacreFsType is the file system type of a Nacre FUSE mount (go-fuse
-// mounts "fuse." + the server name, which fusefs.MountFS sets to "nacre").
-const NacreFsType = "fuse.nacre"
-
 // PathEnv is what resolving a path argument reads from the machine.
 type PathEnv struct {
 	// Cwd is the current directory as the kernel knows it (no symbolic
@@ -56,7 +41,7 @@ type PathEnv struct {
 	Cwd    string
 	CwdErr error
 	// Mounts is the mount table, in /proc/self/mountinfo order.
-	Mounts []Mount
+	Mounts []fusefs.MountInfo
 	// EvalSymlinks follows symbolic links (filepath.EvalSymlinks); nil to
 	// not follow them.
 	EvalSymlinks func(string) (string, error)
@@ -64,46 +49,21 @@ type PathEnv struct {
 	MountMGS func(dir string) string
 }
 
-// LocalPathEnv reads this process's current directory and mount table.
-func LocalPathEnv() PathEnv {
-	pe := PathEnv{EvalSymlinks: filepath.EvalSymlinks, MountMGS: recordedMGS}
+// LocalPathEnv reads this process's current directory and mount table;
+// the mounts' daemons record their MGS in stateDir (fusefs.StateDir).
+func LocalPathEnv(stateDir string) PathEnv {
+	pe := PathEnv{EvalSymlinks: filepath.EvalSymlinks, MountMGS: func(dir string) string { return recordedMGS(stateDir, dir) }}
 	pe.Cwd, pe.CwdErr = syscall.Getwd()
-	if f, err := os.Open("/proc/self/mountinfo"); err == nil {
-		pe.Mounts = ParseMountInfo(f)
-		f.Close()
-	}
+	pe.Mounts = fusefs.Mounts()
 	return pe
 }
 
-func recordedMGS(dir string) string {
-	r, err := fusefs.ReadRecord(dir)
+func recordedMGS(stateDir, dir string) string {
+	r, err := fusefs.ReadRecord(stateDir, dir)
 	if err != nil {
 		return ""
 	}
 	return r.MGS
-}
-
-// ParseMountInfo reads a mount table in the format of /proc/self/mountinfo.
-func ParseMountInfo(r io.Reader) []Mount {
-	var out []Mount
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		// 36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw
-		fields := strings.Fields(sc.Text())
-		sep := -1
-		for i := 6; i < len(fields); i++ {
-			if fields[i] == "-" {
-				sep = i
-				break
-			}
-		}
-		if len(fields) < 5 || sep < 0 || sep+2 >= len(fields) {
-			continue
-		}
-		out = append(out, Mount{Root: fusefs.UnescapeMount(fields[3]), Dir: fusefs.UnescapeMount(fields[4]), FsType: fields[sep+1], Source: fusefs.UnescapeMount(fields[sep+2])})
-	}
-	return out
 }
 
 // FSPath is a resolved path argument.
@@ -168,7 +128,7 @@ func (pe PathEnv) Resolve(arg string) (FSPath, error) {
 
 // onMount fills fp if abs (clean, absolute) lies on a Nacre mount.
 func (pe PathEnv) onMount(fp *FSPath, abs string) bool {
-	var best *Mount
+	var best *fusefs.MountInfo
 	for i := range pe.Mounts {
 		m := &pe.Mounts[i]
 		// The deepest mount covering abs; of mounts stacked on one
@@ -177,7 +137,7 @@ func (pe PathEnv) onMount(fp *FSPath, abs string) bool {
 			best = m
 		}
 	}
-	if best == nil || best.FsType != NacreFsType {
+	if best == nil || best.FsType != fusefs.NacreFsType {
 		return false
 	}
 	root := best.Root
@@ -218,7 +178,7 @@ func (e Env) resolvePaths(args ...string) (string, []FSPath, error) {
 		case fp.MGS == "":
 		case mgs == "":
 			mgs, from = fp.MGS, "the mount "+fp.Mount
-		case !sameAddr(mgs, fp.MGS):
+		case !client.SameMGS(mgs, fp.MGS):
 			return "", nil, fmt.Errorf("%s is on the Nacre mount %s of the file system whose MGS is %s, but this command uses the MGS %s (from %s): give --mgs %s, or a path from the file system root",
 				a, fp.Mount, fp.MGS, mgs, from, fp.MGS)
 		}
@@ -230,7 +190,7 @@ func (e Env) pathEnv() *PathEnv {
 	if e.Paths != nil {
 		return e.Paths
 	}
-	l := LocalPathEnv()
+	l := LocalPathEnv(e.MountState)
 	return &l
 }
 
@@ -273,47 +233,4 @@ func (e Env) ResolvePaths(args ...string) (string, []string, error) {
 		out[i] = fp.Path
 	}
 	return mgs, out, nil
-}
-
-// SameMGS reports whether two MGS addresses (each HOST:PORT, or a list of
-// replicas) name the same MGS: sameAddr.
-func SameMGS(a, b string) bool { return sameAddr(a, b) }
-
-// sameAddr reports whether two MGS addresses name the same server
-// (127.0.0.1:7000 and localhost:7000 do). A replicated MGS is a list of
-// HOST:PORT: two lists with an address in common name the same MGS, as
-// after a replica was added or replaced the list a mount recorded and the
-// one a command is given differ.
-func sameAddr(a, b string) bool {
-	if a == b {
-		return true
-	}
-	if strings.Contains(a, ",") || strings.Contains(b, ",") {
-		for _, x := range strings.Split(a, ",") {
-			for _, y := range strings.Split(b, ",") {
-				if x = strings.TrimSpace(x); x != "" && sameAddr(x, strings.TrimSpace(y)) {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	ha, pa, err1 := net.SplitHostPort(a)
-	hb, pb, err2 := net.SplitHostPort(b)
-	if err1 != nil || err2 != nil || pa != pb {
-		return false
-	}
-	ia, err1 := net.LookupHost(ha)
-	ib, err2 := net.LookupHost(hb)
-	if err1 != nil || err2 != nil {
-		return false
-	}
-	for _, x := range ia {
-		for _, y := range ib {
-			if net.ParseIP(x).Equal(net.ParseIP(y)) {
-				return true
-			}
-		}
-	}
-	return false
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"io/fs"
+	"nacre/internal/fusefs"
 	"strings"
 	"testing"
 )
@@ -10,14 +11,14 @@ import (
 // testMounts is a mount table with a Nacre mount, a non-Nacre mount on
 // top of one of its directories, a bind mount of a Nacre subdirectory,
 // and a Nacre mount stacked over an ext4 one.
-var testMounts = []Mount{
+var testMounts = []fusefs.MountInfo{
 	{Dir: "/", Root: "/", FsType: "ext4", Source: "/dev/sda1"},
 	{Dir: "/tmp", Root: "/", FsType: "tmpfs", Source: "tmpfs"},
-	{Dir: "/mnt/nacre", Root: "/", FsType: NacreFsType, Source: "alpha"},
+	{Dir: "/mnt/nacre", Root: "/", FsType: fusefs.NacreFsType, Source: "alpha"},
 	{Dir: "/mnt/nacre/scratch", Root: "/", FsType: "tmpfs", Source: "tmpfs"},
-	{Dir: "/home/u/proj", Root: "/m1/proj", FsType: NacreFsType, Source: "alpha"},
+	{Dir: "/home/u/proj", Root: "/m1/proj", FsType: fusefs.NacreFsType, Source: "alpha"},
 	{Dir: "/mnt/stacked", Root: "/", FsType: "ext4", Source: "/dev/sdb1"},
-	{Dir: "/mnt/stacked", Root: "/", FsType: NacreFsType, Source: "beta"},
+	{Dir: "/mnt/stacked", Root: "/", FsType: fusefs.NacreFsType, Source: "beta"},
 	{Dir: "/mnt/nacre2", Root: "/", FsType: "ext4", Source: "/dev/sdc1"},
 }
 
@@ -121,48 +122,6 @@ func TestResolvePathsPicksTheMountsMGS(t *testing.T) {
 		}
 		if err != nil || mgs != c.wantMGS || len(paths) != len(c.args) {
 			t.Errorf("--mgs %q %v: got %q %v, %v; want MGS %q", c.mgs, c.args, mgs, paths, err, c.wantMGS)
-		}
-	}
-}
-
-func TestParseMountInfo(t *testing.T) {
-	in := `22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
-36 22 0:45 / /tmp/my\040mnt rw,nosuid,nodev,relatime shared:20 - fuse.nacre alpha rw,user_id=0,group_id=0,default_permissions,allow_other
-37 22 0:45 /m1 /srv/m1 rw,relatime shared:20 master:3 - fuse.nacre alpha rw
-garbage line
-`
-	got := ParseMountInfo(strings.NewReader(in))
-	want := []Mount{
-		{Dir: "/", Root: "/", FsType: "ext4", Source: "/dev/sda1"},
-		{Dir: "/tmp/my mnt", Root: "/", FsType: NacreFsType, Source: "alpha"},
-		{Dir: "/srv/m1", Root: "/m1", FsType: NacreFsType, Source: "alpha"},
-	}
-	if len(got) != len(want) {
-		t.Fatalf("got %+v", got)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("line %d: %+v, want %+v", i, got[i], want[i])
-		}
-	}
-}
-
-// TestSameAddrOfReplicatedMGSs: the MGS list a mount recorded and the one
-// a command is given name the same MGS when they share a replica (after
-// `nacre replica add` or `replace` on the MGS they differ), and not when
-// they share none.
-func TestSameAddrOfReplicatedMGSs(t *testing.T) {
-	for _, c := range []struct {
-		a, b string
-		want bool
-	}{
-		{"127.0.0.1:1,127.0.0.1:2,127.0.0.1:3", "127.0.0.1:1,127.0.0.1:2,127.0.0.1:4", true},
-		{"127.0.0.1:1,127.0.0.1:2", "localhost:2", true},
-		{"127.0.0.1:1,127.0.0.1:2", "127.0.0.1:3,127.0.0.1:4", false},
-		{"127.0.0.1:1", "127.0.0.1:2", false},
-	} {
-		if got := sameAddr(c.a, c.b); got != c.want {
-			t.Errorf("sameAddr(%q, %q) = %v, want %v", c.a, c.b, got, c.want)
 		}
 	}
 }

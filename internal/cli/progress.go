@@ -31,7 +31,7 @@ type progress struct {
 // newProgress is the progress line of a copy of total bytes (-1 if not
 // known) named what, or nil if standard error is not a terminal.
 func newProgress(e Env, what string, total int64) *progress {
-	w := stderr(e)
+	w := e.Stderr()
 	if !isTerminal(w) {
 		return nil
 	}

@@ -21,3 +21,37 @@ func TestAddOfAMistypedAddressNamesTheRegisteredOne(t *testing.T) {
 		t.Fatalf("a replica not started yet (not registered) is left to the add: %v", err)
 	}
 }
+
+// TestNewReplicaIDsAreNeverReused: a replica made on a host (--dir) gets
+// the next id after every member, every id the group removed and every
+// id retired on the host; an id asked for that the group removed, or that
+// is a member's, is refused before anything is formatted.
+func TestNewReplicaIDsAreNeverReused(t *testing.T) {
+	mdt0 := ReplicaGroup{Name: "mdt0", Kind: pb.TargetKind_TARGET_MDT}
+	peers := map[uint64]string{1: "h1:1", 2: "h2:1", 3: "h3:1"}
+	cases := []struct {
+		name             string
+		asked, next      uint64
+		removed, retired []uint64
+		want             uint64
+		refused          string
+	}{
+		{name: "the next unused", next: 4, want: 4},
+		{name: "after a retired directory", next: 4, retired: []uint64{6}, want: 7},
+		{name: "a retired one below next", next: 5, retired: []uint64{4}, want: 5},
+		{name: "asked", asked: 9, next: 4, retired: []uint64{6}, want: 9},
+		{name: "asked, removed by the group", asked: 4, next: 5, removed: []uint64{4},
+			refused: "replica id 4 was removed from MDT0, and ids are never reused: leave --id out for the next unused one (5)"},
+		{name: "asked, a member", asked: 2, next: 4,
+			refused: "replica 2 is already a member of MDT0 at h2:1; to move it, use nacre replica replace"},
+	}
+	for _, c := range cases {
+		id, err := newReplicaID(mdt0, c.asked, c.next, c.removed, c.retired, peers)
+		switch {
+		case c.refused != "" && (err == nil || !strings.Contains(err.Error(), c.refused)):
+			t.Errorf("%s: id %d, %v; want a refusal %q", c.name, id, err, c.refused)
+		case c.refused == "" && (err != nil || id != c.want):
+			t.Errorf("%s: id %d, %v; want %d", c.name, id, err, c.want)
+		}
+	}
+}

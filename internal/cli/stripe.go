@@ -2,175 +2,177 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
+	"math"
+	"sort"
+	"strconv"
 	"strings"
-	"syscall"
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/client"
 	"nacre/internal/layout"
+	"nacre/internal/reserve"
 )
 
-// SetStripe sets a directory's default layout, sets the layout of an empty
-// file, or creates a new file with the layout (as `lfs setstripe` does).
-func SetStripe(ctx context.Context, e Env, arg string, so StripeOpts) error {
-	l, err := so.layout()
-	if err != nil {
-		return err
-	}
-	if l == nil {
-		return fmt.Errorf("setstripe %s: give at least one of -c COUNT, -S SIZE, -i OST", arg)
-	}
-	c, ps, err := e.open(ctx, arg)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	if err := so.checkOSTs(ctx, c); err != nil {
-		return err
-	}
-	p := ps[0]
-	ino, err := c.Resolve(ctx, p, true)
-	if errors.Is(err, syscall.ENOENT) {
-		parent, name, err := c.ResolveParent(ctx, p)
-		if err != nil {
-			return opError("setstripe", arg, err)
+// The layout put and setstripe ask for (-c, -S, -i), and whether the file
+// made got it (stripesShort: an OST down or full gives fewer stripes).
+
+// StripeOpts are the -c/-S/-i options of put and setstripe.
+type StripeOpts struct {
+	Count  int    // 0 = default, -1 = all OSTs
+	Size   uint64 // 0 = default
+	Offset int    // -1 = any
+}
+
+func (s StripeOpts) layout() (*pb.Layout, error) {
+	if s.Size != 0 {
+		if err := layout.CheckStripeSize(s.Size); err != nil {
+			return nil, err
 		}
-		nino, _, err := c.Create(ctx, fidOf(parent), name, syscall.S_IFREG|0o644, client.CreateOpts{Exclusive: true, Layout: l})
-		if err != nil {
-			return opError("setstripe", arg, err)
-		}
-		// A file made for its layout is no use with fewer stripes than
-		// asked (as put refuses them): it goes again.
-		if got, want, why, short := stripesShort(ctx, c, l, nino); short {
-			if _, uerr := c.Unlink(ctx, fidOf(parent), name); uerr != nil {
-				return fmt.Errorf("setstripe %s: created with %s, not %d, as %s; and removing it failed: %v", arg, plural(got, "stripe"), want, why, uerr)
-			}
-			return fmt.Errorf("setstripe %s: not created: it would have %s, not %d, as %s; %sgive -c %d", arg, plural(got, "stripe"), want, why, retryHint(why), got)
-		}
+	}
+	if s.Count < -1 || s.Count > layout.MaxStripeCount {
+		return nil, fmt.Errorf("stripe count %d is invalid: use -1 (all OSTs) or 1..%d", s.Count, layout.MaxStripeCount)
+	}
+	if s.Count == 0 && s.Size == 0 && s.Offset < 0 {
+		return nil, nil
+	}
+	return &pb.Layout{Pattern: 1, StripeCount: int32(s.Count), StripeSize: uint32(s.Size), StripeOffset: int32(s.Offset)}, nil
+}
+
+// checkOSTs refuses a first OST (-i) that the file system does not have.
+func (s StripeOpts) checkOSTs(ctx context.Context, c *client.Client) error {
+	if s.Offset < 0 {
 		return nil
 	}
-	if err != nil {
-		return opError("setstripe", arg, err)
-	}
-	nino, err := c.SetLayout(ctx, fidOf(ino), l)
-	if err != nil {
-		return opError("setstripe", arg, err)
-	}
-	if nino != nil && ino.Mode&syscall.S_IFMT == syscall.S_IFREG {
-		if got, want, why, short := stripesShort(ctx, c, l, nino); short {
-			retry := "run setstripe again once the OSTs are up"
-			switch hint := retryHint(why); {
-			case hint == "":
-				retry = fmt.Sprintf("run setstripe again with -c %d or less", got)
-			case strings.HasPrefix(hint, "remove"):
-				retry = "remove files to make room and run setstripe again"
-			}
-			return fmt.Errorf("setstripe %s: it has %s, not %d, as %s; %s (the file is still empty)", arg, plural(got, "stripe"), want, why, retry)
-		}
-	}
-	return nil
-}
-
-// StripeObjectJSON is one object of `getstripe --json`.
-type StripeObjectJSON struct {
-	OST int    `json:"ost"`
-	ID  string `json:"id"`
-	Seq string `json:"seq"`
-	Oid uint64 `json:"oid"`
-}
-
-// StripeJSON is the JSON form of `nacre getstripe`.
-type StripeJSON struct {
-	Path         string             `json:"path"`
-	FID          string             `json:"fid"`
-	StripeCount  int                `json:"stripe_count"`
-	StripeSize   uint64             `json:"stripe_size"`
-	StripeOffset int                `json:"stripe_offset"`
-	Generation   uint32             `json:"layout_gen"`
-	Objects      []StripeObjectJSON `json:"objects"`
-	Default      bool               `json:"default,omitempty"`
-}
-
-// GetStripe prints a file's layout or a directory's default layout.
-func GetStripe(ctx context.Context, e Env, arg string, asJSON bool) error {
-	c, ps, err := e.open(ctx, arg)
+	cfg, err := c.Config(ctx)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	ino, err := c.ResolveMeta(ctx, ps[0], true)
-	if err != nil {
-		return opError("getstripe", arg, err)
-	}
-	out := stripeOf(arg, ino)
-	if asJSON {
-		return JSON(e.Out, out)
-	}
-	return writeStripe(e.Out, out, ino)
+	return checkOSTIndex(s.Offset, cfg.Targets)
 }
 
-// stripeOf is getstripe's account of ino's layout (a directory's default
-// layout). A file's stripe_offset is the OST of its first stripe, as
-// Lustre's lmm_stripe_offset, whatever the create asked (-1: any); a
-// directory's is what its default asks, -1 if nothing. (JSON gave a
-// file the offset asked, -1, where the text gave the OST, 1.)
-func stripeOf(p string, ino *pb.Inode) StripeJSON {
-	l := ino.Layout
-	out := StripeJSON{Path: p, FID: fidOf(ino).String(), StripeCount: layout.DefaultStripeCount, StripeSize: layout.DefaultStripeSize, StripeOffset: -1, Objects: []StripeObjectJSON{}}
-	if isDir(ino) {
-		out.Default = true
-	}
-	if l != nil {
-		out.StripeCount, out.StripeSize, out.StripeOffset, out.Generation = int(l.StripeCount), uint64(l.StripeSize), int(l.StripeOffset), l.Generation
-		if !isDir(ino) {
-			out.StripeOffset = firstOST(l)
-		}
-		for _, o := range l.Objects {
-			out.Objects = append(out.Objects, StripeObjectJSON{OST: int(o.Ost), ID: fmt.Sprintf("%#x:%#x", o.Seq, o.Oid), Seq: fmt.Sprintf("%#x", o.Seq), Oid: o.Oid})
+func checkOSTIndex(index int, targets []*pb.TargetInfo) error {
+	seen := map[uint32]bool{}
+	for _, t := range targets {
+		if t.Kind == pb.TargetKind_TARGET_OST {
+			seen[t.Index] = true // once per OST, however many replicas
 		}
 	}
-	return out
-}
-
-// writeStripe is getstripe's text: Lustre's lmm_* lines for a file; for
-// a directory its default layout, a 0 (not set) shown as the file
-// system default it stands for.
-func writeStripe(w io.Writer, out StripeJSON, ino *pb.Inode) error {
-	p, l := out.Path, ino.Layout
-	if isDir(ino) {
-		if l == nil {
-			fmt.Fprintf(w, "%s has no default layout; new files get the parent's or the file system default (%s x %d)\n", p, layout.FormatSize(layout.DefaultStripeSize), layout.DefaultStripeCount)
-			return nil
-		}
-		count := fmt.Sprint(out.StripeCount)
-		if out.StripeCount == 0 {
-			count = fmt.Sprintf("0 (file system default, %d)", layout.DefaultStripeCount)
-		}
-		size := layout.FormatSize(out.StripeSize)
-		if out.StripeSize == 0 {
-			size = fmt.Sprintf("0 (file system default, %s)", layout.FormatSize(layout.DefaultStripeSize))
-		}
-		fmt.Fprintf(w, "%s (default layout)\nstripe_count:  %s\nstripe_size:   %s\nstripe_offset: %d\n", p, count, size, out.StripeOffset)
+	if index >= 0 && index <= math.MaxUint32 && seen[uint32(index)] {
 		return nil
 	}
-	if l == nil {
-		return fmt.Errorf("%s has no layout (not a regular file?)", p)
+	idx := make([]int, 0, len(seen))
+	for i := range seen {
+		idx = append(idx, int(i))
 	}
-	fmt.Fprintf(w, "%s\nlmm_fid:           %s\nlmm_stripe_count:  %d\nlmm_stripe_size:   %d (%s)\nlmm_pattern:       raid0\nlmm_layout_gen:    %d\nlmm_stripe_offset: %d\n",
-		p, out.FID, out.StripeCount, out.StripeSize, layout.FormatSize(out.StripeSize), out.Generation, out.StripeOffset)
-	fmt.Fprintf(w, "\tobdidx\t\t objid\t\t objid\t\t group\n")
-	for _, o := range l.Objects {
-		fmt.Fprintf(w, "\t%6d\t%14d\t%#14x\t%#14x\n", o.Ost, o.Oid, o.Oid, o.Seq)
+	sort.Ints(idx)
+	valid := make([]string, len(idx))
+	for k, i := range idx {
+		valid[k] = strconv.Itoa(i)
 	}
-	return nil
+	if len(valid) == 0 {
+		return fmt.Errorf("OST index %d: the file system has no OSTs", index)
+	}
+	return fmt.Errorf("OST index %d is not in the file system: valid indexes are %s", index, strings.Join(valid, ", "))
 }
 
-func firstOST(l *pb.Layout) int {
-	if len(l.Objects) == 0 {
-		return -1
+// checkStripes refuses a new file (ino) that got fewer stripes than its
+// layout l asks (asked says where the count comes from), which the MDS
+// does when OSTs are down or full: as Lustre fails a create whose stripe
+// count was given rather than defaulted, a put neither halves a file's
+// bandwidth nor moves all of it onto fewer OSTs without being told to. A
+// count of -1 (every OST) and a directory's default are what the OSTs up
+// can give.
+func checkStripes(ctx context.Context, c *client.Client, l *pb.Layout, ino *pb.Inode, asked string) error {
+	got, want, why, short := stripesShort(ctx, c, l, ino)
+	if !short {
+		return nil
 	}
-	return int(l.Objects[0].Ost)
+	if tooFewOSTs(why) {
+		return fmt.Errorf("not written: it would have %s, not the %d %s, as %s; give -c %d, or -c -1 for every OST",
+			plural(got, "stripe"), want, asked, why, got)
+	}
+	return fmt.Errorf("not written: it would have %s, not the %d %s, as %s; %sgive -c %d to accept %s",
+		plural(got, "stripe"), want, asked, why, retryHint(why), got, plural(got, "stripe"))
+}
+
+const (
+	onlyOSTs = "the file system has only "
+	fullOSTs = " is full (check `nacre df`)"
+)
+
+// retryHint is what to do about stripesShort's reason, followed by ", or ".
+func retryHint(why string) string {
+	switch {
+	case tooFewOSTs(why):
+		return ""
+	case strings.Contains(why, " full (check"):
+		return "remove files to make room, or "
+	}
+	return "try again once the OSTs are up, or "
+}
+
+// tooFewOSTs says whether stripesShort's reason is that the file system
+// has fewer OSTs than asked (waiting for OSTs to come up does not help).
+func tooFewOSTs(why string) bool { return strings.HasPrefix(why, onlyOSTs) }
+
+// stripesShort reports whether ino got fewer stripes than l asks, how
+// many of how many, and why (the OSTs that are down, if any).
+func stripesShort(ctx context.Context, c *client.Client, l *pb.Layout, ino *pb.Inode) (got, want int, why string, short bool) {
+	if l == nil || l.StripeCount <= 0 || ino.Layout == nil {
+		return 0, 0, "", false
+	}
+	want, got = int(l.StripeCount), len(ino.Layout.Objects)
+	if got >= want {
+		return got, want, "", false
+	}
+	why = "no more OSTs could take an object (check `nacre status` and `nacre df`)"
+	if cfg, err := c.Config(ctx); err == nil {
+		seen := map[uint32]bool{}
+		osts := map[uint32]bool{}
+		var down []string
+		for _, t := range cfg.Targets {
+			if t.Kind == pb.TargetKind_TARGET_OST {
+				osts[t.Index] = true
+			}
+			if t.Kind == pb.TargetKind_TARGET_OST && t.State != "up" && !seen[t.Index] {
+				seen[t.Index] = true
+				down = append(down, fmt.Sprintf("OST%04x", t.Index))
+			}
+		}
+		sort.Strings(down)
+		// The MDS leaves out an OST that is full, as one that is down; the
+		// MGS has its last figures.
+		var full []string
+		seen = map[uint32]bool{}
+		for _, t := range cfg.Targets {
+			st := t.Statfs
+			if t.Kind == pb.TargetKind_TARGET_OST && t.State == "up" && !seen[t.Index] && st != nil && st.BytesTotal > 0 && st.BytesAvail < reserve.FullMargin(st.BytesTotal) {
+				seen[t.Index] = true
+				full = append(full, fmt.Sprintf("OST%04x", t.Index))
+			}
+		}
+		sort.Strings(full)
+		switch {
+		case len(osts) < want:
+			why = fmt.Sprintf(onlyOSTs+"%s (a file gets at most one stripe per OST)", plural(len(osts), "OST"))
+		case len(down) == 0 && len(full) == 1:
+			why = full[0] + fullOSTs
+		case len(down) == 0 && len(full) > 1:
+			why = strings.Join(full, ", ") + strings.Replace(fullOSTs, " is ", " are ", 1)
+		case len(down) == 0:
+		case len(down) == 1:
+			why = down[0] + " is down (check `nacre status`)"
+		default:
+			why = strings.Join(down, ", ") + " are down (check `nacre status`)"
+		}
+	}
+	return got, want, why, true
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }

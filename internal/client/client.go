@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"sort"
 	"strings"
@@ -55,7 +56,8 @@ type Config struct {
 	Log  *slog.Logger
 	// FollowerReads spreads metadata reads over every replica of an MDT
 	// instead of sending them to the leader; they stay linearizable
-	// (replicas.go). Default: NACRE_FOLLOWER_READS=1 turns it on.
+	// (replicas.go). cmd/nacre turns it on for its clients with
+	// NACRE_FOLLOWER_READS=1.
 	FollowerReads bool
 	// OSTDownAfter, if set, is how long object I/O keeps retrying an OST
 	// that cannot be reached (connection refused, reset, timed out) before
@@ -141,6 +143,45 @@ func CheckMGSAddr(list string) error {
 	return nil
 }
 
+// SameMGS reports whether two MGS addresses name the same server
+// (127.0.0.1:7000 and localhost:7000 do). A replicated MGS is a list of
+// HOST:PORT: two lists with an address in common name the same MGS, as
+// after a replica was added or replaced the list a mount recorded and the
+// one a command is given differ.
+func SameMGS(a, b string) bool {
+	if a == b {
+		return true
+	}
+	if strings.Contains(a, ",") || strings.Contains(b, ",") {
+		for _, x := range strings.Split(a, ",") {
+			for _, y := range strings.Split(b, ",") {
+				if x = strings.TrimSpace(x); x != "" && SameMGS(x, strings.TrimSpace(y)) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	ha, pa, err1 := net.SplitHostPort(a)
+	hb, pb, err2 := net.SplitHostPort(b)
+	if err1 != nil || err2 != nil || pa != pb {
+		return false
+	}
+	ia, err1 := net.LookupHost(ha)
+	ib, err2 := net.LookupHost(hb)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	for _, x := range ia {
+		for _, y := range ib {
+			if net.ParseIP(x).Equal(net.ParseIP(y)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // NotAnMGS is the error for an address given as the MGS's whose server
 // answered err, which says it is not one (rpc.NotTheService).
 func NotAnMGS(addr string, err error) error {
@@ -163,9 +204,6 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	if cfg.Cred == nil {
 		cfg.Cred = ProcessCred()
-	}
-	if !cfg.FollowerReads {
-		cfg.FollowerReads = followerReadsFromEnv()
 	}
 	var idb [8]byte
 	rand.Read(idb[:])

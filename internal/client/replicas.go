@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -66,13 +65,6 @@ var _ mdrpc.MDSService = (*mdtGroup)(nil)
 
 func newMDTGroup(index uint32, fsname string, followerReads bool) *mdtGroup {
 	return &mdtGroup{index: index, fsname: fsname, followerReads: followerReads}
-}
-
-// followerReadsFromEnv: NACRE_FOLLOWER_READS=1 turns follower reads on
-// for clients that do not set Config.FollowerReads.
-func followerReadsFromEnv() bool {
-	v := os.Getenv("NACRE_FOLLOWER_READS")
-	return v != "" && v != "0"
 }
 
 // update replaces the replica set with the configuration's entries for

@@ -1,5 +1,5 @@
 // Package fault is Nacre's fault injection: named fault points that a
-// test, an environment variable or `nacre fault arm` can arm in a running
+// test, the NACRE_FAULTS variable or `nacre fault arm` can arm in a running
 // server (in the spirit of Lustre's fail_loc), the catalogue of metadata
 // damage kinds that `nacre fault inject` applies (kinds.go), and failing
 // storage for in-process tests (fs.go).
@@ -17,7 +17,8 @@
 //
 // with an optional count: the point fires that many times, then disarms.
 //
-// NACRE_FAULTS arms points at process start:
+// ArmList arms a comma-separated list of points; cmd/nacre arms the list
+// NACRE_FAULTS gives in a metadata server as it starts and in a mount:
 //
 //	NACRE_FAULTS="lfsck.scan.object=delay:2ms,lfsck.checkpoint=crash*1"
 package fault
@@ -206,13 +207,13 @@ func Parse(spec string) (string, Action, error) {
 	return name, a, nil
 }
 
-// ArmFromEnv arms the points listed in NACRE_FAULTS (comma separated).
-func ArmFromEnv() error {
-	v := os.Getenv("NACRE_FAULTS")
-	if v == "" {
+// ArmList arms the points of list, comma-separated specs as Parse reads
+// them ("" arms nothing).
+func ArmList(list string) error {
+	if list == "" {
 		return nil
 	}
-	for _, spec := range strings.Split(v, ",") {
+	for _, spec := range strings.Split(list, ",") {
 		if strings.TrimSpace(spec) == "" {
 			continue
 		}

@@ -32,9 +32,8 @@ func TestParseArmHitAndCount(t *testing.T) {
 	if Hits("p") != 2 {
 		t.Fatalf("hits %d", Hits("p"))
 	}
-	t.Setenv("NACRE_FAULTS", "a=error,b=delay:1ms")
-	if err := ArmFromEnv(); err != nil || len(Armed()) != 2 {
-		t.Fatalf("env: %v %v", err, Armed())
+	if err := ArmList("a=error,b=delay:1ms"); err != nil || len(Armed()) != 2 {
+		t.Fatalf("list: %v %v", err, Armed())
 	}
 	Arm("a", Action{Kind: "off"})
 	if len(Armed()) != 1 {
@@ -43,13 +42,13 @@ func TestParseArmHitAndCount(t *testing.T) {
 }
 
 func TestEveryKindHasAComponentAndCounter(t *testing.T) {
-	seen := map[string]bool{}
+	seen := map[Kind]bool{}
 	for _, k := range Kinds {
 		if seen[k.Kind] || k.Component == "" || k.Counter == "" || (k.Target != "file" && k.Target != "dir") {
 			t.Fatalf("bad kind %+v", k)
 		}
 		seen[k.Kind] = true
-		if _, ok := LookupKind(k.Kind); !ok {
+		if _, ok := LookupKind(string(k.Kind)); !ok {
 			t.Fatal(k.Kind)
 		}
 	}

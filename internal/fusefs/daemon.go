@@ -1,7 +1,6 @@
 package fusefs
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -21,8 +19,10 @@ import (
 // again with -f in its own session), waits until the daemon reports the
 // mount ready through a pipe, and exits, as mount(8) does. The daemon
 // records itself in a small JSON file under the state directory
-// (/run/nacre/mounts for root), which `nacre umount` reads to wait for the
-// daemon to finish flushing after the unmount.
+// (StateDir: /run/nacre/mounts for root), which `nacre umount` reads to
+// wait for the daemon to finish flushing after the unmount. The functions
+// that read or write records take the state directory; "" is
+// StateDir("").
 //
 // `nacre umount` unmounts with umount(2) (fusermount3 -u when not root).
 // A busy mount is refused unless --lazy (detach now, go away at the last
@@ -40,45 +40,53 @@ type Record struct {
 	Started time.Time `json:"started"`
 }
 
-// StateDir is where mount records are kept.
-func StateDir() string {
+// StateDir is where mount records are kept: /run/nacre/mounts for root,
+// else under runtimeDir (the user's $XDG_RUNTIME_DIR, which cmd/nacre
+// reads) or, with none, under the temporary directory.
+func StateDir(runtimeDir string) string {
 	if os.Geteuid() == 0 {
 		return "/run/nacre/mounts"
 	}
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		return filepath.Join(d, "nacre", "mounts")
+	if runtimeDir != "" {
+		return filepath.Join(runtimeDir, "nacre", "mounts")
 	}
 	return filepath.Join(os.TempDir(), fmt.Sprintf("nacre-%d", os.Getuid()), "mounts")
 }
 
-func recordPath(dir string) string {
-	return filepath.Join(StateDir(), url.PathEscape(dir)+".json")
+// recordPath is the record of the daemon of mount point dir in stateDir
+// ("": StateDir("")).
+func recordPath(stateDir, dir string) string {
+	if stateDir == "" {
+		stateDir = StateDir("")
+	}
+	return filepath.Join(stateDir, url.PathEscape(dir)+".json")
 }
 
-// WriteRecord records this process as the daemon of dir.
-func WriteRecord(r Record) error {
-	if err := os.MkdirAll(StateDir(), 0o755); err != nil {
+// WriteRecord records this process as the daemon of r.Dir in stateDir.
+func WriteRecord(stateDir string, r Record) error {
+	p := recordPath(stateDir, r.Dir)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
 	b, _ := json.MarshalIndent(r, "", "  ")
-	tmp := recordPath(r.Dir) + ".tmp"
+	tmp := p + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
 		return err
 	}
-	return os.Rename(tmp, recordPath(r.Dir))
+	return os.Rename(tmp, p)
 }
 
-// RemoveRecord removes dir's record if it names pid.
-func RemoveRecord(dir string, pid int) {
-	if r, err := ReadRecord(dir); err == nil && r.Pid == pid {
-		os.Remove(recordPath(dir))
+// RemoveRecord removes dir's record in stateDir if it names pid.
+func RemoveRecord(stateDir, dir string, pid int) {
+	if r, err := ReadRecord(stateDir, dir); err == nil && r.Pid == pid {
+		os.Remove(recordPath(stateDir, dir))
 	}
 }
 
-// ReadRecord reads the record of the daemon serving dir.
-func ReadRecord(dir string) (Record, error) {
+// ReadRecord reads the record of the daemon serving dir from stateDir.
+func ReadRecord(stateDir, dir string) (Record, error) {
 	var r Record
-	b, err := os.ReadFile(recordPath(dir))
+	b, err := os.ReadFile(recordPath(stateDir, dir))
 	if err != nil {
 		return r, err
 	}
@@ -97,69 +105,6 @@ func MountPath(dir string) (string, error) {
 		abs = filepath.Join(parent, filepath.Base(abs))
 	}
 	return abs, nil
-}
-
-// MountInfo is one line of /proc/self/mountinfo.
-type MountInfo struct {
-	Dir    string
-	Dev    string // major:minor
-	FsType string
-	Source string
-}
-
-// FindMount returns the mount at dir (the last one, if stacked).
-func FindMount(dir string) (MountInfo, bool) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return MountInfo{}, false
-	}
-	defer f.Close()
-	var found MountInfo
-	ok := false
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 10 {
-			continue
-		}
-		sep := -1
-		for i, x := range fields {
-			if x == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 0 || sep+2 >= len(fields) {
-			continue
-		}
-		mp := UnescapeMount(fields[4])
-		if mp == dir {
-			found = MountInfo{Dir: mp, Dev: fields[2], FsType: fields[sep+1], Source: fields[sep+2]}
-			ok = true
-		}
-	}
-	return found, ok
-}
-
-// UnescapeMount undoes the kernel's \ooo escapes (space, tab, newline,
-// backslash) in a field of /proc/self/mountinfo.
-func UnescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // Alive reports whether pid is a running (not zombie) process.
@@ -199,6 +144,8 @@ type UmountOptions struct {
 	Force bool // abort the connection first (users get ENOTCONN)
 	// Wait bounds the wait for the daemon to finish (default 60 s).
 	Wait time.Duration
+	// StateDir holds the daemon's record (StateDir; "": StateDir("")).
+	StateDir string
 }
 
 // Umount unmounts the Nacre mount at dir and waits for its daemon to
@@ -211,11 +158,11 @@ func Umount(dir string, o UmountOptions) error {
 	if o.Wait == 0 {
 		o.Wait = 60 * time.Second
 	}
-	rec, recErr := ReadRecord(dir)
+	rec, recErr := ReadRecord(o.StateDir, dir)
 	mi, mounted := FindMount(dir)
 	if !mounted {
 		if recErr == nil && !Alive(rec.Pid) {
-			os.Remove(recordPath(dir))
+			os.Remove(recordPath(o.StateDir, dir))
 		}
 		return fmt.Errorf("%s is not mounted", dir)
 	}
@@ -258,7 +205,7 @@ func Umount(dir string, o UmountOptions) error {
 		return nil
 	}
 	if !Alive(rec.Pid) {
-		os.Remove(recordPath(dir))
+		os.Remove(recordPath(o.StateDir, dir))
 		return nil
 	}
 	if o.Lazy && !o.Force {
@@ -271,7 +218,7 @@ func Umount(dir string, o UmountOptions) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	os.Remove(recordPath(dir))
+	os.Remove(recordPath(o.StateDir, dir))
 	return nil
 }
 

@@ -12,7 +12,7 @@ import (
 )
 
 // status maps a client library error to a FUSE status. The library's
-// errors carry POSIX errno values (*rpc.Errno unwraps to syscall.Errno);
+// errors carry POSIX errno values (*errno.Errno unwraps to syscall.Errno);
 // anything else (a timeout, a transport failure the retries could not
 // hide, an OST that stayed unreachable) is EIO, logged, so the cause is in
 // the mount's log. A transport error's errno (ECONNREFUSED from a dial)

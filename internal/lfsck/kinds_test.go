@@ -44,7 +44,7 @@ func buildTreeAt(h *harness, parent fid.FID, name string) *tree {
 	return t
 }
 
-func startReq(k fault.Kind, dry bool) *pb.LfsckStartRequest {
+func startReq(k fault.Damage, dry bool) *pb.LfsckStartRequest {
 	return &pb.LfsckStartRequest{Types: []string{"all"}, DryRun: dry, Reset_: true,
 		Orphan: strings.Contains(k.Needs, "-o"), CreateMdtobj: strings.Contains(k.Needs, "-C"), CreateOstobj: strings.Contains(k.Needs, "-c")}
 }
@@ -54,7 +54,7 @@ func startReq(k fault.Kind, dry bool) *pb.LfsckStartRequest {
 // run finds nothing, and the data reads back.
 func TestEveryFaultKind(t *testing.T) {
 	for _, k := range fault.Kinds {
-		t.Run(k.Kind, func(t *testing.T) {
+		t.Run(string(k.Kind), func(t *testing.T) {
 			h := newHarness(t, 2)
 			tr := buildTree(h)
 			c := New(h.env())
@@ -105,7 +105,7 @@ func TestEveryFaultKind(t *testing.T) {
 // the adopted old object of slot_conflict reads back its data);
 // "lost+found" objects read back their data from lost+found; "empty"
 // objects were re-created empty by the checker.
-func checkData(t *testing.T, h *harness, tr *tree, k fault.Kind, target fid.FID) {
+func checkData(t *testing.T, h *harness, tr *tree, k fault.Damage, target fid.FID) {
 	t.Helper()
 	same := func(f fid.FID, want []byte, what string) {
 		t.Helper()
@@ -145,7 +145,7 @@ func checkData(t *testing.T, h *harness, tr *tree, k fault.Kind, target fid.FID)
 	wantLPF := map[string]fid.FID{}
 	switch k.Kind {
 	case "orphan", "lost_mdt_object":
-		typ := map[string]string{"orphan": "O", "lost_mdt_object": "R"}[k.Kind]
+		typ := map[string]string{"orphan": "O", "lost_mdt_object": "R"}[string(k.Kind)]
 		wantLPF[tr.f1.String()+"-"+typ+"-0"] = tr.f1
 	case "orphan_dir":
 		// The injection drops the linkEA: the old parent is not known.
@@ -299,7 +299,7 @@ func firstDiff(got, want []byte) string {
 }
 
 // injectInto damages tr as kind k says and returns the object damaged.
-func injectInto(h *harness, tr *tree, k fault.Kind) fid.FID {
+func injectInto(h *harness, tr *tree, k fault.Damage) fid.FID {
 	target, parent, name := tr.f1, tr.d, "f1"
 	switch {
 	case k.Kind == "nlink_less":
@@ -309,6 +309,6 @@ func injectInto(h *harness, tr *tree, k fault.Kind) fid.FID {
 	case k.Target == "dir":
 		target, name = tr.s, "s"
 	}
-	h.inject(k.Kind, target, parent, name, 0)
+	h.inject(string(k.Kind), target, parent, name, 0)
 	return target
 }

@@ -57,7 +57,7 @@ func flagReq(flags string) *pb.LfsckStartRequest {
 }
 
 // otherFlags are the repair options a kind does not need.
-func otherFlags(k fault.Kind) string {
+func otherFlags(k fault.Damage) string {
 	var out []string
 	for _, f := range []string{"-o", "-c", "-C"} {
 		if !strings.Contains(k.Needs, f) {
@@ -81,7 +81,7 @@ func TestRepairsThatNeedAFlagHappenOnlyWhenAsked(t *testing.T) {
 			continue
 		}
 		n++
-		t.Run(k.Kind, func(t *testing.T) {
+		t.Run(string(k.Kind), func(t *testing.T) {
 			h := newHarness(t, 2)
 			tr := buildTree(h)
 			c := New(h.env())

@@ -172,7 +172,7 @@ func TestInjectIntoStripeOne(t *testing.T) {
 		if k.Component != "layout" || k.Count == "stripes" {
 			continue
 		}
-		t.Run(k.Kind, func(t *testing.T) {
+		t.Run(string(k.Kind), func(t *testing.T) {
 			h := newHarness(t, 2)
 			tr := buildTree(h)
 			layoutOf := func() []*pb.StripeObject {
@@ -194,7 +194,7 @@ func TestInjectIntoStripeOne(t *testing.T) {
 			}
 			before := layoutOf()
 			rec0, rec1 := record(before[0]), record(before[1])
-			h.inject(k.Kind, tr.f1, tr.d, "f1", 1)
+			h.inject(string(k.Kind), tr.f1, tr.d, "f1", 1)
 			after := layoutOf()
 			if !sameObject(after[0], before[0]) || record(after[0]) != rec0 {
 				t.Fatalf("%s --stripe 1 changed stripe 0", k.Kind)

@@ -47,6 +47,7 @@ import (
 	"nacre/internal/reserve"
 	"nacre/internal/server"
 	"nacre/internal/target"
+	"nacre/internal/target/proc"
 	"nacre/internal/version"
 )
 
@@ -69,6 +70,9 @@ type Options struct {
 	// Mount, if set, is a directory to mount the file system at once it is
 	// ready (`nacre up --mount`); Down unmounts it.
 	Mount string
+	// MountState is where mount daemons record themselves
+	// (fusefs.StateDir; "": fusefs.StateDir("")).
+	MountState string
 	// Replicas is the number of replicas of the MGS and of each MDT of a
 	// new cluster (default 1; 1 or an odd number from 3, CheckReplicas);
 	// an existing cluster keeps what it has, with a note if this differs.
@@ -498,7 +502,7 @@ func Up(ctx context.Context, o Options) (_ *Cluster, err error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := mountPointState(o.Dir, abs); err != nil {
+		if _, err := mountPointState(o.Dir, abs, o.MountState); err != nil {
 			return nil, err
 		}
 	}
@@ -595,12 +599,12 @@ func (c *Cluster) start(ctx context.Context, o Options, dirs []string) error {
 		if id.ReplicaID != 0 {
 			name += fmt.Sprintf("-r%d", id.ReplicaID)
 		}
-		if pid, ok := server.Serving(d); ok {
+		if pid, ok := proc.Serving(d); ok {
 			c.Targets = append(c.Targets, Proc{Name: name, Dir: d, Pid: pid})
 			continue
 		}
 		var logFrom int64
-		if fi, err := os.Stat(filepath.Join(d, server.LogFile)); err == nil {
+		if fi, err := os.Stat(filepath.Join(d, proc.LogFile)); err == nil {
 			logFrom = fi.Size()
 		}
 		pid, err := start(o.Binary, d)
@@ -640,7 +644,7 @@ func (c *Cluster) start(ctx context.Context, o Options, dirs []string) error {
 		fmt.Fprintf(o.Out, "warning: %s\n", w)
 	}
 	if o.Mount != "" {
-		if err := mountLocal(o.Binary, o.Dir, c.MGS, o.Mount, o.Out); err != nil {
+		if err := mountLocal(o.Binary, o.Dir, c.MGS, o.Mount, o.MountState, o.Out); err != nil {
 			return err
 		}
 	}
@@ -715,7 +719,7 @@ func (c *Cluster) stopStarted(err error) error {
 	}
 	var alive []Proc
 	for _, p := range started {
-		if pid, ok := server.Serving(p.Dir); ok && pid == p.Pid {
+		if pid, ok := proc.Serving(p.Dir); ok && pid == p.Pid {
 			alive = append(alive, p)
 		}
 	}
@@ -733,7 +737,7 @@ func (c *Cluster) stopStarted(err error) error {
 	var pids []int
 	for i := len(started) - 1; i >= 0; i-- {
 		p := started[i]
-		if pid, ok := server.Serving(p.Dir); ok && pid == p.Pid {
+		if pid, ok := proc.Serving(p.Dir); ok && pid == p.Pid {
 			names = append(names, p.Name)
 			pids = append(pids, p.Pid)
 		}
@@ -834,7 +838,7 @@ func Start(bin, d string) (int, error) { return start(bin, d) }
 
 // start runs `nacre serve --dir d` in its own session, logging to d/serve.log.
 func start(bin, d string) (int, error) {
-	logf, err := os.OpenFile(filepath.Join(d, server.LogFile), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	logf, err := os.OpenFile(filepath.Join(d, proc.LogFile), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return 0, err
 	}
@@ -848,7 +852,7 @@ func start(bin, d string) (int, error) {
 	pid := cmd.Process.Pid
 	// Record the pid now rather than when the server gets to it, so that
 	// a Down right after this start cannot miss the process.
-	os.WriteFile(filepath.Join(d, server.PidFile), []byte(strconv.Itoa(pid)+"\n"), 0o644)
+	os.WriteFile(filepath.Join(d, proc.PidFile), []byte(strconv.Itoa(pid)+"\n"), 0o644)
 	// Reap the child if it exits while we run; its pid file tells Down.
 	go cmd.Wait()
 	return pid, nil
@@ -952,7 +956,7 @@ func waitReady(ctx context.Context, c *Cluster, want int, timeout time.Duration,
 	for time.Now().Before(deadline) {
 		for i := 0; i < len(c.Targets); i++ {
 			p := c.Targets[i]
-			if server.Running(p.Pid) {
+			if proc.Running(p.Pid) {
 				continue
 			}
 			err := exitedWhileStarting(p)
@@ -1015,7 +1019,7 @@ func ProcessReport(dir, bin string) string {
 	fmt.Fprintf(&b, "target processes of %s on this machine:", dir)
 	stopped := 0
 	for _, d := range dirs {
-		switch pid, ok := server.Serving(d); {
+		switch pid, ok := proc.Serving(d); {
 		case ok:
 			fmt.Fprintf(&b, "\n  %-10s running (pid %d)", filepath.Base(d), pid)
 		default:
@@ -1047,7 +1051,7 @@ func Processes(dir string) ([]ProcessState, error) {
 	out := make([]ProcessState, 0, len(dirs))
 	for _, d := range dirs {
 		ps := ProcessState{Target: filepath.Base(d), Dir: d}
-		ps.Pid, ps.Running = server.Serving(d)
+		ps.Pid, ps.Running = proc.Serving(d)
 		if !ps.Running {
 			ps.Pid = 0
 		}
@@ -1065,7 +1069,7 @@ func Running(dir string) int {
 	}
 	n := 0
 	for _, d := range dirs {
-		if _, ok := server.Serving(d); ok {
+		if _, ok := proc.Serving(d); ok {
 			n++
 		}
 	}
@@ -1077,7 +1081,7 @@ func Running(dir string) int {
 // nothing there may have had no room to: the free space of its device is
 // then named too.
 func exitedWhileStarting(p Proc) error {
-	logPath := filepath.Join(p.Dir, server.LogFile)
+	logPath := filepath.Join(p.Dir, proc.LogFile)
 	// Give its last words a moment to reach the file.
 	time.Sleep(50 * time.Millisecond)
 	b, err := os.ReadFile(logPath)
@@ -1096,13 +1100,18 @@ func exitedWhileStarting(p Proc) error {
 }
 
 // Down stops every target process of a cluster directory: OSTs and MDTs
-// first, the MGS last; SIGTERM, then SIGKILL after 10 s.
-func Down(dir string, out io.Writer) error {
+// first, the MGS last; SIGTERM, then SIGKILL after 10 s. The mount of
+// `nacre up --mount` is unmounted first (its daemon's record is looked
+// for in fusefs.StateDir("")).
+func Down(dir string, out io.Writer) error { return down(dir, "", out) }
+
+// down is Down with the mount daemons' records in stateDir.
+func down(dir, stateDir string, out io.Writer) error {
 	dirs, err := Dirs(dir)
 	if err != nil {
 		return err
 	}
-	unmountLocal(dir, out)
+	unmountLocal(dir, stateDir, out)
 	// Everything else first, the MGS (or its replicas) last.
 	var order, mgsDirs []string
 	for _, d := range dirs {
@@ -1116,7 +1125,7 @@ func Down(dir string, out io.Writer) error {
 	var pids []int
 	var names []string
 	for _, d := range order {
-		pid, ok := server.Serving(d)
+		pid, ok := proc.Serving(d)
 		if !ok {
 			continue
 		}
@@ -1143,7 +1152,7 @@ func stopPids(names []string, pids []int, out io.Writer) {
 		for !exited(pid) && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
-		if server.Running(pid) {
+		if proc.Running(pid) {
 			syscall.Kill(pid, syscall.SIGKILL)
 			fmt.Fprintf(out, "%s (pid %d) did not stop in time; killed\n", names[i], pid)
 		}
@@ -1151,11 +1160,11 @@ func stopPids(names []string, pids []int, out io.Writer) {
 }
 
 // exited says whether pid has exited with all its threads. The main
-// thread of a Go process is a zombie (not server.Running) while its other
+// thread of a Go process is a zombie (not proc.Running) while its other
 // threads still exit, and until the last one has, the process's sockets
 // are open: a target started again at once would find its port in use.
 func exited(pid int) bool {
-	if server.Running(pid) {
+	if proc.Running(pid) {
 		return false
 	}
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
@@ -1286,13 +1295,13 @@ func RetireReplica(dir, group string, rid uint64) (string, error) {
 	if _, err := os.Stat(d); err != nil {
 		return "", err
 	}
-	if pid, ok := server.Serving(d); ok {
+	if pid, ok := proc.Serving(d); ok {
 		syscall.Kill(pid, syscall.SIGTERM)
 		deadline := time.Now().Add(10 * time.Second)
-		for server.Running(pid) && time.Now().Before(deadline) {
+		for proc.Running(pid) && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
-		if server.Running(pid) {
+		if proc.Running(pid) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}

@@ -18,13 +18,14 @@ import (
 // mounted the file system, so that Down unmounts it first.
 const mountFile = "mount"
 
-// mountLocal mounts the cluster at dir with the mount daemon of bin.
-func mountLocal(bin, clusterDir, mgs, dir string, out io.Writer) error {
+// mountLocal mounts the cluster at dir with the mount daemon of bin,
+// which records itself in stateDir.
+func mountLocal(bin, clusterDir, mgs, dir, stateDir string, out io.Writer) error {
 	abs, err := fusefs.MountPath(dir)
 	if err != nil {
 		return err
 	}
-	state, err := mountPointState(clusterDir, abs)
+	state, err := mountPointState(clusterDir, abs, stateDir)
 	if err != nil {
 		return err
 	}
@@ -35,7 +36,7 @@ func mountLocal(bin, clusterDir, mgs, dir string, out io.Writer) error {
 	case mountDeadOurs:
 		// This cluster's own mount, whose daemon died with the
 		// servers (a power cut, kill -9): it is of no use to anyone.
-		if err := fusefs.Umount(abs, fusefs.UmountOptions{Force: true}); err != nil {
+		if err := fusefs.Umount(abs, fusefs.UmountOptions{Force: true, StateDir: stateDir}); err != nil {
 			return fmt.Errorf("%s is this cluster's mount from before, whose daemon is gone, and unmounting it failed: %w; run `nacre umount --force %s`", abs, err, abs)
 		}
 		fmt.Fprintf(out, "unmounted %s (its daemon was gone)\n", abs)
@@ -66,13 +67,14 @@ const (
 // mountPointState looks at the mount point abs for the cluster in
 // clusterDir, and refuses one that cannot be mounted on: another mount
 // (alive or dead), or a path that is not, and cannot be made, a directory.
-func mountPointState(clusterDir, abs string) (mountState, error) {
+// Mount daemons record themselves in stateDir.
+func mountPointState(clusterDir, abs, stateDir string) (mountState, error) {
 	if _, ok := fusefs.FindMount(abs); !ok {
 		return mountFree, checkMountDir(abs)
 	}
 	// Ours: made by this cluster's up, or by `nacre mount` of this
 	// cluster's MGS (its daemon's record says which).
-	rec, rerr := fusefs.ReadRecord(abs)
+	rec, rerr := fusefs.ReadRecord(stateDir, abs)
 	mgs, merr := MGSAddr(clusterDir)
 	sameMGS := rerr == nil && merr == nil && sharesAddr(rec.MGS, mgs)
 	ours := recordedMount(clusterDir) == abs || sameMGS
@@ -134,15 +136,15 @@ func recordedMount(clusterDir string) string {
 
 // unmountLocal unmounts what `nacre up --mount` mounted; a busy mount is
 // detached and its connection aborted, since the servers are going away.
-func unmountLocal(clusterDir string, out io.Writer) {
+func unmountLocal(clusterDir, stateDir string, out io.Writer) {
 	dir := recordedMount(clusterDir)
 	if dir == "" {
 		return
 	}
 	if _, ok := fusefs.FindMount(dir); ok {
-		err := fusefs.Umount(dir, fusefs.UmountOptions{})
+		err := fusefs.Umount(dir, fusefs.UmountOptions{StateDir: stateDir})
 		if err != nil {
-			err = fusefs.Umount(dir, fusefs.UmountOptions{Force: true})
+			err = fusefs.Umount(dir, fusefs.UmountOptions{Force: true, StateDir: stateDir})
 		}
 		if err != nil {
 			fmt.Fprintf(out, "unmount %s: %v\n", dir, err)

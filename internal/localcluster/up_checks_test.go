@@ -79,7 +79,7 @@ func TestCheckMountDirRefusesWhatCannotBeAMountPoint(t *testing.T) {
 			t.Errorf("%s: %v", ok, err)
 		}
 	}
-	if _, err := mountPointState(t.TempDir(), file); err == nil {
+	if _, err := mountPointState(t.TempDir(), file, ""); err == nil {
 		t.Errorf("mountPointState accepted a regular file")
 	}
 }

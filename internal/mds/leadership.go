@@ -3,7 +3,6 @@ package mds
 import (
 	"context"
 	"errors"
-	"os"
 	"time"
 
 	"google.golang.org/grpc"
@@ -29,21 +28,12 @@ import (
 // hint, and the client tries another replica (internal/client,
 // replicas.go) instead of waiting.
 
-// readTimeout bounds a read barrier (NACRE_READ_BARRIER_TIMEOUT, a Go
-// duration, overrides it).
-var readTimeout = func() time.Duration {
-	if d, err := time.ParseDuration(os.Getenv("NACRE_READ_BARRIER_TIMEOUT")); err == nil && d > 0 {
-		return d
-	}
-	return time.Second
-}()
-
 func (s *Server) linearRead(ctx context.Context) error {
 	g := s.group
 	if !g.IsLeader() && g.Leader() == 0 {
 		return s.groupErr(raftgroup.NotLeaderError{})
 	}
-	rctx, cancel := context.WithTimeout(ctx, readTimeout)
+	rctx, cancel := context.WithTimeout(ctx, s.opts.readTimeout())
 	defer cancel()
 	err := g.Read(rctx)
 	if err == nil {

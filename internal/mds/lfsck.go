@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -33,11 +32,11 @@ var checkers sync.Map // *Server -> *lfsck.Checker
 // startChecker registers the Lfsck and Fault services and starts
 // following the leadership.
 func (s *Server) startChecker(g *grpc.Server, reg *prometheus.Registry) {
-	if err := fault.ArmFromEnv(); err != nil {
+	if err := fault.ArmList(s.opts.Faults); err != nil {
 		s.log.Warn("NACRE_FAULTS", "err", err)
 	}
 	c := lfsck.New(lfsck.Env{Target: s.t, Propose: s.propose, OSTs: s.lfsckOSTs, Log: s.log,
-		Activity: func() uint64 { return s.group.AppliedIndex() }, Invalidate: s.invalidateClients})
+		Activity: func() uint64 { return s.group.AppliedIndex() }, Invalidate: s.invalidateClients, Tuning: s.opts.Checker})
 	checkers.Store(s, c)
 	if reg != nil {
 		s.lfsckMetrics = newLfsckCollector(c, s.id.Name())
@@ -89,7 +88,7 @@ func (s *Server) followLeader(c *lfsck.Checker) {
 			// reads its state.
 			ctx, cancel := s.ctx(10 * time.Second)
 			err := s.group.ReadIndex(ctx)
-			if err == nil && os.Getenv("NACRE_LFSCK_NO_AUTO") == "" {
+			if err == nil && !s.opts.NoCheckerResume {
 				err = c.Resume(ctx)
 			}
 			cancel()
@@ -263,7 +262,7 @@ type faultService struct {
 func (v *faultService) List(ctx context.Context, req *pb.FaultListRequest) (*pb.FaultListReply, error) {
 	out := &pb.FaultListReply{}
 	for _, k := range fault.Kinds {
-		out.Kinds = append(out.Kinds, &pb.FaultKind{Kind: k.Kind, Component: k.Component, Target: k.Target,
+		out.Kinds = append(out.Kinds, &pb.FaultKind{Kind: string(k.Kind), Component: k.Component, Target: k.Target,
 			Description: k.Description, Needs: k.Needs, Counter: k.Counter})
 	}
 	return out, nil

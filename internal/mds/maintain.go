@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"nacre/api/nacregrpc"
@@ -21,11 +19,11 @@ import (
 // follows the config so it is ready to lead.
 func (s *Server) maintain() {
 	defer s.wg.Done()
-	switch pol := loadSeqPolicy(); {
+	switch pol := s.seq; {
 	case pol.err != nil:
 		s.log.Warn("test knob ignored; using the default sequence grants", "err", pol.err)
-	case pol.env != "":
-		s.log.Warn("test-only sequence grant policy in effect", "env", testSeqGrantEnv+"="+pol.env, "count", pol.count, "low_water_fids", pol.low)
+	case pol.knob != "":
+		s.log.Warn("test-only sequence grant policy in effect", "env", testSeqGrantEnv+"="+pol.knob, "count", pol.count, "low_water_fids", pol.low)
 	}
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -164,15 +162,15 @@ func (s *Server) refreshConfig() {
 
 // seqPolicy is how many sequences the MDS asks the MGS for at a time
 // (count) and below how many FIDs left it asks (low): seqGrantSize and
-// seqLowWater, unless NACRE_TEST_SEQ_GRANT says otherwise.
+// seqLowWater, unless the test knob Options.SeqGrant says otherwise.
 type seqPolicy struct {
 	count, low uint64
-	env        string // the test knob's value, if set
+	knob       string // the test knob's value, if set
 	err        error  // a knob that could not be parsed (defaults used)
 }
 
-// testSeqGrantEnv is a knob for tests only, read once per process when the
-// MDS starts: NACRE_TEST_SEQ_GRANT=COUNT/LOW asks the MGS for COUNT
+// testSeqGrantEnv names the test knob Options.SeqGrant in messages: cmd/nacre
+// reads it from NACRE_TEST_SEQ_GRANT. "COUNT/LOW" asks the MGS for COUNT
 // sequences at a time whenever fewer than LOW sequences' worth of FIDs
 // (LOW x fid.Width) remain. With a LOW far above what is ever granted
 // ("1/100000") the leader asks for one sequence on every tick of its
@@ -181,24 +179,25 @@ type seqPolicy struct {
 // is 64/2 (seqGrantSize, seqLowWater).
 const testSeqGrantEnv = "NACRE_TEST_SEQ_GRANT"
 
-var loadSeqPolicy = sync.OnceValue(func() seqPolicy {
-	p := seqPolicy{count: seqGrantSize, low: seqLowWater, env: os.Getenv(testSeqGrantEnv)}
-	if p.env == "" {
+// parseSeqPolicy reads the test knob ("" for the production policy).
+func parseSeqPolicy(knob string) seqPolicy {
+	p := seqPolicy{count: seqGrantSize, low: seqLowWater, knob: knob}
+	if p.knob == "" {
 		return p
 	}
-	c, l, ok := strings.Cut(p.env, "/")
+	c, l, ok := strings.Cut(p.knob, "/")
 	count, err1 := strconv.ParseUint(c, 10, 64)
 	low, err2 := strconv.ParseUint(l, 10, 64)
 	if !ok || err1 != nil || err2 != nil || count == 0 || count > 1<<20 || low > 1<<32 {
-		p.err = fmt.Errorf("%s=%q: want COUNT/LOW, 1 <= COUNT <= %d sequences per grant, LOW <= %d sequences", testSeqGrantEnv, p.env, 1<<20, uint64(1)<<32)
+		p.err = fmt.Errorf("%s=%q: want COUNT/LOW, 1 <= COUNT <= %d sequences per grant, LOW <= %d sequences", testSeqGrantEnv, p.knob, 1<<20, uint64(1)<<32)
 		return p
 	}
 	p.count, p.low = count, low*uint64(fid.Width)
 	return p
-})
+}
 
 func (s *Server) ensureSequences() {
-	pol := loadSeqPolicy()
+	pol := s.seq
 	if s.t.SeqRemaining() >= pol.low {
 		return
 	}

@@ -68,6 +68,8 @@ type Config struct {
 	GRPC  *grpc.Server
 	MGS   nacregrpc.MGSClient
 	Group func(sm raftgroup.StateMachine) (*raftgroup.Group, error)
+	// Options are the server's knobs (options.go).
+	Options Options
 }
 
 // Server is a running metadata server.
@@ -79,6 +81,8 @@ type Server struct {
 	t     *mdt.Target
 	group *raftgroup.Group
 	mgs   nacregrpc.MGSClient
+	opts  Options
+	seq   seqPolicy // FID sequence grants (maintain.go)
 
 	linearizable bool // reads wait for the read index (replicated groups)
 
@@ -134,7 +138,8 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{id: cfg.ID, log: cfg.Log, db: cfg.DB, t: t, mgs: cfg.MGS, osts: map[uint32]*ostState{}, replicas: map[uint64]*pb.TargetInfo{}, stop: make(chan struct{})}
+	s := &Server{id: cfg.ID, log: cfg.Log, db: cfg.DB, t: t, mgs: cfg.MGS, opts: cfg.Options, seq: parseSeqPolicy(cfg.Options.SeqGrant),
+		osts: map[uint32]*ostState{}, replicas: map[uint64]*pb.TargetInfo{}, stop: make(chan struct{})}
 	if cfg.DB.Dir() != "" {
 		s.space = reserve.NewGuard(cfg.DB.Dir(), cfg.ID.Label(), cfg.DB.MemTableSize(), nil)
 	}

@@ -2,7 +2,6 @@ package mds
 
 import (
 	"context"
-	"os"
 	"sync"
 	"time"
 
@@ -22,8 +21,8 @@ import (
 
 // OrphanGrace is how long the orphans of a client without a session are
 // kept: long enough for a client to reconnect after an MDS restart or a
-// network hiccup. NACRE_ORPHAN_GRACE (a Go duration) overrides it (tests).
-var OrphanGrace = 60 * time.Second
+// network hiccup; Options.OrphanGrace overrides it (tests).
+const OrphanGrace = 60 * time.Second
 
 // clientServices maps a *Server to its *ldlm.Server.
 var clientServices sync.Map
@@ -41,15 +40,9 @@ func (s *Server) startClientServices(g *grpc.Server) {
 	clientServices.Store(s, lm)
 	nacregrpc.RegisterLDLMServer(g, leaderOnlyLDLM{lm, s}) // sessions on the leader only (leadership.go)
 	nacregrpc.RegisterOpenFilesServer(g, &openFiles{s: s})
-	grace := OrphanGrace
-	if v := os.Getenv("NACRE_ORPHAN_GRACE"); v != "" {
-		if d, err := time.ParseDuration(v); err == nil {
-			grace = d
-		}
-	}
-	s.orphanGrace, s.openGrace = grace, openGrace()
+	s.orphanGrace, s.openGrace = grace(s.opts.OrphanGrace, OrphanGrace), grace(s.opts.OpenGrace, OpenGrace)
 	s.wg.Add(2)
-	go s.reapOrphans(lm, grace)
+	go s.reapOrphans(lm, s.orphanGrace)
 	go s.releaseShared(lm)
 }
 

@@ -3,7 +3,6 @@ package mds
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -39,17 +38,8 @@ import (
 
 // OpenGrace is how long a new leader treats every client as possibly
 // having files open (clients re-open their sessions within seconds of a
-// leader change). NACRE_OPEN_GRACE (a Go duration) overrides it.
-var OpenGrace = 10 * time.Second
-
-func openGrace() time.Duration {
-	if v := os.Getenv("NACRE_OPEN_GRACE"); v != "" {
-		if d, err := time.ParseDuration(v); err == nil {
-			return d
-		}
-	}
-	return OpenGrace
-}
+// leader change), unless Options.OpenGrace says otherwise.
+const OpenGrace = 10 * time.Second
 
 // removals tracks the removals being proposed, so that Opens can wait
 // for those that began before it.

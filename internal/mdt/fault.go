@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "nacre/api/nacrepb"
+	"nacre/internal/fault"
 	"nacre/internal/fid"
 	"nacre/internal/kv"
 )
@@ -17,7 +18,9 @@ import (
 // BuildFault reads the current state and returns the MDT change, as a
 // FaultOp for the log (so every replica is damaged the same way, only if
 // nothing changed since it was built), and the OST half, which the MDS
-// applies through the OSSs first.
+// applies through the OSSs first. Each kind has its builder in
+// faultBuilders: a small function over a faultBuild, which holds the
+// object as read and the change so far.
 
 // OSTFault is the OST half of a fault.
 type OSTFault struct {
@@ -31,11 +34,54 @@ type OSTFault struct {
 // from 2): fault injection's stale and duplicate objects live there.
 const farLocal = 1 << 62
 
+// faultBuilder adds one kind of damage to b.
+type faultBuilder func(b *faultBuild) error
+
+// faultBuilders has a builder for every kind of fault.Kinds
+// (TestEveryKindHasABuilder).
+var faultBuilders = map[fault.Kind]faultBuilder{
+	fault.OIMissing:         oiMissing,
+	fault.OIStale:           oiStale,
+	fault.OIConflict:        oiConflict,
+	fault.OIDangling:        oiDangling,
+	fault.DirentFID:         direntFID,
+	fault.DirentGarbage:     direntGarbage,
+	fault.DirentMissing:     direntMissing,
+	fault.Dangling:          dangling,
+	fault.DanglingDir:       dangling,
+	fault.LinkEAMissing:     linkEAMissing,
+	fault.LinkEABad:         linkEABad,
+	fault.LinkEAExtra:       linkEAExtra,
+	fault.LinkEARenamed:     linkEARenamed,
+	fault.LinkEAOverflow:    linkEAOverflow,
+	fault.LinkEAStale:       linkEAStale,
+	fault.DirentAlien:       direntAlien,
+	fault.DirSecondName:     dirSecondName,
+	fault.LinkEAClaim:       linkEAClaim,
+	fault.LinkEAUnmatched:   linkEAUnmatched,
+	fault.NlinkLess:         nlinkLess,
+	fault.DirNlink:          dirNlink,
+	fault.BadType:           badType,
+	fault.Orphan:            orphan,
+	fault.OrphanDir:         orphan,
+	fault.LostParent:        lostParent,
+	fault.OSTObjectMissing:  ostObjectMissing,
+	fault.PFIDMissingParent: ostRecord(pfidMissingParent),
+	fault.PFIDOtherFile:     ostRecord(pfidOtherFile),
+	fault.StripeIndex:       ostRecord(stripeIndex),
+	fault.Owner:             ostRecord(owner),
+	fault.MultipleReference: multipleReference,
+	fault.SlotLost:          slotLost,
+	fault.LostMDTObject:     lostMDTObject(false),
+	fault.LostLayout:        lostLayout,
+	fault.OrphanNoPFID:      lostMDTObject(true),
+	fault.SlotConflict:      slotConflict,
+}
+
 // BuildFault builds the damage req describes.
 func (t *Target) BuildFault(req *pb.FaultInjectRequest) (*pb.FaultOp, []OSTFault, error) {
 	r := kv.Reader(t.db)
 	f := fid.FromPB(req.Fid)
-	reqName := string(req.Name)
 	local, ino, err := getInode(r, f)
 	if err != nil {
 		return nil, nil, fmt.Errorf("fault %s: %w", req.Kind, err)
@@ -44,394 +90,614 @@ func (t *Target) BuildFault(req *pb.FaultInjectRequest) (*pb.FaultOp, []OSTFault
 	if err != nil {
 		return nil, nil, err
 	}
-	ch := &pb.LfsckRepair{}
-	cond := func(k, v []byte) {
-		if v == nil {
-			ch.Conds = append(ch.Conds, &pb.LfsckCond{Key: k, Absent: true})
-		} else {
-			ch.Conds = append(ch.Conds, &pb.LfsckCond{Key: k, Digest: Digest(v)})
-		}
-	}
-	set := func(k, v []byte) {
-		ch.Muts = append(ch.Muts, &pb.LfsckMut{M: &pb.LfsckMut_Set{Set: &pb.LfsckKV{Key: k, Value: v}}})
-	}
-	del := func(k []byte) { ch.Muts = append(ch.Muts, &pb.LfsckMut{M: &pb.LfsckMut_Del{Del: k}}) }
-	cond(ObjKey(local), v)
-	putIno := func() { set(ObjKey(local), mustMarshal(ino)) }
-	ov, _ := r.Get(OIKey(f))
-	// The entry naming the object (most kinds).
-	pf := fid.FromPB(req.Parent)
-	var plocal uint64
-	var pino *pb.Inode
-	var dk, dv []byte
-	entry := func() error {
-		if pf.IsZero() || reqName == "" {
-			return fmt.Errorf("fault %s needs the object's directory and name", req.Kind)
-		}
-		var err error
-		if plocal, pino, err = getInode(r, pf); err != nil {
-			return err
-		}
-		dk = DirentKey(plocal, reqName)
-		if dv, err = r.Get(dk); err != nil {
-			return fmt.Errorf("fault %s: no entry %q in %s", req.Kind, reqName, pf)
-		}
-		if cf, _, ok := decodeDirent(dv); !ok || cf != f {
-			return fmt.Errorf("fault %s: entry %q does not name %s", req.Kind, reqName, f)
-		}
-		cond(dk, dv)
-		return nil
-	}
-	// extraEntry adds an entry naming the object, of type mode, beside
-	// its own (entry() first), where there is none.
-	extraEntry := func(suffix string, mode uint32) {
-		k := DirentKey(plocal, reqName+suffix)
-		cond(k, nil)
-		set(k, encodeDirent(f, DirentType(mode)))
-	}
-	dropXattrs := func(l uint64) error {
-		p := xattrPrefix(l)
-		it, err := r.NewIter(p, kv.PrefixEnd(p))
-		if err != nil {
-			return err
-		}
-		defer it.Close()
-		for it.First(); it.Valid(); it.Next() {
-			del(append([]byte(nil), it.Key()...))
-		}
-		return it.Error()
-	}
-	removeObject := func(queue bool) error {
-		del(OIKey(f))
-		del(ObjKey(local))
-		if err := dropXattrs(local); err != nil {
-			return err
-		}
-		if queue && ino.Layout != nil {
-			for _, o := range ino.Layout.Objects {
-				if o.Seq != 0 || o.Oid != 0 {
-					set(unlinkKey(o.Ost, o.Seq, o.Oid), nil)
-				}
-			}
-		}
-		ch.InodesDelta = -1
-		return nil
-	}
-	var osts []OSTFault
-	// Layout kinds: stripe I and the record the OST should hold for it.
-	var slot *pb.StripeObject
-	var rec *pb.ObjectAttr
-	stripeOf := func() error {
-		if !isReg(ino) || ino.Layout == nil || int(req.Stripe) >= len(ino.Layout.Objects) {
-			return fmt.Errorf("fault %s: %s has no stripe %d", req.Kind, f, req.Stripe)
-		}
-		l := ino.Layout
-		slot = l.Objects[req.Stripe]
-		rec = &pb.ObjectAttr{Seq: slot.Seq, Oid: slot.Oid, Parent: f.PB(), StripeIndex: req.Stripe, StripeSize: l.StripeSize,
-			StripeCount: uint32(len(l.Objects)), LayoutGen: l.Generation, Uid: ino.Uid, Gid: ino.Gid, Projid: ino.Projid}
-		return nil
-	}
-	switch req.Kind {
-	case "oi_missing":
-		cond(OIKey(f), ov)
-		del(OIKey(f))
-	case "oi_stale":
-		cond(OIKey(f), ov)
-		cond(ObjKey(farLocal|local), nil)
-		set(OIKey(f), putU64(farLocal|local))
-	case "oi_conflict":
-		dup := cloneInode(ino)
-		dup.MtimeNs -= int64(time.Second)
-		dup.CtimeNs -= int64(time.Second)
-		cond(OIKey(f), ov)
-		cond(ObjKey(farLocal|local), nil)
-		set(ObjKey(farLocal|local), mustMarshal(dup))
-		set(OIKey(f), putU64(farLocal|local))
-		ch.InodesDelta = 1
-	case "oi_dangling":
-		g := fid.FID{Seq: f.Seq, Oid: f.Oid, Ver: 1}
-		cond(OIKey(g), nil)
-		set(OIKey(g), putU64(local))
-	case "dirent_fid":
-		if err := entry(); err != nil {
-			return nil, nil, err
-		}
-		bogus := fid.FID{Seq: f.Seq, Oid: fid.Width - 1}
-		cond(OIKey(bogus), nil)
-		set(dk, encodeDirent(bogus, DirentType(ino.Mode)))
-	case "dirent_garbage":
-		if err := entry(); err != nil {
-			return nil, nil, err
-		}
-		set(dk, []byte{0xde, 0xad, 0x01})
-	case "dirent_missing":
-		if err := entry(); err != nil {
-			return nil, nil, err
-		}
-		if isDir(ino) {
-			return nil, nil, fmt.Errorf("fault %s: use a file", req.Kind)
-		}
-		del(dk)
-	case "dangling", "dangling_dir":
-		if err := entry(); err != nil {
-			return nil, nil, err
-		}
-		if isDir(ino) {
-			if empty, err := dirEmpty(r, local); err != nil || !empty {
-				return nil, nil, fmt.Errorf("fault %s: the directory must be empty", req.Kind)
-			}
-		}
-		if err := removeObject(true); err != nil {
-			return nil, nil, err
-		}
-	case "linkea_missing":
-		ino.Links = nil
-		putIno()
-	case "linkea_bad":
-		if len(ino.Links) == 0 {
-			return nil, nil, fmt.Errorf("fault %s: %s has no linkEA entry", req.Kind, f)
-		}
-		ino.Links[0].Parent.Ver = 0xffffffff
-		putIno()
-	case "linkea_extra":
-		ino.Links = append(ino.Links, &pb.LinkEntry{Parent: fid.FID{Seq: f.Seq, Oid: fid.Width - 2}.PB(), Name: []byte("lost-parent")})
-		putIno()
-	case "linkea_renamed":
-		if err := entry(); err != nil {
-			return nil, nil, err
-		}
-		gone := reqName + ".renamed"
-		if _, _, found, _ := lookupName(r, plocal, gone); found {
-			return nil, nil, fmt.Errorf("fault %s: the directory has an entry %q", req.Kind, gone)
-		}
-		cond(DirentKey(plocal, gone), nil)
-		renamed := false
-		for _, l := range ino.Links {
-			if fid.FromPB(l.Parent) == pf && string(l.Name) == reqName {
-				l.Name, renamed = []byte(gone), true
-			}
-		}
-		if !renamed {
-			return nil, nil, fmt.Errorf("fault %s: the linkEA of %s has no entry %q", req.Kind, f, reqName)
-		}
-		putIno()
-	case "linkea_overflow":
-		if isDir(ino) {
-			return nil, nil, fmt.Errorf("fault %s: use a file", req.Kind)
-		}
-		if uint32(len(ino.Links)) != ino.Nlink || ino.LinksOverflowIndex != 0 {
-			return nil, nil, fmt.Errorf("fault %s: %s has %d linkEA entries for %d links; use a file whose names agree", req.Kind, f, len(ino.Links), ino.Nlink)
-		}
-		// Long before any run: a run clears only a mark older than itself.
-		ino.LinksOverflowIndex = 1
-		putIno()
-	case "linkea_stale":
-		if err := entry(); err != nil {
-			return nil, nil, err
-		}
-		if isDir(ino) {
-			return nil, nil, fmt.Errorf("fault %s: use a file", req.Kind)
-		}
-		gone := reqName + ".stale"
-		if _, _, found, _ := lookupName(r, plocal, gone); found {
-			return nil, nil, fmt.Errorf("fault %s: the directory has an entry %q", req.Kind, gone)
-		}
-		if uint32(len(ino.Links)) != ino.Nlink {
-			return nil, nil, fmt.Errorf("fault %s: %s has %d linkEA entries for %d links; use a file whose names agree", req.Kind, f, len(ino.Links), ino.Nlink)
-		}
-		cond(DirentKey(plocal, gone), nil)
-		ino.Links = append(ino.Links, &pb.LinkEntry{Parent: pf.PB(), Name: []byte(gone)})
-		putIno()
-	case "dirent_alien":
-		if err := entry(); err != nil {
-			return nil, nil, err
-		}
-		if isDir(ino) || ino.Mode&syscall.S_IFMT == syscall.S_IFLNK {
-			return nil, nil, fmt.Errorf("fault %s: use a regular file", req.Kind)
-		}
-		extraEntry(".alien", syscall.S_IFLNK)
-	case "dir_second_name":
-		if err := entry(); err != nil {
-			return nil, nil, err
-		}
-		if !isDir(ino) {
-			return nil, nil, fmt.Errorf("fault %s: use a directory", req.Kind)
-		}
-		extraEntry(".second", syscall.S_IFDIR)
-		// The parent counts the new entry as a subdirectory, as a link
-		// made by the file system would: only the name is wrong.
-		pv, _ := r.Get(ObjKey(plocal))
-		cond(ObjKey(plocal), pv)
-		pino.Nlink++
-		set(ObjKey(plocal), mustMarshal(pino))
-	case "linkea_claim":
-		if err := entry(); err != nil {
-			return nil, nil, err
-		}
-		other, err := t.otherEntry(r, plocal, f, false)
-		if err != nil {
-			return nil, nil, err
-		}
-		ino.Links = append(ino.Links, &pb.LinkEntry{Parent: pf.PB(), Name: []byte(other)})
-		putIno()
-	case "linkea_unmatched":
-		if err := entry(); err != nil {
-			return nil, nil, err
-		}
-		if !isDir(ino) {
-			return nil, nil, fmt.Errorf("fault %s: use a directory", req.Kind)
-		}
-		name := reqName + ".unmatched"
-		if _, _, found, _ := lookupName(r, rootLocal, name); found {
-			return nil, nil, fmt.Errorf("fault %s: the root has an entry %q", req.Kind, name)
-		}
-		cond(DirentKey(rootLocal, name), nil)
-		ino.Links = []*pb.LinkEntry{{Parent: fid.Root.PB(), Name: []byte(name)}}
-		putIno()
-	case "nlink_less":
-		if ino.Nlink < 2 || isDir(ino) {
-			return nil, nil, fmt.Errorf("fault %s: use a file with two or more names", req.Kind)
-		}
-		ino.Nlink--
-		putIno()
-	case "dir_nlink":
-		if !isDir(ino) {
-			return nil, nil, fmt.Errorf("fault %s: use a directory", req.Kind)
-		}
-		ino.Nlink += 3
-		putIno()
-	case "bad_type":
-		if err := entry(); err != nil {
-			return nil, nil, err
-		}
-		set(dk, encodeDirent(f, DirentType(syscall.S_IFLNK)))
-	case "orphan", "orphan_dir":
-		if err := entry(); err != nil {
-			return nil, nil, err
-		}
-		del(dk)
-		ino.Links = nil
-		putIno()
-		if isDir(ino) {
-			pv, _ := r.Get(ObjKey(plocal))
-			cond(ObjKey(plocal), pv)
-			pino.Nlink--
-			set(ObjKey(plocal), mustMarshal(pino))
-		}
-	case "lost_parent":
-		if err := entry(); err != nil {
-			return nil, nil, err
-		}
-		if pf == fid.Root || len(pino.Links) != 1 {
-			return nil, nil, fmt.Errorf("fault %s: the file's directory must be an ordinary directory", req.Kind)
-		}
-		if other, err := t.otherEntry(r, plocal, f, true); err == nil {
-			return nil, nil, fmt.Errorf("fault %s: the directory holds %q too; use a directory holding only the file", req.Kind, other)
-		}
-		gp := fid.FromPB(pino.Links[0].Parent)
-		glocal, gino, err := getInode(r, gp)
-		if err != nil {
-			return nil, nil, err
-		}
-		gdk := DirentKey(glocal, string(pino.Links[0].Name))
-		gdv, err := r.Get(gdk)
-		if err != nil {
-			return nil, nil, err
-		}
-		gv, _ := r.Get(ObjKey(glocal))
-		pv, _ := r.Get(ObjKey(plocal))
-		cond(gdk, gdv)
-		cond(ObjKey(glocal), gv)
-		cond(ObjKey(plocal), pv)
-		del(gdk)
-		gino.Nlink--
-		set(ObjKey(glocal), mustMarshal(gino))
-		del(dk)
-		del(OIKey(pf))
-		del(ObjKey(plocal))
-		if err := dropXattrs(plocal); err != nil {
-			return nil, nil, err
-		}
-		ch.InodesDelta = -1
-	case "ost_object_missing", "pfid_missing_parent", "pfid_other_file", "stripe_index", "owner":
-		if err := stripeOf(); err != nil {
-			return nil, nil, err
-		}
-		switch req.Kind {
-		case "ost_object_missing":
-			osts = append(osts, OSTFault{OST: slot.Ost, Kind: "delete", Obj: slot})
-		case "pfid_missing_parent":
-			rec.Parent = fid.FID{Seq: f.Seq, Oid: fid.Width - 3}.PB()
-		case "pfid_other_file":
-			if pf.IsZero() {
-				return nil, nil, fmt.Errorf("fault %s needs the file's directory", req.Kind)
-			}
-			rec.Parent = pf.PB()
-		case "stripe_index":
-			rec.StripeIndex = (req.Stripe + 1) % uint32(max(2, len(ino.Layout.Objects)))
-		case "owner":
-			rec.Uid += 1000
-			rec.Gid += 1000
-		}
-		if req.Kind != "ost_object_missing" {
-			osts = append(osts, OSTFault{OST: slot.Ost, Kind: "set_record", Obj: slot, Rec: rec})
-		}
-		return nil, osts, nil
-	case "slot_lost":
-		if err := stripeOf(); err != nil {
-			return nil, nil, err
-		}
-		// An id far above any the OST has handed out: the slot dangles,
-		// and the real object, still claiming it, is an orphan.
-		lost := proto.Clone(slot).(*pb.StripeObject)
-		lost.Oid |= 1 << 46
-		ino.Layout.Objects[req.Stripe] = lost
-		putIno()
-	case "multiple_reference":
-		if err := entry(); err != nil {
-			return nil, nil, err
-		}
-		if err := stripeOf(); err != nil {
-			return nil, nil, err
-		}
-		other, err := t.otherObjectOn(r, plocal, f, slot.Ost)
-		if err != nil {
-			return nil, nil, fmt.Errorf("fault %s: %w", req.Kind, err)
-		}
-		osts = append(osts, OSTFault{OST: slot.Ost, Kind: "delete", Obj: proto.Clone(slot).(*pb.StripeObject)})
-		ino.Layout.Objects[req.Stripe] = other
-		putIno()
-	case "lost_mdt_object", "orphan_nopfid":
-		if err := entry(); err != nil {
-			return nil, nil, err
-		}
-		if !isReg(ino) || ino.Layout == nil {
-			return nil, nil, fmt.Errorf("fault %s: use a regular file with data", req.Kind)
-		}
-		del(dk)
-		if err := removeObject(false); err != nil {
-			return nil, nil, err
-		}
-		if req.Kind == "orphan_nopfid" {
-			for _, o := range ino.Layout.Objects {
-				osts = append(osts, OSTFault{OST: o.Ost, Kind: "clear_pfid", Obj: o})
-			}
-		}
-	case "lost_layout":
-		if !isReg(ino) || ino.Layout == nil {
-			return nil, nil, fmt.Errorf("fault %s: use a regular file with data", req.Kind)
-		}
-		ino.Layout = nil
-		putIno()
-	case "slot_conflict":
-		if err := stripeOf(); err != nil {
-			return nil, nil, err
-		}
-		ch.Muts = append(ch.Muts, &pb.LfsckMut{M: &pb.LfsckMut_NewStripe{NewStripe: &pb.LfsckNewStripe{Fid: f.PB(), Index: req.Stripe, Ost: slot.Ost}}})
-	default:
+	b := &faultBuild{t: t, r: r, req: req, f: f, name: string(req.Name), local: local, ino: ino, ch: &pb.LfsckRepair{}}
+	b.cond(ObjKey(local), v)
+	b.oi, _ = r.Get(OIKey(f))
+	b.pf = fid.FromPB(req.Parent)
+	build := faultBuilders[fault.Kind(req.Kind)]
+	if build == nil {
 		return nil, nil, fmt.Errorf("unknown fault kind %q (see nacre fault list)", req.Kind)
 	}
-	return &pb.FaultOp{Kind: req.Kind, Change: ch}, osts, nil
+	if err := build(b); err != nil {
+		return nil, nil, err
+	}
+	if b.ostOnly {
+		return nil, b.osts, nil
+	}
+	return &pb.FaultOp{Kind: req.Kind, Change: b.ch}, b.osts, nil
+}
+
+// faultBuild is one fault being built: the object as read, and the
+// change so far.
+type faultBuild struct {
+	t     *Target
+	r     kv.Reader
+	req   *pb.FaultInjectRequest
+	f     fid.FID
+	name  string // the object's name in its directory
+	local uint64
+	ino   *pb.Inode
+	oi    []byte // the object's OI entry
+	ch    *pb.LfsckRepair
+	osts  []OSTFault
+	// ostOnly: the damage is all on the OSTs, the MDT is not changed.
+	ostOnly bool
+
+	// The entry naming the object: pf is its directory (from the
+	// request); entry() reads the rest.
+	pf     fid.FID
+	plocal uint64
+	pino   *pb.Inode
+	dk, dv []byte
+
+	// Layout kinds: stripe I and the record the OST should hold for it
+	// (stripe()).
+	slot *pb.StripeObject
+	rec  *pb.ObjectAttr
+}
+
+// errorf is an error about this fault: "fault KIND: ...".
+func (b *faultBuild) errorf(format string, args ...any) error {
+	return fmt.Errorf("fault %s: "+format, append([]any{b.req.Kind}, args...)...)
+}
+
+// cond makes the change apply only if key k still holds v (nil: absent).
+func (b *faultBuild) cond(k, v []byte) {
+	if v == nil {
+		b.ch.Conds = append(b.ch.Conds, &pb.LfsckCond{Key: k, Absent: true})
+	} else {
+		b.ch.Conds = append(b.ch.Conds, &pb.LfsckCond{Key: k, Digest: Digest(v)})
+	}
+}
+
+func (b *faultBuild) set(k, v []byte) {
+	b.ch.Muts = append(b.ch.Muts, &pb.LfsckMut{M: &pb.LfsckMut_Set{Set: &pb.LfsckKV{Key: k, Value: v}}})
+}
+
+func (b *faultBuild) del(k []byte) {
+	b.ch.Muts = append(b.ch.Muts, &pb.LfsckMut{M: &pb.LfsckMut_Del{Del: k}})
+}
+
+// putIno writes the object back as changed.
+func (b *faultBuild) putIno() { b.set(ObjKey(b.local), mustMarshal(b.ino)) }
+
+// entry reads the directory entry naming the object (most kinds need it).
+func (b *faultBuild) entry() error {
+	if b.pf.IsZero() || b.name == "" {
+		return fmt.Errorf("fault %s needs the object's directory and name", b.req.Kind)
+	}
+	var err error
+	if b.plocal, b.pino, err = getInode(b.r, b.pf); err != nil {
+		return err
+	}
+	b.dk = DirentKey(b.plocal, b.name)
+	if b.dv, err = b.r.Get(b.dk); err != nil {
+		return b.errorf("no entry %q in %s", b.name, b.pf)
+	}
+	if cf, _, ok := decodeDirent(b.dv); !ok || cf != b.f {
+		return b.errorf("entry %q does not name %s", b.name, b.f)
+	}
+	b.cond(b.dk, b.dv)
+	return nil
+}
+
+// extraEntry adds an entry naming the object, of type mode, beside its
+// own (entry() first), where there is none.
+func (b *faultBuild) extraEntry(suffix string, mode uint32) {
+	k := DirentKey(b.plocal, b.name+suffix)
+	b.cond(k, nil)
+	b.set(k, encodeDirent(b.f, DirentType(mode)))
+}
+
+// dropXattrs deletes the extended attributes of local object l.
+func (b *faultBuild) dropXattrs(l uint64) error {
+	p := xattrPrefix(l)
+	it, err := b.r.NewIter(p, kv.PrefixEnd(p))
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		b.del(append([]byte(nil), it.Key()...))
+	}
+	return it.Error()
+}
+
+// removeObject deletes the object, its OI entry and its extended
+// attributes; with queue, its OST objects go on the unlink queue.
+func (b *faultBuild) removeObject(queue bool) error {
+	b.del(OIKey(b.f))
+	b.del(ObjKey(b.local))
+	if err := b.dropXattrs(b.local); err != nil {
+		return err
+	}
+	if queue && b.ino.Layout != nil {
+		for _, o := range b.ino.Layout.Objects {
+			if o.Seq != 0 || o.Oid != 0 {
+				b.set(unlinkKey(o.Ost, o.Seq, o.Oid), nil)
+			}
+		}
+	}
+	b.ch.InodesDelta = -1
+	return nil
+}
+
+// stripe reads stripe I (req.Stripe) of the file and the record its OST
+// object should hold.
+func (b *faultBuild) stripe() error {
+	ino := b.ino
+	if !isReg(ino) || ino.Layout == nil || int(b.req.Stripe) >= len(ino.Layout.Objects) {
+		return b.errorf("%s has no stripe %d", b.f, b.req.Stripe)
+	}
+	l := ino.Layout
+	b.slot = l.Objects[b.req.Stripe]
+	b.rec = &pb.ObjectAttr{Seq: b.slot.Seq, Oid: b.slot.Oid, Parent: b.f.PB(), StripeIndex: b.req.Stripe, StripeSize: l.StripeSize,
+		StripeCount: uint32(len(l.Objects)), LayoutGen: l.Generation, Uid: ino.Uid, Gid: ino.Gid, Projid: ino.Projid}
+	return nil
+}
+
+// needFile refuses a directory.
+func (b *faultBuild) needFile() error {
+	if isDir(b.ino) {
+		return b.errorf("use a file")
+	}
+	return nil
+}
+
+// needDir refuses anything but a directory.
+func (b *faultBuild) needDir() error {
+	if !isDir(b.ino) {
+		return b.errorf("use a directory")
+	}
+	return nil
+}
+
+// needData refuses anything but a regular file with a layout.
+func (b *faultBuild) needData() error {
+	if !isReg(b.ino) || b.ino.Layout == nil {
+		return b.errorf("use a regular file with data")
+	}
+	return nil
+}
+
+// freeName refuses a name directory dlocal has (what the damage
+// invents must be new), and makes the change conditional on its staying
+// free. where names the directory in the error.
+func (b *faultBuild) freeName(dlocal uint64, name, where string) error {
+	if _, _, found, _ := lookupName(b.r, dlocal, name); found {
+		return b.errorf("%s has an entry %q", where, name)
+	}
+	b.cond(DirentKey(dlocal, name), nil)
+	return nil
+}
+
+// namesAgree refuses an object whose linkEA does not hold one entry per
+// link.
+func (b *faultBuild) namesAgree() error {
+	if uint32(len(b.ino.Links)) != b.ino.Nlink {
+		return b.errorf("%s has %d linkEA entries for %d links; use a file whose names agree", b.f, len(b.ino.Links), b.ino.Nlink)
+	}
+	return nil
+}
+
+// addToNlink changes the nlink of the object's directory (entry() first)
+// by d.
+func (b *faultBuild) addToNlink(d int) {
+	pv, _ := b.r.Get(ObjKey(b.plocal))
+	b.cond(ObjKey(b.plocal), pv)
+	b.pino.Nlink = uint32(int(b.pino.Nlink) + d)
+	b.set(ObjKey(b.plocal), mustMarshal(b.pino))
+}
+
+// OI scrub kinds.
+
+func oiMissing(b *faultBuild) error {
+	b.cond(OIKey(b.f), b.oi)
+	b.del(OIKey(b.f))
+	return nil
+}
+
+func oiStale(b *faultBuild) error {
+	b.cond(OIKey(b.f), b.oi)
+	b.cond(ObjKey(farLocal|b.local), nil)
+	b.set(OIKey(b.f), putU64(farLocal|b.local))
+	return nil
+}
+
+func oiConflict(b *faultBuild) error {
+	dup := cloneInode(b.ino)
+	dup.MtimeNs -= int64(time.Second)
+	dup.CtimeNs -= int64(time.Second)
+	b.cond(OIKey(b.f), b.oi)
+	b.cond(ObjKey(farLocal|b.local), nil)
+	b.set(ObjKey(farLocal|b.local), mustMarshal(dup))
+	b.set(OIKey(b.f), putU64(farLocal|b.local))
+	b.ch.InodesDelta = 1
+	return nil
+}
+
+func oiDangling(b *faultBuild) error {
+	g := fid.FID{Seq: b.f.Seq, Oid: b.f.Oid, Ver: 1}
+	b.cond(OIKey(g), nil)
+	b.set(OIKey(g), putU64(b.local))
+	return nil
+}
+
+// Namespace kinds: directory entries.
+
+func direntFID(b *faultBuild) error {
+	if err := b.entry(); err != nil {
+		return err
+	}
+	bogus := fid.FID{Seq: b.f.Seq, Oid: fid.Width - 1}
+	b.cond(OIKey(bogus), nil)
+	b.set(b.dk, encodeDirent(bogus, DirentType(b.ino.Mode)))
+	return nil
+}
+
+func direntGarbage(b *faultBuild) error {
+	if err := b.entry(); err != nil {
+		return err
+	}
+	b.set(b.dk, []byte{0xde, 0xad, 0x01})
+	return nil
+}
+
+func direntMissing(b *faultBuild) error {
+	if err := b.entry(); err != nil {
+		return err
+	}
+	if err := b.needFile(); err != nil {
+		return err
+	}
+	b.del(b.dk)
+	return nil
+}
+
+func direntAlien(b *faultBuild) error {
+	if err := b.entry(); err != nil {
+		return err
+	}
+	if isDir(b.ino) || b.ino.Mode&syscall.S_IFMT == syscall.S_IFLNK {
+		return b.errorf("use a regular file")
+	}
+	b.extraEntry(".alien", syscall.S_IFLNK)
+	return nil
+}
+
+func dirSecondName(b *faultBuild) error {
+	if err := b.entry(); err != nil {
+		return err
+	}
+	if err := b.needDir(); err != nil {
+		return err
+	}
+	b.extraEntry(".second", syscall.S_IFDIR)
+	// The parent counts the new entry as a subdirectory, as a link made
+	// by the file system would: only the name is wrong.
+	b.addToNlink(+1)
+	return nil
+}
+
+func badType(b *faultBuild) error {
+	if err := b.entry(); err != nil {
+		return err
+	}
+	b.set(b.dk, encodeDirent(b.f, DirentType(syscall.S_IFLNK)))
+	return nil
+}
+
+// dangling removes the object (an empty directory's too) and keeps its
+// entry.
+func dangling(b *faultBuild) error {
+	if err := b.entry(); err != nil {
+		return err
+	}
+	if isDir(b.ino) {
+		if empty, err := dirEmpty(b.r, b.local); err != nil || !empty {
+			return b.errorf("the directory must be empty")
+		}
+	}
+	return b.removeObject(true)
+}
+
+// Namespace kinds: the linkEA.
+
+func linkEAMissing(b *faultBuild) error {
+	b.ino.Links = nil
+	b.putIno()
+	return nil
+}
+
+func linkEABad(b *faultBuild) error {
+	if len(b.ino.Links) == 0 {
+		return b.errorf("%s has no linkEA entry", b.f)
+	}
+	b.ino.Links[0].Parent.Ver = 0xffffffff
+	b.putIno()
+	return nil
+}
+
+func linkEAExtra(b *faultBuild) error {
+	b.ino.Links = append(b.ino.Links, &pb.LinkEntry{Parent: fid.FID{Seq: b.f.Seq, Oid: fid.Width - 2}.PB(), Name: []byte("lost-parent")})
+	b.putIno()
+	return nil
+}
+
+func linkEARenamed(b *faultBuild) error {
+	if err := b.entry(); err != nil {
+		return err
+	}
+	gone := b.name + ".renamed"
+	if err := b.freeName(b.plocal, gone, "the directory"); err != nil {
+		return err
+	}
+	renamed := false
+	for _, l := range b.ino.Links {
+		if fid.FromPB(l.Parent) == b.pf && string(l.Name) == b.name {
+			l.Name, renamed = []byte(gone), true
+		}
+	}
+	if !renamed {
+		return b.errorf("the linkEA of %s has no entry %q", b.f, b.name)
+	}
+	b.putIno()
+	return nil
+}
+
+func linkEAOverflow(b *faultBuild) error {
+	if err := b.needFile(); err != nil {
+		return err
+	}
+	if err := b.namesAgree(); err != nil || b.ino.LinksOverflowIndex != 0 {
+		return b.errorf("%s has %d linkEA entries for %d links; use a file whose names agree", b.f, len(b.ino.Links), b.ino.Nlink)
+	}
+	// Long before any run: a run clears only a mark older than itself.
+	b.ino.LinksOverflowIndex = 1
+	b.putIno()
+	return nil
+}
+
+func linkEAStale(b *faultBuild) error {
+	if err := b.entry(); err != nil {
+		return err
+	}
+	if err := b.needFile(); err != nil {
+		return err
+	}
+	gone := b.name + ".stale"
+	if err := b.freeName(b.plocal, gone, "the directory"); err != nil {
+		return err
+	}
+	if err := b.namesAgree(); err != nil {
+		return err
+	}
+	b.ino.Links = append(b.ino.Links, &pb.LinkEntry{Parent: b.pf.PB(), Name: []byte(gone)})
+	b.putIno()
+	return nil
+}
+
+func linkEAClaim(b *faultBuild) error {
+	if err := b.entry(); err != nil {
+		return err
+	}
+	other, err := b.t.otherEntry(b.r, b.plocal, b.f, false)
+	if err != nil {
+		return err
+	}
+	b.ino.Links = append(b.ino.Links, &pb.LinkEntry{Parent: b.pf.PB(), Name: []byte(other)})
+	b.putIno()
+	return nil
+}
+
+func linkEAUnmatched(b *faultBuild) error {
+	if err := b.entry(); err != nil {
+		return err
+	}
+	if err := b.needDir(); err != nil {
+		return err
+	}
+	name := b.name + ".unmatched"
+	if err := b.freeName(rootLocal, name, "the root"); err != nil {
+		return err
+	}
+	b.ino.Links = []*pb.LinkEntry{{Parent: fid.Root.PB(), Name: []byte(name)}}
+	b.putIno()
+	return nil
+}
+
+// Namespace kinds: link counts and lost names.
+
+func nlinkLess(b *faultBuild) error {
+	if b.ino.Nlink < 2 || isDir(b.ino) {
+		return b.errorf("use a file with two or more names")
+	}
+	b.ino.Nlink--
+	b.putIno()
+	return nil
+}
+
+func dirNlink(b *faultBuild) error {
+	if err := b.needDir(); err != nil {
+		return err
+	}
+	b.ino.Nlink += 3
+	b.putIno()
+	return nil
+}
+
+// orphan removes the object's entry and linkEA (a directory's parent's
+// nlink follows).
+func orphan(b *faultBuild) error {
+	if err := b.entry(); err != nil {
+		return err
+	}
+	b.del(b.dk)
+	b.ino.Links = nil
+	b.putIno()
+	if isDir(b.ino) {
+		b.addToNlink(-1)
+	}
+	return nil
+}
+
+func lostParent(b *faultBuild) error {
+	if err := b.entry(); err != nil {
+		return err
+	}
+	if b.pf == fid.Root || len(b.pino.Links) != 1 {
+		return b.errorf("the file's directory must be an ordinary directory")
+	}
+	if other, err := b.t.otherEntry(b.r, b.plocal, b.f, true); err == nil {
+		return b.errorf("the directory holds %q too; use a directory holding only the file", other)
+	}
+	gp := fid.FromPB(b.pino.Links[0].Parent)
+	glocal, gino, err := getInode(b.r, gp)
+	if err != nil {
+		return err
+	}
+	gdk := DirentKey(glocal, string(b.pino.Links[0].Name))
+	gdv, err := b.r.Get(gdk)
+	if err != nil {
+		return err
+	}
+	gv, _ := b.r.Get(ObjKey(glocal))
+	pv, _ := b.r.Get(ObjKey(b.plocal))
+	b.cond(gdk, gdv)
+	b.cond(ObjKey(glocal), gv)
+	b.cond(ObjKey(b.plocal), pv)
+	b.del(gdk)
+	gino.Nlink--
+	b.set(ObjKey(glocal), mustMarshal(gino))
+	b.del(b.dk)
+	b.del(OIKey(b.pf))
+	b.del(ObjKey(b.plocal))
+	if err := b.dropXattrs(b.plocal); err != nil {
+		return err
+	}
+	b.ch.InodesDelta = -1
+	return nil
+}
+
+// Layout kinds.
+
+func ostObjectMissing(b *faultBuild) error {
+	if err := b.stripe(); err != nil {
+		return err
+	}
+	b.osts = append(b.osts, OSTFault{OST: b.slot.Ost, Kind: "delete", Obj: b.slot})
+	b.ostOnly = true
+	return nil
+}
+
+// ostRecord is a kind that stores a wrong record on stripe I's OST
+// object (edit changes the right one) and leaves the MDT alone.
+func ostRecord(edit func(b *faultBuild) error) faultBuilder {
+	return func(b *faultBuild) error {
+		if err := b.stripe(); err != nil {
+			return err
+		}
+		if err := edit(b); err != nil {
+			return err
+		}
+		b.osts = append(b.osts, OSTFault{OST: b.slot.Ost, Kind: "set_record", Obj: b.slot, Rec: b.rec})
+		b.ostOnly = true
+		return nil
+	}
+}
+
+func pfidMissingParent(b *faultBuild) error {
+	b.rec.Parent = fid.FID{Seq: b.f.Seq, Oid: fid.Width - 3}.PB()
+	return nil
+}
+
+func pfidOtherFile(b *faultBuild) error {
+	if b.pf.IsZero() {
+		return fmt.Errorf("fault %s needs the file's directory", b.req.Kind)
+	}
+	b.rec.Parent = b.pf.PB()
+	return nil
+}
+
+func stripeIndex(b *faultBuild) error {
+	b.rec.StripeIndex = (b.req.Stripe + 1) % uint32(max(2, len(b.ino.Layout.Objects)))
+	return nil
+}
+
+func owner(b *faultBuild) error {
+	b.rec.Uid += 1000
+	b.rec.Gid += 1000
+	return nil
+}
+
+func slotLost(b *faultBuild) error {
+	if err := b.stripe(); err != nil {
+		return err
+	}
+	// An id far above any the OST has handed out: the slot dangles, and
+	// the real object, still claiming it, is an orphan.
+	lost := proto.Clone(b.slot).(*pb.StripeObject)
+	lost.Oid |= 1 << 46
+	b.ino.Layout.Objects[b.req.Stripe] = lost
+	b.putIno()
+	return nil
+}
+
+func multipleReference(b *faultBuild) error {
+	if err := b.entry(); err != nil {
+		return err
+	}
+	if err := b.stripe(); err != nil {
+		return err
+	}
+	other, err := b.t.otherObjectOn(b.r, b.plocal, b.f, b.slot.Ost)
+	if err != nil {
+		return b.errorf("%w", err)
+	}
+	b.osts = append(b.osts, OSTFault{OST: b.slot.Ost, Kind: "delete", Obj: proto.Clone(b.slot).(*pb.StripeObject)})
+	b.ino.Layout.Objects[b.req.Stripe] = other
+	b.putIno()
+	return nil
+}
+
+// lostMDTObject removes the file's object and name, keeping its OST
+// objects (with clearPFIDs, without their PFIDs).
+func lostMDTObject(clearPFIDs bool) faultBuilder {
+	return func(b *faultBuild) error {
+		if err := b.entry(); err != nil {
+			return err
+		}
+		if err := b.needData(); err != nil {
+			return err
+		}
+		b.del(b.dk)
+		if err := b.removeObject(false); err != nil {
+			return err
+		}
+		if clearPFIDs {
+			for _, o := range b.ino.Layout.Objects {
+				b.osts = append(b.osts, OSTFault{OST: o.Ost, Kind: "clear_pfid", Obj: o})
+			}
+		}
+		return nil
+	}
+}
+
+func lostLayout(b *faultBuild) error {
+	if err := b.needData(); err != nil {
+		return err
+	}
+	b.ino.Layout = nil
+	b.putIno()
+	return nil
+}
+
+func slotConflict(b *faultBuild) error {
+	if err := b.stripe(); err != nil {
+		return err
+	}
+	b.ch.Muts = append(b.ch.Muts, &pb.LfsckMut{M: &pb.LfsckMut_NewStripe{NewStripe: &pb.LfsckNewStripe{Fid: b.f.PB(), Index: b.req.Stripe, Ost: b.slot.Ost}}})
+	return nil
 }
 
 // otherEntry returns the name of another entry of directory plocal (one

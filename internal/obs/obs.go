@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"os"
 	"strings"
 	"time"
 
@@ -33,9 +32,10 @@ func NewLogger(w io.Writer, json bool, level slog.Level) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// LevelFromEnv reads NACRE_LOG_LEVEL (debug, info, warn, error).
-func LevelFromEnv() slog.Level {
-	switch strings.ToLower(os.Getenv("NACRE_LOG_LEVEL")) {
+// ParseLevel reads a log level: debug, info, warn or error (any case);
+// anything else is info. cmd/nacre reads it from NACRE_LOG_LEVEL.
+func ParseLevel(s string) slog.Level {
+	switch strings.ToLower(s) {
 	case "debug":
 		return slog.LevelDebug
 	case "warn":

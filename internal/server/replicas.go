@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -62,8 +61,8 @@ func newTransport(id target.Identity, g *grpc.Server, log *slog.Logger) *raftgro
 }
 
 // raftConfig fills the parts of a group's configuration that come from
-// the identity, the target directory and the environment.
-func raftConfig(id target.Identity, dir string, tr *raftgroup.GRPCTransport, c raftgroup.Config) raftgroup.Config {
+// the identity, the target directory and the options.
+func raftConfig(id target.Identity, dir string, tr *raftgroup.GRPCTransport, c raftgroup.Config, ro RaftOptions) raftgroup.Config {
 	rid := id.ReplicaID
 	if rid == 0 {
 		rid = 1
@@ -78,7 +77,7 @@ func raftConfig(id target.Identity, dir string, tr *raftgroup.GRPCTransport, c r
 	}
 	c.Join = joining(id)
 	c.Fsname = id.Fsname
-	c.VoteWhileEmpty = os.Getenv("NACRE_RAFT_VOTE_WHILE_EMPTY") == "1" // raftgroup.Config
+	c.VoteWhileEmpty = ro.VoteWhileEmpty
 	c.LogDir = target.RaftLogDir(dir)
 	if tr != nil {
 		c.Transport = tr
@@ -93,11 +92,10 @@ func raftConfig(id target.Identity, dir string, tr *raftgroup.GRPCTransport, c r
 			}
 		}
 	}
-	// Tests shorten the retained log to exercise snapshots.
-	if v, err := strconv.ParseUint(os.Getenv("NACRE_RAFT_KEEP_ENTRIES"), 10, 64); err == nil && v > 0 {
-		c.KeepEntries = v
+	if ro.KeepEntries > 0 {
+		c.KeepEntries = ro.KeepEntries
 	}
-	if os.Getenv("NACRE_RAFT_NO_LEASE") != "" {
+	if ro.NoLease {
 		c.DisableLease = true
 	}
 	c.TickInterval = 100 * time.Millisecond
@@ -125,7 +123,7 @@ func handOff(g *raftgroup.Group, log *slog.Logger) {
 // runMGS serves the MGS: its Raft group (one replica, or one of several),
 // and for a replica, a registrar that lists it with the MGS like any other
 // target so that `nacre status` shows every replica and which one leads.
-func runMGS(id target.Identity, dir string, db *kv.DB, ln net.Listener, reg *prometheus.Registry, sm *obs.ServerMetrics, log *slog.Logger, metricsAddr string, fatal chan error) (func(), error) {
+func runMGS(id target.Identity, dir string, db *kv.DB, ln net.Listener, reg *prometheus.Registry, sm *obs.ServerMetrics, log *slog.Logger, metricsAddr string, ro RaftOptions, fatal chan error) (func(), error) {
 	g := grpcx.NewServer(nil, grpcx.WithInFlight(sm.InFlight.WithLabelValues("grpc")))
 	tr := newTransport(id, g, log)
 	self := mgs.SelfInfo(id, ln.Addr().String(), metricsAddr, absDir(dir))
@@ -133,7 +131,7 @@ func runMGS(id target.Identity, dir string, db *kv.DB, ln net.Listener, reg *pro
 		Group: func(sm raftgroup.StateMachine) (*raftgroup.Group, error) {
 			return startGroup(id, dir, raftConfig(id, dir, tr, raftgroup.Config{
 				GroupID: MGSGroup, DB: db, Prefix: []byte("\x00r"), SM: sm, Log: log, Name: "MGS", Target: "mgs",
-			}))
+			}, ro))
 		}})
 	if err != nil {
 		if tr != nil {

@@ -8,14 +8,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,20 +36,41 @@ import (
 	"nacre/internal/raftgroup"
 	"nacre/internal/reserve"
 	"nacre/internal/target"
+	"nacre/internal/target/proc"
 	"nacre/internal/version"
 )
 
-// PidFile is the name of the file holding the serving process's pid.
-const PidFile = "serve.pid"
-
-// LogFile is where `nacre up` sends a target's log.
-const LogFile = "serve.log"
-
-// Options configure Run.
+// Options configure Run. cmd/nacre fills the knobs from the
+// environment (`nacre help environment`); their zero values are the
+// defaults.
 type Options struct {
 	Log *slog.Logger
 	// Ready, if set, is called once the target serves.
 	Ready func(id target.Identity)
+	// GCPercent, if not 0, is the Go collector's target percentage
+	// (debug.SetGCPercent). Servers keep little garbage-free state on the
+	// Go heap (pebble's cache is off-heap) and memory is plentiful:
+	// cmd/nacre trades some of it for less collector CPU on the metadata
+	// path (400) unless GOGC is set.
+	GCPercent int
+	// Raft tunes the Raft groups of the MGS and of an MDT.
+	Raft RaftOptions
+	// MDS tunes a metadata server.
+	MDS mds.Options
+}
+
+// RaftOptions tune a target's Raft group (raftgroup.Config).
+type RaftOptions struct {
+	// VoteWhileEmpty lets a replica with an empty log vote and be
+	// elected (raftgroup.Config.VoteWhileEmpty): the way out when every
+	// replica lost its log.
+	VoteWhileEmpty bool
+	// KeepEntries, if not 0, is how many applied entries the log keeps
+	// behind a snapshot (tests shorten it to exercise snapshots).
+	KeepEntries uint64
+	// NoLease turns the leader's read lease off: every read takes a
+	// ReadIndex round.
+	NoLease bool
 }
 
 // Run serves the target in dir until ctx is done or a fatal error occurs.
@@ -61,16 +80,13 @@ func Run(ctx context.Context, dir string, o Options) error {
 		return err
 	}
 	log := o.Log.With("target", id.Name())
-	if os.Getenv("GOGC") == "" {
-		// Servers keep little garbage-free state on the Go heap (pebble's
-		// cache is off-heap) and memory is plentiful: trade some of it for
-		// less collector CPU on the metadata path.
-		debug.SetGCPercent(400)
+	if o.GCPercent != 0 {
+		debug.SetGCPercent(o.GCPercent)
 	}
-	if err := claimPid(dir); err != nil {
+	if err := proc.Claim(dir); err != nil {
 		return err
 	}
-	defer os.Remove(filepath.Join(dir, PidFile))
+	defer os.Remove(filepath.Join(dir, proc.PidFile))
 
 	ln, err := listen(id.Listen, id, "gRPC")
 	if err != nil {
@@ -167,14 +183,14 @@ func Run(ctx context.Context, dir string, o Options) error {
 	var stop func()
 	switch id.Kind {
 	case target.MGS:
-		stop, err = runMGS(id, dir, db, ln, reg, sm, log, mh.Addr(), fatal) // replicas.go
+		stop, err = runMGS(id, dir, db, ln, reg, sm, log, mh.Addr(), o.Raft, fatal) // replicas.go
 		if err != nil {
 			return err
 		}
 	case target.MDT:
 		info.Kind = pb.TargetKind_TARGET_MDT
 		info.DataAddr = dataLn.Addr().String()
-		stop, err = runMDS(id, dir, idf, db, ln, dataLn, reg, sm, log, info, fatal)
+		stop, err = runMDS(id, dir, idf, db, ln, dataLn, reg, sm, log, info, o, fatal)
 		if err != nil {
 			return err
 		}
@@ -228,7 +244,7 @@ func Run(ctx context.Context, dir string, o Options) error {
 	}
 }
 
-func runMDS(id target.Identity, dir string, idf *identityFile, db *kv.DB, ln, dataLn net.Listener, reg *prometheus.Registry, sm *obs.ServerMetrics, log *slog.Logger, info *pb.TargetInfo, fatal chan error) (func(), error) {
+func runMDS(id target.Identity, dir string, idf *identityFile, db *kv.DB, ln, dataLn net.Listener, reg *prometheus.Registry, sm *obs.ServerMetrics, log *slog.Logger, info *pb.TargetInfo, o Options, fatal chan error) (func(), error) {
 	// Swappable: it follows the MGS replicas as the registrar learns them.
 	mgsConn, err := grpcx.DialSwap(id.MGSNode)
 	if err != nil {
@@ -243,7 +259,7 @@ func runMDS(id target.Identity, dir string, idf *identityFile, db *kv.DB, ln, da
 	}
 	var kick kicker // heartbeat at once when leadership changes (replicas.go)
 	srv, err := mds.Start(mds.Config{ID: id, DB: db, Log: log, Reg: reg, GRPC: g, MGS: nacregrpc.NewMGSClient(mgsConn),
-		Group: groupFor(id, dir, db, log, tr, &kick)})
+		Group: groupFor(id, dir, db, log, tr, &kick, o.Raft), Options: o.MDS})
 	if err != nil {
 		closeTr()
 		mgsConn.Close()
@@ -476,123 +492,15 @@ func listen(addr string, id target.Identity, what string) (net.Listener, error) 
 	return ln, nil
 }
 
-// claimPid records our pid, refusing if another live process serves dir.
-func claimPid(dir string) error {
-	p := filepath.Join(dir, PidFile)
-	if pid, ok := Serving(dir); ok && pid != os.Getpid() {
-		return fmt.Errorf("%s is already served by process %d; stop it first (nacre down, or kill %d)", dir, pid, pid)
-	}
-	return os.WriteFile(p, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
-}
-
-// ReadPid reads the pid file of a target directory.
-func ReadPid(dir string) (int, error) {
-	b, err := os.ReadFile(filepath.Join(dir, PidFile))
-	if err != nil {
-		return 0, err
-	}
-	return strconv.Atoi(strings.TrimSpace(string(b)))
-}
-
-// Serving returns the pid of the process serving the target in dir, by
-// its pid file, if that process runs and is `nacre serve` of that very
-// directory. After a reboot (a power cut) the pid in the file may belong
-// to any process; trusting it made `nacre up` skip the target and `nacre
-// down` signal a stranger.
-func Serving(dir string) (int, bool) {
-	pid, err := ReadPid(dir)
-	if err != nil || !Running(pid) {
-		return 0, false
-	}
-	return pid, servesDir(pid, dir)
-}
-
-// Serves reports whether process pid runs, not as a zombie, and serves the
-// target in dir (its command line is `serve --dir` of that directory).
-func Serves(pid int, dir string) bool { return Running(pid) && servesDir(pid, dir) }
-
-// servesDir says whether process pid runs `serve --dir D` with D the
-// directory dir. Where /proc cannot tell, it trusts the pid file.
-func servesDir(pid int, dir string) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
-		return !errors.Is(err, fs.ErrNotExist) || !procMounted()
-	}
-	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-	if !slices.Contains(args, "serve") {
-		return false
-	}
-	for i, a := range args {
-		var d string
-		switch {
-		case a == "--dir" && i+1 < len(args):
-			d = args[i+1]
-		case strings.HasPrefix(a, "--dir="):
-			d = strings.TrimPrefix(a, "--dir=")
-		default:
-			continue
-		}
-		if !filepath.IsAbs(d) {
-			cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
-			if err != nil {
-				return true // cannot resolve it: trust the pid file
-			}
-			d = filepath.Join(cwd, d)
-		}
-		a, errA := os.Stat(d)
-		b, errB := os.Stat(dir)
-		if errB != nil {
-			// The directory is gone (moved away, unmounted): only a
-			// process started on that very path serves it.
-			return filepath.Clean(d) == filepath.Clean(dir)
-		}
-		return errA == nil && os.SameFile(a, b)
-	}
-	return false
-}
-
-func procMounted() bool {
-	_, err := os.Stat("/proc/self/cmdline")
-	return err == nil
-}
-
-// zombie says whether pid has exited and waits for its parent to reap it.
-func zombie(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	// A killed process's main thread can be a zombie while its other
-	// threads still exit and still hold its files (the store's lock):
-	// it is gone only once a single thread is left (num_threads, field
-	// 20 of stat, is f[17]).
-	return len(f) > 17 && f[0] == "Z" && f[17] == "1"
-}
-
-// Running reports whether pid is a process that has not exited: it
-// exists and is not a zombie waiting to be reaped.
-func Running(pid int) bool { return Alive(pid) && !zombie(pid) }
-
-// Alive reports whether a process exists (a zombie too: see Running).
-func Alive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
-}
-
 // groupFor builds the Raft group constructor of an MDT (tr is nil for a
 // single replica; replicas.go).
-func groupFor(id target.Identity, dir string, db *kv.DB, log *slog.Logger, tr *raftgroup.GRPCTransport, k *kicker) func(sm raftgroup.StateMachine) (*raftgroup.Group, error) {
+func groupFor(id target.Identity, dir string, db *kv.DB, log *slog.Logger, tr *raftgroup.GRPCTransport, k *kicker, ro RaftOptions) func(sm raftgroup.StateMachine) (*raftgroup.Group, error) {
 	return func(sm raftgroup.StateMachine) (*raftgroup.Group, error) {
 		return startGroup(id, dir, raftConfig(id, dir, tr, raftgroup.Config{
 			GroupID: uint64(id.Index) + 1, DB: db, Prefix: []byte("\x00r"), SM: sm, Log: log,
 			Name: fmt.Sprintf("MDT%04x", id.Index), Target: fmt.Sprintf("mdt%d", id.Index),
 			OnLeaderChange: func(bool, uint64, uint64) { k.kick() },
-		}))
+		}, ro))
 	}
 }
 

@@ -8,8 +8,8 @@
 //	nacre-target.json   identity (this package)
 //	store/              pebble store (MGS config, MDT metadata + raft log, OST attributes)
 //	objects/            OST only: object data as sparse files
-//	serve.pid           pid of the process serving it (nacre up / nacre down)
-//	serve.log           that process's log (nacre up)
+//	serve.pid           pid of the process serving it (internal/target/proc)
+//	serve.log           that process's log (nacre up; internal/target/proc)
 package target
 
 import (

@@ -19,6 +19,7 @@ import (
 	"nacre/internal/client"
 	"nacre/internal/fid"
 	"nacre/internal/lfsck"
+	"nacre/internal/lfsck/admin"
 	"nacre/test/testcluster"
 )
 
@@ -412,7 +413,7 @@ func TestCLIStripeIndexAndChecker(t *testing.T) {
 	}
 
 	out, errOut, err := nacreIn(cl, "/", nil, "lfsck", "start", "--json")
-	var started cli.LfsckStarted
+	var started admin.LfsckStarted
 	if err != nil || json.Unmarshal([]byte(out), &started) != nil || len(started.Started) != 1 ||
 		started.Started[0].MDT != 0 || started.Started[0].Message == "" {
 		t.Fatalf("lfsck start --json: %v %+v\nstdout: %s\nstderr: %s", err, started, out, errOut)

@@ -20,7 +20,7 @@ import (
 	"nacre/internal/fid"
 	"nacre/internal/grpcx"
 	"nacre/internal/mds"
-	"nacre/internal/server"
+	"nacre/internal/target/proc"
 	"nacre/test/testcluster"
 )
 
@@ -53,7 +53,7 @@ type droppedReply struct {
 // logRecords returns the JSON log records of a target with message msg.
 func logRecords(t *testing.T, cl *testcluster.Cluster, name, msg string) []map[string]json.Number {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(cl.TargetDir(name), server.LogFile))
+	b, err := os.ReadFile(filepath.Join(cl.TargetDir(name), proc.LogFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,10 @@ import (
 	"nacre/test/testcluster"
 )
 
+// mountState is where the mount daemons the tests start record
+// themselves, as the nacre binary finds it.
+func mountState() string { return fusefs.StateDir(os.Getenv("XDG_RUNTIME_DIR")) }
+
 // fuseMount is a Nacre mount served by a `nacre mount -f` child process:
 // a test process never serves a FUSE mount it uses itself (go-fuse's
 // same-process deadlock). It is unmounted, and its process stopped by
@@ -147,7 +151,7 @@ func (m *fuseMount) cleanup() {
 	}
 	// A daemon that died (or was killed) may leave the mount point.
 	if _, ok := fusefs.FindMount(m.Dir); ok {
-		if err := fusefs.Umount(m.Dir, fusefs.UmountOptions{Force: true, Wait: 10 * time.Second}); err != nil {
+		if err := fusefs.Umount(m.Dir, fusefs.UmountOptions{Force: true, Wait: 10 * time.Second, StateDir: mountState()}); err != nil {
 			m.t.Errorf("free mount point %s: %v", m.Dir, err)
 		}
 	}

@@ -40,13 +40,13 @@ func TestFuseMountGoesToTheBackground(t *testing.T) {
 	if !strings.Contains(out, "is not empty: what it holds is hidden") {
 		t.Errorf("mount over a directory holding a file did not warn:\n%s", out)
 	}
-	rec, err := fusefs.ReadRecord(dir)
+	rec, err := fusefs.ReadRecord(mountState(), dir)
 	if err != nil {
 		t.Fatalf("mount record: %v", err)
 	}
 	t.Cleanup(func() {
 		if fusefs.Alive(rec.Pid) {
-			fusefs.Umount(dir, fusefs.UmountOptions{Force: true})
+			fusefs.Umount(dir, fusefs.UmountOptions{Force: true, StateDir: mountState()})
 			syscall.Kill(rec.Pid, syscall.SIGKILL)
 		}
 	})
@@ -65,7 +65,7 @@ func TestFuseMountGoesToTheBackground(t *testing.T) {
 	if fusefs.Alive(rec.Pid) {
 		t.Fatalf("daemon %d still running after umount", rec.Pid)
 	}
-	if _, err := fusefs.ReadRecord(dir); err == nil {
+	if _, err := fusefs.ReadRecord(mountState(), dir); err == nil {
 		t.Fatal("mount record left behind")
 	}
 	if got, err := os.ReadFile(filepath.Join(dir, "under")); err != nil || string(got) != "local" {
@@ -279,7 +279,7 @@ func TestFuseUpMountsAndDownUnmounts(t *testing.T) {
 	mnt := filepath.Join(t.TempDir(), "mnt")
 	t.Cleanup(func() {
 		if _, ok := fusefs.FindMount(mnt); ok {
-			fusefs.Umount(mnt, fusefs.UmountOptions{Force: true})
+			fusefs.Umount(mnt, fusefs.UmountOptions{Force: true, StateDir: mountState()})
 		}
 		exec.Command(bin, "down", "--dir", dir).Run()
 	})
@@ -290,7 +290,7 @@ func TestFuseUpMountsAndDownUnmounts(t *testing.T) {
 	if _, ok := fusefs.FindMount(mnt); !ok {
 		t.Fatalf("not mounted after up --mount:\n%s", out)
 	}
-	rec, err := fusefs.ReadRecord(mnt)
+	rec, err := fusefs.ReadRecord(mountState(), mnt)
 	if err != nil {
 		t.Fatal(err)
 	}

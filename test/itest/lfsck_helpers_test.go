@@ -148,7 +148,7 @@ func buildLTree(t *testing.T, ctx context.Context, c *client.Client, name string
 }
 
 // target is the path a kind damages in tr.
-func (tr *ltree) target(k fault.Kind) string {
+func (tr *ltree) target(k fault.Damage) string {
 	switch {
 	case k.Kind == "nlink_less":
 		return tr.path + "/h1"

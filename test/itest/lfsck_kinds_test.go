@@ -18,7 +18,7 @@ import (
 	"nacre/test/testcluster"
 )
 
-func needsFlags(k fault.Kind) []string {
+func needsFlags(k fault.Damage) []string {
 	var out []string
 	for _, f := range strings.Fields(k.Needs) {
 		out = append(out, f)
@@ -27,7 +27,7 @@ func needsFlags(k fault.Kind) []string {
 }
 
 // otherFlags are the repair options (-o -c -C) kind k does not need.
-func otherFlags(k fault.Kind) []string {
+func otherFlags(k fault.Damage) []string {
 	var out []string
 	for _, f := range []string{"-o", "-c", "-C"} {
 		if !strings.Contains(k.Needs, f) {
@@ -82,9 +82,9 @@ func TestLfsckEveryFaultKind(t *testing.T) {
 	start := time.Now().Add(-time.Minute)
 	for i, k := range fault.Kinds {
 		k := k
-		t.Run(k.Kind, func(t *testing.T) {
+		t.Run(string(k.Kind), func(t *testing.T) {
 			tr := buildLTree(t, ctx, c, fmt.Sprintf("k%02d", i))
-			if out, err := cl.Run("fault", "inject", k.Kind, "--path", tr.target(k)); err != nil {
+			if out, err := cl.Run("fault", "inject", string(k.Kind), "--path", tr.target(k)); err != nil {
 				t.Fatalf("inject: %v\n%s", err, out)
 			}
 			want := uint64(1)
@@ -194,7 +194,7 @@ func checkTimes(t *testing.T, ctx context.Context, c *client.Client, start time.
 // checkLTree checks what tr reads back after kind k was repaired; added
 // is what the repair added to lost+found, which must be exactly the
 // entries the kind produces (docs/lfsck.md, lost+found: <FID>-<type>-<n>).
-func checkLTree(t *testing.T, ctx context.Context, c *client.Client, tr *ltree, k fault.Kind, added map[string]fid.FID) {
+func checkLTree(t *testing.T, ctx context.Context, c *client.Client, tr *ltree, k fault.Damage, added map[string]fid.FID) {
 	t.Helper()
 	const ss = 64 << 10
 	lpf := "/.nacre/lost+found/"

@@ -18,7 +18,7 @@ import (
 	"nacre/internal/fault"
 	"nacre/internal/fid"
 	"nacre/internal/lfsck"
-	"nacre/internal/server"
+	"nacre/internal/target/proc"
 	"nacre/test/testcluster"
 )
 
@@ -576,7 +576,7 @@ func TestLfsckARefusedRepairIsAFailure(t *testing.T) {
 	if ns.Status != "completed" || ns.Failed == 0 || ns.Counters["orphan"].Inconsistent != 1 {
 		t.Fatalf("without failout: want completed with the failure counted; got %s failed=%d", summary(r), ns.Failed)
 	}
-	if log, _ := os.ReadFile(filepath.Join(cl.TargetDir("mdt0"), server.LogFile)); !strings.Contains(string(log), "repair refused") || !strings.Contains(string(log), "/.nacre/lost+found is taken") {
+	if log, _ := os.ReadFile(filepath.Join(cl.TargetDir("mdt0"), proc.LogFile)); !strings.Contains(string(log), "repair refused") || !strings.Contains(string(log), "/.nacre/lost+found is taken") {
 		t.Errorf("the MDT's log does not say which repair was refused and why")
 	}
 }

@@ -21,8 +21,8 @@ import (
 	"nacre/internal/cli"
 	"nacre/internal/fusefs"
 	"nacre/internal/localcluster"
-	"nacre/internal/server"
 	"nacre/internal/target"
+	"nacre/internal/target/proc"
 	"nacre/test/testcluster"
 )
 
@@ -60,7 +60,7 @@ func TestUpCtrlCStopsAndRestartKeepsData(t *testing.T) {
 	pids := map[string]int{}
 	dirs, _ := localcluster.Dirs(dir)
 	for _, d := range dirs {
-		pid, err := server.ReadPid(d)
+		pid, err := proc.ReadPid(d)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +79,7 @@ func TestUpCtrlCStopsAndRestartKeepsData(t *testing.T) {
 		t.Fatal("nacre up did not stop after Ctrl-C")
 	}
 	for d, pid := range pids {
-		if server.Running(pid) {
+		if proc.Running(pid) {
 			t.Fatalf("%s (pid %d) still running after Ctrl-C", filepath.Base(d), pid)
 		}
 	}
@@ -305,19 +305,19 @@ func TestUpAndDownIgnoreAPidFileOfAnotherProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { stranger.Process.Kill(); stranger.Wait() })
-	if err := os.WriteFile(filepath.Join(dir, "ost1", server.PidFile), []byte(strconv.Itoa(stranger.Process.Pid)+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "ost1", proc.PidFile), []byte(strconv.Itoa(stranger.Process.Pid)+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 
 	if out, err := exec.Command(bin, "up", "--dir", dir, "--detach").CombinedOutput(); err != nil {
 		t.Fatalf("up with a stale pid file: %v\n%s", err, out)
 	}
-	pid, ok := server.Serving(filepath.Join(dir, "ost1"))
+	pid, ok := proc.Serving(filepath.Join(dir, "ost1"))
 	if !ok || pid == stranger.Process.Pid {
 		t.Fatalf("OST0001 was not started: serving %v, pid %d (the stranger is %d)", ok, pid, stranger.Process.Pid)
 	}
 	// Its pid file is the stranger's again: down must not signal it.
-	if err := os.WriteFile(filepath.Join(dir, "ost1", server.PidFile), []byte(strconv.Itoa(stranger.Process.Pid)+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "ost1", proc.PidFile), []byte(strconv.Itoa(stranger.Process.Pid)+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	exec.Command(bin, "down", "--dir", dir).CombinedOutput()
@@ -336,14 +336,14 @@ func TestUpAndDownIgnoreAPidFileOfAnotherProcess(t *testing.T) {
 // "mkdir M: file exists" and stopped the cluster it had just started.
 func TestUpMountsAgainOverItsDeadMount(t *testing.T) {
 	bin, dir, mnt := upMounted(t, "before the cut\n")
-	rec, err := fusefs.ReadRecord(mnt)
+	rec, err := fusefs.ReadRecord(mountState(), mnt)
 	if err != nil {
 		t.Fatalf("the mount daemon's record: %v", err)
 	}
 	victims := []int{rec.Pid}
 	dirs, _ := localcluster.Dirs(dir)
 	for _, d := range dirs {
-		if pid, ok := server.Serving(d); ok {
+		if pid, ok := proc.Serving(d); ok {
 			victims = append(victims, pid)
 		}
 	}

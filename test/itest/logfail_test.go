@@ -16,7 +16,7 @@ import (
 	"nacre/internal/fid"
 	"nacre/internal/grpcx"
 	"nacre/internal/raftgroup"
-	"nacre/internal/server"
+	"nacre/internal/target/proc"
 	"nacre/test/testcluster"
 )
 
@@ -55,13 +55,13 @@ func TestMDTExitsWhenItsRaftLogCannotSync(t *testing.T) {
 	}
 
 	deadline := time.Now().Add(15 * time.Second)
-	for server.Running(pid) {
+	for proc.Running(pid) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the MDT (pid %d) still runs 15 s after its Raft log failed to sync", pid)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	b, err := os.ReadFile(filepath.Join(cl.TargetDir("mdt0"), server.LogFile))
+	b, err := os.ReadFile(filepath.Join(cl.TargetDir("mdt0"), proc.LogFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,8 +24,8 @@ import (
 	"nacre/internal/grpcx"
 	"nacre/internal/localcluster"
 	"nacre/internal/raftgroup"
-	"nacre/internal/server"
 	"nacre/internal/target"
+	"nacre/internal/target/proc"
 	"nacre/test/testcluster"
 )
 
@@ -438,7 +438,7 @@ func waitStatusLeader(t *testing.T, c *client.Client, replica string) {
 }
 
 func pidOf(t *testing.T, cl *testcluster.Cluster, name string) int {
-	pid, err := server.ReadPid(cl.TargetDir(name))
+	pid, err := proc.ReadPid(cl.TargetDir(name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,7 +454,7 @@ func keepLogs(t *testing.T, cl *testcluster.Cluster, extra ...string) {
 	}
 	dirs, _ := localcluster.Dirs(cl.Dir)
 	for _, d := range dirs {
-		if b, err := os.ReadFile(filepath.Join(d, server.LogFile)); err == nil {
+		if b, err := os.ReadFile(filepath.Join(d, proc.LogFile)); err == nil {
 			os.WriteFile(filepath.Join(dst, filepath.Base(d)+".log"), b, 0o644)
 		}
 	}

@@ -24,8 +24,8 @@ import (
 	"nacre/internal/fid"
 	"nacre/internal/grpcx"
 	"nacre/internal/localcluster"
-	"nacre/internal/server"
 	"nacre/internal/target"
+	"nacre/internal/target/proc"
 	"nacre/test/testcluster"
 )
 
@@ -524,7 +524,7 @@ func TestAReplicaRemovedWhileDownStopsWhenStarted(t *testing.T) {
 func stopsAsRemoved(t *testing.T, cl *testcluster.Cluster, victim string, pid int, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
-	for server.Running(pid) {
+	for proc.Running(pid) {
 		if time.Now().After(deadline) {
 			t.Fatalf("removed replica %s (pid %d) still runs %v after its removal", victim, pid, within)
 		}

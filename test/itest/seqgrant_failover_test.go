@@ -23,8 +23,8 @@ import (
 	"nacre/internal/client"
 	"nacre/internal/fid"
 	"nacre/internal/kv"
-	"nacre/internal/server"
 	"nacre/internal/target"
+	"nacre/internal/target/proc"
 	"nacre/test/testcluster"
 )
 
@@ -296,7 +296,7 @@ type mgsStore struct {
 // running.
 func readMGSStore(t *testing.T, dir string) mgsStore {
 	t.Helper()
-	if pid, err := server.ReadPid(dir); err == nil && server.Running(pid) {
+	if pid, err := proc.ReadPid(dir); err == nil && proc.Running(pid) {
 		t.Fatalf("%s is served by pid %d: its store cannot be read", dir, pid)
 	}
 	// A killed process's leader thread is a zombie (not Running) a little
@@ -344,7 +344,7 @@ func grantsLogged(t *testing.T, cl *testcluster.Cluster, group, msg string) []*p
 	t.Helper()
 	var out []*pb.SeqRange
 	for _, name := range replicaNames(t, cl, group) {
-		b, err := os.ReadFile(filepath.Join(cl.TargetDir(name), server.LogFile))
+		b, err := os.ReadFile(filepath.Join(cl.TargetDir(name), proc.LogFile))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"nacre/internal/localcluster"
-	"nacre/internal/server"
 	"nacre/internal/target"
+	"nacre/internal/target/proc"
 	"nacre/test/testcluster"
 )
 
@@ -37,7 +37,7 @@ func servingPids(t *testing.T, dir string) map[string]int {
 	}
 	pids := map[string]int{}
 	for _, d := range dirs {
-		if pid, ok := server.Serving(d); ok {
+		if pid, ok := proc.Serving(d); ok {
 			pids[filepath.Base(d)] = pid
 		}
 	}
@@ -58,11 +58,11 @@ func stillServing(t *testing.T, dir string, before map[string]int, what string) 
 
 // killTarget sends sig to the process of a target directory and waits
 // until it is gone, with every thread: the main thread of a Go process is
-// a zombie (not server.Running) while its other threads still exit, and
+// a zombie (not proc.Running) while its other threads still exit, and
 // until the last one has, the process's sockets are open.
 func killTarget(t *testing.T, d string, sig syscall.Signal) {
 	t.Helper()
-	pid, ok := server.Serving(d)
+	pid, ok := proc.Serving(d)
 	if !ok {
 		t.Fatalf("%s is not running", d)
 	}
@@ -79,7 +79,7 @@ func killTarget(t *testing.T, d string, sig syscall.Signal) {
 // processGone says whether pid has exited and no thread of it is left (it
 // may wait to be reaped).
 func processGone(pid int) bool {
-	if server.Running(pid) {
+	if proc.Running(pid) {
 		return false
 	}
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))

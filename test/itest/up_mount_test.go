@@ -28,7 +28,7 @@ import (
 func TestUpMountsAgainRightAfterItsMountDaemonDied(t *testing.T) {
 	bin, dir, mnt := upMounted(t, "before the kill\n")
 	before := servingPids(t, dir)
-	rec, err := fusefs.ReadRecord(mnt)
+	rec, err := fusefs.ReadRecord(mountState(), mnt)
 	if err != nil {
 		t.Fatalf("the mount daemon's record: %v", err)
 	}
@@ -102,7 +102,7 @@ func TestUpMountReplacesADeadMountMadeByNacreMount(t *testing.T) {
 		exec.Command("fusermount3", "-u", "-z", mnt).Run()
 		// The daemons' logs in the state directory (each run's
 		// mount point is new: they were left there, one per run).
-		os.Remove(filepath.Join(fusefs.StateDir(), url.PathEscape(mnt)+".log"))
+		os.Remove(filepath.Join(mountState(), url.PathEscape(mnt)+".log"))
 	})
 	if out, err := exec.Command(bin, "up", "--dir", dir, "--detach").CombinedOutput(); err != nil {
 		t.Fatalf("up: %v\n%s", err, out)
@@ -124,7 +124,7 @@ func TestUpMountReplacesADeadMountMadeByNacreMount(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "mounted at "+mnt+" already") {
 		t.Errorf("up --mount on the live mount nacre mount made: %v\n%s", err, out)
 	}
-	rec, err := fusefs.ReadRecord(mnt)
+	rec, err := fusefs.ReadRecord(mountState(), mnt)
 	if err != nil {
 		t.Fatalf("the mount daemon's record: %v", err)
 	}

@@ -2,10 +2,11 @@
 //
 //	base → storage → replication → targets → servers → client → tools → cmd
 //
-// A package imports packages of its own tier or of tiers below it. The
-// client tier is narrower still: it stands on the base tier alone, so a
-// client links neither the consensus library nor the storage engine, and
-// the protocols that exist to avoid gRPC do not link it.
+// A package imports packages of its own tier or of tiers below it. Some
+// stand on less (narrow): the client tier on the base tier alone, so that
+// a client links neither the consensus library nor the storage engine, and
+// the CLI on the client library, never on a server or a target; the
+// protocols that exist to avoid gRPC do not link it.
 
 package layering
 
@@ -14,6 +15,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -60,6 +62,7 @@ var tiers = map[string]tier{
 	"internal/raftlog":      storage,
 	"internal/reserve":      storage,
 	"internal/target":       storage,
+	"internal/target/proc":  base,
 	"internal/raftgroup":    replication,
 	"internal/ldlm":         targets,
 	"internal/lfsck":        targets,
@@ -81,8 +84,25 @@ var tiers = map[string]tier{
 // noGRPC are the packages that must not link gRPC, even indirectly.
 var noGRPC = []string{"api/nacrepb", "internal/errno", "internal/mdrpc", "internal/bulk", "internal/fid", "internal/layout", "internal/objrec"}
 
-// clientForbidden are modules the client tier must not link.
-var clientForbidden = []string{"go.etcd.io/raft", "github.com/cockroachdb/pebble"}
+// engines are the consensus library and the storage engine.
+var engines = []string{"go.etcd.io/raft", "github.com/cockroachdb/pebble"}
+
+// narrowRule says which tiers a package may import and which modules it
+// must not link.
+type narrowRule struct {
+	tiers   []tier
+	modules []string
+	why     string
+}
+
+var clientRule = narrowRule{[]tier{base, clientTier}, engines, "the client tier stands on the base tier alone"}
+
+// narrow holds the packages that stand on less than their tier allows.
+var narrow = map[string]narrowRule{
+	"internal/client": clientRule,
+	"internal/fusefs": clientRule,
+	"internal/cli":    {[]tier{base, storage, clientTier, tools}, engines, "the CLI reaches servers through the client library"},
+}
 
 type pkg struct {
 	ImportPath string
@@ -141,18 +161,19 @@ func violations(pkgs []pkg) []string {
 			if !ok {
 				continue // reported as its own package
 			}
+			n, isNarrow := narrow[rel]
 			switch {
 			case to > from:
 				bad = append(bad, fmt.Sprintf("%s (%s) imports %s (%s): an import goes up the tiers", rel, from, irel, to))
-			case from == clientTier && to != base && to != clientTier:
-				bad = append(bad, fmt.Sprintf("%s (client) imports %s (%s): the client tier stands on the base tier alone", rel, irel, to))
+			case isNarrow && !slices.Contains(n.tiers, to):
+				bad = append(bad, fmt.Sprintf("%s (%s) imports %s (%s): %s", rel, from, irel, to, n.why))
 			}
 		}
-		if from == clientTier {
-			for _, f := range clientForbidden {
+		if n, ok := narrow[rel]; ok {
+			for _, f := range n.modules {
 				for _, d := range p.Deps {
 					if strings.HasPrefix(d, f) {
-						bad = append(bad, fmt.Sprintf("%s (client) links %s", rel, d))
+						bad = append(bad, fmt.Sprintf("%s (%s) links %s: %s", rel, from, d, n.why))
 						break
 					}
 				}
@@ -181,18 +202,19 @@ func TestImportsFollowTheTiers(t *testing.T) {
 }
 
 // TestViolationsAreFound: the rules catch what they are for (a client
-// that imports the consensus package, an import up the tiers, a package
-// left out, a protocol that links gRPC).
+// that imports the consensus package, a CLI that imports a server, an
+// import up the tiers, a package left out, a protocol that links gRPC).
 func TestViolationsAreFound(t *testing.T) {
 	pkgs := []pkg{
 		{ImportPath: "nacre/internal/client", Imports: []string{"nacre/internal/raftgroup"}, Deps: []string{"go.etcd.io/raft/v3"}},
 		{ImportPath: "nacre/internal/kv", Imports: []string{"nacre/internal/mds"}},
 		{ImportPath: "nacre/internal/newthing"},
 		{ImportPath: "nacre/internal/mdrpc", Deps: []string{"google.golang.org/grpc"}},
-		{ImportPath: "nacre/internal/cli", Imports: []string{"nacre/internal/client", "nacre/internal/errno"}},
+		{ImportPath: "nacre/internal/cli", Imports: []string{"nacre/internal/client", "nacre/internal/errno", "nacre/internal/server"}},
 	}
 	got := violations(pkgs)
 	want := []string{
+		"internal/cli (tools) imports internal/server (servers): the CLI reaches servers",
 		"internal/client (client) imports internal/raftgroup",
 		"internal/client (client) links go.etcd.io/raft/v3",
 		"internal/kv (storage) imports internal/mds (servers): an import goes up the tiers",

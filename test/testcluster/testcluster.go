@@ -19,7 +19,7 @@ import (
 
 	"nacre/internal/client"
 	"nacre/internal/localcluster"
-	"nacre/internal/server"
+	"nacre/internal/target/proc"
 )
 
 var (
@@ -118,7 +118,7 @@ func (c *Cluster) Stop() {
 func (c *Cluster) dumpLogs() {
 	dirs, _ := localcluster.Dirs(c.Dir)
 	for _, d := range dirs {
-		b, err := os.ReadFile(filepath.Join(d, server.LogFile))
+		b, err := os.ReadFile(filepath.Join(d, proc.LogFile))
 		if err != nil {
 			continue
 		}
@@ -146,7 +146,7 @@ func (c *Cluster) TargetDir(name string) string { return filepath.Join(c.Dir, na
 
 // Pid is the pid serving a target.
 func (c *Cluster) Pid(name string) int {
-	pid, err := server.ReadPid(c.TargetDir(name))
+	pid, err := proc.ReadPid(c.TargetDir(name))
 	if err != nil {
 		c.t.Fatalf("pid of %s: %v", name, err)
 	}
@@ -161,7 +161,7 @@ func (c *Cluster) Kill(name string, sig syscall.Signal) {
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
-		if !server.Running(pid) {
+		if !proc.Running(pid) {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)

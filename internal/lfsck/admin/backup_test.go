@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"nacre/internal/cli"
 	"nacre/internal/kv"
 	"nacre/internal/mdt"
 	"nacre/internal/target"
@@ -57,7 +58,7 @@ func TestAFailedBackupKeepsTheEarlierOne(t *testing.T) {
 	small := testdisk.SmallTmpfs(t)
 	fillUp := func() { testdisk.Fill(t, small) }
 	good := filepath.Join(small, "good.bk")
-	e := Env{Out: io.Discard, Err: io.Discard}
+	e := cli.Env{Out: io.Discard, Err: io.Discard}
 	if err := Backup(e, newMDTDir(t, 0), good, false); err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +92,7 @@ func TestABackupReplacesTheEarlierOne(t *testing.T) {
 	if err := os.WriteFile(out, []byte("old"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := Backup(Env{Out: io.Discard, Err: io.Discard}, mdtDir, out, false); err != nil {
+	if err := Backup(cli.Env{Out: io.Discard, Err: io.Discard}, mdtDir, out, false); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(out)
@@ -147,7 +148,7 @@ func TestABackupOfADamagedStoreIsRefusedUnlessForced(t *testing.T) {
 	}{{lostLog, "has no record of its Raft log"}, {lostAll, "holds none of its data"}} {
 		out := filepath.Join(t.TempDir(), "b.bk")
 		var stderr bytes.Buffer
-		e := Env{Out: io.Discard, Err: &stderr}
+		e := cli.Env{Out: io.Discard, Err: &stderr}
 		err := Backup(e, c.dir, out, false)
 		if err == nil || !strings.Contains(err.Error(), "refusing to back up MDT0000") || !strings.Contains(err.Error(), c.why) ||
 			!strings.Contains(err.Error(), "--force") || !strings.Contains(err.Error(), "another replica") {
@@ -199,7 +200,7 @@ func emptyStore(t *testing.T, dir string) {
 func TestAFailedRestoreLeavesTheTargetAsItWas(t *testing.T) {
 	src := newMDTDir(t, 50)
 	bk := filepath.Join(t.TempDir(), "good.bk")
-	e := Env{Out: io.Discard, Err: io.Discard}
+	e := cli.Env{Out: io.Discard, Err: io.Discard}
 	if err := Backup(e, src, bk, false); err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +258,7 @@ func TestAFailedRestoreLeavesTheTargetAsItWas(t *testing.T) {
 // a store that lost data took for a damaged store. The restore also reads
 // its backup from a pipe (it was read twice: "illegal seek").
 func TestARestoredMDTIsBackedUpAndAPipeRestores(t *testing.T) {
-	e := Env{Out: io.Discard, Err: io.Discard}
+	e := cli.Env{Out: io.Discard, Err: io.Discard}
 	src := newMDTDir(t, 20)
 	bk := filepath.Join(t.TempDir(), "b1.bk")
 	if err := Backup(e, src, bk, false); err != nil {
@@ -294,7 +295,7 @@ func TestARestoredMDTIsBackedUpAndAPipeRestores(t *testing.T) {
 // the link names and leaves the link: it was renamed over (as root,
 // /dev/stdout itself). A new backup file gets the mode the umask leaves.
 func TestABackupThroughALinkKeepsTheLinkAndANewOneTheUmask(t *testing.T) {
-	e := Env{Out: io.Discard, Err: io.Discard}
+	e := cli.Env{Out: io.Discard, Err: io.Discard}
 	src := newMDTDir(t, 5)
 	d := t.TempDir()
 	real := filepath.Join(d, "real")

@@ -3,6 +3,7 @@ package admin
 import (
 	"bytes"
 	"context"
+	"nacre/internal/cli"
 	"strings"
 	"testing"
 )
@@ -30,7 +31,7 @@ func TestStatusNeedsOneComponent(t *testing.T) {
 		t.Run(tc.component, func(t *testing.T) {
 			var out bytes.Buffer
 			// No MGS: a component accepted fails later, on the connection.
-			err := Status(context.Background(), Env{Out: &out, Err: &out}, 0, tc.component, false)
+			err := Status(context.Background(), cli.Env{Out: &out, Err: &out}, 0, tc.component, false)
 			refused := err != nil && strings.Contains(err.Error(), "give one of scrub, namespace, layout")
 			if refused == tc.ok {
 				t.Fatalf("-t %q: error %v, want refused=%v", tc.component, err, !tc.ok)

@@ -1,4 +1,4 @@
-package server
+package proc
 
 import (
 	"os/exec"

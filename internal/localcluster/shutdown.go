@@ -1,16 +1,15 @@
-package cli
+package localcluster
 
 import (
 	"fmt"
 	"io"
 	"sort"
-	"strings"
 
+	"nacre/internal/client"
 	"nacre/internal/fusefs"
-	"nacre/internal/localcluster"
 )
 
-// Down stops the local cluster in dir (localcluster.Down), first
+// Shutdown stops the local cluster in dir (Down), first
 // unmounting the Nacre mounts of its file system on this machine, as an
 // administrator unmounts Lustre clients before stopping the servers: a
 // mount left behind would only fail every program that uses it, and
@@ -21,20 +20,27 @@ import (
 // cluster's (fusefs.Record). Each is unmounted as `nacre umount` does; a
 // busy one (files open on it) is not forced, and if it is still mounted
 // once the servers are stopped, a warning names it and says how to free
-// it. The mount `nacre up --mount` made is forced (localcluster.Down).
+// it. The mount `nacre up --mount` made is forced (Down).
 // A Nacre mount whose record cannot be read (made by another user) may
 // be of this file system: a warning names it too. The cluster is stopped
-// in every case.
-func Down(dir string, out, errOut io.Writer) error {
+// in every case. Mount daemons record themselves in stateDir
+// (fusefs.StateDir).
+func Shutdown(dir, stateDir string, out, errOut io.Writer) error {
 	var busy []string
 	var failures []error
 	var unknown []string
-	if mgs, err := localcluster.MGSAddr(dir); err == nil {
-		pe := LocalPathEnv()
-		mine, others := clusterMounts(pe, mgs)
+	if mgs, err := MGSAddr(dir); err == nil {
+		recorded := func(d string) string {
+			r, err := fusefs.ReadRecord(stateDir, d)
+			if err != nil {
+				return ""
+			}
+			return r.MGS
+		}
+		mine, others := clusterMounts(fusefs.Mounts(), recorded, mgs)
 		unknown = others
 		for _, m := range mine {
-			if err := fusefs.Umount(m, fusefs.UmountOptions{}); err != nil {
+			if err := fusefs.Umount(m, fusefs.UmountOptions{StateDir: stateDir}); err != nil {
 				busy = append(busy, m)
 				failures = append(failures, err)
 				continue
@@ -42,7 +48,7 @@ func Down(dir string, out, errOut io.Writer) error {
 			fmt.Fprintf(out, "unmounted %s\n", m)
 		}
 	}
-	if err := localcluster.Down(dir, out); err != nil {
+	if err := down(dir, stateDir, out); err != nil {
 		return err
 	}
 	for i, m := range busy {
@@ -61,40 +67,25 @@ func Down(dir string, out, errOut io.Writer) error {
 	return nil
 }
 
-// clusterMounts lists the Nacre mounts of this machine whose daemon
+// clusterMounts lists the Nacre mounts of the mount table whose daemon
 // recorded the MGS mgs (an address, or the replicas' "a,b,c"), deepest
-// first, and the Nacre mounts whose MGS is unknown.
-func clusterMounts(pe PathEnv, mgs string) (mine, unknown []string) {
+// first, and the Nacre mounts whose MGS is unknown (recorded gives ""
+// for them).
+func clusterMounts(mounts []fusefs.MountInfo, recorded func(dir string) string, mgs string) (mine, unknown []string) {
 	seen := map[string]bool{}
-	for _, m := range pe.Mounts {
-		if m.FsType != NacreFsType || seen[m.Dir] {
+	for _, m := range mounts {
+		if m.FsType != fusefs.NacreFsType || seen[m.Dir] {
 			continue
 		}
 		seen[m.Dir] = true
-		rec := ""
-		if pe.MountMGS != nil {
-			rec = pe.MountMGS(m.Dir)
-		}
-		switch {
+		switch rec := recorded(m.Dir); {
 		case rec == "":
 			unknown = append(unknown, m.Dir)
-		case sameMGS(rec, mgs):
+		case client.SameMGS(rec, mgs):
 			mine = append(mine, m.Dir)
 		}
 	}
 	// Mounts inside other mounts first.
 	sort.SliceStable(mine, func(i, j int) bool { return len(mine[i]) > len(mine[j]) })
 	return mine, unknown
-}
-
-// sameMGS reports whether two MGS address lists share an address.
-func sameMGS(a, b string) bool {
-	for _, x := range strings.Split(a, ",") {
-		for _, y := range strings.Split(b, ",") {
-			if sameAddr(strings.TrimSpace(x), strings.TrimSpace(y)) {
-				return true
-			}
-		}
-	}
-	return false
 }

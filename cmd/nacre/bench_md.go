@@ -1,0 +1,82 @@
+package main
+
+import (
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"nacre/internal/bench"
+	"nacre/internal/cli"
+)
+
+// newBenchMDCommand is `nacre bench md`.
+func newBenchMDCommand(g *globals) *cobra.Command {
+	var md struct {
+		workers, items, stripes, depth, branch, iterations, wbytes, rbytes int
+		shared, json, csv                                                  bool
+		path, plot, phases                                                 string
+		gap                                                                time.Duration
+	}
+	cmd := &cobra.Command{
+		Use:   "md [--workers N] [--items N] [--shared-dir] [--path DIR] [--json|--csv] [--plot FILE.png]",
+		Short: "mdtest-like directory and file create, stat, read and remove phases",
+		Long: `Runs mdtest-like phases: dir_create, dir_stat, dir_remove, file_create,
+file_stat, file_read, file_remove (and tree_create/tree_remove with --depth).
+By default it drives the Nacre cluster of --mgs through the client library;
+with --path it uses system calls in a directory of any mounted file system
+(a Nacre mount, the local disk, MooseFS ...), for side-by-side figures.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o := bench.MDOptions{MGS: g.mgs, Path: md.path, Workers: md.workers, Items: md.items, SharedDir: md.shared,
+				StripeCount: md.stripes, Depth: md.depth, Branch: md.branch, Iterations: md.iterations,
+				WriteBytes: md.wbytes, ReadBytes: md.rbytes, PhaseGap: md.gap}
+			if md.phases != "" {
+				o.Phases = strings.Split(md.phases, ",")
+			}
+			if md.path != "" && !cmd.Flags().Changed("mgs") {
+				o.MGS = "" // a path run samples servers only if asked
+			}
+			if !md.json && !md.csv {
+				o.Progress = cmd.ErrOrStderr()
+			}
+			if md.plot != "" {
+				o.Timeline = &bench.Timeline{MGS: o.MGS, Unit: "ops"}
+			}
+			r, err := bench.RunMD(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			if md.plot != "" {
+				if _, err := bench.WritePlot(md.plot, "nacre bench md: "+r.Target, "ops", o.Timeline.Points()); err != nil {
+					return err
+				}
+			}
+			switch {
+			case md.json:
+				return cli.JSON(cmd.OutOrStdout(), r)
+			case md.csv:
+				return bench.WriteMDCSV(cmd.OutOrStdout(), r)
+			}
+			bench.PrintMD(cmd.OutOrStdout(), r)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&md.workers, "workers", 1, "concurrent workers (each its own client, like mdtest ranks)")
+	f.IntVar(&md.items, "items", 1000, "files and directories per worker")
+	f.BoolVar(&md.shared, "shared-dir", false, "all workers in one directory (default: one each)")
+	f.StringVar(&md.path, "path", "", "run through system calls in this directory of a mounted file system")
+	f.IntVar(&md.stripes, "stripe-count", 0, "stripe count of the files (0: file system default; client library only)")
+	f.IntVar(&md.depth, "depth", 0, "directory tree depth per worker (mdtest -z)")
+	f.IntVar(&md.branch, "branch", 1, "directory tree branching factor (mdtest -b)")
+	f.IntVar(&md.iterations, "iterations", 1, "repeat the run; report mean, min, max and stddev")
+	f.StringVar(&md.phases, "phases", "dir,file", "which phases: dir, file or dir,file; add ls for file_ls (what ls -l asks of each file: lstat, security.selinux, the access ACL), e.g. file,ls; link: --items hard links to one file per worker (link_create, link_stat, link_remove)")
+	f.IntVar(&md.wbytes, "write-bytes", 0, "bytes written into each file at create (mdtest -w)")
+	f.IntVar(&md.rbytes, "read-bytes", 0, "bytes read from each file in file_read (mdtest -e)")
+	f.DurationVar(&md.gap, "gap", 0, "pause between phases (let FUSE attribute caches expire, e.g. 2s)")
+	f.BoolVar(&md.json, "json", false, "print JSON")
+	f.BoolVar(&md.csv, "csv", false, "print CSV")
+	f.StringVar(&md.plot, "plot", "", "draw the per-second timeline (with server disk and network throughput) to FILE.png")
+	return cmd
+}

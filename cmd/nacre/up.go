@@ -1,0 +1,64 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"nacre/internal/localcluster"
+	"nacre/internal/target"
+)
+
+type upFlags struct {
+	dir, fsname    string
+	osts, replicas int
+	detach         bool
+	mount          string
+	allowMissing   bool
+}
+
+// newUpCommand is `nacre up` (localcluster.Run).
+func newUpCommand(g *globals) *cobra.Command {
+	var f upFlags
+	cmd := &cobra.Command{
+		Use:     "up [--dir DIR] [--osts N] [--replicas N] [--mount DIR] [--allow-missing] [--detach]",
+		Short:   "Format (when new) and start a local cluster: MGS, one MDT, N OSTs",
+		GroupID: "server",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Flags left at their defaults are not passed: the defaults
+			// are for a new cluster, and an existing one keeps what it
+			// has (Up notes a value given that it does not apply).
+			o := localcluster.RunOptions{Options: localcluster.Options{Dir: f.dir, Out: cmd.OutOrStdout(), Mount: f.mount, AllowMissing: f.allowMissing,
+				MountState: g.environ.mountState()}, Detach: f.detach, Self: selfName(), Err: cmd.ErrOrStderr()}
+			if cmd.Flags().Changed("osts") {
+				if err := localcluster.CheckOSTs(f.osts); err != nil {
+					return err
+				}
+				o.OSTs = f.osts
+			}
+			if cmd.Flags().Changed("replicas") {
+				if err := localcluster.CheckReplicas(f.replicas); err != nil {
+					return err
+				}
+				o.Replicas = f.replicas
+			}
+			if cmd.Flags().Changed("fsname") {
+				if err := target.CheckFsname(f.fsname); err != nil {
+					return fmt.Errorf("--fsname: %w", err)
+				}
+				o.Fsname = f.fsname
+			}
+			return localcluster.Run(cmd.Context(), o)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.dir, "dir", localcluster.DefaultDir, "cluster directory")
+	fl.StringVar(&f.fsname, "fsname", "nacre", "file system name for a new cluster")
+	fl.IntVar(&f.osts, "osts", 2, "number of OSTs (a new cluster gets this many; an existing one grows to it)")
+	fl.IntVar(&f.replicas, "replicas", 1, "replicas of the MGS and of each MDT of a new cluster, each its own process: 1, or an odd number from 3 (3 for high availability)")
+	fl.StringVar(&f.mount, "mount", "", "also mount the file system at this directory (unmounted by down or Ctrl-C)")
+	fl.BoolVar(&f.allowMissing, "allow-missing", false, "start even if the directory of an OST (or MDT replica) the MGS knows is missing, or an OST fails to start (files with stripes on a missing OST fail until it is back)")
+	fl.BoolVar(&f.detach, "detach", false, "return once the cluster is ready; print NACRE_MGS=host:port last")
+	return cmd
+}

@@ -1,0 +1,101 @@
+package localcluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// RunOptions are the options of `nacre up`: the cluster's, and what to do
+// once it is up.
+type RunOptions struct {
+	Options
+	// Detach returns once the cluster is ready, leaving it running.
+	// Otherwise Run stays until ctx is done (Ctrl-C) or every target
+	// process has exited, and then shuts the cluster down (Shutdown).
+	Detach bool
+	// Self is how to run this binary again, in the hints printed
+	// ("nacre", or "bin/nacre" when that is not on the PATH).
+	Self string
+	// Err receives the warnings of the shutdown.
+	Err io.Writer
+}
+
+// Run is `nacre up`: it brings the cluster up (Up), says what runs and how
+// to use it, and unless o.Detach supervises it until it is to stop.
+func Run(ctx context.Context, o RunOptions) error {
+	out := o.Out
+	start := time.Now()
+	// A failed Up has stopped what it started, and only that.
+	c, err := Up(ctx, o.Options)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "Nacre is up in %.1fs: %s, data in %s\n", time.Since(start).Seconds(), c.Summary(), o.Dir)
+	self := o.Self
+	fmt.Fprintf(out, "Try:\n  export NACRE_MGS=%s\n  %s status\n  %s put /etc/services /services && %s ls -l /\n", c.MGS, self, self, self)
+	if o.Detach {
+		fmt.Fprintf(out, "Stop it with: %s down --dir %s\n", self, o.Dir)
+		fmt.Fprintf(out, "NACRE_MGS=%s\n", c.MGS)
+		return nil
+	}
+	fmt.Fprintln(out, "Press Ctrl-C to stop the cluster.")
+	return supervise(ctx, o.Dir, o.MountState, out, o.Err)
+}
+
+// supervise waits until ctx is done or every target process of the
+// cluster in dir has exited (`nacre down --dir` from another terminal:
+// nothing is left to stop then), and shuts it down.
+func supervise(ctx context.Context, dir, stateDir string, out, errOut io.Writer) error {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(out, "\nstopping...")
+			return Shutdown(dir, stateDir, out, errOut)
+		case <-tick.C:
+		}
+		if Running(dir) == 0 {
+			fmt.Fprintf(out, "every target process of %s has exited (stopped by nacre down, or died: see their serve.log); nacre up ends\n", dir)
+			// Unmount what is left of --mount.
+			return Shutdown(dir, stateDir, io.Discard, errOut)
+		}
+	}
+}
+
+// OSTs is the number of OSTs of the cluster.
+func (c *Cluster) OSTs() int {
+	n := 0
+	for _, t := range c.Targets {
+		if strings.HasPrefix(t.Name, "OST") {
+			n++
+		}
+	}
+	return n
+}
+
+// Summary says what runs: "MGS ADDR, 1 MDT, 2 OSTs", with the replicas of
+// a replicated cluster.
+func (c *Cluster) Summary() string {
+	mdt := "1 MDT"
+	if n := Replicas(c); n > 1 {
+		mdt = fmt.Sprintf("1 MDT (MGS and MDT: %d replicas each)", n)
+	}
+	osts := "1 OST"
+	if n := c.OSTs(); n != 1 {
+		osts = fmt.Sprintf("%d OSTs", n)
+	}
+	return fmt.Sprintf("MGS %s, %s, %s", c.MGS, mdt, osts)
+}
+
+// CheckOSTs refuses an OST count a cluster cannot have (`nacre up
+// --osts`).
+func CheckOSTs(n int) error {
+	if n < 1 {
+		return fmt.Errorf("--osts %d: a cluster needs at least 1 OST (an existing cluster keeps the OSTs it has; a larger --osts adds OSTs)", n)
+	}
+	return nil
+}
