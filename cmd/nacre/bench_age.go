@@ -45,7 +45,7 @@ An interrupted run continues where it stopped when run again.`,
 					return fmt.Errorf("--stripe-size: %w", err)
 				}
 			}
-			ao := bench.AgeOptions{MGS: g.mgs, Dest: o.dest, Local: o.local, Random: o.random, Files: o.files, MedianSize: median,
+			ao := bench.AgeOptions{MGS: g.mgs, FollowerReads: g.environ.followerReads(), Dest: o.dest, Local: o.local, Random: o.random, Files: o.files, MedianSize: median,
 				Darshan: o.darshan, MaxSize: capSize, StripeCount: o.stripes, StripeSize: ss, Seed: o.seed, Workers: o.workers,
 				Python: g.environ.get("NACRE_PYTHON")}
 			if !o.json {

@@ -28,7 +28,7 @@ with --path it uses system calls in a directory of any mounted file system
 (a Nacre mount, the local disk, MooseFS ...), for side-by-side figures.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o := bench.MDOptions{MGS: g.mgs, Path: md.path, Workers: md.workers, Items: md.items, SharedDir: md.shared,
+			o := bench.MDOptions{MGS: g.mgs, FollowerReads: g.environ.followerReads(), Path: md.path, Workers: md.workers, Items: md.items, SharedDir: md.shared,
 				StripeCount: md.stripes, Depth: md.depth, Branch: md.branch, Iterations: md.iterations,
 				WriteBytes: md.wbytes, ReadBytes: md.rbytes, PhaseGap: md.gap}
 			if md.phases != "" {

@@ -33,6 +33,8 @@ var darshanExtract string
 // AgeOptions configure `nacre bench age` (seed 000's aging method).
 type AgeOptions struct {
 	MGS string
+	// FollowerReads spreads the client's reads over every replica that is up.
+	FollowerReads bool
 	// Dest is the directory to fill: a path in the Nacre file system
 	// (client library), or with Local a directory of a mounted file system.
 	Dest  string
@@ -424,7 +426,7 @@ func newClientTree(ctx context.Context, o AgeOptions) (*clientTree, error) {
 	if o.MGS == "" {
 		return nil, errors.New("no cluster: pass --mgs HOST:PORT (or set NACRE_MGS), or --local to age a mounted directory")
 	}
-	c, err := client.New(ctx, client.Config{MGS: o.MGS})
+	c, err := client.New(ctx, client.Config{MGS: o.MGS, FollowerReads: o.FollowerReads})
 	if err != nil {
 		return nil, err
 	}

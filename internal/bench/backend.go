@@ -55,9 +55,9 @@ type ClientBackend struct {
 	targets map[string]fid.FID
 }
 
-// NewClientBackend connects a client to the cluster of mgs.
-func NewClientBackend(ctx context.Context, mgs string) (*ClientBackend, error) {
-	c, err := client.New(ctx, client.Config{MGS: mgs})
+// NewClientBackend connects a client configured by cfg.
+func NewClientBackend(ctx context.Context, cfg client.Config) (*ClientBackend, error) {
+	c, err := client.New(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -29,18 +29,20 @@ import (
 
 // IOOptions configure `nacre bench io`.
 type IOOptions struct {
-	MGS          string
-	Path         string // run on a mounted file system instead of the client library
-	Workers      int
-	Size         uint64 // bytes per worker
-	Block        uint64 // bytes per request
-	Patterns     []string
-	Modes        []string // "fpp" (file per worker), "shared"
-	StripeCounts []int
-	StripeSizes  []uint64
-	DropCaches   bool // drop the page cache before reads (root, path runs)
-	Progress     io.Writer
-	Timeline     *Timeline
+	MGS string
+	// FollowerReads spreads the client's reads over every replica that is up.
+	FollowerReads bool
+	Path          string // run on a mounted file system instead of the client library
+	Workers       int
+	Size          uint64 // bytes per worker
+	Block         uint64 // bytes per request
+	Patterns      []string
+	Modes         []string // "fpp" (file per worker), "shared"
+	StripeCounts  []int
+	StripeSizes   []uint64
+	DropCaches    bool // drop the page cache before reads (root, path runs)
+	Progress      io.Writer
+	Timeline      *Timeline
 }
 
 // IORow is one measured phase.
@@ -236,7 +238,7 @@ func RunIO(ctx context.Context, o IOOptions) (*IOResult, error) {
 		if o.MGS == "" {
 			return nil, fmt.Errorf("no target: pass --mgs HOST:PORT (or set NACRE_MGS), or --path DIR")
 		}
-		c, err := client.New(ctx, client.Config{MGS: o.MGS})
+		c, err := client.New(ctx, client.Config{MGS: o.MGS, FollowerReads: o.FollowerReads})
 		if err != nil {
 			return nil, err
 		}

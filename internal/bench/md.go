@@ -21,12 +21,15 @@ import (
 	"time"
 
 	pb "nacre/api/nacrepb"
+	"nacre/internal/client"
 	"nacre/internal/fid"
 )
 
 // MDOptions configure the metadata benchmark (mdtest-like).
 type MDOptions struct {
 	MGS string // cluster to drive through the client library
+	// FollowerReads spreads the client's reads over every replica that is up.
+	FollowerReads bool
 	// Path, if set, runs the benchmark with system calls in this directory
 	// of any mounted file system instead.
 	Path      string
@@ -98,7 +101,7 @@ func newBackend(ctx context.Context, o MDOptions) (Backend, error) {
 	if o.MGS == "" {
 		return nil, fmt.Errorf("no target: pass --mgs HOST:PORT (or set NACRE_MGS), or --path DIR for a mounted file system")
 	}
-	return NewClientBackend(ctx, o.MGS)
+	return NewClientBackend(ctx, client.Config{MGS: o.MGS, FollowerReads: o.FollowerReads})
 }
 
 func rootOf(b Backend) Dir {
