@@ -12,7 +12,6 @@ import (
 	"nacre/internal/fid"
 	"nacre/internal/kv"
 	"nacre/internal/mdt"
-	"nacre/internal/ost"
 )
 
 // TestPendTableMatchesAMap drives the open-addressing table and a Go map
@@ -87,31 +86,6 @@ func TestDecodeMatchesProto(t *testing.T) {
 			o.decode(b[:cut])
 		}
 	}
-}
-
-// TestRecordEncodingMatchesTheStore: the digests the MDT computes are of
-// the bytes the OST stores.
-func TestRecordEncodingMatchesTheStore(t *testing.T) {
-	rng := rand.New(rand.NewSource(5))
-	for i := 0; i < 2000; i++ {
-		r := ost.Rec{Seq: rng.Uint64() >> uint(rng.Intn(64)), Oid: rng.Uint64() >> uint(rng.Intn(64)), StripeIndex: rng.Uint32() >> uint(rng.Intn(32)),
-			StripeSize: rng.Uint32(), StripeCount: uint32(rng.Intn(3)), Gen: uint32(rng.Intn(2)), UID: rng.Uint32() >> uint(rng.Intn(32)), GID: uint32(rng.Intn(2)), ProjID: 0}
-		if rng.Intn(3) > 0 {
-			r.Parent = fid.FID{Seq: rng.Uint64(), Oid: rng.Uint32() >> uint(rng.Intn(32)), Ver: uint32(rng.Intn(2))}
-		}
-		want, _ := proto.Marshal(&pb.ObjectAttr{Seq: r.Seq, Oid: r.Oid, Parent: pbOrNil(r.Parent), StripeIndex: r.StripeIndex, StripeSize: r.StripeSize,
-			StripeCount: r.StripeCount, LayoutGen: r.Gen, Uid: r.UID, Gid: r.GID, Projid: r.ProjID})
-		if got := r.Append(nil); string(got) != string(want) {
-			t.Fatalf("record %+v: %x, proto %x", r, got, want)
-		}
-	}
-}
-
-func pbOrNil(f fid.FID) *pb.FID {
-	if f.IsZero() {
-		return nil
-	}
-	return f.PB()
 }
 
 // TestNameMatchFoldsLikeOneTable: buffering pairs by partition and folding

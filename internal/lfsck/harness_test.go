@@ -16,6 +16,7 @@ import (
 	"nacre/internal/kv"
 	"nacre/internal/layout"
 	"nacre/internal/mdt"
+	"nacre/internal/objrec"
 	"nacre/internal/ost"
 	"nacre/internal/target"
 )
@@ -295,9 +296,9 @@ func (h *harness) inject(kind string, f, parent fid.FID, name string, stripe uin
 		h.t.Fatalf("build fault %s: %v", kind, err)
 	}
 	for _, of := range osts {
-		var rec *ost.Rec
+		var rec *objrec.Rec
 		if of.Rec != nil {
-			r := ost.AttrRec(of.Rec)
+			r := objrec.FromAttr(of.Rec)
 			rec = &r
 		}
 		if err := h.osts[of.OST].FaultObject(of.Kind, fid.ObjID{Seq: of.Obj.Seq, Oid: of.Obj.Oid}, rec); err != nil {
@@ -330,7 +331,7 @@ func (h *harness) run(c *Checker, req *pb.LfsckStartRequest) *Report {
 func (h *harness) digests() string {
 	h.t.Helper()
 	var b strings.Builder
-	d, n, err := ost.DigestAll(h.db)
+	d, n, err := kv.Digest(h.db)
 	if err != nil {
 		h.t.Fatal(err)
 	}

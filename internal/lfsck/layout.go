@@ -17,7 +17,7 @@ import (
 	"nacre/internal/fault"
 	"nacre/internal/fid"
 	"nacre/internal/mdt"
-	"nacre/internal/ost"
+	"nacre/internal/objrec"
 )
 
 // The layout check: every layout slot of every regular file is compared
@@ -45,9 +45,9 @@ type checkItem struct {
 
 // expected is the record the slot's object should hold, from the file's
 // current record.
-func expected(f fid.FID, ino *pb.Inode, it *checkItem) ost.Rec {
+func expected(f fid.FID, ino *pb.Inode, it *checkItem) objrec.Rec {
 	l := ino.Layout
-	return ost.Rec{Seq: it.seq, Oid: it.oid, Parent: f, StripeIndex: it.slot, StripeSize: l.StripeSize,
+	return objrec.Rec{Seq: it.seq, Oid: it.oid, Parent: f, StripeIndex: it.slot, StripeSize: l.StripeSize,
 		StripeCount: uint32(len(l.Objects)), Gen: l.Generation, UID: ino.Uid, GID: ino.Gid, ProjID: ino.Projid}
 }
 
@@ -605,7 +605,7 @@ func (r *run) danglingSlot(it *checkItem, create bool) {
 		return
 	}
 	rec := expected(it.ent.fid, ino, it)
-	done, err := r.ostRepair(it.ost, &pb.LfsckObjRepair{Seq: rec.Seq, Oid: rec.Oid, Create: true, Record: recAttr(&rec)})
+	done, err := r.ostRepair(it.ost, &pb.LfsckObjRepair{Seq: rec.Seq, Oid: rec.Oid, Create: true, Record: rec.Attr()})
 	if err != nil {
 		r.failed(Layout, 1, err)
 		return
@@ -624,7 +624,7 @@ func (r *run) stripeMismatch(it *checkItem, a *pb.ObjectAttr) {
 	if !ok {
 		return
 	}
-	got := ost.AttrRec(a)
+	got := objrec.FromAttr(a)
 	want := expected(it.ent.fid, ino, it)
 	kind := uint32(KLyUnmatched)
 	switch {
@@ -648,8 +648,8 @@ func (r *run) stripeMismatch(it *checkItem, a *pb.ObjectAttr) {
 		return
 	}
 	var buf [96]byte
-	expect := ost.Digest(got.Append(buf[:0]))
-	done, err := r.ostRepair(it.ost, &pb.LfsckObjRepair{Seq: want.Seq, Oid: want.Oid, Expect: expect, Record: recAttr(&want)})
+	expect := objrec.Digest(got.Append(buf[:0]))
+	done, err := r.ostRepair(it.ost, &pb.LfsckObjRepair{Seq: want.Seq, Oid: want.Oid, Expect: expect, Record: want.Attr()})
 	if err != nil {
 		r.failed(Layout, 1, err)
 		return
@@ -665,7 +665,7 @@ func (r *run) stripeMismatch(it *checkItem, a *pb.ObjectAttr) {
 
 // sameParentKind names what differs between an object's record and the
 // one its slot wants, when both name the same file.
-func sameParentKind(got, want ost.Rec) uint32 {
+func sameParentKind(got, want objrec.Rec) uint32 {
 	switch {
 	case got.StripeIndex != want.StripeIndex:
 		return KLyStripeIdx
@@ -705,11 +705,6 @@ func (r *run) ostRepair(idx uint32, item *pb.LfsckObjRepair) (bool, error) {
 		return false, err
 	}
 	return len(rep.Done) == 1 && rep.Done[0], nil
-}
-
-func recAttr(r *ost.Rec) *pb.ObjectAttr {
-	return &pb.ObjectAttr{Seq: r.Seq, Oid: r.Oid, Parent: r.Parent.PB(), StripeIndex: r.StripeIndex, StripeSize: r.StripeSize,
-		StripeCount: r.StripeCount, LayoutGen: r.Gen, Uid: r.UID, Gid: r.GID, Projid: r.ProjID}
 }
 
 func stripeKey(ostIdx uint32, seq, oid uint64) []byte {

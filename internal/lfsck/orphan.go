@@ -14,7 +14,7 @@ import (
 	"nacre/internal/kv"
 	"nacre/internal/layout"
 	"nacre/internal/mdt"
-	"nacre/internal/ost"
+	"nacre/internal/objrec"
 )
 
 // Phase 2 of the layout check (-o): OST objects of this MDT's sequence
@@ -508,14 +508,14 @@ func (r *run) repointPFID(m orphanObj) {
 				continue
 			}
 			l := ino.Layout
-			want := ost.Rec{Seq: s.Seq, Oid: s.Oid, Parent: cf, StripeIndex: uint32(i), StripeSize: l.StripeSize,
+			want := objrec.Rec{Seq: s.Seq, Oid: s.Oid, Parent: cf, StripeIndex: uint32(i), StripeSize: l.StripeSize,
 				StripeCount: uint32(len(l.Objects)), Gen: l.Generation, UID: ino.Uid, GID: ino.Gid, ProjID: ino.Projid}
-			got := ost.AttrRec(m.attr)
+			got := objrec.FromAttr(m.attr)
 			if fid.FromPB(m.attr.Parent).IsZero() {
 				return // never written: nothing to point
 			}
 			var buf [96]byte
-			if _, err := r.ostRepair(m.ost, &pb.LfsckObjRepair{Seq: s.Seq, Oid: s.Oid, Expect: ost.Digest(got.Append(buf[:0])), Record: recAttr(&want)}); err != nil {
+			if _, err := r.ostRepair(m.ost, &pb.LfsckObjRepair{Seq: s.Seq, Oid: s.Oid, Expect: objrec.Digest(got.Append(buf[:0])), Record: want.Attr()}); err != nil {
 				r.log.Warn("orphan adoption: rewrite the PFID", "err", err)
 			}
 			return
@@ -554,8 +554,8 @@ func (r *run) settleAdopted(pf fid.FID, into adoption) {
 		if s := l.Objects[i]; s.Ost != m.ost || s.Seq != m.attr.Seq || s.Oid != m.attr.Oid {
 			continue
 		}
-		got := ost.AttrRec(m.attr)
-		want := ost.Rec{Seq: m.attr.Seq, Oid: m.attr.Oid, Parent: pf, StripeIndex: i, StripeSize: l.StripeSize,
+		got := objrec.FromAttr(m.attr)
+		want := objrec.Rec{Seq: m.attr.Seq, Oid: m.attr.Oid, Parent: pf, StripeIndex: i, StripeSize: l.StripeSize,
 			StripeCount: uint32(len(l.Objects)), Gen: l.Generation, UID: ino.Uid, GID: ino.Gid, ProjID: ino.Projid}
 		if got == want {
 			continue
@@ -567,7 +567,7 @@ func (r *run) settleAdopted(pf fid.FID, into adoption) {
 			continue
 		}
 		var buf [96]byte
-		done, err := r.ostRepair(m.ost, &pb.LfsckObjRepair{Seq: want.Seq, Oid: want.Oid, Expect: ost.Digest(got.Append(buf[:0])), Record: recAttr(&want)})
+		done, err := r.ostRepair(m.ost, &pb.LfsckObjRepair{Seq: want.Seq, Oid: want.Oid, Expect: objrec.Digest(got.Append(buf[:0])), Record: want.Attr()})
 		if err != nil {
 			r.failed(Layout, 2, err)
 			continue
@@ -630,8 +630,8 @@ func (r *run) emptyTakerGone(pf fid.FID, i uint32, s *pb.StripeObject) bool {
 		return true
 	}
 	var buf [96]byte
-	got := ost.AttrRec(a)
-	done, err := r.ostRepair(s.Ost, &pb.LfsckObjRepair{Seq: s.Seq, Oid: s.Oid, Expect: ost.Digest(got.Append(buf[:0])), DestroyIfEmpty: true})
+	got := objrec.FromAttr(a)
+	done, err := r.ostRepair(s.Ost, &pb.LfsckObjRepair{Seq: s.Seq, Oid: s.Oid, Expect: objrec.Digest(got.Append(buf[:0])), DestroyIfEmpty: true})
 	if err != nil {
 		r.log.Warn("orphan adoption: destroy the empty object of the slot", "fid", pf, "slot", i, "err", err)
 		return false

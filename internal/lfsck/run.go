@@ -20,7 +20,7 @@ import (
 	"nacre/internal/fault"
 	"nacre/internal/fid"
 	"nacre/internal/mdt"
-	"nacre/internal/ost"
+	"nacre/internal/objrec"
 )
 
 // haltAbandon: stop without recording anything (leadership lost).
@@ -130,7 +130,7 @@ type run struct {
 	failErr   error
 	ost       uint64 // our object sequence on every OST
 	checkBuf  []checkItem
-	enc       ost.RecEncoder // the layout scan's record digests
+	enc       objrec.Encoder // the layout scan's record digests
 	ostMu     sync.Mutex
 	ostMap    map[uint32]OST
 	ostAt     time.Time

@@ -15,7 +15,7 @@ import (
 	"nacre/internal/fid"
 	"nacre/internal/kv"
 	"nacre/internal/mdt"
-	"nacre/internal/ost"
+	"nacre/internal/objrec"
 )
 
 // Phase 1: one sequential iteration of the object range in local-key
@@ -612,7 +612,7 @@ func (r *run) layoutObject(local uint64, v []byte, o *object, rebuild bool) {
 	var shared, seqPart uint64
 	var file uint32
 	recorded := uint64(0)
-	rec := ost.Rec{Parent: o.fid, StripeSize: l.stripeSize, StripeCount: uint32(len(l.objs)), Gen: l.gen,
+	rec := objrec.Rec{Parent: o.fid, StripeSize: l.stripeSize, StripeCount: uint32(len(l.objs)), Gen: l.gen,
 		UID: o.uid, GID: o.gid, ProjID: o.projid}
 	for i, s := range l.objs {
 		if s.seq == 0 && s.oid == 0 {
@@ -639,11 +639,11 @@ func (r *run) layoutObject(local uint64, v []byte, o *object, rebuild bool) {
 				if !summed {
 					// Every stripe recorded has our sequence (bad
 					// otherwise).
-					shared, seqPart, summed = ost.SumShared(&rec), ost.SumSeq(r.ost), true
+					shared, seqPart, summed = objrec.SumShared(&rec), objrec.SumSeq(r.ost), true
 					file, filed = exp.fileOf(local)
 				}
 				if filed {
-					dig := ost.SumDigestSeq(shared, seqPart, s.oid, uint32(i))
+					dig := objrec.SumDigestSeq(shared, seqPart, s.oid, uint32(i))
 					if p := exp.page(s.ost, s.oid); p != nil && p.setNew(s.oid, dig, file) {
 						recorded++
 						continue

@@ -10,7 +10,7 @@ import (
 	"nacre/internal/fault"
 	"nacre/internal/fid"
 	"nacre/internal/mdt"
-	"nacre/internal/ost"
+	"nacre/internal/objrec"
 )
 
 // Range summaries: how the layout check avoids a message per stripe.
@@ -62,7 +62,7 @@ const (
 const maxExpectBytes = 1 << 30
 
 type expPage struct {
-	dig  [sumSpan]uint64 // ost.SumDigest of the expected record
+	dig  [sumSpan]uint64 // objrec.SumDigest of the expected record
 	file [sumSpan]uint32 // the file naming it, by its place in expectations.files
 	// has is bit i: id i has an expectation (dig[i] and file[i] are
 	// valid), so that verify compares 64 ids with the summary's bitmaps
@@ -454,7 +454,7 @@ func (r *run) lookupCheck(it *checkItem) bool {
 			it.slot = uint32(i)
 			it.ent.fid = fid.FromPB(ino.Fid)
 			rec := expected(it.ent.fid, ino, it)
-			it.digest = ost.RecordDigest(&rec)
+			it.digest = objrec.RecordDigest(&rec)
 			return true
 		}
 	}

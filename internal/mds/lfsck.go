@@ -19,8 +19,8 @@ import (
 	pb "nacre/api/nacrepb"
 	"nacre/internal/fault"
 	"nacre/internal/fid"
+	"nacre/internal/kv"
 	"nacre/internal/lfsck"
-	"nacre/internal/ost"
 	"nacre/internal/raftgroup"
 )
 
@@ -250,7 +250,7 @@ func (v *lfsckService) Set(ctx context.Context, req *pb.LfsckSetRequest) (*pb.Lf
 func (v *lfsckService) Digest(ctx context.Context, req *pb.LfsckDigestRequest) (*pb.LfsckDigestReply, error) {
 	snap := v.s.db.NewSnapshot()
 	defer snap.Close()
-	d, n, err := ost.DigestAll(snap)
+	d, n, err := kv.Digest(snap)
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}

@@ -8,6 +8,7 @@ import (
 
 	"nacre/api/nacrepb"
 	"nacre/internal/fault"
+	"nacre/internal/objrec"
 	"nacre/internal/ost"
 )
 
@@ -84,9 +85,9 @@ func (v *service) FaultObject(ctx context.Context, req *nacrepb.FaultObjectReque
 	if err != nil {
 		return nil, err
 	}
-	var rec *ost.Rec
+	var rec *objrec.Rec
 	if req.Record != nil {
-		r := ost.AttrRec(req.Record)
+		r := objrec.FromAttr(req.Record)
 		rec = &r
 	}
 	if err := v.s.store.FaultObject(req.Kind, objs[0], rec); err != nil {
