@@ -93,6 +93,7 @@ func TestDecodeMatchesProto(t *testing.T) {
 // folding each pair into one table as it comes, also when a hash is
 // entered and claimed several times (hard links) across fold boundaries.
 func TestNameMatchFoldsLikeOneTable(t *testing.T) {
+	t.Parallel() // arms no fault point (tiers_test.go)
 	for _, foldAt := range []int{1, 7, 1000, nameFoldAt} {
 		rng := rand.New(rand.NewSource(int64(foldAt)))
 		nm := newNameMatch()
