@@ -437,16 +437,18 @@ func (lc *layoutChecker) flushLocked(partial bool) {
 	}
 }
 
-// drain waits until every queued check is answered.
+// drain waits until every queued check is answered. A stop ends the
+// checks in flight unanswered: then it returns errHalted, also once none
+// is left in flight (the work they were is not done).
 func (lc *layoutChecker) drain() error {
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
-	for lc.inflight > 0 {
-		if lc.r.stopping() {
-			return errHalted
-		}
+	for lc.inflight > 0 && !lc.r.stopping() {
 		lc.flushLocked(true)
 		lc.cond.Wait()
+	}
+	if lc.r.stopping() {
+		return errHalted
 	}
 	return nil
 }
