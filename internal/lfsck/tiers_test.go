@@ -103,3 +103,12 @@ func adopts(cmd *pb.Command) bool {
 	}
 	return false
 }
+
+// bareLayout is a layout component in phase 1 (summaries on) with no MDT
+// and no OST behind it: the scan's work per stripe, without the scan.
+func bareLayout(seq uint64) *layoutCheck {
+	r := &run{seq: seq, st: &pb.LfsckState{Phase: 1, Params: &pb.LfsckParams{Types: 1 << Layout}}}
+	r.scrub = newOIScrub(r)
+	r.layout = newLayoutCheck(r)
+	return r.layout
+}
