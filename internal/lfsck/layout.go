@@ -375,13 +375,8 @@ func (ly *layoutCheck) stripeMismatch(it *checkItem, a *pb.ObjectAttr) {
 	}
 	got := objrec.FromAttr(a)
 	want := expected(it.ent.fid, ino, it)
-	kind := uint32(KLyUnmatched)
-	switch {
-	case got.Parent == want.Parent:
-		kind = sameParentKind(got, want)
-	case ly.otherReferences(got.Parent, it):
-		kind = KLyMultiRef
-	}
+	otherNames := got.Parent != want.Parent && ly.otherReferences(got.Parent, it)
+	kind := mismatchKind(got, want, otherNames)
 	r.found(Layout)
 	if kind == KLyMultiRef {
 		// The object belongs to the file its PFID names; this file gets a
@@ -410,6 +405,20 @@ func (ly *layoutCheck) stripeMismatch(it *checkItem, a *pb.ObjectAttr) {
 	// A client wrote the object after its check: the next run looks again.
 	r.led.addTo(it.ent, Layout, tStat+sChanged, 1)
 	r.log.Info("layout repair refused by the OST: the object changed since its check", "fid", it.ent.fid, "ost", it.ost, "object", want.Oid, "kind", KindNames[Layout][kind])
+}
+
+// mismatchKind names what differs between the record an OST object holds
+// (got) and the one its slot wants (want). otherNames: the file got's
+// PFID names exists and its layout names the object too (read only when
+// the PFIDs differ).
+func mismatchKind(got, want objrec.Rec, otherNames bool) uint32 {
+	switch {
+	case got.Parent == want.Parent:
+		return sameParentKind(got, want)
+	case otherNames:
+		return KLyMultiRef
+	}
+	return KLyUnmatched
 }
 
 // sameParentKind names what differs between an object's record and the

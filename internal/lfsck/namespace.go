@@ -193,13 +193,10 @@ func (ns *nsCheck) scanObject(so *scanned) {
 		dirents++
 		name := k[17:]
 		cf, ctyp, ok := mdt.DecodeDirent(itD.Value())
-		if !ok || cf.IsZero() || cf.Ver != 0 || badName(name) ||
-			((cf == fid.Root || cf == fid.DotNacre) && loopEntry(o.fid, string(name), cf)) {
-			// A corrupt entry: phase 2 rewrites it from a linkEA that
-			// claims its name, or removes it. One with an invalid name
-			// or one that makes a loop (naming the root or .nacre) is
-			// removed; not counted as a subdirectory, the parent's nlink
-			// is right once it is gone.
+		if corruptEntry(o.fid, name, cf, ok) {
+			// Phase 2 rewrites it from a linkEA that claims its name, or
+			// removes it. Not counted as a subdirectory: the parent's
+			// nlink is right once it is gone.
 			ns.items = append(ns.items, &pb.LfsckTraceItem{Kind: itemEntry, Child: cf.PB(), Parent: o.fid.PB(), Name: append([]byte(nil), name...),
 				Type: uint32(ctyp), Local: local, Flags: flagGarbage})
 			continue
@@ -213,19 +210,7 @@ func (ns *nsCheck) scanObject(so *scanned) {
 		for _, l := range o.links {
 			ns.names.claim(ns.names.hash(l.parent, l.name, o.fid, typ), local)
 		}
-		flags := uint32(0)
-		switch {
-		case isDir && o.nlink > 0 && len(o.links) != 1:
-			flags = flagNames
-		case !isDir && o.nlink > 0 && len(o.links) == 0:
-			flags = flagNoNames
-		case !isDir && o.nlink < uint32(len(o.links)):
-			flags = flagNlink
-		case !isDir && o.linksOverflow != 0 && o.linksOverflow < r.st.RunStartIndex:
-			flags = flagOverflow
-		case !isDir && len(o.links) > 1 && linksBytes(o.links) > mdt.LinksMaxBytes:
-			flags = flagOverflow
-		}
+		flags := traceFlags(isDir, o.nlink, o.links, o.linksOverflow, r.st.RunStartIndex)
 		if !isDir && o.linksOverflow != 0 {
 			// The room its linkEA has: resolveNames does not trace the
 			// entries of names that cannot be recorded (a tree of
@@ -248,10 +233,7 @@ func (ns *nsCheck) scanObject(so *scanned) {
 	r.led.add(Namespace, tStat+sDirents, dirents)
 	if isDir {
 		r.led.add(Namespace, tStat+sDirectories, 1)
-		// A directory removed while a client has it open is kept, with no
-		// name and no links, until that client closes it: not an
-		// inconsistency.
-		if o.nlink != 2+subdirs && !(o.nlink == 0 && mdt.PendingOrphan(snap, o.fid)) {
+		if dirCountWrong(o.nlink, subdirs, func() bool { return mdt.PendingOrphan(snap, o.fid) }) {
 			// Conditioned on the directory being there, not on its
 			// record: apply recounts the entries of the moment (and
 			// refuses if the count is right by then), whereas on a
@@ -266,6 +248,45 @@ func (ns *nsCheck) scanObject(so *scanned) {
 	} else if o.nlink > 1 {
 		r.led.add(Namespace, tStat+sMultiLinked, 1)
 	}
+}
+
+// corruptEntry says whether an entry of directory parent, name naming cf
+// (ok: it decodes) is corrupt: it names no sane FID, has a name create
+// refuses, or makes a loop (it names the root, or .nacre other than as
+// /.nacre).
+func corruptEntry(parent fid.FID, name []byte, cf fid.FID, ok bool) bool {
+	return !ok || cf.IsZero() || cf.Ver != 0 || badName(name) ||
+		((cf == fid.Root || cf == fid.DotNacre) && loopEntry(parent, string(name), cf))
+}
+
+// traceFlags says why phase 2 must look at an object (0: it need not),
+// from its type, nlink and linkEA (links, and the index of the command
+// that marked it overflowed) as phase 1 read them: a directory with no or
+// several names, an object with no name, nlink below the names, a linkEA
+// marked overflowed before the run began (every name may be recorded by
+// now), or one past the bound.
+func traceFlags(isDir bool, nlink uint32, links []link, overflowMark, runStart uint64) uint32 {
+	switch {
+	case isDir && nlink > 0 && len(links) != 1:
+		return flagNames
+	case !isDir && nlink > 0 && len(links) == 0:
+		return flagNoNames
+	case !isDir && nlink < uint32(len(links)):
+		return flagNlink
+	case !isDir && overflowMark != 0 && overflowMark < runStart:
+		return flagOverflow
+	case !isDir && len(links) > 1 && linksBytes(links) > mdt.LinksMaxBytes:
+		return flagOverflow
+	}
+	return 0
+}
+
+// dirCountWrong says whether a directory's nlink is not 2 plus its
+// subdirectories. A directory removed while a client has it open is kept,
+// with no name and no links, until that client closes it (pendingOrphan,
+// read only then): not an inconsistency.
+func dirCountWrong(nlink, subdirs uint32, pendingOrphan func() bool) bool {
+	return nlink != 2+subdirs && !(nlink == 0 && pendingOrphan())
 }
 
 // linksBytes is mdt.LinksBytes of a decoded linkEA.

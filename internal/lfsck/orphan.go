@@ -174,6 +174,35 @@ func stripeOf(s *pb.StripeObject) stripe { return stripe{s.Ost, s.Seq, s.Oid} }
 
 func isDummy(s *pb.StripeObject) bool { return s == nil || (s.Seq == 0 && s.Oid == 0) }
 
+// slotCase is how the slot an orphan claims (its stripe index) stands in
+// its parent's layout.
+type slotCase uint8
+
+const (
+	slotHole   slotCase = iota // a hole: the orphan fills it
+	slotSame                   // it names the orphan already (a change in flight)
+	slotTaken                  // it names another object: the orphan takes it only if that one is missing or was made empty for it
+	slotBeyond                 // past the layout's stripes, within the count the orphan's record gives: the layout grows to it
+	slotNone                   // past the layout and any count it may grow to: the orphan goes to a file of its own
+)
+
+// orphanSlot says how the slot orphan m claims stands in a layout whose
+// stripes are objs.
+func orphanSlot(objs []*pb.StripeObject, m orphanObj) slotCase {
+	i, want := int(m.attr.StripeIndex), int(m.attr.StripeCount)
+	switch {
+	case i < len(objs) && isDummy(objs[i]):
+		return slotHole
+	case i < len(objs) && objs[i].Ost == m.ost && objs[i].Seq == m.attr.Seq && objs[i].Oid == m.attr.Oid:
+		return slotSame
+	case i < len(objs):
+		return slotTaken
+	case i < want && want <= layout.MaxStripeCount:
+		return slotBeyond
+	}
+	return slotNone
+}
+
 // orphanLayout builds a layout holding members at their stripe indexes,
 // holes elsewhere.
 func orphanLayout(members []orphanObj) *pb.Layout {
@@ -383,16 +412,15 @@ func (ly *layoutCheck) adoptOnce(pf fid.FID, members []orphanObj) ([]slotFill, a
 			objs := nino.Layout.Objects
 			for _, m := range live {
 				i := int(m.attr.StripeIndex)
-				want := int(m.attr.StripeCount)
-				switch {
-				case i < len(objs) && isDummy(objs[i]):
+				switch sc := orphanSlot(objs, m); {
+				case sc == slotHole:
 					objs[i] = slotOf(m)
 					changed = true
 					n++
 					back = append(back, m)
-				case i < len(objs) && objs[i].Ost == m.ost && objs[i].Seq == m.attr.Seq && objs[i].Oid == m.attr.Oid:
+				case sc == slotSame:
 					// named after all (a change in flight)
-				case i < len(objs) && ly.takeLost(pf, uint32(i), objs[i]):
+				case sc == slotTaken && ly.takeLost(pf, uint32(i), objs[i]):
 					// The slot names an object the OST does not have:
 					// this one, which claims it, was lost from the layout
 					// only (lost.go).
@@ -404,7 +432,7 @@ func (ly *layoutCheck) adoptOnce(pf fid.FID, members []orphanObj) ([]slotFill, a
 					if !r.dry {
 						f.muts = append(f.muts, delMut(lostKey(lostSlot{pf, uint32(i)})))
 					}
-				case i < len(objs) && ly.emptyTakerGone(pf, uint32(i), objs[i]):
+				case sc == slotTaken && ly.emptyTakerGone(pf, uint32(i), objs[i]):
 					// The slot's object was made for a dangling slot (a
 					// run with -c before the orphan was seen) and never
 					// written: destroyed, it gives the slot back.
@@ -413,7 +441,7 @@ func (ly *layoutCheck) adoptOnce(pf fid.FID, members []orphanObj) ([]slotFill, a
 					changed = true
 					n++
 					back = append(back, m)
-				case i >= len(objs) && i < want && want <= layout.MaxStripeCount:
+				case sc == slotBeyond:
 					for len(objs) <= i {
 						objs = append(objs, &pb.StripeObject{})
 					}

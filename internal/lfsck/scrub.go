@@ -96,87 +96,155 @@ func (sc *oiScrub) quit()                        {}
 // repairing it if not. It reports whether the object lost a conflict over
 // its FID (another object with the same FID is the one to keep).
 func (sc *oiScrub) checkOI(so *scanned) (bool, error) {
-	r, local, v, o := sc.r, so.local, so.v, so.o
-	f := o.fid
+	f := so.o.fid
 	if w, ok := sc.oi.local(f); ok {
 		// Decided earlier in this run (a conflict seen from the other side).
-		return w != local, nil
+		return w != so.local, nil
 	}
-	key := mdt.OIKey(f)
-	ovKey := mdt.ObjKey(local)
-	oi, err := sc.readers.get(f.Seq)
+	x, err := sc.gatherOI(so)
 	if err != nil {
 		return false, err
 	}
-	itI := oi.it
+	d := decideOI(x)
+	sc.emitOI(so, x, d)
+	return d.lose == so.local && d.kind == KOIConflict, nil
+}
+
+// oiFacts are what the scrub reads of one object's OI entry.
+type oiFacts struct {
+	local uint64
+	mtime int64 // the object's
+	links int   // the names in its linkEA
+	found bool  // the OI has an entry for its FID
+	cur   []byte
+	// The object the entry names instead (other: its local key, if the
+	// entry is 8 bytes long), if it exists and claims the FID (claims):
+	// its record, mtime and names, and whether the two records differ
+	// only in times (same).
+	other       uint64
+	claims      bool
+	ov          []byte
+	otherMtime  int64
+	otherLinks  int
+	same        bool
+	otherExists bool
+}
+
+// oiDecision is what decideOI decides: nothing (kind 0), or the kind of
+// inconsistency and, for a conflict, the object kept (win) and the other
+// (lose), which is removed (a stale copy) or reported.
+type oiDecision struct {
+	kind        uint32
+	win, lose   uint64
+	removeLoser bool
+}
+
+// gatherOI reads the facts of the object so's OI entry.
+func (sc *oiScrub) gatherOI(so *scanned) (*oiFacts, error) {
+	o := so.o
+	x := &oiFacts{local: so.local, mtime: o.mtime, links: len(o.links)}
+	key := mdt.OIKey(o.fid)
+	oi, err := sc.readers.get(o.fid.Seq)
+	if err != nil {
+		return nil, err
+	}
 	if !oi.find(key) {
-		if err := itI.Error(); err != nil {
-			return false, err
-		}
+		return x, oi.it.Error()
+	}
+	x.found = true
+	x.cur = oi.it.Value()
+	x.other = binary.BigEndian.Uint64(pad8(x.cur))
+	if len(x.cur) == 8 && x.other == so.local {
+		return x, nil
+	}
+	ov, err := so.snap.Get(mdt.ObjKey(x.other))
+	if err != nil && !errors.Is(err, kv.ErrNotFound) {
+		return nil, err
+	}
+	var oo object
+	if err == nil && len(x.cur) == 8 && oo.decode(ov) == nil && oo.fid == o.fid {
+		x.claims, x.ov, x.otherMtime, x.otherLinks = true, ov, oo.mtime, len(oo.links)
+		x.same = sameContent(so.v, ov)
+	}
+	return x, nil
+}
+
+// decideOI decides what is wrong with an object's OI entry: none (the
+// object lacks one), one naming another key that does not claim the FID
+// (stale), or one naming another object that claims the same FID (a
+// conflict). Of two objects claiming a FID the later-modified one is
+// kept, then the one with names, then the OI's choice; a loser that holds
+// nothing the winner does not (a stale copy) is removed.
+func decideOI(x *oiFacts) oiDecision {
+	switch {
+	case !x.found:
+		return oiDecision{kind: KOIMissing}
+	case len(x.cur) == 8 && x.other == x.local:
+		return oiDecision{}
+	case !x.claims:
+		return oiDecision{kind: KOIStale}
+	}
+	d := oiDecision{kind: KOIConflict, win: x.other, lose: x.local, removeLoser: x.same}
+	if x.mtime > x.otherMtime || (x.mtime == x.otherMtime && x.links > x.otherLinks) {
+		d.win, d.lose = x.local, x.other
+	}
+	return d
+}
+
+// emitOI builds the repair decideOI decided and records the OI as the run
+// sees it now.
+func (sc *oiScrub) emitOI(so *scanned, x *oiFacts, d oiDecision) {
+	r, local, v, f := sc.r, so.local, so.v, so.o.fid
+	key := mdt.OIKey(f)
+	switch d.kind {
+	case 0:
+		sc.confirmed.set(f)
+		return
+	case KOIMissing:
 		r.found(Scrub)
 		r.rep.add(Scrub, nil, &pb.LfsckRepair{Component: Scrub, Kinds: []uint32{KOIMissing},
-			Conds: []*pb.LfsckCond{condVal(ovKey, v), condAbsent(key)},
+			Conds: []*pb.LfsckCond{condVal(mdt.ObjKey(local), v), condAbsent(key)},
 			Muts:  []*pb.LfsckMut{setMut(key, be64(local))}})
 		sc.oi.set(f, local)
 		sc.confirmed.set(f)
-		return false, nil
-	}
-	cur := itI.Value()
-	other := binary.BigEndian.Uint64(pad8(cur))
-	if len(cur) == 8 && other == local {
-		sc.confirmed.set(f)
-		return false, nil
-	}
-	ov, err := so.snap.Get(mdt.ObjKey(other))
-	var oo object
-	otherClaims := err == nil && len(cur) == 8 && oo.decode(ov) == nil && oo.fid == f
-	if err != nil && !errors.Is(err, kv.ErrNotFound) {
-		return false, err
-	}
-	r.found(Scrub)
-	if !otherClaims {
-		conds := []*pb.LfsckCond{condVal(ovKey, v), condVal(key, cur)}
-		r.rep.add(Scrub, nil, &pb.LfsckRepair{Component: Scrub, Kinds: []uint32{KOIStale}, Conds: conds,
-			Muts: []*pb.LfsckMut{setMut(key, be64(local))}})
+		return
+	case KOIStale:
+		r.found(Scrub)
+		r.rep.add(Scrub, nil, &pb.LfsckRepair{Component: Scrub, Kinds: []uint32{KOIStale},
+			Conds: []*pb.LfsckCond{condVal(mdt.ObjKey(local), v), condVal(key, x.cur)},
+			Muts:  []*pb.LfsckMut{setMut(key, be64(local))}})
 		sc.oi.set(f, local)
 		sc.confirmed.set(f)
-		return false, nil
+		return
 	}
-	// Two objects claim f: keep the later-modified one (then the one with
-	// names, then the OI's choice). A loser that holds nothing the winner
-	// does not (a stale copy) is removed; one that differs is reported.
-	win, lose, wv, lv := other, local, ov, v
-	if o.mtime > oo.mtime || (o.mtime == oo.mtime && len(o.links) > len(oo.links)) {
-		win, lose, wv, lv = local, other, v, ov
+	r.found(Scrub)
+	wv, lv := x.ov, v
+	if d.win == local {
+		wv, lv = v, x.ov
 	}
-	sc.oi.set(f, win)
-	sc.oi.lose(lose)
+	sc.oi.set(f, d.win)
+	sc.oi.lose(d.lose)
 	sc.confirmed.set(f)
 	rep := &pb.LfsckRepair{Component: Scrub, Kinds: []uint32{KOIConflict},
-		Conds: []*pb.LfsckCond{condVal(mdt.ObjKey(win), wv), condVal(mdt.ObjKey(lose), lv), condVal(key, cur)}}
-	if sameContent(wv, lv) {
-		if win != other {
-			rep.Muts = append(rep.Muts, setMut(key, be64(win)))
-		}
-		rep.Muts = append(rep.Muts, delMut(mdt.ObjKey(lose)))
+		Conds: []*pb.LfsckCond{condVal(mdt.ObjKey(d.win), wv), condVal(mdt.ObjKey(d.lose), lv), condVal(key, x.cur)}}
+	if d.win != x.other {
+		rep.Muts = append(rep.Muts, setMut(key, be64(d.win)))
+	}
+	if d.removeLoser {
+		rep.Muts = append(rep.Muts, delMut(mdt.ObjKey(d.lose)))
 		rep.InodesDelta = -1
 		// Its extended attributes go with it.
-		p := mdt.XattrPrefix(lose)
+		p := mdt.XattrPrefix(d.lose)
 		if it, err := so.snap.NewIter(p, kv.PrefixEnd(p)); err == nil {
 			for it.First(); it.Valid(); it.Next() {
 				rep.Muts = append(rep.Muts, delMut(append([]byte(nil), it.Key()...)))
 			}
 			it.Close()
 		}
-	} else {
-		if win != other {
-			rep.Muts = append(rep.Muts, setMut(key, be64(win)))
-		} else {
-			rep.ReportKey = mdt.ObjKey(lose)
-		}
+	} else if d.win == x.other {
+		rep.ReportKey = mdt.ObjKey(d.lose)
 	}
 	r.rep.add(Scrub, nil, rep)
-	return lose == local, nil
 }
 
 func pad8(b []byte) []byte {
