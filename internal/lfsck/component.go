@@ -22,8 +22,10 @@ import (
 //
 //	prep          phase 1 begins (also when resumed)
 //	openWindow    the scan reads a window of objects from one snapshot
-//	object        ... and each object in it (Lustre's exec_oit)
-//	closeWindow   ... and ends the window
+//	object        ... and each object in it (Lustre's exec_oit), also one
+//	              the scan passes over (scanned.skipped)
+//	closeWindow   ... and ends the window (last: the scan has read its
+//	              last object, in a pass that is not a rebuild)
 //	endScan       the scan has read every object: finish what it started
 //	post          the repairs so far are applied: settle what waits for
 //	              the whole scan

@@ -26,11 +26,13 @@ import (
 
 // layoutCheck is the layout component.
 type layoutCheck struct {
-	r        *run
-	q        *checkQueue   // object-by-object checks in flight
-	exp      *expectations // phase 1's table and the OSTs' summaries (nil: off)
+	r   *run
+	q   *checkQueue   // object-by-object checks in flight
+	exp *expectations // phase 1's table and the OSTs' summaries (nil: off)
+	// refs: the OST objects of our sequence a layout names, a bitmap per
+	// OST (refsIdx: the same by OST index, in front of the map; refsOf).
 	refs     map[uint32]*bitmap
-	refsIdx  []*bitmap         // OST objects of our sequence named by a layout, by OST (refsOf)
+	refsIdx  []*bitmap
 	dups     map[stripe]bool   // OST objects named twice, no PFID known (resolveDups)
 	boundary map[uint32]uint64 // first unassigned object per OST (pool next)
 	enc      objrec.Encoder    // the scan's record digests

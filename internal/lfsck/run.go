@@ -40,12 +40,12 @@ type run struct {
 	st    *pb.LfsckState // the state checkpoints record; written by the run
 	times runTimes
 
-	led  ledger    // the scan's position and the figures
-	lim  limiter   // the speed limit (-s)
-	pac  pacer     // yielding to clients
-	rep  *repairer // the repairs found, on their way to the MDT's log
-	base runFigures
-	seq  uint64 // our object sequence on every OST
+	led  ledger     // the scan's position and the figures
+	lim  limiter    // the speed limit (-s)
+	pac  pacer      // yielding to clients
+	rep  *repairer  // the repairs found, on their way to the MDT's log
+	base runFigures // the figures it started from (Progress)
+	seq  uint64     // our object sequence on every OST
 	osts ostConns
 
 	scrub  *oiScrub
