@@ -568,7 +568,7 @@ func (x *GetObjectsReply) GetAttrs() []*ObjectAttr {
 
 // LfsckCheckRequest asks an OST to compare objects of seq with the
 // records the MDT expects: digests[i] is the digest of the record object
-// oids[i] should hold (internal/ost.RecordDigest). oids are ascending.
+// oids[i] should hold (internal/objrec.RecordDigest). oids are ascending.
 type LfsckCheckRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
@@ -783,7 +783,7 @@ func (x *LfsckSummaryRequest) GetBlock() uint32 {
 // LfsckSummaryReply: bit i of exists / uninitialized is id from+i (LSB
 // first). uninitialized: the object exists and its record has no PFID yet
 // (never written; it matches any expectation). sums[j] is the sum, modulo
-// 2^64, of ost.SumDigest of the records of the other existing objects with
+// 2^64, of objrec.SumDigest of the records of the other existing objects with
 // ids in [from+j*block, from+(j+1)*block). done: no object of seq has an id
 // at or beyond from+span.
 type LfsckSummaryReply struct {

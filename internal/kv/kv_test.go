@@ -77,3 +77,36 @@ func TestOnlySyncedWritesSurviveCrash(t *testing.T) {
 		re.Close()
 	}
 }
+
+// Digest depends on every key and value and on where one ends: stores
+// holding the same data have the same digest, and any change to a value,
+// an extra key, or a byte moved from a key to its value changes it.
+func TestDigestSeesEveryKeyAndValue(t *testing.T) {
+	digest := func(kvs ...string) (uint64, uint64) {
+		t.Helper()
+		db, err := OpenMem()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		for i := 0; i < len(kvs); i += 2 {
+			if err := db.Set([]byte(kvs[i]), []byte(kvs[i+1]), false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d, n, err := Digest(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, n
+	}
+	base, n := digest("a", "1", "b", "22")
+	if again, _ := digest("b", "22", "a", "1"); again != base || n != 2 {
+		t.Fatalf("the same data written in another order: %x, %x (%d keys)", again, base, n)
+	}
+	for _, other := range [][]string{{"a", "1", "b", "23"}, {"a", "1", "b", "22", "c", ""}, {"a", "1", "b2", "2"}, {"a", "1"}} {
+		if d, _ := digest(other...); d == base {
+			t.Errorf("%q: the digest of %q", other, []string{"a", "1", "b", "22"})
+		}
+	}
+}

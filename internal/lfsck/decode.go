@@ -84,8 +84,8 @@ func (o *object) reset() {
 }
 
 // decodeFID and decodeStripe repeat one varint loop on purpose: a shared
-// loop with a callback measured 10-15 ns slower per FID and stripe pair
-// (58-64 against 41-55 ns), on the scan's hottest path.
+// loop with a callback costs about a quarter more per FID and stripe
+// pair, on the scan's hottest path.
 func decodeFID(b []byte) (fid.FID, error) {
 	var f fid.FID
 	for len(b) > 0 {
@@ -156,8 +156,8 @@ func decodeLink(b []byte) (link, error) {
 // fastStripe decodes a stripe the way the MDT writes them (one-byte tags
 // of fields 1 to 3, varints); ok is false for anything else, which
 // decodeStripe then reads. The layout check decodes every stripe of every
-// file: the generic reader cost 70 ns a stripe, a third of the MDT's work
-// per stripe.
+// file, and the generic reader was a third of the MDT's work per stripe
+// (BenchmarkDecodeStripes).
 func fastStripe(b []byte) (s stripe, ok bool) {
 	for len(b) > 0 {
 		tag := b[0]
@@ -194,8 +194,8 @@ func fastStripe(b []byte) (s stripe, ok bool) {
 
 // stripe decodes a stripe of sequence f.seq as the MDT writes it (an OST
 // index under 128, the seq field, an object id); ok is false for anything
-// else, which decodeStripe then reads. 6 ns a stripe against fastStripe's
-// 14 (BenchmarkDecodeStripes), on the part of the layout check that grows
+// else, which decodeStripe then reads. Less than half fastStripe's cost
+// (BenchmarkDecodeStripes), on the part of the layout check that grows
 // with the number of OSTs.
 func (f *seqField) stripe(v []byte) (s stripe, ok bool) {
 	if len(v) >= 2 && v[0] == 1<<3 {
@@ -271,16 +271,16 @@ func (o *object) decodeLayout(b []byte) error {
 	for len(b) > 0 {
 		// A stripe as the MDT writes it: tag of field 6 (bytes), a
 		// one-byte length and the stripe; read without the generic
-		// reader, which cost about 20 ns a stripe more.
+		// reader, which costs several times as much.
 		if len(b) >= 2 && b[0] == 6<<3|2 && b[1] < 0x80 && int(b[1]) <= len(b)-2 {
 			v := b[2 : 2+b[1]]
 			b = b[2+b[1]:]
 			// The commonest stripes, read here rather than by a call: an
 			// OST index under 128 (index 0 is left out, as proto3 does),
 			// the scan's sequence field (its bytes compared at once), an
-			// object id of 1 to 3 bytes. 3 ns a stripe against 6
-			// (BenchmarkDecodeStripes); FuzzDecodeLayoutQuick checks it
-			// against stripe.
+			// object id of 1 to 3 bytes. Half the cost of a call to
+			// stripe (BenchmarkDecodeStripes); FuzzDecodeLayoutQuick
+			// checks it against stripe.
 			if f, at := &o.ostSeq, 0; f.mask != 0 && len(v) >= 10 {
 				var ost uint32
 				if v[0] == 1<<3 {

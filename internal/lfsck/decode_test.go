@@ -12,7 +12,6 @@ import (
 	"nacre/internal/fid"
 	"nacre/internal/kv"
 	"nacre/internal/mdt"
-	"nacre/internal/ost"
 )
 
 // TestPendTableMatchesAMap drives the open-addressing table and a Go map
@@ -89,36 +88,12 @@ func TestDecodeMatchesProto(t *testing.T) {
 	}
 }
 
-// TestRecordEncodingMatchesTheStore: the digests the MDT computes are of
-// the bytes the OST stores.
-func TestRecordEncodingMatchesTheStore(t *testing.T) {
-	rng := rand.New(rand.NewSource(5))
-	for i := 0; i < 2000; i++ {
-		r := ost.Rec{Seq: rng.Uint64() >> uint(rng.Intn(64)), Oid: rng.Uint64() >> uint(rng.Intn(64)), StripeIndex: rng.Uint32() >> uint(rng.Intn(32)),
-			StripeSize: rng.Uint32(), StripeCount: uint32(rng.Intn(3)), Gen: uint32(rng.Intn(2)), UID: rng.Uint32() >> uint(rng.Intn(32)), GID: uint32(rng.Intn(2)), ProjID: 0}
-		if rng.Intn(3) > 0 {
-			r.Parent = fid.FID{Seq: rng.Uint64(), Oid: rng.Uint32() >> uint(rng.Intn(32)), Ver: uint32(rng.Intn(2))}
-		}
-		want, _ := proto.Marshal(&pb.ObjectAttr{Seq: r.Seq, Oid: r.Oid, Parent: pbOrNil(r.Parent), StripeIndex: r.StripeIndex, StripeSize: r.StripeSize,
-			StripeCount: r.StripeCount, LayoutGen: r.Gen, Uid: r.UID, Gid: r.GID, Projid: r.ProjID})
-		if got := r.Append(nil); string(got) != string(want) {
-			t.Fatalf("record %+v: %x, proto %x", r, got, want)
-		}
-	}
-}
-
-func pbOrNil(f fid.FID) *pb.FID {
-	if f.IsZero() {
-		return nil
-	}
-	return f.PB()
-}
-
 // TestNameMatchFoldsLikeOneTable: buffering pairs by partition and folding
 // them in batches leaves the same pending pairs (count and source) as
 // folding each pair into one table as it comes, also when a hash is
 // entered and claimed several times (hard links) across fold boundaries.
 func TestNameMatchFoldsLikeOneTable(t *testing.T) {
+	t.Parallel() // arms no fault point (tiers_test.go)
 	for _, foldAt := range []int{1, 7, 1000, nameFoldAt} {
 		rng := rand.New(rand.NewSource(int64(foldAt)))
 		nm := newNameMatch()

@@ -337,7 +337,7 @@ func (c *Checker) begin(ctx context.Context, prev *pb.LfsckState, p *pb.LfsckPar
 			cs.Flags |= FlAuto
 		}
 	}
-	r := newRun(c, st, resume)
+	r := newRun(c, st)
 	if !p.DryRun {
 		// Persist the start, and reset the counters of a fresh run, in one
 		// entry: a crash from here on resumes this run.
@@ -478,7 +478,7 @@ func (c *Checker) Set(speed *uint64, window *uint32) error {
 		r.setSpeed(*speed)
 	}
 	if window != nil {
-		r.lay.setWindow(int(*window))
+		r.setWindow(int(*window))
 	}
 	return nil
 }

@@ -10,12 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	pb "nacre/api/nacrepb"
 	"nacre/internal/bulk"
 	"nacre/internal/fid"
 	"nacre/internal/kv"
 	"nacre/internal/layout"
 	"nacre/internal/mdt"
+	"nacre/internal/objrec"
 	"nacre/internal/ost"
 	"nacre/internal/target"
 )
@@ -32,6 +35,15 @@ type harness struct {
 	req   uint64
 	ostN  []uint32
 	quiet *slog.Logger
+	// gate, if set, is called at the start of every OST call the checker
+	// makes (call: "check", "summary", "orphans", "repair", "objects"):
+	// tests hold a call there, or make it fail, to stop a run at a known
+	// point. An error it returns is the call's.
+	gate func(ctx context.Context, call string, ost uint32) error
+	// beforePropose, if set, sees every command the checker proposes
+	// before it is applied: tests change the store there, between a
+	// decision and its apply.
+	beforePropose func(cmd *pb.Command)
 }
 
 func newHarness(t testing.TB, nOST int) *harness { return newHarnessPool(t, nOST, 1024) }
@@ -61,7 +73,7 @@ func newHarnessPool(t testing.TB, nOST int, pool uint64) *harness {
 		if err := target.Format(dir, id); err != nil {
 			t.Fatal(err)
 		}
-		st, err := ost.Open(dir, id, ost.Options{})
+		st, err := ost.Open(dir, id, ost.Options{KV: kv.Options{FS: vfs.NewMem()}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +96,12 @@ type localOST struct {
 	idx uint32
 }
 
-func (o localOST) st() (*ost.Store, error) {
+func (o localOST) st(ctx context.Context, call string) (*ost.Store, error) {
+	if o.h.gate != nil {
+		if err := o.h.gate(ctx, call, o.idx); err != nil {
+			return nil, err
+		}
+	}
 	if o.h.down[o.idx] {
 		return nil, fmt.Errorf("OST%04x is down: %w", o.idx, syscall.ECONNREFUSED)
 	}
@@ -92,7 +109,7 @@ func (o localOST) st() (*ost.Store, error) {
 }
 
 func (o localOST) Check(ctx context.Context, req *pb.LfsckCheckRequest) (*pb.LfsckCheckReply, error) {
-	st, err := o.st()
+	st, err := o.st(ctx, "check")
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +126,7 @@ func (o localOST) Check(ctx context.Context, req *pb.LfsckCheckRequest) (*pb.Lfs
 }
 
 func (o localOST) Summary(ctx context.Context, req *pb.LfsckSummaryRequest) (*pb.LfsckSummaryReply, error) {
-	st, err := o.st()
+	st, err := o.st(ctx, "summary")
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +138,7 @@ func (o localOST) Summary(ctx context.Context, req *pb.LfsckSummaryRequest) (*pb
 }
 
 func (o localOST) Orphans(ctx context.Context, req *pb.LfsckOrphansRequest) (*pb.LfsckOrphansReply, error) {
-	st, err := o.st()
+	st, err := o.st(ctx, "orphans")
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +150,7 @@ func (o localOST) Orphans(ctx context.Context, req *pb.LfsckOrphansRequest) (*pb
 }
 
 func (o localOST) Repair(ctx context.Context, req *pb.LfsckObjRepairRequest) (*pb.LfsckObjRepairReply, error) {
-	st, err := o.st()
+	st, err := o.st(ctx, "repair")
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +162,7 @@ func (o localOST) Repair(ctx context.Context, req *pb.LfsckObjRepairRequest) (*p
 }
 
 func (o localOST) GetObjects(ctx context.Context, objs []*pb.StripeObject) ([]*pb.ObjectAttr, error) {
-	st, err := o.st()
+	st, err := o.st(ctx, "objects")
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +175,12 @@ func (o localOST) GetObjects(ctx context.Context, objs []*pb.StripeObject) ([]*p
 
 func (h *harness) env() Env {
 	return Env{Target: h.tg, Log: h.quiet, RPCTimeout: 5 * time.Second,
-		Propose: func(ctx context.Context, cmd *pb.Command) (*pb.Reply, error) { return h.d.Do(cmd) },
+		Propose: func(ctx context.Context, cmd *pb.Command) (*pb.Reply, error) {
+			if h.beforePropose != nil {
+				h.beforePropose(cmd)
+			}
+			return h.d.Do(cmd)
+		},
 		OSTs: func() map[uint32]OST {
 			m := map[uint32]OST{}
 			for _, i := range h.ostN {
@@ -295,9 +317,9 @@ func (h *harness) inject(kind string, f, parent fid.FID, name string, stripe uin
 		h.t.Fatalf("build fault %s: %v", kind, err)
 	}
 	for _, of := range osts {
-		var rec *ost.Rec
+		var rec *objrec.Rec
 		if of.Rec != nil {
-			r := ost.AttrRec(of.Rec)
+			r := objrec.FromAttr(of.Rec)
 			rec = &r
 		}
 		if err := h.osts[of.OST].FaultObject(of.Kind, fid.ObjID{Seq: of.Obj.Seq, Oid: of.Obj.Oid}, rec); err != nil {
@@ -330,7 +352,7 @@ func (h *harness) run(c *Checker, req *pb.LfsckStartRequest) *Report {
 func (h *harness) digests() string {
 	h.t.Helper()
 	var b strings.Builder
-	d, n, err := ost.DigestAll(h.db)
+	d, n, err := kv.Digest(h.db)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -53,6 +53,7 @@ func startReq(k fault.Damage, dry bool) *pb.LfsckStartRequest {
 // it and changes no byte of any store, a real run repairs it, a second
 // run finds nothing, and the data reads back.
 func TestEveryFaultKind(t *testing.T) {
+	t.Parallel() // arms no fault point (tiers_test.go)
 	for _, k := range fault.Kinds {
 		t.Run(string(k.Kind), func(t *testing.T) {
 			h := newHarness(t, 2)

@@ -1,563 +1,312 @@
 package lfsck
 
 import (
-	"context"
 	"encoding/binary"
-	"errors"
+	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"syscall"
-	"time"
-
-	"google.golang.org/protobuf/proto"
 
 	pb "nacre/api/nacrepb"
-	"nacre/internal/errno"
-	"nacre/internal/fault"
 	"nacre/internal/fid"
+	"nacre/internal/kv"
 	"nacre/internal/mdt"
-	"nacre/internal/ost"
+	"nacre/internal/objrec"
 )
 
 // The layout check: every layout slot of every regular file is compared
-// with its OST object's record (PFID, stripe, owner). The scan queues one
-// check per slot on its OST's queue; a queue goes out as one RPC of up to
-// 4096 objects, sorted by object id, carrying only a digest of the record
-// each object should hold, so an OST answers with one ordered iteration
-// and sends back only what differs. At most `window` checks are in flight
-// (Lustre's async window): the scan waits when the window is full, until
-// half of it has drained. Two RPCs per OST at most are in flight.
-//
-// Checkpoints must not pass work in flight: every file with checks in
-// flight is an entry of a FIFO in scan order; the checkpoint position is
-// the first entry not finished, and the figures of everything from that
-// entry on are held back (they are counted again when the scan resumes).
+// with its OST object's record (PFID, stripe, owner; internal/objrec). In
+// phase 1 the scan records, for every stripe, the digest of the record
+// its object should hold in a table that the OSTs' summaries settle
+// (summary.go); what they do not settle is checked object by object
+// (queue.go). With -o, phase 2 looks for the OST objects no layout names
+// and adopts them (orphan.go), after giving back the slots whose object
+// is missing to the orphans that claim them (lost.go).
 
-type checkItem struct {
-	ost    uint32
-	slot   uint32
-	seq    uint64
-	oid    uint64
-	digest uint64
-	ent    *entry
+// layoutCheck is the layout component.
+type layoutCheck struct {
+	r   *run
+	q   *checkQueue   // object-by-object checks in flight
+	exp *expectations // phase 1's table and the OSTs' summaries (nil: off)
+	// refs: the OST objects of our sequence a layout names, a bitmap per
+	// OST (refsIdx: the same by OST index, in front of the map; refsOf).
+	refs     map[uint32]*bitmap
+	refsIdx  []*bitmap
+	dups     map[stripe]bool   // OST objects named twice, no PFID known (resolveDups)
+	boundary map[uint32]uint64 // first unassigned object per OST (pool next)
+	enc      objrec.Encoder    // the scan's record digests
+	checkBuf []checkItem
+	orphanAt atomic.Uint64 // phase 2: OST index << 48 | object id the orphan scan asks about (reports)
+
+	mu sync.Mutex // guards lost
+	// lost: with -o, dangling slots left for after the orphan step (lost.go).
+	lost map[lostSlot]stripe
+}
+
+func newLayoutCheck(r *run) *layoutCheck {
+	ly := &layoutCheck{r: r, refs: map[uint32]*bitmap{}, dups: map[stripe]bool{}, boundary: map[uint32]uint64{},
+		lost: map[lostSlot]stripe{}}
+	ly.q = newCheckQueue(ly, int(r.st.Params.Window))
+	if r.on(Layout) && r.st.Phase <= 1 {
+		ly.exp = newExpectations(ly)
+	}
+	return ly
+}
+
+func (ly *layoutCheck) id() uint32 { return Layout }
+
+// prep has the OSTs summarise their objects while the MDT scans.
+func (ly *layoutCheck) prep() {
+	if ly.exp != nil {
+		ly.exp.fetch()
+	}
+}
+
+func (ly *layoutCheck) openWindow(w *window) error {
+	ly.readBoundaries(w.snap)
+	return nil
+}
+
+// closeWindow sends the checks queued when the scan has read every object.
+func (ly *layoutCheck) closeWindow(last bool) {
+	if last {
+		ly.q.flush()
+	}
+}
+
+func (ly *layoutCheck) object(so *scanned) error {
+	if !so.skipped() {
+		ly.file(so)
+	}
+	if !so.rebuild {
+		ly.q.tick()
+	}
+	return nil
+}
+
+// endScan waits for the checks in flight, and compares the table with the
+// OSTs' summaries.
+func (ly *layoutCheck) endScan() error {
+	if err := ly.q.drain(); err != nil {
+		return err
+	}
+	if ly.exp == nil {
+		return nil
+	}
+	if err := ly.exp.verify(); err != nil {
+		return err
+	}
+	ly.r.led.thaw()
+	ly.exp.stop()
+	ly.exp = nil // the table's memory goes
+	return nil
+}
+
+// post settles the objects two layouts name that the OSTs cannot tell
+// apart.
+func (ly *layoutCheck) post() error { return ly.resolveDups() }
+
+// enterPhase2 records the dangling slots deferred for the orphan step (a
+// real run).
+func (ly *layoutCheck) enterPhase2() error {
+	if ly.r.dry {
+		return nil
+	}
+	return ly.saveLost()
+}
+
+// phase2 adopts the orphan OST objects, and settles the dangling slots no
+// orphan filled (-o).
+func (ly *layoutCheck) phase2() error {
+	r := ly.r
+	if !r.st.Params.Orphan {
+		return nil
+	}
+	ly.mu.Lock()
+	none := len(ly.lost) == 0
+	ly.mu.Unlock()
+	if none && !r.dry {
+		// Resumed in phase 2: the dangling slots phase 1 left.
+		if err := ly.loadLost(); err != nil {
+			return fmt.Errorf("read the dangling slots: %w", err)
+		}
+	}
+	if err := ly.orphans(); err != nil {
+		return err
+	}
+	return ly.settleLost()
+}
+
+func (ly *layoutCheck) settle() error                { return nil }
+func (ly *layoutCheck) checkpoint(st *pb.LfsckState) {}
+
+// quit waits for the checks in flight and the summaries' fetchers.
+func (ly *layoutCheck) quit() {
+	ly.q.wait()
+	if ly.exp != nil {
+		ly.exp.stop()
+	}
 }
 
 // expected is the record the slot's object should hold, from the file's
 // current record.
-func expected(f fid.FID, ino *pb.Inode, it *checkItem) ost.Rec {
+func expected(f fid.FID, ino *pb.Inode, it *checkItem) objrec.Rec {
 	l := ino.Layout
-	return ost.Rec{Seq: it.seq, Oid: it.oid, Parent: f, StripeIndex: it.slot, StripeSize: l.StripeSize,
+	return objrec.Rec{Seq: it.seq, Oid: it.oid, Parent: f, StripeIndex: it.slot, StripeSize: l.StripeSize,
 		StripeCount: uint32(len(l.Objects)), Gen: l.Generation, UID: ino.Uid, GID: ino.Gid, ProjID: ino.Projid}
 }
 
-type entry struct {
-	local     uint64
-	fid       fid.FID
-	remaining int
-	done      bool // popped from the FIFO
-	delta     figs
-}
-
-// figs is a sparse tally: the few figures one object or one file in
-// flight moves (a full tally each would cost more than the scan).
-type figs struct {
-	n    int
-	comp [12]uint8
-	slot [12]uint8
-	val  [12]uint64
-	full *tally // once more kinds of figures than the list holds
-}
-
-func (f *figs) add(comp uint32, slot int, n uint64) {
-	if f.full != nil {
-		f.full[comp][slot] += n
+// file records or queues the checks of one file's stripes, and notes the
+// objects its layout names.
+func (ly *layoutCheck) file(so *scanned) {
+	r, local, v, o, rebuild := ly.r, so.local, so.v, so.o, so.rebuild
+	if o.mode&syscall.S_IFMT != syscall.S_IFREG || !o.hasLayout {
 		return
 	}
-	for i := 0; i < f.n; i++ {
-		if f.comp[i] == uint8(comp) && f.slot[i] == uint8(slot) {
-			f.val[i] += n
-			return
+	l := &o.layout
+	if !rebuild {
+		r.led.add(Layout, tStat+sFiles, 1)
+	}
+	bad := (l.pattern != 0 && l.pattern != 1) || l.stripeSize == 0 || l.stripeSize%(64<<10) != 0 || len(l.objs) > 2000
+	for _, s := range l.objs {
+		if s.seq != r.seq && (s.seq != 0 || s.oid != 0) {
+			bad = true
 		}
 	}
-	if f.n == len(f.comp) {
-		f.full = &tally{}
-		f.into(f.full)
-		f.full[comp][slot] += n
-		return
+	// In phase 1 (not the rebuild before a phase-2 resume), every stripe
+	// is recorded in the table of expectations (summary.go) or, without
+	// room or when named twice, queued object by object.
+	exp := ly.exp
+	if r.st.Phase > 1 {
+		exp = nil
 	}
-	f.comp[f.n], f.slot[f.n], f.val[f.n] = uint8(comp), uint8(slot), n
-	f.n++
-}
-
-// into adds f to t.
-func (f *figs) into(t *tally) {
-	if f.full != nil {
-		t.add(f.full)
-		return
-	}
-	for i := 0; i < f.n; i++ {
-		t[f.comp[i]][f.slot[i]] += f.val[i]
-	}
-}
-
-// outOf subtracts f from t.
-func (f *figs) outOf(t *tally) {
-	if f.full != nil {
-		t.sub(f.full)
-		return
-	}
-	for i := 0; i < f.n; i++ {
-		t[f.comp[i]][f.slot[i]] -= f.val[i]
-	}
-}
-
-// addFigs adds g to f.
-func (f *figs) addFigs(g *figs) {
-	if g.full != nil {
-		for c := range g.full {
-			for s, v := range g.full[c] {
-				if v != 0 {
-					f.add(uint32(c), s, v)
+	checks := ly.checkBuf[:0]
+	encoded, summed, filed := false, false, false
+	var shared, seqPart uint64
+	var file uint32
+	recorded := uint64(0)
+	rec := objrec.Rec{Parent: o.fid, StripeSize: l.stripeSize, StripeCount: uint32(len(l.objs)), Gen: l.gen,
+		UID: o.uid, GID: o.gid, ProjID: o.projid}
+	for i, s := range l.objs {
+		if s.seq == 0 && s.oid == 0 {
+			continue // a hole
+		}
+		dup := false
+		if s.seq == r.seq {
+			ref := ly.refsOf(s.ost)
+			var in bool
+			if dup, in = ref.testSetIn(s.oid); !in {
+				dup = ref.testSet(s.oid)
+			}
+			if dup {
+				ly.dups[s] = true
+			}
+		}
+		if bad || (rebuild && exp == nil) {
+			continue
+		}
+		if exp != nil {
+			if dup {
+				exp.markDup(s.ost, s.oid)
+			} else {
+				if !summed {
+					// Every stripe recorded has our sequence (bad
+					// otherwise).
+					shared, seqPart, summed = objrec.SumShared(&rec), objrec.SumSeq(r.seq), true
+					file, filed = exp.fileOf(local)
+				}
+				if filed {
+					dig := objrec.SumDigestSeq(shared, seqPart, s.oid, uint32(i))
+					if p := exp.page(s.ost, s.oid); p != nil && p.setNew(s.oid, dig, file) {
+						recorded++
+						continue
+					}
+					if exp.record(s.ost, s.oid, dig, file) {
+						recorded++
+						continue
+					}
 				}
 			}
 		}
-		return
-	}
-	for i := 0; i < g.n; i++ {
-		f.add(uint32(g.comp[i]), int(g.slot[i]), g.val[i])
-	}
-}
-
-type objFigures struct {
-	local uint64
-	figs
-}
-
-// ostQueue collects one OST's checks column by column, as the request
-// carries them; a full queue is handed to its sender as it is.
-type ostQueue struct {
-	idx     uint32
-	b       *batch
-	sending int
-}
-
-type batch struct {
-	oids, digests []uint64
-	items         []itemRef
-}
-
-type itemRef struct {
-	ent  *entry
-	slot uint32
-	seq  uint64
-}
-
-func (b *batch) len() int { return len(b.oids) }
-
-// Batches are recycled: allocating and zeroing a few hundred kilobytes per
-// RPC showed in the profile.
-var batchPool sync.Pool
-
-func newBatch(n int) *batch {
-	if v := batchPool.Get(); v != nil {
-		b := v.(*batch)
-		if cap(b.oids) >= n {
-			return b
-		}
-	}
-	return &batch{oids: make([]uint64, 0, n), digests: make([]uint64, 0, n), items: make([]itemRef, 0, n)}
-}
-
-func freeBatch(b *batch) {
-	clear(b.items) // drop the entry pointers
-	b.oids, b.digests, b.items = b.oids[:0], b.digests[:0], b.items[:0]
-	batchPool.Put(b)
-}
-
-// item rebuilds the check of element i.
-func (b *batch) item(ost uint32, i int) checkItem {
-	ref := b.items[i]
-	return checkItem{ost: ost, slot: ref.slot, seq: ref.seq, oid: b.oids[i], digest: b.digests[i], ent: ref.ent}
-}
-
-// sortByOid sorts the batch (it usually is sorted already: objects are
-// assigned in creation order).
-func (b *batch) sortByOid() {
-	sorted := true
-	for i := 1; i < len(b.oids); i++ {
-		if b.oids[i] < b.oids[i-1] {
-			sorted = false
-			break
-		}
-	}
-	if !sorted {
-		sort.Sort(b)
-	}
-}
-
-func (b *batch) Len() int           { return len(b.oids) }
-func (b *batch) Less(i, j int) bool { return b.oids[i] < b.oids[j] }
-func (b *batch) Swap(i, j int) {
-	b.oids[i], b.oids[j] = b.oids[j], b.oids[i]
-	b.digests[i], b.digests[j] = b.digests[j], b.digests[i]
-	b.items[i], b.items[j] = b.items[j], b.items[i]
-}
-
-type layoutChecker struct {
-	r *run
-
-	mu        sync.Mutex
-	cond      *sync.Cond
-	window    int
-	inflight  int
-	fifo      []*entry
-	tail      *entry
-	cur       objFigures // the object being scanned (its own figures)
-	inObj     bool
-	scanPos   uint64
-	queues    map[uint32]*ostQueue
-	order     []*ostQueue // the queues, for the flush after every file
-	lastFlush time.Time
-	advances  uint64 // calls of advance, to read the clock on some only
-	wg        sync.WaitGroup
-	// frozen: while summaries are verified (summary.go), checkpoints keep
-	// the position and figures of the end of the scan.
-	frozen    *tally
-	frozenPos uint64
-}
-
-func newLayoutChecker(r *run, window int) *layoutChecker {
-	if window <= 0 {
-		window = defaultWindow
-	}
-	lc := &layoutChecker{r: r, window: window, queues: map[uint32]*ostQueue{}}
-	lc.cond = sync.NewCond(&lc.mu)
-	return lc
-}
-
-func (lc *layoutChecker) setWindow(w int) {
-	lc.mu.Lock()
-	lc.window = w
-	lc.r.st.Params.Window = uint32(w)
-	lc.cond.Broadcast()
-	lc.mu.Unlock()
-}
-
-// begin starts the figures of the object at local: until end, they are
-// its own (held back with its checks if it has any in flight).
-func (lc *layoutChecker) begin(local uint64) {
-	lc.mu.Lock()
-	lc.cur.local, lc.cur.figs, lc.inObj = local, figs{}, true
-	lc.mu.Unlock()
-}
-
-// end closes the object's figures: with no checks in flight they go with
-// the last file that has some (they are after it in scan order).
-func (lc *layoutChecker) end() {
-	lc.mu.Lock()
-	if lc.inObj && lc.tail != nil && !lc.tail.done {
-		lc.tail.delta.addFigs(&lc.cur.figs)
-	}
-	lc.inObj = false
-	lc.mu.Unlock()
-}
-
-// bump adds to a phase-1 figure of the object being scanned.
-func (lc *layoutChecker) bump(comp uint32, slot int, n uint64) {
-	lc.mu.Lock()
-	lc.r.t1[comp][slot] += n
-	switch {
-	case lc.inObj:
-		lc.cur.add(comp, slot, n)
-	case lc.tail != nil && !lc.tail.done:
-		lc.tail.delta.add(comp, slot, n)
-	}
-	lc.mu.Unlock()
-}
-
-// bumpEnt adds to a figure of a file whose checks are in flight.
-func (lc *layoutChecker) bumpEnt(e *entry, comp uint32, slot int, n uint64) {
-	if e == nil {
-		lc.bump(comp, slot, n)
-		return
-	}
-	lc.mu.Lock()
-	lc.r.t1[comp][slot] += n
-	if !e.done {
-		e.delta.add(comp, slot, n)
-	}
-	lc.mu.Unlock()
-}
-
-// advance records the scan position (the next local key to scan).
-func (lc *layoutChecker) advance(pos uint64, final bool) {
-	lc.mu.Lock()
-	lc.scanPos = pos
-	// The clock is read every 64 objects: once per object it was 3.5 % of
-	// a namespace run's CPU.
-	lc.advances++
-	flush := final || (lc.advances%64 == 0 && time.Since(lc.lastFlush) > 100*time.Millisecond)
-	if flush {
-		lc.flushLocked(true)
-	}
-	lc.mu.Unlock()
-}
-
-// checkpointFigures returns the checkpoint position and phase-1 figures.
-func (lc *layoutChecker) checkpointFigures() (uint64, tally) {
-	lc.mu.Lock()
-	defer lc.mu.Unlock()
-	if lc.frozen != nil {
-		return lc.frozenPos, *lc.frozen
-	}
-	t := lc.r.t1
-	pos := lc.scanPos
-	if len(lc.fifo) > 0 {
-		pos = lc.fifo[0].local
-		for _, e := range lc.fifo {
-			e.delta.outOf(&t)
-		}
-	}
-	return pos, t
-}
-
-func (lc *layoutChecker) batchSize() int {
-	n := len(lc.queues)
-	if n == 0 {
-		n = 1
-	}
-	b := lc.window / (2 * n)
-	return max(1, min(8192, b))
-}
-
-// freeze holds the figures and the position back from checkpoints until
-// thaw (summary.go, verify); the queue is drained.
-func (lc *layoutChecker) freeze() {
-	lc.mu.Lock()
-	defer lc.mu.Unlock()
-	t := lc.r.t1
-	lc.frozen, lc.frozenPos = &t, lc.scanPos
-}
-
-func (lc *layoutChecker) thaw() {
-	lc.mu.Lock()
-	lc.frozen = nil
-	lc.mu.Unlock()
-}
-
-// add queues the checks of one file.
-func (lc *layoutChecker) add(local uint64, f fid.FID, checks []checkItem) {
-	lc.mu.Lock()
-	defer lc.mu.Unlock()
-	e := &entry{local: local, fid: f, remaining: len(checks)}
-	if lc.inObj && lc.cur.local == local {
-		e.delta = lc.cur.figs
-		lc.inObj = false
-	}
-	lc.fifo = append(lc.fifo, e)
-	lc.tail = e
-	// A file's stripes count as checked when queued: until the file pops
-	// from the FIFO its figures are held back from checkpoints anyway.
-	n := uint64(len(checks))
-	lc.r.t1[Layout][tChecked] += n
-	lc.r.t1[Layout][tStat+sStripes] += n
-	e.delta.add(Layout, tChecked, n)
-	e.delta.add(Layout, tStat+sStripes, n)
-	for i := range checks {
-		checks[i].ent = e
-	}
-	lc.enqueueLocked(checks)
-}
-
-// queue queues checks that summaries did not settle (summary.go): their
-// stripes were counted when the scan recorded them. Each has an entry of
-// its own; one whose file is gone is dropped.
-func (lc *layoutChecker) queue(checks []checkItem) error {
-	for i := range checks {
-		it := checks[i : i+1]
-		if !lc.r.lookupCheck(&it[0]) {
+		if rebuild {
 			continue
 		}
-		lc.mu.Lock()
-		lc.fifo = append(lc.fifo, it[0].ent)
-		lc.tail = it[0].ent
-		lc.enqueueLocked(it)
-		lc.mu.Unlock()
-		if lc.r.stopping() {
-			return errHalted
+		if !encoded {
+			ly.enc.Reset(&rec)
+			encoded = true
 		}
+		checks = append(checks, checkItem{ost: s.ost, seq: s.seq, oid: s.oid, digest: ly.enc.Digest(s.seq, s.oid, uint32(i)), slot: uint32(i)})
 	}
-	return nil
+	if rebuild {
+		return
+	}
+	if bad {
+		r.found(Layout)
+		r.report(Layout, KLyBadLayout, mdt.ObjKey(local), v)
+		return
+	}
+	if recorded > 0 {
+		// Counted as checked when recorded, as queued checks are when
+		// queued; verify counts nothing again.
+		r.led.add(Layout, tChecked, recorded)
+		r.led.add(Layout, tStat+sStripes, recorded)
+	}
+	if len(checks) > 0 {
+		ly.q.add(local, o.fid, checks)
+	}
+	ly.checkBuf = checks[:0]
 }
 
-// enqueueLocked puts checks on their OSTs' queues, sends full queues, and
-// waits while the window is full.
-func (lc *layoutChecker) enqueueLocked(checks []checkItem) {
-	bs := lc.batchSize()
-	for _, it := range checks {
-		q := lc.queues[it.ost]
-		if q == nil {
-			q = &ostQueue{idx: it.ost}
-			lc.queues[it.ost] = q
-			lc.order = append(lc.order, q)
-		}
-		if q.b == nil {
-			q.b = newBatch(bs)
-		}
-		q.b.oids = append(q.b.oids, it.oid)
-		q.b.digests = append(q.b.digests, it.digest)
-		q.b.items = append(q.b.items, itemRef{ent: it.ent, slot: it.slot, seq: it.seq})
-	}
-	lc.inflight += len(checks)
-	lc.flushLocked(false)
-	if lc.inflight >= lc.window {
-		lc.flushLocked(true)
-		for lc.inflight > lc.window/2 && !lc.r.stopping() {
-			lc.cond.Wait()
-			lc.flushLocked(true)
+// refsOf is OST ost's bitmap of named objects, created on first use (a
+// slice indexed by OST in front of the map: one lookup per stripe).
+func (ly *layoutCheck) refsOf(ost uint32) *bitmap {
+	if int(ost) < len(ly.refsIdx) {
+		if bm := ly.refsIdx[ost]; bm != nil {
+			return bm
 		}
 	}
+	bm := ly.refs[ost]
+	if bm == nil {
+		bm = &bitmap{}
+		ly.refs[ost] = bm
+	}
+	if ost < 1<<16 {
+		for int(ost) >= len(ly.refsIdx) {
+			ly.refsIdx = append(ly.refsIdx, nil)
+		}
+		ly.refsIdx[ost] = bm
+	}
+	return bm
 }
 
-// flushLocked sends full queues (all non-empty ones with partial).
-func (lc *layoutChecker) flushLocked(partial bool) {
-	bs := lc.batchSize()
-	for _, q := range lc.order {
-		if q.b != nil && q.b.len() > 0 && q.sending < 2 && (q.b.len() >= bs || partial) {
-			b := q.b
-			q.b = nil
-			q.sending++
-			lc.wg.Add(1)
-			go lc.send(q, b)
-		}
+// readBoundaries records every OST's first unassigned object as of snap:
+// objects from there on are precreated, not orphans.
+func (ly *layoutCheck) readBoundaries(snap kv.Reader) {
+	lo := mdt.PoolKey(0)
+	lo = lo[:len(lo)-4]
+	it, err := snap.NewIter(lo, kv.PrefixEnd(lo))
+	if err != nil {
+		return
 	}
-	if partial {
-		lc.lastFlush = time.Now()
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()
+		if len(k) != len(lo)+4 {
+			continue
+		}
+		p, ok := mdt.DecodePool(it.Value())
+		if !ok || p.Seq != ly.r.seq {
+			continue
+		}
+		ly.boundary[binary.BigEndian.Uint32(k[len(lo):])] = p.Next
 	}
-}
-
-// drain waits until every queued check is answered.
-func (lc *layoutChecker) drain() error {
-	lc.mu.Lock()
-	defer lc.mu.Unlock()
-	for lc.inflight > 0 {
-		if lc.r.stopping() {
-			return errHalted
-		}
-		lc.flushLocked(true)
-		lc.cond.Wait()
-	}
-	return nil
-}
-
-// abort waits for the RPCs in flight (the run's context is cancelled):
-// their files stay unfinished, so the checkpoint stays before them.
-func (lc *layoutChecker) abort() {
-	lc.r.cancel()
-	lc.mu.Lock()
-	lc.cond.Broadcast()
-	lc.mu.Unlock()
-	lc.wg.Wait()
-}
-
-func (lc *layoutChecker) send(q *ostQueue, b *batch) {
-	defer lc.wg.Done()
-	r := lc.r
-	b.sortByOid()
-	defer freeBatch(b)
-	// Object ids go delta-encoded (mostly 1-byte varints).
-	deltas := make([]uint64, len(b.oids))
-	prev := uint64(0)
-	for i, o := range b.oids {
-		deltas[i], prev = o-prev, o
-	}
-	req := &pb.LfsckCheckRequest{Seq: r.ost, Oids: deltas, Digests: b.digests, Delta: true}
-	cli := r.ostClient(q.idx)
-	var rep *pb.LfsckCheckReply
-	var err error
-	if cli == nil {
-		err = errno.Errorf(errno.Unavailable, "OST%04x is not known or not up", q.idx)
-	} else if err = fault.Hit("lfsck.layout.send"); err == nil {
-		ctx, cancel := context.WithTimeout(r.ctx, r.env.RPCTimeout)
-		rep, err = cli.Check(ctx, req)
-		cancel()
-	}
-	complete := true
-	switch {
-	case err != nil && r.stopping():
-		complete = false // stays unfinished: the checkpoint stays before it
-	case err != nil:
-		// A target that does not answer is skipped, not failed (LU-19329),
-		// and its orphans are left alone at the end (incomplete).
-		r.log.Warn("layout check: OST did not answer; its objects are skipped", "ost", q.idx, "objects", b.len(), "err", err)
-		r.markIncomplete(q.idx)
-		for _, it := range b.items {
-			lc.bumpEnt(it.ent, Layout, tStat+sSkipped, 1)
-		}
-	default:
-		for _, i := range rep.Missing {
-			if int(i) < b.len() {
-				it := b.item(q.idx, int(i))
-				r.stripeMissing(&it)
-			}
-		}
-		for j, i := range rep.Mismatched {
-			if int(i) < b.len() && j < len(rep.Attrs) {
-				it := b.item(q.idx, int(i))
-				r.stripeMismatch(&it, rep.Attrs[j])
-			}
-		}
-		if rep.Uninitialized > 0 {
-			lc.bump(Layout, tStat+sUninitialized, rep.Uninitialized)
-		}
-	}
-	lc.mu.Lock()
-	q.sending--
-	lc.inflight -= b.len()
-	if complete {
-		for _, it := range b.items {
-			it.ent.remaining--
-		}
-		for len(lc.fifo) > 0 && lc.fifo[0].remaining == 0 {
-			lc.fifo[0].done = true
-			lc.fifo = lc.fifo[1:]
-		}
-		if lc.tail != nil && lc.tail.done {
-			lc.tail = nil
-		}
-	}
-	if !lc.r.stopping() {
-		lc.flushLocked(lc.inflight < lc.window/2)
-	}
-	lc.cond.Broadcast()
-	lc.mu.Unlock()
-}
-
-func (r *run) markIncomplete(idx uint32) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, o := range r.st.IncompleteOsts {
-		if o == idx {
-			return
-		}
-	}
-	r.st.IncompleteOsts = append(r.st.IncompleteOsts, idx)
-}
-
-func (r *run) incomplete(idx uint32) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, o := range r.st.IncompleteOsts {
-		if o == idx {
-			return true
-		}
-	}
-	return false
 }
 
 // freshSlot re-reads the file: it returns its record if slot still names
 // the checked object (else the finding was a change in flight).
-func (r *run) freshSlot(it *checkItem) (uint64, []byte, *pb.Inode, bool) {
+func (ly *layoutCheck) freshSlot(it *checkItem) (uint64, []byte, *pb.Inode, bool) {
+	r := ly.r
 	db := r.env.Target.DB()
 	local, ino, err := r.lookup(db, it.ent.fid)
 	if err != nil || ino.Layout == nil || int(it.slot) >= len(ino.Layout.Objects) {
@@ -575,20 +324,22 @@ func (r *run) freshSlot(it *checkItem) (uint64, []byte, *pb.Inode, bool) {
 }
 
 // stripeMissing: a layout slot names an object the OST does not have.
-func (r *run) stripeMissing(it *checkItem) {
+func (ly *layoutCheck) stripeMissing(it *checkItem) {
+	r := ly.r
 	if r.st.Params.Orphan && r.st.Phase == 1 {
-		if _, _, _, ok := r.freshSlot(it); ok {
-			r.deferLost(it) // an orphan may claim the slot (lost.go)
+		if _, _, _, ok := ly.freshSlot(it); ok {
+			ly.deferLost(it) // an orphan may claim the slot (lost.go)
 		}
 		return
 	}
-	r.danglingSlot(it, r.st.Params.CreateOstobj)
+	ly.danglingSlot(it, r.st.Params.CreateOstobj)
 }
 
 // danglingSlot reports a slot whose object is missing, or with create
 // gives it a new, empty object.
-func (r *run) danglingSlot(it *checkItem, create bool) {
-	local, v, ino, ok := r.freshSlot(it)
+func (ly *layoutCheck) danglingSlot(it *checkItem, create bool) {
+	r := ly.r
+	local, v, ino, ok := ly.freshSlot(it)
 	if !ok {
 		return
 	}
@@ -600,11 +351,11 @@ func (r *run) danglingSlot(it *checkItem, create bool) {
 		return
 	}
 	if r.dry {
-		r.countDry(it.ent, Layout, KLyDangling)
+		r.countFound(it.ent, Layout, KLyDangling)
 		return
 	}
 	rec := expected(it.ent.fid, ino, it)
-	done, err := r.ostRepair(it.ost, &pb.LfsckObjRepair{Seq: rec.Seq, Oid: rec.Oid, Create: true, Record: recAttr(&rec)})
+	done, err := r.ostRepair(it.ost, &pb.LfsckObjRepair{Seq: rec.Seq, Oid: rec.Oid, Create: true, Record: rec.Attr()})
 	if err != nil {
 		r.failed(Layout, 1, err)
 		return
@@ -618,20 +369,16 @@ func (r *run) danglingSlot(it *checkItem, create bool) {
 // stripeMismatch: the OST object's record differs from what the layout
 // says. The MDT is trusted (owner, PFID), unless another file's layout
 // names the object too (multiply referenced).
-func (r *run) stripeMismatch(it *checkItem, a *pb.ObjectAttr) {
-	local, v, ino, ok := r.freshSlot(it)
+func (ly *layoutCheck) stripeMismatch(it *checkItem, a *pb.ObjectAttr) {
+	r := ly.r
+	local, v, ino, ok := ly.freshSlot(it)
 	if !ok {
 		return
 	}
-	got := ost.AttrRec(a)
+	got := objrec.FromAttr(a)
 	want := expected(it.ent.fid, ino, it)
-	kind := uint32(KLyUnmatched)
-	switch {
-	case got.Parent == want.Parent:
-		kind = sameParentKind(got, want)
-	case r.otherReferences(got.Parent, it):
-		kind = KLyMultiRef
-	}
+	otherNames := got.Parent != want.Parent && ly.otherReferences(got.Parent, it)
+	kind := mismatchKind(got, want, otherNames)
 	r.found(Layout)
 	if kind == KLyMultiRef {
 		// The object belongs to the file its PFID names; this file gets a
@@ -643,12 +390,12 @@ func (r *run) stripeMismatch(it *checkItem, a *pb.ObjectAttr) {
 		return
 	}
 	if r.dry {
-		r.countDry(it.ent, Layout, kind)
+		r.countFound(it.ent, Layout, kind)
 		return
 	}
 	var buf [96]byte
-	expect := ost.Digest(got.Append(buf[:0]))
-	done, err := r.ostRepair(it.ost, &pb.LfsckObjRepair{Seq: want.Seq, Oid: want.Oid, Expect: expect, Record: recAttr(&want)})
+	expect := objrec.Digest(got.Append(buf[:0]))
+	done, err := r.ostRepair(it.ost, &pb.LfsckObjRepair{Seq: want.Seq, Oid: want.Oid, Expect: expect, Record: want.Attr()})
 	if err != nil {
 		r.failed(Layout, 1, err)
 		return
@@ -658,13 +405,27 @@ func (r *run) stripeMismatch(it *checkItem, a *pb.ObjectAttr) {
 		return
 	}
 	// A client wrote the object after its check: the next run looks again.
-	r.lay.bumpEnt(it.ent, Layout, tStat+sChanged, 1)
+	r.led.addTo(it.ent, Layout, tStat+sChanged, 1)
 	r.log.Info("layout repair refused by the OST: the object changed since its check", "fid", it.ent.fid, "ost", it.ost, "object", want.Oid, "kind", KindNames[Layout][kind])
+}
+
+// mismatchKind names what differs between the record an OST object holds
+// (got) and the one its slot wants (want). otherNames: the file got's
+// PFID names exists and its layout names the object too (read only when
+// the PFIDs differ).
+func mismatchKind(got, want objrec.Rec, otherNames bool) uint32 {
+	switch {
+	case got.Parent == want.Parent:
+		return sameParentKind(got, want)
+	case otherNames:
+		return KLyMultiRef
+	}
+	return KLyUnmatched
 }
 
 // sameParentKind names what differs between an object's record and the
 // one its slot wants, when both name the same file.
-func sameParentKind(got, want ost.Rec) uint32 {
+func sameParentKind(got, want objrec.Rec) uint32 {
 	switch {
 	case got.StripeIndex != want.StripeIndex:
 		return KLyStripeIdx
@@ -676,7 +437,8 @@ func sameParentKind(got, want ost.Rec) uint32 {
 
 // otherReferences reports whether file f exists and its layout names the
 // object of it (then the object is referenced twice).
-func (r *run) otherReferences(f fid.FID, it *checkItem) bool {
+func (ly *layoutCheck) otherReferences(f fid.FID, it *checkItem) bool {
+	r := ly.r
 	if f.IsZero() || f == it.ent.fid {
 		return false
 	}
@@ -692,48 +454,19 @@ func (r *run) otherReferences(f fid.FID, it *checkItem) bool {
 	return false
 }
 
-func (r *run) ostRepair(idx uint32, item *pb.LfsckObjRepair) (bool, error) {
-	cli := r.env.OSTs()[idx]
-	if cli == nil {
-		return false, errno.Errorf(errno.Unavailable, "OST%04x is not up", idx)
-	}
-	ctx, cancel := context.WithTimeout(r.ctx, r.env.RPCTimeout)
-	defer cancel()
-	rep, err := cli.Repair(ctx, &pb.LfsckObjRepairRequest{Items: []*pb.LfsckObjRepair{item}})
-	if err != nil {
-		return false, err
-	}
-	return len(rep.Done) == 1 && rep.Done[0], nil
-}
-
-func recAttr(r *ost.Rec) *pb.ObjectAttr {
-	return &pb.ObjectAttr{Seq: r.Seq, Oid: r.Oid, Parent: r.Parent.PB(), StripeIndex: r.StripeIndex, StripeSize: r.StripeSize,
-		StripeCount: r.StripeCount, LayoutGen: r.Gen, Uid: r.UID, Gid: r.GID, Projid: r.ProjID}
-}
-
 func stripeKey(ostIdx uint32, seq, oid uint64) []byte {
 	k := binary.BigEndian.AppendUint32(nil, ostIdx)
 	k = binary.BigEndian.AppendUint64(k, seq)
 	return binary.BigEndian.AppendUint64(k, oid)
 }
 
-// countDry counts a finding of a dry run.
-func (r *run) countDry(e *entry, comp, kind uint32) {
-	if r.st.Phase == 2 {
-		r.mu.Lock()
-		r.t2[comp][tFound+int(kind)]++
-		r.mu.Unlock()
-		return
-	}
-	r.lay.bumpEnt(e, comp, tFound+int(kind), 1)
-}
-
 // resolveDups settles OST objects that two layouts name and whose record
 // has no PFID (never written), which the OST checks cannot see: the file
 // with the lowest local key keeps the object, the others get new ones.
 // Objects with a PFID were settled by the checks (multiply referenced).
-func (r *run) resolveDups() error {
-	if len(r.dups) == 0 {
+func (ly *layoutCheck) resolveDups() error {
+	r := ly.r
+	if len(ly.dups) == 0 {
 		return nil
 	}
 	db := r.env.Target.DB()
@@ -753,11 +486,11 @@ func (r *run) resolveDups() error {
 	var o object
 	for it.First(); it.Valid(); it.Next() {
 		local, ok := mdt.ObjLocal(it.Key())
-		if !ok || o.decode(it.Value()) != nil || !o.hasLayout || r.losers[local] {
+		if !ok || o.decode(it.Value()) != nil || !o.hasLayout || r.isLoser(local) {
 			continue
 		}
 		for i, s := range o.layout.objs {
-			if r.dups[s] {
+			if ly.dups[s] {
 				holders[s] = append(holders[s], ref{local, o.fid, uint32(i), append([]byte(nil), it.Value()...)})
 			}
 		}
@@ -801,90 +534,4 @@ func (r *run) resolveDups() error {
 		}
 	}
 	return r.rep.flush()
-}
-
-// lookup finds an object by FID in r (through the dry run's OI
-// corrections first): its local key and record.
-func (r *run) lookup(rd interface {
-	Get([]byte) ([]byte, error)
-}, f fid.FID) (uint64, *pb.Inode, error) {
-	local, ok := r.overlayLocal(f)
-	if !ok {
-		lv, err := rd.Get(mdt.OIKey(f))
-		if err != nil {
-			return 0, nil, errNoObject
-		}
-		if len(lv) != 8 {
-			return 0, nil, errBadOI
-		}
-		local = binary.BigEndian.Uint64(lv)
-	}
-	v, err := rd.Get(mdt.ObjKey(local))
-	if err != nil {
-		return 0, nil, errNoObject
-	}
-	ino, err := decodeInode(v)
-	if err != nil {
-		return 0, nil, err
-	}
-	if fid.FromPB(ino.Fid) != f {
-		return 0, nil, errBadOI
-	}
-	return local, ino, nil
-}
-
-var (
-	errNoObject = errors.New("no such object")
-	errBadOI    = errors.New("the OI entry is wrong (run the OI scrub)")
-)
-
-func (r *run) overlayLocal(f fid.FID) (uint64, bool) {
-	r.omu.Lock()
-	defer r.omu.Unlock()
-	l, ok := r.overlay[f]
-	return l, ok
-}
-
-func decodeInode(v []byte) (*pb.Inode, error) {
-	ino := &pb.Inode{}
-	if err := proto.Unmarshal(v, ino); err != nil {
-		return nil, syscall.EIO
-	}
-	return ino, nil
-}
-
-// ostClient returns OST idx's client, from a map refreshed every second
-// (asking the server for it on every batch costs more than the batch).
-func (r *run) ostClient(idx uint32) OST {
-	r.ostMu.Lock()
-	defer r.ostMu.Unlock()
-	if r.ostMap == nil || time.Since(r.ostAt) > time.Second {
-		r.ostMap, r.ostAt = r.env.OSTs(), time.Now()
-	}
-	return r.ostMap[idx]
-}
-
-// askOST reads one object's record from its OST: nil if the OST returned
-// none. ok is false when the OST is unknown or did not answer (it is then
-// marked incomplete); err is errHalted when the run is stopping.
-func (r *run) askOST(s stripe) (a *pb.ObjectAttr, ok bool, err error) {
-	cli := r.env.OSTs()[s.ost]
-	if cli == nil {
-		r.markIncomplete(s.ost)
-		return nil, false, nil
-	}
-	ctx, cancel := context.WithTimeout(r.ctx, r.env.RPCTimeout)
-	attrs, err := cli.GetObjects(ctx, []*pb.StripeObject{{Ost: s.ost, Seq: s.seq, Oid: s.oid}})
-	cancel()
-	if err != nil {
-		if r.stopping() {
-			return nil, false, errHalted
-		}
-		r.markIncomplete(s.ost)
-		return nil, false, nil
-	}
-	if len(attrs) != 1 {
-		return nil, true, nil
-	}
-	return attrs[0], true, nil
 }

@@ -62,26 +62,27 @@ func decodeLost(k, v []byte) (lostSlot, stripe, bool) {
 }
 
 // deferLost records a dangling slot found in phase 1.
-func (r *run) deferLost(it *checkItem) {
-	r.mu.Lock()
-	r.lost[lostSlot{it.ent.fid, it.slot}] = stripe{it.ost, it.seq, it.oid}
-	r.mu.Unlock()
+func (ly *layoutCheck) deferLost(it *checkItem) {
+	ly.mu.Lock()
+	ly.lost[lostSlot{it.ent.fid, it.slot}] = stripe{it.ost, it.seq, it.oid}
+	ly.mu.Unlock()
 }
 
 // saveLost records the deferred slots in the store (a real run entering
 // phase 2).
-func (r *run) saveLost() error {
-	r.mu.Lock()
+func (ly *layoutCheck) saveLost() error {
+	r := ly.r
+	ly.mu.Lock()
 	var op *pb.LfsckStateOp
 	var ops []*pb.LfsckStateOp
-	for ls, s := range r.lost {
+	for ls, s := range ly.lost {
 		if op == nil || len(op.Set) == 512 {
 			op = &pb.LfsckStateOp{}
 			ops = append(ops, op)
 		}
 		op.Set = append(op.Set, &pb.LfsckKV{Key: lostKey(ls), Value: encodeLost(s)})
 	}
-	r.mu.Unlock()
+	ly.mu.Unlock()
 	for _, op := range ops {
 		if err := r.c.proposeState(r.ctx, op); err != nil {
 			return fmt.Errorf("record the dangling slots: %w", err)
@@ -91,18 +92,19 @@ func (r *run) saveLost() error {
 }
 
 // loadLost reads the deferred slots of a real run resumed in phase 2.
-func (r *run) loadLost() error {
+func (ly *layoutCheck) loadLost() error {
+	r := ly.r
 	p := mdt.LfsckTracePrefix(Layout)
 	it, err := r.env.Target.DB().NewIter(p, kv.PrefixEnd(p))
 	if err != nil {
 		return err
 	}
 	defer it.Close()
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	ly.mu.Lock()
+	defer ly.mu.Unlock()
 	for it.First(); it.Valid(); it.Next() {
 		if ls, s, ok := decodeLost(it.Key(), it.Value()); ok {
-			r.lost[ls] = s // a damaged record is dropped: the next run finds the slot again
+			ly.lost[ls] = s // a damaged record is dropped: the next run finds the slot again
 		}
 	}
 	return it.Error()
@@ -110,24 +112,25 @@ func (r *run) loadLost() error {
 
 // takeLost reports whether slot i of file pf, naming s, is a dangling
 // slot of this run, and forgets it: an orphan claiming it goes there.
-func (r *run) takeLost(pf fid.FID, i uint32, s *pb.StripeObject) bool {
+func (ly *layoutCheck) takeLost(pf fid.FID, i uint32, s *pb.StripeObject) bool {
 	ls := lostSlot{pf, i}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	d, ok := r.lost[ls]
+	ly.mu.Lock()
+	defer ly.mu.Unlock()
+	d, ok := ly.lost[ls]
 	if !ok || d != (stripe{s.Ost, s.Seq, s.Oid}) {
 		return false
 	}
-	delete(r.lost, ls)
+	delete(ly.lost, ls)
 	return true
 }
 
 // settleLost settles the dangling slots no orphan filled, as phase 1
 // does without -o.
-func (r *run) settleLost() error {
-	r.mu.Lock()
-	objs := maps.Clone(r.lost)
-	r.mu.Unlock()
+func (ly *layoutCheck) settleLost() error {
+	r := ly.r
+	ly.mu.Lock()
+	objs := maps.Clone(ly.lost)
+	ly.mu.Unlock()
 	slots := slices.Collect(maps.Keys(objs))
 	sort.Slice(slots, func(i, j int) bool {
 		a, b := slots[i], slots[j]
@@ -151,7 +154,7 @@ func (r *run) settleLost() error {
 		// An OST that does not answer now, or whose orphans were not all
 		// listed, may still hold the slot's real object: report the slot,
 		// make nothing.
-		r.danglingSlot(&checkItem{ost: s.ost, slot: ls.slot, seq: s.seq, oid: s.oid, ent: &entry{fid: ls.f, done: true}},
+		ly.danglingSlot(&checkItem{ost: s.ost, slot: ls.slot, seq: s.seq, oid: s.oid, ent: &entry{fid: ls.f, done: true}},
 			ok && r.st.Params.CreateOstobj && !r.incomplete(s.ost))
 	}
 	return r.rep.flush()

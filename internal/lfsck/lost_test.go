@@ -3,9 +3,9 @@ package lfsck
 import (
 	"bytes"
 	"errors"
+	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -186,32 +186,27 @@ func TestOrphanTakesTheSlotBackWhenTheFileChangesDuringAdoption(t *testing.T) {
 	if got := rep.Components["layout"].Counters["dangling"]; got.Repaired != 1 {
 		t.Fatalf("-c: want the dangling slot given an object: %s", describe(rep))
 	}
-	const point = "lfsck.orphans.adopt"
-	before := fault.Hits(point)
-	if err := fault.Arm(point, fault.Action{Kind: "delay", Delay: time.Second, Count: 1}); err != nil {
-		t.Fatal(err)
-	}
-	defer fault.Disarm(point)
-	changed := make(chan error, 1)
-	go func() {
-		for deadline := time.Now().Add(30 * time.Second); fault.Hits(point) == before; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				changed <- errors.New("the adoption never reached " + point)
-				return
+	// A client changes the file's mode between the adoption's snapshot
+	// and its apply.
+	var once sync.Once
+	changed := errors.New("the adoption was never applied")
+	h.beforePropose = func(cmd *pb.Command) {
+		if !adopts(cmd) {
+			return
+		}
+		once.Do(func() {
+			r, err := h.d.Do(&pb.Command{ClientId: 10, RequestId: 1, Op: &pb.Command_Setattr{Setattr: &pb.SetattrOp{
+				Fid: tr.f1.PB(), Valid: uint32(pb.SetattrValid_SETATTR_MODE), Mode: 0o600}}})
+			if err == nil && r.Errno != 0 {
+				err = syscall.Errno(r.Errno)
 			}
-		}
-		// A client changes the file's mode while the adoption waits.
-		r, err := h.d.Do(&pb.Command{ClientId: 10, RequestId: 1, Op: &pb.Command_Setattr{Setattr: &pb.SetattrOp{
-			Fid: tr.f1.PB(), Valid: uint32(pb.SetattrValid_SETATTR_MODE), Mode: 0o600}}})
-		if err == nil && r.Errno != 0 {
-			err = syscall.Errno(r.Errno)
-		}
-		changed <- err
-	}()
+			changed = err
+		})
+	}
 	req := &pb.LfsckStartRequest{Types: []string{"layout"}, Reset_: true, Orphan: true, CreateOstobj: true}
 	rep = h.run(c, req)
-	if err := <-changed; err != nil {
-		t.Fatal(err)
+	if changed != nil {
+		t.Fatal(changed)
 	}
 	lay := rep.Components["layout"]
 	if lay.Counters["orphan"].Repaired != 1 || lay.Counters["dangling"].Inconsistent != 0 {

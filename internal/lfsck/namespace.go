@@ -2,9 +2,10 @@ package lfsck
 
 import (
 	"bytes"
-	"errors"
+	"encoding/binary"
 	"fmt"
 	"sort"
+	"sync/atomic"
 	"syscall"
 
 	"google.golang.org/protobuf/proto"
@@ -16,10 +17,17 @@ import (
 	"nacre/internal/mdt"
 )
 
-// Phase 2 of the namespace check: every uncertain item of phase 1 is
-// re-verified on fresh state, object by object (the trace is ordered by
-// the FID of the object concerned), and repaired by the rules of
-// docs/lfsck.md (Lustre's trust rules, lessons §9.5).
+// The namespace check. Phase 1 pairs every directory entry with the
+// linkEA entry of the object it names (a name pair: parent, name, child,
+// type), as the scan reads each directory's entries and each object's
+// linkEA, and checks what one object shows by itself (its nlink against
+// its names, a directory's nlink against its subdirectories). What is left
+// unpaired at the end, and the objects that need a look, are the trace.
+//
+// Phase 2 re-verifies every item of the trace on fresh state, object by
+// object (the trace is ordered by the FID of the object concerned), and
+// repairs it by the rules of docs/lfsck.md (Lustre's trust rules, lessons
+// §9.5): reconcile.go.
 
 // Trace item kinds and flags.
 const (
@@ -56,17 +64,292 @@ func traceKey(it *pb.LfsckTraceItem) []byte {
 	return append(k, it.Name...)
 }
 
+// nsCheck is the namespace component.
+type nsCheck struct {
+	r          *run
+	names      *nameMatch             // phase 1's name pairs
+	items      []*pb.LfsckTraceItem   // phase 1's trace items besides the pairs
+	overflowed map[fid.FID]overflowed // objects whose linkEA is marked overflowed (resolveNames)
+	unread     atomic.Bool            // entries of a directory were passed over (LfsckState.dirents_unread)
+	dirents    *kv.Iter               // the window's entries
+	trace      []*pb.LfsckTraceItem   // the trace, between post and phase 2 (a dry run's, until the end)
+	// Phase 2: the items of objects found missing, to look at again once
+	// the run's own creations are applied (settle), and the names their
+	// linkEAs claim.
+	dangling map[fid.FID][]*pb.LfsckTraceItem
+	claims   map[nameKey][]fid.FID
+}
+
+// overflowed is an object whose linkEA is marked overflowed: the bytes of
+// names it has room for, and its local key.
+type overflowed struct {
+	room  int
+	local uint64
+}
+
+func newNsCheck(r *run) *nsCheck {
+	ns := &nsCheck{r: r, names: newNameMatch()}
+	ns.unread.Store(r.st.DirentsUnread)
+	return ns
+}
+
+func (ns *nsCheck) id() uint32 { return Namespace }
+func (ns *nsCheck) prep()      {}
+
+func (ns *nsCheck) openWindow(w *window) error {
+	it, err := w.snap.NewIter(mdt.DirentPrefix(w.pos), direntUpper)
+	if err != nil {
+		return err
+	}
+	it.First()
+	ns.dirents = it
+	return nil
+}
+
+// closeWindow ends the window's entries; after the last object, the
+// entries left have no directory.
+func (ns *nsCheck) closeWindow(last bool) {
+	if ns.dirents == nil {
+		return
+	}
+	if last {
+		for ; ns.dirents.Valid(); ns.dirents.Next() {
+			ns.orphanDirent(ns.dirents.Key(), ns.dirents.Value())
+		}
+	}
+	ns.dirents.Close()
+	ns.dirents = nil
+}
+
+func (ns *nsCheck) object(so *scanned) error {
+	if so.skipped() {
+		// The entries of an object passed over are not read; those of
+		// one whose record does not decode have no directory.
+		ns.skipDirents(so.local, so.rebuild, so.garbage)
+		return nil
+	}
+	ns.scanObject(so)
+	return nil
+}
+
+func (ns *nsCheck) endScan() error { return nil }
+
+// post turns the pairs left unmatched into the trace.
+func (ns *nsCheck) post() error {
+	items, err := ns.resolveNames()
+	ns.trace = items
+	return err
+}
+
+// enterPhase2 records the trace (a real run's in the store; a dry run
+// keeps it in memory).
+func (ns *nsCheck) enterPhase2() error {
+	if ns.r.dry {
+		return nil
+	}
+	err := ns.writeTrace(ns.trace)
+	ns.trace = nil
+	return err
+}
+
+// phase2 re-verifies the trace, object by object (step 0 of phase 2).
+func (ns *nsCheck) phase2() error {
+	r := ns.r
+	if step, _ := r.phase2At(); step != 0 {
+		return nil
+	}
+	if err := ns.traceScan(); err != nil {
+		return err
+	}
+	r.setPhase2(1, nil)
+	return r.checkpoint()
+}
+
+func (ns *nsCheck) checkpoint(st *pb.LfsckState) {
+	st.DirentsUnread = st.DirentsUnread || ns.unread.Load()
+}
+
+func (ns *nsCheck) quit() {}
+
+// scanObject derives the name pairs of one object: its entries (a
+// directory) and its linkEA, and checks what it can locally.
+func (ns *nsCheck) scanObject(so *scanned) {
+	r, snap, local, o, itD, rebuild := ns.r, so.snap, so.local, so.o, ns.dirents, so.rebuild
+	isDir := o.mode&syscall.S_IFMT == syscall.S_IFDIR
+	typ := mdt.DirentType(o.mode)
+	subdirs, dirents := uint32(0), uint64(0)
+	for ; itD.Valid(); itD.Next() {
+		k := itD.Key()
+		p, ok := direntParent(k)
+		if ok && p > local {
+			break
+		}
+		if !ok || p < local || !isDir {
+			if !rebuild {
+				ns.orphanDirent(k, itD.Value())
+			}
+			continue
+		}
+		dirents++
+		name := k[17:]
+		cf, ctyp, ok := mdt.DecodeDirent(itD.Value())
+		if corruptEntry(o.fid, name, cf, ok) {
+			// Phase 2 rewrites it from a linkEA that claims its name, or
+			// removes it. Not counted as a subdirectory: the parent's
+			// nlink is right once it is gone.
+			ns.items = append(ns.items, &pb.LfsckTraceItem{Kind: itemEntry, Child: cf.PB(), Parent: o.fid.PB(), Name: append([]byte(nil), name...),
+				Type: uint32(ctyp), Local: local, Flags: flagGarbage})
+			continue
+		}
+		if ctyp == dtDir {
+			subdirs++
+		}
+		ns.names.entry(ns.names.hash(o.fid, name, cf, ctyp), local)
+	}
+	if o.fid != fid.Root {
+		for _, l := range o.links {
+			ns.names.claim(ns.names.hash(l.parent, l.name, o.fid, typ), local)
+		}
+		flags := traceFlags(isDir, o.nlink, o.links, o.linksOverflow, r.st.RunStartIndex)
+		if !isDir && o.linksOverflow != 0 {
+			// The room its linkEA has: resolveNames does not trace the
+			// entries of names that cannot be recorded (a tree of
+			// hard-linked snapshots traced every name past the bound, on
+			// every run).
+			if ns.overflowed == nil {
+				ns.overflowed = map[fid.FID]overflowed{}
+			}
+			ns.overflowed[o.fid] = overflowed{room: mdt.LinksMaxBytes - linksBytes(o.links), local: local}
+		}
+		if flags != 0 {
+			ns.items = append(ns.items, &pb.LfsckTraceItem{Kind: itemObject, Child: o.fid.PB(), Local: local, Flags: flags})
+		}
+	}
+	if rebuild {
+		return
+	}
+	r.led.add(Namespace, tChecked, 1+dirents)
+	r.led.add(Namespace, tStat+sObjects, 1)
+	r.led.add(Namespace, tStat+sDirents, dirents)
+	if isDir {
+		r.led.add(Namespace, tStat+sDirectories, 1)
+		if dirCountWrong(o.nlink, subdirs, func() bool { return mdt.PendingOrphan(snap, o.fid) }) {
+			// Conditioned on the directory being there, not on its
+			// record: apply recounts the entries of the moment (and
+			// refuses if the count is right by then), whereas on a
+			// directory clients keep changing, a record from the scan
+			// was always stale and the wrong count stayed, unreported.
+			r.found(Namespace)
+			oiv, _ := snap.Get(mdt.OIKey(o.fid))
+			r.rep.add(Namespace, nil, &pb.LfsckRepair{Component: Namespace, Kinds: []uint32{KNsNlinks},
+				Conds: []*pb.LfsckCond{condVal(mdt.OIKey(o.fid), oiv)},
+				Muts:  []*pb.LfsckMut{{M: &pb.LfsckMut_DirNlink{DirNlink: o.fid.PB()}}}})
+		}
+	} else if o.nlink > 1 {
+		r.led.add(Namespace, tStat+sMultiLinked, 1)
+	}
+}
+
+// corruptEntry says whether an entry of directory parent, name naming cf
+// (ok: it decodes) is corrupt: it names no sane FID, has a name create
+// refuses, or makes a loop (it names the root, or .nacre other than as
+// /.nacre).
+func corruptEntry(parent fid.FID, name []byte, cf fid.FID, ok bool) bool {
+	return !ok || cf.IsZero() || cf.Ver != 0 || badName(name) ||
+		((cf == fid.Root || cf == fid.DotNacre) && loopEntry(parent, string(name), cf))
+}
+
+// traceFlags says why phase 2 must look at an object (0: it need not),
+// from its type, nlink and linkEA (links, and the index of the command
+// that marked it overflowed) as phase 1 read them: a directory with no or
+// several names, an object with no name, nlink below the names, a linkEA
+// marked overflowed before the run began (every name may be recorded by
+// now), or one past the bound.
+func traceFlags(isDir bool, nlink uint32, links []link, overflowMark, runStart uint64) uint32 {
+	switch {
+	case isDir && nlink > 0 && len(links) != 1:
+		return flagNames
+	case !isDir && nlink > 0 && len(links) == 0:
+		return flagNoNames
+	case !isDir && nlink < uint32(len(links)):
+		return flagNlink
+	case !isDir && overflowMark != 0 && overflowMark < runStart:
+		return flagOverflow
+	case !isDir && len(links) > 1 && linksBytes(links) > mdt.LinksMaxBytes:
+		return flagOverflow
+	}
+	return 0
+}
+
+// dirCountWrong says whether a directory's nlink is not 2 plus its
+// subdirectories. A directory removed while a client has it open is kept,
+// with no name and no links, until that client closes it (pendingOrphan,
+// read only then): not an inconsistency.
+func dirCountWrong(nlink, subdirs uint32, pendingOrphan func() bool) bool {
+	return nlink != 2+subdirs && !(nlink == 0 && pendingOrphan())
+}
+
+// linksBytes is mdt.LinksBytes of a decoded linkEA.
+func linksBytes(ls []link) int {
+	n := 0
+	for _, l := range ls {
+		n += mdt.LinkBytes(l.name)
+	}
+	return n
+}
+
+// badName says whether create would refuse a name (mdt.ValidName),
+// converting it to a string only when a cheap look says it may: the scan
+// reads every entry.
+func badName(name []byte) bool {
+	if len(name) > 2 && len(name) <= mdt.MaxNameLen && bytes.IndexByte(name, '/') < 0 && bytes.IndexByte(name, 0) < 0 {
+		return false
+	}
+	return mdt.ValidName(string(name)) != nil
+}
+
+func direntParent(k []byte) (uint64, bool) {
+	if len(k) < 17 || k[0] != 'D' {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(k[1:]), true
+}
+
+// skipDirents passes the entries up to and including directory local's.
+// The names it passes over are names the run does not see.
+func (ns *nsCheck) skipDirents(local uint64, rebuild, report bool) {
+	itD := ns.dirents
+	for ; itD.Valid(); itD.Next() {
+		p, ok := direntParent(itD.Key())
+		if ok && p > local {
+			return
+		}
+		if ok && p == local && !ns.unread.Load() {
+			ns.unread.Store(true)
+		}
+		if !rebuild && (report || !ok || p < local) {
+			ns.orphanDirent(itD.Key(), itD.Value())
+		}
+	}
+}
+
+func (ns *nsCheck) orphanDirent(k, v []byte) {
+	ns.r.led.add(Namespace, tStat+sDirents, 1)
+	ns.r.report(Namespace, KNsOrphanDirent, k, v)
+}
+
 // resolveNames turns the pairs left unmatched into trace items, reading
 // the names again from fresh state (a pair whose name is gone was a change
 // in flight and is dropped).
-func (r *run) resolveNames() ([]*pb.LfsckTraceItem, error) {
-	items := r.items
-	r.items = nil
+func (ns *nsCheck) resolveNames() ([]*pb.LfsckTraceItem, error) {
+	r := ns.r
+	items := ns.items
+	ns.items = nil
 	full := map[fid.FID]uint64{} // objects whose names left out were not traced -> local key
-	if r.names.pending() > 0 {
+	if ns.names.pending() > 0 {
 		type want struct{ entries, claims map[uint64]bool }
 		bySrc := map[uint64]*want{}
-		r.names.each(func(h uint64, p pend) {
+		ns.names.each(func(h uint64, p pend) {
 			w := bySrc[p.src]
 			if w == nil {
 				w = &want{map[uint64]bool{}, map[uint64]bool{}}
@@ -97,7 +380,7 @@ func (r *run) resolveNames() ([]*pb.LfsckTraceItem, error) {
 			}
 			typ := mdt.DirentType(o.mode)
 			for _, l := range o.links {
-				if w.claims[r.names.hash(l.parent, l.name, o.fid, typ)] {
+				if w.claims[ns.names.hash(l.parent, l.name, o.fid, typ)] {
 					items = append(items, &pb.LfsckTraceItem{Kind: itemClaim, Child: o.fid.PB(), Parent: l.parent.PB(),
 						Name: append([]byte(nil), l.name...), Type: uint32(typ), Local: src})
 				}
@@ -113,8 +396,8 @@ func (r *run) resolveNames() ([]*pb.LfsckTraceItem, error) {
 			for it.First(); it.Valid(); it.Next() {
 				name := it.Key()[17:]
 				cf, ctyp, ok := mdt.DecodeDirent(it.Value())
-				if ok && w.entries[r.names.hash(o.fid, name, cf, ctyp)] {
-					if ov, marked := r.overflowed[cf]; marked && mdt.LinkBytes(name) > ov.room {
+				if ok && w.entries[ns.names.hash(o.fid, name, cf, ctyp)] {
+					if ov, marked := ns.overflowed[cf]; marked && mdt.LinkBytes(name) > ov.room {
 						full[cf] = ov.local // left out, and no room to record it
 						continue
 					}
@@ -133,7 +416,7 @@ func (r *run) resolveNames() ([]*pb.LfsckTraceItem, error) {
 		// Merged below with the object's own item, if it has one.
 		items = append(items, &pb.LfsckTraceItem{Kind: itemObject, Child: f.PB(), Local: local, Flags: flagFull})
 	}
-	r.names = newNameMatch()
+	ns.names = newNameMatch()
 	sort.Slice(items, func(i, j int) bool { return bytes.Compare(traceKey(items[i]), traceKey(items[j])) < 0 })
 	out := items[:0]
 	for i, it := range items {
@@ -147,7 +430,8 @@ func (r *run) resolveNames() ([]*pb.LfsckTraceItem, error) {
 }
 
 // writeTrace records the trace in the store (a real run), in batches.
-func (r *run) writeTrace(items []*pb.LfsckTraceItem) error {
+func (ns *nsCheck) writeTrace(items []*pb.LfsckTraceItem) error {
+	r := ns.r
 	for len(items) > 0 {
 		n := min(len(items), 512)
 		op := &pb.LfsckStateOp{}
@@ -163,9 +447,10 @@ func (r *run) writeTrace(items []*pb.LfsckTraceItem) error {
 }
 
 // loadTrace reads the trace (a real run's from the store).
-func (r *run) loadTrace() ([]*pb.LfsckTraceItem, error) {
+func (ns *nsCheck) loadTrace() ([]*pb.LfsckTraceItem, error) {
+	r := ns.r
 	if r.dry {
-		return r.items, nil
+		return ns.trace, nil
 	}
 	p := mdt.LfsckTracePrefix(Namespace)
 	it, err := r.env.Target.DB().NewIter(p, kv.PrefixEnd(p))
@@ -184,58 +469,18 @@ func (r *run) loadTrace() ([]*pb.LfsckTraceItem, error) {
 	return out, it.Error()
 }
 
-func (r *run) phase2() error {
-	if r.on(Namespace) && r.st.Phase2Step == 0 {
-		if err := r.nsPhase2(); err != nil {
-			return err
-		}
-		r.mu.Lock()
-		r.st.Phase2Step = 1
-		r.st.Phase2Position = nil
-		r.mu.Unlock()
-		if err := r.checkpoint(); err != nil {
-			return err
-		}
-	}
-	if r.on(Layout) && r.st.Params.Orphan {
-		r.mu.Lock()
-		none := len(r.lost) == 0
-		r.mu.Unlock()
-		if none && !r.dry {
-			// Resumed in phase 2: the dangling slots phase 1 left.
-			if err := r.loadLost(); err != nil {
-				return fmt.Errorf("read the dangling slots: %w", err)
-			}
-		}
-		if err := r.orphans(); err != nil {
-			return err
-		}
-		if err := r.settleLost(); err != nil {
-			return err
-		}
-	}
-	if err := r.rep.flush(); err != nil {
-		return err
-	}
-	return r.settleDangling()
-}
-
-// settleDangling looks again at the objects phase 2 found missing that
-// exist now: made by this run (-C from a directory entry, or from the OST
+// settle looks again at the objects phase 2 found missing that exist
+// now: made by this run (-C from a directory entry, or from the OST
 // objects that point back to it, in lost+found) they have one name in
 // their linkEA and nlink 1, while other entries may name them too (a file
 // with hard links). Reconciled now, they get every name and the right
-// nlink in this run; before, removing one name (the lost+found one an
-// admin cleans up) destroyed the data the others still named, until a
-// second run. A dry run makes nothing: nothing is found here.
-func (r *run) settleDangling() error {
-	if !r.on(Namespace) {
-		return nil
-	}
-	r.mu.Lock()
-	dangling, claims := r.dangling, r.claims
-	r.dangling = nil
-	r.mu.Unlock()
+// nlink in this run, so that removing one name (the lost+found one an
+// admin cleans up) does not destroy the data the others still name. A
+// dry run makes nothing: nothing is found here.
+func (ns *nsCheck) settle() error {
+	r := ns.r
+	dangling, claims := ns.dangling, ns.claims
+	ns.dangling = nil
 	if len(dangling) == 0 {
 		return nil
 	}
@@ -252,7 +497,7 @@ func (r *run) settleDangling() error {
 		if err != nil || r.isLoser(local) {
 			continue // still missing: reported in phase 2
 		}
-		if err := r.reconcile(c, dangling[c], claims, planned); err != nil {
+		if err := ns.reconcile(c, dangling[c], claims, planned); err != nil {
 			if err := r.failed(Namespace, 2, err); err != nil {
 				return err
 			}
@@ -261,8 +506,12 @@ func (r *run) settleDangling() error {
 	return r.rep.flush()
 }
 
-func (r *run) nsPhase2() error {
-	items, err := r.loadTrace()
+// traceScan reconciles the trace, object by object, from where a resumed
+// run left off; the names the trace's linkEA entries claim are kept for
+// settle.
+func (ns *nsCheck) traceScan() error {
+	r := ns.r
+	items, err := ns.loadTrace()
 	if err != nil {
 		return err
 	}
@@ -273,11 +522,9 @@ func (r *run) nsPhase2() error {
 			claims[nk] = append(claims[nk], fid.FromPB(it.Child))
 		}
 	}
-	r.mu.Lock()
-	r.claims = claims
-	r.mu.Unlock()
+	ns.claims = claims
 	planned := map[nameKey]fid.FID{}
-	start := r.st.Phase2Position
+	_, start := r.phase2At()
 	for i := 0; i < len(items); {
 		j := i + 1
 		for j < len(items) && fid.FromPB(items[j].Child) == fid.FromPB(items[i].Child) {
@@ -303,7 +550,7 @@ func (r *run) nsPhase2() error {
 			}
 			continue
 		}
-		if err := r.reconcile(fid.FromPB(group[0].Child), group, claims, planned); err != nil {
+		if err := ns.reconcile(fid.FromPB(group[0].Child), group, claims, planned); err != nil {
 			if err := r.failed(Namespace, 2, err); err != nil {
 				return err
 			}
@@ -311,533 +558,15 @@ func (r *run) nsPhase2() error {
 		if err := r.rep.flush(); err != nil {
 			return err
 		}
-		r.mu.Lock()
-		r.t2[Namespace][tChecked] += uint64(len(group))
+		r.led.add2(Namespace, tChecked, uint64(len(group)))
 		if i < len(items) {
-			r.st.Phase2Position = traceKey(items[i])
+			r.setPhase2(0, traceKey(items[i]))
 		} else {
-			r.st.Phase2Position = []byte{0xff}
+			r.setPhase2(0, []byte{0xff})
 		}
-		r.mu.Unlock()
 		if err := r.maybeCheckpoint(); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// fix collects one object's repair.
-type fix struct {
-	conds       []*pb.LfsckCond
-	condKeys    map[string]bool
-	muts        []*pb.LfsckMut
-	late        []*pb.LfsckMut // typed changes, after the raw ones
-	kinds       map[uint32]bool
-	reports     map[uint32]bool
-	delta       int32
-	reportKey   []byte
-	added       bool
-	dropped     bool
-	droppedOwn  bool // a claim dropped because another object owns the name
-	droppedLive bool // a claim dropped whose directory exists
-}
-
-func newFix() *fix {
-	return &fix{condKeys: map[string]bool{}, kinds: map[uint32]bool{}, reports: map[uint32]bool{}}
-}
-
-func (f *fix) cond(k, v []byte) {
-	if f.condKeys[string(k)] {
-		return
-	}
-	f.condKeys[string(k)] = true
-	if v == nil {
-		f.conds = append(f.conds, condAbsent(k))
-	} else {
-		f.conds = append(f.conds, condVal(k, v))
-	}
-}
-
-func (r *run) emit(f *fix) {
-	if len(f.kinds) == 0 && len(f.reports) == 0 {
-		return
-	}
-	r.found(Namespace)
-	if f.added && (f.droppedOwn || f.droppedLive) && !f.kinds[KNsLostDirent] {
-		delete(f.kinds, KNsLinkEA)
-		delete(f.kinds, KNsMultiRef)
-		f.kinds[KNsUnmatched] = true
-	}
-	if len(f.kinds) > 0 {
-		rep := &pb.LfsckRepair{Component: Namespace, Conds: f.conds, Muts: append(f.muts, f.late...), InodesDelta: f.delta}
-		rep.Kinds = sortedKinds(f.kinds)
-		if len(rep.Muts) == 0 {
-			rep.ReportKey = append([]byte{'r'}, f.reportKey...)
-		}
-		r.rep.add(Namespace, nil, rep)
-	}
-	if len(f.reports) > 0 {
-		r.rep.add(Namespace, nil, &pb.LfsckRepair{Component: Namespace, Kinds: sortedKinds(f.reports),
-			ReportKey: append([]byte{'R'}, f.reportKey...)})
-	}
-}
-
-func sortedKinds(m map[uint32]bool) []uint32 {
-	var out []uint32
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
-}
-
-func isDirMode(m uint32) bool { return m&syscall.S_IFMT == syscall.S_IFDIR }
-
-type getter interface {
-	Get([]byte) ([]byte, error)
-}
-
-// direntAt reads an entry: its value, whether it exists, and what it names.
-func direntAt(g getter, plocal uint64, name string) ([]byte, bool, fid.FID, uint8, bool) {
-	v, err := g.Get(mdt.DirentKey(plocal, name))
-	if err != nil {
-		return nil, false, fid.FID{}, 0, false
-	}
-	cf, typ, ok := mdt.DecodeDirent(v)
-	return v, true, cf, typ, ok && !cf.IsZero()
-}
-
-// reconcile settles one object from its trace items.
-func (r *run) reconcile(child fid.FID, group []*pb.LfsckTraceItem, claims map[nameKey][]fid.FID, planned map[nameKey]fid.FID) error {
-	snap := r.env.Target.DB().NewSnapshot()
-	defer snap.Close()
-	var entries []*pb.LfsckTraceItem
-	full := false // names left out were not traced (flagFull)
-	for _, it := range group {
-		if it.Kind == itemEntry {
-			entries = append(entries, it)
-		}
-		if it.Kind == itemObject && it.Flags&flagFull != 0 {
-			full = true
-		}
-	}
-	local, ino, err := r.lookup(snap, child)
-	if errors.Is(err, errNoObject) || (err == nil && r.isLoser(local)) {
-		r.mu.Lock()
-		if r.dangling == nil {
-			r.dangling = map[fid.FID][]*pb.LfsckTraceItem{}
-		}
-		r.dangling[child] = group
-		r.mu.Unlock()
-		return r.missingChild(snap, child, entries, claims, planned)
-	}
-	if err != nil {
-		return err
-	}
-	if child == fid.Root || child == fid.DotNacre {
-		return r.dropLoopEntries(snap, child, entries)
-	}
-	if child == fid.LostFound && len(ino.Links) == 1 && len(entries) == 0 {
-		return nil
-	}
-	v, err := snap.Get(mdt.ObjKey(local))
-	if err != nil {
-		return err
-	}
-	f := newFix()
-	f.reportKey = child.Bytes()
-	f.cond(mdt.ObjKey(local), v)
-	isDir := isDirMode(ino.Mode)
-	typ := mdt.DirentType(ino.Mode)
-	var keep []*pb.LinkEntry
-	changed := false
-	seen := map[nameKey]bool{}
-	type staleName struct {
-		l      *pb.LinkEntry
-		dead   bool   // the parent does not exist
-		plocal uint64 // the parent's local key (not dead)
-		other  fid.FID
-		dv     []byte
-	}
-	var stales []staleName
-	for _, l := range ino.Links {
-		nk := nameKey{fid.FromPB(l.Parent), string(l.Name)}
-		if seen[nk] {
-			changed, f.dropped = true, true
-			f.kinds[KNsLinkEA] = true
-			continue
-		}
-		seen[nk] = true
-		plocal, pino, perr := r.lookup(snap, nk.parent)
-		if perr != nil || !isDirMode(pino.Mode) || mdt.ValidName(nk.name) != nil {
-			stales = append(stales, staleName{l: l, dead: true})
-			continue
-		}
-		if ov, err := snap.Get(mdt.OIKey(nk.parent)); err == nil {
-			f.cond(mdt.OIKey(nk.parent), ov)
-		}
-		if to, ok := planned[nk]; ok {
-			if to == child {
-				keep = append(keep, l)
-			} else {
-				stales = append(stales, staleName{l: l, plocal: plocal, other: to})
-			}
-			continue
-		}
-		dv, exists, cf, dtyp, ok := direntAt(snap, plocal, nk.name)
-		switch {
-		case !exists:
-			stales = append(stales, staleName{l: l, plocal: plocal})
-		case ok && cf == child:
-			keep = append(keep, l)
-			if dtyp != typ {
-				// The linkEA recognises the entry: the entry's type is wrong.
-				f.cond(mdt.DirentKey(plocal, nk.name), dv)
-				f.muts = append(f.muts, setMut(mdt.DirentKey(plocal, nk.name), mdt.EncodeDirent(child, typ)))
-				f.kinds[KNsBadType] = true
-			}
-		default:
-			stales = append(stales, staleName{l: l, plocal: plocal, other: cf, dv: dv})
-		}
-	}
-	// Entries that name the object but are not in its linkEA. An entry
-	// whose name create would refuse is removed even when the linkEA
-	// holds the name too (the loop above drops it there): it cannot be
-	// looked up, and a name added to the linkEA here was dropped again by
-	// the next run, so every run "repaired" it anew. A name that does not
-	// fit in the linkEA's bound is counted (unrecorded) and left out, as
-	// the MDT leaves it out: space is what the recorded list leaves.
-	space := mdt.LinksMaxBytes - mdt.LinksBytes(ino)
-	unrecorded := uint32(0)
-	for _, e := range entries {
-		nk := nameKey{fid.FromPB(e.Parent), string(e.Name)}
-		invalid := mdt.ValidName(nk.name) != nil
-		if seen[nk] && !invalid {
-			continue
-		}
-		plocal, dv, dtyp, ok := r.entryStill(snap, e, nk, child)
-		if !ok {
-			continue // changed meanwhile
-		}
-		seen[nk] = true
-		dk := mdt.DirentKey(plocal, nk.name)
-		f.cond(dk, dv)
-		if invalid || dtyp != typ || (isDir && len(keep) > 0) {
-			// An invalid name, or the linkEA does not recognise it and
-			// the type differs (a corrupt entry), or a directory named
-			// twice: remove the entry; the object keeps its other names
-			// (with none left it is an orphan, below).
-			removeEntry(f, dk, nk.parent, dtyp)
-			continue
-		}
-		if !isDir {
-			if mdt.LinkBytes(e.Name) > space {
-				unrecorded++
-				continue
-			}
-			space -= mdt.LinkBytes(e.Name)
-		}
-		keep = append(keep, &pb.LinkEntry{Parent: nk.parent.PB(), Name: []byte(nk.name)})
-		changed, f.added = true, true
-		f.kinds[KNsLinkEA] = true
-	}
-	nlink := ino.Nlink
-	var lastParent fid.FID
-	for _, s := range stales {
-		nk := nameKey{fid.FromPB(s.l.Parent), string(s.l.Name)}
-		lastParent = nk.parent
-		room := isDir || nlink > uint32(len(keep))+unrecorded
-		switch {
-		case !s.other.IsZero():
-			xlocal, xino, xerr := r.lookup(snap, s.other)
-			dk := mdt.DirentKey(s.plocal, nk.name)
-			switch {
-			case errors.Is(xerr, errNoObject) && len(keep) == 0 || errors.Is(xerr, errNoObject) && room:
-				// The entry names nothing and the linkEA recognises it: the
-				// entry's FID is wrong (trust the LMA).
-				f.cond(dk, s.dv)
-				f.muts = append(f.muts, setMut(dk, mdt.EncodeDirent(child, typ)))
-				f.kinds[KNsDirent] = true
-				planned[nk] = child
-				keep = append(keep, s.l)
-			case xerr == nil && hasLink(xino, nk):
-				changed, f.dropped, f.droppedOwn = true, true, true
-				f.kinds[KNsMultiRef] = true
-			case xerr == nil && xino.Flags&uint32(pb.InodeFlag_INODE_FLAG_LFSCK_CREATED) != 0 && emptyCreated(xino) && room:
-				// The entry names an object the checker created for a
-				// dangling entry, never used since: the real one is back.
-				xv, _ := snap.Get(mdt.ObjKey(xlocal))
-				f.cond(dk, s.dv)
-				f.cond(mdt.ObjKey(xlocal), xv)
-				f.muts = append(f.muts, setMut(dk, mdt.EncodeDirent(child, typ)), delMut(mdt.ObjKey(xlocal)), delMut(mdt.OIKey(s.other)))
-				f.delta--
-				f.kinds[KNsMultiRef] = true
-				planned[nk] = child
-				keep = append(keep, s.l)
-			default:
-				changed, f.dropped, f.droppedOwn = true, true, true
-				f.kinds[KNsMultiRef] = true
-			}
-		case len(keep) > 0 && (!room || isDir):
-			// Names enough already: a stale or invalid linkEA entry.
-			changed, f.dropped = true, true
-			f.droppedLive = f.droppedLive || !s.dead
-			f.kinds[KNsLinkEA] = true
-		case !s.dead:
-			// The name's entry is gone, the parent is there: put it back.
-			f.cond(mdt.DirentKey(s.plocal, nk.name), nil)
-			f.late = append(f.late, &pb.LfsckMut{M: &pb.LfsckMut_InsertDirent{InsertDirent: &pb.LfsckInsertDirent{
-				Parent: s.l.Parent, Name: s.l.Name, Child: child.PB(), Type: uint32(typ)}}})
-			f.kinds[KNsLostDirent] = true
-			keep = append(keep, s.l)
-		case len(keep) == 0 && r.env.Target.AllocatedBefore(nk.parent) && mdt.ValidName(nk.name) == nil:
-			// The last name's directory is gone: re-create it in
-			// lost+found (<FID>-P-n) and put the name back (-o).
-			if !r.st.Params.Orphan {
-				f.reports[KNsLostDirent] = true
-				keep = append(keep, s.l)
-				continue
-			}
-			f.cond(mdt.OIKey(nk.parent), nil)
-			f.late = append(f.late,
-				&pb.LfsckMut{M: &pb.LfsckMut_Create{Create: &pb.LfsckCreate{
-					Inode: &pb.Inode{Fid: nk.parent.PB(), Mode: syscall.S_IFDIR | 0o700, Flags: uint32(pb.InodeFlag_INODE_FLAG_LFSCK_CREATED)}, LpfBase: []byte("%F-P")}}},
-				&pb.LfsckMut{M: &pb.LfsckMut_InsertDirent{InsertDirent: &pb.LfsckInsertDirent{
-					Parent: s.l.Parent, Name: s.l.Name, Child: child.PB(), Type: uint32(typ)}}})
-			f.delta++
-			f.kinds[KNsLostDirent] = true
-			keep = append(keep, s.l)
-		default:
-			changed, f.dropped = true, true
-			f.kinds[KNsLinkEA] = true
-		}
-	}
-	if !isDir {
-		// A list past the bound (kept from before there was one) loses
-		// its last names: they are left out, as the MDT leaves them out.
-		for n := mdt.LinksBytes(&pb.Inode{Links: keep}); n > mdt.LinksMaxBytes; {
-			n -= mdt.LinkBytes(keep[len(keep)-1].Name)
-			keep = keep[:len(keep)-1]
-			unrecorded++
-			changed, f.dropped = true, true
-			f.kinds[KNsLinkEA] = true
-		}
-	}
-	overflow := ino.LinksOverflowIndex
-	// A list marked overflowed names fewer than the object has: with none
-	// seen, the object is an orphan only if this run saw every name.
-	unseen := overflow != 0 && (full || !r.everyNameSeen(overflow))
-	if len(keep) == 0 && unrecorded == 0 && nlink > 0 && !unseen && child != fid.LostFound && !mdt.PendingOrphan(snap, child) {
-		// Nothing names it: an orphan, for lost+found (-o).
-		base := "%F-O"
-		if isDir {
-			base = "%F-D"
-			if !lastParent.IsZero() {
-				base = "%F-" + lastParent.String() + "-D"
-			}
-		}
-		if f.droppedOwn {
-			f.kinds[KNsMultiRef] = true
-		}
-		if r.st.Params.Orphan {
-			f.late = append(f.late, &pb.LfsckMut{M: &pb.LfsckMut_LinkLpf{LinkLpf: &pb.LfsckLinkLPF{Fid: child.PB(), Base: []byte(base)}}})
-			if !f.droppedOwn {
-				f.kinds[KNsOrphan] = true
-			}
-		} else if !f.droppedOwn {
-			f.reports[KNsOrphan] = true
-		}
-	}
-	newNlink := nlink
-	if names := uint32(len(keep)) + unrecorded; !isDir && nlink < names {
-		// Never lowered, only raised to the number of names (§9.5).
-		newNlink = names
-		f.kinds[KNsNlinks] = true
-	}
-	switch {
-	case unrecorded > 0 && overflow == 0:
-		// Names left out of a list that says it holds them all; left out
-		// by this run, so the next run sees every one of them.
-		overflow = max(r.st.RunStartIndex, 1)
-		changed = true
-		f.kinds[KNsLinkEA] = true
-	case unrecorded == 0 && overflow != 0 && !unseen:
-		// Every name is recorded again (unlinks made room, and this run
-		// added the ones left out): fid2path and the checks of later runs
-		// may take the list for every name again.
-		overflow = 0
-		changed = true
-		f.kinds[KNsLinkEAOverflow] = true
-	}
-	if changed || newNlink != nlink {
-		n := proto.Clone(ino).(*pb.Inode)
-		n.Links = keep
-		n.Nlink = newNlink
-		n.LinksOverflowIndex = overflow
-		f.muts = append([]*pb.LfsckMut{setMut(mdt.ObjKey(local), mdt.MarshalInode(n))}, f.muts...)
-	}
-	r.emit(f)
-	return nil
-}
-
-// everyNameSeen says whether this run saw every name of an object whose
-// linkEA was last marked overflowed by the command at log index mark: the
-// command was applied before the scan began (so each name left out was in
-// the store when the scan read its directory), and the scan read the
-// entries of every directory (a name in a directory it failed to read, or
-// one whose record does not decode, would go unseen).
-func (r *run) everyNameSeen(mark uint64) bool {
-	r.mu.Lock()
-	failed := r.t1[Namespace][tFailed]
-	r.mu.Unlock()
-	return r.st.RunStartIndex != 0 && mark < r.st.RunStartIndex && failed == 0 && !r.direntsUnread.Load()
-}
-
-// entryStill reports whether the traced entry e (nk) is still in its
-// parent and still names child, with the parent's local key, the entry's
-// value and its type.
-func (r *run) entryStill(snap *kv.Snapshot, e *pb.LfsckTraceItem, nk nameKey, child fid.FID) (plocal uint64, dv []byte, dtyp uint8, ok bool) {
-	plocal, _, err := r.lookup(snap, nk.parent)
-	if err != nil || plocal != e.Local {
-		return 0, nil, 0, false
-	}
-	dv, exists, cf, dtyp, valid := direntAt(snap, plocal, nk.name)
-	return plocal, dv, dtyp, exists && valid && cf == child
-}
-
-// dotNacreName is the one name of .nacre, in the root.
-const dotNacreName = ".nacre"
-
-// dropLoopEntries removes the entries that name the root, or .nacre
-// anywhere but as the root's .nacre: each makes a loop in the tree (a
-// directory inside itself), and the phase 1 scan already left them out
-// of their parents' subdirectory counts. The root and .nacre themselves
-// are never reconciled (no linkEA for the root; .nacre is the checker's).
-func (r *run) dropLoopEntries(snap *kv.Snapshot, child fid.FID, entries []*pb.LfsckTraceItem) error {
-	f := newFix()
-	f.reportKey = child.Bytes()
-	for _, e := range entries {
-		nk := nameKey{fid.FromPB(e.Parent), string(e.Name)}
-		if !loopEntry(nk.parent, nk.name, child) {
-			continue
-		}
-		plocal, dv, dtyp, ok := r.entryStill(snap, e, nk, child)
-		if !ok {
-			continue // changed meanwhile
-		}
-		dk := mdt.DirentKey(plocal, nk.name)
-		f.cond(dk, dv)
-		removeEntry(f, dk, nk.parent, dtyp)
-	}
-	r.emit(f)
-	return nil
-}
-
-// loopEntry says whether an entry parent/name naming child makes a loop:
-// it names the root, or .nacre other than as /.nacre.
-func loopEntry(parent fid.FID, name string, child fid.FID) bool {
-	return child == fid.Root || child == fid.DotNacre && (parent != fid.Root || name != dotNacreName)
-}
-
-// removeEntry adds the removal of an entry (conditioned already) to f.
-func removeEntry(f *fix, dk []byte, parent fid.FID, dtyp uint8) {
-	f.muts = append(f.muts, delMut(dk))
-	if dtyp == dtDir {
-		// The parent counts the entry as a subdirectory: its nlink is
-		// counted again once the entry is gone.
-		f.muts = append(f.muts, &pb.LfsckMut{M: &pb.LfsckMut_DirNlink{DirNlink: parent.PB()}})
-	}
-	f.kinds[KNsDirent] = true
-}
-
-func hasLink(ino *pb.Inode, nk nameKey) bool {
-	for _, l := range ino.Links {
-		if string(l.Name) == nk.name && fid.FromPB(l.Parent) == nk.parent {
-			return true
-		}
-	}
-	return false
-}
-
-// emptyCreated: an object the checker created that holds nothing yet.
-func emptyCreated(ino *pb.Inode) bool {
-	return ino.Size == 0 && (ino.Layout == nil || len(ino.Layout.Objects) == 0)
-}
-
-func (r *run) isLoser(local uint64) bool {
-	r.omu.Lock()
-	defer r.omu.Unlock()
-	return r.losers[local]
-}
-
-// missingChild settles entries that name an object that does not exist:
-// a linkEA elsewhere claiming the name means the entry's FID is wrong;
-// otherwise the entry dangles (-C re-creates the object).
-func (r *run) missingChild(snap *kv.Snapshot, child fid.FID, entries []*pb.LfsckTraceItem, claims map[nameKey][]fid.FID, planned map[nameKey]fid.FID) error {
-	for _, e := range entries {
-		nk := nameKey{fid.FromPB(e.Parent), string(e.Name)}
-		plocal, _, perr := r.lookup(snap, nk.parent)
-		if perr != nil || plocal != e.Local {
-			continue
-		}
-		if to, ok := planned[nk]; ok && to != child {
-			continue
-		}
-		dv, exists, cf, dtyp, ok := direntAt(snap, plocal, nk.name)
-		garbage := e.Flags&flagGarbage != 0
-		if !exists || (!garbage && (!ok || cf != child)) || (garbage && ok && cf != child) {
-			continue // changed meanwhile
-		}
-		dk := mdt.DirentKey(plocal, nk.name)
-		f := newFix()
-		f.reportKey = append(child.Bytes(), dk...)
-		f.cond(dk, dv)
-		var owner fid.FID
-		var oino *pb.Inode
-		var olocal uint64
-		for _, c := range claims[nk] {
-			if c == child || mdt.ValidName(nk.name) != nil {
-				// An invalid name is removed, never given to its claimant.
-				continue
-			}
-			if l, xi, err := r.lookup(snap, c); err == nil && hasLink(xi, nk) && !r.isLoser(l) {
-				owner, oino, olocal = c, xi, l
-				break
-			}
-		}
-		switch {
-		case !owner.IsZero():
-			ov, _ := snap.Get(mdt.ObjKey(olocal))
-			f.cond(mdt.ObjKey(olocal), ov)
-			f.muts = append(f.muts, setMut(dk, mdt.EncodeDirent(owner, mdt.DirentType(oino.Mode))))
-			f.kinds[KNsDirent] = true
-			planned[nk] = owner
-		case garbage || !ok:
-			f.muts = append(f.muts, delMut(dk))
-			f.kinds[KNsDirent] = true
-		default:
-			mode := uint32(0)
-			switch dtyp {
-			case uint8(syscall.S_IFREG >> 12):
-				mode = syscall.S_IFREG | 0o600
-			case dtDir:
-				mode = syscall.S_IFDIR | 0o700
-			}
-			if r.st.Params.CreateMdtobj && mode != 0 && r.env.Target.AllocatedBefore(child) {
-				f.cond(mdt.OIKey(child), nil)
-				f.muts = append(f.muts, &pb.LfsckMut{M: &pb.LfsckMut_Create{Create: &pb.LfsckCreate{
-					Inode:  &pb.Inode{Fid: child.PB(), Mode: mode, Flags: uint32(pb.InodeFlag_INODE_FLAG_LFSCK_CREATED)},
-					Parent: nk.parent.PB(), Name: []byte(nk.name), ExistingEntry: true}}})
-				f.delta++
-				f.kinds[KNsDangling] = true
-				planned[nk] = child
-			} else {
-				f.cond(mdt.OIKey(child), nil)
-				f.kinds[KNsDangling] = true
-			}
-		}
-		_ = dtyp
-		r.emit(f)
 	}
 	return nil
 }

@@ -75,6 +75,7 @@ func otherFlags(k fault.Damage) string {
 // the layout check's phase 2): without it those kinds are not found at
 // all, and nothing changes either.
 func TestRepairsThatNeedAFlagHappenOnlyWhenAsked(t *testing.T) {
+	t.Parallel() // arms no fault point (tiers_test.go)
 	n := 0
 	for _, k := range fault.Kinds {
 		if k.Needs == "" {

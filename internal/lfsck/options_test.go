@@ -46,9 +46,11 @@ func (o countingOST) Check(ctx context.Context, req *pb.LfsckCheckRequest) (*pb.
 // the count below does see checks pile up), and both runs check every
 // stripe.
 func TestWindowBoundsTheChecksInFlight(t *testing.T) {
+	t.Parallel() // arms no fault point (tiers_test.go)
 	// Every stripe is checked object by object (no summaries).
 	h := newHarnessPool(t, 2, 4096)
-	populate(h, 1, 300, 2)
+	files := sized(300, 3)
+	populate(h, 1, files, 2)
 	var mu sync.Mutex
 	var now, peak, calls int
 	env := h.env()
@@ -74,7 +76,7 @@ func TestWindowBoundsTheChecksInFlight(t *testing.T) {
 	for _, w := range []uint32{8, 1} {
 		peak, calls, rep := run(&w)
 		lc := rep.Components["layout"]
-		if lc.Status != "completed" || lc.Stats["stripes"] != 600 || rep.Params.AsyncWindow != w {
+		if lc.Status != "completed" || lc.Stats["stripes"] != uint64(2*files) || rep.Params.AsyncWindow != w {
 			t.Fatalf("-w %d: %s, %d stripes, window %d", w, lc.Status, lc.Stats["stripes"], rep.Params.AsyncWindow)
 		}
 		// KNOWN DEVIATION (reported): a file's checks are queued, and
@@ -106,6 +108,7 @@ func TestWindowBoundsTheChecksInFlight(t *testing.T) {
 // = the checkpoint); with -r the next run starts at position 0 with the
 // default parameters ("started") and checks everything.
 func TestResetDiscardsAStoppedRunsCheckpoint(t *testing.T) {
+	t.Parallel() // arms no fault point (tiers_test.go)
 	h := newHarnessPool(t, 1, 4096)
 	populate(h, 1, 3000, 1)
 	c := New(h.env())
@@ -118,7 +121,11 @@ func TestResetDiscardsAStoppedRunsCheckpoint(t *testing.T) {
 	}
 	stop := func() uint64 {
 		t.Helper()
-		time.Sleep(400 * time.Millisecond)
+		// Stopped once it has checked a few hundred objects more.
+		start := c.Report().Components["namespace"].Stats["objects"]
+		waitFor(t, 30*time.Second, "the run to check 200 objects", func() bool {
+			return c.Report().Components["namespace"].Stats["objects"] >= start+200
+		})
 		if _, err := c.Stop(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -128,16 +135,11 @@ func TestResetDiscardsAStoppedRunsCheckpoint(t *testing.T) {
 		}
 		return ns.LastCheckpointPosition
 	}
-	// A report right after a start races with the run's start (run.main
-	// sets phaseT0 and lastCkpt without r.mu, which Report reads under it;
-	// reported): let the run get going first.
-	settle := func() { time.Sleep(100 * time.Millisecond) }
 	ckpt := stop()
 	msg, err := c.Start(ctx, &pb.LfsckStartRequest{Types: []string{"namespace"}})
 	if err != nil || !strings.Contains(msg, "resumed") {
 		t.Fatalf("start after stop: %q, %v", msg, err)
 	}
-	settle()
 	rep := c.Report()
 	if ns := rep.Components["namespace"]; ns.LatestStartPosition != ckpt || rep.Params.SpeedLimit != speed {
 		t.Fatalf("resumed at %d (checkpoint %d), speed %d (saved %d)", ns.LatestStartPosition, ckpt, rep.Params.SpeedLimit, speed)
@@ -147,7 +149,6 @@ func TestResetDiscardsAStoppedRunsCheckpoint(t *testing.T) {
 	if err != nil || !strings.Contains(msg, "started") || strings.Contains(msg, "resumed") {
 		t.Fatalf("start -r after stop: %q, %v", msg, err)
 	}
-	settle()
 	rep = c.Report()
 	if ns := rep.Components["namespace"]; ns.LatestStartPosition != 0 || rep.Params.SpeedLimit != 0 {
 		t.Fatalf("start -r: latest start position %d, speed %d; want 0, 0 (defaults)", ns.LatestStartPosition, rep.Params.SpeedLimit)
@@ -168,6 +169,7 @@ func TestResetDiscardsAStoppedRunsCheckpoint(t *testing.T) {
 // two stripes damage stripe 1 and leave stripe 0 alone; the checker
 // repairs exactly that.
 func TestInjectIntoStripeOne(t *testing.T) {
+	t.Parallel() // arms no fault point (tiers_test.go)
 	for _, k := range fault.Kinds {
 		if k.Component != "layout" || k.Count == "stripes" {
 			continue

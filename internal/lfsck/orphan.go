@@ -14,7 +14,7 @@ import (
 	"nacre/internal/kv"
 	"nacre/internal/layout"
 	"nacre/internal/mdt"
-	"nacre/internal/ost"
+	"nacre/internal/objrec"
 )
 
 // Phase 2 of the layout check (-o): OST objects of this MDT's sequence
@@ -40,7 +40,8 @@ type orphanObj struct {
 	size uint64 // bytes of data, read right before the adoption (stillOnOST)
 }
 
-func (r *run) orphans() error {
+func (ly *layoutCheck) orphans() error {
+	r := ly.r
 	var idxs []uint32
 	for idx := range r.env.OSTs() {
 		idxs = append(idxs, idx)
@@ -49,12 +50,12 @@ func (r *run) orphans() error {
 	// Resume where a checkpoint of this step left off: the chunks before
 	// it are adopted (a chunk adopted again finds nothing: its objects
 	// are named now).
-	r.mu.Lock()
-	if r.st.Phase2Step == 0 {
-		r.st.Phase2Step, r.st.Phase2Position = 1, nil
+	step, at := r.phase2At()
+	if step == 0 {
+		r.setPhase2(1, nil)
+		at = nil
 	}
-	resumeOST, resumeFrom, resuming := decodeOrphanPos(r.st.Phase2Position)
-	r.mu.Unlock()
+	resumeOST, resumeFrom, resuming := decodeOrphanPos(at)
 	for _, idx := range idxs {
 		if resuming && idx < resumeOST {
 			continue
@@ -63,10 +64,8 @@ func (r *run) orphans() error {
 			r.log.Warn("orphan scan skips an OST that did not answer", "ost", idx)
 			continue
 		}
-		r.mu.Lock()
-		bound := r.boundary[idx]
-		r.mu.Unlock()
-		bm := r.refs[idx]
+		bound := ly.boundary[idx]
+		bm := ly.refs[idx]
 		if bm == nil {
 			bm = &bitmap{}
 		}
@@ -80,13 +79,13 @@ func (r *run) orphans() error {
 				return errHalted
 			}
 			to := min(from+orphanChunk, bound)
-			r.orphanPos.Store(uint64(idx)<<48 | from&(1<<48-1))
+			ly.orphanAt.Store(uint64(idx)<<48 | from&(1<<48-1))
 			if err := fault.Hit("lfsck.orphans.send"); err != nil {
 				r.markIncomplete(idx)
 				break
 			}
 			ctx, cancel := context.WithTimeout(r.ctx, r.env.RPCTimeout)
-			rep, err := cli.Orphans(ctx, &pb.LfsckOrphansRequest{Seq: r.ost, From: from, To: to, Referenced: bm.bytes(from, to), Max: 4096})
+			rep, err := cli.Orphans(ctx, &pb.LfsckOrphansRequest{Seq: r.seq, From: from, To: to, Referenced: bm.bytes(from, to), Max: 4096})
 			cancel()
 			if err != nil {
 				if r.stopping() {
@@ -104,31 +103,27 @@ func (r *run) orphans() error {
 			// checkpoint can follow each chunk. A lost file's stripes on
 			// other OSTs (or in later chunks) join the file re-created
 			// for the first ones: it has their PFID's FID.
-			if err := r.adoptChunk(cands); err != nil {
+			if err := ly.adoptChunk(cands); err != nil {
 				return err
 			}
 			next := rep.Next
 			if next <= from {
 				next = bound
 			}
-			r.mu.Lock()
-			r.st.Phase2Position = encodeOrphanPos(idx, next)
-			r.mu.Unlock()
+			r.setPhase2(1, encodeOrphanPos(idx, next))
 			if err := r.maybeCheckpoint(); err != nil {
 				return err
 			}
 			from = next
 		}
 	}
-	r.mu.Lock()
-	r.st.Phase2Position = encodeOrphanPos(1<<32-1, 0)
-	r.mu.Unlock()
+	r.setPhase2(1, encodeOrphanPos(1<<32-1, 0))
 	return r.rep.flush()
 }
 
 // adoptChunk adopts the orphans of one listing, grouped by the PFID they
 // carry (objects without one each alone), in the order they came.
-func (r *run) adoptChunk(cands []orphanObj) error {
+func (ly *layoutCheck) adoptChunk(cands []orphanObj) error {
 	groups := map[fid.FID][]orphanObj{}
 	var order []fid.FID
 	var lone []orphanObj
@@ -144,12 +139,12 @@ func (r *run) adoptChunk(cands []orphanObj) error {
 		groups[pf] = append(groups[pf], c)
 	}
 	for _, pf := range order {
-		if err := r.adopt(pf, groups[pf]); err != nil {
+		if err := ly.adopt(pf, groups[pf]); err != nil {
 			return err
 		}
 	}
 	for _, c := range lone {
-		if err := r.adopt(fid.FID{}, []orphanObj{c}); err != nil {
+		if err := ly.adopt(fid.FID{}, []orphanObj{c}); err != nil {
 			return err
 		}
 	}
@@ -178,6 +173,35 @@ func slotOf(o orphanObj) *pb.StripeObject {
 func stripeOf(s *pb.StripeObject) stripe { return stripe{s.Ost, s.Seq, s.Oid} }
 
 func isDummy(s *pb.StripeObject) bool { return s == nil || (s.Seq == 0 && s.Oid == 0) }
+
+// slotCase is how the slot an orphan claims (its stripe index) stands in
+// its parent's layout.
+type slotCase uint8
+
+const (
+	slotHole   slotCase = iota // a hole: the orphan fills it
+	slotSame                   // it names the orphan already (a change in flight)
+	slotTaken                  // it names another object: the orphan takes it only if that one is missing or was made empty for it
+	slotBeyond                 // past the layout's stripes, within the count the orphan's record gives: the layout grows to it
+	slotNone                   // past the layout and any count it may grow to: the orphan goes to a file of its own
+)
+
+// orphanSlot says how the slot orphan m claims stands in a layout whose
+// stripes are objs.
+func orphanSlot(objs []*pb.StripeObject, m orphanObj) slotCase {
+	i, want := int(m.attr.StripeIndex), int(m.attr.StripeCount)
+	switch {
+	case i < len(objs) && isDummy(objs[i]):
+		return slotHole
+	case i < len(objs) && objs[i].Ost == m.ost && objs[i].Seq == m.attr.Seq && objs[i].Oid == m.attr.Oid:
+		return slotSame
+	case i < len(objs):
+		return slotTaken
+	case i < want && want <= layout.MaxStripeCount:
+		return slotBeyond
+	}
+	return slotNone
+}
 
 // orphanLayout builds a layout holding members at their stripe indexes,
 // holes elsewhere.
@@ -225,35 +249,34 @@ const adoptTries = 3
 // run's dangling list was taken: the slot would name a missing object.
 // So while the file's layout does not show the orphans in the slots the
 // repair gave them, the adoption is computed again on the file as it is.
-func (r *run) adopt(pf fid.FID, members []orphanObj) error {
-	r.mu.Lock()
-	r.t2[Layout][tChecked] += uint64(len(members))
-	r.mu.Unlock()
+func (ly *layoutCheck) adopt(pf fid.FID, members []orphanObj) error {
+	r := ly.r
+	r.led.add2(Layout, tChecked, uint64(len(members)))
 	for try := 1; ; try++ {
-		placed, into, err := r.adoptOnce(pf, members)
+		placed, into, err := ly.adoptOnce(pf, members)
 		if err != nil {
 			return err
 		}
 		if len(placed) == 0 || r.dry || !r.st.Params.Orphan {
-			r.settleAdopted(pf, into)
+			ly.settleAdopted(pf, into)
 			return nil
 		}
-		missed := r.notPlaced(pf, placed)
+		missed := ly.notPlaced(pf, placed)
 		if len(missed) == 0 {
-			r.settleAdopted(pf, into)
+			ly.settleAdopted(pf, into)
 			return nil
 		}
 		// The slots that still name the object they named are dangling
 		// slots of this run now: the next attempt (or settleLost) takes
 		// them up.
-		r.mu.Lock()
+		ly.mu.Lock()
 		for _, p := range missed {
-			r.lost[lostSlot{pf, p.slot}] = p.was
+			ly.lost[lostSlot{pf, p.slot}] = p.was
 		}
-		r.mu.Unlock()
+		ly.mu.Unlock()
 		if try == adoptTries {
 			r.log.Warn("orphan adoption: the file kept changing; its slots are left for the end of the run", "fid", pf, "slots", len(missed))
-			r.settleAdopted(pf, into)
+			ly.settleAdopted(pf, into)
 			return nil
 		}
 	}
@@ -270,7 +293,8 @@ type slotFill struct {
 
 // notPlaced lists the fills that the file's layout does not show now
 // and whose slot still names the object it named before.
-func (r *run) notPlaced(pf fid.FID, placed []slotFill) []slotFill {
+func (ly *layoutCheck) notPlaced(pf fid.FID, placed []slotFill) []slotFill {
+	r := ly.r
 	_, ino, err := r.lookup(r.env.Target.DB(), pf)
 	if err != nil {
 		return nil // gone: its objects are orphans again, with a PFID that names nothing
@@ -305,7 +329,8 @@ type adoption struct {
 // adoptOnce computes and applies one adoption of pf's orphans; it returns
 // the slots it filled in place of a missing or destroyed object, and what
 // it put into pf's slots.
-func (r *run) adoptOnce(pf fid.FID, members []orphanObj) ([]slotFill, adoption, error) {
+func (ly *layoutCheck) adoptOnce(pf fid.FID, members []orphanObj) ([]slotFill, adoption, error) {
+	r := ly.r
 	var into adoption
 	if err := r.pac.pace(r.ctx); err != nil {
 		return nil, adoption{}, err
@@ -332,7 +357,7 @@ func (r *run) adoptOnce(pf fid.FID, members []orphanObj) ([]slotFill, adoption, 
 	// Not queued for destruction now, so nothing will destroy it: if the
 	// OST still has it, it is an orphan (one destroyed between the listing
 	// and now is gone from the OST).
-	live = r.stillOnOST(live)
+	live = ly.stillOnOST(live)
 	if len(live) == 0 {
 		return nil, adoption{}, nil
 	}
@@ -387,16 +412,15 @@ func (r *run) adoptOnce(pf fid.FID, members []orphanObj) ([]slotFill, adoption, 
 			objs := nino.Layout.Objects
 			for _, m := range live {
 				i := int(m.attr.StripeIndex)
-				want := int(m.attr.StripeCount)
-				switch {
-				case i < len(objs) && isDummy(objs[i]):
+				switch sc := orphanSlot(objs, m); {
+				case sc == slotHole:
 					objs[i] = slotOf(m)
 					changed = true
 					n++
 					back = append(back, m)
-				case i < len(objs) && objs[i].Ost == m.ost && objs[i].Seq == m.attr.Seq && objs[i].Oid == m.attr.Oid:
+				case sc == slotSame:
 					// named after all (a change in flight)
-				case i < len(objs) && r.takeLost(pf, uint32(i), objs[i]):
+				case sc == slotTaken && ly.takeLost(pf, uint32(i), objs[i]):
 					// The slot names an object the OST does not have:
 					// this one, which claims it, was lost from the layout
 					// only (lost.go).
@@ -408,7 +432,7 @@ func (r *run) adoptOnce(pf fid.FID, members []orphanObj) ([]slotFill, adoption, 
 					if !r.dry {
 						f.muts = append(f.muts, delMut(lostKey(lostSlot{pf, uint32(i)})))
 					}
-				case i < len(objs) && r.emptyTakerGone(pf, uint32(i), objs[i]):
+				case sc == slotTaken && ly.emptyTakerGone(pf, uint32(i), objs[i]):
 					// The slot's object was made for a dangling slot (a
 					// run with -c before the orphan was seen) and never
 					// written: destroyed, it gives the slot back.
@@ -417,7 +441,7 @@ func (r *run) adoptOnce(pf fid.FID, members []orphanObj) ([]slotFill, adoption, 
 					changed = true
 					n++
 					back = append(back, m)
-				case i >= len(objs) && i < want && want <= layout.MaxStripeCount:
+				case sc == slotBeyond:
 					for len(objs) <= i {
 						objs = append(objs, &pb.StripeObject{})
 					}
@@ -475,14 +499,15 @@ func (r *run) adoptOnce(pf fid.FID, members []orphanObj) ([]slotFill, adoption, 
 	// New files (<FID>-C-n, <newFID>-N-n) got their FID at apply: point
 	// their objects' PFIDs at them.
 	for _, m := range newFiles {
-		r.repointPFID(m)
+		ly.repointPFID(m)
 	}
 	return placed, into, nil
 }
 
 // repointPFID finds the lost+found file holding m (made by this run) and
 // rewrites the object's PFID to name it.
-func (r *run) repointPFID(m orphanObj) {
+func (ly *layoutCheck) repointPFID(m orphanObj) {
+	r := ly.r
 	db := r.env.Target.DB()
 	lpfLocal, _, err := r.lookup(db, fid.LostFound)
 	if err != nil {
@@ -508,14 +533,14 @@ func (r *run) repointPFID(m orphanObj) {
 				continue
 			}
 			l := ino.Layout
-			want := ost.Rec{Seq: s.Seq, Oid: s.Oid, Parent: cf, StripeIndex: uint32(i), StripeSize: l.StripeSize,
+			want := objrec.Rec{Seq: s.Seq, Oid: s.Oid, Parent: cf, StripeIndex: uint32(i), StripeSize: l.StripeSize,
 				StripeCount: uint32(len(l.Objects)), Gen: l.Generation, UID: ino.Uid, GID: ino.Gid, ProjID: ino.Projid}
-			got := ost.AttrRec(m.attr)
+			got := objrec.FromAttr(m.attr)
 			if fid.FromPB(m.attr.Parent).IsZero() {
 				return // never written: nothing to point
 			}
 			var buf [96]byte
-			if _, err := r.ostRepair(m.ost, &pb.LfsckObjRepair{Seq: s.Seq, Oid: s.Oid, Expect: ost.Digest(got.Append(buf[:0])), Record: recAttr(&want)}); err != nil {
+			if _, err := r.ostRepair(m.ost, &pb.LfsckObjRepair{Seq: s.Seq, Oid: s.Oid, Expect: objrec.Digest(got.Append(buf[:0])), Record: want.Attr()}); err != nil {
 				r.log.Warn("orphan adoption: rewrite the PFID", "err", err)
 			}
 			return
@@ -531,7 +556,8 @@ func (r *run) repointPFID(m orphanObj) {
 // the adoption put them (the file changed since) are left to the next
 // run. A dry run counts what it would repair against the adoption it
 // computed.
-func (r *run) settleAdopted(pf fid.FID, into adoption) {
+func (ly *layoutCheck) settleAdopted(pf fid.FID, into adoption) {
+	r := ly.r
 	if into.ino == nil || len(into.objs) == 0 || !r.st.Params.Orphan {
 		return
 	}
@@ -554,8 +580,8 @@ func (r *run) settleAdopted(pf fid.FID, into adoption) {
 		if s := l.Objects[i]; s.Ost != m.ost || s.Seq != m.attr.Seq || s.Oid != m.attr.Oid {
 			continue
 		}
-		got := ost.AttrRec(m.attr)
-		want := ost.Rec{Seq: m.attr.Seq, Oid: m.attr.Oid, Parent: pf, StripeIndex: i, StripeSize: l.StripeSize,
+		got := objrec.FromAttr(m.attr)
+		want := objrec.Rec{Seq: m.attr.Seq, Oid: m.attr.Oid, Parent: pf, StripeIndex: i, StripeSize: l.StripeSize,
 			StripeCount: uint32(len(l.Objects)), Gen: l.Generation, UID: ino.Uid, GID: ino.Gid, ProjID: ino.Projid}
 		if got == want {
 			continue
@@ -563,11 +589,11 @@ func (r *run) settleAdopted(pf fid.FID, into adoption) {
 		kind := sameParentKind(got, want)
 		r.found(Layout)
 		if r.dry {
-			r.countDry(nil, Layout, kind)
+			r.countFound(nil, Layout, kind)
 			continue
 		}
 		var buf [96]byte
-		done, err := r.ostRepair(m.ost, &pb.LfsckObjRepair{Seq: want.Seq, Oid: want.Oid, Expect: ost.Digest(got.Append(buf[:0])), Record: recAttr(&want)})
+		done, err := r.ostRepair(m.ost, &pb.LfsckObjRepair{Seq: want.Seq, Oid: want.Oid, Expect: objrec.Digest(got.Append(buf[:0])), Record: want.Attr()})
 		if err != nil {
 			r.failed(Layout, 2, err)
 			continue
@@ -575,7 +601,7 @@ func (r *run) settleAdopted(pf fid.FID, into adoption) {
 		if !done {
 			// A client wrote the object since it was listed: the next
 			// run looks again.
-			r.lay.bumpEnt(nil, Layout, tStat+sChanged, 1)
+			r.led.addTo(nil, Layout, tStat+sChanged, 1)
 			continue
 		}
 		r.rep.now(Layout, nil, &pb.LfsckRepair{Component: Layout, Kinds: []uint32{kind}, RepairedElsewhere: true})
@@ -595,7 +621,8 @@ func endOfData(l *pb.Layout, ms []orphanObj) uint64 {
 }
 
 // stillOnOST keeps the members their OST still has, with their size.
-func (r *run) stillOnOST(ms []orphanObj) []orphanObj {
+func (ly *layoutCheck) stillOnOST(ms []orphanObj) []orphanObj {
+	r := ly.r
 	var out []orphanObj
 	for _, m := range ms {
 		cli := r.env.OSTs()[m.ost]
@@ -620,7 +647,8 @@ func (r *run) stillOnOST(ms []orphanObj) []orphanObj {
 // if it still has no data then (Lustre's conditional destroy, test 18d).
 // The orphan then takes the slot; if the layout changed meanwhile, the
 // slot dangles and the next run with -o puts the orphan there.
-func (r *run) emptyTakerGone(pf fid.FID, i uint32, s *pb.StripeObject) bool {
+func (ly *layoutCheck) emptyTakerGone(pf fid.FID, i uint32, s *pb.StripeObject) bool {
+	r := ly.r
 	a, ok, err := r.askOST(stripe{s.Ost, s.Seq, s.Oid})
 	if err != nil || !ok || a == nil || !a.Exists || a.Size != 0 || a.Blocks != 0 ||
 		fid.FromPB(a.Parent) != pf || a.StripeIndex != i {
@@ -630,8 +658,8 @@ func (r *run) emptyTakerGone(pf fid.FID, i uint32, s *pb.StripeObject) bool {
 		return true
 	}
 	var buf [96]byte
-	got := ost.AttrRec(a)
-	done, err := r.ostRepair(s.Ost, &pb.LfsckObjRepair{Seq: s.Seq, Oid: s.Oid, Expect: ost.Digest(got.Append(buf[:0])), DestroyIfEmpty: true})
+	got := objrec.FromAttr(a)
+	done, err := r.ostRepair(s.Ost, &pb.LfsckObjRepair{Seq: s.Seq, Oid: s.Oid, Expect: objrec.Digest(got.Append(buf[:0])), DestroyIfEmpty: true})
 	if err != nil {
 		r.log.Warn("orphan adoption: destroy the empty object of the slot", "fid", pf, "slot", i, "err", err)
 		return false

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -143,48 +144,45 @@ func TestOverflowMarkOfALinkAppliedDuringTheRunStays(t *testing.T) {
 	f, d := rvSetup(t, h, 0, true) // full linkEA, 100 unrecorded
 	// Make room for exactly the traced names later: unlink recorded ones
 	// only after phase 1.
-	stamp := time.Now().UnixNano() // a Mutate that entered now ...
-	time.Sleep(5 * time.Millisecond)
-	const point = "lfsck.phase2.enter"
-	before := fault.Hits(point)
-	fault.Arm(point, fault.Action{Kind: "delay", Delay: time.Second, Count: 1})
-	defer fault.Disarm(point)
-	done := make(chan error, 1)
-	go func() {
-		for deadline := time.Now().Add(30 * time.Second); fault.Hits(point) == before; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				done <- errors.New("never reached " + point)
-				return
-			}
-		}
-		// ... is applied now, after phase 1 read d.
-		r, err := h.d.Do(&pb.Command{ClientId: 11, RequestId: 1, NowNs: stamp,
-			Op: &pb.Command_Link{Link: &pb.LinkOp{Fid: f.PB(), Parent: d.PB(), Name: []byte("late-name-padding-xx")}}})
-		if err == nil && r.Errno != 0 {
-			err = fmt.Errorf("link: %s", r.Message)
-		}
-		if err != nil {
-			done <- err
+	stamp := time.Now().Add(-5 * time.Millisecond).UnixNano() // a Mutate that entered before the run ...
+	// ... is applied after phase 1 read d: when the run records its
+	// trace, entering phase 2.
+	var once sync.Once
+	var lateErr error
+	h.beforePropose = func(cmd *pb.Command) {
+		if !writesTrace(cmd) {
 			return
 		}
-		// Room for the 100 traced names: unlink 100 recorded ones.
-		for i := range 99 {
-			r, err := h.d.Do(&pb.Command{ClientId: 11, RequestId: uint64(2 + i),
-				Op: &pb.Command_Unlink{Unlink: &pb.UnlinkOp{Parent: d.PB(), Name: []byte(rvName(i))}}})
+		once.Do(func() {
+			r, err := h.d.Do(&pb.Command{ClientId: 11, RequestId: 1, NowNs: stamp,
+				Op: &pb.Command_Link{Link: &pb.LinkOp{Fid: f.PB(), Parent: d.PB(), Name: []byte("late-name-padding-xx")}}})
 			if err == nil && r.Errno != 0 {
-				err = fmt.Errorf("unlink: %s", r.Message)
+				err = fmt.Errorf("link: %s", r.Message)
 			}
 			if err != nil {
-				done <- err
+				lateErr = err
 				return
 			}
-		}
-		done <- nil
-	}()
+			// Room for the 100 traced names: unlink 100 recorded ones.
+			for i := range 99 {
+				r, err := h.d.Do(&pb.Command{ClientId: 11, RequestId: uint64(2 + i),
+					Op: &pb.Command_Unlink{Unlink: &pb.UnlinkOp{Parent: d.PB(), Name: []byte(rvName(i))}}})
+				if err == nil && r.Errno != 0 {
+					err = fmt.Errorf("unlink: %s", r.Message)
+				}
+				if err != nil {
+					lateErr = err
+					return
+				}
+			}
+			lateErr = nil
+		})
+	}
+	lateErr = errors.New("the run never recorded its trace")
 	c := New(h.env())
 	rep := h.run(c, &pb.LfsckStartRequest{Types: []string{"namespace"}, Reset_: true})
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	if lateErr != nil {
+		t.Fatal(lateErr)
 	}
 	got := rvGet(t, h, f)
 	late := hasLink(got, nameKey{d, "late-name-padding-xx"})

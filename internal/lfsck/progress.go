@@ -104,7 +104,9 @@ func (c *Checker) Progress() [4]Progress {
 		pr.Position = cs.LastCheckpointPosition
 		tot := done[comp]
 		if r != nil && r.on(comp) {
-			pr.Running, pr.Phase = true, lv.phase
+			// A run whose phases are over (phase 0) records its end
+			// before it leaves: it is no longer running.
+			pr.Running, pr.Phase = lv.phase != 0, lv.phase
 			if lv.phase == 1 {
 				pr.Position = lv.pos
 			} else {

@@ -13,10 +13,11 @@ import (
 // TestProgressAddsUpRuns: the metrics' figures (Progress) are the runs'
 // figures added up: a first run's equal its report, a second run adds
 // its own, a dry run counts what it finds, and they never go back, also
-// across stops and resumes.
+// across stops and resumes (one every 300 items checked).
 func TestProgressAddsUpRuns(t *testing.T) {
+	t.Parallel() // arms no fault point (tiers_test.go)
 	h := newHarnessPool(t, 2, 4096)
-	agedDamaged(h, 300)
+	agedDamaged(h, sized(300, 3))
 	c := New(h.env())
 	for _, p := range c.Progress() {
 		if p.Running || p.Checked != 0 || p.Repaired != 0 {
@@ -78,9 +79,9 @@ func TestProgressAddsUpRuns(t *testing.T) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for i := 0; c.Running(); i++ {
 		if time.Now().After(deadline) {
-			t.Fatalf("stops and resumes every 300 ms did not end the run in 2 minutes: %s", describe(c.Report()))
+			t.Fatalf("stops and resumes every 300 items checked did not end the run in 2 minutes: %s", describe(c.Report()))
 		}
-		time.Sleep(100 * time.Millisecond)
+		waitForProgress(t, c, 100) // a step
 		p := c.Progress()
 		for _, comp := range Components {
 			if p[comp].Checked < last[comp].Checked || p[comp].Repaired < last[comp].Repaired {

@@ -2,6 +2,7 @@ package lfsck
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -29,6 +30,9 @@ type repairer struct {
 	sem     chan struct{}
 	err     error
 	changed []fid.FID // files whose data queued repairs change (dataChanged)
+	// reported: a dry run's reports counted, by component and key (each
+	// is counted once per run).
+	reported map[string]bool
 }
 
 const (
@@ -37,7 +41,7 @@ const (
 )
 
 func newRepairer(r *run) *repairer {
-	return &repairer{r: r, sem: make(chan struct{}, 2)}
+	return &repairer{r: r, sem: make(chan struct{}, 2), reported: map[string]bool{}}
 }
 
 // add queues a repair found for the work of entry e (nil: the object being
@@ -164,10 +168,10 @@ func (rp *repairer) evalDry(comp uint32, e *entry, rep *pb.LfsckRepair) {
 	db := r.env.Target.DB()
 	if len(rep.ReportKey) > 0 {
 		k := string(append([]byte{byte(comp)}, rep.ReportKey...))
-		r.mu.Lock()
-		seen := r.reported[k]
-		r.reported[k] = true
-		r.mu.Unlock()
+		rp.mu.Lock()
+		seen := rp.reported[k]
+		rp.reported[k] = true
+		rp.mu.Unlock()
 		if seen {
 			return
 		}
@@ -184,14 +188,12 @@ func (rp *repairer) evalDry(comp uint32, e *entry, rep *pb.LfsckRepair) {
 		}
 	}
 	for _, k := range rep.Kinds {
-		r.countDry(e, comp, k)
+		r.countFound(e, comp, k)
 	}
 }
 
 // dirNlinkWrong recounts a directory's subdirectory entries now.
-func dirNlinkWrong(db interface {
-	Get([]byte) ([]byte, error)
-}, f fid.FID, r *run) bool {
+func dirNlinkWrong(db getter, f fid.FID, r *run) bool {
 	local, ino, err := r.lookup(db, f)
 	if err != nil {
 		return false
@@ -229,3 +231,24 @@ func (rp *repairer) now(comp uint32, e *entry, rep *pb.LfsckRepair) {
 		rp.r.log.Warn("count a repair made on an OST", "err", err)
 	}
 }
+
+// Conditions and changes of a repair (LfsckRepair): apply makes the
+// changes only if every condition holds.
+
+func condVal(k, v []byte) *pb.LfsckCond {
+	return &pb.LfsckCond{Key: append([]byte(nil), k...), Digest: mdt.Digest(v)}
+}
+
+func condAbsent(k []byte) *pb.LfsckCond {
+	return &pb.LfsckCond{Key: append([]byte(nil), k...), Absent: true}
+}
+
+func setMut(k, v []byte) *pb.LfsckMut {
+	return &pb.LfsckMut{M: &pb.LfsckMut_Set{Set: &pb.LfsckKV{Key: append([]byte(nil), k...), Value: append([]byte(nil), v...)}}}
+}
+
+func delMut(k []byte) *pb.LfsckMut {
+	return &pb.LfsckMut{M: &pb.LfsckMut_Del{Del: append([]byte(nil), k...)}}
+}
+
+func be64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }

@@ -98,13 +98,12 @@ type liveFigures struct {
 }
 
 func (r *run) live() *liveFigures {
-	r.lay.mu.Lock()
-	t1 := r.t1
-	r.lay.mu.Unlock()
+	t1, t2 := r.led.figures()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return &liveFigures{t1: t1, t2: r.t2, pos: r.pos.Load(), phase: r.st.Phase, phaseT0: r.phaseT0, runBase: r.runBase,
-		lastCkpt: r.lastCkpt, ckptCount: r.ckptCount, phase2Pos: r.st.Phase2Position, phase2Step: r.st.Phase2Step, orphanPos: r.orphanPos.Load(), incomplete: append([]uint32(nil), r.st.IncompleteOsts...)}
+	return &liveFigures{t1: t1, t2: t2, pos: r.led.at.Load(), phase: r.st.Phase, phaseT0: r.times.phaseT0, runBase: r.times.base,
+		lastCkpt: r.times.lastCkpt, ckptCount: r.times.ckptCount, phase2Pos: r.st.Phase2Position, phase2Step: r.st.Phase2Step,
+		orphanPos: r.layout.orphanAt.Load(), incomplete: append([]uint32(nil), r.st.IncompleteOsts...)}
 }
 
 // Report describes the checker now.

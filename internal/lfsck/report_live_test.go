@@ -4,11 +4,11 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	pb "nacre/api/nacrepb"
-	"nacre/internal/fault"
 )
 
 // TestLiveReportPerComponent: while a run goes on, each component shows
@@ -50,24 +50,17 @@ func TestLiveReportPerComponent(t *testing.T) {
 func TestPhase2ReportsTheOrphanScanPosition(t *testing.T) {
 	h := newHarnessPool(t, 2, 4096)
 	populate(h, 1, 200, 2)
-	fault.Arm("lfsck.orphans.send", fault.Action{Kind: "delay", Delay: 300 * time.Millisecond})
-	defer fault.Disarm("lfsck.orphans.send")
+	listing := newHeld(func(call string, _ uint32) bool { return call == "orphans" })
+	h.gate = listing.gate
 	c := New(h.env())
 	if _, err := c.Start(context.Background(), &pb.LfsckStartRequest{Types: []string{"layout"}, Orphan: true, Reset_: true}); err != nil {
 		t.Fatal(err)
 	}
 	defer c.Stop(context.Background())
-	var last string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		last = c.Report().Components["layout"].CurrentPosition
-		if strings.HasPrefix(last, "phase 2: orphan OST objects, OST0000 object ") {
-			return
-		}
-		if !c.Running() {
-			break
-		}
+	listing.wait(t, "the orphan scan never listed an OST's objects")
+	if pos := c.Report().Components["layout"].CurrentPosition; !strings.HasPrefix(pos, "phase 2: orphan OST objects, OST0000 object ") {
+		t.Fatalf("while the orphan scan lists OST0000's objects, the position is %q", pos)
 	}
-	t.Fatalf("the orphan scan's position was never shown; last: %q", last)
 }
 
 // TestOrphanScanResumesAtItsCheckpoint: a run stopped while the orphan
@@ -76,28 +69,31 @@ func TestPhase2ReportsTheOrphanScanPosition(t *testing.T) {
 func TestOrphanScanResumesAtItsCheckpoint(t *testing.T) {
 	h := newHarnessPool(t, 2, 4096)
 	populate(h, 1, 100, 2)
-	fault.Arm("lfsck.orphans.send", fault.Action{Kind: "delay", Delay: 200 * time.Millisecond})
-	defer fault.Disarm("lfsck.orphans.send")
+	var listings atomic.Int64
+	var hold atomic.Bool
+	hold.Store(true)
+	ost1 := newHeld(func(call string, ost uint32) bool { return call == "orphans" && ost == 1 && hold.Load() })
+	h.gate = func(ctx context.Context, call string, ost uint32) error {
+		if call == "orphans" {
+			listings.Add(1)
+		}
+		return ost1.gate(ctx, call, ost)
+	}
 	c := New(h.env())
 	ctx := context.Background()
 	req := &pb.LfsckStartRequest{Types: []string{"layout"}, Orphan: true, Reset_: true, CheckpointIntervalMs: 1}
 	if _, err := c.Start(ctx, req); err != nil {
 		t.Fatal(err)
 	}
-	reached := false
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && c.Running(); time.Sleep(5 * time.Millisecond) {
-		if strings.Contains(c.Report().Components["layout"].CurrentPosition, "OST0001") {
-			reached = true
-			break
-		}
-	}
-	if !reached {
-		t.Fatal("the orphan scan never reached OST0001")
+	ost1.wait(t, "the orphan scan never reached OST0001")
+	if pos := c.Report().Components["layout"].CurrentPosition; !strings.Contains(pos, "OST0001") {
+		t.Fatalf("while the orphan scan lists OST0001's objects, the position is %q", pos)
 	}
 	if _, err := c.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	before := fault.Hits("lfsck.orphans.send")
+	hold.Store(false)
+	before := listings.Load()
 	msg, err := c.Start(ctx, &pb.LfsckStartRequest{Types: []string{"layout"}, Orphan: true})
 	if err != nil || !strings.Contains(msg, "resumed") {
 		t.Fatalf("start after stop: %q %v", msg, err)
@@ -108,9 +104,9 @@ func TestOrphanScanResumesAtItsCheckpoint(t *testing.T) {
 	if rep := c.Report(); rep.Components["layout"].Status != "completed" {
 		t.Fatalf("resumed run: %s", describe(rep))
 	}
-	// OST0001's range may have been listed before the stop took effect
-	// (a listing in flight finishes); OST0000's must not be listed again.
-	if n := fault.Hits("lfsck.orphans.send") - before; n > 1 {
+	// OST0001's range is listed again (the listing the stop interrupted);
+	// OST0000's must not be.
+	if n := listings.Load() - before; n > 1 {
 		t.Fatalf("the resumed orphan scan listed %d ranges, want at most 1 (OST0001's)", n)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -107,7 +108,7 @@ func figures(r *Report) string {
 
 func uninterrupted(t *testing.T) string {
 	h := newHarnessPool(t, 2, 4096)
-	agedDamaged(h, 600)
+	agedDamaged(h, agedBulk())
 	rep := h.run(New(h.env()), fullReq(0))
 	if f, _ := totals(rep); f < uint64(len(severalKinds)) {
 		t.Fatalf("uninterrupted run found too little: %s", describe(rep))
@@ -119,9 +120,10 @@ func uninterrupted(t *testing.T) string {
 // times and resumes it; it must end with the figures of a run that was
 // never stopped.
 func TestStopAndResumeEndLikeAnUninterruptedRun(t *testing.T) {
+	t.Parallel() // arms no fault point (tiers_test.go)
 	want := uninterrupted(t)
 	h := newHarnessPool(t, 2, 4096)
-	agedDamaged(h, 600)
+	agedDamaged(h, agedBulk())
 	c := New(h.env())
 	ctx := context.Background()
 	if _, err := c.Start(ctx, fullReq(1500)); err != nil {
@@ -129,7 +131,7 @@ func TestStopAndResumeEndLikeAnUninterruptedRun(t *testing.T) {
 	}
 	stops := 0
 	for c.Running() {
-		time.Sleep(150 * time.Millisecond)
+		waitForProgress(t, c, 100)
 		if _, err := c.Stop(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -165,17 +167,38 @@ func TestStopAndResumeEndLikeAnUninterruptedRun(t *testing.T) {
 	if stops < 2 {
 		t.Fatalf("only %d stops: the run was too fast to test resuming", stops)
 	}
+	t.Logf("%d stops", stops)
 	if got := figures(c.Report()); got != want {
 		t.Fatalf("after %d stops:\n%s\nuninterrupted:\n%s", stops, got, want)
 	}
 }
 
-// crashSoon lets c's run go on for a moment, then abandons it without a
-// checkpoint (as kill -9 would) and returns the checker of the restarted
-// server.
+// checked is what c's run checked in every component, as its report
+// shows it.
+func checked(c *Checker) uint64 {
+	var n uint64
+	for _, cr := range c.Report().Components {
+		n += cr.Checked
+	}
+	return n
+}
+
+// waitForProgress waits until c's run has checked n more items in all
+// (or has ended).
+func waitForProgress(t *testing.T, c *Checker, n uint64) {
+	t.Helper()
+	start := checked(c)
+	waitFor(t, 30*time.Second, fmt.Sprintf("the run to check %d more items", n), func() bool {
+		return !c.Running() || checked(c) >= start+n
+	})
+}
+
+// crashSoon lets c's run go on for a hundred items, then abandons it
+// without a checkpoint (as kill -9 would) and returns the checker of the
+// restarted server.
 func crashSoon(t *testing.T, h *harness, c *Checker) *Checker {
 	t.Helper()
-	time.Sleep(250 * time.Millisecond)
+	waitForProgress(t, c, 100)
 	if !c.Running() {
 		t.Fatal("the run ended before the crash")
 	}
@@ -186,9 +209,10 @@ func crashSoon(t *testing.T, h *harness, c *Checker) *Checker {
 // TestCrashResumeEndsLikeAnUninterruptedRun abandons the run without a
 // checkpoint (as kill -9 would) twice and lets a new checker resume it.
 func TestCrashResumeEndsLikeAnUninterruptedRun(t *testing.T) {
+	t.Parallel() // arms no fault point (tiers_test.go)
 	want := uninterrupted(t)
 	h := newHarnessPool(t, 2, 4096)
-	agedDamaged(h, 600)
+	agedDamaged(h, agedBulk())
 	ctx := context.Background()
 	c := New(h.env())
 	if _, err := c.Start(ctx, fullReq(800)); err != nil {
@@ -217,20 +241,23 @@ func TestCrashResumeEndsLikeAnUninterruptedRun(t *testing.T) {
 
 // TestNoFalseRepairsUnderLoad runs real checks (every repair allowed)
 // while a client creates, writes, renames, links and removes: nothing is
-// found, and nothing is changed.
+// found, and nothing is changed. It runs four checks (two in the fast
+// tier), and more until at least 200 operations ran alongside them.
 func TestNoFalseRepairsUnderLoad(t *testing.T) {
+	t.Parallel() // arms no fault point (tiers_test.go)
 	h := newHarnessPool(t, 2, 1<<14)
 	base := h.mkdir(fid.Root, "load")
 	var dirs []fid.FID
 	for d := 0; d < 4; d++ {
 		dirs = append(dirs, h.mkdir(base, fmt.Sprintf("d%d", d)))
 	}
-	for i := 0; i < 400; i++ {
+	files := sized(400, 2)
+	for i := 0; i < files; i++ {
 		h.create(dirs[i%4], fmt.Sprintf("f%d", i), 1+i%2, []byte("x"))
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	var ops, errs int
+	var ops, errs atomic.Int64
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -277,20 +304,20 @@ func TestNoFalseRepairsUnderLoad(t *testing.T) {
 			case 3:
 				r = do(&pb.UnlinkOp{Parent: d.PB(), Name: []byte(name)})
 			case 4:
-				if ino, err := h.tg.Lookup(d, fmt.Sprintf("f%d", rng.Intn(400)), nil); err == nil {
+				if ino, err := h.tg.Lookup(d, fmt.Sprintf("f%d", rng.Intn(files)), nil); err == nil {
 					r = do(&pb.LinkOp{Fid: ino.Fid, Parent: d2.PB(), Name: []byte(fmt.Sprintf("l%d", n))})
 				}
 			case 5:
 				r = do(&pb.UnlinkOp{Parent: d.PB(), Name: []byte(fmt.Sprintf("l%d", rng.Intn(n+1)))})
 			}
-			ops++
+			ops.Add(1)
 			if r != nil && r.Errno != 0 {
-				errs++
+				errs.Add(1)
 			}
 		}
 	}()
 	c := New(h.env())
-	for i := 0; i < 4; i++ {
+	for i := 0; i < sized(4, 2) || ops.Load() < 200 && i < 40; i++ {
 		rep := h.run(c, fullReq(3000))
 		if f, _ := totals(rep); f != 0 {
 			stop()
@@ -300,9 +327,9 @@ func TestNoFalseRepairsUnderLoad(t *testing.T) {
 	}
 	stop()
 	wg.Wait()
-	t.Logf("%d client operations during the checks (%d failed as expected: names missing)", ops, errs)
-	if ops < 200 {
-		t.Fatalf("only %d operations ran alongside the checker", ops)
+	t.Logf("%d client operations during the checks (%d failed as expected: names missing)", ops.Load(), errs.Load())
+	if n := ops.Load(); n < 200 {
+		t.Fatalf("only %d operations ran alongside the checker", n)
 	}
 	if f, _ := totals(h.run(c, fullReq(0))); f != 0 {
 		t.Fatal("a clean run after the load finds inconsistencies")
@@ -312,6 +339,7 @@ func TestNoFalseRepairsUnderLoad(t *testing.T) {
 // TestGarbageNeverCrashesTheChecker fills the store with garbage under
 // every key range; dry and real runs end (completed) without panicking.
 func TestGarbageNeverCrashesTheChecker(t *testing.T) {
+	t.Parallel() // arms no fault point (tiers_test.go)
 	h := newHarness(t, 2)
 	tr := buildTree(h)
 	rng := rand.New(rand.NewSource(2))
@@ -392,7 +420,7 @@ func newLookup(h *harness, f fid.FID) (uint64, *pb.Inode, error) {
 func TestStopCompletesWithAnOSTDown(t *testing.T) {
 	h := newHarnessPool(t, 2, 4096)
 	buildTree(h)
-	populate(h, 2, 500, 2)
+	populate(h, 2, sized(500, 4), 2)
 	h.down[1] = true
 	c := New(h.env())
 	rep := h.run(c, fullReq(0))
@@ -404,12 +432,12 @@ func TestStopCompletesWithAnOSTDown(t *testing.T) {
 		t.Fatalf("an OST down is not an inconsistency: %s", describe(rep))
 	}
 	// A stop while the check waits on a hung OST returns at once.
-	fault.Arm("lfsck.layout.send", fault.Action{Kind: "delay", Delay: 3 * time.Second})
-	defer fault.Disarm("lfsck.layout.send")
+	hung := newHeld(func(call string, _ uint32) bool { return call == "check" })
+	h.gate = hung.gate
 	if _, err := c.Start(context.Background(), fullReq(0)); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	hung.wait(t, "the layout check never asked an OST")
 	t0 := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -435,20 +463,26 @@ func TestSpeedLimitHoldsAndChangesWhileRunning(t *testing.T) {
 	if _, err := c.Start(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second)
+	// The rate is measured over a second, then half a second (half that
+	// in the fast tier).
+	span := time.Second
+	if testing.Short() {
+		span /= 2
+	}
+	time.Sleep(span)
 	n1 := c.Report().Components["namespace"].Stats["objects"]
 	fast := uint64(4000)
 	if err := c.Set(&fast, nil); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(span / 2)
 	n2 := c.Report().Components["namespace"].Stats["objects"]
 	c.Stop(context.Background())
-	if n1 < 700 || n1 > 1300 {
-		t.Fatalf("at 1000 objects/s, %d objects in 1 s", n1)
+	if want := 1000 * span.Seconds(); float64(n1) < 0.7*want || float64(n1) > 1.3*want {
+		t.Fatalf("at 1000 objects/s, %d objects in %v", n1, span)
 	}
-	if d := n2 - n1; d < 1400 || d > 2600 {
-		t.Fatalf("at 4000 objects/s, %d objects in 0.5 s", d)
+	if d, want := n2-n1, 4000*span.Seconds()/2; float64(d) < 0.7*want || float64(d) > 1.3*want {
+		t.Fatalf("at 4000 objects/s, %d objects in %v", d, span/2)
 	}
 }
 
@@ -489,8 +523,9 @@ func TestLeadershipNoticedAfterADryRunKeepsItsReport(t *testing.T) {
 // started on a restarted server before its leadership was noticed does
 // not hide the real run that was scanning when the server died.
 func TestDryRunBeforeLeadershipNoticedStillResumesACrashedRun(t *testing.T) {
+	t.Parallel() // arms no fault point (tiers_test.go)
 	h := newHarnessPool(t, 2, 4096)
-	agedDamaged(h, 600)
+	agedDamaged(h, agedBulk())
 	ctx := context.Background()
 	c := New(h.env())
 	if _, err := c.Start(ctx, fullReq(800)); err != nil {

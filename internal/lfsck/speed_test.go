@@ -1,12 +1,10 @@
 package lfsck
 
 import (
+	"flag"
 	"fmt"
-	"os"
-	"strconv"
 	"syscall"
 	"testing"
-	"time"
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/fid"
@@ -28,23 +26,25 @@ func populate(h *harness, dirs, files, stripes int) {
 	}
 }
 
-// TestScanSpeed measures the scan in process (NACRE_LFSCK_SPEED=files).
-func TestScanSpeed(t *testing.T) {
-	n, _ := strconv.Atoi(os.Getenv("NACRE_LFSCK_SPEED"))
-	if n == 0 {
-		t.Skip("set NACRE_LFSCK_SPEED=<files> to measure")
-	}
-	h := newHarnessPool(t, 2, uint64(n))
-	t0 := time.Now()
-	populate(h, n/10000+1, 10000, 1)
-	t.Logf("populated %d files in %v", n, time.Since(t0))
+var scanFiles = flag.Int("scanfiles", 20000, "files BenchmarkScan checks (directories of up to 10000)")
+
+// BenchmarkScan measures whole runs of each type over a tree of
+// -scanfiles files of one stripe each (go test -bench Scan -scanfiles
+// 1000000); files/s is the run's speed.
+func BenchmarkScan(b *testing.B) {
+	n := *scanFiles
+	h := newHarnessPool(b, 2, uint64(n))
+	dirs := (n + 9999) / 10000
+	populate(h, dirs, n/dirs, 1)
 	for _, types := range []string{"namespace", "scrub", "layout", "all"} {
-		c := New(h.env())
-		t0 := time.Now()
-		rep := h.run(c, &pb.LfsckStartRequest{Types: []string{types}, Reset_: true})
-		d := time.Since(t0)
-		objs := rep.Components["scrub"].Stats["objects"] + rep.Components["namespace"].Stats["objects"]
-		t.Logf("%-9s %v: %s (%.0f objects/s)", types, d, describe(rep), float64(n)/d.Seconds())
-		_ = objs
+		b.Run(types, func(b *testing.B) {
+			c := New(h.env())
+			var rep *Report
+			for b.Loop() {
+				rep = h.run(c, &pb.LfsckStartRequest{Types: []string{types}, Reset_: true})
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "files/s")
+			b.Logf("%s", describe(rep))
+		})
 	}
 }

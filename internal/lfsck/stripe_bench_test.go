@@ -47,13 +47,13 @@ func BenchmarkDecodeStripes(b *testing.B) {
 }
 
 // The layout check's per-stripe work in phase 1 besides decoding
-// (layoutObject: the reference bitmap, the digest and the table of
+// (layoutCheck.file: the reference bitmap, the digest and the table of
 // expectations), for files of 2 and 8 stripes: the difference over 6 is
 // the cost of a stripe.
 func BenchmarkRecordStripes(b *testing.B) {
 	for _, n := range []int{2, 8} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			var r *run
+			var ly *layoutCheck
 			var o object
 			const files = 200000
 			b.ResetTimer()
@@ -61,10 +61,8 @@ func BenchmarkRecordStripes(b *testing.B) {
 				oid := uint64(1 + i%files)
 				if oid == 1 {
 					b.StopTimer()
-					r = &run{ost: fid.OSTSeq(0), st: &pb.LfsckState{Phase: 1}, refs: map[uint32]*bitmap{}, dups: map[stripe]bool{}}
-					r.lay = newLayoutChecker(r, 0)
-					r.exp = &expectations{r: r, max: maxExpectBytes / expPageBytes, dup: map[uint32]map[uint64]bool{}}
-					o = object{ostSeq: newSeqField(r.ost)}
+					ly = bareLayout(fid.OSTSeq(0))
+					o = object{ostSeq: newSeqField(ly.r.seq)}
 					if err := o.decodeSome(benchRecord(b, n, 0), true); err != nil {
 						b.Fatal(err)
 					}
@@ -73,11 +71,11 @@ func BenchmarkRecordStripes(b *testing.B) {
 				for j := range o.layout.objs {
 					o.layout.objs[j].oid = oid
 				}
-				r.layoutObject(oid, nil, &o, false)
+				ly.file(&scanned{local: oid, o: &o})
 			}
 			b.StopTimer()
-			if got, want := r.t1[Layout][tStat+sStripes], uint64(n*(1+(b.N-1)%files)); got != want || r.lay.inflight != 0 {
-				b.Fatalf("recorded %d stripes, want %d (checks queued: %d)", got, want, r.lay.inflight)
+			if got, want := ly.r.led.t1[Layout][tStat+sStripes], uint64(n*(1+(b.N-1)%files)); got != want || ly.q.inflight != 0 {
+				b.Fatalf("recorded %d stripes, want %d (checks queued: %d)", got, want, ly.q.inflight)
 			}
 		})
 	}

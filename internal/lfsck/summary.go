@@ -10,21 +10,16 @@ import (
 	"nacre/internal/fault"
 	"nacre/internal/fid"
 	"nacre/internal/mdt"
-	"nacre/internal/ost"
+	"nacre/internal/objrec"
 )
 
 // Range summaries: how the layout check avoids a message per stripe.
 //
-// Seed 000 found Lustre's layout check limited by the MDS's fan-out: one
-// request per stripe, answered one by one, so time grew with the number
-// of OSTs. Batching (one RPC for thousands of objects, layout.go) cut the
-// messages, but the MDT still encoded, queued and sent 9 bytes per stripe,
-// and each OST decoded and looked them up: about 0.55 µs of MDT CPU and
-// 0.7 µs of OST CPU per stripe, so eight OSTs' stripes took four times as
-// long as two's on this project's machines.
-//
-// Here the scan only records, for every stripe of its own sequence, the
-// digest of the record its OST object should hold, with the file, in a
+// A check per stripe, even batched (queue.go), costs the MDT an encoding
+// and a queued digest per stripe and each OST a lookup per object, so the
+// check's time grows with the number of OSTs. Instead the scan only
+// records, for every stripe of its own sequence, the digest of the record
+// its OST object should hold (objrec.SumDigest), with the file, in a
 // dense table per OST indexed by object id. Meanwhile every OST
 // summarises its objects (one ordered iteration each, from the start of
 // phase 1, in parallel with the scan): which ids exist, which are
@@ -34,7 +29,7 @@ import (
 // that the OST says are initialized, block by block. Equal sums settle a
 // block; a block whose sums differ, a named object the OST does not have,
 // an object named twice, and the stripes of an OST that gave no summary
-// are checked object by object, by the queue of layout.go, which re-reads
+// are checked object by object, by the queue of queue.go, which re-reads
 // the file before it counts anything (a change in flight is never
 // repaired). So the MDT's work per stripe is a digest, two stores and a
 // bit, and the OSTs' is one step of an iteration.
@@ -42,14 +37,14 @@ import (
 // Memory: 12 bytes per recorded stripe (pages of 65536 ids allocated as
 // the ids appear), at most maxExpectBytes, and 8 per file: the table
 // names a file by its place in a list of the run's files, 4 bytes
-// instead of a local key and a slot (20 bytes a stripe until 2026-11-29).
-// Stripes beyond it are queued object by object as before. The check of
-// a stripe the summaries do not settle finds its slot in the file's
-// layout (lookupCheck). Checkpoints: the table is rebuilt by the fast
-// pass that already rebuilds the name pairs and the reference bitmap
-// from the part of the scan before the checkpoint; the figures of verify
-// are held back from checkpoints until it is done, so a stop during it
-// makes the resumed run verify everything again and count it once.
+// instead of a local key and a slot. Stripes beyond it are queued object
+// by object. The check of a stripe the summaries do not settle finds its
+// slot in the file's layout (lookupCheck). Checkpoints: the table is
+// rebuilt by the fast pass that already rebuilds the name pairs and the
+// reference bitmap from the part of the scan before the checkpoint; the
+// figures of verify are held back from checkpoints until it is done
+// (ledger.freeze), so a stop during it makes the resumed run verify
+// everything again and count it once.
 
 const (
 	sumSpan  = 1 << 16 // object ids per summary request and per table page
@@ -57,12 +52,12 @@ const (
 )
 
 // maxExpectBytes bounds the table of expectations (about 89 million
-// stripes); NACRE_LFSCK_SUMMARIES=0 in the server's environment turns the
-// summaries off (every stripe is checked object by object, as before).
+// stripes); Tuning.NoSummaries turns the summaries off (every stripe is
+// checked object by object).
 const maxExpectBytes = 1 << 30
 
 type expPage struct {
-	dig  [sumSpan]uint64 // ost.SumDigest of the expected record
+	dig  [sumSpan]uint64 // objrec.SumDigest of the expected record
 	file [sumSpan]uint32 // the file naming it, by its place in expectations.files
 	// has is bit i: id i has an expectation (dig[i] and file[i] are
 	// valid), so that verify compares 64 ids with the summary's bitmaps
@@ -106,7 +101,7 @@ type ostSums struct {
 }
 
 type expectations struct {
-	r     *run
+	ly    *layoutCheck
 	pages [][]*expPage // by OST index, then id/sumSpan
 	n     int          // pages allocated
 	max   int
@@ -123,11 +118,11 @@ type expectations struct {
 
 // newExpectations returns the table of a run, or nil when summaries are
 // off.
-func newExpectations(r *run) *expectations {
-	if r.c.env.Tuning.NoSummaries {
+func newExpectations(ly *layoutCheck) *expectations {
+	if ly.r.env.Tuning.NoSummaries {
 		return nil
 	}
-	return &expectations{r: r, max: maxExpectBytes / expPageBytes,
+	return &expectations{ly: ly, max: maxExpectBytes / expPageBytes,
 		dup: map[uint32]map[uint64]bool{}, sums: map[uint32]*ostSums{}}
 }
 
@@ -209,9 +204,9 @@ func (e *expectations) markDup(ost uint32, oid uint64) {
 // fetch starts one goroutine per OST that asks it for summaries of every
 // page of our sequence, in order, until it says there are no more objects.
 func (e *expectations) fetch() {
-	ctx, cancel := context.WithCancel(e.r.ctx)
+	ctx, cancel := context.WithCancel(e.ly.r.ctx)
 	e.cancel = cancel
-	for idx, cli := range e.r.env.OSTs() {
+	for idx, cli := range e.ly.r.env.OSTs() {
 		s := &ostSums{pages: map[uint64]*pb.LfsckSummaryReply{}}
 		e.mu.Lock()
 		e.sums[idx] = s
@@ -222,8 +217,8 @@ func (e *expectations) fetch() {
 			for pi := uint64(0); ; {
 				rep, err := (*pb.LfsckSummaryReply)(nil), fault.Hit("lfsck.layout.summary")
 				if err == nil {
-					rctx, rcancel := context.WithTimeout(ctx, e.r.env.RPCTimeout)
-					rep, err = cli.Summary(rctx, &pb.LfsckSummaryRequest{Seq: e.r.ost, From: pi * sumSpan, Span: sumSpan, Block: sumBlock})
+					rctx, rcancel := context.WithTimeout(ctx, e.ly.r.env.RPCTimeout)
+					rep, err = cli.Summary(rctx, &pb.LfsckSummaryRequest{Seq: e.ly.r.seq, From: pi * sumSpan, Span: sumSpan, Block: sumBlock})
 					rcancel()
 				}
 				e.mu.Lock()
@@ -278,14 +273,14 @@ func bit(b []byte, i uint64) bool { return b[i/8]&(1<<(i%8)) != 0 }
 // its queued checks are done, and checks object by object what they do
 // not settle (see the top of this file).
 func (e *expectations) verify() error {
-	r, lc := e.r, e.r.lay
+	r, q := e.ly.r, e.ly.q
 	e.wg.Wait()
 	if r.stopping() {
 		return errHalted
 	}
 	// Thawed by the caller once verify is done: a stop during it keeps the
 	// figures and position of the end of the scan in every checkpoint.
-	lc.freeze()
+	r.led.freeze()
 	if err := fault.Hit("lfsck.layout.verify"); err != nil {
 		return err
 	}
@@ -319,20 +314,20 @@ func (e *expectations) verify() error {
 			suspects, n = e.verifyPage(idx, uint64(pi), p, sum, whole, dups, suspects)
 			uninit += n
 			if len(suspects) >= 4096 {
-				if err := lc.queue(suspects); err != nil {
+				if err := q.queue(suspects); err != nil {
 					return err
 				}
 				suspects = suspects[:0]
 			}
 		}
 	}
-	if err := lc.queue(suspects); err != nil {
+	if err := q.queue(suspects); err != nil {
 		return err
 	}
 	if uninit > 0 {
-		lc.bump(Layout, tStat+sUninitialized, uninit)
+		r.led.add(Layout, tStat+sUninitialized, uninit)
 	}
-	return lc.drain()
+	return q.drain()
 }
 
 // verifyPage compares page pi of OST idx's table with the OST's summary
@@ -347,8 +342,8 @@ func (e *expectations) verifyPage(idx uint32, pi uint64, p *expPage, sum *pb.Lfs
 		return e.verifyPageByID(idx, base, p, sum, whole, dups, suspects)
 	}
 	// 64 ids at a time: the table's bits against the summary's (both
-	// LSB first), summing the digests of the written objects only. One
-	// id at a time this was 4 ns a stripe (BenchmarkVerifyPage).
+	// LSB first), summing the digests of the written objects only:
+	// cheaper than a look at each id (verifyPageByID; BenchmarkVerifyPage).
 	const words = sumBlock / 64
 	var uninit uint64
 	for b := uint64(0); b < sumSpan/sumBlock; b++ {
@@ -428,7 +423,7 @@ func (e *expectations) verifyPageByID(idx uint32, base uint64, p *expPage, sum *
 // file's FID, its slot and its record's digest, which queue reads
 // (lookupCheck).
 func (e *expectations) item(ost uint32, oid uint64, p *expPage, i uint64) checkItem {
-	return checkItem{ost: ost, seq: e.r.ost, oid: oid, slot: slotUnknown, ent: &entry{local: e.files[p.file[i]], remaining: 1}}
+	return checkItem{ost: ost, seq: e.ly.r.seq, oid: oid, slot: slotUnknown, ent: &entry{local: e.files[p.file[i]], remaining: 1}}
 }
 
 // slotUnknown is the slot of a check queued by verify (the table keeps
@@ -440,8 +435,8 @@ const slotUnknown = ^uint32(0)
 // an object twice was queued by the scan for the second), and the digest
 // of the record the object should hold. ok is false when the file is gone
 // or no longer names the object (a change in flight, nothing to check).
-func (r *run) lookupCheck(it *checkItem) bool {
-	v, err := r.env.Target.DB().Get(mdt.ObjKey(it.ent.local))
+func (ly *layoutCheck) lookupCheck(it *checkItem) bool {
+	v, err := ly.r.env.Target.DB().Get(mdt.ObjKey(it.ent.local))
 	if err != nil {
 		return false
 	}
@@ -454,7 +449,7 @@ func (r *run) lookupCheck(it *checkItem) bool {
 			it.slot = uint32(i)
 			it.ent.fid = fid.FromPB(ino.Fid)
 			rec := expected(it.ent.fid, ino, it)
-			it.digest = ost.RecordDigest(&rec)
+			it.digest = objrec.RecordDigest(&rec)
 			return true
 		}
 	}

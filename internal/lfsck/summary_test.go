@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/fault"
@@ -24,7 +23,7 @@ func TestLayoutFindsTheSameWithAndWithoutSummaries(t *testing.T) {
 				defer fault.Disarm("lfsck.layout.summary")
 			}
 			h := newHarnessPool(t, 2, 4096)
-			agedDamaged(h, 600)
+			agedDamaged(h, agedBulk())
 			env := h.env()
 			env.Tuning.NoSummaries = off
 			rep := h.run(New(env), fullReq(0))
@@ -44,28 +43,28 @@ func TestLayoutFindsTheSameWithAndWithoutSummaries(t *testing.T) {
 func TestStopDuringSummaryVerifyCountsOnce(t *testing.T) {
 	want := uninterrupted(t)
 	h := newHarnessPool(t, 2, 4096)
-	agedDamaged(h, 600)
-	before := fault.Hits("lfsck.layout.verify")
-	fault.Arm("lfsck.layout.verify", fault.Action{Kind: "delay", Delay: 2 * time.Second, Count: 1})
-	defer fault.Disarm("lfsck.layout.verify")
+	agedDamaged(h, agedBulk())
+	// The verification's first check of an object the summaries did not
+	// settle is held until the stop.
+	const point = "lfsck.layout.verify"
+	before := fault.Hits(point)
+	fault.Arm(point, fault.Action{Kind: "delay", Count: 1}) // no delay: the hit marks the start of verify
+	defer fault.Disarm(point)
+	verifying := newHeld(func(call string, _ uint32) bool { return call == "check" && fault.Hits(point) > before })
+	h.gate = verifying.gate
 	c := New(h.env())
 	ctx := context.Background()
 	if _, err := c.Start(ctx, fullReq(0)); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for fault.Hits("lfsck.layout.verify") == before {
-		if time.Now().After(deadline) || !c.Running() {
-			t.Fatal("the run never reached the summaries' verification")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	verifying.wait(t, "the run never checked an object during the summaries' verification")
 	if _, err := c.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if s := c.Report().Components["layout"].Status; s != "stopped" {
 		t.Fatalf("status after a stop during verification: %s", s)
 	}
+	h.gate = nil
 	msg, err := c.Start(ctx, &pb.LfsckStartRequest{Types: allRepairs.Types, Orphan: true, CreateMdtobj: true, CreateOstobj: true})
 	if err != nil {
 		t.Fatal(err)

@@ -92,7 +92,7 @@ func TestVerifyPageNamesWhatTheSummaryCannotSettle(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p, sum := verifyFixture(n)
 			sum, whole, dups := c.change(p, sum)
-			e := &expectations{r: &run{ost: fid.OSTSeq(3)}, files: fixtureFiles(n)}
+			e := &expectations{ly: &layoutCheck{r: &run{seq: fid.OSTSeq(3)}}, files: fixtureFiles(n)}
 			suspects, uninit := e.verifyPage(3, 1, p, sum, whole, dups, nil)
 			var got []uint64
 			for _, it := range suspects {
@@ -154,7 +154,7 @@ func BenchmarkVerifyPage(b *testing.B) {
 					sum.Sums[i/sumBlock] += p.dig[i]
 				}
 			}
-			e := &expectations{r: &run{ost: fid.OSTSeq(0)}}
+			e := &expectations{ly: &layoutCheck{r: &run{seq: fid.OSTSeq(0)}}}
 			b.ResetTimer()
 			for range b.N {
 				if suspects, _ := e.verifyPage(0, 0, p, sum, false, nil, nil); len(suspects) != 0 {
@@ -209,7 +209,7 @@ func FuzzVerifyPageMatchesByID(f *testing.F) {
 				sum.Uninitialized[j/8] |= 1 << (j % 8)
 			}
 		}
-		e := &expectations{r: &run{ost: fid.OSTSeq(1)}, files: files}
+		e := &expectations{ly: &layoutCheck{r: &run{seq: fid.OSTSeq(1)}}, files: files}
 		got, gotUninit := e.verifyPage(1, 2, p, sum, false, nil, nil)
 		want, wantUninit := e.verifyPageByID(1, 2*sumSpan, p, sum, false, nil, nil)
 		if gotUninit != wantUninit || len(got) != len(want) {
@@ -223,24 +223,22 @@ func FuzzVerifyPageMatchesByID(f *testing.F) {
 	})
 }
 
-// layoutObject records each stripe of the scan's own sequence in the
+// layoutCheck.file records each stripe of the scan's own sequence in the
 // table once, with its file, and sets aside an object that two
-// layouts name (r.dups, settled by resolveDups when never written) instead
+// layouts name (dups, settled by resolveDups when never written) instead
 // of recording it twice: across pages, OSTs, the bitmap's growth and the
 // table's page allocation.
 func TestLayoutObjectRecordsStripesOnceAndSetsAsideDups(t *testing.T) {
-	r := &run{ost: fid.OSTSeq(0), st: &pb.LfsckState{Phase: 1}, refs: map[uint32]*bitmap{}, dups: map[stripe]bool{}}
-	r.lay = newLayoutChecker(r, 0)
-	r.exp = &expectations{r: r, max: maxExpectBytes / expPageBytes, dup: map[uint32]map[uint64]bool{}}
+	ly := bareLayout(fid.OSTSeq(0))
 	file := func(local uint64, oids ...uint64) {
-		o := object{ostSeq: newSeqField(r.ost)}
+		o := object{ostSeq: newSeqField(ly.r.seq)}
 		if err := o.decodeSome(benchRecord(t, len(oids), 0), true); err != nil {
 			t.Fatal(err)
 		}
 		for i := range o.layout.objs {
 			o.layout.objs[i].oid = oids[i]
 		}
-		r.layoutObject(local, nil, &o, false)
+		ly.file(&scanned{local: local, o: &o})
 	}
 	// Stripe i of a file is on OST i (benchRecord).
 	file(10, 5, 7)
@@ -252,7 +250,7 @@ func TestLayoutObjectRecordsStripesOnceAndSetsAsideDups(t *testing.T) {
 		{0, 70064}: 13, {1, 3}: 13, {2, 9}: 13, {3, 4}: 13,
 	}
 	got := 0
-	for ost, ps := range r.exp.pages {
+	for ost, ps := range ly.exp.pages {
 		for pi, p := range ps {
 			if p == nil {
 				continue
@@ -264,7 +262,7 @@ func TestLayoutObjectRecordsStripesOnceAndSetsAsideDups(t *testing.T) {
 				got++
 				oid := uint64(pi)*sumSpan + i
 				w, ok := want[[2]uint64{uint64(ost), oid}]
-				if local := r.exp.files[p.file[i]]; !ok || local != w {
+				if local := ly.exp.files[p.file[i]]; !ok || local != w {
 					t.Errorf("OST %d object %d: recorded for file %d, want %d (known %v)", ost, oid, local, w, ok)
 				}
 			}
@@ -273,16 +271,16 @@ func TestLayoutObjectRecordsStripesOnceAndSetsAsideDups(t *testing.T) {
 	if got != len(want) {
 		t.Errorf("%d stripes recorded, want %d", got, len(want))
 	}
-	if d := (stripe{ost: 0, seq: r.ost, oid: 5}); len(r.dups) != 1 || !r.dups[d] {
-		t.Errorf("dups %v, want only %v", r.dups, d)
+	if d := (stripe{ost: 0, seq: ly.r.seq, oid: 5}); len(ly.dups) != 1 || !ly.dups[d] {
+		t.Errorf("dups %v, want only %v", ly.dups, d)
 	}
-	if !r.exp.dup[0][5] {
-		t.Errorf("the table's dups %v, want OST 0 object 5", r.exp.dup)
+	if !ly.exp.dup[0][5] {
+		t.Errorf("the table's dups %v, want OST 0 object 5", ly.exp.dup)
 	}
-	if !slices.Equal(r.exp.files, []uint64{10, 11, 12, 13}) {
-		t.Errorf("files %v, want each once, in scan order", r.exp.files)
+	if !slices.Equal(ly.exp.files, []uint64{10, 11, 12, 13}) {
+		t.Errorf("files %v, want each once, in scan order", ly.exp.files)
 	}
-	if r.lay.inflight != 1 {
-		t.Errorf("%d checks queued, want 1 (the second holder of OST 0 object 5)", r.lay.inflight)
+	if ly.q.inflight != 1 {
+		t.Errorf("%d checks queued, want 1 (the second holder of OST 0 object 5)", ly.q.inflight)
 	}
 }

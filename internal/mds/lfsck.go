@@ -17,8 +17,8 @@ import (
 	"nacre/internal/errno"
 	"nacre/internal/fault"
 	"nacre/internal/fid"
+	"nacre/internal/kv"
 	"nacre/internal/lfsck"
-	"nacre/internal/ost"
 )
 
 // The checker (internal/lfsck) and fault injection services of an MDS.
@@ -247,7 +247,7 @@ func (v *lfsckService) Set(ctx context.Context, req *pb.LfsckSetRequest) (*pb.Lf
 func (v *lfsckService) Digest(ctx context.Context, req *pb.LfsckDigestRequest) (*pb.LfsckDigestReply, error) {
 	snap := v.s.db.NewSnapshot()
 	defer snap.Close()
-	d, n, err := ost.DigestAll(snap)
+	d, n, err := kv.Digest(snap)
 	if err != nil {
 		return nil, errno.New(errno.Internal, err.Error())
 	}

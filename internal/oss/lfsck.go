@@ -6,6 +6,7 @@ import (
 	"nacre/api/nacrepb"
 	"nacre/internal/errno"
 	"nacre/internal/fault"
+	"nacre/internal/objrec"
 	"nacre/internal/ost"
 )
 
@@ -82,9 +83,9 @@ func (v *service) FaultObject(ctx context.Context, req *nacrepb.FaultObjectReque
 	if err != nil {
 		return nil, err
 	}
-	var rec *ost.Rec
+	var rec *objrec.Rec
 	if req.Record != nil {
-		r := ost.AttrRec(req.Record)
+		r := objrec.FromAttr(req.Record)
 		rec = &r
 	}
 	if err := v.s.store.FaultObject(req.Kind, objs[0], rec); err != nil {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"nacre/internal/fid"
+	"nacre/internal/objrec"
 )
 
 // TestCheckerCallsSurviveGarbageRecords: object records that do not
@@ -63,7 +64,7 @@ func TestCheckerCallsSurviveGarbageRecords(t *testing.T) {
 	o := fid.ObjID{Seq: seq, Oid: 2}
 	v, err := s.db.Get(objKey(o))
 	must(t, err)
-	done, err := s.RepairObjects([]ObjRepair{{Obj: o, Expect: Digest(v), Rec: Rec{Parent: fid.FID{Seq: 0x200000400, Oid: 9}}}})
+	done, err := s.RepairObjects([]ObjRepair{{Obj: o, Expect: objrec.Digest(v), Rec: objrec.Rec{Parent: fid.FID{Seq: 0x200000400, Oid: 9}}}})
 	if err != nil || len(done) != 1 || !done[0] {
 		t.Fatalf("repair of a garbage record: %v %v", done, err)
 	}

@@ -5,187 +5,19 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc64"
 	"io/fs"
 	"os"
 
 	"nacre/api/nacrepb"
 	"nacre/internal/fid"
 	"nacre/internal/kv"
+	"nacre/internal/objrec"
 )
 
 // The checker's side of an OST (internal/lfsck). The MDT sends what it
-// expects each object's record to be, as a digest, so a batch of thousands
-// of objects is a small message and the OST's work is one ordered
-// iteration; only objects that differ travel back.
-
-// Rec is the part of an attribute record the checker compares.
-type Rec struct {
-	Seq, Oid                                  uint64
-	Parent                                    fid.FID
-	StripeIndex, StripeSize, StripeCount, Gen uint32
-	UID, GID, ProjID                          uint32
-}
-
-// Append encodes r exactly as the store encodes a record (encodeRecord):
-// proto3, fields in number order, zero values omitted (tags of fields 1 to
-// 10 are one byte). Hand-written: the layout check encodes one per stripe.
-func (r *Rec) Append(b []byte) []byte {
-	u := func(tag byte, v uint64) {
-		if v != 0 {
-			b = append(b, tag)
-			for v >= 0x80 {
-				b = append(b, byte(v)|0x80)
-				v >>= 7
-			}
-			b = append(b, byte(v))
-		}
-	}
-	u(1<<3, r.Seq)
-	u(2<<3, r.Oid)
-	if !r.Parent.IsZero() {
-		b = append(b, 3<<3|2, 0)
-		at := len(b)
-		u(1<<3, r.Parent.Seq)
-		u(2<<3, uint64(r.Parent.Oid))
-		u(3<<3, uint64(r.Parent.Ver))
-		b[at-1] = byte(len(b) - at) // at most 33 bytes: one length byte
-	}
-	u(4<<3, uint64(r.StripeIndex))
-	u(5<<3, uint64(r.StripeSize))
-	u(6<<3, uint64(r.StripeCount))
-	u(7<<3, uint64(r.Gen))
-	u(8<<3, uint64(r.UID))
-	u(9<<3, uint64(r.GID))
-	u(10<<3, uint64(r.ProjID))
-	return b
-}
-
-// bareRec recognises the record of an object never written, Rec{Seq, Oid}
-// as Append encodes it, without encoding one per object (Summarize).
-type bareRec struct{ prefix []byte } // the sequence's tag and varint
-
-func newBareRec(seq uint64) bareRec {
-	r := Rec{Seq: seq}
-	return bareRec{prefix: r.Append(nil)}
-}
-
-// is reports whether v is exactly the bare record of object oid.
-func (b bareRec) is(v []byte, oid uint64) bool {
-	if !bytes.HasPrefix(v, b.prefix) {
-		return false
-	}
-	v = v[len(b.prefix):]
-	if oid == 0 {
-		return len(v) == 0
-	}
-	if len(v) < 2 || v[0] != 2<<3 || v[len(v)-1] == 0 { // a trailing 0: not the shortest varint
-		return false
-	}
-	x, n := binary.Uvarint(v[1:])
-	return n == len(v)-1 && x == oid
-}
-
-// RecEncoder digests the records of one file's stripes, which differ
-// only in object id and stripe index: the fields they share are encoded
-// once per file (Reset) instead of once per stripe.
-type RecEncoder struct {
-	parent, tail, buf []byte
-}
-
-// Reset takes the shared fields from r (its Seq, Oid and StripeIndex are
-// ignored).
-func (e *RecEncoder) Reset(r *Rec) {
-	shared := *r
-	shared.Seq, shared.Oid, shared.StripeIndex = 0, 0, 0
-	// Seq, Oid and StripeIndex are zero, so the encoding is the parent
-	// field followed by fields 5 to 10.
-	b := shared.Append(e.buf[:0])
-	e.buf = b
-	n := 0
-	if !shared.Parent.IsZero() {
-		n = 2 + int(b[1])
-	}
-	e.parent, e.tail = b[:n], b[n:]
-}
-
-// Digest is RecordDigest of the record with the shared fields and seq,
-// oid and stripe index idx.
-func (e *RecEncoder) Digest(seq, oid uint64, idx uint32) uint64 {
-	var buf [96]byte
-	r := Rec{Seq: seq, Oid: oid}
-	b := r.Append(buf[:0])
-	b = append(b, e.parent...)
-	if idx != 0 {
-		r = Rec{StripeIndex: idx}
-		b = r.Append(b)
-	}
-	return Digest(append(b, e.tail...))
-}
-
-// Digest is the 64-bit digest the checker compares records with (a
-// multiply-xorshift hash over 8-byte words: several times faster than a
-// CRC, and only accidental collisions matter here).
-func Digest(b []byte) uint64 {
-	h := uint64(len(b))*0x9e3779b97f4a7c15 ^ 0x243f6a8885a308d3
-	for len(b) >= 8 {
-		h = mix64(h ^ binary.LittleEndian.Uint64(b))
-		b = b[8:]
-	}
-	var t [8]byte
-	copy(t[:], b)
-	return mix64(h ^ binary.LittleEndian.Uint64(t[:]) ^ uint64(len(b))<<59)
-}
-
-func mix64(x uint64) uint64 {
-	x ^= x >> 33
-	x *= 0xff51afd7ed558ccd
-	x ^= x >> 33
-	x *= 0xc4ceb9fe1a85ec53
-	x ^= x >> 33
-	return x
-}
-
-// SumShared and SumDigest are the digest that summaries add up
-// (Summarize, and the checker's table of expectations): a function of a
-// record's fields rather than of its encoding, in two parts so that the
-// checker computes the fields a file's stripes share once per file and
-// spends a few nanoseconds per stripe. Only accidental collisions matter.
-func SumShared(r *Rec) uint64 {
-	h := uint64(0x8a5cd789635d2dff)
-	for _, v := range [...]uint64{r.Parent.Seq, uint64(r.Parent.Oid), uint64(r.Parent.Ver), uint64(r.StripeSize),
-		uint64(r.StripeCount), uint64(r.Gen), uint64(r.UID), uint64(r.GID), uint64(r.ProjID)} {
-		h = mix64(h ^ v)
-	}
-	return h
-}
-
-// SumDigest is the summary digest of the record with the shared part
-// shared, object (seq, oid) and stripe index idx.
-func SumDigest(shared, seq, oid uint64, idx uint32) uint64 {
-	return SumDigestSeq(shared, SumSeq(seq), oid, idx)
-}
-
-// SumSeq is the part of SumDigest that only the sequence decides: the
-// checker, whose stripes all name one sequence, computes it once per run.
-func SumSeq(seq uint64) uint64 { return mix64(seq ^ 0x9e3779b97f4a7c15) }
-
-// SumDigestSeq is SumDigest with seqPart = SumSeq(seq).
-func SumDigestSeq(shared, seqPart, oid uint64, idx uint32) uint64 {
-	return mix64(shared ^ seqPart ^ oid*0xff51afd7ed558ccd ^ uint64(idx)<<40)
-}
-
-// RecordDigest is the digest of the record r describes.
-func RecordDigest(r *Rec) uint64 {
-	var buf [96]byte
-	return Digest(r.Append(buf[:0]))
-}
-
-// AttrRec converts a record message to a Rec.
-func AttrRec(a *nacrepb.ObjectAttr) Rec {
-	return Rec{Seq: a.Seq, Oid: a.Oid, Parent: fid.FromPB(a.Parent), StripeIndex: a.StripeIndex, StripeSize: a.StripeSize,
-		StripeCount: a.StripeCount, Gen: a.LayoutGen, UID: a.Uid, GID: a.Gid, ProjID: a.Projid}
-}
+// expects each object's record to be, as a digest (internal/objrec), so a
+// batch of thousands of objects is a small message and the OST's work is
+// one ordered iteration; only objects that differ travel back.
 
 // CheckResult is what CheckObjects found.
 type CheckResult struct {
@@ -218,7 +50,7 @@ func (s *Store) CheckObjects(seq uint64, oids []uint64, digests []uint64) (*Chec
 	}
 	defer it.Close()
 	var wantBuf [32]byte
-	bare := newBareRec(seq)
+	bare := objrec.NewBare(seq)
 	wantBuf[0] = prefixObject
 	binary.BigEndian.PutUint64(wantBuf[1:], seq)
 	want := wantBuf[:17]
@@ -238,10 +70,10 @@ func (s *Store) CheckObjects(seq uint64, oids []uint64, digests []uint64) (*Chec
 			continue
 		}
 		v := it.Value()
-		if Digest(layoutPart(v)) == digests[i] {
+		if objrec.Digest(objrec.LayoutPart(v)) == digests[i] {
 			continue
 		}
-		if bare.is(v, oid) {
+		if bare.Is(v, oid) {
 			res.Uninitialized++
 			continue
 		}
@@ -267,17 +99,6 @@ func (s *Store) CheckObjects(seq uint64, oids []uint64, digests []uint64) (*Chec
 	return res, nil
 }
 
-// layoutPart is the part of a stored record that the MDT's layouts
-// describe: all but data_synced (field 15, encoded last, as 0x78 0x01),
-// which only the OST knows. In a valid record those two bytes at the end
-// can only be that field: 0x78 ends any varint it is part of.
-func layoutPart(v []byte) []byte {
-	if n := len(v); n >= 2 && v[n-2] == 15<<3 && v[n-1] == 1 {
-		return v[:n-2]
-	}
-	return v
-}
-
 // Summary is what Summarize found for a range of object ids.
 type Summary struct {
 	Exists, Uninit []byte   // bit i: id from+i, LSB first
@@ -289,11 +110,11 @@ type Summary struct {
 // Summarize summarises the records of the objects of seq with ids in
 // [from, from+span): which exist, which have no PFID yet (uninitialized:
 // they match any expectation, as in CheckObjects), and for every block of
-// ids the sum, modulo 2^64, of the SumDigest of each other record. The layout
-// check compares these with the sums of what the MDT's layouts expect,
-// and checks object by object only the blocks that differ: one ordered
-// iteration, and a reply of two bits per id, instead of a digest per
-// object sent by the MDT. The sums are of SumDigest, not Digest: the
+// ids the sum, modulo 2^64, of the objrec.SumDigest of each other record.
+// The layout check compares these with the sums of what the MDT's layouts
+// expect, and checks object by object only the blocks that differ: one
+// ordered iteration, and a reply of two bits per id, instead of a digest
+// per object sent by the MDT. The sums are of SumDigest, not Digest: the
 // checker computes most of it once per file. An object queued for
 // destruction counts as gone.
 func (s *Store) Summarize(seq, from, span, block uint64) (*Summary, error) {
@@ -319,8 +140,7 @@ func (s *Store) Summarize(seq, from, span, block uint64) (*Summary, error) {
 	// The page's own bounds: a level (or the memtable) with no object in
 	// the page then drops out of pebble's merge at once instead of being
 	// compared with at every step (a quarter of the OSTs' CPU in a layout
-	// check, profiled 2026-11-29). nextObject finds where the next page
-	// starts.
+	// check, profiled). nextObject finds where the next page starts.
 	_, hi := seqBounds(seq)
 	end := objKey(fid.ObjID{Seq: seq, Oid: from + span})
 	it, err := s.db.NewIter(objKey(fid.ObjID{Seq: seq, Oid: from}), end)
@@ -328,8 +148,8 @@ func (s *Store) Summarize(seq, from, span, block uint64) (*Summary, error) {
 		return nil, fmt.Errorf("summarise %s objects: %w", s.label, err)
 	}
 	defer it.Close()
-	bare := newBareRec(seq)
-	seqPart := SumSeq(seq)
+	bare := objrec.NewBare(seq)
+	seqPart := objrec.SumSeq(seq)
 	sum.Done = true
 	for it.First(); it.Valid(); it.Next() {
 		k := it.Key()
@@ -343,22 +163,22 @@ func (s *Store) Summarize(seq, from, span, block uint64) (*Summary, error) {
 		i := oid - from
 		sum.Exists[i/8] |= 1 << (i % 8)
 		v := it.Value()
-		if bare.is(v, oid) {
+		if bare.Is(v, oid) {
 			sum.Uninit[i/8] |= 1 << (i % 8)
 			continue
 		}
 		rec, err := decodeRecord(fid.ObjID{Seq: seq, Oid: oid}, v)
 		if err != nil {
 			// Matches no expectation: the checker looks at it one by one.
-			sum.Sums[i/block] += Digest(v) | 1
+			sum.Sums[i/block] += objrec.Digest(v) | 1
 			continue
 		}
 		if rec.Parent == nil || fid.FromPB(rec.Parent).IsZero() {
 			sum.Uninit[i/8] |= 1 << (i % 8)
 			continue
 		}
-		r := AttrRec(rec)
-		sum.Sums[i/block] += SumDigestSeq(SumShared(&r), seqPart, oid, r.StripeIndex)
+		r := objrec.FromAttr(rec)
+		sum.Sums[i/block] += objrec.SumDigestSeq(objrec.SumShared(&r), seqPart, oid, r.StripeIndex)
 	}
 	if err := it.Error(); err != nil {
 		return nil, fmt.Errorf("summarise %s objects: %w", s.label, err)
@@ -439,9 +259,9 @@ func (s *Store) OrphanObjects(seq, from, to uint64, referenced []byte, max int) 
 // ObjRepair is one conditional record change.
 type ObjRepair struct {
 	Obj    fid.ObjID
-	Expect uint64 // digest of the current record's layout part (layoutPart)
-	Create bool   // the object must be absent; create it
-	Rec    Rec    // the record to store (Seq and Oid are Obj's)
+	Expect uint64     // digest of the current record's layout part (objrec.LayoutPart)
+	Create bool       // the object must be absent; create it
+	Rec    objrec.Rec // the record to store (Seq and Oid are Obj's)
 	// DestroyIfEmpty destroys the object instead, if its record's digest
 	// is Expect and it has no data file (never written: a write creates
 	// the file under the object's lock, which the check holds).
@@ -452,9 +272,9 @@ type ObjRepair struct {
 func RepairsOf(items []*nacrepb.LfsckObjRepair) []ObjRepair {
 	out := make([]ObjRepair, len(items))
 	for i, it := range items {
-		rec := Rec{}
+		rec := objrec.Rec{}
 		if it.Record != nil {
-			rec = AttrRec(it.Record)
+			rec = objrec.FromAttr(it.Record)
 		}
 		out[i] = ObjRepair{Obj: fid.ObjID{Seq: it.Seq, Oid: it.Oid}, Expect: it.Expect, Create: it.Create, Rec: rec, DestroyIfEmpty: it.DestroyIfEmpty}
 	}
@@ -537,7 +357,7 @@ func (s *Store) destroyIfEmpty(r ObjRepair) (bool, error) {
 	s.metaMu.Lock()
 	defer s.metaMu.Unlock()
 	n, err := s.destroyLocked([]fid.ObjID{r.Obj}, func(obj fid.ObjID, v []byte) bool {
-		if Digest(layoutPart(v)) != r.Expect {
+		if objrec.Digest(objrec.LayoutPart(v)) != r.Expect {
 			return false
 		}
 		_, err := os.Stat(s.path(obj))
@@ -565,7 +385,7 @@ func (s *Store) repairOne(r ObjRepair) (bool, error) {
 	}
 	// The checker saw the record as the layouts describe it: without
 	// data_synced, which a synced write added.
-	if Digest(layoutPart(v)) != r.Expect {
+	if objrec.Digest(objrec.LayoutPart(v)) != r.Expect {
 		return false, nil
 	}
 	rec := r.Rec
@@ -573,8 +393,8 @@ func (s *Store) repairOne(r ObjRepair) (bool, error) {
 	b := rec.Append(nil)
 	if old, err := decodeRecord(r.Obj, v); err == nil && old.DataSynced {
 		// The repair is of the layout fields; the data file stays what
-		// it was (ObjectAttr.data_synced, field 15).
-		b = append(b, 15<<3, 1)
+		// it was.
+		b = objrec.AppendDataSynced(b)
 	}
 	if err := s.db.Set(objKey(r.Obj), b, false); err != nil {
 		return false, fmt.Errorf("repair %s object %s: %w", s.label, r.Obj, err)
@@ -593,36 +413,13 @@ func (s *Store) StoreDigest() (uint64, uint64, error) {
 		return 0, 0, err
 	}
 	defer s.leave()
-	return DigestAll(s.db)
-}
-
-var crcTable = crc64.MakeTable(crc64.ECMA)
-
-// DigestAll is a CRC-64 over every key and value of a store, in order.
-func DigestAll(r kv.Reader) (uint64, uint64, error) {
-	it, err := r.NewIter(nil, nil)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer it.Close()
-	var crc, n uint64
-	var lb [8]byte
-	for it.First(); it.Valid(); it.Next() {
-		binary.BigEndian.PutUint64(lb[:], uint64(len(it.Key())))
-		crc = crc64.Update(crc, crcTable, lb[:])
-		crc = crc64.Update(crc, crcTable, it.Key())
-		binary.BigEndian.PutUint64(lb[:], uint64(len(it.Value())))
-		crc = crc64.Update(crc, crcTable, lb[:])
-		crc = crc64.Update(crc, crcTable, it.Value())
-		n++
-	}
-	return crc, n, it.Error()
+	return kv.Digest(s.db)
 }
 
 // FaultObject damages one object on purpose (nacre fault inject):
 // "delete" removes its record and data (leaving LAST_ID), "set_record"
 // stores rec as its record, "clear_pfid" drops its PFID and owner.
-func (s *Store) FaultObject(kind string, obj fid.ObjID, rec *Rec) error {
+func (s *Store) FaultObject(kind string, obj fid.ObjID, rec *objrec.Rec) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
@@ -657,7 +454,7 @@ func (s *Store) FaultObject(kind string, obj fid.ObjID, rec *Rec) error {
 		if _, err := s.getRecord(obj); err != nil {
 			return fmt.Errorf("fault on %s object %s: %w", s.label, obj, err)
 		}
-		r := Rec{Seq: obj.Seq, Oid: obj.Oid}
+		r := objrec.Rec{Seq: obj.Seq, Oid: obj.Oid}
 		if kind == "set_record" && rec != nil {
 			r = *rec
 			r.Seq, r.Oid = obj.Seq, obj.Oid
@@ -689,8 +486,8 @@ func (s *Store) Record(obj fid.ObjID) (*nacrepb.ObjectAttr, uint64, error) {
 	}
 	rec, err := decodeRecord(obj, v)
 	if err != nil {
-		return &nacrepb.ObjectAttr{Seq: obj.Seq, Oid: obj.Oid, Exists: true}, Digest(v), nil
+		return &nacrepb.ObjectAttr{Seq: obj.Seq, Oid: obj.Oid, Exists: true}, objrec.Digest(v), nil
 	}
 	rec.Exists = true
-	return rec, Digest(v), nil
+	return rec, objrec.Digest(v), nil
 }

@@ -1,54 +1,17 @@
 package ost
 
 import (
-	"bytes"
-	"math/rand"
 	"testing"
 
 	"nacre/internal/fid"
+	"nacre/internal/objrec"
 )
-
-// TestRecEncoderDigestsLikeOneRecord: the per-file encoder gives every
-// stripe the digest of its whole record, with zero and large values in
-// every field (zero fields are left out of the encoding, large ones take
-// several varint bytes).
-func TestRecEncoderDigestsLikeOneRecord(t *testing.T) {
-	rng := rand.New(rand.NewSource(7))
-	pick := func() uint64 {
-		switch rng.Intn(4) {
-		case 0:
-			return 0
-		case 1:
-			return uint64(rng.Intn(200))
-		default:
-			return rng.Uint64() >> uint(rng.Intn(64))
-		}
-	}
-	var e RecEncoder
-	for i := 0; i < 5000; i++ {
-		shared := Rec{StripeSize: uint32(pick()), StripeCount: uint32(pick()), Gen: uint32(pick()),
-			UID: uint32(pick()), GID: uint32(pick()), ProjID: uint32(pick())}
-		if rng.Intn(5) != 0 {
-			shared.Parent = fid.FID{Seq: pick(), Oid: uint32(pick()), Ver: uint32(pick())}
-		}
-		// Stale per-stripe fields must not leak into the shared part.
-		shared.Seq, shared.Oid, shared.StripeIndex = pick(), pick(), uint32(pick())
-		e.Reset(&shared)
-		for j := 0; j < 4; j++ {
-			r := shared
-			r.Seq, r.Oid, r.StripeIndex = pick(), pick(), uint32(pick())
-			if got, want := e.Digest(r.Seq, r.Oid, r.StripeIndex), RecordDigest(&r); got != want {
-				t.Fatalf("record %+v: encoder digest %x, record digest %x", r, got, want)
-			}
-		}
-	}
-}
 
 // TestSummaryAgreesWithCheckObjects: for a range of objects in every state
 // (never written, written with a PFID, a damaged record, destroyed,
 // queued for destruction, beyond the range), a block's sum equals the sum
 // of the digests CheckObjects accepts for exactly the objects it calls
-// initialized (summed as SumDigest), and the bitmaps say which exist and
+// initialized (summed as objrec.SumDigest), and the bitmaps say which exist and
 // which have no PFID.
 func TestSummaryAgreesWithCheckObjects(t *testing.T) {
 	s := newStore(t)
@@ -66,15 +29,15 @@ func TestSummaryAgreesWithCheckObjects(t *testing.T) {
 					t.Fatalf("object %d synced: its record does not say so", oid)
 				}
 			}
-			r := AttrRec(record(t, s, obj(oid)))
-			want[oid] = RecordDigest(&r)
-			wantSum[oid] = SumDigest(SumShared(&r), seq, oid, r.StripeIndex)
+			r := objrec.FromAttr(record(t, s, obj(oid)))
+			want[oid] = objrec.RecordDigest(&r)
+			wantSum[oid] = objrec.SumDigest(objrec.SumShared(&r), seq, oid, r.StripeIndex)
 		case 3: // damaged: another record, with a PFID
-			r := Rec{Parent: fileB, StripeIndex: 9}
+			r := objrec.Rec{Parent: fileB, StripeIndex: 9}
 			must(t, s.FaultObject("set_record", obj(oid), &r))
-			got := AttrRec(record(t, s, obj(oid)))
-			want[oid] = RecordDigest(&got)
-			wantSum[oid] = SumDigest(SumShared(&got), seq, oid, got.StripeIndex)
+			got := objrec.FromAttr(record(t, s, obj(oid)))
+			want[oid] = objrec.RecordDigest(&got)
+			wantSum[oid] = objrec.SumDigest(objrec.SumShared(&got), seq, oid, got.StripeIndex)
 		case 4:
 			if oid%10 == 4 {
 				must(t, s.FaultObject("delete", obj(oid), nil))
@@ -153,7 +116,7 @@ func TestSummaryNamesTheNextObject(t *testing.T) {
 	s := newStore(t)
 	s.Precreate(seq, 1, 10)
 	far := uint64(1) << 40
-	r := Rec{Parent: fileB, StripeIndex: 0}
+	r := objrec.Rec{Parent: fileB, StripeIndex: 0}
 	if done, err := s.RepairObjects([]ObjRepair{{Obj: obj(far), Create: true, Rec: r}}); err != nil || !done[0] {
 		t.Fatalf("create object %d: %v %v", far, done, err)
 	}
@@ -174,14 +137,14 @@ func TestSummaryNamesTheNextObject(t *testing.T) {
 func TestDestroyIfEmptyOnlyDestroysUnwrittenObjects(t *testing.T) {
 	s := newStore(t)
 	s.Precreate(seq, 1, 10)
-	r := Rec{Parent: fileB, StripeIndex: 1}
+	r := objrec.Rec{Parent: fileB, StripeIndex: 1}
 	if done, err := s.RepairObjects([]ObjRepair{{Obj: obj(20), Create: true, Rec: r}, {Obj: obj(21), Create: true, Rec: r}}); err != nil || !done[0] || !done[1] {
 		t.Fatalf("create: %v %v", done, err)
 	}
 	must(t, s.Write(obj(21), 0, []byte("data"), metaFor(fileB, 1)))
 	digest := func(oid uint64) uint64 {
-		rec := AttrRec(record(t, s, obj(oid)))
-		return RecordDigest(&rec)
+		rec := objrec.FromAttr(record(t, s, obj(oid)))
+		return objrec.RecordDigest(&rec)
 	}
 	cases := []struct {
 		oid    uint64
@@ -220,7 +183,7 @@ func TestRepairOfASyncedObject(t *testing.T) {
 	if !before.DataSynced {
 		t.Fatal("a synced object's record does not say so")
 	}
-	seen := AttrRec(before)
+	seen := objrec.FromAttr(before)
 	want := seen
 	want.UID, want.GID = 1234, 1234
 	repair := func(expect uint64) bool {
@@ -231,42 +194,17 @@ func TestRepairOfASyncedObject(t *testing.T) {
 		}
 		return done[0]
 	}
-	if repair(RecordDigest(&seen) + 1) {
+	if repair(objrec.RecordDigest(&seen) + 1) {
 		t.Fatal("a repair of a record the checker did not see was applied")
 	}
-	if !repair(RecordDigest(&seen)) {
+	if !repair(objrec.RecordDigest(&seen)) {
 		t.Fatal("the repair of a synced object was refused")
 	}
 	after := record(t, s, obj(3))
-	if got := AttrRec(after); got != want || !after.DataSynced {
+	if got := objrec.FromAttr(after); got != want || !after.DataSynced {
 		t.Fatalf("after the repair: %+v, data_synced %v; want %+v, data_synced", got, after.DataSynced, want)
 	}
-	if repair(RecordDigest(&seen)) {
+	if repair(objrec.RecordDigest(&seen)) {
 		t.Fatal("a second repair expecting the old record was applied")
-	}
-}
-
-// bareRec.is must say exactly what comparing with the encoded bare record
-// says, for bare records, records with more fields, other ids and
-// sequences, and longer encodings of the same numbers.
-func TestBareRecIsTheEncodedBareRecord(t *testing.T) {
-	for _, seq := range []uint64{0, 1, fid.OSTSeq(0), fid.OSTSeq(7), 1 << 63} {
-		bare := newBareRec(seq)
-		for _, oid := range []uint64{0, 1, 127, 128, 300, 1 << 20, 1<<64 - 1} {
-			own := Rec{Seq: seq, Oid: oid}
-			vals := [][]byte{nil, own.Append(nil), (&Rec{Seq: seq, Oid: oid + 1}).Append(nil), (&Rec{Seq: seq + 1, Oid: oid}).Append(nil),
-				(&Rec{Seq: seq, Oid: oid, StripeIndex: 1}).Append(nil), (&Rec{Seq: seq, Oid: oid, Parent: fid.FID{Seq: 0x200000400, Oid: 1}}).Append(nil),
-				append(own.Append(nil), 0)}
-			if oid != 0 { // the id's varint one byte longer than it needs
-				v := own.Append(nil)
-				last := v[len(v)-1]
-				vals = append(vals, append(append(v[:len(v)-1:len(v)-1], last|0x80), 0))
-			}
-			for _, v := range vals {
-				if got, want := bare.is(v, oid), bytes.Equal(v, own.Append(nil)); got != want {
-					t.Fatalf("seq %x oid %d record %x: is %v, want %v", seq, oid, v, got, want)
-				}
-			}
-		}
 	}
 }

@@ -98,6 +98,16 @@ type narrowRule struct {
 var clientRule = narrowRule{[]tier{base, clientTier}, engines, "the client tier stands on the base tier alone"}
 
 // narrow holds the packages that stand on less than their tier allows.
+// apart are pairs of packages that never import one another: the
+// checker and the MDS share the OST's record through internal/objrec, not
+// through the OST's store, and the two targets know nothing of each other.
+var apart = [][2]string{
+	{"internal/lfsck", "internal/ost"},
+	{"internal/mds", "internal/ost"},
+	{"internal/mdt", "internal/ost"},
+	{"internal/oss", "internal/mdt"},
+}
+
 var narrow = map[string]narrowRule{
 	"internal/client": clientRule,
 	"internal/fusefs": clientRule,
@@ -161,6 +171,11 @@ func violations(pkgs []pkg) []string {
 			if !ok {
 				continue // reported as its own package
 			}
+			for _, pair := range apart {
+				if (rel == pair[0] && irel == pair[1]) || (rel == pair[1] && irel == pair[0]) {
+					bad = append(bad, fmt.Sprintf("%s imports %s: the two are kept apart", rel, irel))
+				}
+			}
 			n, isNarrow := narrow[rel]
 			switch {
 			case to > from:
@@ -202,8 +217,9 @@ func TestImportsFollowTheTiers(t *testing.T) {
 }
 
 // TestViolationsAreFound: the rules catch what they are for (a client
-// that imports the consensus package, a CLI that imports a server, an
-// import up the tiers, a package left out, a protocol that links gRPC).
+// that imports the consensus package, a CLI that imports a server, the
+// checker that imports the OST, an import up the tiers, a package left
+// out, a protocol that links gRPC).
 func TestViolationsAreFound(t *testing.T) {
 	pkgs := []pkg{
 		{ImportPath: "nacre/internal/client", Imports: []string{"nacre/internal/raftgroup"}, Deps: []string{"go.etcd.io/raft/v3"}},
@@ -211,6 +227,7 @@ func TestViolationsAreFound(t *testing.T) {
 		{ImportPath: "nacre/internal/newthing"},
 		{ImportPath: "nacre/internal/mdrpc", Deps: []string{"google.golang.org/grpc"}},
 		{ImportPath: "nacre/internal/cli", Imports: []string{"nacre/internal/client", "nacre/internal/errno", "nacre/internal/server"}},
+		{ImportPath: "nacre/internal/lfsck", Imports: []string{"nacre/internal/mdt", "nacre/internal/ost"}},
 	}
 	got := violations(pkgs)
 	want := []string{
@@ -218,6 +235,7 @@ func TestViolationsAreFound(t *testing.T) {
 		"internal/client (client) imports internal/raftgroup",
 		"internal/client (client) links go.etcd.io/raft/v3",
 		"internal/kv (storage) imports internal/mds (servers): an import goes up the tiers",
+		"internal/lfsck imports internal/ost: the two are kept apart",
 		"internal/mdrpc links google.golang.org/grpc",
 		"internal/newthing is in no tier",
 	}
