@@ -64,7 +64,7 @@ var tiers = map[string]tier{
 	"internal/target":       storage,
 	"internal/target/proc":  base,
 	"internal/raftgroup":    replication,
-	"internal/ldlm":         targets,
+	"internal/ldlm":         servers,
 	"internal/lfsck":        targets,
 	"internal/mdt":          targets,
 	"internal/ost":          targets,
