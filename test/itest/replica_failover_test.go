@@ -129,9 +129,6 @@ func TestReplicaLeaderCutOffUnderLoadLosesNothingAndRunsNothingTwice(t *testing.
 // and the FLD keeps every range (grants after a failover are
 // TestReplicaMGSFailoverBetweenSequenceGrants's).
 func TestReplicaMGSLeaderKilled(t *testing.T) {
-	if testing.Short() {
-		t.Skip("short")
-	}
 	cl := startReplicated(t)
 	c := cl.Client(t)
 	ctx := context.Background()

@@ -49,9 +49,6 @@ import (
 // itself; every MGS replica's own store must agree; and every FID created
 // is distinct, inside a range of the FLD granted to MDT0.
 func TestReplicaMGSFailoverBetweenSequenceGrants(t *testing.T) {
-	if testing.Short() {
-		t.Skip("short")
-	}
 	cl := startReplicated(t, "NACRE_TEST_SEQ_GRANT=1/100000")
 	c := cl.Client(t)
 	ctx := context.Background()
