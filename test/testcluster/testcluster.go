@@ -20,6 +20,7 @@ import (
 	"nacre/internal/client"
 	"nacre/internal/localcluster"
 	"nacre/internal/server"
+	"nacre/test/wait"
 )
 
 var (
@@ -159,14 +160,9 @@ func (c *Cluster) Kill(name string, sig syscall.Signal) {
 	if err := syscall.Kill(pid, sig); err != nil {
 		c.t.Fatalf("kill %s (pid %d): %v", name, pid, err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		if !server.Running(pid) {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !wait.Poll(15*time.Second, func() bool { return !server.Running(pid) }) {
+		c.t.Fatalf("%s (pid %d) still alive after signal %v", name, pid, sig)
 	}
-	c.t.Fatalf("%s (pid %d) still alive after signal %v", name, pid, sig)
 }
 
 // Restart starts every target that is not running and waits until the
