@@ -145,10 +145,14 @@ func (c *Cluster) Client(t testing.TB) *client.Client {
 // TargetDir is the directory of a target: "mgs", "mdt0", "ost1", ...
 func (c *Cluster) TargetDir(name string) string { return filepath.Join(c.Dir, name) }
 
-// Pid is the pid serving a target.
+// Pid is the pid serving a target. A target process rewrites the pid
+// file its starter wrote (the same pid) as it starts, and Restart does not
+// wait for MGS replicas to get that far: a read between the two writes
+// finds the file empty, and is made again.
 func (c *Cluster) Pid(name string) int {
-	pid, err := server.ReadPid(c.TargetDir(name))
-	if err != nil {
+	var pid int
+	var err error
+	if !wait.Poll(5*time.Second, func() bool { pid, err = server.ReadPid(c.TargetDir(name)); return err == nil }) {
 		c.t.Fatalf("pid of %s: %v", name, err)
 	}
 	return pid
