@@ -1,6 +1,6 @@
 // Package wait is how Nacre's tests wait for something to become true: a
 // condition polled with a bound, never a sleep that hopes it is long
-// enough. Polls start a millisecond apart and back off to a tenth of a
+// enough. Polls start a millisecond apart and back off to a fifth of a
 // second, so a cheap condition is seen at once and an expensive one (a
 // command run, a scrape) is not run in a tight loop. Inside a
 // testing/synctest bubble the polls advance the bubble's fake clock.
@@ -13,7 +13,7 @@ import (
 )
 
 // maxPause is the longest pause between two polls.
-const maxPause = 100 * time.Millisecond
+const maxPause = 200 * time.Millisecond
 
 // Poll calls cond until it returns true or timeout has passed, and says
 // whether it held. For test-support code that reports a failure itself.
