@@ -17,6 +17,7 @@ import (
 	"nacre/internal/errno"
 	"nacre/internal/fid"
 	"nacre/internal/version"
+	"nacre/test/wait"
 )
 
 var (
@@ -201,7 +202,7 @@ func TestCorruptHeaderDropsTheConnection(t *testing.T) {
 	if _, _, err := r.recv(); !errors.Is(err, io.EOF) {
 		t.Fatalf("want the server to close the connection, got %v", err)
 	}
-	waitFor(t, "protocol error count", func() bool { return s.Stats().ProtocolErrors == 1 })
+	wait.For(t, 10*time.Second, "protocol error count", func() bool { return s.Stats().ProtocolErrors == 1 })
 }
 
 func TestOversizedFrameIsRefusedWithALimit(t *testing.T) {
@@ -306,7 +307,7 @@ func TestConcurrentRequestsUseSeveralConnections(t *testing.T) {
 	}
 	// The pool runs as many requests at once as it has connections: three
 	// reads must be inside the handler together, and no more.
-	waitFor(t, "three reads in flight", func() bool { return g.inside.Load() == 3 })
+	wait.For(t, 10*time.Second, "three reads in flight", func() bool { return g.inside.Load() == 3 })
 	g.open()
 	for range calls {
 		if err := <-errs; err != nil {
@@ -331,7 +332,7 @@ func TestCancelledCallClosesItsConnection(t *testing.T) {
 		_, err := c.Read(ctx, objA, 0, make([]byte, 10))
 		done <- err
 	}()
-	waitFor(t, "read in flight", func() bool { return g.inside.Load() == 1 })
+	wait.For(t, 10*time.Second, "read in flight", func() bool { return g.inside.Load() == 1 })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "read OST0000 object 0x100000000:0x2a at 0") {
 		t.Fatalf("want context.Canceled naming the op, got %v", err)
@@ -343,7 +344,7 @@ func TestCancelledCallClosesItsConnection(t *testing.T) {
 		t.Fatalf("%d client connections open after a cancelled call, want 0", open)
 	}
 	g.open()
-	waitFor(t, "server to see the connection close", func() bool { return s.Stats().Open == 0 })
+	wait.For(t, 10*time.Second, "server to see the connection close", func() bool { return s.Stats().Open == 0 })
 	// The next call works, on a new connection.
 	if _, err := c.GetAttr(ctxT(t), objA); err != nil {
 		t.Fatal(err)
@@ -377,7 +378,7 @@ func TestBrokenConnectionIsRetriedOnAFreshOne(t *testing.T) {
 		sc.nc.Close()
 	}
 	s.mu.Unlock()
-	waitFor(t, "server connections closed", func() bool { return s.Stats().Open == 0 })
+	wait.For(t, 10*time.Second, "server connections closed", func() bool { return s.Stats().Open == 0 })
 	if err := c.Write(ctx, objA, 0, []byte("after"), nil); err != nil {
 		t.Fatalf("write after a broken connection: %v", err)
 	}
@@ -415,11 +416,11 @@ func TestCloseWaitsForRequestsInFlight(t *testing.T) {
 		_, err := c.Read(ctxT(t), objA, 0, make([]byte, 10))
 		done <- err
 	}()
-	waitFor(t, "read in flight", func() bool { return g.inside.Load() == 1 })
+	wait.For(t, 10*time.Second, "read in flight", func() bool { return g.inside.Load() == 1 })
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()
 	// Close stops accepting at once...
-	waitFor(t, "listener closed", func() bool {
+	wait.For(t, 10*time.Second, "listener closed", func() bool {
 		nc, err := net.Dial("tcp", s.Addr().String())
 		if err == nil {
 			nc.Close()
@@ -454,7 +455,7 @@ func TestCloseGivesUpAfterItsTimeout(t *testing.T) {
 		_, err := c.Read(ctxT(t), objA, 0, make([]byte, 10))
 		done <- err
 	}()
-	waitFor(t, "read in flight", func() bool { return g.inside.Load() == 1 })
+	wait.For(t, 10*time.Second, "read in flight", func() bool { return g.inside.Load() == 1 })
 	if err := s.Close(); err == nil || !strings.Contains(err.Error(), "1 requests still in flight") {
 		t.Fatalf("want a timeout error, got %v", err)
 	}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	pb "nacre/api/nacrepb"
 	"nacre/internal/grpcx"
 	"nacre/internal/obs"
+	"nacre/test/wait"
 )
 
 type countingMGS struct {
@@ -102,11 +104,10 @@ func TestAnIdleClientFollowsTheMGSReplicas(t *testing.T) {
 	stop := make(chan struct{})
 	go c.refreshLoop(20*time.Millisecond, stop)
 	defer close(stop)
-	deadline := time.Now().Add(5 * time.Second)
-	for sc.Addrs() != newAddr {
-		if time.Now().After(deadline) {
-			t.Fatalf("an idle client still dials %s, not the replica %s the configuration names", sc.Addrs(), newAddr)
+	wait.NoErr(t, 5*time.Second, "an idle client to dial the replica the configuration names", func() error {
+		if a := sc.Addrs(); a != newAddr {
+			return fmt.Errorf("it dials %s, not %s", a, newAddr)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -55,8 +55,8 @@ type sessMDT struct {
 }
 
 // welcomeWait bounds how long a session stream waits to be registered by
-// the MDT it was opened with (a var for tests).
-var welcomeWait = 10 * time.Second
+// the MDT it was opened with.
+const welcomeWait = 10 * time.Second
 
 // sessionProbeEvery is how often a session with a replicated MDT asks its
 // replica whether it is alive (watch): cheap, and it bounds how long a

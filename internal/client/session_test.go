@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"google.golang.org/grpc"
@@ -39,29 +40,29 @@ func (s silentStream) Recv() (*pb.SessionDown, error) {
 // replica the MGS still listed had no session for good, and every open
 // failed after 60 s.
 func TestASessionNotWelcomedIsGivenUp(t *testing.T) {
-	defer func(w time.Duration) { welcomeWait = w }(welcomeWait)
-	welcomeWait = 200 * time.Millisecond
-	s := &Session{c: &Client{id: 1, log: slog.New(slog.NewTextHandler(io.Discard, nil))}, mdts: map[uint32]*sessMDT{}}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
-	defer s.cancel()
-	m := &sessMDT{ldlm: silentLDLM{}, up: make(chan struct{})}
-	done := make(chan error, 1)
-	start := time.Now()
-	go func() { done <- s.stream(m) }()
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Fatal("a stream never welcomed ended without an error")
+	synctest.Test(t, func(t *testing.T) {
+		s := &Session{c: &Client{id: 1, log: slog.New(slog.NewTextHandler(io.Discard, nil))}, mdts: map[uint32]*sessMDT{}}
+		s.ctx, s.cancel = context.WithCancel(context.Background())
+		defer s.cancel()
+		m := &sessMDT{ldlm: silentLDLM{}, up: make(chan struct{})}
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() { done <- s.stream(m) }()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatal("a stream never welcomed ended without an error")
+			}
+			if d := time.Since(start); d < welcomeWait {
+				t.Fatalf("given up after %v, before welcomeWait", d)
+			}
+		case <-time.After(welcomeWait + time.Second):
+			t.Fatalf("a session stream never welcomed is still waiting %v after welcomeWait", time.Second)
 		}
-		if d := time.Since(start); d < welcomeWait {
-			t.Fatalf("given up after %v, before welcomeWait", d)
+		select {
+		case <-m.up:
+			t.Fatal("the MDT counts as up without a welcome")
+		default:
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a session stream never welcomed is still waiting after 10 s")
-	}
-	select {
-	case <-m.up:
-		t.Fatal("the MDT counts as up without a welcome")
-	default:
-	}
+	})
 }

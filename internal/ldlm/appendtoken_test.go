@@ -188,7 +188,7 @@ func TestAppendTokenNeedsASession(t *testing.T) {
 // passed since it took over: clients of the old leader need that long to
 // see their sessions end and let their appends under way land.
 func TestAppendTokenWaitsOutTheGraceOfANewLeader(t *testing.T) {
-	s, addr := startTokenServer(t, 2*time.Second)
+	s, addr := startTokenServer(t, time.Second)
 	a := newTokenClient(t, addr, 1)
 	if _, err := a.take(5 * time.Second); err != nil {
 		t.Fatal(err)

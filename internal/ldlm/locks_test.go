@@ -5,7 +5,7 @@ import (
 	"math/rand"
 	"syscall"
 	"testing"
-	"time"
+	"testing/synctest"
 
 	"nacre/internal/fid"
 )
@@ -78,78 +78,87 @@ func TestFlockAndPosixAreIndependent(t *testing.T) {
 }
 
 func TestSetLkwWaitsUntilReleased(t *testing.T) {
-	m := NewManager()
-	mustLock(t, m, posix(1, 1, Write, 0, 10))
-	w := posix(2, 1, Write, 5, 5)
-	w.Wait = true
-	done := make(chan syscall.Errno)
-	go func() { done <- m.Lock(context.Background(), w) }()
-	select {
-	case e := <-done:
-		t.Fatalf("granted while held: %v", e)
-	case <-time.After(50 * time.Millisecond):
-	}
-	m.Release(1, f1, 1, 0, 0) // close(2) by the holder
-	if e := <-done; e != 0 {
-		t.Fatalf("after release: %v", e)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		m := NewManager()
+		mustLock(t, m, posix(1, 1, Write, 0, 10))
+		w := posix(2, 1, Write, 5, 5)
+		w.Wait = true
+		done := make(chan syscall.Errno)
+		go func() { done <- m.Lock(context.Background(), w) }()
+		synctest.Wait() // the waiter is queued and blocked
+		select {
+		case e := <-done:
+			t.Fatalf("granted while held: %v", e)
+		default:
+		}
+		m.Release(1, f1, 1, 0, 0) // close(2) by the holder
+		if e := <-done; e != 0 {
+			t.Fatalf("after release: %v", e)
+		}
+	})
 }
 
 func TestCancelWaitInterruptsAndEarlyCancelToo(t *testing.T) {
-	m := NewManager()
-	mustLock(t, m, flock(1, 1, Write))
-	w := flock(2, 2, Write)
-	w.Wait, w.WaitID = true, 7
-	done := make(chan syscall.Errno)
-	go func() { done <- m.Lock(context.Background(), w) }()
-	time.Sleep(20 * time.Millisecond)
-	m.CancelWait(2, 7)
-	if e := <-done; e != syscall.EINTR {
-		t.Fatalf("cancelled wait: %v", e)
-	}
-	// A cancellation that overtakes its request.
-	m.CancelWait(2, 8)
-	w.WaitID = 8
-	if e := m.Lock(context.Background(), w); e != syscall.EINTR {
-		t.Fatalf("early cancel: %v", e)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		m := NewManager()
+		mustLock(t, m, flock(1, 1, Write))
+		w := flock(2, 2, Write)
+		w.Wait, w.WaitID = true, 7
+		done := make(chan syscall.Errno)
+		go func() { done <- m.Lock(context.Background(), w) }()
+		synctest.Wait() // the waiter is queued
+		m.CancelWait(2, 7)
+		if e := <-done; e != syscall.EINTR {
+			t.Fatalf("cancelled wait: %v", e)
+		}
+		// A cancellation that overtakes its request.
+		m.CancelWait(2, 8)
+		w.WaitID = 8
+		if e := m.Lock(context.Background(), w); e != syscall.EINTR {
+			t.Fatalf("early cancel: %v", e)
+		}
+	})
 }
 
 func TestDropClientReleasesLocksAndWaiters(t *testing.T) {
-	m := NewManager()
-	mustLock(t, m, posix(1, 1, Write, 0, MaxEnd))
-	w := posix(1, 2, Write, 0, 0)
-	w.Wait = true
-	done := make(chan syscall.Errno)
-	go func() { done <- m.Lock(context.Background(), w) }()
-	time.Sleep(20 * time.Millisecond)
-	if n := m.DropClient(1); n != 1 {
-		t.Fatalf("dropped %d", n)
-	}
-	if e := <-done; e != syscall.EINTR {
-		t.Fatalf("waiter of a dropped client: %v", e)
-	}
-	mustLock(t, m, posix(2, 1, Write, 0, MaxEnd))
+	synctest.Test(t, func(t *testing.T) {
+		m := NewManager()
+		mustLock(t, m, posix(1, 1, Write, 0, MaxEnd))
+		w := posix(1, 2, Write, 0, 0)
+		w.Wait = true
+		done := make(chan syscall.Errno)
+		go func() { done <- m.Lock(context.Background(), w) }()
+		synctest.Wait() // the waiter is queued
+		if n := m.DropClient(1); n != 1 {
+			t.Fatalf("dropped %d", n)
+		}
+		if e := <-done; e != syscall.EINTR {
+			t.Fatalf("waiter of a dropped client: %v", e)
+		}
+		mustLock(t, m, posix(2, 1, Write, 0, MaxEnd))
+	})
 }
 
 func TestDeadlockIsDetected(t *testing.T) {
-	m := NewManager()
-	mustLock(t, m, posix(1, 1, Write, 0, 0))
-	mustLock(t, m, posix(2, 1, Write, 1, 1))
-	a := posix(1, 1, Write, 1, 1)
-	a.Wait = true
-	done := make(chan syscall.Errno)
-	go func() { done <- m.Lock(context.Background(), a) }()
-	time.Sleep(20 * time.Millisecond)
-	b := posix(2, 1, Write, 0, 0)
-	b.Wait = true
-	if e := m.Lock(context.Background(), b); e != syscall.EDEADLK {
-		t.Fatalf("cycle: %v, want EDEADLK", e)
-	}
-	m.DropClient(2)
-	if e := <-done; e != 0 {
-		t.Fatalf("first waiter: %v", e)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		m := NewManager()
+		mustLock(t, m, posix(1, 1, Write, 0, 0))
+		mustLock(t, m, posix(2, 1, Write, 1, 1))
+		a := posix(1, 1, Write, 1, 1)
+		a.Wait = true
+		done := make(chan syscall.Errno)
+		go func() { done <- m.Lock(context.Background(), a) }()
+		synctest.Wait() // a is queued behind 2's lock
+		b := posix(2, 1, Write, 0, 0)
+		b.Wait = true
+		if e := m.Lock(context.Background(), b); e != syscall.EDEADLK {
+			t.Fatalf("cycle: %v, want EDEADLK", e)
+		}
+		m.DropClient(2)
+		if e := <-done; e != 0 {
+			t.Fatalf("first waiter: %v", e)
+		}
+	})
 }
 
 // TestOpenFilesOfOneProcessShareItsLocks: a POSIX lock is the process's,

@@ -30,6 +30,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -81,6 +82,11 @@ type Options struct {
 	// registered an OST (or an MDT replica) whose directory is missing
 	// here; without it Up refuses (`nacre up --allow-missing`).
 	AllowMissing bool
+	// ExitWithParent has the kernel kill the targets this Up starts when
+	// the process that started them dies (tests: a test binary killed by
+	// its timeout leaves no servers behind). `nacre up --detach` leaves
+	// it off: its servers outlive it.
+	ExitWithParent bool
 }
 
 // Cluster describes a running local cluster.
@@ -607,7 +613,7 @@ func (c *Cluster) start(ctx context.Context, o Options, dirs []string) error {
 		if fi, err := os.Stat(filepath.Join(d, proc.LogFile)); err == nil {
 			logFrom = fi.Size()
 		}
-		pid, err := start(o.Binary, d)
+		pid, err := start(o.Binary, d, o.ExitWithParent)
 		if err != nil {
 			return fmt.Errorf("start %s: %w", name, err)
 		}
@@ -834,10 +840,12 @@ func inCluster(dir, d string) bool {
 
 // Start runs `nacre serve --dir d` in its own session, logging to
 // d/serve.log, and returns its pid (tests and `nacre replica add`).
-func Start(bin, d string) (int, error) { return start(bin, d) }
+func Start(bin, d string) (int, error) { return start(bin, d, false) }
 
-// start runs `nacre serve --dir d` in its own session, logging to d/serve.log.
-func start(bin, d string) (int, error) {
+// start runs `nacre serve --dir d` in its own session, logging to
+// d/serve.log; with exitWithParent the kernel kills it when this process
+// dies.
+func start(bin, d string, exitWithParent bool) (int, error) {
 	logf, err := os.OpenFile(filepath.Join(d, proc.LogFile), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return 0, err
@@ -846,13 +854,21 @@ func start(bin, d string) (int, error) {
 	cmd := exec.Command(bin, "serve", "--dir", d)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if exitWithParent {
+		// The signal follows the thread that forks, not the process: the
+		// goroutine keeps its thread for the fork, and Go ends a thread
+		// only when a goroutine locked to it exits.
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
 	if err := cmd.Start(); err != nil {
 		return 0, err
 	}
 	pid := cmd.Process.Pid
 	// Record the pid now rather than when the server gets to it, so that
 	// a Down right after this start cannot miss the process.
-	os.WriteFile(filepath.Join(d, proc.PidFile), []byte(strconv.Itoa(pid)+"\n"), 0o644)
+	proc.WritePid(d, pid)
 	// Reap the child if it exits while we run; its pid file tells Down.
 	go cmd.Wait()
 	return pid, nil
@@ -1234,7 +1250,7 @@ func NewReplica(dir, group string, rid uint64, peers map[uint64]string, bin stri
 			return "", "", 0, err
 		}
 	}
-	pid, err := start(bin, d)
+	pid, err := start(bin, d, false)
 	if err != nil {
 		return "", "", 0, err
 	}

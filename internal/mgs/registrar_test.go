@@ -2,6 +2,7 @@ package mgs
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/obs"
+	"nacre/test/wait"
 )
 
 // fakeMGS answers registrations and heartbeats, and tells of the MGS
@@ -61,13 +63,12 @@ func TestRegistrarFollowsTheMGSReplicas(t *testing.T) {
 	defer r.Stop()
 	var recorded atomic.Value
 	r.OnMGSChange(func(addrs string) { recorded.Store(addrs) })
-	deadline := time.Now().Add(10 * time.Second)
-	for newer.beats.Load() < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no heartbeat reached the MGS replica the old one named (old got %d)", old.beats.Load())
+	wait.NoErr(t, 10*time.Second, "heartbeats at the MGS replica the old one named", func() error {
+		if newer.beats.Load() < 2 {
+			return fmt.Errorf("it got %d, the old one %d", newer.beats.Load(), old.beats.Load())
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	// What the target's servers use (configuration, sequences) follows.
 	if _, err := r.Client().Heartbeat(context.Background(), &pb.HeartbeatRequest{}); err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"nacre/internal/obs"
 	"nacre/internal/raftgroup"
 	"nacre/internal/target"
+	"nacre/test/wait"
 )
 
 // Tests of the MGS state machine's Snapshot and Restore: the image a
@@ -349,31 +350,30 @@ func (g *memGroup) stop(id uint64) {
 
 func (g *memGroup) leader() *memReplica {
 	g.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	var l *memReplica
+	wait.For(g.t, 10*time.Second, "an MGS replica to lead", func() bool {
 		for _, r := range g.reps {
 			if r.s != nil && r.s.IsLeader() {
-				return r
+				l = r
+				return true
 			}
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	g.t.Fatal("no MGS replica leads")
-	return nil
+		return false
+	})
+	return l
 }
 
 // waitApplied waits until every running replica applied index.
 func (g *memGroup) waitApplied(index uint64) {
 	g.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for _, r := range g.reps {
-		for r.s != nil && r.s.Group().AppliedIndex() < index {
-			if time.Now().After(deadline) {
-				g.t.Fatalf("replica %d applied %d, want %d", r.id, r.s.Group().AppliedIndex(), index)
+	wait.NoErr(g.t, 10*time.Second, fmt.Sprintf("every running replica to apply %d", index), func() error {
+		for _, r := range g.reps {
+			if r.s != nil && r.s.Group().AppliedIndex() < index {
+				return fmt.Errorf("replica %d applied %d", r.id, r.s.Group().AppliedIndex())
 			}
-			time.Sleep(5 * time.Millisecond)
 		}
-	}
+		return nil
+	})
 }
 
 // TestReplicaRestoredFromSnapshotLeadsAndGrantsNoRangeTwice: a replica

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
+
+	"nacre/test/wait"
 )
 
 func TestThreeReplicasElectReplicateAndRedirect(t *testing.T) {
@@ -57,24 +59,18 @@ func TestThreeReplicasElectReplicateAndRedirect(t *testing.T) {
 		}
 
 		// The leader hears every replica's acknowledgement soon after.
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		wait.NoErr(t, 5*time.Second, "the leader to hear every replica's acknowledgement", func() error {
 			st := l.g.Status()
 			if st.State != "leader" || len(st.Progress) != 3 || len(st.Voters) != 3 {
 				t.Fatalf("leader status %+v", st)
 			}
-			behind := ""
 			for id, pr := range st.Progress {
 				if pr.Match < last || pr.State != "replicate" {
-					behind = fmt.Sprintf("replica %d at match %d (%s), want >= %d", id, pr.Match, pr.State, last)
+					return fmt.Errorf("leader sees replica %d at match %d (%s), want >= %d", id, pr.Match, pr.State, last)
 				}
 			}
-			if behind == "" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("leader sees " + behind)
-			}
-		}
+			return nil
+		})
 	})
 }
 
@@ -168,19 +164,15 @@ func TestPartitionedLeaderFailsPendingProposalsFast(t *testing.T) {
 		t.Logf("cut-off leader failed the pending proposal after %v", time.Since(start))
 
 		// The majority side elects a leader and takes writes.
-		deadline := time.Now().Add(10 * time.Second)
 		var nl *node
-		for nl == nil && time.Now().Before(deadline) {
+		wait.For(t, 10*time.Second, "the majority side to elect a leader", func() bool {
 			for _, f := range c.nodes {
 				if f.id != l.id && f.g.IsLeader() {
 					nl = f
 				}
 			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		if nl == nil {
-			t.Fatal("majority side elected no leader")
-		}
+			return nl != nil
+		})
 		if _, err := nl.g.Propose(ctx, []byte("majority")); err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"nacre/api/nacregrpc"
 	"nacre/api/nacrepb"
 	"nacre/internal/grpcx"
+	"nacre/test/wait"
 )
 
 // TestFastPathSharesThePortWithGRPCAndNoticesADeadPeer: one listener
@@ -53,13 +54,7 @@ func TestFastPathSharesThePortWithGRPCAndNoticesADeadPeer(t *testing.T) {
 		t.Fatal("a live connection is marked dead")
 	}
 	tr.Close() // closes the accepted fast connections, as a dying peer would
-	deadline := time.Now().Add(5 * time.Second)
-	for !f.dead.Load() {
-		if time.Now().After(deadline) {
-			t.Fatal("the dialling side did not notice that its peer went away")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	wait.For(t, 5*time.Second, "the dialling side to notice that its peer went away", f.dead.Load)
 
 	// A peer that does not answer the preface is not a fast path.
 	plain, err := net.Listen("tcp", "127.0.0.1:0")

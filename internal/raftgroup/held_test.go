@@ -43,6 +43,8 @@ func TestHeldCommitIndexReachesFollowersAtTheNextTick(t *testing.T) {
 			}
 			wcancel()
 			l.tr.SetFilter(nil)
+			// Heartbeats flow again for a couple of ticks: each round
+			// starts from a group in its steady state.
 			time.Sleep(50 * time.Millisecond)
 		}
 		c.sameCommands()

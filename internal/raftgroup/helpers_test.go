@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -21,6 +22,7 @@ import (
 	"nacre/internal/grpcx"
 	"nacre/internal/kv"
 	"nacre/internal/obs"
+	"nacre/test/wait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -171,20 +173,46 @@ type cluster struct {
 	cfg    func(*Config) // adjusts every replica's config
 }
 
-// transports runs a cluster test over gRPC (messages on the fast path)
-// and over a MemNetwork.
+// transports runs a cluster test over a MemNetwork, in a synctest bubble
+// (inMem), and over gRPC with messages on the fast path. The gRPC run
+// takes real time (elections, leases and timeouts on the wall clock) and
+// is left to the full tier: under -short the MemNetwork run stands for
+// the group's logic, and the tests that run allTransports keep gRPC in
+// the fast tier too.
 func transports(t *testing.T, test func(t *testing.T, kind string)) {
-	for _, kind := range []string{"grpc", "mem"} {
-		t.Run(kind, func(t *testing.T) { test(t, kind) })
-	}
+	runOver(t, []string{"mem", "grpc"}, true, test)
 }
 
 // allTransports adds gRPC with messages on the gRPC stream (the fallback
-// for peers without the fast path).
+// for peers without the fast path), and runs every transport under -short.
 func allTransports(t *testing.T, test func(t *testing.T, kind string)) {
-	for _, kind := range []string{"grpc", "grpc-stream", "mem"} {
-		t.Run(kind, func(t *testing.T) { test(t, kind) })
+	runOver(t, []string{"mem", "grpc", "grpc-stream"}, false, test)
+}
+
+func runOver(t *testing.T, kinds []string, fullTierGRPC bool, test func(t *testing.T, kind string)) {
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			if kind == "mem" {
+				inMem(t, func(t *testing.T) { test(t, kind) })
+				return
+			}
+			if fullTierGRPC && testing.Short() {
+				t.Skip("over gRPC in the full tier; the MemNetwork run stands for it under -short")
+			}
+			test(t, kind)
+		})
 	}
+}
+
+// inMem runs a test of replicas on a MemNetwork in a synctest bubble:
+// their stores are in memory (vfs.NewMem) and their messages go through
+// channels, so nothing in it waits on a socket or a disk, and ticks,
+// elections, leases and timeouts run on the bubble's clock, which moves
+// on as soon as every goroutine in it waits. A test that waits out an
+// election timeout takes no wall-clock time, and the order of events is
+// the same on a loaded machine as on an idle one.
+func inMem(t *testing.T, test func(t *testing.T)) {
+	synctest.Test(t, test)
 }
 
 // testTiming keeps elections quick but not so quick that a busy 2-core
@@ -229,13 +257,8 @@ func (c *cluster) attach(nd *node) {
 	}
 	var ln net.Listener
 	var err error
-	for range 50 {
-		if ln, err = net.Listen("tcp", addr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond) // the old listener's port may linger
-	}
-	if err != nil {
+	// The old listener's port may linger a moment after a restart.
+	if !wait.Poll(time.Second, func() bool { ln, err = net.Listen("tcp", addr); return err == nil }) {
 		c.t.Fatal(err)
 	}
 	nd.addr = ln.Addr().String()
@@ -332,9 +355,9 @@ func (c *cluster) addNode(id uint64) *node {
 // replica has seen, and returns it.
 func (c *cluster) leader() *node {
 	c.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		var best *node
+	var best *node
+	wait.For(c.t, 10*time.Second, "a leader elected", func() bool {
+		best = nil
 		var maxTerm uint64
 		for _, nd := range c.nodes {
 			if nd.g == nil {
@@ -345,13 +368,9 @@ func (c *cluster) leader() *node {
 				best = nd
 			}
 		}
-		if best != nil && best.g.Term() == maxTerm {
-			return best
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	c.t.Fatal("no leader elected within 10s")
-	return nil
+		return best != nil && best.g.Term() == maxTerm
+	})
+	return best
 }
 
 // followers returns the replicas that follow the current leader.
@@ -366,19 +385,24 @@ func (c *cluster) followers() []*node {
 	return out
 }
 
-// propose proposes on the current leader, following redirects.
+// propose proposes on the current leader, following redirects, until ctx
+// ends (by default after 20 s).
 func (c *cluster) propose(ctx context.Context, data string) (applyResult, error) {
-	for {
-		l := c.leader()
-		v, err := l.g.Propose(ctx, []byte(data))
-		if err == nil {
-			return v.(applyResult), nil
-		}
-		if ctx.Err() != nil || !(errors.Is(err, ErrNotLeader) || errors.Is(err, ErrProposalDropped)) {
-			return applyResult{}, err
-		}
-		time.Sleep(5 * time.Millisecond)
+	c.t.Helper()
+	until := 20 * time.Second
+	if d, ok := ctx.Deadline(); ok {
+		until = time.Until(d)
 	}
+	var v any
+	var err error
+	wait.Poll(until, func() bool {
+		v, err = c.leader().g.Propose(ctx, []byte(data))
+		return err == nil || ctx.Err() != nil || !(errors.Is(err, ErrNotLeader) || errors.Is(err, ErrProposalDropped))
+	})
+	if err != nil {
+		return applyResult{}, err
+	}
+	return v.(applyResult), nil
 }
 
 // proposeMany proposes n commands named prefix0, prefix1, ... and returns

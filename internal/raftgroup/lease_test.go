@@ -6,17 +6,13 @@ import (
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
+
+	"nacre/test/wait"
 )
 
 func waitLease(t *testing.T, g *Group) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !g.HasLease() {
-		if time.Now().After(deadline) {
-			t.Fatal("the leader never got a lease")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	wait.For(t, 5*time.Second, "the leader to get a lease", g.HasLease)
 }
 
 func TestLeaderServesReadsUnderItsLeaseWithoutAHeartbeatRound(t *testing.T) {
@@ -89,6 +85,8 @@ func TestCutOffLeaderLosesItsLeaseBeforeAnotherIsElected(t *testing.T) {
 					}
 				}
 			}
+			// Each millisecond, not wait's backoff: the order of the
+			// two events is what the test measures.
 			time.Sleep(time.Millisecond)
 		}
 		if leaseEnd.IsZero() || elected.IsZero() {
@@ -138,34 +136,36 @@ func TestTransferLeadershipHandsOverAndEndsTheLease(t *testing.T) {
 }
 
 func TestAddReplicaPromotesTheLearnerOnceItCaughtUp(t *testing.T) {
-	c := newCluster(t, "mem", 3, func(cfg *Config) { cfg.KeepEntries = 10 })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for i := range 50 {
-		if _, err := c.propose(ctx, string(rune('a'+i%26))); err != nil {
+	inMem(t, func(t *testing.T) {
+		c := newCluster(t, "mem", 3, func(cfg *Config) { cfg.KeepEntries = 10 })
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		for i := range 50 {
+			if _, err := c.propose(ctx, string(rune('a'+i%26))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		nd := c.addNode(4)
+		c.start(4, true)
+		l := c.leader()
+		if err := l.g.AddReplica(ctx, 4, nd.addr, false); err != nil {
 			t.Fatal(err)
 		}
-	}
-	nd := c.addNode(4)
-	c.start(4, true)
-	l := c.leader()
-	if err := l.g.AddReplica(ctx, 4, nd.addr, false); err != nil {
-		t.Fatal(err)
-	}
-	st := l.g.Status()
-	if len(st.Voters) != 4 || len(st.Learners) != 0 {
-		t.Fatalf("voters %v learners %v, want 4 voters", st.Voters, st.Learners)
-	}
-	if nd.g.Stats().SnapshotsRecv == 0 {
-		t.Fatal("the new replica caught up without a snapshot")
-	}
-	if nd.g.Replicated() != true || l.g.Replicated() != true {
-		t.Fatal("Replicated() is false in a four-replica group")
-	}
-	r, err := c.propose(ctx, "after")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.waitApplied(r.Index)
-	c.sameCommands()
+		st := l.g.Status()
+		if len(st.Voters) != 4 || len(st.Learners) != 0 {
+			t.Fatalf("voters %v learners %v, want 4 voters", st.Voters, st.Learners)
+		}
+		if nd.g.Stats().SnapshotsRecv == 0 {
+			t.Fatal("the new replica caught up without a snapshot")
+		}
+		if nd.g.Replicated() != true || l.g.Replicated() != true {
+			t.Fatal("Replicated() is false in a four-replica group")
+		}
+		r, err := c.propose(ctx, "after")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.waitApplied(r.Index)
+		c.sameCommands()
+	})
 }

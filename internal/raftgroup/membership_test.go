@@ -13,6 +13,7 @@ import (
 	"nacre/internal/errno"
 	"nacre/internal/grpcx"
 	"nacre/internal/kv"
+	"nacre/test/wait"
 )
 
 // TestAddReplicaRefusesAMemberAtAnotherAddress: adding an id that is
@@ -21,34 +22,36 @@ import (
 // and the address book is left alone; at its own address the call stays
 // a no-op (a retry), and a voter is not turned into a learner.
 func TestAddReplicaRefusesAMemberAtAnotherAddress(t *testing.T) {
-	c, ctx := committedCluster(t)
-	l := c.leader()
-	f := c.followers()[0]
-	err := l.g.AddReplica(ctx, f.id, "mem-elsewhere", false)
-	if !errors.Is(err, ErrAlreadyMember) {
-		t.Fatalf("AddReplica of voter %d at another address: %v, want ErrAlreadyMember", f.id, err)
-	}
-	for _, want := range []string{"is already a voter of raft group 1 at " + f.addr, "nacre replica replace"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("refusal %q does not say %q", err, want)
+	inMem(t, func(t *testing.T) {
+		c, ctx := committedCluster(t)
+		l := c.leader()
+		f := c.followers()[0]
+		err := l.g.AddReplica(ctx, f.id, "mem-elsewhere", false)
+		if !errors.Is(err, ErrAlreadyMember) {
+			t.Fatalf("AddReplica of voter %d at another address: %v, want ErrAlreadyMember", f.id, err)
 		}
-	}
-	if a := l.g.peerAddr(f.id); a != f.addr {
-		t.Fatalf("the refused add changed replica %d's address to %q", f.id, a)
-	}
-	if err := l.g.AddReplica(ctx, f.id, f.addr, false); err != nil {
-		t.Fatalf("AddReplica of a voter at its own address (a retry): %v", err)
-	}
-	if err := l.g.AddReplica(ctx, f.id, f.addr, true); !errors.Is(err, ErrAlreadyMember) {
-		t.Fatalf("AddReplica(learnerOnly) of a voter: %v, want ErrAlreadyMember", err)
-	}
-	// The group still commits with that replica.
-	r, err := c.propose(ctx, "y")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.waitApplied(r.Index)
-	c.sameCommands()
+		for _, want := range []string{"is already a voter of raft group 1 at " + f.addr, "nacre replica replace"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("refusal %q does not say %q", err, want)
+			}
+		}
+		if a := l.g.peerAddr(f.id); a != f.addr {
+			t.Fatalf("the refused add changed replica %d's address to %q", f.id, a)
+		}
+		if err := l.g.AddReplica(ctx, f.id, f.addr, false); err != nil {
+			t.Fatalf("AddReplica of a voter at its own address (a retry): %v", err)
+		}
+		if err := l.g.AddReplica(ctx, f.id, f.addr, true); !errors.Is(err, ErrAlreadyMember) {
+			t.Fatalf("AddReplica(learnerOnly) of a voter: %v, want ErrAlreadyMember", err)
+		}
+		// The group still commits with that replica.
+		r, err := c.propose(ctx, "y")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.waitApplied(r.Index)
+		c.sameCommands()
+	})
 }
 
 // TestAddReplicaLearnerAtItsAddressIsPromoted: a learner re-added at its
@@ -56,29 +59,31 @@ func TestAddReplicaRefusesAMemberAtAnotherAddress(t *testing.T) {
 // what a retry after a lost leadership relies on); at another address it
 // is refused.
 func TestAddReplicaLearnerAtItsAddressIsPromoted(t *testing.T) {
-	c, ctx := committedCluster(t)
-	nd := c.addNode(4)
-	c.start(4, true)
-	l := c.leader()
-	if err := l.g.AddReplica(ctx, 4, nd.addr, true); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.g.AddReplica(ctx, 4, nd.addr, true); err != nil {
-		t.Fatalf("AddReplica(learnerOnly) of a learner at its own address: %v", err)
-	}
-	err := l.g.AddReplica(ctx, 4, "mem-elsewhere", false)
-	if !errors.Is(err, ErrAlreadyMember) || !strings.Contains(err.Error(), "replica 4 is already a learner of raft group 1 at "+nd.addr) {
-		t.Fatalf("AddReplica of a learner at another address: %v, want ErrAlreadyMember naming its address", err)
-	}
-	if st := l.g.Status(); len(st.Learners) != 1 || st.Learners[0] != 4 {
-		t.Fatalf("learners %v, want [4]", st.Learners)
-	}
-	if err := l.g.AddReplica(ctx, 4, nd.addr, false); err != nil {
-		t.Fatalf("promoting learner 4: %v", err)
-	}
-	if st := l.g.Status(); len(st.Voters) != 4 || len(st.Learners) != 0 {
-		t.Fatalf("voters %v learners %v, want 4 voters", st.Voters, st.Learners)
-	}
+	inMem(t, func(t *testing.T) {
+		c, ctx := committedCluster(t)
+		nd := c.addNode(4)
+		c.start(4, true)
+		l := c.leader()
+		if err := l.g.AddReplica(ctx, 4, nd.addr, true); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.g.AddReplica(ctx, 4, nd.addr, true); err != nil {
+			t.Fatalf("AddReplica(learnerOnly) of a learner at its own address: %v", err)
+		}
+		err := l.g.AddReplica(ctx, 4, "mem-elsewhere", false)
+		if !errors.Is(err, ErrAlreadyMember) || !strings.Contains(err.Error(), "replica 4 is already a learner of raft group 1 at "+nd.addr) {
+			t.Fatalf("AddReplica of a learner at another address: %v, want ErrAlreadyMember naming its address", err)
+		}
+		if st := l.g.Status(); len(st.Learners) != 1 || st.Learners[0] != 4 {
+			t.Fatalf("learners %v, want [4]", st.Learners)
+		}
+		if err := l.g.AddReplica(ctx, 4, nd.addr, false); err != nil {
+			t.Fatalf("promoting learner 4: %v", err)
+		}
+		if st := l.g.Status(); len(st.Voters) != 4 || len(st.Learners) != 0 {
+			t.Fatalf("voters %v learners %v, want 4 voters", st.Voters, st.Learners)
+		}
+	})
 }
 
 // TestAdminRefusesUnknownReplicas drives the RaftAdmin service over gRPC,
@@ -173,19 +178,21 @@ func TestSoloAdminNamesTheTarget(t *testing.T) {
 // learner, and the error says so and what to do: run the command again
 // once it runs, or remove it.
 func TestAddReplicaThatCannotCatchUpSaysItStaysALearner(t *testing.T) {
-	c, ctx := committedCluster(t)
-	l := c.leader()
-	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancelShort()
-	err := l.g.AddReplica(short, 9, "mem-nobody", false)
-	for _, want := range []string{"replica 9 has not caught up", "stays a learner", "run the same command again", "nacre replica remove"} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("adding a replica that cannot catch up: %v; want it to say %q", err, want)
+	inMem(t, func(t *testing.T) {
+		c, ctx := committedCluster(t)
+		l := c.leader()
+		short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancelShort()
+		err := l.g.AddReplica(short, 9, "mem-nobody", false)
+		for _, want := range []string{"replica 9 has not caught up", "stays a learner", "run the same command again", "nacre replica remove"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("adding a replica that cannot catch up: %v; want it to say %q", err, want)
+			}
 		}
-	}
-	if st := l.g.Status(); len(st.Learners) != 1 || st.Learners[0] != 9 || len(st.Voters) != 3 {
-		t.Fatalf("voters %v learners %v, want the 3 voters and learner 9", st.Voters, st.Learners)
-	}
+		if st := l.g.Status(); len(st.Learners) != 1 || st.Learners[0] != 9 || len(st.Voters) != 3 {
+			t.Fatalf("voters %v learners %v, want the 3 voters and learner 9", st.Voters, st.Learners)
+		}
+	})
 }
 
 // committedCluster is a 3-replica in-memory group with one entry
@@ -207,25 +214,29 @@ func committedCluster(t *testing.T) (*cluster, context.Context) {
 // change back: refused, naming the replica that is down. Removing the
 // replica that is down is what to do instead, and works.
 func TestRemoveRefusesToLoseTheQuorum(t *testing.T) {
-	c, ctx := committedCluster(t)
-	l := c.leader()
-	fs := c.followers()
-	down, up := fs[0], fs[1]
-	c.stop(down.id)
-	time.Sleep(300 * time.Millisecond) // past an election timeout: the leader stops hearing it
-	for _, id := range []uint64{up.id, l.id} {
-		err := l.g.RemovePeer(ctx, id)
-		if !errors.Is(err, ErrWouldLoseQuorum) || !strings.Contains(err.Error(), fmt.Sprintf("replica %d not answering", down.id)) {
-			t.Fatalf("removing replica %d with replica %d down: %v, want a refusal naming %d", id, down.id, err, down.id)
+	inMem(t, func(t *testing.T) {
+		c, ctx := committedCluster(t)
+		l := c.leader()
+		fs := c.followers()
+		down, up := fs[0], fs[1]
+		c.stop(down.id)
+		wait.For(t, 5*time.Second, fmt.Sprintf("the leader to count replica %d as not answering", down.id), func() bool {
+			return !l.g.Status().Progress[down.id].RecentActive
+		})
+		for _, id := range []uint64{up.id, l.id} {
+			err := l.g.RemovePeer(ctx, id)
+			if !errors.Is(err, ErrWouldLoseQuorum) || !strings.Contains(err.Error(), fmt.Sprintf("replica %d not answering", down.id)) {
+				t.Fatalf("removing replica %d with replica %d down: %v, want a refusal naming %d", id, down.id, err, down.id)
+			}
 		}
-	}
-	if st := l.g.Status(); len(st.Voters) != 3 {
-		t.Fatalf("voters %v after the refusals", st.Voters)
-	}
-	if err := l.g.RemovePeer(ctx, down.id); err != nil {
-		t.Fatalf("removing the replica that is down: %v", err)
-	}
-	if _, err := c.propose(ctx, "y"); err != nil {
-		t.Fatalf("the two replicas left: %v", err)
-	}
+		if st := l.g.Status(); len(st.Voters) != 3 {
+			t.Fatalf("voters %v after the refusals", st.Voters)
+		}
+		if err := l.g.RemovePeer(ctx, down.id); err != nil {
+			t.Fatalf("removing the replica that is down: %v", err)
+		}
+		if _, err := c.propose(ctx, "y"); err != nil {
+			t.Fatalf("the two replicas left: %v", err)
+		}
+	})
 }

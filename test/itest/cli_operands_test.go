@@ -406,7 +406,7 @@ func TestCLIReadWaitsForAnOSTThatRestarts(t *testing.T) {
 	if err := get.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // the read runs, and retries, while OST0001 is down
 	if _, err := localcluster.Start(cl.Bin, cl.TargetDir("ost1")); err != nil {
 		t.Fatalf("restart OST0001: %v", err)
 	}

@@ -21,6 +21,7 @@ import (
 	"nacre/internal/lfsck"
 	"nacre/internal/lfsck/admin"
 	"nacre/test/testcluster"
+	"nacre/test/wait"
 )
 
 // TestCLIWorkflow drives the nacre binary as a user would.
@@ -317,18 +318,18 @@ func TestCLIPutNeverLeavesAPartialFile(t *testing.T) {
 	// size would not show how far it got.
 	go w.Write(bytes.Repeat([]byte("data"), 17<<18)) // fails once w is closed
 	var partial string
-	for deadline := time.Now().Add(30 * time.Second); partial == ""; {
+	if !wait.Poll(30*time.Second, func() bool {
 		for _, n := range names() {
 			if strings.HasPrefix(n, ".dst.nacre-partial-") {
 				if ino, err := c.Resolve(ctx, "/"+n, false); err == nil && ino.Size >= 16<<20 {
 					partial = n
+					return true
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no 16 MiB partial file after 30 s: %v\n%s", names(), putOut.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+		return false
+	}) {
+		t.Fatalf("no 16 MiB partial file after 30 s: %v\n%s", names(), putOut.String())
 	}
 	if got, _ := cl.Run("cat", "/dst"); got != "old contents\n" {
 		t.Fatalf("while put writes %s, /dst holds %d bytes", partial, len(got))
@@ -462,8 +463,7 @@ func TestCLIDfLeavesDownTargetsOut(t *testing.T) {
 		t.Fatalf("total %+v", d.Total)
 	}
 	cl.Kill("ost1", syscall.SIGKILL)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	wait.NoErr(t, 30*time.Second, "df to show OST0001 down", func() error {
 		d = df()
 		var down *cli.DfRow
 		var up uint64
@@ -474,17 +474,14 @@ func TestCLIDfLeavesDownTargetsOut(t *testing.T) {
 				up += r.BytesTotal
 			}
 		}
-		if down != nil {
-			if down.BytesTotal != 0 || down.UsePercent != nil || d.Total.BytesTotal != up || d.Total.State != "1 down" {
-				t.Fatalf("df with OST0001 down: %+v", d)
-			}
-			break
+		if down == nil {
+			return fmt.Errorf("df: %+v", d)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("OST0001 not down after 30 s: %+v", d)
+		if down.BytesTotal != 0 || down.UsePercent != nil || d.Total.BytesTotal != up || d.Total.State != "1 down" {
+			t.Fatalf("df with OST0001 down: %+v", d)
 		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return nil
+	})
 	out, err := cl.Run("df")
 	if err != nil || !strings.Contains(out, "1 down") {
 		t.Fatalf("df: %v\n%s", err, out)

@@ -16,6 +16,7 @@ import (
 
 	"nacre/internal/cli"
 	"nacre/test/testcluster"
+	"nacre/test/wait"
 )
 
 // TestCLIGetWritesLikeCp: `nacre get` writes its destination as cp does.
@@ -188,18 +189,17 @@ func TestCLIPutKeepsTheStripeCount(t *testing.T) {
 	for _, args := range [][]string{{"put", src, "/w"}, {"put", "-c", "2", src, "/w2"}} {
 		// Until the MDS notices that OST0001 is down, a put gets both
 		// stripes and fails writing to it, naming it.
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-			_, errOut, code := c.exit(args...)
-			if code != 0 && strings.Contains(errOut, "OST0001") && strings.Contains(errOut, "is down: stripe") && time.Now().Before(deadline) {
-				continue
-			}
-			if code == 0 || !strings.Contains(errOut, "not written: it would have 1 stripe, not the 2") ||
-				!strings.Contains(errOut, "OST0001 is down") || !strings.Contains(errOut, "-c 1") {
-				t.Fatalf("nacre %s with OST0001 down: exit %d, %q", strings.Join(args, " "), code, errOut)
-			}
-			t.Logf("nacre %s: %s", strings.Join(args, " "), strings.TrimSpace(errOut))
-			break
+		var errOut string
+		var code int
+		wait.Poll(30*time.Second, func() bool {
+			_, errOut, code = c.exit(args...)
+			return !(code != 0 && strings.Contains(errOut, "OST0001") && strings.Contains(errOut, "is down: stripe"))
+		})
+		if code == 0 || !strings.Contains(errOut, "not written: it would have 1 stripe, not the 2") ||
+			!strings.Contains(errOut, "OST0001 is down") || !strings.Contains(errOut, "-c 1") {
+			t.Fatalf("nacre %s with OST0001 down: exit %d, %q", strings.Join(args, " "), code, errOut)
 		}
+		t.Logf("nacre %s: %s", strings.Join(args, " "), strings.TrimSpace(errOut))
 	}
 	if n := stripes("/w"); n != 2 {
 		t.Fatalf("/w has %d stripes after the refused put", n)

@@ -19,6 +19,7 @@ import (
 	"nacre/internal/ost"
 	"nacre/internal/target"
 	"nacre/test/testcluster"
+	"nacre/test/wait"
 )
 
 // acked records what the servers acknowledged to the workload.
@@ -48,13 +49,13 @@ func TestKill9KeepsEverythingAcknowledged(t *testing.T) {
 			errs <- workload(ctx, c, w, a)
 		}(w, c)
 	}
+	// The workload runs 1.5 s before each crash and after the last.
 	kill := func(names ...string) {
 		time.Sleep(1500 * time.Millisecond)
 		for _, n := range names {
-			cl.Kill(n, syscall.SIGKILL)
+			cl.Kill(n, syscall.SIGKILL) // returns once the process is gone
 		}
 		t.Logf("killed %v with SIGKILL", names)
-		time.Sleep(300 * time.Millisecond)
 		cl.Restart()
 	}
 	kill("mdt0")
@@ -98,7 +99,7 @@ func TestKill9KeepsEverythingAcknowledged(t *testing.T) {
 	}
 	// Let the MDS finish its post-recovery cleanup, then stop cleanly and
 	// compare the stores offline.
-	waitPoolsReady(t, c)
+	waitPoolsReady(t, cl, c)
 	cl.Stop()
 	checkNoLeakedObjects(t, cl)
 }
@@ -140,8 +141,11 @@ func workload(ctx context.Context, c *client.Client, w int, a *acked) error {
 	return nil
 }
 
-// waitPoolsReady waits until a create works (pools cleaned and refilled).
-func waitPoolsReady(t *testing.T, c *client.Client) {
+// waitPoolsReady waits until a create works (pools cleaned and refilled)
+// and no refill is due or under way: every OST's pool holds at least the
+// MDS's refill mark (16384), so the stores read offline next are not
+// caught between an OST's precreate and the MDT's record of it.
+func waitPoolsReady(t *testing.T, cl *testcluster.Cluster, c *client.Client) {
 	ctx := context.Background()
 	ino, _, err := c.Create(ctx, fid.Root, "probe", 0o644, client.CreateOpts{Layout: &pb.Layout{StripeCount: -1}})
 	if err != nil {
@@ -150,7 +154,16 @@ func waitPoolsReady(t *testing.T, c *client.Client) {
 	if len(ino.Layout.Objects) != 2 {
 		t.Fatalf("probe file got %d stripes, want 2 (an OST not back?)", len(ino.Layout.Objects))
 	}
-	time.Sleep(500 * time.Millisecond) // one destroy-queue round
+	url := mdtMetricsURL(t, cl)
+	wait.NoErr(t, 30*time.Second, "every OST's precreate pool to be full", func() error {
+		f := scrapeFamilies(t, url)
+		for _, ost := range []string{"OST0000", "OST0001"} {
+			if n := f.sum("nacre_mds_precreate_pool_objects", map[string]string{"ost": ost}); n < 16384 {
+				return fmt.Errorf("%s's pool holds %v objects", ost, n)
+			}
+		}
+		return nil
+	})
 }
 
 // checkNoLeakedObjects: every object on every OST is referenced by a

@@ -1,6 +1,7 @@
 package itest
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"nacre/test/testcluster"
+	"nacre/test/wait"
 )
 
 // getfacl runs getfacl as root and returns its output (numeric ids).
@@ -132,15 +134,10 @@ func TestFusePOSIXACLs(t *testing.T) {
 	must(os.Mkdir(m.Path("late"), 0o700))
 	mustFailUser(t, m2.Dir, "touch late/a", "Permission denied")
 	setfacl(t, "-m", "u:65534:rwx", m.Path("late"))
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		out, ok := asUser(t, m2.Dir, "touch late/a")
-		if ok {
-			break
+	wait.NoErr(t, 5*time.Second, "the other mount to follow an ACL set through one", func() error {
+		if out, ok := asUser(t, m2.Dir, "touch late/a"); !ok {
+			return errors.New(out)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("5 s after an ACL was set through one mount, the other still refuses: %s", out)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -133,6 +133,7 @@ func TestReplicaAppendsAcrossMountsSurviveFailover(t *testing.T) {
 	for mi, m := range []*fuseMount{a, b} {
 		appendRecords(t, &wg, errs, m.Path("log"), fmt.Sprint(mi), rec, -1, stop, &written[mi])
 	}
+	// The writers append for 1.5 s before the kill and 5 s after it.
 	time.Sleep(1500 * time.Millisecond)
 	leader := waitLeader(t, cl, "mdt0")
 	cl.Kill(leader, syscall.SIGKILL)

@@ -91,7 +91,7 @@ func TestFuseDirectoryTimesDoNotMoveByThemselves(t *testing.T) {
 	must(os.Symlink("zz", m.Path("d", "ea")))
 	must(os.Mkdir(m.Path("d", "ec"), 0o755))
 	_, before := mtime(m.Path("d", "ec"))
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // a time set now differs from the one read
 	must(unix.Renameat2(unix.AT_FDCWD, m.Path("d", "ea"), unix.AT_FDCWD, m.Path("d", "ec"), unix.RENAME_EXCHANGE))
 	if _, after := mtime(m.Path("d", "ea")); after <= before {
 		t.Errorf("the directory exchanged with a symlink kept its change time (%v before, %v after)", before, after)
@@ -165,7 +165,7 @@ func TestFuseFallocateMovesTheTimes(t *testing.T) {
 		if err := syscall.Fstat(fd, &before); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // a time set now differs from the one read
 		if err := unix.Fallocate(fd, c.mode, c.off, c.size); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}

@@ -17,6 +17,7 @@ import (
 	"nacre/internal/fid"
 	"nacre/internal/fusefs"
 	"nacre/test/testcluster"
+	"nacre/test/wait"
 )
 
 // TestFuseMountGoesToTheBackground: `nacre mount` returns once the mount
@@ -121,16 +122,13 @@ func startWriter(t *testing.T, path string) *writer {
 			w.mu.Unlock()
 		}
 	}()
-	// Let it get going.
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	// Let it get going (a writer that does not is caught by its checks).
+	wait.Poll(10*time.Second, func() bool {
 		w.mu.Lock()
-		n := w.chunks
-		w.mu.Unlock()
-		if n >= 4 || time.Now().After(deadline) {
-			return w
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer w.mu.Unlock()
+		return w.chunks >= 4
+	})
+	return w
 }
 
 func (w *writer) finish() (closeErr error) {
@@ -258,16 +256,10 @@ func TestFuseMountProcessKilled(t *testing.T) {
 	if _, err := os.Stat(m2.Path("open")); err != nil {
 		t.Fatalf("file open at the crash: %v", err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := c.Getattr(context.Background(), orphan); err != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the dead client's open-unlinked file was never reaped")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	wait.For(t, 20*time.Second, "the dead client's open-unlinked file to be reaped", func() bool {
+		_, err := c.Getattr(context.Background(), orphan)
+		return err != nil
+	})
 }
 
 // TestFuseUpMountsAndDownUnmounts: `nacre up --mount DIR` mounts the local

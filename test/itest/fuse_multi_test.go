@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"nacre/test/testcluster"
+	"nacre/test/wait"
 )
 
 // Multi-client tests: two mounts (two mount daemons, two clients) of one
@@ -146,17 +147,9 @@ func TestFuseFlockAcrossMounts(t *testing.T) {
 		t.Fatalf("lock held by b: %v", err)
 	}
 	b.Kill()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := syscall.Flock(int(fa2.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lock of a dead client still held: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	wait.NoErr(t, 10*time.Second, "the lock of a dead client to be released", func() error {
+		return syscall.Flock(int(fa2.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	})
 }
 
 // TestFuseByteRangeLocksAcrossMounts: POSIX byte-range locks conflict
@@ -454,7 +447,7 @@ func TestFuseOpenThroughANameAnotherMountMoved(t *testing.T) {
 	must(os.WriteFile(m1.Path("r", "y"), []byte("y"), 0o644))
 	read(m2.Path("r", "x"))
 	read(m2.Path("r", "y"))
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // as above: past a path walk's own lookup
 	must(renameExchange(m1.Path("r", "x"), m1.Path("r", "y")))
 	if got := read(m2.Path("r", "x")); got != "y" {
 		t.Fatalf("r/x after the swap reads %q on the other mount, want y", got)
@@ -466,7 +459,7 @@ func TestFuseOpenThroughANameAnotherMountMoved(t *testing.T) {
 	must(os.Link(m1.Path("r", "h1"), m1.Path("r", "h2")))
 	read(m2.Path("r", "h1"))
 	read(m2.Path("r", "h2"))
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // as above: past a path walk's own lookup
 	must(os.Rename(m1.Path("r", "h1"), m1.Path("r", "hz")))
 	must(os.WriteFile(m1.Path("r", "h1"), []byte("NEW"), 0o644))
 	if got := read(m2.Path("r", "h1")); got != "NEW" {
@@ -489,7 +482,7 @@ func TestFuseOpenThroughANameAnotherMountMoved(t *testing.T) {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	must(cmd.Start())
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // as above: past a path walk's own lookup
 	must(os.Rename(m1.Path("r", "d2"), m1.Path("r", "d3")))
 	must(os.Rename(m1.Path("r", "b"), m1.Path("r", "c")))
 	if err := cmd.Wait(); err != nil || out.String() != "precious" {

@@ -1,11 +1,13 @@
 package itest
 
 import (
+	"fmt"
 	"os"
 	"testing"
 	"time"
 
 	"nacre/test/testcluster"
+	"nacre/test/wait"
 )
 
 // TestFuseCloseCrossingARemoveLeavesNoOrphan: the kernel sends a release
@@ -68,19 +70,12 @@ func TestFuseCloseCrossingARemoveLeavesNoOrphan(t *testing.T) {
 		}
 	}
 
-	// Releases are asynchronous: give them a moment, then count.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r := lfsckRun(t, cl, "-t", "namespace", "-n")
-		ns := r.Components["namespace"]
-		got := ns.Stats["objects"]
-		if got == base && ns.Inconsistent == 0 {
-			return
+	// Releases are asynchronous: wait for them, counting.
+	wait.NoErr(t, 10*time.Second, "the MDT to hold as many objects as before (no orphans left)", func() error {
+		ns := lfsckRun(t, cl, "-t", "namespace", "-n").Components["namespace"]
+		if got := ns.Stats["objects"]; got != base || ns.Inconsistent != 0 {
+			return fmt.Errorf("it holds %d, not %d; inconsistent %d %+v", got, base, ns.Inconsistent, ns.Counters)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after removing and closing everything the MDT holds %d objects, not %d as before (orphans left); inconsistent %d %+v",
-				got, base, ns.Inconsistent, ns.Counters)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 }

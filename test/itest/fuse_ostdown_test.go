@@ -3,6 +3,7 @@ package itest
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"syscall"
@@ -12,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"nacre/test/testcluster"
+	"nacre/test/wait"
 )
 
 // TestFuseIOToADownOSTFailsWithEIO: through the mount, I/O to a file with
@@ -117,20 +119,16 @@ func TestWithAnOSTDownTheToolsSayWhatTheyDoNotKnow(t *testing.T) {
 		}
 	}
 	// Once the MGS has missed the OST's heartbeats, df leaves it out.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	wait.NoErr(t, 20*time.Second, "df on the mount to leave the down OST out", func() error {
 		var st unix.Statfs_t
 		if err := unix.Statfs(m.Dir, &st); err != nil {
 			t.Fatalf("df on the mount with an OST down: %v", err)
 		}
-		if st.Blocks*uint64(st.Bsize) < before.Blocks*uint64(before.Bsize)*3/4 {
-			break
+		if st.Blocks*uint64(st.Bsize) >= before.Blocks*uint64(before.Bsize)*3/4 {
+			return fmt.Errorf("%d blocks, %d before", st.Blocks, before.Blocks)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("df on the mount still counts the down OST: %d blocks, %d before", st.Blocks, before.Blocks)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestFuseWriteErrorReachesEveryDescriptor: writes acknowledged by the
@@ -331,16 +329,11 @@ func TestFuseTruncateWithAnOSTDownChangesNothing(t *testing.T) {
 // reads as data.
 func waitReadsBack(t *testing.T, p string, data []byte, when string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	wait.NoErr(t, 30*time.Second, when+": the file to read back whole", func() error {
 		got, err := os.ReadFile(p)
-		if err == nil && bytes.Equal(got, data) {
-			return
+		if err != nil || !bytes.Equal(got, data) {
+			return fmt.Errorf("%d bytes, %d of them zeros (%v), want the file's %d", len(got), bytes.Count(got, []byte{0}), err, len(data))
 		}
-		if time.Now().After(deadline) {
-			zeros := bytes.Count(got, []byte{0})
-			t.Fatalf("%s: %d bytes, %d of them zeros (%v), want the file's %d", when, len(got), zeros, err, len(data))
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return nil
+	})
 }

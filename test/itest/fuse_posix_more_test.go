@@ -460,7 +460,7 @@ func TestFusePOSIXCornersFoundByDifferentialTesting(t *testing.T) {
 		}
 		var before, after unix.Stat_t
 		unix.Stat(p("stamp"), &before)
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // a time set now differs from the one read
 		fd, err = unix.Open(p("stamp"), unix.O_WRONLY|unix.O_TRUNC, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -483,7 +483,7 @@ func TestFusePOSIXCornersFoundByDifferentialTesting(t *testing.T) {
 		}
 		var st unix.Stat_t
 		unix.Stat(p("d"), &st)
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // a time set now differs from the one read
 		if err := os.Rename(p("d"), p("e")); err != nil {
 			t.Fatal(err)
 		}
@@ -494,7 +494,7 @@ func TestFusePOSIXCornersFoundByDifferentialTesting(t *testing.T) {
 		}
 
 		unix.Stat(p("stamp"), &before)
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // a time set now differs from the one read
 		if err := unix.Chown(p("stamp"), -1, -1); err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 
 	"nacre/internal/fid"
 	"nacre/test/testcluster"
+	"nacre/test/wait"
 )
 
 // TestFuseFileRemovedThroughAnotherClientStaysOpen: a file open on one
@@ -75,17 +77,13 @@ func TestFuseFileRemovedThroughAnotherClientStaysOpen(t *testing.T) {
 	}
 	// Closed: destroyed (releases are asynchronous; a new leader waits a
 	// little before destroying them).
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	wait.NoErr(t, 30*time.Second, "the closed files to be destroyed (no orphans left)", func() error {
 		ns := lfsckRun(t, cl, "-t", "namespace", "-n").Components["namespace"]
-		if got := ns.Stats["objects"]; got == base && ns.Inconsistent == 0 {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("30 s after the files were closed the MDT holds %d objects, not %d as before (orphans left); inconsistent %d",
-				got, base, ns.Inconsistent)
+		if got := ns.Stats["objects"]; got != base || ns.Inconsistent != 0 {
+			return fmt.Errorf("the MDT holds %d objects, not %d as before; inconsistent %d", got, base, ns.Inconsistent)
 		}
-		time.Sleep(300 * time.Millisecond)
-	}
+		return nil
+	})
 	// A file held open by the descriptor that created it (the create
 	// recorded the open) and removed through the other mount.
 	created, err := os.Create(a.Path("created"))
@@ -149,17 +147,9 @@ func TestReplicaOpenFilesSurviveFailover(t *testing.T) {
 	waitLeader(t, cl, "mdt0", leader)
 	// Past the new leader's grace: only the sessions' lists count now.
 	time.Sleep(4 * time.Second)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := os.Remove(b.Path("f"))
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("remove through the other mount after the failover: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	wait.NoErr(t, 20*time.Second, "a remove through the other mount after the failover", func() error {
+		return os.Remove(b.Path("f"))
+	})
 	time.Sleep(time.Second) // longer than a release takes
 	got := make([]byte, len(data))
 	if n, err := held.ReadAt(got, 0); err != nil || n != len(data) || !bytes.Equal(got, data) {
@@ -255,7 +245,7 @@ func TestFuseOpenCrossingTheLastReleaseKeepsTheOpen(t *testing.T) {
 		f, err := os.Open(a.Path("f"))
 		ch <- opened{f, err}
 	}()
-	// While the open waits at the point, the writer's last close.
+	// While the open waits at the point (2 s), the writer's last close.
 	time.Sleep(500 * time.Millisecond)
 	if err := w.Close(); err != nil {
 		t.Fatal(err)

@@ -70,7 +70,7 @@ func TestFuseTimesFollowWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := statOf(t, q)
-	time.Sleep(1100 * time.Millisecond)
+	time.Sleep(1100 * time.Millisecond) // the times after differ from those before, even in whole seconds
 	g, err := os.OpenFile(q, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +89,7 @@ func TestFuseTimesFollowWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	d0 := statOf(t, a.Path("d"))
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // a time set now differs from the one read
 	h, err := os.OpenFile(a.Path("d", "new"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +108,7 @@ func TestFuseTimesFollowWrites(t *testing.T) {
 		t.Fatalf("other mount before the punch: %v", err)
 	}
 	p0 := statOf(t, r)
-	time.Sleep(1100 * time.Millisecond)
+	time.Sleep(1100 * time.Millisecond) // the times after differ from those before, even in whole seconds
 	k, err := os.OpenFile(r, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 
 	"nacre/internal/cli"
 	"nacre/test/testcluster"
+	"nacre/test/wait"
 )
 
 // clusterStatus is `nacre status --json` of cl.
@@ -161,17 +162,12 @@ func TestFuseXattrsAnsweredFromAttributes(t *testing.T) {
 		t.Fatalf("getxattr user.other of f6: %v, want ENODATA", err)
 	}
 	must(syscall.Setxattr(m1.Path("d", "f6"), "user.other", []byte("o"), 0))
-	set := time.Now()
-	for {
-		v, err := getxattr(p2, "user.other")
-		if err == nil && v == "o" {
-			break
+	wait.NoErr(t, 3*time.Second, "another mount's setxattr to show", func() error {
+		if v, err := getxattr(p2, "user.other"); err != nil || v != "o" {
+			return fmt.Errorf("%q, %v", v, err)
 		}
-		if time.Since(set) > 3*time.Second {
-			t.Fatalf("another mount's setxattr not seen after %v: %q, %v", time.Since(set), v, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestFuseXattrNamesStopWhereListxattrDoes: a new extended attribute whose

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"syscall"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"nacre/internal/client"
 	"nacre/internal/fid"
 	"nacre/test/testcluster"
+	"nacre/test/wait"
 )
 
 // TestAHeldFileOutlivesItsRemovalElsewhere: a library user (nacre get,
@@ -66,15 +68,10 @@ func TestAHeldFileOutlivesItsRemovalElsewhere(t *testing.T) {
 // gone waits until f is destroyed.
 func gone(t *testing.T, c *client.Client, f fid.FID, what string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err := c.Getattr(context.Background(), f)
-		if errors.Is(err, syscall.ENOENT) {
-			return
+	wait.NoErr(t, 10*time.Second, what+" to be destroyed", func() error {
+		if _, err := c.Getattr(context.Background(), f); !errors.Is(err, syscall.ENOENT) {
+			return fmt.Errorf("getattr: %v", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s is still there (getattr: %v)", what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }

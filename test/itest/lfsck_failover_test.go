@@ -43,7 +43,8 @@ func TestLfsckCommandsFollowTheMDTLeader(t *testing.T) {
 	if err != nil {
 		t.Fatalf("lfsck stop right after the leader died: %v\n%s", err, out)
 	}
-	// The run stays stopped: the new leader does not resume it later.
+	// The run stays stopped: the new leader does not resume it a second
+	// later either.
 	time.Sleep(time.Second)
 	if s := lfsckQuery(t, cl).Components["namespace"].Status; s != "stopped" {
 		t.Fatalf("after stop on the new leader: namespace %s", s)

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	"nacre/internal/fid"
 	"nacre/internal/lfsck"
 	"nacre/test/testcluster"
+	"nacre/test/wait"
 )
 
 // lfsckRun runs `nacre lfsck start ARGS --wait --json` and returns the
@@ -203,25 +206,19 @@ func mustRead(t *testing.T, ctx context.Context, c *client.Client, path string, 
 // waitStatus polls until component has one of the statuses.
 func waitStatus(t *testing.T, cl *testcluster.Cluster, component string, timeout time.Duration, statuses ...string) *lfsck.Report {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
 	var last *lfsck.Report
-	for time.Now().Before(deadline) {
+	wait.NoErr(t, timeout, fmt.Sprintf("%s to reach %v", component, statuses), func() error {
 		out, err := cl.Run("lfsck", "query", "--json")
-		if err == nil {
-			last = parseReport(t, out)
-			for _, s := range statuses {
-				if last.Components[component].Status == s {
-					return last
-				}
-			}
+		if err != nil {
+			return fmt.Errorf("lfsck query: %v", err)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if last != nil {
-		t.Fatalf("%s did not reach %v in %v: %s", component, statuses, timeout, summary(last))
-	}
-	t.Fatalf("%s did not reach %v in %v", component, statuses, timeout)
-	return nil
+		last = parseReport(t, out)
+		if slices.Contains(statuses, last.Components[component].Status) {
+			return nil
+		}
+		return errors.New(summary(last))
+	})
+	return last
 }
 
 // quiesce waits until no target's store changes any more (the MDS
@@ -230,7 +227,7 @@ func quiesce(t *testing.T, cl *testcluster.Cluster) string {
 	t.Helper()
 	last := storeDigests(t, cl)
 	for i := 0; i < 50; i++ {
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond) // quiet: unchanged across this pause
 		d := storeDigests(t, cl)
 		if d == last {
 			return d

@@ -143,7 +143,7 @@ func resetAndSet(t *testing.T, cl *testcluster.Cluster) {
 	if out := lfsckStart(t, cl, "-r", "-t", "namespace", "-s", "50", "--checkpoint-interval-ms", "100"); !strings.Contains(out, "started") {
 		t.Fatalf("start -r: %s", out)
 	}
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // the run gets going and checkpoints
 	ckpt := stop()
 	out := lfsckStart(t, cl)
 	if !strings.Contains(out, "resumed") {
@@ -153,7 +153,7 @@ func resetAndSet(t *testing.T, cl *testcluster.Cluster) {
 	if !r.Running || c.LatestStartPosition != ckpt || r.Params.SpeedLimit != 50 {
 		t.Fatalf("resumed: running %v at %d (checkpoint %d), speed %d (saved 50)", r.Running, c.LatestStartPosition, ckpt, r.Params.SpeedLimit)
 	}
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // the resumed run goes on
 	stop()
 	out = lfsckStart(t, cl, "-r", "-t", "namespace", "-s", "50")
 	if !strings.Contains(out, "started") || strings.Contains(out, "resumed") {

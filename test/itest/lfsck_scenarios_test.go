@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"nacre/internal/lfsck"
 	"nacre/internal/target/proc"
 	"nacre/test/testcluster"
+	"nacre/test/wait"
 )
 
 // scenarioKinds are injected together, one tree each.
@@ -92,7 +94,7 @@ func TestLfsckStopResumeAndKill9EndLikeAnUninterruptedRun(t *testing.T) {
 	}
 	stops := 0
 	for ; stops < 20; stops++ {
-		time.Sleep(400 * time.Millisecond)
+		time.Sleep(400 * time.Millisecond) // the run goes on between stops
 		if out, err := cl.Run("lfsck", "stop"); err != nil {
 			t.Fatalf("stop: %v\n%s", err, out)
 		}
@@ -128,19 +130,21 @@ func TestLfsckStopResumeAndKill9EndLikeAnUninterruptedRun(t *testing.T) {
 	}
 	kills := 0
 	for crash := 0; crash < 2; crash++ {
-		time.Sleep(400 * time.Millisecond)
+		time.Sleep(400 * time.Millisecond) // the run goes on between kills
 		r := lfsckQuery(t, cl)
 		ns := r.Components["namespace"]
 		if !r.Running || (ns.Status != "scanning-phase1" && ns.Status != "scanning-phase2") {
 			t.Fatalf("before kill -9 %d: the check is not running (%s): too fast to be killed", crash+1, summary(r))
 		}
 		ckpt := ns.LastCheckpointPosition
-		// Let that checkpoint reach the store (one is written every
-		// 100 ms): the kill then comes after it.
-		time.Sleep(200 * time.Millisecond)
-		cl.Kill("mdt0", syscall.SIGKILL)
+		// The query shows a checkpoint as it is proposed; once it shows
+		// the next one (written every 100 ms), that one is in the store
+		// and the kill comes after it.
+		wait.For(t, 10*time.Second, "the checkpoint after the one seen", func() bool {
+			return lfsckQuery(t, cl).Components["namespace"].LastCheckpoint != ns.LastCheckpoint
+		})
+		cl.Kill("mdt0", syscall.SIGKILL) // returns once the process is gone
 		kills++
-		time.Sleep(300 * time.Millisecond) // let the test process reap it (as crash_test does)
 		cl.Restart()
 		// Until the restarted MDT leads and resumes the run, the query
 		// shows the killed run as crashed (not running).
@@ -171,9 +175,8 @@ func TestLfsckStopResumeAndKill9EndLikeAnUninterruptedRun(t *testing.T) {
 	if out, err := cl.Run(args...); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	time.Sleep(400 * time.Millisecond)
-	cl.Kill("mdt0", syscall.SIGTERM)
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(400 * time.Millisecond) // the run gets going
+	cl.Kill("mdt0", syscall.SIGTERM)   // returns once the process is gone
 	if log, _ := os.ReadFile(filepath.Join(cl.TargetDir("mdt0"), "serve.log")); !strings.Contains(string(log), `"status":"paused"`) {
 		t.Fatal("the MDS did not pause the check when it stopped")
 	}
@@ -238,7 +241,7 @@ func TestLfsckUnderClientLoad(t *testing.T) {
 			}
 		}(w)
 	}
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // the clients get going
 	for i := 0; i < 5; i++ {
 		r := lfsckRun(t, cl, "-r", "-o", "-c", "-C", "-s", "4000")
 		if f, rp := found(r); f != 0 || rp != 0 {
@@ -268,7 +271,6 @@ func TestLfsckStopWithAnOSTDown(t *testing.T) {
 	ctx := context.Background()
 	buildLTree(t, ctx, c, "t")
 	cl.Kill("ost1", syscall.SIGKILL)
-	time.Sleep(300 * time.Millisecond)
 	// start --wait says the run did not complete (exit 1), after the report.
 	out, err := cl.Run("lfsck", "start", "--wait", "--json", "-r", "-o", "-t", "layout")
 	if err == nil || !strings.Contains(out, "layout partial on") {
@@ -297,7 +299,7 @@ func TestLfsckStopWithAnOSTDown(t *testing.T) {
 	if out, err := cl.Run("lfsck", "start", "-r", "-t", "layout"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // the run gets going
 	t0 := time.Now()
 	if out, err := cl.Run("lfsck", "stop"); err != nil {
 		t.Fatalf("stop: %v\n%s", err, out)
@@ -312,16 +314,16 @@ func TestLfsckStopWithAnOSTDown(t *testing.T) {
 	cl.Restart()
 	// Right after the restart the MDT may not reach OST1 yet (the run is
 	// partial and start --wait exits 1): try again until it does.
-	for deadline := time.Now().Add(20 * time.Second); ; {
+	wait.NoErr(t, 20*time.Second, "an lfsck run that reaches every OST", func() error {
 		out, err = cl.Run("lfsck", "start", "--wait", "--json", "-r", "-o")
-		if err == nil {
-			break
-		}
-		if !strings.Contains(out, "partial on") || time.Now().After(deadline) {
+		if err != nil && !strings.Contains(out, "partial on") {
 			t.Fatalf("lfsck after the OST came back: %v\n%s", err, out)
 		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		if err != nil {
+			return fmt.Errorf("%v\n%s", err, out)
+		}
+		return nil
+	})
 	if f, _ := found(parseReport(t, out)); f != 0 {
 		t.Fatal("inconsistencies after the OST came back")
 	}
@@ -345,8 +347,7 @@ func TestMDTBackupRestoreRebuildsTheOI(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cl.Kill("mdt0", syscall.SIGTERM)
-	time.Sleep(300 * time.Millisecond)
+	cl.Kill("mdt0", syscall.SIGTERM) // returns once the process is gone
 	bak := filepath.Join(t.TempDir(), "mdt0.bak")
 	if out, err := cl.Run("mdt", "backup", "--dir", cl.TargetDir("mdt0"), "--out", bak); err != nil {
 		t.Fatalf("backup: %v\n%s", err, out)
@@ -378,24 +379,19 @@ func TestMDTBackupRestoreRebuildsTheOI(t *testing.T) {
 // statuses.
 func waitRunningOr(t *testing.T, cl *testcluster.Cluster, component string, timeout time.Duration, statuses ...string) *lfsck.Report {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
 	var last *lfsck.Report
-	for time.Now().Before(deadline) {
-		if out, err := cl.Run("lfsck", "query", "--json"); err == nil {
-			last = parseReport(t, out)
-			if last.Running {
-				return last
-			}
-			for _, s := range statuses {
-				if last.Components[component].Status == s {
-					return last
-				}
-			}
+	wait.NoErr(t, timeout, fmt.Sprintf("a check running, or %s %v", component, statuses), func() error {
+		out, err := cl.Run("lfsck", "query", "--json")
+		if err != nil {
+			return fmt.Errorf("lfsck query: %v", err)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("no check running and %s not %v after %v (last: %v)", component, statuses, timeout, last)
-	return nil
+		last = parseReport(t, out)
+		if last.Running || slices.Contains(statuses, last.Components[component].Status) {
+			return nil
+		}
+		return fmt.Errorf("last: %v", last)
+	})
+	return last
 }
 
 // TestLfsckRepairsTheNlinkOfABusyDirectory: a directory whose nlink is
@@ -646,13 +642,17 @@ func TestAChownReachesTheOSTObjects(t *testing.T) {
 // partial: right after a restart the MDT may not reach every OST yet.
 func layoutOnceAllAnswer(t *testing.T, cl *testcluster.Cluster, args ...string) *lfsck.Report {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-		out, err := cl.Run(append([]string{"lfsck", "start", "--wait", "--json", "-r", "-t", "layout"}, args...)...)
-		if err == nil {
-			return parseReport(t, out)
-		}
-		if !strings.Contains(out, "partial on") || time.Now().After(deadline) {
+	var out string
+	wait.NoErr(t, 20*time.Second, "a layout check that reaches every OST", func() error {
+		var err error
+		out, err = cl.Run(append([]string{"lfsck", "start", "--wait", "--json", "-r", "-t", "layout"}, args...)...)
+		if err != nil && !strings.Contains(out, "partial on") {
 			t.Fatalf("lfsck after the OST came back: %v\n%s", err, out)
 		}
-	}
+		if err != nil {
+			return fmt.Errorf("%v\n%s", err, out)
+		}
+		return nil
+	})
+	return parseReport(t, out)
 }

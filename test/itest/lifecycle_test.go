@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,6 +25,7 @@ import (
 	"nacre/internal/target"
 	"nacre/internal/target/proc"
 	"nacre/test/testcluster"
+	"nacre/test/wait"
 )
 
 // TestUpCtrlCStopsAndRestartKeepsData runs `nacre up` in the foreground
@@ -106,8 +108,7 @@ func TestStatusShowsDeadTargetDown(t *testing.T) {
 	cl := testcluster.Start(t, testcluster.Options{OSTs: 2})
 	c := cl.Client(t)
 	cl.Kill("ost1", syscall.SIGKILL)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	wait.NoErr(t, 15*time.Second, "the MGS to count OST0001 down", func() error {
 		// The MGS's own view (nacre status also checks the pid, and says
 		// down at once: TestCLIStatusShowsADeadPid).
 		cfg, err := c.Config(context.Background())
@@ -120,33 +121,29 @@ func TestStatusShowsDeadTargetDown(t *testing.T) {
 				state = ti.State
 			}
 		}
-		if state == "down" {
-			break
+		if state != "down" {
+			return fmt.Errorf("OST0001 is %q", state)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("OST0001 still %q 15 s after SIGKILL", state)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return nil
+	})
 	// Files can still be created: the MDS skips the dead OST.
 	// The MDS follows the MGS's view within a second or two.
-	var gs cli.StripeJSON
-	for i := 0; ; i++ {
+	i := 0
+	wait.NoErr(t, 10*time.Second, "wide files to leave out OST0001", func() error {
 		name := "/wide" + itoa(i)
+		i++
 		out, err := cl.Run("setstripe", "-c", "-1", name)
 		if err != nil {
 			t.Fatalf("create with an OST down: %v %s", err, out)
 		}
+		var gs cli.StripeJSON
 		out, _ = cl.Run("getstripe", "--json", name)
 		json.Unmarshal([]byte(out), &gs)
-		if gs.StripeCount == 1 && gs.Objects[0].OST == 0 {
-			break
+		if gs.StripeCount != 1 || gs.Objects[0].OST != 0 {
+			return fmt.Errorf("they get %+v", gs)
 		}
-		if i > 40 {
-			t.Fatalf("with OST0001 down, wide files still get %+v", gs)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	cl.Restart()
 }
 
@@ -350,24 +347,21 @@ func TestUpMountsAgainOverItsDeadMount(t *testing.T) {
 	for _, pid := range victims {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for _, pid := range victims {
-		for fusefs.Alive(pid) && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	wait.Poll(10*time.Second, func() bool {
+		return !slices.ContainsFunc(victims, fusefs.Alive)
+	})
 	// At once, while the kernel still holds the mount point's attributes
 	// (stat answers from them for a second after the daemon died).
 	out, err := exec.Command(bin, "mount", "--mgs", "127.0.0.1:1", mnt).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "dead mount") || !strings.Contains(string(out), "nacre umount "+mnt) {
 		t.Errorf("nacre mount on a dead mount: want it named with the fix, got %v\n%s", err, out)
 	}
-	if _, err := os.Stat(mnt); !errors.Is(err, syscall.ENOTCONN) {
-		time.Sleep(1500 * time.Millisecond)
+	wait.NoErr(t, 1500*time.Millisecond, "the mount point to be dead (ENOTCONN) once the kernel's attributes expire", func() error {
 		if _, err := os.Stat(mnt); !errors.Is(err, syscall.ENOTCONN) {
-			t.Fatalf("after the cut the mount point should be dead (ENOTCONN), stat says %v", err)
+			return fmt.Errorf("stat says %v", err)
 		}
-	}
+		return nil
+	})
 
 	out, err = exec.Command(bin, "up", "--dir", dir, "--detach", "--mount", mnt).CombinedOutput()
 	if err != nil {

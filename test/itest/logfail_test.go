@@ -2,6 +2,7 @@ package itest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"nacre/internal/raftgroup"
 	"nacre/internal/target/proc"
 	"nacre/test/testcluster"
+	"nacre/test/wait"
 )
 
 // TestMDTExitsWhenItsRaftLogCannotSync: a Raft log whose fsync fails (a
@@ -54,13 +56,9 @@ func TestMDTExitsWhenItsRaftLogCannotSync(t *testing.T) {
 		t.Fatal("a create whose log sync failed was acknowledged")
 	}
 
-	deadline := time.Now().Add(15 * time.Second)
-	for proc.Running(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the MDT (pid %d) still runs 15 s after its Raft log failed to sync", pid)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.For(t, 15*time.Second, fmt.Sprintf("the MDT (pid %d) to stop after its Raft log failed to sync", pid), func() bool {
+		return !proc.Running(pid)
+	})
 	b, err := os.ReadFile(filepath.Join(cl.TargetDir("mdt0"), proc.LogFile))
 	if err != nil {
 		t.Fatal(err)

@@ -88,9 +88,6 @@ func TestNamespaceConformanceThroughServers(t *testing.T) {
 // many entries in pages and checks every name appears once.
 func TestReaddirOfLargeDirectoryIsCompleteAndStable(t *testing.T) {
 	n := 20000
-	if testing.Short() {
-		n = 3000
-	}
 	if os.Getenv("NACRE_ITEST_LONG") != "" {
 		n = 1000000 // the million-entry directory
 	}

@@ -27,6 +27,7 @@ import (
 	"nacre/internal/target"
 	"nacre/internal/target/proc"
 	"nacre/test/testcluster"
+	"nacre/test/wait"
 )
 
 // Helpers of the replication tests (replica_*_test.go): a cluster whose
@@ -84,9 +85,8 @@ func replicaNames(t *testing.T, cl *testcluster.Cluster, group string) []string 
 // leads (as the replicas themselves say) and returns its name.
 func waitLeader(t *testing.T, cl *testcluster.Cluster, group string, exclude ...string) string {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		var best string
+	var best string
+	wait.For(t, 20*time.Second, fmt.Sprintf("a leader of %s among the replicas (excluding %v)", group, exclude), func() bool {
 		var term uint64
 		for _, n := range replicaNames(t, cl, group) {
 			if slices.Contains(exclude, n) {
@@ -96,13 +96,9 @@ func waitLeader(t *testing.T, cl *testcluster.Cluster, group string, exclude ...
 				best, term = n, m.Term
 			}
 		}
-		if best != "" {
-			return best
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("no leader of %s among the replicas (excluding %v)", group, exclude)
-	return ""
+		return best != ""
+	})
+	return best
 }
 
 // isolate cuts a replica's process off from the other replicas (the
@@ -422,19 +418,15 @@ func waitStatusLeader(t *testing.T, c *client.Client, replica string) {
 	t.Helper()
 	var want uint64
 	fmt.Sscanf(replica[strings.LastIndex(replica, "-r")+2:], "%d", &want)
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
+	wait.For(t, 15*time.Second, fmt.Sprintf("the MGS to report %s as the leader", replica), func() bool {
 		cfg, err := c.Config(context.Background())
-		if err == nil {
-			for _, ti := range cfg.Targets {
-				if ti.Kind == pb.TargetKind_TARGET_MDT && ti.Leader && ti.ReplicaId == want {
-					return
-				}
-			}
+		if err != nil {
+			return false
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("the MGS does not report %s as the leader", replica)
+		return slices.ContainsFunc(cfg.Targets, func(ti *pb.TargetInfo) bool {
+			return ti.Kind == pb.TargetKind_TARGET_MDT && ti.Leader && ti.ReplicaId == want
+		})
+	})
 }
 
 func pidOf(t *testing.T, cl *testcluster.Cluster, name string) int {

@@ -245,6 +245,7 @@ func TestReplicaLinearizableAcrossFailovers(t *testing.T) {
 			errs <- linClient(ctx, c, dir, i, rec, stop)
 		}(i)
 	}
+	// step lets the clients run for d, then does f: the faults' schedule.
 	step := func(d time.Duration, what string, f func()) {
 		time.Sleep(d)
 		f()
@@ -276,7 +277,7 @@ func TestReplicaLinearizableAcrossFailovers(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(1500 * time.Millisecond) // the clients run on after the last fault
 	close(stop)
 	wg.Wait()
 	close(errs)

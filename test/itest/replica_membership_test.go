@@ -27,6 +27,7 @@ import (
 	"nacre/internal/target"
 	"nacre/internal/target/proc"
 	"nacre/test/testcluster"
+	"nacre/test/wait"
 )
 
 func replicaList(t *testing.T, cl *testcluster.Cluster, group string) []cli.ReplicaRow {
@@ -83,7 +84,7 @@ func TestReplicaAddRemoveReplaceOnline(t *testing.T) {
 			wg.Wait()
 		}
 	}()
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // the workers get going
 	run := func(args ...string) string {
 		t.Helper()
 		start := time.Now()
@@ -164,23 +165,19 @@ func TestReplicaAddRemoveReplaceOnline(t *testing.T) {
 		names = append(names, filepath.Base(d))
 	}
 	for _, name := range names {
-		deadline := time.Now().Add(15 * time.Second)
-		for {
+		wait.NoErr(t, 15*time.Second, fmt.Sprintf("%s to record the MGS replicas %v", name, want), func() error {
 			id, err := target.Load(cl.TargetDir(name))
 			have := err == nil
 			for _, a := range want {
 				have = have && strings.Contains(id.MGSNode, a)
 			}
-			if have {
-				break
+			if !have {
+				return fmt.Errorf("mgs_node %q (%v)", id.MGSNode, err)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s records mgs_node %q (%v), want the MGS replicas %v", name, id.MGSNode, err, want)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+			return nil
+		})
 	}
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // the workers run on after the last change
 	close(stop)
 	wg.Wait()
 	close(errs)
@@ -339,15 +336,12 @@ func TestReplicaRefusesMembershipMistakes(t *testing.T) {
 		t.Fatalf("no learner after add --learner:\n%s", out)
 	}
 	// status marks it (it showed as a plain "up" replica).
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		out, _ := cl.Run("status")
-		if strings.Contains(out, "(learner)") {
-			break
+	wait.NoErr(t, 10*time.Second, fmt.Sprintf("status to mark learner %d", learner.id), func() error {
+		if out, _ := cl.Run("status"); !strings.Contains(out, "(learner)") {
+			return errors.New(out)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status does not mark learner %d:\n%s", learner.id, out)
-		}
-	}
+		return nil
+	})
 	refused([]string{fmt.Sprintf("replica %d is a learner of MDT0000", learner.id), "promote it"},
 		"transfer", "--target", "mdt0", "--to", fmt.Sprint(learner.id))
 	refused([]string{fmt.Sprintf("replica %d is already a learner of MDT0 at %s; to move it", learner.id, learner.addr)},
@@ -398,11 +392,7 @@ func TestReplicaRefusesMembershipMistakes(t *testing.T) {
 		out, _ := cl.Run("status", "--json")
 		return strings.Contains(out, fmt.Sprintf(`"replica_id": %d`, stray))
 	}
-	for deadline := time.Now().Add(15 * time.Second); !registered(); time.Sleep(200 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the stray replica %d never registered", stray)
-		}
-	}
+	wait.For(t, 15*time.Second, fmt.Sprintf("the stray replica %d to register", stray), registered)
 	out, err = cl.Run("replica", "remove", "--target", "mdt0", "--id", fmt.Sprint(stray), "--dir", cl.Dir)
 	if err != nil || !strings.Contains(out, "the MGS forgot its registration") || !strings.Contains(out, "stopped it and moved its directory") {
 		t.Fatalf("remove of the stray replica %d: %v\n%s", stray, err, out)
@@ -446,16 +436,14 @@ func TestReplicaRefusesMembershipMistakes(t *testing.T) {
 		}
 	}
 	cl.Kill(down, syscall.SIGKILL)
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+	wait.NoErr(t, 15*time.Second, fmt.Sprintf("a transfer to the killed replica %d refused at once", downID), func() error {
 		start := time.Now()
 		out, err := cl.Run("replica", "transfer", "--target", "mdt0", "--to", fmt.Sprint(downID))
-		if err != nil && strings.Contains(out, "has not been heard from lately") && time.Since(start) < 5*time.Second {
-			break
+		if took := time.Since(start); err == nil || !strings.Contains(out, "has not been heard from lately") || took >= 5*time.Second {
+			return fmt.Errorf("after %v: %v\n%s", took, err, out)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("transfer to the killed replica %d: %v\n%s", downID, err, out)
-		}
-	}
+		return nil
+	})
 	cl.Restart()
 }
 
@@ -523,13 +511,7 @@ func TestAReplicaRemovedWhileDownStopsWhenStarted(t *testing.T) {
 // nothing registered it again (status does not list it).
 func stopsAsRemoved(t *testing.T, cl *testcluster.Cluster, victim string, pid int, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for proc.Running(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("removed replica %s (pid %d) still runs %v after its removal", victim, pid, within)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	wait.For(t, within, fmt.Sprintf("removed replica %s (pid %d) to stop", victim, pid), func() bool { return !proc.Running(pid) })
 	logb, _ := os.ReadFile(filepath.Join(cl.TargetDir(victim), "serve.log"))
 	if !strings.Contains(string(logb), "was removed from its group") {
 		t.Errorf("the removed replica's log does not say why it stopped:\n%s", logb)
@@ -583,13 +565,7 @@ func TestReplicaRemoveClearsAStrayGroup(t *testing.T) {
 		}
 		return strings.Contains(out, "MDT0001")
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for !listed() {
-		if time.Now().After(deadline) {
-			t.Fatal("the stray replica never registered")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	wait.For(t, 15*time.Second, "the stray replica to register", listed)
 	if out, err := cl.Run("replica", "remove", "--target", "mdt1", "--id", "8"); err == nil || !strings.Contains(out, "stop its process") {
 		t.Fatalf("remove of a running stray replica: %v\n%s", err, out)
 	}

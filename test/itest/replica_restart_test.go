@@ -2,6 +2,7 @@ package itest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	pb "nacre/api/nacrepb"
 	"nacre/internal/grpcx"
 	"nacre/test/testcluster"
+	"nacre/test/wait"
 )
 
 // waitCaughtUp waits until replica name has applied everything its
@@ -24,15 +26,12 @@ func waitCaughtUp(t *testing.T, cl *testcluster.Cluster, group, name string) *pb
 	if lm == nil {
 		t.Fatalf("leader %s does not answer", leader)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if m := members(replicaAddr(t, cl, name)); m != nil && m.Applied >= lm.Commit {
-			return m
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s did not catch up with the leader's commit index %d", name, lm.Commit)
-	return nil
+	var m *pb.RaftMembersReply
+	wait.For(t, 30*time.Second, fmt.Sprintf("%s to catch up with the leader's commit index %d", name, lm.Commit), func() bool {
+		m = members(replicaAddr(t, cl, name))
+		return m != nil && m.Applied >= lm.Commit
+	})
+	return m
 }
 
 // TestReplicaRollingRestartUnderLoad restarts every replica of the MGS
@@ -67,7 +66,7 @@ func TestReplicaRollingRestartUnderLoad(t *testing.T) {
 		wg.Wait()
 	}
 	defer finish()
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // the workers get going
 	start := time.Now()
 
 	rounds := 1
@@ -98,18 +97,14 @@ func TestReplicaRollingRestartUnderLoad(t *testing.T) {
 	}
 	before := members(replicaAddr(t, cl, leader))
 	cl.Kill(down, syscall.SIGKILL)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	wait.For(t, 30*time.Second, fmt.Sprintf("the leader's log to be compacted past %d", before.Commit), func() bool {
 		m := members(replicaAddr(t, cl, waitLeader(t, cl, "mdt0", down)))
 		if m != nil && m.FirstIndex > before.Commit+1 {
 			t.Logf("%s down; the leader's log now starts at %d, past the %d it had applied", down, m.FirstIndex, before.Commit)
-			break
+			return true
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the leader's log was not compacted past %d in 30 s", before.Commit)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false
+	})
 	cl.Restart()
 	m := waitCaughtUp(t, cl, "mdt0", down)
 	if m.SnapshotsReceived == 0 {
@@ -147,7 +142,7 @@ func TestReplicaRollingRestartUnderLoad(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	for {
+	wait.Poll(15*time.Second, func() bool {
 		addr := replicaAddr(t, cl, waitLeader(t, cl, "mdt0"))
 		lc, err := grpcx.Dial(addr)
 		if err != nil {
@@ -155,11 +150,8 @@ func TestReplicaRollingRestartUnderLoad(t *testing.T) {
 		}
 		_, err = nacregrpc.NewRaftAdminClient(lc).TransferLeader(ctx, &pb.RaftTransferRequest{To: rid})
 		lc.Close()
-		if err == nil || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err == nil || ctx.Err() != nil
+	})
 	if l := waitLeader(t, cl, "mdt0"); l != down {
 		t.Fatalf("leadership went to %s, not %s", l, down)
 	}

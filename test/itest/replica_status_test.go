@@ -9,6 +9,7 @@ import (
 
 	"nacre/internal/cli"
 	"nacre/test/testcluster"
+	"nacre/test/wait"
 )
 
 // statusLeaders runs `nacre status --json` and returns the replicas of
@@ -38,29 +39,28 @@ func statusLeaders(t *testing.T, cl *testcluster.Cluster, kind string, index uin
 // marks exactly one live replica, with its pid.
 func checkStatusAfterKill(t *testing.T, cl *testcluster.Cluster, dead string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		leaders, err := statusLeaders(t, cl, "mdt", 0)
-		if err != nil {
-			t.Error(err)
-			return
+	var leaders map[string]int64
+	var err error
+	// Until a leader is marked, none may be.
+	wait.Poll(10*time.Second, func() bool {
+		leaders, err = statusLeaders(t, cl, "mdt", 0)
+		return err != nil || len(leaders) != 0
+	})
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	if _, ok := leaders[dead]; ok {
+		t.Errorf("status --json marks the killed replica %s as the leader of mdt0: %v", dead, leaders)
+		return
+	}
+	if len(leaders) != 1 {
+		t.Errorf("status --json marks %d leaders of mdt0 after %s was killed: %v", len(leaders), dead, leaders)
+		return
+	}
+	for name, pid := range leaders {
+		if pid <= 0 {
+			t.Errorf("status --json marks %s as the leader without a pid", name)
 		}
-		if _, ok := leaders[dead]; ok {
-			t.Errorf("status --json marks the killed replica %s as the leader of mdt0: %v", dead, leaders)
-			return
-		}
-		if len(leaders) == 1 {
-			for name, pid := range leaders {
-				if pid <= 0 {
-					t.Errorf("status --json marks %s as the leader without a pid", name)
-				}
-			}
-			return
-		}
-		if len(leaders) > 1 || time.Now().After(deadline) {
-			t.Errorf("status --json marks %d leaders of mdt0 after %s was killed: %v", len(leaders), dead, leaders)
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"nacre/internal/target"
 	"nacre/internal/target/proc"
 	"nacre/test/testcluster"
+	"nacre/test/wait"
 )
 
 // TestReplicaMGSFailoverBetweenSequenceGrants: FID sequence grants go on
@@ -49,9 +50,6 @@ import (
 // itself; every MGS replica's own store must agree; and every FID created
 // is distinct, inside a range of the FLD granted to MDT0.
 func TestReplicaMGSFailoverBetweenSequenceGrants(t *testing.T) {
-	if testing.Short() {
-		t.Skip("short")
-	}
 	cl := startReplicated(t, "NACRE_TEST_SEQ_GRANT=1/100000")
 	c := cl.Client(t)
 	ctx := context.Background()
@@ -69,17 +67,14 @@ func TestReplicaMGSFailoverBetweenSequenceGrants(t *testing.T) {
 	}
 	waitGrants := func(n int, why string) []*pb.SeqRange {
 		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			f := fld()
-			if len(f) >= n {
-				return f
+		var f []*pb.SeqRange
+		wait.NoErr(t, 15*time.Second, fmt.Sprintf("%s: %d ranges in the FLD (sequence grants)", why, n), func() error {
+			if f = fld(); len(f) < n {
+				return fmt.Errorf("it has %d", len(f))
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: the FLD has %d ranges after 15 s, want %d: no sequence grants", why, len(f), n)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return nil
+		})
+		return f
 	}
 
 	cr := startCreators(t, cl, 4)
@@ -303,12 +298,10 @@ func readMGSStore(t *testing.T, dir string) mgsStore {
 	// before its last thread is gone and the store's lock released.
 	var db *kv.DB
 	var err error
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	wait.Poll(5*time.Second, func() bool {
 		db, err = kv.Open(target.StoreDir(dir), kv.Options{ReadOnly: true, CacheSize: 1 << 20})
-		if err == nil || !(errors.Is(err, syscall.EAGAIN) || strings.Contains(err.Error(), "temporarily unavailable")) || time.Now().After(deadline) {
-			break
-		}
-	}
+		return err == nil || !(errors.Is(err, syscall.EAGAIN) || strings.Contains(err.Error(), "temporarily unavailable"))
+	})
 	if err != nil {
 		t.Fatalf("open the store of %s: %v", filepath.Base(dir), err)
 	}

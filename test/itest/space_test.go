@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -23,6 +24,7 @@ import (
 	"nacre/internal/server"
 	"nacre/internal/target"
 	"nacre/test/testcluster"
+	"nacre/test/wait"
 )
 
 // TestAFullOSTKeepsWorking puts OST0000 on a small tmpfs and fills it
@@ -93,42 +95,28 @@ func TestAFullOSTKeepsWorking(t *testing.T) {
 	t.Logf("OST0000 took %d MiB, then: %v", written>>20, werr)
 
 	// df counts the store's reserve as not available: OST0000 shows 100 %.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	wait.NoErr(t, 10*time.Second, "df to show OST0000 full once it refused writes", func() error {
 		out, err := cl.Run("df", "--json")
 		var d cli.DfJSON
 		if err != nil || json.Unmarshal([]byte(out), &d) != nil {
 			t.Fatalf("df --json: %v\n%s", err, out)
 		}
-		full := false
 		for _, r := range d.Targets {
 			if strings.HasSuffix(r.Name, "OST0000") && r.UsePercent != nil && *r.UsePercent == 100 && r.BytesAvail < 4<<20 {
-				full = true
+				return nil
 			}
 		}
-		if full {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("10 s after OST0000 refused writes, df does not show it full:\n%s", out)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return errors.New(out)
+	})
 
 	// The MDT learns it (heartbeat, then its configuration refresh) and
 	// places new files on OST0001, even where the directory asks for
 	// OST0000 first.
-	deadline = time.Now().Add(15 * time.Second)
-	for i := 0; ; i++ {
-		ino := createIn(t, c, d, "probe"+itoa(i), nil)
-		if ostOf(ino) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("15 s after OST0000 filled up, new files still go to it")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	probes := 0
+	wait.For(t, 15*time.Second, "new files to leave out the full OST0000", func() bool {
+		probes++
+		return ostOf(createIn(t, c, d, "probe"+itoa(probes), nil)) == 1
+	})
 	for i := 0; i < 4; i++ {
 		if o := ostOf(createIn(t, c, d, "after"+itoa(i), nil)); o != 0x1 {
 			t.Errorf("file %d created while OST0000 is full is on OST%04x", i, o)
@@ -160,16 +148,11 @@ func TestAFullOSTKeepsWorking(t *testing.T) {
 	if _, err := c2.Unlink(ctx, d, "big"); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(20 * time.Second)
-	for i := 0; ; i++ {
-		if ostOf(createIn(t, c2, d, "again"+itoa(i), nil)) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("20 s after the big file was removed, OST0000 still takes no new files")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	probes = 0
+	wait.For(t, 20*time.Second, "OST0000 to take new files once the big file was removed", func() bool {
+		probes++
+		return ostOf(createIn(t, c2, d, "again"+itoa(probes), nil)) == 0
+	})
 }
 
 // dirOnOST0 makes the directory /d, whose files get one stripe, on
@@ -308,7 +291,9 @@ func refusesNewNames(t *testing.T, c *client.Client, want, junk string) {
 	t.Helper()
 	ctx := context.Background()
 	// The guard may go on with the view it took before junk was made for
-	// up to reserve.RefreshEvery; its next look sees junk.
+	// up to reserve.RefreshEvery; its next look sees junk. (Waiting out
+	// that period is the behaviour under test: a create must be refused
+	// once it has passed, with no retry.)
 	time.Sleep(2 * reserve.RefreshEvery)
 	_, _, err := c.Create(ctx, fid.Root, "refused", 0o644, client.CreateOpts{Exclusive: true})
 	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), want) {
@@ -423,25 +408,18 @@ func TestAnOSTOutOfInodesKeepsWorking(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
 	next := files[written]
-	for {
-		err := func() error {
-			f := c2.OpenInode(next)
-			_, err := f.WriteAt(ctx, []byte("again"), 0)
-			if cerr := f.Close(ctx); err == nil {
-				err = cerr
-			}
-			return err
-		}()
-		if err == nil {
-			break
+	wait.NoErr(t, 30*time.Second, fmt.Sprintf("a write to work once %d files were removed", written/2), func() error {
+		f := c2.OpenInode(next)
+		_, err := f.WriteAt(ctx, []byte("again"), 0)
+		if cerr := f.Close(ctx); err == nil {
+			err = cerr
 		}
-		if !errors.Is(err, syscall.ENOSPC) || time.Now().After(deadline) {
-			t.Fatalf("30 s after %d files were removed, a write still fails: %v", written/2, err)
+		if err != nil && !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("a write once %d files were removed: %v", written/2, err)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 // TestAFullFollowerReplicaStopsNewNames: one follower replica of a
@@ -469,36 +447,30 @@ func TestAFullFollowerReplicaStopsNewNames(t *testing.T) {
 		t.Fatalf("fallocate: %v\n%s", err, out)
 	}
 	// The leader hears of it through the follower's heartbeat to the MGS.
-	deadline := time.Now().Add(15 * time.Second)
-	for i := 0; ; i++ {
-		_, _, err := c.Create(ctx, fid.Root, "probe"+itoa(i), 0o644, client.CreateOpts{Exclusive: true})
-		if err != nil {
-			if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "replica") || !strings.Contains(err.Error(), "is full") {
-				t.Fatalf("a create while a follower is full: want ENOSPC naming the replica, got %v", err)
-			}
-			t.Logf("refused: %v", err)
-			break
+	probes := 0
+	wait.For(t, 15*time.Second, "the leader to refuse new names once a follower's device filled up", func() bool {
+		probes++
+		_, _, err := c.Create(ctx, fid.Root, "probe"+itoa(probes), 0o644, client.CreateOpts{Exclusive: true})
+		if err == nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("15 s after a follower's device filled up, the leader still takes new names")
+		if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "replica") || !strings.Contains(err.Error(), "is full") {
+			t.Fatalf("a create while a follower is full: want ENOSPC naming the replica, got %v", err)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		t.Logf("refused: %v", err)
+		return true
+	})
 	if _, err := c.Unlink(ctx, fid.Root, "before"); err != nil {
 		t.Errorf("a removal while a follower is full: %v", err)
 	}
 	if err := os.Remove(junk); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(15 * time.Second)
-	for {
+	wait.NoErr(t, 15*time.Second, "a create to work once the follower's space came back", func() error {
 		_, _, err := c.Create(ctx, fid.Root, "after", 0o644, client.CreateOpts{Exclusive: true})
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, syscall.ENOSPC) || time.Now().After(deadline) {
+		if err != nil && !errors.Is(err, syscall.ENOSPC) {
 			t.Fatalf("after the follower's space came back: %v", err)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err
+	})
 }

@@ -16,6 +16,7 @@ import (
 	"nacre/internal/target"
 	"nacre/internal/target/proc"
 	"nacre/test/testcluster"
+	"nacre/test/wait"
 )
 
 // upDetached runs `nacre up --dir dir --detach ARGS...`; the cluster is
@@ -67,13 +68,7 @@ func killTarget(t *testing.T, d string, sig syscall.Signal) {
 		t.Fatalf("%s is not running", d)
 	}
 	syscall.Kill(pid, sig)
-	deadline := time.Now().Add(15 * time.Second)
-	for !processGone(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s (pid %d) still runs after signal %v", d, pid, sig)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.For(t, 15*time.Second, fmt.Sprintf("%s (pid %d) to be gone after signal %v", d, pid, sig), func() bool { return processGone(pid) })
 }
 
 // processGone says whether pid has exited and no thread of it is left (it

@@ -14,6 +14,7 @@ import (
 	"nacre/internal/fusefs"
 	"nacre/internal/localcluster"
 	"nacre/test/testcluster"
+	"nacre/test/wait"
 )
 
 // TestUpMountsAgainRightAfterItsMountDaemonDied: TestUpMountsAgainOver-
@@ -38,10 +39,7 @@ func TestUpMountsAgainRightAfterItsMountDaemonDied(t *testing.T) {
 		t.Fatal(err)
 	}
 	syscall.Kill(rec.Pid, syscall.SIGKILL)
-	deadline := time.Now().Add(10 * time.Second)
-	for fusefs.Alive(rec.Pid) && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	wait.Poll(10*time.Second, func() bool { return !fusefs.Alive(rec.Pid) })
 	if _, err := os.Stat(mnt); err == nil {
 		t.Logf("right after the kill, stat(2) of the dead mount point still succeeds (attribute cache)")
 	}
@@ -129,10 +127,7 @@ func TestUpMountReplacesADeadMountMadeByNacreMount(t *testing.T) {
 		t.Fatalf("the mount daemon's record: %v", err)
 	}
 	syscall.Kill(rec.Pid, syscall.SIGKILL)
-	deadline := time.Now().Add(10 * time.Second)
-	for fusefs.Alive(rec.Pid) && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	wait.Poll(10*time.Second, func() bool { return !fusefs.Alive(rec.Pid) })
 	out, err = exec.Command(bin, "up", "--dir", dir, "--detach", "--mount", mnt).CombinedOutput()
 	if err != nil {
 		t.Fatalf("up --mount over the dead mount nacre mount made: %v\n%s", err, out)

@@ -20,6 +20,7 @@ import (
 	"nacre/internal/client"
 	"nacre/internal/localcluster"
 	"nacre/internal/target/proc"
+	"nacre/test/wait"
 )
 
 var (
@@ -98,7 +99,7 @@ func Start(t testing.TB, o Options) *Cluster {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v) // inherited by the target processes
 	}
-	lc, err := localcluster.Up(context.Background(), localcluster.Options{Dir: c.Dir, OSTs: o.OSTs, Binary: c.Bin, Out: io.Discard, ReadyTimeout: 60 * time.Second, Replicas: o.Replicas})
+	lc, err := localcluster.Up(context.Background(), localcluster.Options{Dir: c.Dir, OSTs: o.OSTs, Binary: c.Bin, Out: io.Discard, ReadyTimeout: 60 * time.Second, Replicas: o.Replicas, ExitWithParent: true})
 	if err != nil {
 		c.dumpLogs()
 		t.Fatalf("start cluster: %v", err)
@@ -144,10 +145,14 @@ func (c *Cluster) Client(t testing.TB) *client.Client {
 // TargetDir is the directory of a target: "mgs", "mdt0", "ost1", ...
 func (c *Cluster) TargetDir(name string) string { return filepath.Join(c.Dir, name) }
 
-// Pid is the pid serving a target.
+// Pid is the pid serving a target. A target process rewrites the pid
+// file its starter wrote (the same pid) as it starts, and Restart does not
+// wait for MGS replicas to get that far: a read between the two writes
+// finds the file empty, and is made again.
 func (c *Cluster) Pid(name string) int {
-	pid, err := proc.ReadPid(c.TargetDir(name))
-	if err != nil {
+	var pid int
+	var err error
+	if !wait.Poll(5*time.Second, func() bool { pid, err = proc.ReadPid(c.TargetDir(name)); return err == nil }) {
 		c.t.Fatalf("pid of %s: %v", name, err)
 	}
 	return pid
@@ -159,21 +164,16 @@ func (c *Cluster) Kill(name string, sig syscall.Signal) {
 	if err := syscall.Kill(pid, sig); err != nil {
 		c.t.Fatalf("kill %s (pid %d): %v", name, pid, err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		if !proc.Running(pid) {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !wait.Poll(15*time.Second, func() bool { return !proc.Running(pid) }) {
+		c.t.Fatalf("%s (pid %d) still alive after signal %v", name, pid, sig)
 	}
-	c.t.Fatalf("%s (pid %d) still alive after signal %v", name, pid, sig)
 }
 
 // Restart starts every target that is not running and waits until the
 // cluster is ready again.
 func (c *Cluster) Restart() {
 	c.t.Helper()
-	if _, err := localcluster.Up(context.Background(), localcluster.Options{Dir: c.Dir, Binary: c.Bin, Out: io.Discard, ReadyTimeout: 60 * time.Second}); err != nil {
+	if _, err := localcluster.Up(context.Background(), localcluster.Options{Dir: c.Dir, Binary: c.Bin, Out: io.Discard, ReadyTimeout: 60 * time.Second, ExitWithParent: true}); err != nil {
 		c.dumpLogs()
 		c.t.Fatalf("restart cluster: %v", err)
 	}

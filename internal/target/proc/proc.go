@@ -28,11 +28,36 @@ const LogFile = "serve.log"
 // Claim records this process in dir's pid file, refusing if another live
 // process serves dir.
 func Claim(dir string) error {
-	p := filepath.Join(dir, PidFile)
 	if pid, ok := Serving(dir); ok && pid != os.Getpid() {
 		return fmt.Errorf("%s is already served by process %d; stop it first (nacre down, or kill %d)", dir, pid, pid)
 	}
-	return os.WriteFile(p, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
+	return WritePid(dir, os.Getpid())
+}
+
+// WritePid records pid as the process serving dir. The file is replaced
+// whole (written aside, then renamed over), so a reader never finds it
+// empty or half-written.
+func WritePid(dir string, pid int) error {
+	p := filepath.Join(dir, PidFile)
+	tmp, err := os.CreateTemp(dir, "."+PidFile+".*")
+	if err != nil {
+		return fmt.Errorf("write the pid file of %s: %w", dir, err)
+	}
+	_, err = tmp.WriteString(strconv.Itoa(pid) + "\n")
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), p)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write the pid file of %s: %w", dir, err)
+	}
+	return nil
 }
 
 // ReadPid reads the pid file of a target directory.

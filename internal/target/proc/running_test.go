@@ -5,6 +5,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"nacre/test/wait"
 )
 
 // TestRunningEndsAtAnUnreapedExit: a child that was killed and not yet
@@ -22,13 +24,7 @@ func TestRunningEndsAtAnUnreapedExit(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for Running(pid) {
-		if time.Now().After(deadline) {
-			t.Fatal("a killed child still counts as running after 5 s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	wait.For(t, 5*time.Second, "a killed child to stop counting as running", func() bool { return !Running(pid) })
 	if !Alive(pid) {
 		t.Fatal("the zombie is gone before it was reaped")
 	}
