@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The whole test suite: vet, then every package's tests, with the race
-# detector. Integration tests (test/itest) start real server processes
-# on loopback and stop them by pid when they end.
+# The whole test suite: vet, the tiers test, formatting, then every
+# package's tests with the race detector, both tiers: the fast tier (what
+# `go test -short ./...` runs) and the integration tier (test/itest, which
+# starts real server processes on loopback and stops them by pid).
 # NACRE_ITEST_LONG=1 runs the longer variants.
 set -euo pipefail
 cd "$(dirname "$0")/.."
