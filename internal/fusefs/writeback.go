@@ -25,9 +25,9 @@ import (
 //     and O_DSYNC ones made durable, before they are acknowledged.
 //
 // Small writes are merged: the kernel passes an application's 4 KiB
-// writes on one by one, and a call to the OSTs for each cost the mount
-// about 90 µs of CPU (a socket write and the wake-ups around it), a
-// seventh of the rate of 1 MiB writes. A write that continues the file's
+// writes on one by one, and a call to the OSTs for each costs the mount
+// a socket write and the wake-ups around it, several times the CPU of the
+// copy. A write that continues the file's
 // latest write not yet sent joins it, up to mergeMax; a write is held
 // back, open for others to join, only while another of the file's writes
 // is under way, and the open one is sent as soon as any of them ends

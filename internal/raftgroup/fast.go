@@ -21,13 +21,11 @@ import (
 
 // The fast path for raft messages.
 //
-// Measured on this project's 2-core machines, a round trip of raft
-// messages over the gRPC stream (sender goroutine, HTTP/2 framing and
-// gRPC's writer goroutine on one side, gRPC's reader goroutine and the
-// stream handler on the other) cost about 240 µs, most of a replicated
-// commit's overhead over a single replica (three in-memory replicas: 303
-// µs per proposal over gRPC, 60 µs over MemNetwork). So messages travel
-// over plain TCP connections instead, on the same port as gRPC: a process
+// A round trip of raft messages over the gRPC stream (sender goroutine,
+// HTTP/2 framing and gRPC's writer goroutine on one side, gRPC's reader
+// goroutine and the stream handler on the other) is most of a replicated
+// commit's overhead over a single replica. So messages travel over plain
+// TCP connections instead, on the same port as gRPC: a process
 // that calls GRPCTransport.Listener serves both on one listener, telling
 // the protocols apart by the first bytes a client sends (gRPC's HTTP/2
 // preface, or fastPreface). Snapshots and the RaftAdmin service stay on
@@ -37,10 +35,9 @@ import (
 // The loop hands a Ready's messages to the transport one batch per
 // replica (Group.flushOut, GRPCTransport.SendBatch); while nothing is
 // queued for that replica, it writes the batch itself as one frame
-// instead of waking the sender goroutine. On the 2-core machines this
-// took a three-replica cluster from about 276 to 220 µs of server CPU per
-// metadata operation (nacre bench md, 8 workers, all phases; one replica:
-// about 72), mostly fewer write system calls and goroutine wake-ups.
+// instead of waking the sender goroutine: fewer write system calls and
+// goroutine wake-ups per metadata operation (docs/benchmarks.md,
+// replicated metadata, has the server CPU per operation).
 //
 // The protocol: the dialling side sends fastPreface, the accepting side
 // answers fastPreface, and from then on the dialling side sends frames,
