@@ -14,7 +14,7 @@ import (
 func newBenchMDCommand(g *globals) *cobra.Command {
 	var md struct {
 		workers, items, stripes, depth, branch, iterations, wbytes, rbytes int
-		shared, json, csv                                                  bool
+		shared, json, csv, noCPU                                           bool
 		path, plot, phases                                                 string
 		gap                                                                time.Duration
 	}
@@ -42,6 +42,13 @@ with --path it uses system calls in a directory of any mounted file system
 			}
 			if md.plot != "" {
 				o.Timeline = &bench.Timeline{MGS: o.MGS, Unit: "ops"}
+			}
+			if !md.noCPU {
+				procs, err := bench.FindProcs(cmd.Context(), o.MGS, md.path, g.environ.mountState())
+				if err != nil {
+					return err
+				}
+				o.CPU = bench.NewCPUProbe(procs)
 			}
 			r, err := bench.RunMD(cmd.Context(), o)
 			if err != nil {
@@ -75,6 +82,7 @@ with --path it uses system calls in a directory of any mounted file system
 	f.IntVar(&md.wbytes, "write-bytes", 0, "bytes written into each file at create (mdtest -w)")
 	f.IntVar(&md.rbytes, "read-bytes", 0, "bytes read from each file in file_read (mdtest -e)")
 	f.DurationVar(&md.gap, "gap", 0, "pause between phases (let FUSE attribute caches expire, e.g. 2s)")
+	f.BoolVar(&md.noCPU, "no-cpu", false, "do not count the CPU per operation of the processes of this machine that serve the run (its targets, the mount daemon, the benchmark)")
 	f.BoolVar(&md.json, "json", false, "print JSON")
 	f.BoolVar(&md.csv, "csv", false, "print CSV")
 	f.StringVar(&md.plot, "plot", "", "draw the per-second timeline (with server disk and network throughput) to FILE.png")

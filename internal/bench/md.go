@@ -49,6 +49,9 @@ type MDOptions struct {
 	PhaseGap              time.Duration // pause between phases (FUSE attribute caches)
 	Progress              io.Writer
 	Timeline              *Timeline
+	// CPU, if set, counts the CPU each process spends per operation of
+	// every phase (Phase.CPUUsPerOp).
+	CPU *CPUProbe
 }
 
 // Phase is one measured phase (aggregated over iterations).
@@ -66,7 +69,11 @@ type Phase struct {
 	P50Us     float64 `json:"p50_us"`
 	P99Us     float64 `json:"p99_us"`
 	MaxUs     float64 `json:"max_us"`
-	lat       []time.Duration
+	// CPUUsPerOp is the CPU time (user and system) each process spent
+	// per operation of the phase, in µs, by process name (with
+	// MDOptions.CPU).
+	CPUUsPerOp map[string]float64 `json:"cpu_us_per_op,omitempty"`
+	lat        []time.Duration
 }
 
 // MDResult is the outcome of RunMD.
@@ -433,6 +440,10 @@ func runPhase(ctx context.Context, o MDOptions, name string, ws []*worker, items
 	var wg sync.WaitGroup
 	var done atomic.Int64
 	stopProgress := phaseProgress(o.Progress, name, &done, len(ws)*items)
+	var cpu0 []float64
+	if o.CPU != nil {
+		cpu0 = o.CPU.sample()
+	}
 	start := time.Now()
 	for wi, w := range ws {
 		wg.Add(1)
@@ -457,6 +468,10 @@ func runPhase(ctx context.Context, o MDOptions, name string, ws []*worker, items
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	var cpu1 []float64
+	if o.CPU != nil {
+		cpu1 = o.CPU.sample()
+	}
 	stopProgress(elapsed)
 	var all []time.Duration
 	nerr := 0
@@ -466,6 +481,9 @@ func runPhase(ctx context.Context, o MDOptions, name string, ws []*worker, items
 	}
 	p := Summarize(name, all, elapsed)
 	p.Errors = nerr
+	if o.CPU != nil {
+		p.CPUUsPerOp = o.CPU.perOp(cpu0, cpu1, p.Ops)
+	}
 	if ctx.Err() != nil {
 		return p, ctx.Err()
 	}
@@ -526,6 +544,7 @@ func aggregate(runs [][]Phase) []Phase {
 		}
 		a := Summarize(name, lat, time.Duration(secs*float64(time.Second)))
 		a.Errors = errs
+		a.CPUUsPerOp = cpuOverRuns(ps)
 		var sum, sq float64
 		a.MinRate, a.MaxRate = math.Inf(1), 0
 		for _, p := range ps {
@@ -551,4 +570,24 @@ func (r *MDResult) PhaseNames() string {
 		n = append(n, p.Name)
 	}
 	return strings.Join(n, ",")
+}
+
+// cpuOverRuns is the CPU per operation of one phase over its runs: each
+// process's CPU over all the runs' operations.
+func cpuOverRuns(ps []Phase) map[string]float64 {
+	var m map[string]float64
+	ops := 0
+	for _, p := range ps {
+		ops += p.Ops
+		for name, us := range p.CPUUsPerOp {
+			if m == nil {
+				m = map[string]float64{}
+			}
+			m[name] += us * float64(p.Ops)
+		}
+	}
+	for name := range m {
+		m[name] /= float64(ops)
+	}
+	return m
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 
 	"github.com/jedib0t/go-pretty/v6/table"
@@ -49,6 +50,48 @@ func PrintMD(w io.Writer, r *MDResult) {
 	}
 	var cc []table.ColumnConfig
 	for i := 2; i <= 9; i++ {
+		cc = append(cc, table.ColumnConfig{Number: i, Align: text.AlignRight})
+	}
+	t.SetColumnConfigs(cc)
+	t.Render()
+	printCPU(w, r.Phases)
+}
+
+// printCPU prints the CPU per operation of each phase by process, if the
+// run counted it.
+func printCPU(w io.Writer, phases []Phase) {
+	seen := map[string]bool{}
+	var names []string
+	for _, p := range phases {
+		for n := range p.CPUUsPerOp {
+			if !seen[n] {
+				seen[n] = true
+				names = append(names, n)
+			}
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	sort.Strings(names)
+	fmt.Fprintln(w, "CPU per operation (user + system µs), by process:")
+	t := newTable(w)
+	hdr := table.Row{"PHASE"}
+	for _, n := range names {
+		hdr = append(hdr, n)
+	}
+	t.AppendHeader(append(hdr, "ALL"))
+	for _, p := range phases {
+		row := table.Row{p.Name}
+		var all float64
+		for _, n := range names {
+			row = append(row, f1(p.CPUUsPerOp[n]))
+			all += p.CPUUsPerOp[n]
+		}
+		t.AppendRow(append(row, f1(all)))
+	}
+	var cc []table.ColumnConfig
+	for i := 2; i <= len(names)+2; i++ {
 		cc = append(cc, table.ColumnConfig{Number: i, Align: text.AlignRight})
 	}
 	t.SetColumnConfigs(cc)

@@ -1,0 +1,157 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"nacre/internal/cli"
+	"nacre/internal/fusefs"
+)
+
+// Proc is a process whose CPU a benchmark counts: a target, a mount
+// daemon, or the benchmark itself.
+type Proc struct {
+	Name string `json:"name"`
+	Pid  int    `json:"pid"`
+}
+
+// CPUProbe reads the CPU time (user and system) that the processes of a
+// run spend, from /proc, so that a phase reports its cost per operation in
+// each (where a create's time goes: the mount daemon, the MDT, the OSTs).
+// It sees the processes of this machine only.
+type CPUProbe struct {
+	Procs []Proc
+	// ticks converts /proc's clock ticks to seconds (USER_HZ: 100 on
+	// Linux, whatever the kernel's HZ).
+	ticks float64
+}
+
+// NewCPUProbe counts procs and this process (named "bench").
+func NewCPUProbe(procs []Proc) *CPUProbe {
+	all := append([]Proc(nil), procs...)
+	all = append(all, Proc{Name: "bench", Pid: os.Getpid()})
+	return &CPUProbe{Procs: all, ticks: 100}
+}
+
+// sample returns each process's CPU seconds so far (a process that is
+// gone or unreadable counts 0, and a phase then shows nothing for it).
+func (p *CPUProbe) sample() []float64 {
+	out := make([]float64, len(p.Procs))
+	for i, pr := range p.Procs {
+		if t, err := procCPUTicks(pr.Pid); err == nil {
+			out[i] = float64(t) / p.ticks
+		}
+	}
+	return out
+}
+
+// perOp is the CPU µs per operation of each process between two samples,
+// by name; processes that spent nothing are left out.
+func (p *CPUProbe) perOp(before, after []float64, ops int) map[string]float64 {
+	if ops == 0 {
+		return nil
+	}
+	m := map[string]float64{}
+	for i, pr := range p.Procs {
+		if d := after[i] - before[i]; d > 0 {
+			m[pr.Name] += d * 1e6 / float64(ops)
+		}
+	}
+	return m
+}
+
+// procCPUTicks reads utime + stime of pid from /proc/PID/stat.
+func procCPUTicks(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseStatCPU(b)
+}
+
+// parseStatCPU reads fields 14 and 15 (utime, stime) of a /proc/PID/stat
+// line; the command name (field 2) may hold blanks and parentheses, so
+// the fields are counted from its last ')'.
+func parseStatCPU(b []byte) (uint64, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("not a /proc stat line: %q", b)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state); utime is field 14, stime 15.
+	if len(f) < 13 {
+		return 0, fmt.Errorf("short /proc stat line: %q", b)
+	}
+	u, err1 := strconv.ParseUint(f[11], 10, 64)
+	s, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc stat line with bad times: %q", b)
+	}
+	return u + s, nil
+}
+
+// FindProcs lists the processes of this machine that serve the cluster
+// of mgs (its targets, as the MGS reports their pids) and, if path is on
+// a Nacre mount, that mount's daemon and, when mgs is empty, the targets
+// of the cluster it mounts (stateDir: where mount daemons record
+// themselves).
+func FindProcs(ctx context.Context, mgs, path, stateDir string) ([]Proc, error) {
+	var procs []Proc
+	if path != "" {
+		if m, ok := mountUnder(path); ok {
+			if r, err := fusefs.ReadRecord(stateDir, m); err == nil && r.Pid > 0 && isNacre(r.Pid) {
+				procs = append(procs, Proc{Name: "mount", Pid: r.Pid})
+				if mgs == "" {
+					mgs = r.MGS
+				}
+			}
+		}
+	}
+	if mgs != "" {
+		st, err := cli.GetStatus(ctx, mgs)
+		if err != nil {
+			return nil, fmt.Errorf("find the cluster's processes: %w", err)
+		}
+		host, _ := os.Hostname()
+		for _, t := range st.Targets {
+			if t.Pid <= 0 || (t.Host != "" && t.Host != host) || !isNacre(int(t.Pid)) {
+				continue
+			}
+			procs = append(procs, Proc{Name: strings.TrimPrefix(t.Name, st.Fsname+"-"), Pid: int(t.Pid)})
+		}
+	}
+	sort.SliceStable(procs, func(i, j int) bool { return procs[i].Name < procs[j].Name })
+	return procs, nil
+}
+
+// mountUnder is the Nacre mount point that holds path.
+func mountUnder(path string) (string, bool) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", false
+	}
+	best := ""
+	for _, m := range fusefs.Mounts() {
+		if (abs == m.Dir || strings.HasPrefix(abs, strings.TrimSuffix(m.Dir, "/")+"/")) && len(m.Dir) > len(best) {
+			best = m.Dir
+		}
+	}
+	return best, best != ""
+}
+
+// isNacre reports whether pid runs the nacre binary (a pid from a stale
+// report may belong to another program by now).
+func isNacre(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return false
+	}
+	args := strings.Split(string(b), "\x00")
+	return len(args) > 0 && strings.HasPrefix(filepath.Base(args[0]), "nacre")
+}
