@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +16,7 @@ import (
 	"time"
 
 	pb "nacre/api/nacrepb"
+	"nacre/internal/cgroup"
 	"nacre/internal/cli"
 	"nacre/internal/client"
 	"nacre/internal/fid"
@@ -741,27 +740,14 @@ func timeUp(ctx context.Context) bool {
 	return ok && !time.Now().Before(d.Add(-50*time.Millisecond))
 }
 
-// cpuSeconds sums the user and system CPU time of processes from
-// /proc/PID/stat (fields 14 and 15, in clock ticks of 1/100 s on Linux).
+// cpuSeconds sums the user and system CPU time of processes (those
+// that are gone count nothing).
 func cpuSeconds(pids []int) float64 {
 	var total float64
 	for _, pid := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
+		if t, err := cgroup.ProcessCPU(pid); err == nil {
+			total += t.Seconds()
 		}
-		// The command name (field 2) may hold spaces: split after its ')'.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 13 {
-			continue
-		}
-		u, _ := strconv.ParseFloat(f[11], 64)
-		st, _ := strconv.ParseFloat(f[12], 64)
-		total += (u + st) / 100
 	}
 	return total
 }

@@ -1,0 +1,88 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestQuotaHoldsABusyLoopToItsBudget: on this machine's real cgroup
+// hierarchy, a shell spinning in a loop, moved into a cgroup with a
+// budget of 0.2 core, uses about 0.2 s of CPU per second (not the whole
+// core it would take), and the cgroup is gone once removed. It is skipped
+// only where no writable cpu controller exists.
+func TestQuotaHoldsABusyLoopToItsBudget(t *testing.T) {
+	h, err := Find(Options{})
+	if err != nil {
+		t.Skipf("no cgroup cpu controller to test on: %v", err)
+	}
+	top := fmt.Sprintf("nacre-test-%d", os.Getpid())
+	g, err := h.Create(top+"/burn", 0.2)
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EBUSY) {
+		t.Skipf("the cpu controller of %s is not writable here: %v", h, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := h.Group(top).RemoveTree(); err != nil {
+			t.Error(err)
+		}
+	})
+	if b, err := g.Budget(); err != nil || b != 0.2 {
+		t.Fatalf("budget reads %v (%v), want 0.2", b, err)
+	}
+
+	burn := exec.Command("sh", "-c", "while :; do :; done")
+	if err := burn.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := burn.Process.Pid
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			burn.Process.Kill()
+			burn.Wait()
+		}
+	}
+	defer stop()
+	if err := g.Add(pid); err != nil {
+		t.Fatal(err)
+	}
+	if in, err := h.GroupOf(pid); err != nil || in.Name != g.Name {
+		t.Fatalf("the process is in %+v (%v), want %s", in, err, g.Name)
+	}
+
+	c0, err := ProcessCPU(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	time.Sleep(1200 * time.Millisecond) // the span the CPU is measured over
+	c1, err := ProcessCPU(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cores := (c1 - c0).Seconds() / time.Since(t0).Seconds()
+	t.Logf("a busy loop with a budget of 0.2 core used %.3f core", cores)
+	if cores > 0.35 || cores < 0.05 {
+		t.Errorf("a busy loop with a budget of 0.2 core used %.3f core: want about 0.2 (at most 0.35, and it must run)", cores)
+	}
+
+	stop()
+	if err := g.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if g.Exists() {
+		t.Errorf("cgroup %s is still there after Remove", g.Dir)
+	}
+	if err := g.Remove(); err != nil {
+		t.Errorf("removing a cgroup that is gone: %v", err)
+	}
+}
