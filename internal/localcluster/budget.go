@@ -343,6 +343,18 @@ func removeCgroups(dir string, out io.Writer) {
 	}
 }
 
+// removeTargetCgroup removes the cgroup of the target named name (its
+// directory's name) of the cluster in dir, whose process is stopped.
+func removeTargetCgroup(dir, name string) {
+	h, err := cgroup.Find(cgroup.Options{})
+	if err != nil {
+		return
+	}
+	for _, c := range clusterCgroups(h, dir) {
+		h.Group(c.Name + "/" + name).Remove()
+	}
+}
+
 // readBudgets fills in the CPU budget of each target process from its
 // cgroup, and says where the cgroups are.
 func (c *Cluster) readBudgets() {

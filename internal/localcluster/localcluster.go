@@ -17,6 +17,10 @@
 // it stops the processes it started and leaves alone those that ran
 // before. Down stops the processes of a cluster directory by the pids in
 // their pid files.
+//
+// With NodeCPU each target process runs in a cgroup of its own with a CPU
+// budget for its role, so that the targets behave as nodes of their own
+// (budget.go); Down removes the cgroups.
 package localcluster
 
 import (
@@ -1379,7 +1383,8 @@ func RemovedReplicaIDs(dir, group string) []uint64 {
 
 // RetireReplica stops the process of a replica that left its group and
 // renames its directory to D/removed-NAME-TIME, so that `nacre up` does
-// not start it again; its data stays for inspection.
+// not start it again; its data stays for inspection. The cgroup of its
+// CPU budget, if it had one, is removed.
 func RetireReplica(dir, group string, rid uint64) (string, error) {
 	d := filepath.Join(dir, fmt.Sprintf("%s-r%d", group, rid))
 	if _, err := os.Stat(d); err != nil {
@@ -1395,6 +1400,7 @@ func RetireReplica(dir, group string, rid uint64) (string, error) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+	removeTargetCgroup(dir, filepath.Base(d))
 	to := filepath.Join(dir, fmt.Sprintf("removed-%s-r%d-%s", group, rid, time.Now().UTC().Format("20060102T150405")))
 	return to, os.Rename(d, to)
 }
