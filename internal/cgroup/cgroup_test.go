@@ -173,12 +173,6 @@ func TestCreateV2GivesEveryLevelCPUAndWritesCPUMax(t *testing.T) {
 	if b, err := g.Budget(); err != nil || b != 0.25 {
 		t.Errorf("budget %v (%v), want 0.25", b, err)
 	}
-	if err := g.Add(4242); err != nil {
-		t.Fatal(err)
-	}
-	if got := read(t, filepath.Join(g.Dir, "cgroup.procs")); got != "4242" {
-		t.Errorf("cgroup.procs %q, want the pid", got)
-	}
 	if err := g.SetBudget(0); err != nil {
 		t.Fatal(err)
 	}
@@ -359,5 +353,39 @@ func TestGroupOfReadsTheProcessCgroupLine(t *testing.T) {
 				t.Fatalf("got %+v (%v), want %q", g, err, c.want)
 			}
 		})
+	}
+}
+
+// TestCommandJoinsTheCgroupBeforeItRunsTheProgram: the command writes its
+// own pid to the cgroup's cgroup.procs and then runs the program in that
+// process; where it cannot join, it says so and never runs the program.
+func TestCommandJoinsTheCgroupBeforeItRunsTheProgram(t *testing.T) {
+	s := newFakeSystem(t)
+	root := s.mount("cpu", "cgroup", "rw", "rw,cpu")
+	s.files(filepath.Join(root, "nacre", "c1", "ost0"), map[string]string{"cgroup.procs": ""})
+	h, err := Find(s.opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "ran")
+	g := h.Group("nacre/c1/ost0")
+	// The program prints its pid: the one that joined.
+	cmd := g.Command("sh", "-c", `echo $$ > "$0"`, out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	joined, ran := strings.TrimSpace(read(t, filepath.Join(g.Dir, "cgroup.procs"))), strings.TrimSpace(read(t, out))
+	if joined == "" || joined != ran {
+		t.Errorf("the pid that joined is %q, the program ran as %q: want one process", joined, ran)
+	}
+
+	gone := h.Group("nacre/c1/gone")
+	out2 := filepath.Join(t.TempDir(), "ran")
+	b, err := gone.Command("sh", "-c", `echo $$ > "$0"`, out2).CombinedOutput()
+	if err == nil || !strings.Contains(string(b), "cannot join cgroup "+gone.Dir+" for its CPU budget: not starting sh") {
+		t.Errorf("joining a cgroup that does not exist: %v, %q; want a failure that names the cgroup", err, b)
+	}
+	if _, err := os.Stat(out2); !os.IsNotExist(err) {
+		t.Errorf("the program ran though it could not join its cgroup (%v)", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -114,17 +115,21 @@ func ratio(file, quota, period string) (float64, error) {
 	return float64(q) / float64(p), nil
 }
 
-// Add moves process pid, with all its threads, into the cgroup.
-func (g *Group) Add(pid int) error {
-	err := writeFile(filepath.Join(g.Dir, "cgroup.procs"), strconv.Itoa(pid))
-	if errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("move process %d into cgroup %s: %w (it has exited)", pid, g.Dir, err)
-	}
-	if err != nil {
-		return fmt.Errorf("move process %d into cgroup %s: %w", pid, g.Dir, err)
-	}
-	return nil
+// Command is exec.Command(name, args...) run in the cgroup from its
+// first instruction: a shell joins the cgroup (writes its own pid to
+// cgroup.procs) and then execs the program, which keeps that pid. A
+// process moved in after it started would have run outside its budget
+// for a moment, and its runtime would not know the budget: Go's reads
+// the cgroup it is in once, as it starts, to set GOMAXPROCS. If the join
+// fails, the shell says so on its standard error and exits with status 1
+// without running the program.
+func (g *Group) Command(name string, args ...string) *exec.Cmd {
+	return exec.Command("/bin/sh", append([]string{"-c", joinScript, "nacre-cgroup-join", filepath.Join(g.Dir, "cgroup.procs"), name}, args...)...)
 }
+
+// joinScript is the shell of Command: $1 is the cgroup.procs file, the
+// rest the program and its arguments.
+const joinScript = `echo $$ > "$1" || { echo "cannot join cgroup ${1%/cgroup.procs} for its CPU budget: not starting $2" >&2; exit 1; }; shift; exec "$@"`
 
 // Pids lists the processes in the cgroup.
 func (g *Group) Pids() ([]int, error) {

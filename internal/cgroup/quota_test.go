@@ -4,17 +4,20 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"nacre/test/wait"
 	"os"
-	"os/exec"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
 
 // TestQuotaHoldsABusyLoopToItsBudget: on this machine's real cgroup
-// hierarchy, a shell spinning in a loop, moved into a cgroup with a
-// budget of 0.2 core, uses about 0.2 s of CPU per second (not the whole
-// core it would take), and the cgroup is gone once removed. It is skipped
+// hierarchy, a shell spinning in a loop, started in a cgroup with a
+// budget of 0.2 core (in it from its first instruction), uses about 0.2 s
+// of CPU per second (not the whole core it would take), and the cgroup is
+// gone once removed. It is skipped
 // only where no writable cpu controller exists.
 func TestQuotaHoldsABusyLoopToItsBudget(t *testing.T) {
 	h, err := Find(Options{})
@@ -38,7 +41,10 @@ func TestQuotaHoldsABusyLoopToItsBudget(t *testing.T) {
 		t.Fatalf("budget reads %v (%v), want 0.2", b, err)
 	}
 
-	burn := exec.Command("sh", "-c", "while :; do :; done")
+	// The loop notes its cgroup first: it runs in its budget from its
+	// first instruction.
+	first := filepath.Join(t.TempDir(), "first")
+	burn := g.Command("sh", "-c", `cat /proc/self/cgroup > "$0"; while :; do :; done`, first)
 	if err := burn.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -52,8 +58,12 @@ func TestQuotaHoldsABusyLoopToItsBudget(t *testing.T) {
 		}
 	}
 	defer stop()
-	if err := g.Add(pid); err != nil {
-		t.Fatal(err)
+	wait.For(t, 5*time.Second, "the loop to note its cgroup", func() bool {
+		b, err := os.ReadFile(first)
+		return err == nil && len(b) > 0
+	})
+	if b, _ := os.ReadFile(first); !strings.Contains(string(b), ":/"+g.Name+"\n") {
+		t.Errorf("the loop's first instruction ran outside %s: /proc/self/cgroup said\n%s", g.Name, b)
 	}
 	if in, err := h.GroupOf(pid); err != nil || in.Name != g.Name {
 		t.Fatalf("the process is in %+v (%v), want %s", in, err, g.Name)

@@ -27,10 +27,13 @@ import (
 // hierarchy that holds the cpu controller (cgroup.Find): HASH comes from
 // the cluster directory's absolute path, so two clusters on one machine,
 // even of one name, never share one; TARGET is the target's directory
-// name (mgs, mdt0, ost3, mdt0-r2). A process is moved into its cgroup
-// right after it is started, before Up waits for it: nacre serve has then
-// not yet opened its store, let alone served, and a move that fails stops
-// it, so no target runs without its budget. A target started again (a
+// name (mgs, mdt0, ost3, mdt0-r2). Every cgroup is made, with its quota,
+// before the first process starts, and each process runs in its cgroup
+// from its first instruction (a shell joins it and execs nacre serve), so
+// no target runs without its budget, and the Go runtime of nacre serve,
+// which reads its cgroup's quota once as it starts, sets GOMAXPROCS from
+// it (the quota rounded up, at least 2) and not from the machine's cores.
+// A target started again (a
 // restart after a crash, `nacre up` of a cluster partly running) goes
 // back to its cgroup, with the budget given now or, without --node-cpu,
 // the one its cgroup (or another of its role) has. Down removes the

@@ -179,11 +179,54 @@ func TestPlanBudgetsGivesRolesTheirBudgetsAndKeepsThemForRestarts(t *testing.T) 
 	}
 }
 
-// TestStartStopsAProcessItCannotGiveItsBudget: when the move into its
-// cgroup fails, the process started is stopped and no pid file names it:
-// no target runs without its budget.
-func TestStartStopsAProcessItCannotGiveItsBudget(t *testing.T) {
-	// A fake cgroup v1 tree whose cgroup does not exist: the move fails.
+// fakeNacre is an executable that stands for nacre: its first
+// instruction copies /proc/self/cgroup to d/first, then it sleeps.
+func fakeNacre(t *testing.T, d string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "fake-nacre")
+	script := fmt.Sprintf("#!/bin/sh\ncat /proc/self/cgroup > %s/first\nexec sleep 30\n", d)
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// TestStartRunsATargetInItsCgroupFromItsFirstInstruction: a target
+// started with a cgroup is in it before it runs anything (not moved once
+// running: the Go runtime reads its cgroup's quota once, as it starts).
+func TestStartRunsATargetInItsCgroupFromItsFirstInstruction(t *testing.T) {
+	h := realHierarchy(t)
+	top := fmt.Sprintf("nacre-test-%d", os.Getpid())
+	g, err := h.Create(top+"/ost0", 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Group(top).RemoveTree() })
+	d := t.TempDir()
+	pid, err := start(fakeNacre(t, d), d, false, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		syscall.Kill(pid, syscall.SIGKILL)
+		wait.For(t, 5*time.Second, "the fake target to exit", func() bool { return !proc.Running(pid) })
+	}()
+	wait.For(t, 5*time.Second, "the fake target to note its cgroup", func() bool {
+		b, err := os.ReadFile(filepath.Join(d, "first"))
+		return err == nil && len(b) > 0
+	})
+	if b, _ := os.ReadFile(filepath.Join(d, "first")); !strings.Contains(string(b), ":/"+g.Name+"\n") {
+		t.Errorf("the target's first instruction ran outside %s: /proc/self/cgroup said\n%s", g.Name, b)
+	}
+	if in, err := h.GroupOf(pid); err != nil || in.Name != g.Name {
+		t.Errorf("pid %d (the pid file's) is in %+v (%v), want %s", pid, in, err, g.Name)
+	}
+}
+
+// TestStartNeverRunsATargetOutsideItsCgroup: a target that cannot join
+// its cgroup exits at once, saying why in its log, without running.
+func TestStartNeverRunsATargetOutsideItsCgroup(t *testing.T) {
+	// A fake cgroup v1 tree whose cgroup does not exist.
 	fake := t.TempDir()
 	os.MkdirAll(filepath.Join(fake, "proc", "self"), 0o755)
 	os.MkdirAll(filepath.Join(fake, "cpu"), 0o755)
@@ -196,27 +239,16 @@ func TestStartStopsAProcessItCannotGiveItsBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := t.TempDir()
-	bin := filepath.Join(t.TempDir(), "fake-nacre")
-	script := fmt.Sprintf("#!/bin/sh\necho $$ > %s/started\nexec sleep 30\n", d)
-	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+	pid, err := start(fakeNacre(t, d), d, false, h.Group("nacre/gone/ost0"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = start(bin, d, false, h.Group("nacre/gone/ost0"))
-	if err == nil || !strings.Contains(err.Error(), "its CPU budget") {
-		t.Fatalf("want the failed move named, got %v", err)
+	wait.For(t, 5*time.Second, "the target that cannot join its cgroup to exit", func() bool { return !proc.Running(pid) })
+	if _, err := os.Stat(filepath.Join(d, "first")); !os.IsNotExist(err) {
+		t.Errorf("the target ran outside its cgroup (%v)", err)
 	}
-	if _, err := os.Stat(filepath.Join(d, proc.PidFile)); !os.IsNotExist(err) {
-		t.Errorf("a pid file names the process that has no budget (%v)", err)
+	log, _ := os.ReadFile(filepath.Join(d, proc.LogFile))
+	if !strings.Contains(string(log), "cannot join cgroup "+filepath.Join(fake, "cpu", "nacre", "gone", "ost0")+" for its CPU budget") {
+		t.Errorf("its log does not say why it did not start:\n%s", log)
 	}
-	// The process was stopped at once: if it got to write its pid, that
-	// pid is not running.
-	wait.For(t, 5*time.Second, "the stopped process to be gone", func() bool {
-		b, err := os.ReadFile(filepath.Join(d, "started"))
-		if err != nil {
-			return true
-		}
-		var pid int
-		fmt.Sscan(string(b), &pid)
-		return pid == 0 || !proc.Running(pid)
-	})
 }

@@ -911,10 +911,9 @@ func startKept(bin, d string) (int, error) {
 
 // start runs `nacre serve --dir d` in its own session, logging to
 // d/serve.log; with exitWithParent the kernel kills it when this process
-// dies. With a cgroup g the process is moved into it at once, before it
-// has opened its store (Go's exec cannot run code between fork and exec,
-// and the v1 hierarchy offers no way to be born in a cgroup): if the
-// move fails, the process is stopped and the error returned.
+// dies. With a cgroup g it runs in g from its first instruction
+// (cgroup.Group.Command): a process that cannot join g exits at once,
+// saying why in its log, and never runs without its budget.
 func start(bin, d string, exitWithParent bool, g *cgroup.Group) (int, error) {
 	logf, err := os.OpenFile(filepath.Join(d, proc.LogFile), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -922,6 +921,9 @@ func start(bin, d string, exitWithParent bool, g *cgroup.Group) (int, error) {
 	}
 	defer logf.Close()
 	cmd := exec.Command(bin, "serve", "--dir", d)
+	if g != nil {
+		cmd = g.Command(bin, "serve", "--dir", d)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if exitWithParent {
@@ -936,13 +938,6 @@ func start(bin, d string, exitWithParent bool, g *cgroup.Group) (int, error) {
 		return 0, err
 	}
 	pid := cmd.Process.Pid
-	if g != nil {
-		if err := g.Add(pid); err != nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-			return 0, fmt.Errorf("give %s its CPU budget: %w", d, err)
-		}
-	}
 	// Record the pid now rather than when the server gets to it, so that
 	// a Down right after this start cannot miss the process.
 	proc.WritePid(d, pid)
