@@ -127,6 +127,25 @@ func Find(o Options) (*Hierarchy, error) {
 		strings.Join(why, "; "))
 }
 
+// Usable is Find, and then proves the hierarchy takes a new cgroup with
+// a CPU budget by making one and removing it: one that is mounted
+// writable may still refuse this user, or (cgroup v2) have processes in
+// the cgroup that would hold the new ones.
+func Usable(o Options) (*Hierarchy, error) {
+	h, err := Find(o)
+	if err != nil {
+		return nil, err
+	}
+	g, err := h.Create(fmt.Sprintf("nacre-probe-%d", os.Getpid()), MinCores)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.Remove(); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
 // hasWord says whether the blank-separated list s holds w.
 func hasWord(s, w string) bool {
 	for _, f := range strings.Fields(s) {

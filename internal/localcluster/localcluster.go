@@ -532,9 +532,9 @@ func Up(ctx context.Context, o Options) (_ *Cluster, err error) {
 		}
 	}
 	if !o.NodeCPU.IsZero() {
-		// A machine without a cpu controller is found now, before a
-		// new cluster is formatted only to be left unstarted.
-		if _, err := cgroup.Find(cgroup.Options{}); err != nil {
+		// A machine without a usable cpu controller is found now,
+		// before a new cluster is formatted only to be left unstarted.
+		if _, err := cgroup.Usable(cgroup.Options{}); err != nil {
 			return nil, fmt.Errorf("--node-cpu %s: %w", o.NodeCPU, err)
 		}
 	}
