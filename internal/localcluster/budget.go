@@ -33,11 +33,10 @@ import (
 // no target runs without its budget, and the Go runtime of nacre serve,
 // which reads its cgroup's quota once as it starts, sets GOMAXPROCS from
 // it (the quota rounded up, at least 2) and not from the machine's cores.
-// A target started again (a
-// restart after a crash, `nacre up` of a cluster partly running) goes
-// back to its cgroup, with the budget given now or, without --node-cpu,
-// the one its cgroup (or another of its role) has. Down removes the
-// cluster's cgroups once its processes are stopped.
+// A target started again (a restart after a crash, `nacre up` of a
+// cluster partly running) goes back to its cgroup, with the budget given
+// now or, without --node-cpu, the one its cgroup (or another of its role)
+// has. Down removes the cluster's cgroups once its processes are stopped.
 
 // NodeCPU is the CPU budget of a cluster's target processes by role, in
 // cores: what --node-cpu gives. 0 is no budget for that role.
@@ -102,8 +101,9 @@ func (n NodeCPU) String() string {
 func formatCores(c float64) string { return strconv.FormatFloat(c, 'f', -1, 64) }
 
 // ParseNodeCPU reads --node-cpu: CORES for every target process, or
-// ROLE=CORES for each role (mgs, mds: the MDTs, ost), or both ("0.5,ost=0.15":
-// the OSTs 0.15, the others 0.5); a role not given has no budget.
+// ROLE=CORES for each role (mgs, mds: the MDTs, ost), or both
+// ("0.5,ost=0.15": the OSTs 0.15, the others 0.5); a role not given has
+// no budget.
 func ParseNodeCPU(s string) (NodeCPU, error) {
 	bad := func(what, why string) error {
 		return fmt.Errorf("--node-cpu %s: %s; give CORES for every target process (--node-cpu 0.5), ROLE=CORES for each role of mgs, mds (the MDTs) and ost (--node-cpu mds=0.6,ost=0.15,mgs=0.1), or both (--node-cpu 0.5,ost=0.15)", what, why)
