@@ -11,6 +11,7 @@ import (
 
 	"nacre/internal/bench"
 	"nacre/internal/cli"
+	"nacre/internal/localcluster"
 )
 
 // parseFileCounts reads --sizes: counts of files such as 100k,200k,1M.
@@ -82,12 +83,12 @@ func newBenchPopdCommand(g *globals) *cobra.Command {
 // newBenchLfsckCommand is `nacre bench lfsck`.
 func newBenchLfsckCommand(g *globals) *cobra.Command {
 	var lb struct {
-		sizes, osts, plot, from string
-		json, load              bool
+		sizes, osts, plot, from, nodeCPU string
+		json, load                       bool
 	}
 	var o bench.LfsckBenchOptions
 	cmd := &cobra.Command{
-		Use:   "lfsck [--sizes 100k,200k,...] [--osts 2,4,8 --ost-files N] [--load] [--json] [--plot DIR]",
+		Use:   "lfsck [--sizes 100k,200k,...] [--osts 2,4,8 --ost-files N] [--node-cpu CORES|ROLE=CORES,...] [--load] [--json] [--plot DIR]",
 		Short: "Checker benchmarks: scan speed as a PopD tree grows, 2/4/8 OSTs, create rate under the checker",
 		Long: `Seed 003's unloaded test: grows a PopD tree on the cluster of --mgs to each
 of --sizes and runs each component (namespace, scrub, layout, all) at full
@@ -100,7 +101,13 @@ Seed 000's Table I (--osts): starts a local cluster per OST count, puts
 
 Seed 003's test under load (--load): the create rate alone, with the
 namespace check at full speed, and with speed limits of 1/5 to 4/5 of its
-full speed under the same load, --load-seconds each.`,
+full speed under the same load, --load-seconds each.
+
+--node-cpu gives the target processes of the clusters it starts (--osts,
+--interleave) CPU budgets, each in a cgroup of its own, as nacre up
+--node-cpu does: eight OSTs on two cores then behave as eight small nodes
+instead of taking the MDT's core. The budgets are printed with the
+results and recorded in each point's node_cpu.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
@@ -130,6 +137,11 @@ full speed under the same load, --load-seconds each.`,
 						return fmt.Errorf("--osts %q: give OST counts of 1 or more, such as 2,4,8", lb.osts)
 					}
 					o.OSTCounts = append(o.OSTCounts, n)
+				}
+			}
+			if cmd.Flags().Changed("node-cpu") {
+				if o.NodeCPU, err = localcluster.ParseNodeCPU(lb.nodeCPU); err != nil {
+					return err
 				}
 			}
 			o.MGS, o.Load = g.mgs, lb.load
@@ -166,6 +178,7 @@ full speed under the same load, --load-seconds each.`,
 	f.IntVar(&o.OSTStripes, "ost-stripe-count", -1, "stripe count of the Table I files (-1: every OST, as seed 000)")
 	f.StringVar(&o.ClusterDir, "cluster-dir", "", "where to put the Table I clusters (default: a temporary directory)")
 	f.BoolVar(&o.OSTRestart, "ost-restart", false, "restart each Table I cluster after populating it, so that the runs read the stores' tables (as on a file system that has been up a while), not the memtables of the bulk load")
+	f.StringVar(&lb.nodeCPU, "node-cpu", "", nodeCPUUsage+"; for the clusters this benchmark starts")
 	f.IntVar(&o.Have, "have", 0, "files the scaling tree already holds (from an earlier run)")
 	f.BoolVar(&o.Interleave, "interleave", false, "scaling: a tree and a local cluster per size, measured in rounds that visit every size in turn (--repeat rounds), so that the machine's drift does not land between sizes")
 	f.IntVar(&o.Repeat, "repeat", 3, "runs per measurement; the median is kept")

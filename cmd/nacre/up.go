@@ -15,13 +15,14 @@ type upFlags struct {
 	detach         bool
 	mount          string
 	allowMissing   bool
+	nodeCPU        string
 }
 
 // newUpCommand is `nacre up` (localcluster.Run).
 func newUpCommand(g *globals) *cobra.Command {
 	var f upFlags
 	cmd := &cobra.Command{
-		Use:     "up [--dir DIR] [--osts N] [--replicas N] [--mount DIR] [--allow-missing] [--detach]",
+		Use:     "up [--dir DIR] [--osts N] [--replicas N] [--mount DIR] [--allow-missing] [--node-cpu CORES|ROLE=CORES,...] [--detach]",
 		Short:   "Format (when new) and start a local cluster: MGS, one MDT, N OSTs",
 		GroupID: "server",
 		Args:    cobra.NoArgs,
@@ -49,6 +50,13 @@ func newUpCommand(g *globals) *cobra.Command {
 				}
 				o.Fsname = f.fsname
 			}
+			if cmd.Flags().Changed("node-cpu") {
+				n, err := localcluster.ParseNodeCPU(f.nodeCPU)
+				if err != nil {
+					return err
+				}
+				o.NodeCPU = n
+			}
 			return localcluster.Run(cmd.Context(), o)
 		},
 	}
@@ -59,6 +67,11 @@ func newUpCommand(g *globals) *cobra.Command {
 	fl.IntVar(&f.replicas, "replicas", 1, "replicas of the MGS and of each MDT of a new cluster, each its own process: 1, or an odd number from 3 (3 for high availability)")
 	fl.StringVar(&f.mount, "mount", "", "also mount the file system at this directory (unmounted by down or Ctrl-C)")
 	fl.BoolVar(&f.allowMissing, "allow-missing", false, "start even if the directory of an OST (or MDT replica) the MGS knows is missing, or an OST fails to start (files with stripes on a missing OST fail until it is back)")
+	fl.StringVar(&f.nodeCPU, "node-cpu", "", nodeCPUUsage)
 	fl.BoolVar(&f.detach, "detach", false, "return once the cluster is ready; print NACRE_MGS=host:port last")
 	return cmd
 }
+
+// nodeCPUUsage describes --node-cpu, of `nacre up` and of the benchmarks
+// that start their own clusters.
+const nodeCPUUsage = "CPU budget of each target process, in cores, in a cgroup of its own so that each behaves as a node of its own: CORES for every process, or per role, e.g. mds=0.6,ost=0.15,mgs=0.1 (cgroup v2 cpu.max, or v1 cpu.cfs_quota_us; needs root and a writable cpu controller)"

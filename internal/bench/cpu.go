@@ -1,15 +1,14 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 
+	"nacre/internal/cgroup"
 	"nacre/internal/cli"
 	"nacre/internal/fusefs"
 )
@@ -27,16 +26,13 @@ type Proc struct {
 // It sees the processes of this machine only.
 type CPUProbe struct {
 	Procs []Proc
-	// ticks converts /proc's clock ticks to seconds (USER_HZ: 100 on
-	// Linux, whatever the kernel's HZ).
-	ticks float64
 }
 
 // NewCPUProbe counts procs and this process (named "bench").
 func NewCPUProbe(procs []Proc) *CPUProbe {
 	all := append([]Proc(nil), procs...)
 	all = append(all, Proc{Name: "bench", Pid: os.Getpid()})
-	return &CPUProbe{Procs: all, ticks: 100}
+	return &CPUProbe{Procs: all}
 }
 
 // sample returns each process's CPU seconds so far (a process that is
@@ -44,8 +40,8 @@ func NewCPUProbe(procs []Proc) *CPUProbe {
 func (p *CPUProbe) sample() []float64 {
 	out := make([]float64, len(p.Procs))
 	for i, pr := range p.Procs {
-		if t, err := procCPUTicks(pr.Pid); err == nil {
-			out[i] = float64(t) / p.ticks
+		if t, err := cgroup.ProcessCPU(pr.Pid); err == nil {
+			out[i] = t.Seconds()
 		}
 	}
 	return out
@@ -64,36 +60,6 @@ func (p *CPUProbe) perOp(before, after []float64, ops int) map[string]float64 {
 		}
 	}
 	return m
-}
-
-// procCPUTicks reads utime + stime of pid from /proc/PID/stat.
-func procCPUTicks(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	return parseStatCPU(b)
-}
-
-// parseStatCPU reads fields 14 and 15 (utime, stime) of a /proc/PID/stat
-// line; the command name (field 2) may hold blanks and parentheses, so
-// the fields are counted from its last ')'.
-func parseStatCPU(b []byte) (uint64, error) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("not a /proc stat line: %q", b)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	// f[0] is field 3 (state); utime is field 14, stime 15.
-	if len(f) < 13 {
-		return 0, fmt.Errorf("short /proc stat line: %q", b)
-	}
-	u, err1 := strconv.ParseUint(f[11], 10, 64)
-	s, err2 := strconv.ParseUint(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc stat line with bad times: %q", b)
-	}
-	return u + s, nil
 }
 
 // FindProcs lists the processes of this machine that serve the cluster

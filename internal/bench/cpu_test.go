@@ -6,20 +6,6 @@ import (
 	"testing"
 )
 
-func TestParseStatCPUCountsFromTheLastParenthesis(t *testing.T) {
-	// A command name with blanks and parentheses, as /proc shows it.
-	line := "4242 (nacre (x) y) S 1 4242 4242 0 -1 4194560 1234 0 0 0 350 125 0 0 20 0 9 0 100 0 0\n"
-	got, err := parseStatCPU([]byte(line))
-	if err != nil || got != 475 {
-		t.Fatalf("parseStatCPU = %d, %v; want 350+125", got, err)
-	}
-	for _, bad := range []string{"no parenthesis", "1 (x) S 1 2"} {
-		if _, err := parseStatCPU([]byte(bad)); err == nil {
-			t.Errorf("parseStatCPU(%q): no error", bad)
-		}
-	}
-}
-
 // TestProbeCountsThisProcess: the probe reads this process's CPU from
 // /proc, and a phase's cost per operation is what each process spent
 // over the phase's operations.

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +16,7 @@ import (
 	"time"
 
 	pb "nacre/api/nacrepb"
+	"nacre/internal/cgroup"
 	"nacre/internal/cli"
 	"nacre/internal/client"
 	"nacre/internal/fid"
@@ -225,6 +224,10 @@ type LfsckBenchOptions struct {
 	// system that has been up a while, and not from the memtables the
 	// bulk load left (which double the MDT's CPU per run).
 	OSTRestart bool
+	// NodeCPU gives the target processes of the clusters the benchmark
+	// starts (Table I, Interleave) CPU budgets by role, as `nacre up
+	// --node-cpu` does; zero: none.
+	NodeCPU localcluster.NodeCPU
 	// Have is the number of files the scaling tree already holds.
 	Have int
 	// Interleave builds a tree per size, each on a local cluster of its
@@ -261,6 +264,9 @@ type LfsckPoint struct {
 	OSTCPUSeconds float64 `json:"ost_cpu_s,omitempty"`
 	StripeCount   int     `json:"stripe_count,omitempty"`
 	Restarted     bool    `json:"restarted,omitempty"` // Table I: the cluster restarted after populating (OSTRestart)
+	// NodeCPU is the CPU budget of each role's target processes, in
+	// cores, on a cluster the benchmark started with --node-cpu.
+	NodeCPU *localcluster.NodeCPU `json:"node_cpu,omitempty"`
 }
 
 // LoadPoint is one create-rate measurement under the checker.
@@ -372,6 +378,9 @@ func say(w io.Writer, format string, args ...any) {
 func RunLfsckBench(ctx context.Context, o LfsckBenchOptions) (*LfsckBenchResult, error) {
 	host, _ := os.Hostname()
 	res := &LfsckBenchResult{Benchmark: "lfsck", Start: time.Now().UTC(), Host: host, CPUs: runtime.NumCPU()}
+	if !o.NodeCPU.IsZero() && len(o.OSTCounts) == 0 && !(o.Interleave && len(o.Sizes) > 0) {
+		return nil, fmt.Errorf("--node-cpu %s gives budgets to the clusters the benchmark starts (--osts, --interleave); the cluster of --mgs runs with those `nacre up --node-cpu` gave it", o.NodeCPU)
+	}
 	if len(o.Sizes) > 0 && o.Interleave {
 		if o.Load {
 			return nil, errors.New("--interleave builds its own trees; run --load on a cluster of its own (--mgs)")
@@ -452,7 +461,7 @@ func runOSTs(ctx context.Context, o LfsckBenchOptions, n int) ([]LfsckPoint, err
 		if err := localcluster.Down(lc.Dir, io.Discard); err != nil {
 			return nil, fmt.Errorf("restart the cluster in %s: %w", lc.Dir, err)
 		}
-		if lc, err = localcluster.Up(ctx, localcluster.Options{Dir: lc.Dir, OSTs: n, Binary: o.Binary, Out: io.Discard}); err != nil {
+		if lc, err = localcluster.Up(ctx, localcluster.Options{Dir: lc.Dir, OSTs: n, Binary: o.Binary, Out: io.Discard, NodeCPU: o.NodeCPU}); err != nil {
 			return nil, fmt.Errorf("restart the cluster in %s: %w", lc.Dir, err)
 		}
 		if err := waitPools(ctx, lc.MGS, n); err != nil {
@@ -486,9 +495,9 @@ func runOSTs(ctx context.Context, o LfsckBenchOptions, n int) ([]LfsckPoint, err
 		runs := float64(max(o.Repeat, 1))
 		p.MDTCPUSeconds = round3((cpuSeconds(mdtPids) - m0) / runs)
 		p.OSTCPUSeconds = round3((cpuSeconds(ostPids) - o0) / runs)
-		p.StripeCount, p.Restarted = sc, o.OSTRestart
-		say(o.Progress, "%d OSTs  %8d files  %-6s %6.2f s  (%d stripes; CPU per run: MDT %.2f s, OSTs %.2f s)",
-			n, o.OSTFiles, comp, p.Seconds, p.Stripes, p.MDTCPUSeconds, p.OSTCPUSeconds)
+		p.StripeCount, p.Restarted, p.NodeCPU = sc, o.OSTRestart, nodeCPU(o)
+		say(o.Progress, "%d OSTs  %8d files  %-6s %6.2f s  (%d stripes; CPU per run: MDT %.2f s, OSTs %.2f s%s)",
+			n, o.OSTFiles, comp, p.Seconds, p.Stripes, p.MDTCPUSeconds, p.OSTCPUSeconds, budgetNote(o))
 		out = append(out, p)
 	}
 	return out, nil
@@ -515,10 +524,13 @@ func benchCluster(ctx context.Context, o LfsckBenchOptions, name string, n int) 
 		}
 	}
 	say(o.Progress, "starting a cluster with %d OSTs in %s", n, dir)
-	lc, err := localcluster.Up(ctx, localcluster.Options{Dir: dir, OSTs: n, Binary: o.Binary, Out: io.Discard})
+	lc, err := localcluster.Up(ctx, localcluster.Options{Dir: dir, OSTs: n, Binary: o.Binary, Out: io.Discard, NodeCPU: o.NodeCPU})
 	if err != nil {
 		stop()
 		return nil, nil, err
+	}
+	if msg := lc.BudgetSummary(); msg != "" {
+		say(o.Progress, "%s", msg)
 	}
 	// The MDS learns of the OSTs and fills their pools in the first second
 	// or two; files made before then get fewer stripes than -1 means.
@@ -527,6 +539,25 @@ func benchCluster(ctx context.Context, o LfsckBenchOptions, name string, n int) 
 		return nil, nil, err
 	}
 	return lc, stop, nil
+}
+
+// nodeCPU is the CPU budgets of the clusters the benchmark starts, for
+// their points (nil: none).
+func nodeCPU(o LfsckBenchOptions) *localcluster.NodeCPU {
+	if o.NodeCPU.IsZero() {
+		return nil
+	}
+	n := o.NodeCPU
+	return &n
+}
+
+// budgetNote adds the CPU budgets to a result line of a cluster the
+// benchmark started ("" without).
+func budgetNote(o LfsckBenchOptions) string {
+	if o.NodeCPU.IsZero() {
+		return ""
+	}
+	return "; node CPU " + o.NodeCPU.String()
 }
 
 // runScalingInterleaved is the scaling test with a tree (and a local
@@ -577,8 +608,9 @@ func runScalingInterleaved(ctx context.Context, o LfsckBenchOptions) ([]LfsckPoi
 				if err != nil {
 					return nil, err
 				}
+				p.NodeCPU = nodeCPU(o)
 				t.pts[comp] = append(t.pts[comp], p)
-				say(o.Progress, "round %d/%d %8d files  %-9s %9d objects in %6.2f s: %10.0f objects/s", r, rounds, t.size, comp, p.Objects, p.Seconds, p.ObjectsPerS)
+				say(o.Progress, "round %d/%d %8d files  %-9s %9d objects in %6.2f s: %10.0f objects/s%s", r, rounds, t.size, comp, p.Objects, p.Seconds, p.ObjectsPerS, budgetNote(o))
 			}
 		}
 	}
@@ -741,27 +773,14 @@ func timeUp(ctx context.Context) bool {
 	return ok && !time.Now().Before(d.Add(-50*time.Millisecond))
 }
 
-// cpuSeconds sums the user and system CPU time of processes from
-// /proc/PID/stat (fields 14 and 15, in clock ticks of 1/100 s on Linux).
+// cpuSeconds sums the user and system CPU time of processes (those
+// that are gone count nothing).
 func cpuSeconds(pids []int) float64 {
 	var total float64
 	for _, pid := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
+		if t, err := cgroup.ProcessCPU(pid); err == nil {
+			total += t.Seconds()
 		}
-		// The command name (field 2) may hold spaces: split after its ')'.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 13 {
-			continue
-		}
-		u, _ := strconv.ParseFloat(f[11], 64)
-		st, _ := strconv.ParseFloat(f[12], 64)
-		total += (u + st) / 100
 	}
 	return total
 }

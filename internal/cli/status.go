@@ -6,11 +6,13 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
+	"nacre/internal/cgroup"
 	"nacre/internal/client"
 	"nacre/internal/errno"
 	"nacre/internal/layout"
@@ -46,6 +48,14 @@ type TargetStatus struct {
 	// "learner" or "not a member".
 	Role string `json:"role,omitempty"`
 	Dir  string `json:"dir,omitempty"`
+	// CPUBudget is the CPU quota of a local target's live process, in
+	// cores, and Cgroup the cgroup that sets it (absent: none; `nacre up
+	// --node-cpu`); CPUSeconds is the CPU (user and system) the process
+	// has used since it started (absent for a target of another machine
+	// or a dead one).
+	CPUBudget  float64  `json:"cpu_budget_cores,omitempty"`
+	Cgroup     string   `json:"cgroup,omitempty"`
+	CPUSeconds *float64 `json:"cpu_seconds,omitempty"`
 }
 
 // ClusterStatus is `nacre status --json`.
@@ -140,6 +150,7 @@ func GetStatus(ctx context.Context, mgs string) (*ClusterStatus, error) {
 	st := &ClusterStatus{Fsname: cfg.Fsname, MGS: mgs}
 	now := time.Unix(0, cfg.NowNs)
 	host, _ := os.Hostname()
+	cpu, _ := cgroup.Find(cgroup.Options{}) // nil: no budgets to read
 	for _, t := range cfg.Targets {
 		ts := TargetStatus{Name: targetName(cfg.Fsname, t), Kind: kindName(t.Kind), Index: t.Index, Addr: t.Addr, DataAddr: t.DataAddr,
 			State: t.State, Pid: t.Pid, Host: t.Host, Leader: t.Leader || (t.Kind == pb.TargetKind_TARGET_MGS && t.ReplicaId == 0), ReplicaID: t.ReplicaId, Dir: t.Dir, Role: t.Role}
@@ -158,6 +169,8 @@ func GetStatus(ctx context.Context, mgs string) (*ClusterStatus, error) {
 			if !alive {
 				// The MGS notices only after missing heartbeats.
 				ts.State = "down"
+			} else {
+				readCPU(&ts, cpu)
 			}
 		}
 		if ts.State == "down" {
@@ -188,6 +201,24 @@ func GetStatus(ctx context.Context, mgs string) (*ClusterStatus, error) {
 	return st, nil
 }
 
+// readCPU fills in the CPU budget of a local target's live process
+// from its cgroup in h (nil: none), and the CPU it has used.
+func readCPU(ts *TargetStatus, h *cgroup.Hierarchy) {
+	pid := int(ts.Pid)
+	if used, err := cgroup.ProcessCPU(pid); err == nil {
+		secs := used.Seconds()
+		ts.CPUSeconds = &secs
+	}
+	if h == nil {
+		return
+	}
+	if g, err := h.GroupOf(pid); err == nil {
+		if cores, err := g.Budget(); err == nil && cores > 0 {
+			ts.CPUBudget, ts.Cgroup = cores, g.Dir
+		}
+	}
+}
+
 func order(k string) int {
 	switch k {
 	case "mgs":
@@ -209,7 +240,7 @@ func Status(ctx context.Context, e Env, asJSON bool) error {
 	}
 	fmt.Fprintf(e.Out, "file system %q, MGS %s\n", st.Fsname, st.MGS)
 	t := newTable(e.Out)
-	t.AppendHeader([]any{"TARGET", "ADDRESS", "STATE", "LAST HEARD", "SPACE USED", "INODES USED", "PID", "METRICS"})
+	t.AppendHeader([]any{"TARGET", "ADDRESS", "STATE", "LAST HEARD", "SPACE USED", "INODES USED", "PID", "CPU USED", "CPU BUDGET", "METRICS"})
 	for _, ts := range st.Targets {
 		state := ts.State
 		dead := ts.PidAlive != nil && !*ts.PidAlive
@@ -249,7 +280,14 @@ func Status(ctx context.Context, e Env, asJSON bool) error {
 				pid += " (dead)"
 			}
 		}
-		t.AppendRow([]any{name, addr, state, heard, space, inodes, pid, ts.MetricsURL})
+		used, budget := "-", "-"
+		if ts.CPUSeconds != nil {
+			used = fmt.Sprintf("%.2fs", *ts.CPUSeconds)
+		}
+		if ts.CPUBudget > 0 {
+			budget = strconv.FormatFloat(ts.CPUBudget, 'f', -1, 64) + " core"
+		}
+		t.AppendRow([]any{name, addr, state, heard, space, inodes, pid, used, budget, ts.MetricsURL})
 	}
 	t.Render()
 	for _, g := range leaderless(st.Targets) {

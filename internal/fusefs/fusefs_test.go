@@ -73,12 +73,6 @@ func TestParseOptions(t *testing.T) {
 	}
 }
 
-func TestUnescapeMount(t *testing.T) {
-	if got := UnescapeMount(`/tmp/a\040b\011c`); got != "/tmp/a b\tc" {
-		t.Fatalf("%q", got)
-	}
-}
-
 // A write in flight holds a buffer of at most twice its size (one pool of
 // 1 MiB buffers made 4 KiB writes pin 256 times their bytes), and buffers
 // come back to their own class.

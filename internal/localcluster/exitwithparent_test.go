@@ -21,7 +21,7 @@ import (
 // target the way Up does and waits to be killed.
 func TestMain(m *testing.M) {
 	if dir := os.Getenv("NACRE_TEST_STARTER_DIR"); dir != "" {
-		pid, err := start(os.Getenv("NACRE_TEST_STARTER_BIN"), dir, os.Getenv("NACRE_TEST_STARTER_EXIT") == "1")
+		pid, err := start(os.Getenv("NACRE_TEST_STARTER_BIN"), dir, os.Getenv("NACRE_TEST_STARTER_EXIT") == "1", nil)
 		if err != nil {
 			fmt.Println("error", err)
 			os.Exit(1)

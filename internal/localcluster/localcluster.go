@@ -17,6 +17,10 @@
 // it stops the processes it started and leaves alone those that ran
 // before. Down stops the processes of a cluster directory by the pids in
 // their pid files.
+//
+// With NodeCPU each target process runs in a cgroup of its own with a CPU
+// budget for its role, so that the targets behave as nodes of their own
+// (budget.go); Down removes the cgroups.
 package localcluster
 
 import (
@@ -40,6 +44,7 @@ import (
 
 	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
+	"nacre/internal/cgroup"
 	"nacre/internal/fusefs"
 	"nacre/internal/grpcx"
 	"nacre/internal/layout"
@@ -87,6 +92,11 @@ type Options struct {
 	// its timeout leaves no servers behind). `nacre up --detach` leaves
 	// it off: its servers outlive it.
 	ExitWithParent bool
+	// NodeCPU gives the target processes Up starts CPU budgets by role,
+	// each in a cgroup of its own (`nacre up --node-cpu`; budget.go).
+	// Zero: a target started again keeps the budget the cluster's
+	// cgroups give it, and a cluster without them runs without budgets.
+	NodeCPU NodeCPU
 }
 
 // Cluster describes a running local cluster.
@@ -94,6 +104,11 @@ type Cluster struct {
 	Dir     string
 	MGS     string
 	Targets []Proc
+	// cpuAt names the cgroup version of the targets' CPU budgets ("":
+	// none has one).
+	cpuAt string
+	// budgets are the cgroups of the targets this Up starts.
+	budgets *budgets
 }
 
 // DefaultDir is the cluster directory of `nacre up` and `nacre down`
@@ -108,6 +123,10 @@ type Proc struct {
 	// Started says that this Up started the process (it was not running
 	// before): a failed Up stops only those.
 	Started bool
+	// CPU is the process's CPU budget in cores, and Cgroup the cgroup
+	// that gives it (0, "": none).
+	CPU    float64
+	Cgroup string
 	// logFrom is the size of its log when Up started it: what a failed
 	// start wrote begins there.
 	logFrom int64
@@ -512,6 +531,13 @@ func Up(ctx context.Context, o Options) (_ *Cluster, err error) {
 			return nil, err
 		}
 	}
+	if !o.NodeCPU.IsZero() {
+		// A machine without a usable cpu controller is found now,
+		// before a new cluster is formatted only to be left unstarted.
+		if _, err := cgroup.Usable(cgroup.Options{}); err != nil {
+			return nil, fmt.Errorf("--node-cpu %s: %w", o.NodeCPU, err)
+		}
+	}
 	if st, err := os.Stat(o.Dir); err == nil && !st.IsDir() {
 		return nil, fmt.Errorf("--dir %s is a file, not a directory: give the directory that holds (or is to hold) the cluster", o.Dir)
 	}
@@ -596,11 +622,32 @@ func checkBelongs(dir string, dirs []string, mgs string) error {
 // start starts the targets in dirs that are not running, waits until the
 // cluster is ready and mounts it if asked.
 func (c *Cluster) start(ctx context.Context, o Options, dirs []string) error {
+	ids := map[string]target.Identity{}
+	var toStart, running []string
 	for _, d := range dirs {
 		id, err := target.Load(d)
 		if err != nil {
 			return err
 		}
+		ids[d] = id
+		if _, ok := proc.Serving(d); ok {
+			running = append(running, filepath.Base(d))
+		} else {
+			toStart = append(toStart, d)
+		}
+	}
+	// Every cgroup is made before any process starts: one that cannot be
+	// made starts nothing.
+	b, err := planBudgets(o.Dir, o.NodeCPU, toStart, ids)
+	if err != nil {
+		return err
+	}
+	c.budgets = b
+	if !o.NodeCPU.IsZero() && len(running) > 0 {
+		fmt.Fprintf(o.Out, "note: --node-cpu gives budgets to the targets this up starts; %s ran already and keep what they have (`nacre down` and up again to change it)\n", strings.Join(running, ", "))
+	}
+	for _, d := range dirs {
+		id := ids[d]
 		name := id.Label()
 		if id.ReplicaID != 0 {
 			name += fmt.Sprintf("-r%d", id.ReplicaID)
@@ -613,7 +660,7 @@ func (c *Cluster) start(ctx context.Context, o Options, dirs []string) error {
 		if fi, err := os.Stat(filepath.Join(d, proc.LogFile)); err == nil {
 			logFrom = fi.Size()
 		}
-		pid, err := start(o.Binary, d, o.ExitWithParent)
+		pid, err := start(o.Binary, d, o.ExitWithParent, b.group(d))
 		if err != nil {
 			return fmt.Errorf("start %s: %w", name, err)
 		}
@@ -644,6 +691,10 @@ func (c *Cluster) start(ctx context.Context, o Options, dirs []string) error {
 	}
 	waitPools(ctx, c, poolWait)
 	if msg := c.restarted(); msg != "" {
+		fmt.Fprintln(o.Out, msg)
+	}
+	c.readBudgets()
+	if msg := c.BudgetSummary(); msg != "" {
 		fmt.Fprintln(o.Out, msg)
 	}
 	for _, w := range shortOfReserve(c.Targets, nil) {
@@ -749,6 +800,7 @@ func (c *Cluster) stopStarted(err error) error {
 		}
 	}
 	stopPids(names, pids, io.Discard)
+	c.budgets.remove()
 	var what []string
 	if len(pids) > 0 {
 		what = append(what, fmt.Sprintf("stopped the target processes this run started (%s)", strings.Join(names, ", ")))
@@ -839,19 +891,39 @@ func inCluster(dir, d string) bool {
 }
 
 // Start runs `nacre serve --dir d` in its own session, logging to
-// d/serve.log, and returns its pid (tests and `nacre replica add`).
-func Start(bin, d string) (int, error) { return start(bin, d, false) }
+// d/serve.log, and returns its pid (tests). A target of a cluster whose
+// targets have CPU budgets gets its own (planBudgets).
+func Start(bin, d string) (int, error) { return startKept(bin, d) }
+
+// startKept starts the target in d with the budget the cgroups of its
+// cluster keep for it.
+func startKept(bin, d string) (int, error) {
+	id, err := target.Load(d)
+	if err != nil {
+		return 0, err
+	}
+	b, err := planBudgets(filepath.Dir(d), NodeCPU{}, []string{d}, map[string]target.Identity{d: id})
+	if err != nil {
+		return 0, err
+	}
+	return start(bin, d, false, b.group(d))
+}
 
 // start runs `nacre serve --dir d` in its own session, logging to
 // d/serve.log; with exitWithParent the kernel kills it when this process
-// dies.
-func start(bin, d string, exitWithParent bool) (int, error) {
+// dies. With a cgroup g it runs in g from its first instruction
+// (cgroup.Group.Command): a process that cannot join g exits at once,
+// saying why in its log, and never runs without its budget.
+func start(bin, d string, exitWithParent bool, g *cgroup.Group) (int, error) {
 	logf, err := os.OpenFile(filepath.Join(d, proc.LogFile), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return 0, err
 	}
 	defer logf.Close()
 	cmd := exec.Command(bin, "serve", "--dir", d)
+	if g != nil {
+		cmd = g.Command(bin, "serve", "--dir", d)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if exitWithParent {
@@ -1154,6 +1226,7 @@ func down(dir, stateDir string, out io.Writer) error {
 	} else {
 		fmt.Fprintf(out, "stopped %d target processes of %s\n", len(pids), dir)
 	}
+	removeCgroups(dir, out)
 	return nil
 }
 
@@ -1250,7 +1323,7 @@ func NewReplica(dir, group string, rid uint64, peers map[uint64]string, bin stri
 			return "", "", 0, err
 		}
 	}
-	pid, err := start(bin, d, false)
+	pid, err := startKept(bin, d)
 	if err != nil {
 		return "", "", 0, err
 	}
@@ -1305,7 +1378,8 @@ func RemovedReplicaIDs(dir, group string) []uint64 {
 
 // RetireReplica stops the process of a replica that left its group and
 // renames its directory to D/removed-NAME-TIME, so that `nacre up` does
-// not start it again; its data stays for inspection.
+// not start it again; its data stays for inspection. The cgroup of its
+// CPU budget, if it had one, is removed.
 func RetireReplica(dir, group string, rid uint64) (string, error) {
 	d := filepath.Join(dir, fmt.Sprintf("%s-r%d", group, rid))
 	if _, err := os.Stat(d); err != nil {
@@ -1321,6 +1395,7 @@ func RetireReplica(dir, group string, rid uint64) (string, error) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+	removeTargetCgroup(dir, filepath.Base(d))
 	to := filepath.Join(dir, fmt.Sprintf("removed-%s-r%d-%s", group, rid, time.Now().UTC().Format("20060102T150405")))
 	return to, os.Rename(d, to)
 }

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"nacre/internal/bench"
+	"nacre/internal/cgroup"
 	"nacre/internal/localcluster"
 	"nacre/test/testcluster"
 )
@@ -136,5 +138,57 @@ func TestLfsckBenchmarkInterleaved(t *testing.T) {
 		if n := localcluster.Running(filepath.Join(dir, size)); n != 0 {
 			t.Errorf("%d processes of the %s cluster still run", n, size)
 		}
+	}
+}
+
+// TestLfsckBenchmarkRunsItsClustersInTheirBudgets: with NodeCPU (`nacre
+// bench lfsck --node-cpu`) the Table I cluster's target processes run in
+// cgroups with their roles' budgets, which the progress prints and every
+// point records, and which are removed with the cluster. It needs a
+// writable cgroup cpu controller (root; this machine has cgroup v1's).
+func TestLfsckBenchmarkRunsItsClustersInTheirBudgets(t *testing.T) {
+	if _, err := cgroup.Usable(cgroup.Options{}); err != nil {
+		t.Skipf("no usable cgroup cpu controller for --node-cpu here: %v", err)
+	}
+	budgets := localcluster.NodeCPU{MGS: 0.1, MDS: 0.5, OST: 0.25}
+	var progress bytes.Buffer
+	res, err := bench.RunLfsckBench(context.Background(), bench.LfsckBenchOptions{
+		OSTCounts: []int{2}, OSTFiles: 100, OSTStripes: -1, Dirs: 2, Subdirs: 2, Threads: 2, Repeat: 1,
+		ClusterDir: t.TempDir(), Binary: testcluster.Binary(t), Progress: &progress, NodeCPU: budgets,
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	out := progress.String()
+	const said = "CPU budgets: mgs 0.1 core, mds 0.5 core, ost 0.25 core, each target process in a cgroup of its own ("
+	i := strings.Index(out, said)
+	if i < 0 {
+		t.Fatalf("the progress does not print the budgets:\n%s", out)
+	}
+	if !strings.Contains(out, "; node CPU mgs=0.1,mds=0.5,ost=0.25)") {
+		t.Errorf("the result lines do not carry the budgets:\n%s", out)
+	}
+	if len(res.TableI) != 2 {
+		t.Fatalf("table I points %+v, want layout and all", res.TableI)
+	}
+	for _, p := range res.TableI {
+		if p.NodeCPU == nil || *p.NodeCPU != budgets {
+			t.Errorf("point %+v: node_cpu %v, want %+v", p, p.NodeCPU, budgets)
+		}
+	}
+	js, _ := json.Marshal(res.TableI[0])
+	if !strings.Contains(string(js), `"node_cpu":{"mgs":0.1,"mds":0.5,"ost":0.25}`) {
+		t.Errorf("JSON of a point: %s", js)
+	}
+	// "(cgroup v1: /sys/fs/cgroup/cpu/nacre/nacre-HASH/TARGET)"
+	line := out[i+len(said):]
+	line = line[:strings.IndexByte(line, '\n')]
+	_, path, _ := strings.Cut(line, ": ")
+	cluster := filepath.Dir(path)
+	if !strings.Contains(cluster, "/nacre/") {
+		t.Fatalf("no cgroup path in %q", line)
+	}
+	if _, err := os.Stat(cluster); !os.IsNotExist(err) {
+		t.Errorf("the cluster's cgroup %s is left after the benchmark (%v)", cluster, err)
 	}
 }

@@ -31,6 +31,8 @@ func TestUpRefusesBadFlagsBeforeStartingAnything(t *testing.T) {
 		{[]string{"--replicas", "4"}, "--replicas 4: use 1, or an odd number from 3"},
 		{[]string{"--osts", "5000"}, "--osts 5000: a local cluster runs each OST as a process on this machine; at most 256"},
 		{[]string{"--fsname", "a/b"}, `file system name "a/b": use 1 to 8 letters, digits`},
+		{[]string{"--node-cpu", "mds=x"}, `--node-cpu mds=x: "x" is not a number of cores`},
+		{[]string{"--node-cpu", "oss=0.5"}, `--node-cpu oss=0.5: "oss" is no role`},
 	}
 	for _, c := range cases {
 		dir := filepath.Join(t.TempDir(), "c")
