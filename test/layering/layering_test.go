@@ -63,6 +63,8 @@ var tiers = map[string]tier{
 	"internal/reserve":      storage,
 	"internal/target":       storage,
 	"internal/target/proc":  base,
+	"internal/cgroup":       base,
+	"internal/mountinfo":    base,
 	"internal/raftgroup":    replication,
 	"internal/ldlm":         servers,
 	"internal/lfsck":        targets,
