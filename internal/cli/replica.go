@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -205,12 +204,12 @@ func onLeader(ctx context.Context, e Env, g ReplicaGroup, call func(ctx context.
 // refusal (the replica is already a member, there is no such replica,
 // the target is a single replica...) carries a message written for
 // operators that names the replica, the group and the way out: it is
-// returned as is, without the gRPC wrapping. Other errors are prefixed
-// with what was being done.
+// returned as it is, code and all. Other errors are prefixed with what
+// was being done.
 func refusal(err error, format string, args ...any) error {
 	switch errno.CodeOf(err) {
 	case errno.AlreadyExists, errno.NotFound, errno.FailedPrecondition:
-		return errors.New(err.Error())
+		return err
 	}
 	return fmt.Errorf(format+": %w", append(args, err)...)
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	pb "nacre/api/nacrepb"
+	"nacre/internal/errno"
 )
 
 // An add to an address where nothing answers, of a replica that
@@ -52,6 +53,29 @@ func TestNewReplicaIDsAreNeverReused(t *testing.T) {
 			t.Errorf("%s: id %d, %v; want a refusal %q", c.name, id, err, c.refused)
 		case c.refused == "" && (err != nil || id != c.want):
 			t.Errorf("%s: id %d, %v; want %d", c.name, id, err, c.want)
+		}
+	}
+}
+
+// TestRefusalKeepsTheServersWordsAndCode: a refusal written for operators
+// comes out as the server said it, still carrying its code; any other
+// failure is prefixed with what was being done.
+func TestRefusalKeepsTheServersWordsAndCode(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{errno.New(errno.AlreadyExists, "replica 2 is already a voter of MDT0000"), "replica 2 is already a voter of MDT0000"},
+		{errno.New(errno.NotFound, "replica 5 is not a member of MDT0000"), "replica 5 is not a member of MDT0000"},
+		{errno.New(errno.FailedPrecondition, "MDT0000: cannot add a replica: single replica"), "MDT0000: cannot add a replica: single replica"},
+		{errno.New(errno.Unavailable, "no leader"), "add replica 2 to mdt0: no leader"},
+	} {
+		got := refusal(c.err, "add replica %d to %s", 2, "mdt0")
+		if got.Error() != c.want {
+			t.Errorf("refusal(%v) = %q, want %q", c.err, got, c.want)
+		}
+		if errno.CodeOf(got) != errno.CodeOf(c.err) {
+			t.Errorf("refusal(%v): code %v, want %v", c.err, errno.CodeOf(got), errno.CodeOf(c.err))
 		}
 	}
 }
