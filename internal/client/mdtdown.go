@@ -38,9 +38,9 @@ func (e *MDTDownError) Describe() string {
 	return fmt.Sprintf("MDT%04x (%s) does not answer: %s", e.MDT, e.Addr, why)
 }
 
-// Unwrap is EIO, what a POSIX caller gets, as before there was this type;
-// not the gRPC status, which would make callers retry for another timeout
-// what was retried for one.
+// Unwrap is EIO, what a POSIX caller gets; not the last attempt's
+// *errno.Error, which errno.Retryable would take for a call to retry for
+// another timeout when it was retried for one already.
 func (e *MDTDownError) Unwrap() error { return syscall.EIO }
 
 const noAnswerInTime = "no answer in time"
@@ -109,7 +109,7 @@ func (c *Client) mdtError(what string, f fid.FID, err error) error {
 	var g *gaveUpError
 	if !errors.As(err, &g) {
 		// The server's message ("MDT0000 is full: ..."), which users see,
-		// without gRPC's "rpc error: code = ... desc =".
+		// as the errno a POSIX caller gets.
 		return &errno.Errno{Op: what, Errno: errno.ToErrno(err), Msg: err.Error()}
 	}
 	d := &MDTDownError{Op: what, Attempts: g.attempts, For: g.took, Err: g.err}

@@ -26,9 +26,9 @@ import (
 // linearizable (the leader under a lease, a follower with ReadIndex).
 //
 // The leader is learned from the MGS's configuration and then from the
-// servers themselves: a replica that does not lead answers Unavailable
-// with "not the leader (leader is replica N at ADDR)", and the call is
-// sent there at once. A replica that cannot be reached, or that knows no
+// servers themselves: a replica that does not lead refuses with the
+// leader it knows (errno.NotLeader, read with errno.LeaderOf), and the
+// call is sent there at once. A replica that cannot be reached, or that knows no
 // leader (an election is under way), makes the call move on to the next
 // replica; once every replica was tried the call fails with Unavailable,
 // and Client.retry backs off, reads the configuration again and calls
@@ -141,7 +141,7 @@ func (g *mdtGroup) Close() error {
 	return nil
 }
 
-// addrs describes the replicas for error messages.
+// describe names the replicas for error messages.
 func (g *mdtGroup) describe() string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -250,16 +250,15 @@ func (g *mdtGroup) call(ctx context.Context, read bool, f func(context.Context, 
 		if !errno.Retryable(err) || ctx.Err() != nil {
 			return err
 		}
+		// Not the leader, unreachable, or stopping: follow the leader it
+		// names, if it names one not tried yet.
+		g.forget(r)
 		if l, ok := errno.LeaderOf(err); ok {
-			addr := l.Addr
-			g.forget(r)
-			if l := g.byAddr(addr); l != nil && !tried[l] {
-				g.setLeader(l)
-				r = l
+			if lr := g.byAddr(l.Addr); lr != nil && !tried[lr] {
+				g.setLeader(lr)
+				r = lr
 				continue
 			}
-		} else {
-			g.forget(r) // unreachable, or stopping
 		}
 		r = g.next(r, tried)
 	}
