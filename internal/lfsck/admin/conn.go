@@ -250,10 +250,10 @@ func (e *unreachableError) Unwrap() error { return e.err }
 
 // notAnswering is err, of a call to MDT idx at addr, as the client
 // commands say an MDT that cannot be reached ("MDT0000 (ADDR) does not
-// answer: connection refused; check `nacre status`", with the connection's
-// cause, not gRPC's "connection error: desc = ..."), or nil if the MDT answered: the MGS
-// shows a target up until it misses its heartbeats, so one just killed is
-// dialled before it is known down.
+// answer: connection refused; check `nacre status`": the connection's
+// cause, client.ShortCause), or nil if the MDT answered: the MGS shows a
+// target up until it misses its heartbeats, so one just killed is dialled
+// before it is known down.
 func notAnswering(idx uint32, addr string, err error) error {
 	if errno.CodeOf(err) != errno.Unavailable {
 		return nil

@@ -1,17 +1,18 @@
 package admin
 
 import (
-	"nacre/internal/errno"
 	"net"
 	"os"
 	"syscall"
 	"testing"
+
+	"nacre/internal/errno"
 )
 
 // TestNotAnsweringNamesTheMDT: a checker command that cannot reach an MDT
 // says so as the client commands do, with the connection's cause, not with
-// gRPC's "connection error: desc = ..."; an MDT that answered (an error of its own, a replica that
-// does not lead) is left as it is.
+// gRPC's "connection error: desc = ..."; an MDT that answered (an error of
+// its own, a replica that does not lead) is left as it is.
 func TestNotAnsweringNamesTheMDT(t *testing.T) {
 	refused := &errno.Error{Code: errno.Unavailable, Msg: `connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:25729: connect: connection refused"`,
 		Cause: &net.OpError{Op: "dial", Net: "tcp", Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}}
@@ -21,7 +22,7 @@ func TestNotAnsweringNamesTheMDT(t *testing.T) {
 		t.Fatalf("got %v, want %q", err, want)
 	}
 	if errno.CodeOf(err) != errno.Unavailable {
-		t.Errorf("the gRPC code is lost: %v", errno.CodeOf(err))
+		t.Errorf("the code is lost: %v", errno.CodeOf(err))
 	}
 	for _, e := range []error{
 		errno.New(errno.FailedPrecondition, "checker already running"),
@@ -52,7 +53,7 @@ func TestMdtErrorNamesTheMDTOnce(t *testing.T) {
 			t.Errorf("mdtError(%v)\n got %q\nwant %q", c.err, got, c.want)
 		}
 		if errno.CodeOf(got) != errno.CodeOf(c.err) {
-			t.Errorf("mdtError(%v): the gRPC code is lost: %v", c.err, errno.CodeOf(got))
+			t.Errorf("mdtError(%v): the code is lost: %v", c.err, errno.CodeOf(got))
 		}
 	}
 }
