@@ -1,10 +1,6 @@
 package fusefs
 
-import (
-	"io"
-
-	"nacre/internal/mountinfo"
-)
+import "nacre/internal/mountinfo"
 
 // The mount table: the kernel's list of what is mounted where
 // (/proc/self/mountinfo), of which the Nacre mounts are those of type
@@ -24,9 +20,6 @@ func Mounts() []MountInfo {
 	return m
 }
 
-// ParseMountInfo reads a mount table in the format of /proc/self/mountinfo.
-func ParseMountInfo(r io.Reader) []MountInfo { return mountinfo.Parse(r) }
-
 // FindMount returns the mount at dir (the last one, if stacked).
 func FindMount(dir string) (MountInfo, bool) {
 	var found MountInfo
@@ -38,7 +31,3 @@ func FindMount(dir string) (MountInfo, bool) {
 	}
 	return found, ok
 }
-
-// UnescapeMount undoes the kernel's \ooo escapes (space, tab, newline,
-// backslash) in a field of /proc/self/mountinfo.
-func UnescapeMount(s string) string { return mountinfo.Unescape(s) }
