@@ -121,13 +121,12 @@ type oiFacts struct {
 	// entry is 8 bytes long), if it exists and claims the FID (claims):
 	// its record, mtime and names, and whether the two records differ
 	// only in times (same).
-	other       uint64
-	claims      bool
-	ov          []byte
-	otherMtime  int64
-	otherLinks  int
-	same        bool
-	otherExists bool
+	other      uint64
+	claims     bool
+	ov         []byte
+	otherMtime int64
+	otherLinks int
+	same       bool
 }
 
 // oiDecision is what decideOI decides: nothing (kind 0), or the kind of
