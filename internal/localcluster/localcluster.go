@@ -623,6 +623,7 @@ func checkBelongs(dir string, dirs []string, mgs string) error {
 // cluster is ready and mounts it if asked.
 func (c *Cluster) start(ctx context.Context, o Options, dirs []string) error {
 	ids := map[string]target.Identity{}
+	serving := map[string]int{} // the pid of each target already running
 	var toStart, running []string
 	for _, d := range dirs {
 		id, err := target.Load(d)
@@ -630,7 +631,8 @@ func (c *Cluster) start(ctx context.Context, o Options, dirs []string) error {
 			return err
 		}
 		ids[d] = id
-		if _, ok := proc.Serving(d); ok {
+		if pid, ok := proc.Serving(d); ok {
+			serving[d] = pid
 			running = append(running, filepath.Base(d))
 		} else {
 			toStart = append(toStart, d)
@@ -652,7 +654,7 @@ func (c *Cluster) start(ctx context.Context, o Options, dirs []string) error {
 		if id.ReplicaID != 0 {
 			name += fmt.Sprintf("-r%d", id.ReplicaID)
 		}
-		if pid, ok := proc.Serving(d); ok {
+		if pid, ok := serving[d]; ok {
 			c.Targets = append(c.Targets, Proc{Name: name, Dir: d, Pid: pid})
 			continue
 		}
