@@ -146,9 +146,8 @@ func Dial(addr string) (*grpc.ClientConn, error) {
 	bc := backoff.DefaultConfig
 	bc.BaseDelay = 50 * time.Millisecond
 	bc.MaxDelay = time.Second
-	target, multi := "passthrough:///"+addr, multiAddr(addr)
-	cc, err := grpc.NewClient(target,
-		multi,
+	cc, err := grpc.NewClient("passthrough:///"+addr,
+		multiAddr(parts),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithUnaryInterceptor(unary),
 		grpc.WithStreamInterceptor(stream),
@@ -175,18 +174,16 @@ func Dial(addr string) (*grpc.ClientConn, error) {
 	return cc, nil
 }
 
-// multiAddr resolves a comma-separated list of addresses for Dial (one
-// address needs nothing: the passthrough resolver dials it).
-func multiAddr(addr string) grpc.DialOption {
-	if !strings.Contains(addr, ",") {
+// multiAddr resolves the addresses of Dial when there are several (one
+// needs nothing: the passthrough resolver dials it).
+func multiAddr(addrs []string) grpc.DialOption {
+	if len(addrs) < 2 {
 		return grpc.EmptyDialOption{}
 	}
 	r := manual.NewBuilderWithScheme("passthrough")
 	var st resolver.State
-	for _, a := range strings.Split(addr, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			st.Addresses = append(st.Addresses, resolver.Address{Addr: a})
-		}
+	for _, a := range addrs {
+		st.Addresses = append(st.Addresses, resolver.Address{Addr: a})
 	}
 	r.InitialState(st)
 	return grpc.WithResolvers(r)
