@@ -174,7 +174,11 @@ func TestNotTheService(t *testing.T) {
 	short, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel2()
 	_, err = nacregrpc.NewMGSClient(cc3).Hello(short, &pb.HelloRequest{})
-	if c := errno.CodeOf(err); c != errno.Unavailable && c != errno.DeadlineExceeded {
+	switch c := errno.CodeOf(err); {
+	case c != errno.Unavailable && c != errno.DeadlineExceeded:
 		t.Errorf("nothing listening: %v (code %v), want Unavailable or DeadlineExceeded", err, c)
+	case c == errno.Unavailable && !errors.Is(err, syscall.ECONNREFUSED):
+		// The dial's error is the Cause, for messages that name it.
+		t.Errorf("nothing listening: %v (cause %v) does not say the connection was refused", err, errors.Unwrap(err))
 	}
 }
