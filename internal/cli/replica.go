@@ -14,7 +14,7 @@ import (
 )
 
 // `nacre replica`: the replicas of the Raft groups (the MGS and each MDT),
-// through each replica's RaftAdmin service (api/raftgroup.proto).
+// through each replica's RaftAdmin service (api/services.proto).
 
 // ReplicaGroup names a group: "mgs" or "mdtN".
 type ReplicaGroup struct {

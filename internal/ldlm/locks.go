@@ -7,7 +7,7 @@
 // The Manager holds the locks of the files whose FIDs the MDS owns, in
 // memory; it has no network code and no clock, so its rules are tested
 // directly. Server (server.go) is the gRPC front end: the LDLM service of
-// api/lock.proto.
+// api/services.proto.
 //
 // # Rules
 //

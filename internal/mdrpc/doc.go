@@ -1,5 +1,5 @@
 // Package mdrpc is the metadata RPC: the framed protocol that carries the
-// metadata service (api/mds.proto) between clients and MDSs: protobuf
+// metadata service (api/services.proto) between clients and MDSs: protobuf
 // messages in length-prefixed, checksummed frames over plain TCP, one
 // request at a time per connection, with a pool of connections per server.
 //
@@ -17,16 +17,20 @@
 //
 //	0  4  magic "NCRM"
 //	4  2  protocol version (internal/version.Protocol)
-//	6  2  request: method id; reply: status (0 ok, else a gRPC code)
+//	6  2  request: method id; reply: status (0 ok, else an errno.Code)
 //	8  8  request id (echoed by the reply)
 //	16 4  payload length (at most MaxPayload)
 //	20 4  CRC32C (Castagnoli) of the payload
 //
 // The payload is the protobuf-encoded request or reply; a reply with a
-// non-zero status carries a UTF-8 error message instead. The first request
-// on every connection is method 0 (hello) with payload "fsname"; a server
-// of another version or file system answers FailedPrecondition with a
-// message naming both, and closes the connection.
+// non-zero status carries the error instead, as a pb.Failure (its code,
+// message, and the leader of a not-the-leader refusal: errno.FromFailure
+// gives the caller the *errno.Error back), or as UTF-8 text to a peer of
+// another protocol version, which may not read this version's Failure.
+// The first request on every connection is method 0 (hello) with payload
+// "fsname"; a server of another version or file system answers
+// FailedPrecondition with a message naming both, and closes the
+// connection.
 //
 // # The MDS binding
 //

@@ -15,8 +15,9 @@ import (
 	"nacre/internal/raftgroup"
 )
 
-// Services for mounted clients (api/lock.proto): the lock manager and
-// sessions (internal/ldlm), the open-file commands, and the reaper of
+// Services for mounted clients (api/services.proto's LDLM and OpenFiles,
+// their messages in api/lock.proto): the lock manager and sessions
+// (internal/ldlm), the open-file commands, and the reaper of
 // open-unlinked orphans whose client is gone.
 
 // OrphanGrace is how long the orphans of a client without a session are

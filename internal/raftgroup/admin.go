@@ -13,7 +13,7 @@ import (
 	"nacre/internal/errno"
 )
 
-// The RaftAdmin service (api/raftgroup.proto) over the groups registered
+// The RaftAdmin service (api/services.proto) over the groups registered
 // with a GRPCTransport, and the one place that turns "not the leader" into
 // the typed refusal clients follow (errno.NotLeader).
 
