@@ -3,7 +3,6 @@ package mdrpc
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -206,6 +205,3 @@ func (c *Client) discard(cn *conn) {
 	c.mu.Unlock()
 	cn.nc.Close()
 }
-
-// IsBadFrame reports a protocol violation.
-func IsBadFrame(err error) bool { return errors.Is(err, ErrBadFrame) }

@@ -3,7 +3,7 @@ package mdrpc
 import (
 	"context"
 
-	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/proto"
 
 	pb "nacre/api/nacrepb"
 )
@@ -74,8 +74,8 @@ func (c *MDS) Close() error { return c.c.Close() }
 
 func call[Resp any, PResp interface {
 	*Resp
-	protoMessage
-}](ctx context.Context, c *Client, m uint16, req protoMessage) (PResp, error) {
+	proto.Message
+}](ctx context.Context, c *Client, m uint16, req proto.Message) (PResp, error) {
 	resp := PResp(new(Resp))
 	if err := c.Call(ctx, m, req, resp); err != nil {
 		return nil, err
@@ -118,8 +118,4 @@ func (c *MDS) Statfs(ctx context.Context, in *pb.StatfsRequest) (*pb.StatfsReply
 // Opens is OpenFiles.Opens over framed RPC.
 func (c *MDS) Opens(ctx context.Context, in *pb.OpensRequest) (*pb.OpensReply, error) {
 	return call[pb.OpensReply](ctx, c.c, MethodOpens, in)
-}
-
-type protoMessage = interface {
-	ProtoReflect() protoreflect.Message
 }
