@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ const (
 	mFail
 	mSlow
 	mPanic
+	mNotLeader
 )
 
 func methods() map[uint16]Method {
@@ -38,6 +40,9 @@ func methods() map[uint16]Method {
 		}),
 		mPanic: Handle(func(ctx context.Context, r *pb.LookupRequest) (*pb.Reply, error) {
 			panic("boom")
+		}),
+		mNotLeader: Handle(func(ctx context.Context, r *pb.LookupRequest) (*pb.Reply, error) {
+			return nil, fmt.Errorf("lookup: %w", errno.NotLeader("MDT0000", 2, "127.0.0.1:7001"))
 		}),
 	}
 }
@@ -91,6 +96,13 @@ func TestErrorsKeepTheirCode(t *testing.T) {
 	err = c.Call(context.Background(), mPanic, &pb.LookupRequest{}, &r)
 	if errno.CodeOf(err) != errno.Internal {
 		t.Fatalf("panic: %v", err)
+	}
+	// A not-the-leader refusal, wrapped by the handler, reaches the
+	// caller as data: the leader to follow, and a call to retry.
+	err = c.Call(context.Background(), mNotLeader, &pb.LookupRequest{}, &r)
+	if l, ok := errno.LeaderOf(err); !ok || l != (errno.Leader{ID: 2, Addr: "127.0.0.1:7001"}) || !errno.Retryable(err) ||
+		!strings.HasPrefix(err.Error(), "lookup: MDT0000: not the leader") {
+		t.Fatalf("not the leader: %v (leader %+v, %v)", err, l, ok)
 	}
 	// The connection survives handler errors.
 	if err := c.Call(context.Background(), mEcho, &pb.LookupRequest{Name: []byte("ok")}, &r); err != nil {
