@@ -115,8 +115,10 @@ type Error struct {
 	// Reason names a failure a caller may act on beyond its code (the
 	// Reason constants); empty for most.
 	Reason Reason
-	// Cause is why a connection failed, when this side saw it (a refused
-	// or reset connection: a *net.OpError); it never crosses the wire.
+	// Cause is the error of this side that the Error stands for, when
+	// there is one: why a connection failed (a refused or reset
+	// connection: a *net.OpError), or the wait that ran out. It never
+	// crosses the wire.
 	Cause error
 }
 
@@ -264,14 +266,11 @@ func Unreachable(what, addr string, cause error) *Error {
 
 // Retryable reports whether a call failed for a reason that a retry with
 // the same request id can fix (a server restarting, a connection lost, a
-// replica that does not lead).
+// replica that does not lead): an Error that is Unavailable or Aborted. A
+// POSIX result (an Errno, a bare errno) is an answer, never retried.
 func Retryable(err error) bool {
-	switch CodeOf(err) {
-	case Unavailable, Aborted:
-		var e *Error
-		return errors.As(err, &e)
-	}
-	return false
+	var e *Error
+	return errors.As(err, &e) && (e.Code == Unavailable || e.Code == Aborted)
 }
 
 // Errno is a POSIX result with context, as client calls return it: the
