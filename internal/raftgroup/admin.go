@@ -20,7 +20,8 @@ import (
 // GroupErr turns a group's error into what a service answers: a
 // NotLeaderError becomes errno.NotLeader with the leader it names (who
 // names the group, e.g. "MDT0000"), ErrStopped and ErrProposalDropped
-// become Unavailable, and errors that have a code keep it.
+// become Unavailable, and errors that have a code (errno.CodeOf: context
+// errors too) keep it.
 func GroupErr(who string, err error) error {
 	var nl *NotLeaderError
 	switch {
@@ -28,8 +29,6 @@ func GroupErr(who string, err error) error {
 		return nil
 	case errors.As(err, &nl):
 		return errno.NotLeader(who, nl.Leader, nl.Addr)
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return errno.From(err)
 	case errno.CodeOf(err) != errno.Unknown:
 		return err
 	default:

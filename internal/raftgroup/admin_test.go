@@ -1,6 +1,7 @@
 package raftgroup
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -35,5 +36,32 @@ func TestNotLeaderSaysWhenThereIsNoLeader(t *testing.T) {
 	}
 	if _, ok := errno.LeaderOf(errors.New("connection refused")); ok {
 		t.Error("LeaderOf another error: ok")
+	}
+}
+
+// TestGroupErrKeepsCodesAndMakesTheRestUnavailable: what a group's call
+// fails with reaches the service's caller with its code if it has one (a
+// context error, a coded refusal), else as Unavailable naming the group.
+func TestGroupErrKeepsCodesAndMakesTheRestUnavailable(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		code errno.Code
+	}{
+		{fmt.Errorf("read index: %w", context.DeadlineExceeded), errno.DeadlineExceeded},
+		{context.Canceled, errno.Canceled},
+		{errno.New(errno.InvalidArgument, "bad"), errno.InvalidArgument},
+		{ErrStopped, errno.Unavailable},
+		{ErrProposalDropped, errno.Unavailable},
+	} {
+		got := GroupErr("MGS", c.err)
+		if errno.CodeOf(got) != c.code {
+			t.Errorf("GroupErr(%v) = %v, code %v; want %v", c.err, got, errno.CodeOf(got), c.code)
+		}
+		if c.code == errno.Unavailable && !strings.HasPrefix(got.Error(), "MGS: ") {
+			t.Errorf("GroupErr(%v) = %q does not name the group", c.err, got)
+		}
+	}
+	if GroupErr("MGS", nil) != nil {
+		t.Error("GroupErr(nil) is an error")
 	}
 }
