@@ -28,7 +28,7 @@
 //
 // The package reads the kernel's files under Options.Proc (/proc) and the
 // hierarchies where the mount table there says they are, so that tests
-// point it at a fake tree.
+// point it at a fake tree; ProcessCPU alone reads this machine's /proc.
 package cgroup
 
 import (
