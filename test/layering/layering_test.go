@@ -1,4 +1,4 @@
-// The tiers of docs/architecture.md ("Code map"):
+// Package layering tests the tiers of docs/architecture.md ("Code map"):
 //
 //	base → storage → replication → targets → servers → client → tools → cmd
 //
@@ -7,7 +7,6 @@
 // a client links neither the consensus library nor the storage engine, and
 // the CLI on the client library, never on a server or a target; the
 // protocols that exist to avoid gRPC do not link it.
-
 package layering
 
 import (
