@@ -13,16 +13,16 @@ import (
 
 // TestMDTErrorCarriesTheServersMessageOnly: a metadata call the MDT
 // refused carries the MDT's words ("MDT0000 is full: ..."), which
-// commands show; it carried gRPC's "rpc error: code = ResourceExhausted
-// desc = " too, and `nacre mkdir /d` printed it.
+// commands show, with no transport's words around them, and the errno
+// its code stands for.
 func TestMDTErrorCarriesTheServersMessageOnly(t *testing.T) {
 	full := "MDT0000 is full: 140MB free of 1GB, and it keeps 144MB for its own store; remove files, or add or grow a target"
 	cases := []struct {
 		name string
 		err  error
 	}{
-		{"status", errno.New(errno.ResourceExhausted, full)},
-		{"wrapped status", fmt.Errorf("mkdir: %w", errno.New(errno.ResourceExhausted, full))},
+		{"refused", errno.New(errno.ResourceExhausted, full)},
+		{"wrapped refusal", fmt.Errorf("mkdir: %w", errno.New(errno.ResourceExhausted, full))},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -288,7 +288,8 @@ func (r *run) end(err error) {
 		return
 	case mode != 0 && (err == nil || errors.Is(err, errHalted) || errors.Is(err, context.Canceled) || errno.CodeOf(err) == errno.Canceled):
 		// A stop cancels the run's context: a proposal or RPC in flight
-		// then ends with gRPC's Canceled, which is the stop, not a failure.
+		// then ends Canceled (errno.Canceled), which is the stop, not a
+		// failure.
 		r.setStatus(mode)
 		r.checkpointQuiet()
 		r.log.Info("checker stopped", "status", StatusName(mode), "position", r.st.Position)

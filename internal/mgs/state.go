@@ -101,8 +101,8 @@ func (s *Server) load() error {
 // sm adapts the Server to raftgroup.StateMachine.
 type sm struct{ s *Server }
 
-// result is what Apply returns for a command: a gRPC status error, or the
-// granted range.
+// result is what Apply returns for a command: its refusal (an
+// *errno.Error), or the granted range.
 type result struct {
 	err   error
 	grant *pb.SeqRange

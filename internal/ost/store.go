@@ -26,7 +26,8 @@ import (
 
 // errnoError is a sentinel error that carries an errno, so that both
 // errors.Is(err, ErrNoObject) and errors.Is(err, syscall.ENOENT) hold and
-// the bulk server and rpc.Status translate it without a table of their own.
+// the bulk server and the gRPC adapter (errno.CodeOf, through internal/grpcx)
+// translate it without a table of their own.
 type errnoError struct {
 	msg   string
 	errno syscall.Errno
