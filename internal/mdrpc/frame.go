@@ -83,9 +83,19 @@ func readFrame(r io.Reader, buf []byte) (header, []byte, error) {
 
 // frame builds header+payload in one buffer, for one write syscall.
 func frame(dst []byte, h header, payload []byte) []byte {
+	return seal(append(headroom(dst), payload...), h)
+}
+
+// headroom is dst emptied, with room for a header before the payload
+// that is appended to it (seal fills the header in).
+func headroom(dst []byte) []byte { return append(dst[:0], make([]byte, HeaderSize)...) }
+
+// seal fills in the header of b, a frame whose payload follows the
+// headroom.
+func seal(b []byte, h header) []byte {
+	payload := b[HeaderSize:]
 	h.n = uint32(len(payload))
 	h.crc = crc32.Checksum(payload, castagnoli)
-	dst = append(dst[:0], make([]byte, HeaderSize)...)
-	h.put(dst)
-	return append(dst, payload...)
+	h.put(b)
+	return b
 }

@@ -167,25 +167,23 @@ func (s *Server) call(method uint16, payload []byte) (reply proto.Message, err e
 	return m(s.ctx, payload)
 }
 
+// reply builds the reply frame in buf: the reply encoded in place after
+// the header (the metadata hot path), or the error.
 func (s *Server) reply(buf []byte, req header, reply proto.Message, err error) []byte {
 	h := header{version: version.Protocol, id: req.id}
-	var payload []byte
-	if err != nil {
-		e := errno.From(err)
-		h.code = uint16(e.Code)
-		if req.version != version.Protocol {
-			// A peer of another version reads the refusal as text.
-			payload = []byte(e.Msg)
-		} else {
-			payload, _ = proto.Marshal(e.Failure())
+	if err == nil {
+		out, merr := proto.MarshalOptions{}.MarshalAppend(headroom(buf), reply)
+		if merr == nil {
+			return seal(out, h)
 		}
-	} else if reply != nil {
-		var merr error
-		payload, merr = proto.MarshalOptions{}.Marshal(reply)
-		if merr != nil {
-			h.code = uint16(errno.Internal)
-			payload, _ = proto.Marshal(errno.Errorf(errno.Internal, "encode reply: %v", merr).Failure())
-		}
+		err = errno.Errorf(errno.Internal, "encode reply: %v", merr)
 	}
+	e := errno.From(err)
+	h.code = uint16(e.Code)
+	if req.version != version.Protocol {
+		// A peer of another version reads the refusal as text.
+		return frame(buf, h, []byte(e.Msg))
+	}
+	payload, _ := proto.Marshal(e.Failure())
 	return frame(buf, h, payload)
 }
