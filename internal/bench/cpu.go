@@ -70,8 +70,8 @@ func (p *CPUProbe) perOp(before, after []float64, ops int) map[string]float64 {
 func FindProcs(ctx context.Context, mgs, path, stateDir string) ([]Proc, error) {
 	var procs []Proc
 	if path != "" {
-		if m, ok := mountUnder(path); ok {
-			if r, err := fusefs.ReadRecord(stateDir, m); err == nil && r.Pid > 0 && isNacre(r.Pid) {
+		if fp, err := cli.LocalPathEnv(stateDir).Resolve(path); err == nil && fp.Mount != "" {
+			if r, err := fusefs.ReadRecord(stateDir, fp.Mount); err == nil && r.Pid > 0 && isNacre(r.Pid) {
 				procs = append(procs, Proc{Name: "mount", Pid: r.Pid})
 				if mgs == "" {
 					mgs = r.MGS
@@ -94,21 +94,6 @@ func FindProcs(ctx context.Context, mgs, path, stateDir string) ([]Proc, error) 
 	}
 	sort.SliceStable(procs, func(i, j int) bool { return procs[i].Name < procs[j].Name })
 	return procs, nil
-}
-
-// mountUnder is the Nacre mount point that holds path.
-func mountUnder(path string) (string, bool) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return "", false
-	}
-	best := ""
-	for _, m := range fusefs.Mounts() {
-		if (abs == m.Dir || strings.HasPrefix(abs, strings.TrimSuffix(m.Dir, "/")+"/")) && len(m.Dir) > len(best) {
-			best = m.Dir
-		}
-	}
-	return best, best != ""
 }
 
 // isNacre reports whether pid runs the nacre binary (a pid from a stale
