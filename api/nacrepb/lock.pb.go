@@ -1,5 +1,6 @@
-// Services an MDS offers to mounted clients (the FUSE mount), on the MDS's
-// gRPC address next to the MDS service:
+// The messages of the services an MDS offers to mounted clients (the FUSE
+// mount), on the MDS's gRPC address next to the MDS service (the services
+// themselves are declared in services.proto):
 //
 //   - LDLM, the lock manager (named after Lustre's distributed lock
 //     manager, of which it is a small part): client sessions, flock and

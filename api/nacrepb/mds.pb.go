@@ -475,7 +475,7 @@ type Command_TrimReplies struct {
 }
 
 type Command_OpenUnlink struct {
-	// Open files (FUSE mounts, api/lock.proto service OpenFiles).
+	// Open files (FUSE mounts, service OpenFiles of api/services.proto).
 	OpenUnlink *OpenUnlinkOp `protobuf:"bytes,50,opt,name=open_unlink,json=openUnlink,proto3,oneof"`
 }
 

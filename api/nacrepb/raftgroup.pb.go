@@ -1,5 +1,6 @@
-// The Raft transport between the replicas of Nacre's Raft groups (each MDT,
-// later the MGS). A process serves one Raft service for every group it hosts;
+// The messages of the Raft transport between the replicas of Nacre's Raft
+// groups (each MDT and the MGS; the Raft and RaftAdmin services are declared
+// in services.proto). A process serves one Raft service for every group it hosts;
 // every message names its group, so one stream between two processes carries
 // the traffic of all the groups they share (internal/raftgroup).
 //
