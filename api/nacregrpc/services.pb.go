@@ -42,7 +42,7 @@ const file_services_proto_rawDesc = "" +
 	"\x05Fault\x12<\n" +
 	"\x04List\x12\x1a.nacre.v1.FaultListRequest\x1a\x18.nacre.v1.FaultListReply\x12B\n" +
 	"\x06Inject\x12\x1c.nacre.v1.FaultInjectRequest\x1a\x1a.nacre.v1.FaultInjectReply\x129\n" +
-	"\x03Arm\x12\x19.nacre.v1.FaultArmRequest\x1a\x17.nacre.v1.FaultArmReply2\xcd\x03\n" +
+	"\x03Arm\x12\x19.nacre.v1.FaultArmRequest\x1a\x17.nacre.v1.FaultArmReply2\x93\x04\n" +
 	"\x04LDLM\x129\n" +
 	"\aSession\x12\x13.nacre.v1.SessionUp\x1a\x15.nacre.v1.SessionDown(\x010\x01\x122\n" +
 	"\x04Lock\x12\x15.nacre.v1.LockRequest\x1a\x13.nacre.v1.LockReply\x125\n" +
@@ -52,7 +52,9 @@ const file_services_proto_rawDesc = "" +
 	"\fReleaseLocks\x12\x1d.nacre.v1.ReleaseLocksRequest\x1a\x1b.nacre.v1.ReleaseLocksReply\x12D\n" +
 	"\n" +
 	"Invalidate\x12\x1b.nacre.v1.InvalidateRequest\x1a\x19.nacre.v1.InvalidateReply\x12G\n" +
-	"\vAppendToken\x12\x1c.nacre.v1.AppendTokenRequest\x1a\x1a.nacre.v1.AppendTokenReply2p\n" +
+	"\vAppendToken\x12\x1c.nacre.v1.AppendTokenRequest\x1a\x1a.nacre.v1.AppendTokenReply\x12D\n" +
+	"\n" +
+	"LookupLock\x12\x1b.nacre.v1.LookupLockRequest\x1a\x19.nacre.v1.LookupLockReply2p\n" +
 	"\tOpenFiles\x12,\n" +
 	"\x06Mutate\x12\x11.nacre.v1.Command\x1a\x0f.nacre.v1.Reply\x125\n" +
 	"\x05Opens\x12\x16.nacre.v1.OpensRequest\x1a\x14.nacre.v1.OpensReply2\x80\x04\n" +
@@ -115,71 +117,73 @@ var file_services_proto_goTypes = []any{
 	(*nacrepb.ReleaseLocksRequest)(nil),   // 11: nacre.v1.ReleaseLocksRequest
 	(*nacrepb.InvalidateRequest)(nil),     // 12: nacre.v1.InvalidateRequest
 	(*nacrepb.AppendTokenRequest)(nil),    // 13: nacre.v1.AppendTokenRequest
-	(*nacrepb.Command)(nil),               // 14: nacre.v1.Command
-	(*nacrepb.OpensRequest)(nil),          // 15: nacre.v1.OpensRequest
-	(*nacrepb.HelloRequest)(nil),          // 16: nacre.v1.HelloRequest
-	(*nacrepb.LookupRequest)(nil),         // 17: nacre.v1.LookupRequest
-	(*nacrepb.GetattrRequest)(nil),        // 18: nacre.v1.GetattrRequest
-	(*nacrepb.ReaddirRequest)(nil),        // 19: nacre.v1.ReaddirRequest
-	(*nacrepb.XattrRequest)(nil),          // 20: nacre.v1.XattrRequest
-	(*nacrepb.Fid2PathRequest)(nil),       // 21: nacre.v1.Fid2PathRequest
-	(*nacrepb.StatfsRequest)(nil),         // 22: nacre.v1.StatfsRequest
-	(*nacrepb.TargetInfo)(nil),            // 23: nacre.v1.TargetInfo
-	(*nacrepb.HeartbeatRequest)(nil),      // 24: nacre.v1.HeartbeatRequest
-	(*nacrepb.GetConfigRequest)(nil),      // 25: nacre.v1.GetConfigRequest
-	(*nacrepb.AllocSeqRangeRequest)(nil),  // 26: nacre.v1.AllocSeqRangeRequest
-	(*nacrepb.DeregisterRequest)(nil),     // 27: nacre.v1.DeregisterRequest
-	(*nacrepb.PrecreateRequest)(nil),      // 28: nacre.v1.PrecreateRequest
-	(*nacrepb.CleanupRequest)(nil),        // 29: nacre.v1.CleanupRequest
-	(*nacrepb.DestroyRequest)(nil),        // 30: nacre.v1.DestroyRequest
-	(*nacrepb.GetObjectsRequest)(nil),     // 31: nacre.v1.GetObjectsRequest
-	(*nacrepb.LfsckCheckRequest)(nil),     // 32: nacre.v1.LfsckCheckRequest
-	(*nacrepb.LfsckSummaryRequest)(nil),   // 33: nacre.v1.LfsckSummaryRequest
-	(*nacrepb.LfsckOrphansRequest)(nil),   // 34: nacre.v1.LfsckOrphansRequest
-	(*nacrepb.LfsckObjRepairRequest)(nil), // 35: nacre.v1.LfsckObjRepairRequest
-	(*nacrepb.FaultObjectRequest)(nil),    // 36: nacre.v1.FaultObjectRequest
-	(*nacrepb.RaftBatch)(nil),             // 37: nacre.v1.RaftBatch
-	(*nacrepb.RaftSnapshotChunk)(nil),     // 38: nacre.v1.RaftSnapshotChunk
-	(*nacrepb.RaftMembersRequest)(nil),    // 39: nacre.v1.RaftMembersRequest
-	(*nacrepb.RaftAddRequest)(nil),        // 40: nacre.v1.RaftAddRequest
-	(*nacrepb.RaftRemoveRequest)(nil),     // 41: nacre.v1.RaftRemoveRequest
-	(*nacrepb.RaftTransferRequest)(nil),   // 42: nacre.v1.RaftTransferRequest
-	(*nacrepb.LfsckStartReply)(nil),       // 43: nacre.v1.LfsckStartReply
-	(*nacrepb.LfsckStopReply)(nil),        // 44: nacre.v1.LfsckStopReply
-	(*nacrepb.LfsckQueryReply)(nil),       // 45: nacre.v1.LfsckQueryReply
-	(*nacrepb.LfsckSetReply)(nil),         // 46: nacre.v1.LfsckSetReply
-	(*nacrepb.LfsckDigestReply)(nil),      // 47: nacre.v1.LfsckDigestReply
-	(*nacrepb.FaultListReply)(nil),        // 48: nacre.v1.FaultListReply
-	(*nacrepb.FaultInjectReply)(nil),      // 49: nacre.v1.FaultInjectReply
-	(*nacrepb.FaultArmReply)(nil),         // 50: nacre.v1.FaultArmReply
-	(*nacrepb.SessionDown)(nil),           // 51: nacre.v1.SessionDown
-	(*nacrepb.LockReply)(nil),             // 52: nacre.v1.LockReply
-	(*nacrepb.CancelWaitReply)(nil),       // 53: nacre.v1.CancelWaitReply
-	(*nacrepb.ReleaseLocksReply)(nil),     // 54: nacre.v1.ReleaseLocksReply
-	(*nacrepb.InvalidateReply)(nil),       // 55: nacre.v1.InvalidateReply
-	(*nacrepb.AppendTokenReply)(nil),      // 56: nacre.v1.AppendTokenReply
-	(*nacrepb.Reply)(nil),                 // 57: nacre.v1.Reply
-	(*nacrepb.OpensReply)(nil),            // 58: nacre.v1.OpensReply
-	(*nacrepb.HelloReply)(nil),            // 59: nacre.v1.HelloReply
-	(*nacrepb.ReaddirReply)(nil),          // 60: nacre.v1.ReaddirReply
-	(*nacrepb.XattrReply)(nil),            // 61: nacre.v1.XattrReply
-	(*nacrepb.Fid2PathReply)(nil),         // 62: nacre.v1.Fid2PathReply
-	(*nacrepb.StatfsReply)(nil),           // 63: nacre.v1.StatfsReply
-	(*nacrepb.RegisterReply)(nil),         // 64: nacre.v1.RegisterReply
-	(*nacrepb.HeartbeatReply)(nil),        // 65: nacre.v1.HeartbeatReply
-	(*nacrepb.ClusterConfig)(nil),         // 66: nacre.v1.ClusterConfig
-	(*nacrepb.SeqRange)(nil),              // 67: nacre.v1.SeqRange
-	(*nacrepb.PrecreateReply)(nil),        // 68: nacre.v1.PrecreateReply
-	(*nacrepb.CleanupReply)(nil),          // 69: nacre.v1.CleanupReply
-	(*nacrepb.DestroyReply)(nil),          // 70: nacre.v1.DestroyReply
-	(*nacrepb.GetObjectsReply)(nil),       // 71: nacre.v1.GetObjectsReply
-	(*nacrepb.LfsckCheckReply)(nil),       // 72: nacre.v1.LfsckCheckReply
-	(*nacrepb.LfsckSummaryReply)(nil),     // 73: nacre.v1.LfsckSummaryReply
-	(*nacrepb.LfsckOrphansReply)(nil),     // 74: nacre.v1.LfsckOrphansReply
-	(*nacrepb.LfsckObjRepairReply)(nil),   // 75: nacre.v1.LfsckObjRepairReply
-	(*nacrepb.FaultObjectReply)(nil),      // 76: nacre.v1.FaultObjectReply
-	(*nacrepb.RaftAck)(nil),               // 77: nacre.v1.RaftAck
-	(*nacrepb.RaftMembersReply)(nil),      // 78: nacre.v1.RaftMembersReply
+	(*nacrepb.LookupLockRequest)(nil),     // 14: nacre.v1.LookupLockRequest
+	(*nacrepb.Command)(nil),               // 15: nacre.v1.Command
+	(*nacrepb.OpensRequest)(nil),          // 16: nacre.v1.OpensRequest
+	(*nacrepb.HelloRequest)(nil),          // 17: nacre.v1.HelloRequest
+	(*nacrepb.LookupRequest)(nil),         // 18: nacre.v1.LookupRequest
+	(*nacrepb.GetattrRequest)(nil),        // 19: nacre.v1.GetattrRequest
+	(*nacrepb.ReaddirRequest)(nil),        // 20: nacre.v1.ReaddirRequest
+	(*nacrepb.XattrRequest)(nil),          // 21: nacre.v1.XattrRequest
+	(*nacrepb.Fid2PathRequest)(nil),       // 22: nacre.v1.Fid2PathRequest
+	(*nacrepb.StatfsRequest)(nil),         // 23: nacre.v1.StatfsRequest
+	(*nacrepb.TargetInfo)(nil),            // 24: nacre.v1.TargetInfo
+	(*nacrepb.HeartbeatRequest)(nil),      // 25: nacre.v1.HeartbeatRequest
+	(*nacrepb.GetConfigRequest)(nil),      // 26: nacre.v1.GetConfigRequest
+	(*nacrepb.AllocSeqRangeRequest)(nil),  // 27: nacre.v1.AllocSeqRangeRequest
+	(*nacrepb.DeregisterRequest)(nil),     // 28: nacre.v1.DeregisterRequest
+	(*nacrepb.PrecreateRequest)(nil),      // 29: nacre.v1.PrecreateRequest
+	(*nacrepb.CleanupRequest)(nil),        // 30: nacre.v1.CleanupRequest
+	(*nacrepb.DestroyRequest)(nil),        // 31: nacre.v1.DestroyRequest
+	(*nacrepb.GetObjectsRequest)(nil),     // 32: nacre.v1.GetObjectsRequest
+	(*nacrepb.LfsckCheckRequest)(nil),     // 33: nacre.v1.LfsckCheckRequest
+	(*nacrepb.LfsckSummaryRequest)(nil),   // 34: nacre.v1.LfsckSummaryRequest
+	(*nacrepb.LfsckOrphansRequest)(nil),   // 35: nacre.v1.LfsckOrphansRequest
+	(*nacrepb.LfsckObjRepairRequest)(nil), // 36: nacre.v1.LfsckObjRepairRequest
+	(*nacrepb.FaultObjectRequest)(nil),    // 37: nacre.v1.FaultObjectRequest
+	(*nacrepb.RaftBatch)(nil),             // 38: nacre.v1.RaftBatch
+	(*nacrepb.RaftSnapshotChunk)(nil),     // 39: nacre.v1.RaftSnapshotChunk
+	(*nacrepb.RaftMembersRequest)(nil),    // 40: nacre.v1.RaftMembersRequest
+	(*nacrepb.RaftAddRequest)(nil),        // 41: nacre.v1.RaftAddRequest
+	(*nacrepb.RaftRemoveRequest)(nil),     // 42: nacre.v1.RaftRemoveRequest
+	(*nacrepb.RaftTransferRequest)(nil),   // 43: nacre.v1.RaftTransferRequest
+	(*nacrepb.LfsckStartReply)(nil),       // 44: nacre.v1.LfsckStartReply
+	(*nacrepb.LfsckStopReply)(nil),        // 45: nacre.v1.LfsckStopReply
+	(*nacrepb.LfsckQueryReply)(nil),       // 46: nacre.v1.LfsckQueryReply
+	(*nacrepb.LfsckSetReply)(nil),         // 47: nacre.v1.LfsckSetReply
+	(*nacrepb.LfsckDigestReply)(nil),      // 48: nacre.v1.LfsckDigestReply
+	(*nacrepb.FaultListReply)(nil),        // 49: nacre.v1.FaultListReply
+	(*nacrepb.FaultInjectReply)(nil),      // 50: nacre.v1.FaultInjectReply
+	(*nacrepb.FaultArmReply)(nil),         // 51: nacre.v1.FaultArmReply
+	(*nacrepb.SessionDown)(nil),           // 52: nacre.v1.SessionDown
+	(*nacrepb.LockReply)(nil),             // 53: nacre.v1.LockReply
+	(*nacrepb.CancelWaitReply)(nil),       // 54: nacre.v1.CancelWaitReply
+	(*nacrepb.ReleaseLocksReply)(nil),     // 55: nacre.v1.ReleaseLocksReply
+	(*nacrepb.InvalidateReply)(nil),       // 56: nacre.v1.InvalidateReply
+	(*nacrepb.AppendTokenReply)(nil),      // 57: nacre.v1.AppendTokenReply
+	(*nacrepb.LookupLockReply)(nil),       // 58: nacre.v1.LookupLockReply
+	(*nacrepb.Reply)(nil),                 // 59: nacre.v1.Reply
+	(*nacrepb.OpensReply)(nil),            // 60: nacre.v1.OpensReply
+	(*nacrepb.HelloReply)(nil),            // 61: nacre.v1.HelloReply
+	(*nacrepb.ReaddirReply)(nil),          // 62: nacre.v1.ReaddirReply
+	(*nacrepb.XattrReply)(nil),            // 63: nacre.v1.XattrReply
+	(*nacrepb.Fid2PathReply)(nil),         // 64: nacre.v1.Fid2PathReply
+	(*nacrepb.StatfsReply)(nil),           // 65: nacre.v1.StatfsReply
+	(*nacrepb.RegisterReply)(nil),         // 66: nacre.v1.RegisterReply
+	(*nacrepb.HeartbeatReply)(nil),        // 67: nacre.v1.HeartbeatReply
+	(*nacrepb.ClusterConfig)(nil),         // 68: nacre.v1.ClusterConfig
+	(*nacrepb.SeqRange)(nil),              // 69: nacre.v1.SeqRange
+	(*nacrepb.PrecreateReply)(nil),        // 70: nacre.v1.PrecreateReply
+	(*nacrepb.CleanupReply)(nil),          // 71: nacre.v1.CleanupReply
+	(*nacrepb.DestroyReply)(nil),          // 72: nacre.v1.DestroyReply
+	(*nacrepb.GetObjectsReply)(nil),       // 73: nacre.v1.GetObjectsReply
+	(*nacrepb.LfsckCheckReply)(nil),       // 74: nacre.v1.LfsckCheckReply
+	(*nacrepb.LfsckSummaryReply)(nil),     // 75: nacre.v1.LfsckSummaryReply
+	(*nacrepb.LfsckOrphansReply)(nil),     // 76: nacre.v1.LfsckOrphansReply
+	(*nacrepb.LfsckObjRepairReply)(nil),   // 77: nacre.v1.LfsckObjRepairReply
+	(*nacrepb.FaultObjectReply)(nil),      // 78: nacre.v1.FaultObjectReply
+	(*nacrepb.RaftAck)(nil),               // 79: nacre.v1.RaftAck
+	(*nacrepb.RaftMembersReply)(nil),      // 80: nacre.v1.RaftMembersReply
 }
 var file_services_proto_depIdxs = []int32{
 	0,  // 0: nacre.v1.Lfsck.Start:input_type -> nacre.v1.LfsckStartRequest
@@ -197,95 +201,97 @@ var file_services_proto_depIdxs = []int32{
 	11, // 12: nacre.v1.LDLM.ReleaseLocks:input_type -> nacre.v1.ReleaseLocksRequest
 	12, // 13: nacre.v1.LDLM.Invalidate:input_type -> nacre.v1.InvalidateRequest
 	13, // 14: nacre.v1.LDLM.AppendToken:input_type -> nacre.v1.AppendTokenRequest
-	14, // 15: nacre.v1.OpenFiles.Mutate:input_type -> nacre.v1.Command
-	15, // 16: nacre.v1.OpenFiles.Opens:input_type -> nacre.v1.OpensRequest
-	16, // 17: nacre.v1.MDS.Hello:input_type -> nacre.v1.HelloRequest
-	14, // 18: nacre.v1.MDS.Mutate:input_type -> nacre.v1.Command
-	17, // 19: nacre.v1.MDS.Lookup:input_type -> nacre.v1.LookupRequest
-	18, // 20: nacre.v1.MDS.Getattr:input_type -> nacre.v1.GetattrRequest
-	19, // 21: nacre.v1.MDS.Readdir:input_type -> nacre.v1.ReaddirRequest
-	20, // 22: nacre.v1.MDS.Getxattr:input_type -> nacre.v1.XattrRequest
-	20, // 23: nacre.v1.MDS.Listxattr:input_type -> nacre.v1.XattrRequest
-	21, // 24: nacre.v1.MDS.Fid2Path:input_type -> nacre.v1.Fid2PathRequest
-	22, // 25: nacre.v1.MDS.Statfs:input_type -> nacre.v1.StatfsRequest
-	16, // 26: nacre.v1.MGS.Hello:input_type -> nacre.v1.HelloRequest
-	23, // 27: nacre.v1.MGS.Register:input_type -> nacre.v1.TargetInfo
-	24, // 28: nacre.v1.MGS.Heartbeat:input_type -> nacre.v1.HeartbeatRequest
-	25, // 29: nacre.v1.MGS.GetConfig:input_type -> nacre.v1.GetConfigRequest
-	26, // 30: nacre.v1.MGS.AllocSeqRange:input_type -> nacre.v1.AllocSeqRangeRequest
-	27, // 31: nacre.v1.MGS.Deregister:input_type -> nacre.v1.DeregisterRequest
-	16, // 32: nacre.v1.OSS.Hello:input_type -> nacre.v1.HelloRequest
-	28, // 33: nacre.v1.OSS.Precreate:input_type -> nacre.v1.PrecreateRequest
-	29, // 34: nacre.v1.OSS.Cleanup:input_type -> nacre.v1.CleanupRequest
-	30, // 35: nacre.v1.OSS.Destroy:input_type -> nacre.v1.DestroyRequest
-	22, // 36: nacre.v1.OSS.Statfs:input_type -> nacre.v1.StatfsRequest
-	31, // 37: nacre.v1.OSS.GetObjects:input_type -> nacre.v1.GetObjectsRequest
-	32, // 38: nacre.v1.OSS.LfsckCheck:input_type -> nacre.v1.LfsckCheckRequest
-	33, // 39: nacre.v1.OSS.LfsckSummary:input_type -> nacre.v1.LfsckSummaryRequest
-	34, // 40: nacre.v1.OSS.LfsckOrphans:input_type -> nacre.v1.LfsckOrphansRequest
-	35, // 41: nacre.v1.OSS.LfsckRepair:input_type -> nacre.v1.LfsckObjRepairRequest
-	4,  // 42: nacre.v1.OSS.LfsckDigest:input_type -> nacre.v1.LfsckDigestRequest
-	36, // 43: nacre.v1.OSS.FaultObject:input_type -> nacre.v1.FaultObjectRequest
-	7,  // 44: nacre.v1.OSS.FaultArm:input_type -> nacre.v1.FaultArmRequest
-	37, // 45: nacre.v1.Raft.Send:input_type -> nacre.v1.RaftBatch
-	38, // 46: nacre.v1.Raft.Snapshot:input_type -> nacre.v1.RaftSnapshotChunk
-	39, // 47: nacre.v1.RaftAdmin.Members:input_type -> nacre.v1.RaftMembersRequest
-	40, // 48: nacre.v1.RaftAdmin.AddReplica:input_type -> nacre.v1.RaftAddRequest
-	41, // 49: nacre.v1.RaftAdmin.RemoveReplica:input_type -> nacre.v1.RaftRemoveRequest
-	42, // 50: nacre.v1.RaftAdmin.TransferLeader:input_type -> nacre.v1.RaftTransferRequest
-	43, // 51: nacre.v1.Lfsck.Start:output_type -> nacre.v1.LfsckStartReply
-	44, // 52: nacre.v1.Lfsck.Stop:output_type -> nacre.v1.LfsckStopReply
-	45, // 53: nacre.v1.Lfsck.Query:output_type -> nacre.v1.LfsckQueryReply
-	46, // 54: nacre.v1.Lfsck.Set:output_type -> nacre.v1.LfsckSetReply
-	47, // 55: nacre.v1.Lfsck.Digest:output_type -> nacre.v1.LfsckDigestReply
-	48, // 56: nacre.v1.Fault.List:output_type -> nacre.v1.FaultListReply
-	49, // 57: nacre.v1.Fault.Inject:output_type -> nacre.v1.FaultInjectReply
-	50, // 58: nacre.v1.Fault.Arm:output_type -> nacre.v1.FaultArmReply
-	51, // 59: nacre.v1.LDLM.Session:output_type -> nacre.v1.SessionDown
-	52, // 60: nacre.v1.LDLM.Lock:output_type -> nacre.v1.LockReply
-	52, // 61: nacre.v1.LDLM.GetLock:output_type -> nacre.v1.LockReply
-	53, // 62: nacre.v1.LDLM.CancelWait:output_type -> nacre.v1.CancelWaitReply
-	54, // 63: nacre.v1.LDLM.ReleaseLocks:output_type -> nacre.v1.ReleaseLocksReply
-	55, // 64: nacre.v1.LDLM.Invalidate:output_type -> nacre.v1.InvalidateReply
-	56, // 65: nacre.v1.LDLM.AppendToken:output_type -> nacre.v1.AppendTokenReply
-	57, // 66: nacre.v1.OpenFiles.Mutate:output_type -> nacre.v1.Reply
-	58, // 67: nacre.v1.OpenFiles.Opens:output_type -> nacre.v1.OpensReply
-	59, // 68: nacre.v1.MDS.Hello:output_type -> nacre.v1.HelloReply
-	57, // 69: nacre.v1.MDS.Mutate:output_type -> nacre.v1.Reply
-	57, // 70: nacre.v1.MDS.Lookup:output_type -> nacre.v1.Reply
-	57, // 71: nacre.v1.MDS.Getattr:output_type -> nacre.v1.Reply
-	60, // 72: nacre.v1.MDS.Readdir:output_type -> nacre.v1.ReaddirReply
-	61, // 73: nacre.v1.MDS.Getxattr:output_type -> nacre.v1.XattrReply
-	61, // 74: nacre.v1.MDS.Listxattr:output_type -> nacre.v1.XattrReply
-	62, // 75: nacre.v1.MDS.Fid2Path:output_type -> nacre.v1.Fid2PathReply
-	63, // 76: nacre.v1.MDS.Statfs:output_type -> nacre.v1.StatfsReply
-	59, // 77: nacre.v1.MGS.Hello:output_type -> nacre.v1.HelloReply
-	64, // 78: nacre.v1.MGS.Register:output_type -> nacre.v1.RegisterReply
-	65, // 79: nacre.v1.MGS.Heartbeat:output_type -> nacre.v1.HeartbeatReply
-	66, // 80: nacre.v1.MGS.GetConfig:output_type -> nacre.v1.ClusterConfig
-	67, // 81: nacre.v1.MGS.AllocSeqRange:output_type -> nacre.v1.SeqRange
-	64, // 82: nacre.v1.MGS.Deregister:output_type -> nacre.v1.RegisterReply
-	59, // 83: nacre.v1.OSS.Hello:output_type -> nacre.v1.HelloReply
-	68, // 84: nacre.v1.OSS.Precreate:output_type -> nacre.v1.PrecreateReply
-	69, // 85: nacre.v1.OSS.Cleanup:output_type -> nacre.v1.CleanupReply
-	70, // 86: nacre.v1.OSS.Destroy:output_type -> nacre.v1.DestroyReply
-	63, // 87: nacre.v1.OSS.Statfs:output_type -> nacre.v1.StatfsReply
-	71, // 88: nacre.v1.OSS.GetObjects:output_type -> nacre.v1.GetObjectsReply
-	72, // 89: nacre.v1.OSS.LfsckCheck:output_type -> nacre.v1.LfsckCheckReply
-	73, // 90: nacre.v1.OSS.LfsckSummary:output_type -> nacre.v1.LfsckSummaryReply
-	74, // 91: nacre.v1.OSS.LfsckOrphans:output_type -> nacre.v1.LfsckOrphansReply
-	75, // 92: nacre.v1.OSS.LfsckRepair:output_type -> nacre.v1.LfsckObjRepairReply
-	47, // 93: nacre.v1.OSS.LfsckDigest:output_type -> nacre.v1.LfsckDigestReply
-	76, // 94: nacre.v1.OSS.FaultObject:output_type -> nacre.v1.FaultObjectReply
-	50, // 95: nacre.v1.OSS.FaultArm:output_type -> nacre.v1.FaultArmReply
-	77, // 96: nacre.v1.Raft.Send:output_type -> nacre.v1.RaftAck
-	77, // 97: nacre.v1.Raft.Snapshot:output_type -> nacre.v1.RaftAck
-	78, // 98: nacre.v1.RaftAdmin.Members:output_type -> nacre.v1.RaftMembersReply
-	78, // 99: nacre.v1.RaftAdmin.AddReplica:output_type -> nacre.v1.RaftMembersReply
-	78, // 100: nacre.v1.RaftAdmin.RemoveReplica:output_type -> nacre.v1.RaftMembersReply
-	78, // 101: nacre.v1.RaftAdmin.TransferLeader:output_type -> nacre.v1.RaftMembersReply
-	51, // [51:102] is the sub-list for method output_type
-	0,  // [0:51] is the sub-list for method input_type
+	14, // 15: nacre.v1.LDLM.LookupLock:input_type -> nacre.v1.LookupLockRequest
+	15, // 16: nacre.v1.OpenFiles.Mutate:input_type -> nacre.v1.Command
+	16, // 17: nacre.v1.OpenFiles.Opens:input_type -> nacre.v1.OpensRequest
+	17, // 18: nacre.v1.MDS.Hello:input_type -> nacre.v1.HelloRequest
+	15, // 19: nacre.v1.MDS.Mutate:input_type -> nacre.v1.Command
+	18, // 20: nacre.v1.MDS.Lookup:input_type -> nacre.v1.LookupRequest
+	19, // 21: nacre.v1.MDS.Getattr:input_type -> nacre.v1.GetattrRequest
+	20, // 22: nacre.v1.MDS.Readdir:input_type -> nacre.v1.ReaddirRequest
+	21, // 23: nacre.v1.MDS.Getxattr:input_type -> nacre.v1.XattrRequest
+	21, // 24: nacre.v1.MDS.Listxattr:input_type -> nacre.v1.XattrRequest
+	22, // 25: nacre.v1.MDS.Fid2Path:input_type -> nacre.v1.Fid2PathRequest
+	23, // 26: nacre.v1.MDS.Statfs:input_type -> nacre.v1.StatfsRequest
+	17, // 27: nacre.v1.MGS.Hello:input_type -> nacre.v1.HelloRequest
+	24, // 28: nacre.v1.MGS.Register:input_type -> nacre.v1.TargetInfo
+	25, // 29: nacre.v1.MGS.Heartbeat:input_type -> nacre.v1.HeartbeatRequest
+	26, // 30: nacre.v1.MGS.GetConfig:input_type -> nacre.v1.GetConfigRequest
+	27, // 31: nacre.v1.MGS.AllocSeqRange:input_type -> nacre.v1.AllocSeqRangeRequest
+	28, // 32: nacre.v1.MGS.Deregister:input_type -> nacre.v1.DeregisterRequest
+	17, // 33: nacre.v1.OSS.Hello:input_type -> nacre.v1.HelloRequest
+	29, // 34: nacre.v1.OSS.Precreate:input_type -> nacre.v1.PrecreateRequest
+	30, // 35: nacre.v1.OSS.Cleanup:input_type -> nacre.v1.CleanupRequest
+	31, // 36: nacre.v1.OSS.Destroy:input_type -> nacre.v1.DestroyRequest
+	23, // 37: nacre.v1.OSS.Statfs:input_type -> nacre.v1.StatfsRequest
+	32, // 38: nacre.v1.OSS.GetObjects:input_type -> nacre.v1.GetObjectsRequest
+	33, // 39: nacre.v1.OSS.LfsckCheck:input_type -> nacre.v1.LfsckCheckRequest
+	34, // 40: nacre.v1.OSS.LfsckSummary:input_type -> nacre.v1.LfsckSummaryRequest
+	35, // 41: nacre.v1.OSS.LfsckOrphans:input_type -> nacre.v1.LfsckOrphansRequest
+	36, // 42: nacre.v1.OSS.LfsckRepair:input_type -> nacre.v1.LfsckObjRepairRequest
+	4,  // 43: nacre.v1.OSS.LfsckDigest:input_type -> nacre.v1.LfsckDigestRequest
+	37, // 44: nacre.v1.OSS.FaultObject:input_type -> nacre.v1.FaultObjectRequest
+	7,  // 45: nacre.v1.OSS.FaultArm:input_type -> nacre.v1.FaultArmRequest
+	38, // 46: nacre.v1.Raft.Send:input_type -> nacre.v1.RaftBatch
+	39, // 47: nacre.v1.Raft.Snapshot:input_type -> nacre.v1.RaftSnapshotChunk
+	40, // 48: nacre.v1.RaftAdmin.Members:input_type -> nacre.v1.RaftMembersRequest
+	41, // 49: nacre.v1.RaftAdmin.AddReplica:input_type -> nacre.v1.RaftAddRequest
+	42, // 50: nacre.v1.RaftAdmin.RemoveReplica:input_type -> nacre.v1.RaftRemoveRequest
+	43, // 51: nacre.v1.RaftAdmin.TransferLeader:input_type -> nacre.v1.RaftTransferRequest
+	44, // 52: nacre.v1.Lfsck.Start:output_type -> nacre.v1.LfsckStartReply
+	45, // 53: nacre.v1.Lfsck.Stop:output_type -> nacre.v1.LfsckStopReply
+	46, // 54: nacre.v1.Lfsck.Query:output_type -> nacre.v1.LfsckQueryReply
+	47, // 55: nacre.v1.Lfsck.Set:output_type -> nacre.v1.LfsckSetReply
+	48, // 56: nacre.v1.Lfsck.Digest:output_type -> nacre.v1.LfsckDigestReply
+	49, // 57: nacre.v1.Fault.List:output_type -> nacre.v1.FaultListReply
+	50, // 58: nacre.v1.Fault.Inject:output_type -> nacre.v1.FaultInjectReply
+	51, // 59: nacre.v1.Fault.Arm:output_type -> nacre.v1.FaultArmReply
+	52, // 60: nacre.v1.LDLM.Session:output_type -> nacre.v1.SessionDown
+	53, // 61: nacre.v1.LDLM.Lock:output_type -> nacre.v1.LockReply
+	53, // 62: nacre.v1.LDLM.GetLock:output_type -> nacre.v1.LockReply
+	54, // 63: nacre.v1.LDLM.CancelWait:output_type -> nacre.v1.CancelWaitReply
+	55, // 64: nacre.v1.LDLM.ReleaseLocks:output_type -> nacre.v1.ReleaseLocksReply
+	56, // 65: nacre.v1.LDLM.Invalidate:output_type -> nacre.v1.InvalidateReply
+	57, // 66: nacre.v1.LDLM.AppendToken:output_type -> nacre.v1.AppendTokenReply
+	58, // 67: nacre.v1.LDLM.LookupLock:output_type -> nacre.v1.LookupLockReply
+	59, // 68: nacre.v1.OpenFiles.Mutate:output_type -> nacre.v1.Reply
+	60, // 69: nacre.v1.OpenFiles.Opens:output_type -> nacre.v1.OpensReply
+	61, // 70: nacre.v1.MDS.Hello:output_type -> nacre.v1.HelloReply
+	59, // 71: nacre.v1.MDS.Mutate:output_type -> nacre.v1.Reply
+	59, // 72: nacre.v1.MDS.Lookup:output_type -> nacre.v1.Reply
+	59, // 73: nacre.v1.MDS.Getattr:output_type -> nacre.v1.Reply
+	62, // 74: nacre.v1.MDS.Readdir:output_type -> nacre.v1.ReaddirReply
+	63, // 75: nacre.v1.MDS.Getxattr:output_type -> nacre.v1.XattrReply
+	63, // 76: nacre.v1.MDS.Listxattr:output_type -> nacre.v1.XattrReply
+	64, // 77: nacre.v1.MDS.Fid2Path:output_type -> nacre.v1.Fid2PathReply
+	65, // 78: nacre.v1.MDS.Statfs:output_type -> nacre.v1.StatfsReply
+	61, // 79: nacre.v1.MGS.Hello:output_type -> nacre.v1.HelloReply
+	66, // 80: nacre.v1.MGS.Register:output_type -> nacre.v1.RegisterReply
+	67, // 81: nacre.v1.MGS.Heartbeat:output_type -> nacre.v1.HeartbeatReply
+	68, // 82: nacre.v1.MGS.GetConfig:output_type -> nacre.v1.ClusterConfig
+	69, // 83: nacre.v1.MGS.AllocSeqRange:output_type -> nacre.v1.SeqRange
+	66, // 84: nacre.v1.MGS.Deregister:output_type -> nacre.v1.RegisterReply
+	61, // 85: nacre.v1.OSS.Hello:output_type -> nacre.v1.HelloReply
+	70, // 86: nacre.v1.OSS.Precreate:output_type -> nacre.v1.PrecreateReply
+	71, // 87: nacre.v1.OSS.Cleanup:output_type -> nacre.v1.CleanupReply
+	72, // 88: nacre.v1.OSS.Destroy:output_type -> nacre.v1.DestroyReply
+	65, // 89: nacre.v1.OSS.Statfs:output_type -> nacre.v1.StatfsReply
+	73, // 90: nacre.v1.OSS.GetObjects:output_type -> nacre.v1.GetObjectsReply
+	74, // 91: nacre.v1.OSS.LfsckCheck:output_type -> nacre.v1.LfsckCheckReply
+	75, // 92: nacre.v1.OSS.LfsckSummary:output_type -> nacre.v1.LfsckSummaryReply
+	76, // 93: nacre.v1.OSS.LfsckOrphans:output_type -> nacre.v1.LfsckOrphansReply
+	77, // 94: nacre.v1.OSS.LfsckRepair:output_type -> nacre.v1.LfsckObjRepairReply
+	48, // 95: nacre.v1.OSS.LfsckDigest:output_type -> nacre.v1.LfsckDigestReply
+	78, // 96: nacre.v1.OSS.FaultObject:output_type -> nacre.v1.FaultObjectReply
+	51, // 97: nacre.v1.OSS.FaultArm:output_type -> nacre.v1.FaultArmReply
+	79, // 98: nacre.v1.Raft.Send:output_type -> nacre.v1.RaftAck
+	79, // 99: nacre.v1.Raft.Snapshot:output_type -> nacre.v1.RaftAck
+	80, // 100: nacre.v1.RaftAdmin.Members:output_type -> nacre.v1.RaftMembersReply
+	80, // 101: nacre.v1.RaftAdmin.AddReplica:output_type -> nacre.v1.RaftMembersReply
+	80, // 102: nacre.v1.RaftAdmin.RemoveReplica:output_type -> nacre.v1.RaftMembersReply
+	80, // 103: nacre.v1.RaftAdmin.TransferLeader:output_type -> nacre.v1.RaftMembersReply
+	52, // [52:104] is the sub-list for method output_type
+	0,  // [0:52] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name

@@ -475,6 +475,7 @@ const (
 	LDLM_ReleaseLocks_FullMethodName = "/nacre.v1.LDLM/ReleaseLocks"
 	LDLM_Invalidate_FullMethodName   = "/nacre.v1.LDLM/Invalidate"
 	LDLM_AppendToken_FullMethodName  = "/nacre.v1.LDLM/AppendToken"
+	LDLM_LookupLock_FullMethodName   = "/nacre.v1.LDLM/LookupLock"
 )
 
 // LDLMClient is the client API for LDLM service.
@@ -515,6 +516,13 @@ type LDLMClient interface {
 	// session ends. A holder's appends cost no RPC; a file appended to by
 	// two clients at once moves the token between them.
 	AppendToken(ctx context.Context, in *nacrepb.AppendTokenRequest, opts ...grpc.CallOption) (*nacrepb.AppendTokenReply, error)
+	// LookupLock grants the client a lookup lock on a directory (Lustre's
+	// LOOKUP lock): until the server revokes it (SessionDown.revoke_lookup),
+	// which it does before it acknowledges a change that another client
+	// makes to the directory's names, the client may answer lookups of
+	// names it knows are missing without asking. Many clients may hold one
+	// directory's lock; a session's end voids its client's locks.
+	LookupLock(ctx context.Context, in *nacrepb.LookupLockRequest, opts ...grpc.CallOption) (*nacrepb.LookupLockReply, error)
 }
 
 type lDLMClient struct {
@@ -598,6 +606,16 @@ func (c *lDLMClient) AppendToken(ctx context.Context, in *nacrepb.AppendTokenReq
 	return out, nil
 }
 
+func (c *lDLMClient) LookupLock(ctx context.Context, in *nacrepb.LookupLockRequest, opts ...grpc.CallOption) (*nacrepb.LookupLockReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(nacrepb.LookupLockReply)
+	err := c.cc.Invoke(ctx, LDLM_LookupLock_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LDLMServer is the server API for LDLM service.
 // All implementations must embed UnimplementedLDLMServer
 // for forward compatibility.
@@ -636,6 +654,13 @@ type LDLMServer interface {
 	// session ends. A holder's appends cost no RPC; a file appended to by
 	// two clients at once moves the token between them.
 	AppendToken(context.Context, *nacrepb.AppendTokenRequest) (*nacrepb.AppendTokenReply, error)
+	// LookupLock grants the client a lookup lock on a directory (Lustre's
+	// LOOKUP lock): until the server revokes it (SessionDown.revoke_lookup),
+	// which it does before it acknowledges a change that another client
+	// makes to the directory's names, the client may answer lookups of
+	// names it knows are missing without asking. Many clients may hold one
+	// directory's lock; a session's end voids its client's locks.
+	LookupLock(context.Context, *nacrepb.LookupLockRequest) (*nacrepb.LookupLockReply, error)
 	mustEmbedUnimplementedLDLMServer()
 }
 
@@ -666,6 +691,9 @@ func (UnimplementedLDLMServer) Invalidate(context.Context, *nacrepb.InvalidateRe
 }
 func (UnimplementedLDLMServer) AppendToken(context.Context, *nacrepb.AppendTokenRequest) (*nacrepb.AppendTokenReply, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method AppendToken not implemented")
+}
+func (UnimplementedLDLMServer) LookupLock(context.Context, *nacrepb.LookupLockRequest) (*nacrepb.LookupLockReply, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method LookupLock not implemented")
 }
 func (UnimplementedLDLMServer) mustEmbedUnimplementedLDLMServer() {}
 func (UnimplementedLDLMServer) testEmbeddedByValue()              {}
@@ -803,6 +831,24 @@ func _LDLM_AppendToken_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LDLM_LookupLock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(nacrepb.LookupLockRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LDLMServer).LookupLock(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LDLM_LookupLock_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LDLMServer).LookupLock(ctx, req.(*nacrepb.LookupLockRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LDLM_ServiceDesc is the grpc.ServiceDesc for LDLM service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -833,6 +879,10 @@ var LDLM_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AppendToken",
 			Handler:    _LDLM_AppendToken_Handler,
+		},
+		{
+			MethodName: "LookupLock",
+			Handler:    _LDLM_LookupLock_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -263,7 +263,10 @@ type SessionDown struct {
 	Invalidate []*FID                 `protobuf:"bytes,2,rep,name=invalidate,proto3" json:"invalidate,omitempty"` // drop cached attributes and data of these
 	// Give back the append tokens of these files: let no new append start,
 	// have the appends under way reach the OSTs, then acknowledge.
-	RevokeAppend  []*FID `protobuf:"bytes,3,rep,name=revoke_append,json=revokeAppend,proto3" json:"revoke_append,omitempty"`
+	RevokeAppend []*FID `protobuf:"bytes,3,rep,name=revoke_append,json=revokeAppend,proto3" json:"revoke_append,omitempty"`
+	// Forget that these directories' names are known (LookupLock): another
+	// client changes them, or the checker repairs the namespace.
+	RevokeLookup  []*FID `protobuf:"bytes,4,rep,name=revoke_lookup,json=revokeLookup,proto3" json:"revoke_lookup,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -315,6 +318,13 @@ func (x *SessionDown) GetInvalidate() []*FID {
 func (x *SessionDown) GetRevokeAppend() []*FID {
 	if x != nil {
 		return x.RevokeAppend
+	}
+	return nil
+}
+
+func (x *SessionDown) GetRevokeLookup() []*FID {
+	if x != nil {
+		return x.RevokeLookup
 	}
 	return nil
 }
@@ -943,6 +953,120 @@ func (x *AppendTokenReply) GetGrant() uint64 {
 	return 0
 }
 
+type LookupLockRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	ClientId uint64                 `protobuf:"varint,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	Fid      *FID                   `protobuf:"bytes,2,opt,name=fid,proto3" json:"fid,omitempty"` // the directory
+	// Give back the lock of this grant (the client forgets the directory).
+	// A release of an older grant, overtaken by a new one, is ignored.
+	Release       bool   `protobuf:"varint,3,opt,name=release,proto3" json:"release,omitempty"`
+	Grant         uint64 `protobuf:"varint,4,opt,name=grant,proto3" json:"grant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LookupLockRequest) Reset() {
+	*x = LookupLockRequest{}
+	mi := &file_lock_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LookupLockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LookupLockRequest) ProtoMessage() {}
+
+func (x *LookupLockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_lock_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LookupLockRequest.ProtoReflect.Descriptor instead.
+func (*LookupLockRequest) Descriptor() ([]byte, []int) {
+	return file_lock_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *LookupLockRequest) GetClientId() uint64 {
+	if x != nil {
+		return x.ClientId
+	}
+	return 0
+}
+
+func (x *LookupLockRequest) GetFid() *FID {
+	if x != nil {
+		return x.Fid
+	}
+	return nil
+}
+
+func (x *LookupLockRequest) GetRelease() bool {
+	if x != nil {
+		return x.Release
+	}
+	return false
+}
+
+func (x *LookupLockRequest) GetGrant() uint64 {
+	if x != nil {
+		return x.Grant
+	}
+	return 0
+}
+
+type LookupLockReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Grant         uint64                 `protobuf:"varint,1,opt,name=grant,proto3" json:"grant,omitempty"` // names this grant, for its release
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LookupLockReply) Reset() {
+	*x = LookupLockReply{}
+	mi := &file_lock_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LookupLockReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LookupLockReply) ProtoMessage() {}
+
+func (x *LookupLockReply) ProtoReflect() protoreflect.Message {
+	mi := &file_lock_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LookupLockReply.ProtoReflect.Descriptor instead.
+func (*LookupLockReply) Descriptor() ([]byte, []int) {
+	return file_lock_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *LookupLockReply) GetGrant() uint64 {
+	if x != nil {
+		return x.Grant
+	}
+	return 0
+}
+
 var File_lock_proto protoreflect.FileDescriptor
 
 const file_lock_proto_rawDesc = "" +
@@ -960,13 +1084,14 @@ const file_lock_proto_rawDesc = "" +
 	"\tSessionUp\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
-	"\x03ack\x18\x03 \x01(\x04R\x03ack\"\x82\x01\n" +
+	"\x03ack\x18\x03 \x01(\x04R\x03ack\"\xb6\x01\n" +
 	"\vSessionDown\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12-\n" +
 	"\n" +
 	"invalidate\x18\x02 \x03(\v2\r.nacre.v1.FIDR\n" +
 	"invalidate\x122\n" +
-	"\rrevoke_append\x18\x03 \x03(\v2\r.nacre.v1.FIDR\frevokeAppend\"\x9e\x02\n" +
+	"\rrevoke_append\x18\x03 \x03(\v2\r.nacre.v1.FIDR\frevokeAppend\x122\n" +
+	"\rrevoke_lookup\x18\x04 \x03(\v2\r.nacre.v1.FIDR\frevokeLookup\"\x9e\x02\n" +
 	"\vLockRequest\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x1f\n" +
 	"\x03fid\x18\x02 \x01(\v2\r.nacre.v1.FIDR\x03fid\x12\x14\n" +
@@ -1011,6 +1136,13 @@ const file_lock_proto_rawDesc = "" +
 	"\arelease\x18\x03 \x01(\bR\arelease\x12\x14\n" +
 	"\x05grant\x18\x04 \x01(\x04R\x05grant\"(\n" +
 	"\x10AppendTokenReply\x12\x14\n" +
+	"\x05grant\x18\x01 \x01(\x04R\x05grant\"\x81\x01\n" +
+	"\x11LookupLockRequest\x12\x1b\n" +
+	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x1f\n" +
+	"\x03fid\x18\x02 \x01(\v2\r.nacre.v1.FIDR\x03fid\x12\x18\n" +
+	"\arelease\x18\x03 \x01(\bR\arelease\x12\x14\n" +
+	"\x05grant\x18\x04 \x01(\x04R\x05grant\"'\n" +
+	"\x0fLookupLockReply\x12\x14\n" +
 	"\x05grant\x18\x01 \x01(\x04R\x05grant*:\n" +
 	"\bLockType\x12\x0f\n" +
 	"\vLOCK_UNLOCK\x10\x00\x12\r\n" +
@@ -1031,7 +1163,7 @@ func file_lock_proto_rawDescGZIP() []byte {
 }
 
 var file_lock_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_lock_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_lock_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_lock_proto_goTypes = []any{
 	(LockType)(0),               // 0: nacre.v1.LockType
 	(*OpensRequest)(nil),        // 1: nacre.v1.OpensRequest
@@ -1048,26 +1180,30 @@ var file_lock_proto_goTypes = []any{
 	(*InvalidateReply)(nil),     // 12: nacre.v1.InvalidateReply
 	(*AppendTokenRequest)(nil),  // 13: nacre.v1.AppendTokenRequest
 	(*AppendTokenReply)(nil),    // 14: nacre.v1.AppendTokenReply
-	(*FID)(nil),                 // 15: nacre.v1.FID
-	(*Inode)(nil),               // 16: nacre.v1.Inode
+	(*LookupLockRequest)(nil),   // 15: nacre.v1.LookupLockRequest
+	(*LookupLockReply)(nil),     // 16: nacre.v1.LookupLockReply
+	(*FID)(nil),                 // 17: nacre.v1.FID
+	(*Inode)(nil),               // 18: nacre.v1.Inode
 }
 var file_lock_proto_depIdxs = []int32{
-	15, // 0: nacre.v1.OpensRequest.opened:type_name -> nacre.v1.FID
-	15, // 1: nacre.v1.OpensRequest.closed:type_name -> nacre.v1.FID
-	16, // 2: nacre.v1.OpensReply.inodes:type_name -> nacre.v1.Inode
-	15, // 3: nacre.v1.SessionDown.invalidate:type_name -> nacre.v1.FID
-	15, // 4: nacre.v1.SessionDown.revoke_append:type_name -> nacre.v1.FID
-	15, // 5: nacre.v1.LockRequest.fid:type_name -> nacre.v1.FID
-	0,  // 6: nacre.v1.LockRequest.type:type_name -> nacre.v1.LockType
-	0,  // 7: nacre.v1.LockReply.type:type_name -> nacre.v1.LockType
-	15, // 8: nacre.v1.ReleaseLocksRequest.fid:type_name -> nacre.v1.FID
-	15, // 9: nacre.v1.InvalidateRequest.fids:type_name -> nacre.v1.FID
-	15, // 10: nacre.v1.AppendTokenRequest.fid:type_name -> nacre.v1.FID
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	17, // 0: nacre.v1.OpensRequest.opened:type_name -> nacre.v1.FID
+	17, // 1: nacre.v1.OpensRequest.closed:type_name -> nacre.v1.FID
+	18, // 2: nacre.v1.OpensReply.inodes:type_name -> nacre.v1.Inode
+	17, // 3: nacre.v1.SessionDown.invalidate:type_name -> nacre.v1.FID
+	17, // 4: nacre.v1.SessionDown.revoke_append:type_name -> nacre.v1.FID
+	17, // 5: nacre.v1.SessionDown.revoke_lookup:type_name -> nacre.v1.FID
+	17, // 6: nacre.v1.LockRequest.fid:type_name -> nacre.v1.FID
+	0,  // 7: nacre.v1.LockRequest.type:type_name -> nacre.v1.LockType
+	0,  // 8: nacre.v1.LockReply.type:type_name -> nacre.v1.LockType
+	17, // 9: nacre.v1.ReleaseLocksRequest.fid:type_name -> nacre.v1.FID
+	17, // 10: nacre.v1.InvalidateRequest.fids:type_name -> nacre.v1.FID
+	17, // 11: nacre.v1.AppendTokenRequest.fid:type_name -> nacre.v1.FID
+	17, // 12: nacre.v1.LookupLockRequest.fid:type_name -> nacre.v1.FID
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_lock_proto_init() }
@@ -1082,7 +1218,7 @@ func file_lock_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lock_proto_rawDesc), len(file_lock_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

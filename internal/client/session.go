@@ -76,6 +76,9 @@ type SessionHandlers struct {
 	// RevokeAppend is called with the files whose append tokens the MDS
 	// takes back (AppendToken) before that is acknowledged.
 	RevokeAppend func([]fid.FID)
+	// RevokeLookup is called with the directories whose lookup locks the
+	// MDS takes back (LookupLock) before that is acknowledged.
+	RevokeLookup func([]fid.FID)
 	// SessionLost is called when a session stream with an MDT ended, and
 	// returns before a new one is opened: every append token of that
 	// session is void, and the appends under way with them must reach the
@@ -328,6 +331,13 @@ func (s *Session) stream(m *sessMDT) error {
 			if s.h.RevokeAppend != nil {
 				s.h.RevokeAppend(fids)
 			}
+		}
+		if len(d.RevokeLookup) > 0 && s.h.RevokeLookup != nil {
+			fids := make([]fid.FID, len(d.RevokeLookup))
+			for i, f := range d.RevokeLookup {
+				fids[i] = fid.FromPB(f)
+			}
+			s.h.RevokeLookup(fids)
 		}
 		if err := send(&pb.SessionUp{Ack: d.Seq}); err != nil {
 			return err
@@ -718,7 +728,7 @@ func (s *Session) Invalidate(ctx context.Context, fids []fid.FID) error {
 
 // AppendToken takes the append token of f (api/lock.proto), waiting while
 // its holder gives it back, and returns the grant and the session epoch
-// the token is valid in (AppendTokenValid).
+// the token is valid in (LockValid).
 func (s *Session) AppendToken(ctx context.Context, f fid.FID) (grant, epoch uint64, err error) {
 	m, err := s.mdt(f)
 	if err != nil {
@@ -743,13 +753,6 @@ func (s *Session) AppendToken(ctx context.Context, f fid.FID) (grant, epoch uint
 	}
 }
 
-// AppendTokenValid reports whether a token of f granted in epoch is still
-// valid: the session it was granted in has not ended.
-func (s *Session) AppendTokenValid(f fid.FID, epoch uint64) bool {
-	m, err := s.mdt(f)
-	return err == nil && m.epoch.Load() == epoch
-}
-
 // ReleaseAppendToken gives back the token of a grant (best effort: the
 // session's end releases it too).
 func (s *Session) ReleaseAppendToken(ctx context.Context, f fid.FID, grant uint64) error {
@@ -758,5 +761,54 @@ func (s *Session) ReleaseAppendToken(ctx context.Context, f fid.FID, grant uint6
 		return err
 	}
 	_, err = ld.AppendToken(ctx, &pb.AppendTokenRequest{ClientId: s.c.id, Fid: f.PB(), Release: true, Grant: grant})
+	return err
+}
+
+// ErrLockOvertaken is LookupLock's answer when the session the lock was
+// granted in ended before the grant arrived: the lock is void.
+var ErrLockOvertaken = errors.New("the session ended while the lock was granted")
+
+// LookupLock takes the lookup lock of directory dir (api/services.proto,
+// LDLM.LookupLock) and returns the grant and the session epoch it is
+// valid in (LockValid). It holds until the MDS revokes it through the
+// session (SessionHandlers.RevokeLookup), the client releases it, or the
+// session ends.
+func (s *Session) LookupLock(ctx context.Context, dir fid.FID) (grant, epoch uint64, err error) {
+	m, err := s.mdt(dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	e := m.epoch.Load()
+	var rep *pb.LookupLockReply
+	err = s.ldlmCall(ctx, dir, func(ld nacregrpc.LDLMClient) error {
+		var err error
+		rep, err = ld.LookupLock(ctx, &pb.LookupLockRequest{ClientId: s.c.id, Fid: dir.PB()})
+		return err
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("lookup lock of %s: %w", dir, err)
+	}
+	if m.epoch.Load() != e {
+		return 0, 0, fmt.Errorf("lookup lock of %s: %w", dir, ErrLockOvertaken)
+	}
+	return rep.Grant, e, nil
+}
+
+// LockValid reports whether a lock on f granted in epoch (an append token
+// or a lookup lock) is still valid: the session it was granted in has not
+// ended.
+func (s *Session) LockValid(f fid.FID, epoch uint64) bool {
+	m, err := s.mdt(f)
+	return err == nil && m.epoch.Load() == epoch
+}
+
+// ReleaseLookupLock gives back the lookup lock of a grant (best effort:
+// the session's end releases it too).
+func (s *Session) ReleaseLookupLock(ctx context.Context, dir fid.FID, grant uint64) error {
+	ld, _, err := s.clients(dir)
+	if err != nil {
+		return err
+	}
+	_, err = ld.LookupLock(ctx, &pb.LookupLockRequest{ClientId: s.c.id, Fid: dir.PB(), Release: true, Grant: grant})
 	return err
 }

@@ -198,7 +198,7 @@ func (fs *FS) holdAppendToken(ctx context.Context, of *openFile) (done func(), e
 	for {
 		of.appending.RLock()
 		of.ae.mu.Lock()
-		held := of.ae.tok && fs.sess.AppendTokenValid(of.fid, of.ae.tokEpoch)
+		held := of.ae.tok && fs.sess.LockValid(of.fid, of.ae.tokEpoch)
 		revokes := of.ae.revokes
 		of.ae.mu.Unlock()
 		if held {

@@ -336,6 +336,7 @@ func (fs *FS) createFile(in *fuse.CreateIn, name string, out *fuse.CreateOut, at
 	cred := fs.cred(&in.InHeader)
 	ctx := client.WithCred(context.Background(), cred)
 	rep, err := fs.c.CreateReply(ctx, pf, name, in.Mode, client.CreateOpts{Exclusive: in.Flags&syscall.O_EXCL != 0, Umask: in.Umask, Open: fs.sess != nil})
+	fs.namesChanged(pf, name, true, err)
 	if err != nil {
 		return fs.status("create", err)
 	}

@@ -117,6 +117,11 @@ type FS struct {
 	noNameCache bool
 	srv         *fuse.Server
 
+	// llMu guards ll, the directory lists kept under lookup locks
+	// (lookuplock.go); taken after mu, never before.
+	llMu sync.Mutex
+	ll   lookupLocks
+
 	mu      sync.Mutex
 	nodes   map[uint64]*node
 	byFID   map[fid.FID]*node
@@ -241,6 +246,7 @@ func New(c *client.Client, o Options) *FS {
 		RawFileSystem: fuse.NewDefaultRawFileSystem(),
 		c:             c, o: o, log: o.Log,
 		nodes:     map[uint64]*node{},
+		ll:        lookupLocks{dirs: map[fid.FID]*dirNames{}},
 		byFID:     map[fid.FID]*node{},
 		nextID:    firstNode,
 		handles:   map[uint64]*handle{},
@@ -386,6 +392,7 @@ func (fs *FS) Forget(id, nlookup uint64) {
 	delete(fs.nodes, id)
 	if fs.byFID[n.fid] == n {
 		delete(fs.byFID, n.fid)
+		fs.forgetDirNames(n.fid)
 	}
 }
 

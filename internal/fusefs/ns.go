@@ -71,14 +71,16 @@ func (fs *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out 
 	if !st.Ok() {
 		return st
 	}
+	if fs.knownMissing(pf, name) {
+		return fs.missing(out)
+	}
 	ctx := fs.ctx(h)
 	ino, err := fs.c.Lookup(ctx, pf, name)
 	if err != nil {
 		st := fs.status("lookup", err)
-		if st == fuse.ENOENT && fs.o.NegativeTimeout > 0 {
-			out.NodeId = 0
-			out.SetEntryTimeout(fs.o.NegativeTimeout)
-			return fuse.OK
+		if st == fuse.ENOENT {
+			fs.lookupMissed(pf)
+			return fs.missing(out)
 		}
 		return st
 	}
@@ -89,6 +91,17 @@ func (fs *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out 
 	fs.ownSize(ino)
 	fs.fillNamed(ino, out, pf, name)
 	return fuse.OK
+}
+
+// missing answers a lookup of a missing name (cached by the kernel for
+// the negative_timeout mount option).
+func (fs *FS) missing(out *fuse.EntryOut) fuse.Status {
+	if fs.o.NegativeTimeout > 0 {
+		out.NodeId = 0
+		out.SetEntryTimeout(fs.o.NegativeTimeout)
+		return fuse.OK
+	}
+	return fuse.ENOENT
 }
 
 // GetAttr returns fresh attributes (exact size).
@@ -339,6 +352,7 @@ func (fs *FS) create(h *fuse.InHeader, name string, mode uint32, o client.Create
 	}
 	o.Exclusive = true
 	ino, _, err := fs.c.Create(fs.ctx(h), pf, name, mode, o)
+	fs.namesChanged(pf, name, true, err)
 	if err != nil {
 		return fs.status("create", err)
 	}
@@ -391,6 +405,7 @@ func (fs *FS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fu
 	}
 	ctx := fs.ctx(&in.InHeader)
 	ino, err := fs.c.Link(ctx, f, pf, name)
+	fs.namesChanged(pf, name, true, err)
 	if err != nil {
 		return fs.status("link", err)
 	}
@@ -435,6 +450,7 @@ func (fs *FS) remove(h *fuse.InHeader, name string, dir bool) fuse.Status {
 	if len(open) == 0 || fs.sess == nil {
 		fs.endFlight(flown, nil)
 		ino, err := fs.c.Remove(ctx, pf, name, dir)
+		fs.namesChanged(pf, name, false, err)
 		if err == nil {
 			fs.dirChanged(h.NodeId, delta, ino)
 			fs.unlinked(ino)
@@ -451,6 +467,7 @@ func (fs *FS) remove(h *fuse.InHeader, name string, dir bool) fuse.Status {
 		open = fs.filterOpen(open, fid.FromPB(ino.Fid))
 	}
 	ino, err := fs.sess.Unlink(ctx, pf, name, dir, open)
+	fs.namesChanged(pf, name, false, err)
 	var made []fid.FID
 	if err == nil && ino != nil && ino.Nlink == 0 {
 		made = []fid.FID{fid.FromPB(ino.Fid)}
@@ -510,6 +527,7 @@ func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName
 			other, _ = fs.c.Lookup(ctx, dp, newName)
 		}
 		moved, err := fs.c.Move(ctx, sp, oldName, dp, newName, in.Flags)
+		fs.renamed(sp, oldName, dp, newName, in.Flags, err)
 		fs.endFlight(flown, nil)
 		fs.moved(moved, sp, oldName, dp, newName)
 		if err == nil {
@@ -526,6 +544,7 @@ func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName
 		}
 	}
 	moved, err := fs.sess.Rename(ctx, sp, oldName, dp, newName, in.Flags, open)
+	fs.renamed(sp, oldName, dp, newName, in.Flags, err)
 	var made []fid.FID
 	if err == nil {
 		made = open // the reply does not say which file it replaced

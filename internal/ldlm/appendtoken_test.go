@@ -21,6 +21,8 @@ type tokenClient struct {
 	st      nacregrpc.LDLM_SessionClient
 	cancel  context.CancelFunc
 	revokes chan uint64 // seq of each revocation
+	// lookups gets each lookup lock revocation (lookuplock_test.go).
+	lookups chan *pb.SessionDown
 }
 
 func startTokenServer(t *testing.T, grace time.Duration) (*Server, string) {
@@ -47,7 +49,7 @@ func newTokenClient(t *testing.T, addr string, id uint64) *tokenClient {
 	t.Cleanup(func() { cc.Close() })
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	c := &tokenClient{id: id, ld: nacregrpc.NewLDLMClient(cc), cancel: cancel, revokes: make(chan uint64, 16)}
+	c := &tokenClient{id: id, ld: nacregrpc.NewLDLMClient(cc), cancel: cancel, revokes: make(chan uint64, 16), lookups: make(chan *pb.SessionDown, 16)}
 	c.st, err = c.ld.Session(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -63,10 +65,14 @@ func newTokenClient(t *testing.T, addr string, id uint64) *tokenClient {
 			d, err := c.st.Recv()
 			if err != nil {
 				close(c.revokes)
+				close(c.lookups)
 				return
 			}
 			if len(d.RevokeAppend) > 0 {
 				c.revokes <- d.Seq
+			}
+			if len(d.RevokeLookup) > 0 {
+				c.lookups <- d
 			}
 		}
 	}()

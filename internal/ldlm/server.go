@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -40,8 +41,15 @@ type Server struct {
 	tokens   map[fid.FID]*token              // append tokens (appendtoken.go)
 	opens    map[uint64]map[fid.FID]*session // open files by client, with the session that noted each (opens.go)
 	grantSeq uint64
-	// revokeWait and tokenGrace (appendtoken.go), shorter in tests.
-	revokeWait, tokenGrace time.Duration
+	// lookups holds the lookup locks (lookuplock.go), lookupCount how
+	// many; replicated reports whether the MDT has other replicas.
+	lookups     map[fid.FID]lookupHolders
+	lookupCount int
+	lookupRevs  atomic.Uint64
+	replicated  func() bool
+	// revokeWait, tokenGrace (appendtoken.go) and lookupGrace, shorter in
+	// tests.
+	revokeWait, tokenGrace, lookupGrace time.Duration
 }
 
 var errNotLeader = errno.New(errno.Unavailable, "not the MDT's leader: locks and sessions are served by the leader")
@@ -79,7 +87,7 @@ func NewServer(log *slog.Logger, leading func() bool, leaderSince func() time.Ti
 	if leaderSince == nil {
 		leaderSince = func() time.Time { return started }
 	}
-	return &Server{M: NewManager(), log: log, leading: leading, leaderSince: leaderSince, tokenGrace: tokenGrace, sessions: map[uint64]*session{}, gone: map[uint64]time.Time{}, started: started, tokens: map[fid.FID]*token{}, opens: map[uint64]map[fid.FID]*session{}, revokeWait: revokeWait}
+	return &Server{M: NewManager(), log: log, leading: leading, leaderSince: leaderSince, tokenGrace: tokenGrace, lookupGrace: lookupGrace, lookups: map[fid.FID]lookupHolders{}, sessions: map[uint64]*session{}, gone: map[uint64]time.Time{}, started: started, tokens: map[fid.FID]*token{}, opens: map[uint64]map[fid.FID]*session{}, revokeWait: revokeWait}
 }
 
 // ClientGone reports whether the client has no session, and since when
@@ -179,7 +187,7 @@ loop:
 			endErr = errno.New(errno.DeadlineExceeded, "session silent too long")
 			break loop
 		case <-ss.kick:
-			endErr = errno.New(errno.Aborted, "evicted: an append token was not given back in time")
+			endErr = errno.New(errno.Aborted, "evicted: an append token or a lookup lock was not given back in time")
 			break loop
 		case <-stream.Context().Done():
 			break loop
@@ -193,16 +201,17 @@ func (s *Server) endSession(ss *session, why error) {
 	close(ss.done)
 	s.mu.Lock()
 	current := s.sessions[ss.client] == ss
-	tokens := 0
+	tokens, lookups := 0, 0
 	if current {
 		delete(s.sessions, ss.client)
 		s.gone[ss.client] = time.Now()
 		tokens = s.dropTokens(ss.client)
+		lookups = s.dropLookups(ss.client)
 	}
 	s.mu.Unlock()
 	if current {
 		n := s.M.DropClient(ss.client)
-		s.log.Info("client session ended; its locks dropped", "client", ss.client, "name", ss.name, "locks", n, "append_tokens", tokens, "reason", why)
+		s.log.Info("client session ended; its locks dropped", "client", ss.client, "name", ss.name, "locks", n, "append_tokens", tokens, "lookup_locks", lookups, "reason", why)
 	}
 }
 

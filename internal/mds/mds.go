@@ -151,8 +151,8 @@ func Start(cfg Config) (*Server, error) {
 	s.group = g
 	s.linearizable = len(cfg.ID.Peers) > 1
 	nacregrpc.RegisterMDSServer(cfg.GRPC, s)
-	s.startClientServices(cfg.GRPC)   // locks, sessions, open files (open.go)
-	s.startChecker(cfg.GRPC, cfg.Reg) // nacre lfsck and nacre fault (lfsck.go)
+	s.startClientServices(cfg.GRPC, cfg.Reg) // locks, sessions, open files (open.go)
+	s.startChecker(cfg.GRPC, cfg.Reg)        // nacre lfsck and nacre fault (lfsck.go)
 	s.wg.Add(1)
 	go s.maintain()
 	return s, nil
@@ -242,6 +242,7 @@ func (s *Server) propose(ctx context.Context, cmd *pb.Command) (*pb.Reply, error
 	if !ok || r == nil {
 		return nil, errno.Errorf(errno.Internal, "no reply from the state machine")
 	}
+	s.revokeLookups(cmd)
 	return r, nil
 }
 

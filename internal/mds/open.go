@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	"nacre/api/nacregrpc"
@@ -36,8 +37,15 @@ type openFiles struct {
 
 // startClientServices registers the LDLM and OpenFiles services on g and
 // starts the orphan reaper.
-func (s *Server) startClientServices(g *grpc.Server) {
+func (s *Server) startClientServices(g *grpc.Server, reg *prometheus.Registry) {
 	lm := ldlm.NewServer(s.log, s.group.IsLeader, s.group.LeaderSince)
+	lm.SetReplicated(s.group.Replicated)
+	if reg != nil {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nacre_ldlm_lookup_locks", Help: "Lookup locks on directories held by clients (LDLM.LookupLock).", ConstLabels: prometheus.Labels{"target": s.id.Name()}},
+			func() float64 { return float64(lm.LookupLocks()) }))
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "nacre_ldlm_lookup_revocations_total", Help: "Lookup locks taken back from their holders (another client changed the directory, or the checker repaired the namespace).", ConstLabels: prometheus.Labels{"target": s.id.Name()}},
+			func() float64 { return float64(lm.LookupRevocations()) }))
+	}
 	clientServices.Store(s, lm)
 	nacregrpc.RegisterLDLMServer(g, leaderOnlyLDLM{lm, s}) // sessions on the leader only (leadership.go)
 	nacregrpc.RegisterOpenFilesServer(g, &openFiles{s: s})

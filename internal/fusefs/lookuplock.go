@@ -1,0 +1,348 @@
+package fusefs
+
+import (
+	"context"
+	"errors"
+	"syscall"
+	"time"
+
+	pb "nacre/api/nacrepb"
+	"nacre/internal/client"
+	"nacre/internal/fid"
+)
+
+// Names known missing: one MDS request per create instead of two.
+//
+// The kernel looks a name up before it creates it, so every create
+// through the mount costs a lookup that finds nothing and then the
+// create. In a directory where lookups keep finding nothing, the daemon
+// takes the directory's lookup lock (internal/ldlm, lookuplock.go), lists
+// the directory once, and from then on answers the lookup of a name that
+// is not in the list itself; its own creates, removals and renames keep
+// the list current. The MDS takes the lock back before it acknowledges a
+// change that another client makes to the directory's names, and a
+// session's end voids every lock, so a name another client made is never
+// answered missing after that client was told it exists.
+//
+// A list is only trusted if no other client could have changed the
+// directory's names between the request for the lock and the end of the
+// listing: a revocation or a lost session moves the directory's
+// generation, and a listing that saw it move is thrown away. Changes made
+// through this mount meanwhile are noted with their outcome and laid over
+// the listing, which may or may not have seen them. A change this mount
+// made whose outcome is unknown (an error other than one that proves the
+// name's state) drops the list, or the listing under way.
+//
+// Lookups that the MDS answers as the caller (no default_permissions:
+// the lookup is the search-permission check) never use the lists.
+
+const (
+	// lookupLockMisses is how many lookups in a directory the MDS answers
+	// "missing" before the daemon takes the directory's lookup lock.
+	lookupLockMisses = 2
+	// lookupLockDirs bounds the directories tracked, lookupLockNames the
+	// names held in all their lists.
+	lookupLockDirs  = 1024
+	lookupLockNames = 1 << 18
+	// lookupLockQuiet is how long a directory whose lock was revoked (or
+	// could not be taken) is left alone: two clients changing one
+	// directory would otherwise pass the lock back and forth, each change
+	// waiting for the other client's acknowledgement.
+	lookupLockQuiet = time.Second
+)
+
+// lookupLocks is the mount's directory lists, under their lookup locks.
+// Its mutex is taken after fs.mu, never before.
+type lookupLocks struct {
+	dirs  map[fid.FID]*dirNames
+	names int // in all complete lists
+}
+
+// dirNames is what the mount knows of one directory's names.
+type dirNames struct {
+	// gen moves with every event that may have changed the names in a
+	// way this mount does not know.
+	gen      uint64
+	misses   int
+	taking   bool      // a lock request and listing are under way
+	quiet    time.Time // no new lock before
+	complete bool      // names holds every name, under grant
+	grant    uint64
+	epoch    uint64 // the session epoch of grant (client.Session.LockValid)
+	names    map[string]struct{}
+	// own holds the outcomes of this mount's changes while a listing is
+	// under way (taking): name -> present.
+	own map[string]bool
+}
+
+// knownMissing reports whether name is known to be missing from dir.
+func (fs *FS) knownMissing(dir fid.FID, name string) bool {
+	if fs.sess == nil || fs.noNameCache {
+		return false
+	}
+	fs.llMu.Lock()
+	d := fs.ll.dirs[dir]
+	missing := d != nil && d.complete
+	var epoch uint64
+	if missing {
+		_, has := d.names[name]
+		missing, epoch = !has, d.epoch
+	}
+	fs.llMu.Unlock()
+	return missing && fs.sess.LockValid(dir, epoch)
+}
+
+// lookupMissed notes that the MDS answered a lookup in dir "missing", and
+// takes the directory's lock once that happens often enough.
+func (fs *FS) lookupMissed(dir fid.FID) {
+	if fs.sess == nil || fs.noNameCache {
+		return
+	}
+	fs.llMu.Lock()
+	defer fs.llMu.Unlock()
+	d := fs.ll.dirs[dir]
+	if d == nil {
+		if len(fs.ll.dirs) >= lookupLockDirs {
+			return
+		}
+		d = &dirNames{}
+		fs.ll.dirs[dir] = d
+	}
+	if d.complete || d.taking || time.Now().Before(d.quiet) {
+		return
+	}
+	d.misses++
+	if d.misses < lookupLockMisses {
+		return
+	}
+	d.misses, d.taking = 0, true
+	go fs.takeLookupLock(dir, d.gen)
+}
+
+// takeLookupLock takes dir's lookup lock and lists it; the list is kept
+// if the directory's generation is still gen.
+func (fs *FS) takeLookupLock(dir fid.FID, gen uint64) {
+	ctx, cancel := context.WithTimeout(client.WithCred(context.Background(), &pb.Cred{}), 30*time.Second)
+	defer cancel()
+	grant, epoch, err := fs.sess.LookupLock(ctx, dir)
+	var ents []*pb.DirEntry
+	if err == nil {
+		ents, err = fs.listUpTo(ctx, dir)
+	}
+	fs.llMu.Lock()
+	d := fs.ll.dirs[dir]
+	keep := err == nil && d != nil && d.gen == gen && fs.ll.names+len(ents) <= lookupLockNames
+	var own map[string]bool
+	if d != nil {
+		d.taking, own, d.own = false, d.own, nil
+		if !keep {
+			d.quiet = time.Now().Add(lookupLockQuiet)
+		}
+	}
+	if keep {
+		d.names = make(map[string]struct{}, len(ents))
+		for _, e := range ents {
+			d.names[string(e.Name)] = struct{}{}
+		}
+		for name, present := range own {
+			if present {
+				d.names[name] = struct{}{}
+			} else {
+				delete(d.names, name)
+			}
+		}
+		d.complete, d.grant, d.epoch = true, grant, epoch
+		fs.ll.names += len(d.names)
+	}
+	fs.llMu.Unlock()
+	if err != nil {
+		fs.log.Debug("lookup lock not taken", "dir", dir, "err", err)
+	}
+	if !keep && grant != 0 {
+		fs.releaseLookupLock(dir, grant)
+	}
+}
+
+// errTooBig ends a listing that would not fit in lookupLockNames.
+var errTooBig = errors.New("directory too large to keep its names")
+
+// listUpTo lists dir, or stops with errTooBig once its names would not fit
+// beside the lists already kept.
+func (fs *FS) listUpTo(ctx context.Context, dir fid.FID) ([]*pb.DirEntry, error) {
+	var out []*pb.DirEntry
+	var cookie uint64
+	for {
+		ents, eof, err := fs.c.Readdir(ctx, dir, cookie, 1024, false)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ents...)
+		fs.llMu.Lock()
+		room := lookupLockNames - fs.ll.names
+		fs.llMu.Unlock()
+		if len(out) > room {
+			return nil, errTooBig
+		}
+		if eof || len(ents) == 0 {
+			return out, nil
+		}
+		cookie = ents[len(ents)-1].Cookie
+	}
+}
+
+// releaseLookupLock gives a grant back in the background.
+func (fs *FS) releaseLookupLock(dir fid.FID, grant uint64) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		fs.sess.ReleaseLookupLock(ctx, dir, grant)
+	}()
+}
+
+// dropList forgets d's list (fs.llMu held) and returns its grant (0 if
+// it had none).
+func (fs *FS) dropList(d *dirNames) uint64 {
+	d.gen++
+	if !d.complete {
+		return 0
+	}
+	fs.ll.names -= len(d.names)
+	d.complete, d.names = false, nil
+	return d.grant
+}
+
+// namesChanged records the outcome of a change this mount made to dir's
+// names: name was added (add) or removed (!add) if err is nil. An error
+// that proves the name's state keeps the list; any other drops it.
+func (fs *FS) namesChanged(dir fid.FID, name string, add bool, err error) {
+	if fs.sess == nil {
+		return
+	}
+	fs.llMu.Lock()
+	d := fs.ll.dirs[dir]
+	if d == nil {
+		fs.llMu.Unlock()
+		return
+	}
+	present, sure := false, true
+	switch {
+	case err == nil && add, errnoIs(err, syscall.EEXIST):
+		present = true
+	case err == nil && !add, !add && errnoIs(err, syscall.ENOENT):
+	default:
+		sure = false
+	}
+	switch {
+	case !sure:
+		// The change may or may not have happened.
+		if g := fs.dropList(d); g != 0 {
+			defer fs.releaseLookupLock(dir, g)
+		}
+	case d.taking:
+		if d.own == nil {
+			d.own = map[string]bool{}
+		}
+		d.own[name] = present
+	case !d.complete:
+	case present:
+		if _, has := d.names[name]; has {
+			break
+		}
+		if fs.ll.names >= lookupLockNames {
+			if g := fs.dropList(d); g != 0 {
+				defer fs.releaseLookupLock(dir, g)
+			}
+			break
+		}
+		d.names[name] = struct{}{}
+		fs.ll.names++
+	default:
+		if _, has := d.names[name]; has {
+			delete(d.names, name)
+			fs.ll.names--
+		}
+	}
+	fs.llMu.Unlock()
+}
+
+// RevokeLookup forgets the lists of dirs: the MDS took their locks back
+// (the session's callback, acknowledged when it returns).
+func (fs *FS) RevokeLookup(dirs []fid.FID) {
+	fs.llMu.Lock()
+	defer fs.llMu.Unlock()
+	quiet := time.Now().Add(lookupLockQuiet)
+	for _, dir := range dirs {
+		if d := fs.ll.dirs[dir]; d != nil {
+			fs.dropList(d)
+			d.misses, d.quiet = 0, quiet
+		}
+	}
+}
+
+// lookupLocksLost forgets every list: the session they were granted in
+// ended.
+func (fs *FS) lookupLocksLost() {
+	fs.llMu.Lock()
+	defer fs.llMu.Unlock()
+	for _, d := range fs.ll.dirs {
+		fs.dropList(d)
+	}
+}
+
+// forgetDirNames stops tracking dir (the kernel forgot it) and gives its
+// lock back.
+func (fs *FS) forgetDirNames(dir fid.FID) {
+	if fs.sess == nil {
+		return
+	}
+	fs.llMu.Lock()
+	d := fs.ll.dirs[dir]
+	var g uint64
+	if d != nil {
+		g = fs.dropList(d)
+		delete(fs.ll.dirs, dir)
+	}
+	fs.llMu.Unlock()
+	if g != 0 {
+		fs.releaseLookupLock(dir, g)
+	}
+}
+
+// LookupLists is the number of directories whose names the mount knows
+// whole, and how many names they hold (for tests and stats).
+func (fs *FS) LookupLists() (dirs, names int) {
+	fs.llMu.Lock()
+	defer fs.llMu.Unlock()
+	for _, d := range fs.ll.dirs {
+		if d.complete {
+			dirs++
+		}
+	}
+	return dirs, fs.ll.names
+}
+
+// renamed records the outcome of a rename through this mount: the old
+// name goes and the new one comes (both stay with RENAME_EXCHANGE); an
+// error that proves nothing drops both directories' lists.
+func (fs *FS) renamed(sp fid.FID, oldName string, dp fid.FID, newName string, flags uint32, err error) {
+	if err != nil && !errnoIs(err, syscall.EEXIST) && !errnoIs(err, syscall.ENOENT) {
+		fs.namesChanged(sp, oldName, false, err)
+		fs.namesChanged(dp, newName, true, err)
+		return
+	}
+	if err != nil {
+		// EEXIST (RENAME_NOREPLACE) and ENOENT change nothing.
+		return
+	}
+	if flags&client.RenameExchange == 0 {
+		fs.namesChanged(sp, oldName, false, nil)
+	}
+	fs.namesChanged(dp, newName, true, nil)
+}
+
+// SessionLost is the session's callback when a session with an MDT ends:
+// the append tokens and lookup locks granted in it are void.
+func (fs *FS) SessionLost(mdt uint32) {
+	fs.lookupLocksLost()
+	fs.AppendTokensLost(mdt)
+}
