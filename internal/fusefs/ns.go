@@ -513,10 +513,15 @@ func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName
 	fs.nsGate.RLock()
 	defer fs.nsGate.RUnlock()
 	defer fs.removed()
-	// Directory link counts may change: the parents' attributes are
-	// fetched again rather than guessed.
-	defer fs.forgetAttrs(in.NodeId)
-	defer fs.forgetAttrs(in.Newdir)
+	// A rename that may replace a name may change the parents' link
+	// counts: their attributes are then fetched again rather than
+	// guessed. One that replaces nothing (the new name known missing)
+	// changes them as a create and a removal through this mount do.
+	replaces := in.Flags&client.RenameExchange != 0 ||
+		in.Flags&client.RenameNoReplace == 0 && !fs.knownMissing(dp, newName)
+	var moved *pb.Inode
+	var err error
+	defer func() { fs.parentsAfterRename(in.NodeId, in.Newdir, moved, replaces || err != nil) }()
 	flown := fs.openForFlight() // released by endFlight below (orphans.go)
 	open := flown
 	if len(open) == 0 || fs.sess == nil || in.Flags&client.RenameExchange != 0 {
@@ -526,7 +531,7 @@ func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName
 			// time); the reply names only the other one.
 			other, _ = fs.c.Lookup(ctx, dp, newName)
 		}
-		moved, err := fs.c.Move(ctx, sp, oldName, dp, newName, in.Flags)
+		moved, err = fs.c.Move(ctx, sp, oldName, dp, newName, in.Flags)
 		fs.renamed(sp, oldName, dp, newName, in.Flags, err)
 		fs.endFlight(flown, nil)
 		fs.moved(moved, sp, oldName, dp, newName)
@@ -543,7 +548,7 @@ func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName
 			open = fs.filterOpen(open, fid.FromPB(ino.Fid))
 		}
 	}
-	moved, err := fs.sess.Rename(ctx, sp, oldName, dp, newName, in.Flags, open)
+	moved, err = fs.sess.Rename(ctx, sp, oldName, dp, newName, in.Flags, open)
 	fs.renamed(sp, oldName, dp, newName, in.Flags, err)
 	var made []fid.FID
 	if err == nil {
@@ -552,6 +557,26 @@ func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName
 	fs.endFlight(flown, made)
 	fs.moved(moved, sp, oldName, dp, newName)
 	return fs.status("rename", err)
+}
+
+// parentsAfterRename updates the cached attributes of a rename's parents
+// (forget: drops them) after the rename moved the object moved.
+func (fs *FS) parentsAfterRename(from, to uint64, moved *pb.Inode, forget bool) {
+	if forget || moved == nil {
+		fs.forgetAttrs(from)
+		fs.forgetAttrs(to)
+		return
+	}
+	if from == to {
+		fs.dirChanged(from, 0, moved)
+		return
+	}
+	delta := 0
+	if moved.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		delta = 1
+	}
+	fs.dirChanged(from, -delta, moved)
+	fs.dirChanged(to, delta, moved)
 }
 
 // moved drops the cached attributes of an object a rename through this

@@ -102,6 +102,29 @@ func TestFuseLookupLockSavesTheLookupOfACreateAndStaysCoherent(t *testing.T) {
 	if err := os.Mkdir(a.Path("d", "g4"), 0o755); !errors.Is(err, os.ErrExist) {
 		t.Fatalf("mkdir over a file this mount made: %v, want EEXIST", err)
 	}
+	// A rename into d replaces nothing there (the new name is known
+	// missing): the parents' attributes are kept and changed as a
+	// removal and a create would, link counts included.
+	must(os.Mkdir(a.Path("e"), 0o755))
+	must(os.Mkdir(a.Path("e", "sub4"), 0o755))
+	nlink := func(p string) uint64 { return uint64(statOf(t, p).Nlink) }
+	dn, en := nlink(a.Path("d")), nlink(a.Path("e"))
+	must(os.Rename(a.Path("e", "sub4"), a.Path("d", "sub4")))
+	if got := nlink(a.Path("d")); got != dn+1 {
+		t.Fatalf("target directory's link count after a directory moved in: %d, want %d", got, dn+1)
+	}
+	if got := nlink(a.Path("e")); got != en-1 {
+		t.Fatalf("source directory's link count after a directory moved out: %d, want %d", got, en-1)
+	}
+	before := statOf(t, a.Path("d")).Mtim
+	time.Sleep(10 * time.Millisecond)
+	must(os.Rename(a.Path("d", "sub4"), a.Path("d", "sub5")))
+	if after := statOf(t, a.Path("d")).Mtim; after == before {
+		t.Fatal("a rename within the directory left its mtime")
+	}
+	if got := nlink(a.Path("d")); got != dn+1 {
+		t.Fatalf("link count after a rename within the directory: %d, want %d", got, dn+1)
+	}
 	if locks() < 1 {
 		t.Fatal("this mount's own changes took its lookup lock away")
 	}
