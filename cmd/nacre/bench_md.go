@@ -21,7 +21,7 @@ func newBenchMDCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "md [--workers N] [--items N] [--shared-dir] [--path DIR] [--json|--csv] [--plot FILE.png]",
 		Short: "mdtest-like directory and file create, stat, read and remove phases",
-		Long: `Runs mdtest-like phases: dir_create, dir_stat, dir_remove, file_create,
+		Long: `Runs mdtest-like phases: dir_create, dir_stat, dir_rename, dir_remove, file_create,
 file_stat, file_read, file_remove (and tree_create/tree_remove with --depth).
 By default it drives the Nacre cluster of --mgs through the client library;
 with --path it uses system calls in a directory of any mounted file system

@@ -38,6 +38,8 @@ type Backend interface {
 	// Read opens a file, reads up to len(buf) bytes and closes it.
 	Read(ctx context.Context, parent Dir, name string, buf []byte) error
 	Unlink(ctx context.Context, parent Dir, name string) error
+	// Rename gives the object from of parent the name to in parent.
+	Rename(ctx context.Context, parent Dir, from, to string) error
 	// Link makes name in dir another hard link to the file target of
 	// from.
 	Link(ctx context.Context, from Dir, target string, dir Dir, name string) error
@@ -76,6 +78,11 @@ func (b *ClientBackend) Mkdir(ctx context.Context, parent Dir, name string) (Dir
 
 func (b *ClientBackend) Rmdir(ctx context.Context, parent Dir, name string) error {
 	return b.c.Rmdir(ctx, parent.(fid.FID), name)
+}
+
+func (b *ClientBackend) Rename(ctx context.Context, parent Dir, from, to string) error {
+	_, err := b.c.Move(ctx, parent.(fid.FID), from, parent.(fid.FID), to, 0)
+	return err
 }
 
 func (b *ClientBackend) Create(ctx context.Context, parent Dir, name string, data []byte) error {
@@ -168,6 +175,10 @@ func (b PathBackend) Mkdir(ctx context.Context, parent Dir, name string) (Dir, e
 
 func (b PathBackend) Rmdir(ctx context.Context, parent Dir, name string) error {
 	return syscall.Rmdir(filepath.Join(parent.(string), name))
+}
+
+func (b PathBackend) Rename(ctx context.Context, parent Dir, from, to string) error {
+	return syscall.Rename(filepath.Join(parent.(string), from), filepath.Join(parent.(string), to))
 }
 
 func (b PathBackend) Create(ctx context.Context, parent Dir, name string, data []byte) error {

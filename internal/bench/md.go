@@ -287,7 +287,12 @@ func runMDOnce(ctx context.Context, o MDOptions, ws []*worker, iter int) ([]Phas
 					return err
 				}},
 				step{"dir_stat", func(ctx context.Context, w *worker, i int) error { return w.b.Stat(ctx, w.dir(i), name("d", w, i)) }},
-				step{"dir_remove", func(ctx context.Context, w *worker, i int) error { return w.b.Rmdir(ctx, w.dir(i), name("d", w, i)) }})
+				// mdtest's "Directory rename": each directory gets a new
+				// name in its parent.
+				step{"dir_rename", func(ctx context.Context, w *worker, i int) error {
+					return w.b.Rename(ctx, w.dir(i), name("d", w, i), name("r", w, i))
+				}},
+				step{"dir_remove", func(ctx context.Context, w *worker, i int) error { return w.b.Rmdir(ctx, w.dir(i), name("r", w, i)) }})
 		case "file":
 			steps = append(steps,
 				step{"file_create", func(ctx context.Context, w *worker, i int) error {

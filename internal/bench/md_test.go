@@ -23,7 +23,7 @@ func TestMDOnLocalDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "tree_create,dir_create,dir_stat,dir_remove,file_create,file_stat,file_read,file_remove,tree_remove"
+	want := "tree_create,dir_create,dir_stat,dir_rename,dir_remove,file_create,file_stat,file_read,file_remove,tree_remove"
 	if got := r.PhaseNames(); got != want {
 		t.Fatalf("phases %s, want %s", got, want)
 	}

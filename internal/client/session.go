@@ -794,6 +794,13 @@ func (s *Session) LookupLock(ctx context.Context, dir fid.FID) (grant, epoch uin
 	return rep.Grant, e, nil
 }
 
+// LookupLocksServed reports whether the MDT that owns dir grants lookup
+// locks: a replicated one does not (internal/ldlm, lookuplock.go).
+func (s *Session) LookupLocksServed(dir fid.FID) bool {
+	mc, err := s.c.mdtFor(dir)
+	return err == nil && !s.c.replicated(mc.index)
+}
+
 // LockValid reports whether a lock on f granted in epoch (an append token
 // or a lookup lock) is still valid: the session it was granted in has not
 // ended.

@@ -29,6 +29,11 @@
 //     from what the kernel holds, the kernel's attributes are invalidated
 //     and its page cache is not kept (no FOPEN_KEEP_CACHE).
 //
+// The kernel caches no negative entry, but under a directory's lookup
+// lock the daemon answers the lookup of a missing name itself, from the
+// directory's list of names (lookuplock.go): the LOOKUP before a create
+// costs no MDS request.
+//
 // # Open-unlinked files
 //
 // While this client has files open, it sends unlink and rename through

@@ -8,6 +8,7 @@ import (
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/client"
+	"nacre/internal/errno"
 	"nacre/internal/fid"
 )
 
@@ -34,7 +35,8 @@ import (
 // name's state) drops the list, or the listing under way.
 //
 // Lookups that the MDS answers as the caller (no default_permissions:
-// the lookup is the search-permission check) never use the lists.
+// the lookup is the search-permission check) never use the lists, and a
+// replicated MDT grants no lookup locks.
 
 const (
 	// lookupLockMisses is how many lookups in a directory the MDS answers
@@ -49,6 +51,9 @@ const (
 	// directory would otherwise pass the lock back and forth, each change
 	// waiting for the other client's acknowledgement.
 	lookupLockQuiet = time.Second
+	// lookupLockRefused is how long a directory whose MDT grants no
+	// lookup locks (a replicated one) is left alone.
+	lookupLockRefused = time.Minute
 )
 
 // lookupLocks is the mount's directory lists, under their lookup locks.
@@ -115,6 +120,10 @@ func (fs *FS) lookupMissed(dir fid.FID) {
 	if d.misses < lookupLockMisses {
 		return
 	}
+	if !fs.sess.LookupLocksServed(dir) {
+		d.misses, d.quiet = 0, time.Now().Add(lookupLockRefused)
+		return
+	}
 	d.misses, d.taking = 0, true
 	go fs.takeLookupLock(dir, d.gen)
 }
@@ -136,7 +145,11 @@ func (fs *FS) takeLookupLock(dir fid.FID, gen uint64) {
 	if d != nil {
 		d.taking, own, d.own = false, d.own, nil
 		if !keep {
-			d.quiet = time.Now().Add(lookupLockQuiet)
+			quiet := lookupLockQuiet
+			if errno.CodeOf(err) == errno.FailedPrecondition {
+				quiet = lookupLockRefused
+			}
+			d.quiet = time.Now().Add(quiet)
 		}
 	}
 	if keep {

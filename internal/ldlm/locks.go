@@ -1,8 +1,9 @@
 // Package ldlm is the MDS's lock manager for mounted clients, named after
 // Lustre's distributed lock manager (of which it is a small part): BSD
 // flock and POSIX byte-range locks that are coherent across clients
-// (Lustre's `-o flock`), client sessions, and the fan-out of cache
-// invalidations between clients.
+// (Lustre's `-o flock`), client sessions, append tokens
+// (appendtoken.go), lookup locks on directories (lookuplock.go), and the
+// fan-out of cache invalidations between clients.
 //
 // The Manager holds the locks of the files whose FIDs the MDS owns, in
 // memory; it has no network code and no clock, so its rules are tested

@@ -26,25 +26,23 @@ import (
 // acknowledge within revokeWait is evicted. The checker's repairs and
 // injected damage revoke every lock.
 //
-// Locks live in the leader's memory, like append tokens: a session's end
-// voids its client's locks on both sides. A new leader of a replicated MDT
-// knows nothing of the locks its predecessor granted, and the predecessor
-// ends its sessions only when it notices that it no longer leads (within a
-// second, see Session): for lookupGrace after it took over, a new leader
-// holds back the acknowledgement of every change to a directory's names.
-// A single replica needs no grace: a restarted process has no predecessor
-// whose sessions could still be open.
-
-// lookupGrace is how long a new leader of a replicated MDT holds back the
-// acknowledgement of namespace changes.
-const lookupGrace = tokenGrace
+// Locks live in the server's memory, like append tokens: a session's end
+// voids its client's locks on both sides, and a restarted MDS, having no
+// predecessor whose sessions could still be open, starts with none. Only a
+// single-replica MDT grants them. A new leader of a replicated MDT would
+// know nothing of the locks its predecessor granted, and the predecessor
+// ends its sessions only once it notices that it no longer leads, up to
+// about a second later: covering that window would hold every namespace
+// change back for as long after each leader change. So a replicated MDT
+// refuses lookup locks (FailedPrecondition), and an MDT that becomes
+// replicated revokes every lock it granted (the MDS calls RevokeLookups).
 
 // lookupHolders maps a client to its grant on one directory.
 type lookupHolders map[uint64]uint64
 
 // SetReplicated tells the server how to learn whether its MDT has other
-// replicas (the lookup locks' grace after a leader change applies only
-// then). nil, the default, means a single replica.
+// replicas (then it grants no lookup lock). nil, the default, means a
+// single replica.
 func (s *Server) SetReplicated(f func() bool) {
 	s.mu.Lock()
 	s.replicated = f
@@ -71,6 +69,9 @@ func (s *Server) LookupLock(ctx context.Context, r *pb.LookupLockRequest) (*pb.L
 	if s.sessions[r.ClientId] == nil {
 		// Unavailable: the client retries once its session is back.
 		return nil, errno.New(errno.Unavailable, "no session of this client: lookup locks are held within a session")
+	}
+	if s.replicated != nil && s.replicated() {
+		return nil, errno.New(errno.FailedPrecondition, "a replicated MDT grants no lookup locks")
 	}
 	h := s.lookups[f]
 	if h == nil {
@@ -114,7 +115,6 @@ func (s *Server) RevokeLookups(except uint64, dirs []fid.FID, all bool) {
 	s.mu.Lock()
 	if len(s.lookups) == 0 {
 		s.mu.Unlock()
-		s.lookupGraceWait()
 		return
 	}
 	byClient := map[uint64][]*pb.FID{}
@@ -145,7 +145,6 @@ func (s *Server) RevokeLookups(except uint64, dirs []fid.FID, all bool) {
 		}
 	}
 	s.mu.Unlock()
-	s.lookupGraceWait()
 	var wg sync.WaitGroup
 	for ss, fids := range holders {
 		wg.Add(1)
@@ -173,20 +172,6 @@ func (s *Server) revokeLookupsOf(ss *session, fids []*pb.FID) {
 		s.log.Warn("client did not give back a lookup lock in time; ending its session", "client", ss.client, "name", ss.name, "dirs", len(fids), "waited", s.revokeWait)
 		ss.evict()
 		<-ss.done
-	}
-}
-
-// lookupGraceWait holds a change back while a new leader of a replicated
-// MDT may not know every lookup lock (see above).
-func (s *Server) lookupGraceWait() {
-	s.mu.Lock()
-	rep := s.replicated
-	s.mu.Unlock()
-	if rep == nil || !rep() {
-		return
-	}
-	if wait := s.lookupGrace - time.Since(s.leaderSince()); wait > 0 {
-		time.Sleep(wait)
 	}
 }
 

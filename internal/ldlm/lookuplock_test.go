@@ -3,6 +3,7 @@ package ldlm
 import (
 	"context"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -195,26 +196,19 @@ func TestLookupLockNeedsASession(t *testing.T) {
 	}
 }
 
-// A new leader of a replicated MDT holds a change back until lookupGrace
-// has passed since it took over (its predecessor's clients may still
-// trust their lists); a single replica does not.
-func TestLookupLockGraceOfANewLeaderOfAReplicatedMDT(t *testing.T) {
-	s, _ := startTokenServer(t, 0)
-	s.lookupGrace = time.Second
-	start := time.Now()
-	s.RevokeLookups(1, []fid.FID{dirA}, false)
-	if waited := time.Since(start); waited > 500*time.Millisecond {
-		t.Fatalf("a single replica held a change back %v", waited)
+// A replicated MDT grants no lookup lock: a new leader could not know
+// the locks its predecessor granted.
+func TestLookupLockIsRefusedByAReplicatedMDT(t *testing.T) {
+	s, addr := startTokenServer(t, 0)
+	a := newTokenClient(t, addr, 1)
+	a.lookupLock(t, dirA)
+	var replicated atomic.Bool
+	replicated.Store(true)
+	s.SetReplicated(replicated.Load)
+	_, err := a.ld.LookupLock(context.Background(), &pb.LookupLockRequest{ClientId: a.id, Fid: dirB.PB()})
+	if errno.CodeOf(err) != errno.FailedPrecondition {
+		t.Fatalf("LookupLock on a replicated MDT: %v, want FailedPrecondition", err)
 	}
-	replicated := true
-	s.SetReplicated(func() bool { return replicated })
-	s.RevokeLookups(1, []fid.FID{dirA}, false)
-	if since := time.Since(s.started); since < s.lookupGrace {
-		t.Fatalf("a change was acknowledged %v after the leader took over, before its grace of %v", since, s.lookupGrace)
-	}
-	start = time.Now()
-	s.RevokeLookups(1, []fid.FID{dirA}, false)
-	if waited := time.Since(start); waited > 500*time.Millisecond {
-		t.Fatalf("a change after the grace was held back %v", waited)
-	}
+	replicated.Store(false)
+	a.lookupLock(t, dirB)
 }

@@ -47,9 +47,8 @@ type Server struct {
 	lookupCount int
 	lookupRevs  atomic.Uint64
 	replicated  func() bool
-	// revokeWait, tokenGrace (appendtoken.go) and lookupGrace, shorter in
-	// tests.
-	revokeWait, tokenGrace, lookupGrace time.Duration
+	// revokeWait and tokenGrace (appendtoken.go), shorter in tests.
+	revokeWait, tokenGrace time.Duration
 }
 
 var errNotLeader = errno.New(errno.Unavailable, "not the MDT's leader: locks and sessions are served by the leader")
@@ -87,7 +86,7 @@ func NewServer(log *slog.Logger, leading func() bool, leaderSince func() time.Ti
 	if leaderSince == nil {
 		leaderSince = func() time.Time { return started }
 	}
-	return &Server{M: NewManager(), log: log, leading: leading, leaderSince: leaderSince, tokenGrace: tokenGrace, lookupGrace: lookupGrace, lookups: map[fid.FID]lookupHolders{}, sessions: map[uint64]*session{}, gone: map[uint64]time.Time{}, started: started, tokens: map[fid.FID]*token{}, opens: map[uint64]map[fid.FID]*session{}, revokeWait: revokeWait}
+	return &Server{M: NewManager(), log: log, leading: leading, leaderSince: leaderSince, tokenGrace: tokenGrace, lookups: map[fid.FID]lookupHolders{}, sessions: map[uint64]*session{}, gone: map[uint64]time.Time{}, started: started, tokens: map[fid.FID]*token{}, opens: map[uint64]map[fid.FID]*session{}, revokeWait: revokeWait}
 }
 
 // ClientGone reports whether the client has no session, and since when

@@ -1,8 +1,11 @@
 package mds
 
 import (
+	"time"
+
 	pb "nacre/api/nacrepb"
 	"nacre/internal/fid"
+	"nacre/internal/ldlm"
 )
 
 // revokeLookups takes back the lookup locks (internal/ldlm, lookuplock.go)
@@ -50,4 +53,43 @@ func namesChanged(cmd *pb.Command) (dirs []fid.FID, all bool) {
 		return nil, true
 	}
 	return nil, false
+}
+
+// replicatedPoll is how often the MDS looks whether its MDT became
+// replicated. Well under an election timeout: no other replica can lead
+// before the locks are revoked unless this one dies, which ends the
+// sessions anyway.
+const replicatedPoll = 200 * time.Millisecond
+
+// lookupLocksWhileSingle revokes every lookup lock when the MDT becomes
+// replicated (a replica was added): a replicated MDT grants none
+// (internal/ldlm, lookuplock.go).
+func (s *Server) lookupLocksWhileSingle(lm *ldlm.Server) {
+	defer s.wg.Done()
+	onReplicated(s.stop, replicatedPoll, s.group.Replicated, func() {
+		if n := lm.LookupLocks(); n > 0 {
+			s.log.Info("the MDT is replicated now: revoking every lookup lock", "locks", n)
+			lm.RevokeLookups(0, nil, true)
+		}
+	})
+}
+
+// onReplicated calls revoke each time replicated turns true, looking
+// every period, until stop is closed.
+func onReplicated(stop <-chan struct{}, every time.Duration, replicated func() bool, revoke func()) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	was := replicated()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		now := replicated()
+		if now && !was {
+			revoke()
+		}
+		was = now
+	}
 }

@@ -2,7 +2,9 @@ package mds
 
 import (
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/fid"
@@ -40,4 +42,40 @@ func TestNamesChangedCoversEveryNamespaceChange(t *testing.T) {
 			t.Errorf("%s: directories %v, all %v; want %v, %v", c.what, dirs, all, c.dirs, c.all)
 		}
 	}
+}
+
+// The lookup locks are revoked each time the MDT turns replicated, and
+// only then.
+func TestOnReplicatedRevokesWhenTheMDTBecomesReplicated(t *testing.T) {
+	var replicated atomic.Bool
+	var revokes atomic.Int32
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		onReplicated(stop, time.Millisecond, replicated.Load, func() { revokes.Add(1) })
+		close(done)
+	}()
+	settle := func() { time.Sleep(30 * time.Millisecond) }
+	settle()
+	if n := revokes.Load(); n != 0 {
+		t.Fatalf("%d revocations while single", n)
+	}
+	replicated.Store(true)
+	settle()
+	if n := revokes.Load(); n != 1 {
+		t.Fatalf("%d revocations after becoming replicated, want 1", n)
+	}
+	settle()
+	if n := revokes.Load(); n != 1 {
+		t.Fatalf("%d revocations while staying replicated, want 1", n)
+	}
+	replicated.Store(false)
+	settle()
+	replicated.Store(true)
+	settle()
+	if n := revokes.Load(); n != 2 {
+		t.Fatalf("%d revocations after turning replicated twice, want 2", n)
+	}
+	close(stop)
+	<-done
 }

@@ -50,9 +50,10 @@ func (s *Server) startClientServices(g *grpc.Server, reg *prometheus.Registry) {
 	nacregrpc.RegisterLDLMServer(g, leaderOnlyLDLM{lm, s}) // sessions on the leader only (leadership.go)
 	nacregrpc.RegisterOpenFilesServer(g, &openFiles{s: s})
 	s.orphanGrace, s.openGrace = grace(s.opts.OrphanGrace, OrphanGrace), grace(s.opts.OpenGrace, OpenGrace)
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go s.reapOrphans(lm, s.orphanGrace)
 	go s.releaseShared(lm)
+	go s.lookupLocksWhileSingle(lm)
 }
 
 // LDLM is the lock manager service (for tests and tools).

@@ -25,7 +25,7 @@ func TestBenchmarksOnACluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if md.PhaseNames() != "dir_create,dir_stat,dir_remove,file_create,file_stat,file_read,file_remove" {
+	if md.PhaseNames() != "dir_create,dir_stat,dir_rename,dir_remove,file_create,file_stat,file_read,file_remove" {
 		t.Fatalf("md phases %s", md.PhaseNames())
 	}
 	for _, p := range md.Phases {

@@ -167,3 +167,40 @@ func TestFuseLookupLockSavesTheLookupOfACreateAndStaysCoherent(t *testing.T) {
 	must(b.Umount())
 	wait.For(t, 10*time.Second, "the unmounted clients' lookup locks to go", func() bool { return locks() == 0 })
 }
+
+// A replicated MDT grants no lookup lock (a new leader could not know
+// its predecessor's): creates through a mount of one ask the MDS their
+// lookups, and no replica counts a lock.
+func TestFuseLookupLocksAreNotTakenFromAReplicatedMDT(t *testing.T) {
+	cl := startReplicated(t)
+	m := mountFuse(t, cl)
+	var urls []string
+	for _, ts := range clusterStatus(t, cl).Targets {
+		if ts.Kind == "mdt" {
+			urls = append(urls, ts.MetricsURL)
+		}
+	}
+	sum := func(name string, match map[string]string) float64 {
+		v := 0.0
+		for _, u := range urls {
+			v += scrapeFamilies(t, u).sum(name, match)
+		}
+		return v
+	}
+	misses := func() float64 {
+		return sum("nacre_mds_op_errors_total", map[string]string{"op": "lookup", "errno": "2"})
+	}
+	must := mustOf(t)
+	must(os.Mkdir(m.Path("d"), 0o755))
+	m0 := misses()
+	const files = 30
+	for i := range files {
+		must(os.WriteFile(m.Path("d", fmt.Sprintf("f%d", i)), nil, 0o644))
+	}
+	if got := misses() - m0; got < files {
+		t.Fatalf("%d creates through a mount of a replicated MDT had the MDS answer %v lookups \"missing\", want one each", files, got)
+	}
+	if l := sum("nacre_ldlm_lookup_locks", nil); l != 0 {
+		t.Fatalf("a replicated MDT granted %v lookup locks", l)
+	}
+}
