@@ -53,13 +53,13 @@ func TestMDOnLocalDirectory(t *testing.T) {
 			P99Us     float64 `json:"p99_us"`
 		} `json:"phases"`
 	}
-	if err := json.Unmarshal(js.Bytes(), &decoded); err != nil || len(decoded.Phases) != 9 || decoded.Phases[4].Name != "file_create" || decoded.Phases[4].OpsPerSec <= 0 {
+	if err := json.Unmarshal(js.Bytes(), &decoded); err != nil || len(decoded.Phases) != 10 || decoded.Phases[5].Name != "file_create" || decoded.Phases[5].OpsPerSec <= 0 {
 		t.Fatalf("JSON schema: %v %s", err, js.String()[:200])
 	}
 	var cb bytes.Buffer
 	WriteMDCSV(&cb, r)
 	rows, err := csv.NewReader(&cb).ReadAll()
-	if err != nil || len(rows) != 1+9+2*9 || rows[0][1] != "phase" {
+	if err != nil || len(rows) != 1+10+2*10 || rows[0][1] != "phase" {
 		t.Fatalf("CSV: %d rows, %v", len(rows), err)
 	}
 	pts := tl.Points()
