@@ -770,6 +770,13 @@ func (fs *FS) checkName(ctx context.Context, n *node) (*pb.Inode, fuse.Status) {
 	fresh := now.Sub(n.checked) < nameFresh
 	for _, v := range n.vias {
 		switch age := now.Sub(v.at); {
+		case v.locked && fs.knownPresent(v.parent, v.name):
+			// No other client changed the name: it is still under the
+			// lookup lock it was given under.
+		case v.locked:
+			// The lock is gone, and the kernel may keep the name until
+			// the invalidation of its entry lands.
+			check = append(check, v)
 		case age >= fs.o.EntryTimeout:
 			// The kernel looks it up again before using it.
 		case age < nameFresh:

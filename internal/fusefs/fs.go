@@ -229,6 +229,17 @@ type via struct {
 	parent fid.FID
 	name   string
 	at     time.Time
+	// locked: the kernel was given the name for lockedEntryTimeout,
+	// under its directory's lookup lock (lookuplock.go).
+	locked bool
+}
+
+// timeout is how long the kernel keeps the name cached.
+func (v via) timeout(o Options) time.Duration {
+	if v.locked {
+		return lockedEntryTimeout
+	}
+	return o.EntryTimeout
 }
 
 // maxVias bounds the names kept per node (hard links).
@@ -563,26 +574,30 @@ func (fs *FS) forgetAttrs(id uint64) {
 // fillNamed is fillEntry for an entry the kernel caches as parent/name.
 func (fs *FS) fillNamed(ino *pb.Inode, out *fuse.EntryOut, parent fid.FID, name string) *node {
 	n := fs.fillEntry(ino, out)
-	fs.named(n, parent, name)
+	locked := fs.entryLocked(parent, name)
+	if locked {
+		out.SetEntryTimeout(lockedEntryTimeout)
+	}
+	fs.named(n, parent, name, locked)
 	return n
 }
 
 // named notes that the kernel knows n as parent/name as of now, and
 // forgets the names it will have looked up again before using them.
-func (fs *FS) named(n *node, parent fid.FID, name string) {
+func (fs *FS) named(n *node, parent fid.FID, name string, locked bool) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	now := time.Now()
 	keep := n.vias[:0]
 	for _, v := range n.vias {
-		if now.Sub(v.at) < fs.o.EntryTimeout && (v.parent != parent || v.name != name) {
+		if now.Sub(v.at) < v.timeout(fs.o) && (v.parent != parent || v.name != name) {
 			keep = append(keep, v)
 		}
 	}
 	if len(keep) >= maxVias {
 		keep = append(keep[:0], keep[1:]...)
 	}
-	n.vias = append(keep, via{parent: parent, name: name, at: now})
+	n.vias = append(keep, via{parent: parent, name: name, at: now, locked: locked})
 }
 
 // unnamed forgets parent/name as a name of n (moved away by this mount).

@@ -34,6 +34,20 @@ import (
 // made whose outcome is unknown (an error other than one that proves the
 // name's state) drops the list, or the listing under way.
 //
+// The kernel is given the names it learns in such a directory (lookups,
+// creates, links, READDIRPLUS) for lockedEntryTimeout instead of the
+// mount's entry timeout: no other client changes them without a
+// revocation, and a revocation (or the end of the session, or a change of
+// unknown outcome) has the kernel drop those entries (EntryNotify). So a
+// remove or an open through such a name sends no LOOKUP, and an open needs
+// no check that the name still leads to its file (checkName). The
+// invalidations go after the revocation is acknowledged: sent before, one
+// could wait for the directory's lock that a create of this mount holds
+// while the MDS has that create wait for another mount that waits for
+// this one. So a revocation waits for them at most invalWait before it is
+// acknowledged; until they land the kernel may use such a name as it may
+// any name for the entry timeout, and an open through it is checked.
+//
 // Lookups that the MDS answers as the caller (no default_permissions:
 // the lookup is the search-permission check) never use the lists, and a
 // replicated MDT grants no lookup locks.
@@ -54,6 +68,12 @@ const (
 	// lookupLockRefused is how long a directory whose MDT grants no
 	// lookup locks (a replicated one) is left alone.
 	lookupLockRefused = time.Minute
+	// lockedEntryTimeout is how long the kernel keeps a name given under
+	// a lookup lock: bounded, so that a lost invalidation costs no more.
+	lockedEntryTimeout = time.Minute
+	// invalWait bounds how long a revocation waits for the kernel to
+	// drop the entries it covered (see above).
+	invalWait = 50 * time.Millisecond
 )
 
 // lookupLocks is the mount's directory lists, under their lookup locks.
@@ -61,6 +81,15 @@ const (
 type lookupLocks struct {
 	dirs  map[fid.FID]*dirNames
 	names int // in all complete lists
+	// inval holds the kernel entries to invalidate once the lock that
+	// covered them is gone (invalidateEntries sends them).
+	inval []entryRef
+}
+
+// entryRef names kernel entries in one directory.
+type entryRef struct {
+	dir   fid.FID
+	names []string
 }
 
 // dirNames is what the mount knows of one directory's names.
@@ -78,6 +107,8 @@ type dirNames struct {
 	// own holds the outcomes of this mount's changes while a listing is
 	// under way (taking): name -> present.
 	own map[string]bool
+	// long holds the names the kernel was given for lockedEntryTimeout.
+	long map[string]struct{}
 }
 
 // knownMissing reports whether name is known to be missing from dir.
@@ -214,14 +245,106 @@ func (fs *FS) releaseLookupLock(dir fid.FID, grant uint64) {
 
 // dropList forgets d's list (fs.llMu held) and returns its grant (0 if
 // it had none).
-func (fs *FS) dropList(d *dirNames) uint64 {
+func (fs *FS) dropList(dir fid.FID, d *dirNames) uint64 {
 	d.gen++
+	if len(d.long) > 0 {
+		ref := entryRef{dir: dir}
+		for name := range d.long {
+			ref.names = append(ref.names, name)
+		}
+		fs.ll.inval = append(fs.ll.inval, ref)
+		d.long = nil
+	}
 	if !d.complete {
 		return 0
 	}
 	fs.ll.names -= len(d.names)
 	d.complete, d.names = false, nil
 	return d.grant
+}
+
+// invalidateEntries has the kernel drop the entries queued by dropList,
+// and refs, waiting at most wait for it.
+func (fs *FS) invalidateEntries(refs []entryRef, wait time.Duration) {
+	fs.llMu.Lock()
+	refs = append(refs, fs.ll.inval...)
+	fs.ll.inval = nil
+	fs.llMu.Unlock()
+	if len(refs) == 0 || fs.srv == nil {
+		return
+	}
+	done := make(chan struct{})
+	defer func() {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+		}
+	}()
+	go func() {
+		defer close(done)
+		for _, r := range refs {
+			fs.mu.Lock()
+			n := fs.byFID[r.dir]
+			var id uint64
+			if n != nil {
+				id = n.id
+			}
+			fs.mu.Unlock()
+			if r.dir == fid.Root {
+				id = rootID
+			}
+			if id == 0 {
+				continue // the kernel forgot the directory, and its entries with it
+			}
+			for _, name := range r.names {
+				fs.srv.EntryNotify(id, name)
+			}
+		}
+	}()
+}
+
+// entryLocked reports whether the kernel may keep dir/name for
+// lockedEntryTimeout (the name is in dir's list, under a valid lock), and
+// notes that it does.
+func (fs *FS) entryLocked(dir fid.FID, name string) bool {
+	if fs.sess == nil || fs.noNameCache || fs.srv == nil {
+		return false
+	}
+	fs.llMu.Lock()
+	d := fs.ll.dirs[dir]
+	ok := d != nil && d.complete
+	var epoch uint64
+	if ok {
+		_, ok = d.names[name]
+		epoch = d.epoch
+	}
+	if ok {
+		if d.long == nil {
+			d.long = map[string]struct{}{}
+		}
+		d.long[name] = struct{}{}
+	}
+	fs.llMu.Unlock()
+	return ok && fs.sess.LockValid(dir, epoch)
+}
+
+// knownPresent reports whether name is in dir's list, under a valid lock.
+func (fs *FS) knownPresent(dir fid.FID, name string) bool {
+	if fs.sess == nil {
+		return false
+	}
+	fs.llMu.Lock()
+	d := fs.ll.dirs[dir]
+	ok := d != nil && d.complete
+	var epoch uint64
+	if ok {
+		_, ok = d.names[name]
+		epoch = d.epoch
+	}
+	fs.llMu.Unlock()
+	return ok && fs.sess.LockValid(dir, epoch)
 }
 
 // namesChanged records the outcome of a change this mount made to dir's
@@ -248,7 +371,7 @@ func (fs *FS) namesChanged(dir fid.FID, name string, add bool, err error) {
 	switch {
 	case !sure:
 		// The change may or may not have happened.
-		if g := fs.dropList(d); g != 0 {
+		if g := fs.dropList(dir, d); g != 0 {
 			defer fs.releaseLookupLock(dir, g)
 		}
 	case d.taking:
@@ -262,7 +385,7 @@ func (fs *FS) namesChanged(dir fid.FID, name string, add bool, err error) {
 			break
 		}
 		if fs.ll.names >= lookupLockNames {
-			if g := fs.dropList(d); g != 0 {
+			if g := fs.dropList(dir, d); g != 0 {
 				defer fs.releaseLookupLock(dir, g)
 			}
 			break
@@ -274,32 +397,38 @@ func (fs *FS) namesChanged(dir fid.FID, name string, add bool, err error) {
 			delete(d.names, name)
 			fs.ll.names--
 		}
+		delete(d.long, name) // the kernel dropped its entry itself
 	}
 	fs.llMu.Unlock()
+	if !sure {
+		fs.invalidateEntries(nil, 0) // from a request handler: the kernel holds the directory
+	}
 }
 
 // RevokeLookup forgets the lists of dirs: the MDS took their locks back
 // (the session's callback, acknowledged when it returns).
 func (fs *FS) RevokeLookup(dirs []fid.FID) {
 	fs.llMu.Lock()
-	defer fs.llMu.Unlock()
 	quiet := time.Now().Add(lookupLockQuiet)
 	for _, dir := range dirs {
 		if d := fs.ll.dirs[dir]; d != nil {
-			fs.dropList(d)
+			fs.dropList(dir, d)
 			d.misses, d.quiet = 0, quiet
 		}
 	}
+	fs.llMu.Unlock()
+	fs.invalidateEntries(nil, invalWait)
 }
 
 // lookupLocksLost forgets every list: the session they were granted in
 // ended.
 func (fs *FS) lookupLocksLost() {
 	fs.llMu.Lock()
-	defer fs.llMu.Unlock()
-	for _, d := range fs.ll.dirs {
-		fs.dropList(d)
+	for dir, d := range fs.ll.dirs {
+		fs.dropList(dir, d)
 	}
+	fs.llMu.Unlock()
+	fs.invalidateEntries(nil, 0)
 }
 
 // forgetDirNames stops tracking dir (the kernel forgot it) and gives its
@@ -312,7 +441,8 @@ func (fs *FS) forgetDirNames(dir fid.FID) {
 	d := fs.ll.dirs[dir]
 	var g uint64
 	if d != nil {
-		g = fs.dropList(d)
+		d.long = nil // the kernel's entries went with the directory
+		g = fs.dropList(dir, d)
 		delete(fs.ll.dirs, dir)
 	}
 	fs.llMu.Unlock()

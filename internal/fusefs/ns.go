@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"syscall"
 	"time"
 
@@ -592,9 +593,19 @@ func (fs *FS) moved(ino *pb.Inode, fromParent fid.FID, fromName string, parent f
 	fs.mu.Lock()
 	n := fs.byFID[f]
 	fs.mu.Unlock()
-	if n != nil {
-		fs.unnamed(n, fromParent, fromName)
-		fs.named(n, parent, name)
+	if n == nil {
+		return
+	}
+	fs.mu.Lock()
+	wasLocked := slices.ContainsFunc(n.vias, func(v via) bool { return v.locked && v.parent == fromParent && v.name == fromName })
+	fs.mu.Unlock()
+	fs.unnamed(n, fromParent, fromName)
+	// The kernel moves its entry with the timeout it had: one given
+	// under a lookup lock stays only under the new directory's.
+	locked := wasLocked && fs.entryLocked(parent, name)
+	fs.named(n, parent, name, locked)
+	if wasLocked && !locked {
+		fs.invalidateEntries([]entryRef{{dir: parent, names: []string{name}}}, 0)
 	}
 }
 

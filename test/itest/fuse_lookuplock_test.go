@@ -129,6 +129,18 @@ func TestFuseLookupLockSavesTheLookupOfACreateAndStaysCoherent(t *testing.T) {
 		t.Fatal("this mount's own changes took its lookup lock away")
 	}
 
+	// The kernel keeps names learnt under the lock past the mount's 1 s
+	// entry timeout: removing them costs the MDS no lookup.
+	time.Sleep(1200 * time.Millisecond)
+	lookups := func() float64 { return metric("nacre_mds_ops_total", map[string]string{"op": "lookup"}) }
+	l0 := lookups()
+	for i := 10; i < 30; i++ {
+		must(os.Remove(a.Path("d", fmt.Sprintf("g%d", i))))
+	}
+	if l := lookups() - l0; l > 3 {
+		t.Fatalf("20 removes of names made under the lookup lock sent the MDS %v lookups, want (almost) none", l)
+	}
+
 	// Every kind of change through the other mount shows at once in the
 	// holder: the lock is taken back before the change is acknowledged.
 	must(os.Mkdir(b.Path("elsewhere"), 0o755))
@@ -157,9 +169,13 @@ func TestFuseLookupLockSavesTheLookupOfACreateAndStaysCoherent(t *testing.T) {
 	if r := metric("nacre_ldlm_lookup_revocations_total", nil) - r0; r < float64(len(changes)) {
 		t.Fatalf("%v lookup locks revoked for %d changes by another mount, want one each", r, len(changes))
 	}
-	// The name the other mount renamed away is gone for the holder too
-	// (a name it never cached, so the kernel asks it).
+	// Names the holder's kernel keeps under the lock go with the lock:
+	// one the other mount renamed away, one it removed.
 	missing(a.Path("d", "g6"), "a name another mount renamed away")
+	lockUp()
+	exists(a.Path("d", "g8"), "a name made under the lock")
+	must(os.Remove(b.Path("d", "g8")))
+	missing(a.Path("d", "g8"), "a name another mount removed")
 
 	// The locks end with the mounts (b took one too, when its lookups of
 	// the names it made missed).
