@@ -111,21 +111,42 @@ type dirNames struct {
 	long map[string]struct{}
 }
 
-// knownMissing reports whether name is known to be missing from dir.
-func (fs *FS) knownMissing(dir fid.FID, name string) bool {
+// listed looks name up in dir's list: known is true only if the list is
+// complete under a valid lock, and present says whether name is in it.
+// With note, a present name is recorded as given to the kernel for
+// lockedEntryTimeout (entryLocked).
+func (fs *FS) listed(dir fid.FID, name string, note bool) (known, present bool) {
 	if fs.sess == nil || fs.noNameCache {
-		return false
+		return false, false
 	}
 	fs.llMu.Lock()
 	d := fs.ll.dirs[dir]
-	missing := d != nil && d.complete
-	var epoch uint64
-	if missing {
-		_, has := d.names[name]
-		missing, epoch = !has, d.epoch
+	if d == nil || !d.complete {
+		fs.llMu.Unlock()
+		return false, false
+	}
+	_, present = d.names[name]
+	epoch := d.epoch
+	if present && note {
+		if d.long == nil {
+			d.long = map[string]struct{}{}
+		}
+		d.long[name] = struct{}{}
 	}
 	fs.llMu.Unlock()
-	return missing && fs.sess.LockValid(dir, epoch)
+	return fs.sess.LockValid(dir, epoch), present
+}
+
+// knownMissing reports whether name is known to be missing from dir.
+func (fs *FS) knownMissing(dir fid.FID, name string) bool {
+	known, present := fs.listed(dir, name, false)
+	return known && !present
+}
+
+// knownPresent reports whether name is in dir's list, under a valid lock.
+func (fs *FS) knownPresent(dir fid.FID, name string) bool {
+	known, present := fs.listed(dir, name, false)
+	return known && present
 }
 
 // lookupMissed notes that the MDS answered a lookup in dir "missing", and
@@ -156,12 +177,13 @@ func (fs *FS) lookupMissed(dir fid.FID) {
 		return
 	}
 	d.misses, d.taking = 0, true
-	go fs.takeLookupLock(dir, d.gen)
+	go fs.takeLookupLock(dir, d, d.gen)
 }
 
 // takeLookupLock takes dir's lookup lock and lists it; the list is kept
-// if the directory's generation is still gen.
-func (fs *FS) takeLookupLock(dir fid.FID, gen uint64) {
+// if d still tracks dir (a directory forgotten and tracked again starts
+// over) and its generation is still gen.
+func (fs *FS) takeLookupLock(dir fid.FID, d0 *dirNames, gen uint64) {
 	ctx, cancel := context.WithTimeout(client.WithCred(context.Background(), &pb.Cred{}), 30*time.Second)
 	defer cancel()
 	grant, epoch, err := fs.sess.LookupLock(ctx, dir)
@@ -171,6 +193,9 @@ func (fs *FS) takeLookupLock(dir fid.FID, gen uint64) {
 	}
 	fs.llMu.Lock()
 	d := fs.ll.dirs[dir]
+	if d != d0 {
+		d = nil
+	}
 	keep := err == nil && d != nil && d.gen == gen && fs.ll.names+len(ents) <= lookupLockNames
 	var own map[string]bool
 	if d != nil {
@@ -309,42 +334,11 @@ func (fs *FS) invalidateEntries(refs []entryRef, wait time.Duration) {
 // lockedEntryTimeout (the name is in dir's list, under a valid lock), and
 // notes that it does.
 func (fs *FS) entryLocked(dir fid.FID, name string) bool {
-	if fs.sess == nil || fs.noNameCache || fs.srv == nil {
+	if fs.srv == nil {
 		return false
 	}
-	fs.llMu.Lock()
-	d := fs.ll.dirs[dir]
-	ok := d != nil && d.complete
-	var epoch uint64
-	if ok {
-		_, ok = d.names[name]
-		epoch = d.epoch
-	}
-	if ok {
-		if d.long == nil {
-			d.long = map[string]struct{}{}
-		}
-		d.long[name] = struct{}{}
-	}
-	fs.llMu.Unlock()
-	return ok && fs.sess.LockValid(dir, epoch)
-}
-
-// knownPresent reports whether name is in dir's list, under a valid lock.
-func (fs *FS) knownPresent(dir fid.FID, name string) bool {
-	if fs.sess == nil {
-		return false
-	}
-	fs.llMu.Lock()
-	d := fs.ll.dirs[dir]
-	ok := d != nil && d.complete
-	var epoch uint64
-	if ok {
-		_, ok = d.names[name]
-		epoch = d.epoch
-	}
-	fs.llMu.Unlock()
-	return ok && fs.sess.LockValid(dir, epoch)
+	known, present := fs.listed(dir, name, true)
+	return known && present
 }
 
 // namesChanged records the outcome of a change this mount made to dir's
