@@ -117,10 +117,13 @@ func (s *Server) RevokeLookups(except uint64, dirs []fid.FID, all bool) {
 		s.mu.Unlock()
 		return
 	}
-	byClient := map[uint64][]*pb.FID{}
+	var byClient map[uint64][]*pb.FID // allocated for the first holder: most changes find only the changer's lock
 	take := func(f fid.FID, h lookupHolders) {
 		for c := range h {
 			if c != except {
+				if byClient == nil {
+					byClient = map[uint64][]*pb.FID{}
+				}
 				byClient[c] = append(byClient[c], f.PB())
 				s.dropLookup(f, h, c)
 				s.lookupRevs.Add(1)
@@ -137,6 +140,10 @@ func (s *Server) RevokeLookups(except uint64, dirs []fid.FID, all bool) {
 				take(f, h)
 			}
 		}
+	}
+	if byClient == nil {
+		s.mu.Unlock()
+		return
 	}
 	holders := make(map[*session][]*pb.FID, len(byClient))
 	for c, fids := range byClient {
