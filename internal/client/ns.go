@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"syscall"
 	"time"
 
@@ -376,6 +378,16 @@ func (c *Client) Readdir(ctx context.Context, f fid.FID, cookie uint64, max int,
 
 // ReadDirAll lists a whole directory.
 func (c *Client) ReadDirAll(ctx context.Context, f fid.FID, plus bool) ([]*pb.DirEntry, error) {
+	return c.ReadDirUpTo(ctx, f, plus, 0)
+}
+
+// ErrTooManyEntries is ReadDirUpTo's answer for a directory with more
+// entries than it was allowed.
+var ErrTooManyEntries = errors.New("directory has more entries than allowed")
+
+// ReadDirUpTo lists a whole directory, or stops with ErrTooManyEntries
+// once it has read more than max entries (max 0: no limit).
+func (c *Client) ReadDirUpTo(ctx context.Context, f fid.FID, plus bool, max int) ([]*pb.DirEntry, error) {
 	var out []*pb.DirEntry
 	var cookie uint64
 	for {
@@ -384,6 +396,9 @@ func (c *Client) ReadDirAll(ctx context.Context, f fid.FID, plus bool) ([]*pb.Di
 			return nil, err
 		}
 		out = append(out, ents...)
+		if max > 0 && len(out) > max {
+			return nil, fmt.Errorf("readdir %s: %w (%d)", f, ErrTooManyEntries, max)
+		}
 		if len(ents) > 0 {
 			cookie = ents[len(ents)-1].Cookie
 		}

@@ -764,9 +764,9 @@ func (s *Session) ReleaseAppendToken(ctx context.Context, f fid.FID, grant uint6
 	return err
 }
 
-// ErrLockOvertaken is LookupLock's answer when the session the lock was
+// errLockOvertaken is LookupLock's answer when the session the lock was
 // granted in ended before the grant arrived: the lock is void.
-var ErrLockOvertaken = errors.New("the session ended while the lock was granted")
+var errLockOvertaken = errors.New("the session ended while the lock was granted")
 
 // LookupLock takes the lookup lock of directory dir (api/services.proto,
 // LDLM.LookupLock) and returns the grant and the session epoch it is
@@ -789,7 +789,7 @@ func (s *Session) LookupLock(ctx context.Context, dir fid.FID) (grant, epoch uin
 		return 0, 0, fmt.Errorf("lookup lock of %s: %w", dir, err)
 	}
 	if m.epoch.Load() != e {
-		return 0, 0, fmt.Errorf("lookup lock of %s: %w", dir, ErrLockOvertaken)
+		return 0, 0, fmt.Errorf("lookup lock of %s: %w", dir, errLockOvertaken)
 	}
 	return rep.Grant, e, nil
 }

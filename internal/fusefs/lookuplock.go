@@ -2,7 +2,6 @@ package fusefs
 
 import (
 	"context"
-	"errors"
 	"syscall"
 	"time"
 
@@ -189,7 +188,16 @@ func (fs *FS) takeLookupLock(dir fid.FID, d0 *dirNames, gen uint64) {
 	grant, epoch, err := fs.sess.LookupLock(ctx, dir)
 	var ents []*pb.DirEntry
 	if err == nil {
-		ents, err = fs.listUpTo(ctx, dir)
+		// A directory whose names would not fit beside the lists kept
+		// is not listed to the end.
+		fs.llMu.Lock()
+		room := lookupLockNames - fs.ll.names
+		fs.llMu.Unlock()
+		if room <= 0 {
+			err = client.ErrTooManyEntries
+		} else {
+			ents, err = fs.c.ReadDirUpTo(ctx, dir, false, room)
+		}
 	}
 	fs.llMu.Lock()
 	d := fs.ll.dirs[dir]
@@ -229,33 +237,6 @@ func (fs *FS) takeLookupLock(dir fid.FID, d0 *dirNames, gen uint64) {
 	}
 	if !keep && grant != 0 {
 		fs.releaseLookupLock(dir, grant)
-	}
-}
-
-// errTooBig ends a listing that would not fit in lookupLockNames.
-var errTooBig = errors.New("directory too large to keep its names")
-
-// listUpTo lists dir, or stops with errTooBig once its names would not fit
-// beside the lists already kept.
-func (fs *FS) listUpTo(ctx context.Context, dir fid.FID) ([]*pb.DirEntry, error) {
-	var out []*pb.DirEntry
-	var cookie uint64
-	for {
-		ents, eof, err := fs.c.Readdir(ctx, dir, cookie, 1024, false)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, ents...)
-		fs.llMu.Lock()
-		room := lookupLockNames - fs.ll.names
-		fs.llMu.Unlock()
-		if len(out) > room {
-			return nil, errTooBig
-		}
-		if eof || len(ents) == 0 {
-			return out, nil
-		}
-		cookie = ents[len(ents)-1].Cookie
 	}
 }
 
@@ -443,19 +424,6 @@ func (fs *FS) forgetDirNames(dir fid.FID) {
 	if g != 0 {
 		fs.releaseLookupLock(dir, g)
 	}
-}
-
-// LookupLists is the number of directories whose names the mount knows
-// whole, and how many names they hold (for tests and stats).
-func (fs *FS) LookupLists() (dirs, names int) {
-	fs.llMu.Lock()
-	defer fs.llMu.Unlock()
-	for _, d := range fs.ll.dirs {
-		if d.complete {
-			dirs++
-		}
-	}
-	return dirs, fs.ll.names
 }
 
 // renamed records the outcome of a rename through this mount: the old

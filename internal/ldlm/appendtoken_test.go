@@ -79,6 +79,17 @@ func newTokenClient(t *testing.T, addr string, id uint64) *tokenClient {
 	return c
 }
 
+// sessionless is an LDLM client of addr that opened no session.
+func sessionless(t *testing.T, addr string) nacregrpc.LDLMClient {
+	t.Helper()
+	cc, err := grpcx.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return nacregrpc.NewLDLMClient(cc)
+}
+
 func (c *tokenClient) ack(seq uint64) error { return c.st.Send(&pb.SessionUp{Ack: seq}) }
 
 // take asks for the token and returns its grant, or the error after at
@@ -179,12 +190,7 @@ func TestAppendTokenMovesBetweenClientsOnlyAfterTheHolderAcknowledges(t *testing
 // its session is back), so a token is always voided by a session's end.
 func TestAppendTokenNeedsASession(t *testing.T) {
 	_, addr := startTokenServer(t, 0)
-	cc, err := grpcx.Dial(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	_, err = nacregrpc.NewLDLMClient(cc).AppendToken(context.Background(), &pb.AppendTokenRequest{ClientId: 9, Fid: f1.PB()})
+	_, err := sessionless(t, addr).AppendToken(context.Background(), &pb.AppendTokenRequest{ClientId: 9, Fid: f1.PB()})
 	if errno.CodeOf(err) != errno.Unavailable {
 		t.Fatalf("AppendToken without a session: %v, want Unavailable", err)
 	}

@@ -7,11 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/errno"
 	"nacre/internal/fid"
-	"nacre/internal/grpcx"
 )
 
 var (
@@ -185,12 +183,7 @@ func TestLookupLockHoldersThatDoNotAnswerAreEvicted(t *testing.T) {
 // session's end.
 func TestLookupLockNeedsASession(t *testing.T) {
 	_, addr := startTokenServer(t, 0)
-	cc, err := grpcx.Dial(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	_, err = nacregrpc.NewLDLMClient(cc).LookupLock(context.Background(), &pb.LookupLockRequest{ClientId: 9, Fid: dirA.PB()})
+	_, err := sessionless(t, addr).LookupLock(context.Background(), &pb.LookupLockRequest{ClientId: 9, Fid: dirA.PB()})
 	if errno.CodeOf(err) != errno.Unavailable {
 		t.Fatalf("LookupLock without a session: %v, want Unavailable", err)
 	}
