@@ -45,6 +45,23 @@ type File struct {
 	// was last fetched: the next fetched size is the truth, not raised
 	// to this File's own writes.
 	changed bool
+	// sizedAt: when size was last the file's whole size, asked of the
+	// MDT and, where it does not know it, the OSTs (Size, Sized).
+	sizedAt time.Time
+}
+
+// sizeFresh is how long a size just asked for answers a read that reaches
+// past it: the open of a file (close-to-open) asks for its size, and its
+// first read, moments later, reaches past the end of any file shorter
+// than a page.
+const sizeFresh = 20 * time.Millisecond
+
+// Sized tells f that its size, as given to OpenInode or Refresh, was just
+// asked for, the OSTs' glimpse included.
+func (f *File) Sized() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sizedAt = time.Now()
 }
 
 // Open opens a regular file by FID; O_TRUNC empties it (if O_WRONLY/O_RDWR).
@@ -183,12 +200,12 @@ func (c *Client) wireFor(ost uint32) (*bulk.Client, error) {
 // when it reads less than len(p) because the file ends.
 func (f *File) ReadAt(ctx context.Context, p []byte, off uint64) (int, error) {
 	f.mu.Lock()
-	ino, size, changed := f.ino, f.size, f.changed
+	ino, size, changed, sizedAt := f.ino, f.size, f.changed, f.sizedAt
 	f.mu.Unlock()
 	if ino.Layout == nil || len(ino.Layout.Objects) == 0 {
 		return 0, io.EOF
 	}
-	if off+uint64(len(p)) > size || changed {
+	if (off+uint64(len(p)) > size && time.Since(sizedAt) > sizeFresh) || changed {
 		// Someone may have written more (or truncated) since we looked:
 		// ask the OSTs.
 		if s, err := f.Size(ctx); err == nil {
@@ -494,7 +511,7 @@ func (f *File) Size(ctx context.Context) (uint64, error) {
 	if !f.changed {
 		ino.Size = max(ino.Size, f.size)
 	}
-	f.ino, f.size, f.changed = ino, ino.Size, false
+	f.ino, f.size, f.changed, f.sizedAt = ino, ino.Size, false, time.Now()
 	return f.size, nil
 }
 

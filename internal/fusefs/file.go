@@ -225,6 +225,13 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 		// Open here already: the name led to it moments ago, or the
 		// attributes would have been invalidated.
 		_, ino = fs.cached(in.NodeId, true)
+	} else if ino == nil {
+		// Not open here, and the MDS still has it open here (a close
+		// not told yet): attributes fetched just now serve, as the name
+		// does (checkName). They are the kernel's GETATTR for this
+		// open's permission check, which it sends once its attributes
+		// expire.
+		ino = fs.justFetched(in.NodeId)
 	}
 	if ino == nil {
 		var err error
@@ -249,6 +256,10 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 		return fuse.EACCES
 	}
 	h, keep := fs.openHandle(n, ino, in.Flags)
+	// Every way to ino above asked for the whole size (or found the
+	// file open here, its size kept current): the first read need not
+	// ask again.
+	h.of.f.Sized()
 	// O_TRUNC empties the file whatever the access mode, as Linux does
 	// (openMask asked for write permission).
 	if in.Flags&syscall.O_TRUNC != 0 {

@@ -199,6 +199,9 @@ type node struct {
 	ino   *pb.Inode
 	at    time.Time
 	epoch uint64 // FS.nsEpoch when fetched
+	// exact: ino's size is the file's as of at, asked of the OSTs where
+	// the MDT does not know it (a getattr's, see justFetched).
+	exact bool
 	// last is the last attributes fetched, kept through invalidations:
 	// what a getattr answers (with no links) once the object is gone from
 	// the MDT while the kernel still holds it (a working directory, an
@@ -452,7 +455,7 @@ func (fs *FS) fillAttr(n *node, ino *pb.Inode, a *fuse.Attr) {
 		if ino.Mode&syscall.S_IFMT == syscall.S_IFREG {
 			n.kSize, n.kMtime, n.kValid = ino.Size, ino.MtimeNs, true
 		}
-		n.ino, n.at, n.epoch, n.last = ino, time.Now(), fs.nsEpoch, ino
+		n.ino, n.at, n.epoch, n.last, n.exact = ino, time.Now(), fs.nsEpoch, ino, false
 		n.noSetIDUntil = time.Time{}
 		if ino.Mode&(syscall.S_ISUID|syscall.S_ISGID) == 0 {
 			n.noSetIDUntil = n.at.Add(fs.o.AttrTimeout)
@@ -479,6 +482,20 @@ func (fs *FS) cached(id uint64, forOpen bool) (*node, *pb.Inode) {
 		return n, nil
 	}
 	return n, proto.Clone(n.ino).(*pb.Inode)
+}
+
+// justFetched returns the node's attributes if a getattr fetched them
+// just now (within nameFresh), its size included, and nothing invalidated
+// them since: the kernel's GETATTR for the permission check of an open
+// under way, which need not be asked again.
+func (fs *FS) justFetched(id uint64) *pb.Inode {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	n := fs.nodes[id]
+	if n == nil || n.ino == nil || !n.exact || time.Since(n.at) > nameFresh || n.epoch != fs.nsEpoch {
+		return nil
+	}
+	return proto.Clone(n.ino).(*pb.Inode)
 }
 
 // lastAttrs returns a copy of the node's last fetched attributes with no

@@ -139,6 +139,11 @@ func (fs *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.Attr
 		return fs.status("getattr", err)
 	}
 	fs.fillAttr(n, ino, &out.Attr)
+	fs.mu.Lock()
+	if n.ino == ino {
+		n.exact = true // fs.attr asked the OSTs for its size
+	}
+	fs.mu.Unlock()
 	out.SetTimeout(fs.o.AttrTimeout)
 	return fuse.OK
 }
