@@ -4,7 +4,7 @@
 # Go itself must be 1.26 or newer (https://go.dev/dl); the Go modules are
 # fetched by `go build` from the module proxy.
 set -euo pipefail
-need=(fuse3 attr acl fio bonnie++ stress-ng)
+need=(fuse3 attr acl fio bonnie++ stress-ng e2fsprogs mount)
 missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -18,8 +18,10 @@ type ServerMetrics struct {
 	InFlight      *prometheus.GaugeVec
 }
 
-// NewServerMetrics registers the common server series on reg.
-func NewServerMetrics(reg *prometheus.Registry, target string) *ServerMetrics {
+// NewServerMetrics registers the common server series on reg. written
+// reports the bytes the process's stores sent to the device (package
+// internal/diskio).
+func NewServerMetrics(reg *prometheus.Registry, target string, written func() uint64) *ServerMetrics {
 	m := &ServerMetrics{}
 	c := prometheus.Labels{"target": target}
 	m.InFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "nacre_rpc_inflight", Help: "Requests being served now (queue depth), by protocol.", ConstLabels: c}, []string{"proto"})
@@ -30,8 +32,10 @@ func NewServerMetrics(reg *prometheus.Registry, target string) *ServerMetrics {
 			func() float64 { return float64(m.netOut.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "nacre_disk_read_bytes_total", Help: "Bytes the process read from storage devices (/proc/self/io read_bytes).", ConstLabels: c},
 			func() float64 { return float64(procIO("read_bytes")) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "nacre_disk_written_bytes_total", Help: "Bytes the process caused to be written to storage devices (/proc/self/io write_bytes).", ConstLabels: c},
-			func() float64 { return float64(procIO("write_bytes")) }),
+		// Not /proc/self/io write_bytes: it counts each large folio a
+		// small write dirties whole (internal/diskio).
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "nacre_disk_written_bytes_total", Help: "Bytes the target's stores wrote to its device: whole pages, each once per sync.", ConstLabels: c},
+			func() float64 { return float64(written()) }),
 	)
 	return m
 }

@@ -29,6 +29,7 @@ import (
 	"nacre/api/nacregrpc"
 	"nacre/api/nacrepb"
 	"nacre/internal/bulk"
+	"nacre/internal/diskio"
 	"nacre/internal/errno"
 	"nacre/internal/fid"
 	"nacre/internal/grpcx"
@@ -53,6 +54,9 @@ type Config struct {
 	// KV: the store's options (serve sizes the memtable, and so the
 	// space reserve, to the device: serve.StoreOptionsIn).
 	KV kv.Options
+	// Disk counts what the data files write to the device (nil: not
+	// counted).
+	Disk *diskio.Counter
 }
 
 // stopTimeout bounds how long Stop waits for gRPC calls in flight.
@@ -92,8 +96,8 @@ func Start(cfg Config) (*Server, error) {
 	if base == nil {
 		base = obs.Discard()
 	}
-	log := base                                                                 // serve already names the target in every line
-	store, err := ost.Open(cfg.Dir, cfg.ID, ost.Options{Log: base, KV: cfg.KV}) // the store adds the target itself
+	log := base                                                                                 // serve already names the target in every line
+	store, err := ost.Open(cfg.Dir, cfg.ID, ost.Options{Log: base, KV: cfg.KV, Disk: cfg.Disk}) // the store adds the target itself
 	if err != nil {
 		closeListeners()
 		return nil, fmt.Errorf("start OSS: %w", err)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"nacre/internal/diskio"
 	"nacre/internal/fid"
 )
 
@@ -33,6 +34,8 @@ type fdEntry struct {
 	// synced caches "the record says the data file was synced"
 	// (ObjectAttr.data_synced), so that each sync does not read it.
 	synced atomic.Bool
+	// dirty counts the pages written since the file's last sync.
+	dirty *diskio.File
 }
 
 func newFDCache(max int) *fdCache {

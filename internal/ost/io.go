@@ -67,7 +67,9 @@ func (s *Store) open(obj fid.ObjID, create bool) (*fdEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.fds.add(obj, f, hasPFID(rec), rec.DataSynced), nil
+	e := s.fds.add(obj, f, hasPFID(rec), rec.DataSynced)
+	e.dirty = s.disk.NewFile()
+	return e, nil
 }
 
 // checkRange refuses offsets that do not fit a file offset.
@@ -141,7 +143,9 @@ func (s *Store) Write(obj fid.ObjID, off uint64, data []byte, meta *bulk.ObjMeta
 			return s.ioErr("write", obj, off, err)
 		}
 	}
-	if n, err := e.f.WriteAt(data, int64(off)); err != nil {
+	n, err := e.f.WriteAt(data, int64(off))
+	e.dirty.Wrote(int64(off), n)
+	if err != nil {
 		if n > 0 && end >= farWrite && uint64(before.Size) <= off {
 			_ = e.f.Truncate(before.Size)
 		}
@@ -266,6 +270,7 @@ func (s *Store) Sync(obj fid.ObjID) error {
 	if e != nil {
 		err := control(e.f, "fdatasync", unix.Fdatasync)
 		if err == nil {
+			e.dirty.Synced()
 			err = s.syncBucket(obj)
 		}
 		if err == nil && !e.synced.Load() {

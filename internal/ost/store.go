@@ -18,6 +18,7 @@ import (
 
 	"nacre/api/nacrepb"
 	"nacre/internal/bulk"
+	"nacre/internal/diskio"
 	"nacre/internal/fid"
 	"nacre/internal/kv"
 	"nacre/internal/reserve"
@@ -66,6 +67,9 @@ type Options struct {
 	// Statfs reports the device's usage for the space reserve (nil:
 	// reserve.Statfs); tests make a device look full with it.
 	Statfs func(string) (reserve.Usage, error)
+	// Disk counts what the data files write to the device (nil: not
+	// counted); the attribute store's writes count through KV.FS.
+	Disk *diskio.Counter
 }
 
 // Store is an open object target. It is safe for concurrent use and
@@ -78,6 +82,7 @@ type Store struct {
 	db     *kv.DB
 	log    *slog.Logger
 	fds    *fdCache
+	disk   *diskio.Counter
 	// space refuses data writes that would eat into the room the
 	// attribute store needs (package space); memtable is that store's
 	// memtable size, which the reserve is made of.
@@ -220,6 +225,7 @@ func Open(dir string, id target.Identity, opts Options) (*Store, error) {
 		objDir:     objDir,
 		id:         disk,
 		label:      disk.Label(),
+		disk:       opts.Disk,
 		db:         db,
 		log:        log,
 		fds:        newFDCache(max),

@@ -19,12 +19,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
+	"nacre/internal/diskio"
 	"nacre/internal/grpcx"
 	"nacre/internal/kv"
 	"nacre/internal/mdrpc"
@@ -101,7 +103,8 @@ func Run(ctx context.Context, dir string, o Options) error {
 		defer dataLn.Close()
 	}
 	reg := obs.NewRegistry()
-	sm := obs.NewServerMetrics(reg, id.Name())
+	disk := &diskio.Counter{}
+	sm := obs.NewServerMetrics(reg, id.Name(), disk.Written)
 	ln = sm.Listen(ln)
 	if dataLn != nil {
 		dataLn = sm.Listen(dataLn)
@@ -144,6 +147,7 @@ func Run(ctx context.Context, dir string, o Options) error {
 	// removed files must not become a new, empty target (and its Raft log
 	// must not be started afresh beside it).
 	kvo.MustExist = target.HasRun(dir, id)
+	kvo.FS = disk.FS(vfs.Default)
 	if err := reserve.CheckOpen(target.StoreDir(dir), id.Name(), kvo.MemTable(), nil); err != nil {
 		return err
 	}
@@ -199,7 +203,7 @@ func Run(ctx context.Context, dir string, o Options) error {
 		closeDB = false
 		info.Kind = pb.TargetKind_TARGET_OST
 		info.DataAddr = dataLn.Addr().String()
-		srv, err := oss.Start(oss.Config{Dir: dir, ID: id, Log: log, Reg: reg, GRPC: ln, Data: dataLn, InFlight: sm.InFlight, KV: kvo})
+		srv, err := oss.Start(oss.Config{Dir: dir, ID: id, Log: log, Reg: reg, GRPC: ln, Data: dataLn, InFlight: sm.InFlight, KV: kvo, Disk: disk})
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package itest
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"nacre/internal/client"
 	"nacre/internal/fid"
 	"nacre/test/testcluster"
+	"nacre/test/testdisk"
 )
 
 // TestStatsCountOperations: the per-target counters behind `nacre stats`
@@ -67,5 +69,77 @@ func TestStatsCountOperations(t *testing.T) {
 	}
 	if _, ok := m1.Gauges["precreate_pool"]; !ok {
 		t.Fatal("MDT precreate pool gauge missing")
+	}
+}
+
+// TestStatsDiskBytesMatchTheDevice: the disk bytes `nacre stats` and `top`
+// show for the targets add up to what their device wrote. The cluster
+// lives alone on a loop device, so the device's counters hold only its
+// writes: data and creates each within 20 %. The kernel's per-process
+// figure (/proc/PID/io write_bytes) counted 2 GiB for 9 MiB the disk
+// wrote.
+func TestStatsDiskBytesMatchTheDevice(t *testing.T) {
+	dev := testdisk.Ext4Loop(t, 1<<30)
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 1, Dir: filepath.Join(dev.Dir, "cluster")})
+	ctx := context.Background()
+	c := cl.Client(t)
+	statsBytes := func() float64 {
+		s, err := cli.CollectStats(ctx, cl.MGS, "", 10*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := 0.0
+		for _, ts := range s.Targets {
+			if ts.Error != "" {
+				t.Fatalf("stats of %s: %s", ts.Name, ts.Error)
+			}
+			sum += ts.Counters["disk_written_bytes"]
+		}
+		return sum
+	}
+	measure := func(what string, work func()) (counted, device float64) {
+		t.Helper()
+		c0, d0 := statsBytes(), float64(dev.Written(t))
+		work()
+		d1 := float64(dev.Written(t)) // syncs what the stores left unsynced
+		c1 := statsBytes()
+		t.Logf("%s: stats count %.1f MiB, the device wrote %.1f MiB", what, (c1-c0)/(1<<20), (d1-d0)/(1<<20))
+		return c1 - c0, d1 - d0
+	}
+	create := func(name string, size int) {
+		ino, _, err := c.Create(ctx, fid.Root, name, 0o644, client.CreateOpts{Layout: &pb.Layout{StripeCount: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if size == 0 {
+			return
+		}
+		f := c.OpenInode(ino)
+		buf := make([]byte, 1<<20)
+		for off := 0; off < size; off += len(buf) {
+			if _, err := f.WriteAt(ctx, buf, uint64(off)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := f.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	got, want := measure("4 files of 16 MiB", func() {
+		for i := range 4 {
+			create(fmt.Sprint("data", i), 16<<20)
+		}
+	})
+	if got < 0.8*want || got > 1.2*want {
+		t.Fatalf("writing 64 MiB of data: stats count %.0f bytes, the device wrote %.0f; want within 20%%", got, want)
+	}
+	got, want = measure("1,000 creates", func() {
+		for i := range 1000 {
+			create(fmt.Sprint("empty", i), 0)
+		}
+	})
+	if got < 0.8*want || got > 1.2*want {
+		t.Fatalf("1,000 creates: stats count %.0f bytes, the device wrote %.0f; want within 20%%", got, want)
 	}
 }

@@ -58,6 +58,7 @@ var tiers = map[string]tier{
 	"internal/ports":        base,
 	"internal/version":      base,
 	"internal/kv":           storage,
+	"internal/diskio":       storage,
 	"internal/raftlog":      storage,
 	"internal/reserve":      storage,
 	"internal/target":       storage,

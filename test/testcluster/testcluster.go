@@ -76,6 +76,9 @@ type Options struct {
 	Replicas int
 	// Env is added to the environment of every target process.
 	Env []string
+	// Dir is an empty directory for the cluster (default: a new
+	// temporary one).
+	Dir string
 }
 
 // Cluster is a running test cluster.
@@ -93,7 +96,10 @@ func Start(t testing.TB, o Options) *Cluster {
 	if o.OSTs == 0 {
 		o.OSTs = 2
 	}
-	c := &Cluster{t: t, Dir: t.TempDir(), Bin: Binary(t)}
+	if o.Dir == "" {
+		o.Dir = t.TempDir()
+	}
+	c := &Cluster{t: t, Dir: o.Dir, Bin: Binary(t)}
 	t.Cleanup(c.Stop)
 	for _, kv := range o.Env {
 		k, v, _ := strings.Cut(kv, "=")

@@ -1,6 +1,7 @@
-// Package testdisk gives tests the disks that fail: a small tmpfs they can
-// fill (ENOSPC), and a store's write-ahead log scribbled over (a damaged
-// disk). Only tests import it.
+// Package testdisk gives tests the disks that fail, a small tmpfs they can
+// fill (ENOSPC) and a store's write-ahead log scribbled over (a damaged
+// disk), and a device of their own whose counters they read. Only tests
+// import it.
 package testdisk
 
 import (
@@ -8,8 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // SmallTmpfs mounts a tmpfs of a few pages at a new directory and
@@ -73,4 +78,87 @@ func DamageWAL(t testing.TB, dir string) {
 	if err := os.WriteFile(logs[len(logs)-1], b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Device is a file system of its own on a loop device, so that the
+// device's counters hold only what the test's processes write there.
+type Device struct {
+	Dir  string // where it is mounted
+	name string // loopN
+}
+
+// Ext4Loop makes an ext4 file system of size bytes on a loop device over
+// a file, mounts it at a new directory, and removes it all at the end of
+// the test. Its inode tables and journal are written at mkfs time, so
+// that no background initialisation writes to it later. It fails where
+// loop devices cannot be set up (root is needed).
+func Ext4Loop(t testing.TB, size int64) *Device {
+	t.Helper()
+	base := t.TempDir()
+	img := filepath.Join(base, "disk.img")
+	f, err := os.Create(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(size); err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	f.Close()
+	run := func(name string, args ...string) string {
+		t.Helper()
+		out, err := exec.Command(name, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %v: %v\n%s (root and e2fsprogs are needed: scripts/install-deps.sh)", name, args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	run("mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", img)
+	dev := run("losetup", "--find", "--show", img)
+	t.Cleanup(func() {
+		if out, err := exec.Command("losetup", "-d", dev).CombinedOutput(); err != nil {
+			t.Errorf("losetup -d %s: %v %s", dev, err, out)
+		}
+	})
+	dir := filepath.Join(base, "mnt")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run("mount", "-t", "ext4", "-o", "nodiscard", dev, dir)
+	// Registered after losetup's: runs before it.
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v %s", dir, err, out)
+		}
+	})
+	return &Device{Dir: dir, name: filepath.Base(dev)}
+}
+
+// Written is the bytes the device has written since it was set up, once
+// what its file system holds in memory is written out (syncfs).
+func (d *Device) Written(t testing.TB) uint64 {
+	t.Helper()
+	f, err := os.Open(d.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = unix.Syncfs(int(f.Fd()))
+	f.Close()
+	if err != nil {
+		t.Fatalf("syncfs %s: %v", d.Dir, err)
+	}
+	b, err := os.ReadFile(filepath.Join("/sys/block", d.name, "stat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Field 7: sectors written, of 512 bytes (Documentation/block/stat.rst).
+	fields := strings.Fields(string(b))
+	if len(fields) < 7 {
+		t.Fatalf("%s stat: %q", d.name, b)
+	}
+	sectors, err := strconv.ParseUint(fields[6], 10, 64)
+	if err != nil {
+		t.Fatalf("%s stat: %v", d.name, err)
+	}
+	return sectors * 512
 }
