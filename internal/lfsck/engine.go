@@ -157,6 +157,14 @@ func (c *Checker) Running() bool {
 	return c.cur != nil
 }
 
+// Scrubbing reports whether a run that repairs the OI (an OI scrub, not a
+// dry run) is under way.
+func (c *Checker) Scrubbing() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cur != nil && !c.cur.dry && c.cur.on(Scrub)
+}
+
 // Wait waits until the current run (if any) ends.
 func (c *Checker) Wait(ctx context.Context) error {
 	c.mu.Lock()

@@ -83,6 +83,8 @@ type Server struct {
 	mgs   nacregrpc.MGSClient
 	opts  Options
 	seq   seqPolicy // FID sequence grants (maintain.go)
+	// oiFresh: the store is not (or no longer) marked restored (oiwait.go).
+	oiFresh atomic.Bool
 
 	linearizable bool // reads wait for the read index (replicated groups)
 
@@ -280,6 +282,11 @@ func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error)
 	}
 	if !s.group.IsLeader() {
 		return nil, s.groupErr(&raftgroup.NotLeaderError{Leader: s.group.Leader()})
+	}
+	// Applied against a stale OI, the command would fail, and its error
+	// would stay in the log and the reply cache.
+	if err := s.waitOI(ctx, false); err != nil {
+		return nil, errno.Errorf(errno.Unavailable, "%v", err)
 	}
 	cmd.NowNs = time.Now().UnixNano()
 	if err := s.admitSpace(cmd); err != nil {
@@ -628,7 +635,11 @@ func (s *Server) Lookup(ctx context.Context, r *pb.LookupRequest) (*pb.Reply, er
 	if err := s.readBarrier(ctx); err != nil {
 		return nil, err
 	}
-	ino, err := s.t.Lookup(fid.FromPB(r.Parent), string(r.Name), r.Cred)
+	var ino *pb.Inode
+	err := s.afterOI(ctx, func() (err error) {
+		ino, err = s.t.Lookup(fid.FromPB(r.Parent), string(r.Name), r.Cred)
+		return err
+	})
 	if err != nil {
 		s.m.observe("lookup", start, errnoOf(err))
 		return &pb.Reply{Errno: errnoOf(err), Message: err.Error()}, nil
@@ -642,7 +653,11 @@ func (s *Server) Getattr(ctx context.Context, r *pb.GetattrRequest) (*pb.Reply, 
 	if err := s.readBarrier(ctx); err != nil {
 		return nil, err
 	}
-	ino, err := s.t.Getattr(fid.FromPB(r.Fid), r.WantLinks)
+	var ino *pb.Inode
+	err := s.afterOI(ctx, func() (err error) {
+		ino, err = s.t.Getattr(fid.FromPB(r.Fid), r.WantLinks)
+		return err
+	})
 	if err != nil {
 		s.m.observe("getattr", start, errnoOf(err))
 		return &pb.Reply{Errno: errnoOf(err), Message: err.Error()}, nil
@@ -656,7 +671,12 @@ func (s *Server) Readdir(ctx context.Context, r *pb.ReaddirRequest) (*pb.Readdir
 	if err := s.readBarrier(ctx); err != nil {
 		return nil, err
 	}
-	ents, eof, err := s.t.Readdir(fid.FromPB(r.Fid), r.Cookie, int(r.MaxEntries), r.Plus, r.Cred)
+	var ents []*pb.DirEntry
+	var eof bool
+	err := s.afterOI(ctx, func() (err error) {
+		ents, eof, err = s.t.Readdir(fid.FromPB(r.Fid), r.Cookie, int(r.MaxEntries), r.Plus, r.Cred)
+		return err
+	})
 	s.m.observe("readdir", start, errnoOf(err))
 	if err != nil {
 		return &pb.ReaddirReply{Errno: errnoOf(err)}, nil
@@ -669,7 +689,11 @@ func (s *Server) Getxattr(ctx context.Context, r *pb.XattrRequest) (*pb.XattrRep
 	if err := s.readBarrier(ctx); err != nil {
 		return nil, err
 	}
-	v, err := s.t.Getxattr(fid.FromPB(r.Fid), string(r.Name), r.Cred)
+	var v []byte
+	err := s.afterOI(ctx, func() (err error) {
+		v, err = s.t.Getxattr(fid.FromPB(r.Fid), string(r.Name), r.Cred)
+		return err
+	})
 	s.m.observe("getxattr", start, errnoOf(err))
 	if err != nil {
 		return &pb.XattrReply{Errno: errnoOf(err)}, nil
@@ -682,7 +706,11 @@ func (s *Server) Listxattr(ctx context.Context, r *pb.XattrRequest) (*pb.XattrRe
 	if err := s.readBarrier(ctx); err != nil {
 		return nil, err
 	}
-	names, err := s.t.Listxattr(fid.FromPB(r.Fid), r.Cred)
+	var names []string
+	err := s.afterOI(ctx, func() (err error) {
+		names, err = s.t.Listxattr(fid.FromPB(r.Fid), r.Cred)
+		return err
+	})
 	s.m.observe("listxattr", start, errnoOf(err))
 	if err != nil {
 		return &pb.XattrReply{Errno: errnoOf(err)}, nil
@@ -699,7 +727,11 @@ func (s *Server) Fid2Path(ctx context.Context, r *pb.Fid2PathRequest) (*pb.Fid2P
 		// would name what directories the caller may not search hold.
 		return &pb.Fid2PathReply{Errno: int32(syscall.EPERM)}, nil
 	}
-	paths, err := s.t.Fid2Path(fid.FromPB(r.Fid))
+	var paths []string
+	err := s.afterOI(ctx, func() (err error) {
+		paths, err = s.t.Fid2Path(fid.FromPB(r.Fid))
+		return err
+	})
 	if err != nil {
 		return &pb.Fid2PathReply{Errno: errnoOf(err)}, nil
 	}

@@ -210,7 +210,11 @@ func (s *Server) afterOpens(ctx context.Context, fids []fid.FID) ([]*pb.Inode, e
 	}
 	out := make([]*pb.Inode, len(fids))
 	for i, f := range fids {
-		ino, err := s.t.Getattr(f, false)
+		var ino *pb.Inode
+		err := s.afterOI(ctx, func() (err error) {
+			ino, err = s.t.Getattr(f, false)
+			return err
+		})
 		if err != nil {
 			ino = &pb.Inode{}
 		}

@@ -23,12 +23,29 @@ type Entry struct {
 type opError struct {
 	errno syscall.Errno
 	msg   string
+	kind  error // a sentinel it also is (ErrStaleOI), or nil
 }
 
 func (e *opError) Error() string { return e.msg }
 
 // Unwrap lets errors.Is(err, syscall.ENOENT) work on read-side errors.
-func (e *opError) Unwrap() error { return e.errno }
+func (e *opError) Unwrap() []error {
+	if e.kind != nil {
+		return []error{e.errno, e.kind}
+	}
+	return []error{e.errno}
+}
+
+// ErrStaleOI is an OI entry that leads to no object of its FID: a store
+// restored from a file-level backup before its OI scrub ends, or damage.
+// The MDS waits for a scrub under way to end and tries again.
+var ErrStaleOI = errors.New("stale object index entry")
+
+func staleOI(format string, args ...any) error {
+	err := errf(syscall.EIO, format, args...).(*opError)
+	err.kind = ErrStaleOI
+	return err
+}
 
 func errf(errno syscall.Errno, format string, args ...any) error {
 	// Messages travel in protobuf strings (Reply.message), which must be
@@ -253,7 +270,7 @@ func getInode(r kv.Reader, f fid.FID) (uint64, *pb.Inode, error) {
 	local := u64(v)
 	v, err = r.Get(ObjKey(local))
 	if errors.Is(err, kv.ErrNotFound) {
-		return 0, nil, errf(syscall.EIO, "OI maps %s to missing object %d (run `nacre lfsck start -t scrub`)", f, local)
+		return 0, nil, staleOI("OI maps %s to missing object %d (run `nacre lfsck start -t scrub`)", f, local)
 	}
 	if err != nil {
 		return 0, nil, errf(syscall.EIO, "read object %d: %v", local, err)
@@ -263,7 +280,7 @@ func getInode(r kv.Reader, f fid.FID) (uint64, *pb.Inode, error) {
 		return 0, nil, errf(syscall.EIO, "object %d of %s is corrupt: %v", local, f, err)
 	}
 	if fid.FromPB(ino.Fid) != f {
-		return 0, nil, errf(syscall.EIO, "OI maps %s to object %d whose LMA says %s (run `nacre lfsck start -t scrub`)", f, local, fid.FromPB(ino.Fid))
+		return 0, nil, staleOI("OI maps %s to object %d whose LMA says %s (run `nacre lfsck start -t scrub`)", f, local, fid.FromPB(ino.Fid))
 	}
 	return local, ino, nil
 }

@@ -375,6 +375,55 @@ func TestMDTBackupRestoreRebuildsTheOI(t *testing.T) {
 	}
 }
 
+// TestRestoredMDTServesAtOnce: right after a restored MDT starts, while
+// its OI scrub has not started or runs (slowed here to last seconds),
+// reads and changes succeed: the MDS waits for the rebuilt index instead
+// of answering EIO with advice to run the scrub that is already running.
+func TestRestoredMDTServesAtOnce(t *testing.T) {
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 1})
+	c := cl.Client(t)
+	ctx := context.Background()
+	tr := buildLTree(t, ctx, c, "r")
+	d, err := c.Mkdir(ctx, fid.Root, "many", 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	df := fid.FromPB(d.Fid)
+	for i := 0; i < 200; i++ {
+		if _, _, err := c.Create(ctx, df, fmt.Sprintf("f%d", i), 0o644, client.CreateOpts{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl.Kill("mdt0", syscall.SIGTERM)
+	bak := filepath.Join(t.TempDir(), "mdt0.bak")
+	if out, err := cl.Run("mdt", "backup", "--dir", cl.TargetDir("mdt0"), "--out", bak); err != nil {
+		t.Fatalf("backup: %v\n%s", err, out)
+	}
+	if out, err := cl.Run("mdt", "restore", "--dir", cl.TargetDir("mdt0"), "--from", bak); err != nil {
+		t.Fatalf("restore: %v\n%s", err, out)
+	}
+	// About 10 ms per object: the scrub takes seconds.
+	t.Setenv("NACRE_FAULTS", "lfsck.scan.object=delay:10ms")
+	cl.Restart()
+	start := time.Now()
+	if _, err := c.Resolve(ctx, "/many/f199", true); err != nil {
+		t.Fatalf("lookup right after the restored MDT started: %v", err)
+	}
+	mustRead(t, ctx, c, "/r/f1", tr.data1)
+	if _, _, err := c.Create(ctx, df, "new", 0o644, client.CreateOpts{}); err != nil {
+		t.Fatalf("create right after the restored MDT started: %v", err)
+	}
+	ents, err := c.ReadDirAll(ctx, df, true)
+	if err != nil || len(ents) != 201 {
+		t.Fatalf("listing right after the restored MDT started: %d entries, %v; want 201", len(ents), err)
+	}
+	t.Logf("first requests answered within %s of the start", time.Since(start).Round(time.Millisecond))
+	r := waitStatus(t, cl, "scrub", 60*time.Second, "completed")
+	if r.Components["scrub"].Counters["stale"].Repaired < 200 {
+		t.Fatalf("the OI scrub after restore: %s", summary(r))
+	}
+}
+
 // waitRunningOr polls until a check runs, or component has one of the
 // statuses.
 func waitRunningOr(t *testing.T, cl *testcluster.Cluster, component string, timeout time.Duration, statuses ...string) *lfsck.Report {
