@@ -57,8 +57,11 @@ func newFormatCommand(g *globals) *cobra.Command {
 	fl.Uint32Var(&f.index, "index", 0, "MDT or OST index")
 	fl.StringVar(&f.mgsnode, "mgsnode", "", "MGS address of the file system (MDT, OST; default --mgs)")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:0", "gRPC listen address (port 0: pick one at first start and keep it)")
-	fl.StringVar(&f.data, "data-listen", "127.0.0.1:0", "OST: data protocol, MDT: metadata requests; listen address (default: --listen's host, a port picked at first start)")
-	fl.StringVar(&f.metrics, "metrics-listen", "127.0.0.1:0", "Prometheus metrics listen address (default: --listen's host, a port picked at first start)")
+	// Their defaults follow --listen (target.FormatRequest), so the flags'
+	// own are empty: the help printed "127.0.0.1:0" as well, which is
+	// neither what they say nor what --listen 192.0.2.10:7001 gives.
+	fl.StringVar(&f.data, "data-listen", "", "OST: data protocol, MDT: metadata requests; listen address (default: --listen's host, a port picked at first start)")
+	fl.StringVar(&f.metrics, "metrics-listen", "", "Prometheus metrics listen address (default: --listen's host, a port picked at first start)")
 	fl.Uint64Var(&f.replica, "replica-id", 0, "MGS, MDT: this replica's id in its Raft group (with --peers)")
 	fl.StringVar(&f.peers, "peers", "", "MGS, MDT: the group's replicas as ID=HOST:PORT,... (their --listen); a replica not listed joins the group (nacre replica add)")
 	fl.StringVar(&f.created, "created", "", "with --peers: the creation time, RFC 3339, the same for every replica of one MDT (the root directory's times; default: the Unix epoch)")

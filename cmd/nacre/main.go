@@ -114,12 +114,19 @@ Then use it:             export NACRE_MGS=<address printed by up>; nacre ls /`,
 		Version:       version.Software,
 	}
 	root.SetFlagErrorFunc(flagError) // and so every subcommand's
-	root.PersistentFlags().StringVar(&g.mgs, "mgs", g.environ.get("NACRE_MGS"), "MGS address HOST:PORT (default $NACRE_MGS)")
+	// The flag's own default is empty and NACRE_MGS is read once the
+	// command line is parsed (PersistentPreRunE): a default taken from the
+	// environment was also printed by the help after the usage's own
+	// "(default $NACRE_MGS)", which then said it twice.
+	root.PersistentFlags().StringVar(&g.mgs, "mgs", "", "MGS address HOST:PORT (default $NACRE_MGS)")
 	var cpuprofile string
 	var profFile *os.File
 	root.PersistentFlags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of this command to FILE")
 	root.PersistentFlags().MarkHidden("cpuprofile")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if f := cmd.Flags().Lookup("mgs"); f == nil || !f.Changed {
+			g.mgs = g.environ.get("NACRE_MGS")
+		}
 		if cpuprofile == "" {
 			return nil
 		}
