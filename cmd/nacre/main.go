@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -35,7 +34,7 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	root := newRoot()
-	out := &countWriter{w: os.Stdout}
+	out := &countWriter{f: os.Stdout}
 	root.SetOut(out)
 	ran, err := root.ExecuteContextC(ctx)
 	interrupted := ctx.Err() != nil
@@ -65,15 +64,20 @@ func main() {
 
 // countWriter counts what a command wrote to standard output.
 type countWriter struct {
-	w io.Writer
+	f *os.File
 	n int64
 }
 
 func (c *countWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
+	n, err := c.f.Write(p)
 	c.n += int64(n)
 	return n, err
 }
+
+// Fd is standard output's descriptor, so that a command still sees a
+// terminal there (cli.IsTerminal) through this wrapper: ls quotes names
+// and top redraws in place only at a terminal.
+func (c *countWriter) Fd() uintptr { return c.f.Fd() }
 
 // wantsJSON reports whether the command that ran was asked for --json.
 func wantsJSON(cmd *cobra.Command) bool {

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	pb "nacre/api/nacrepb"
+	"nacre/internal/cli"
 	"nacre/internal/client"
 	"nacre/internal/fid"
 	"nacre/internal/layout"
@@ -379,7 +380,7 @@ func RunAge(ctx context.Context, o AgeOptions) (*AgeResult, error) {
 	res.FilesPerS = round1(float64(len(plan)-start) / res.Seconds)
 	if o.Progress != nil {
 		progressLine(o.Progress, len(plan), len(plan), t0)
-		if isTerminal(o.Progress) {
+		if cli.IsTerminal(o.Progress) {
 			fmt.Fprintln(o.Progress)
 		}
 	}
@@ -396,21 +397,12 @@ func progressLine(w io.Writer, done, total int, start time.Time) {
 	if rate > 0 {
 		eta = (time.Duration(float64(total-done)/rate) * time.Second).Round(time.Second).String()
 	}
-	if isTerminal(w) {
+	if cli.IsTerminal(w) {
 		fmt.Fprintf(w, "\r%s %5.1f%%  %d/%d files  %.0f files/s  eta %s   ", bar, frac*100, done, total, rate, eta)
 		return
 	}
 	// Logs and CI: one plain line per update, no redrawing.
 	fmt.Fprintf(w, "%5.1f%%  %d/%d files  %.0f files/s  eta %s\n", frac*100, done, total, rate, eta)
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // --- destination in Nacre through the client library ---

@@ -198,7 +198,7 @@ func PopD(ctx context.Context, o PopDOptions) (*PopDResult, error) {
 	secs := time.Since(t0).Seconds()
 	if o.Progress != nil {
 		progressLine(o.Progress, int(done.Load()), o.Files, t0)
-		if isTerminal(o.Progress) {
+		if cli.IsTerminal(o.Progress) {
 			fmt.Fprintln(o.Progress)
 		}
 	}

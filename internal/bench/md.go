@@ -21,6 +21,7 @@ import (
 	"time"
 
 	pb "nacre/api/nacrepb"
+	"nacre/internal/cli"
 	"nacre/internal/client"
 	"nacre/internal/fid"
 )
@@ -401,7 +402,7 @@ func phaseProgress(w io.Writer, name string, done *atomic.Int64, total int) func
 	if w == nil {
 		return func(time.Duration) {}
 	}
-	if !isTerminal(w) {
+	if !cli.IsTerminal(w) {
 		return func(d time.Duration) {
 			fmt.Fprintf(w, "%s: %d of %d ops done in %.2f s\n", name, done.Load(), total, d.Seconds())
 		}

@@ -11,7 +11,6 @@ package cli
 import (
 	"encoding/json"
 	"io"
-	"os"
 	"syscall"
 
 	"github.com/jedib0t/go-pretty/v6/table"
@@ -135,14 +134,27 @@ func jsonOneOrMany[T any](w io.Writer, n int, items []T) error {
 	return JSON(w, items)
 }
 
-// IsTerminal says whether f is a terminal (it answers a terminal's
-// ioctl; /dev/null, a character device too, does not).
-func IsTerminal(f *os.File) bool {
+// IsTerminal says whether w is a terminal: a file (or a writer over one
+// that gives its descriptor, as cmd/nacre's count of what a command
+// writes to standard output does, so that the wrapper does not hide the
+// terminal) that answers a terminal's ioctl; /dev/null, a character
+// device too, does not.
+func IsTerminal(w any) bool {
+	f, ok := w.(interface{ Fd() uintptr })
+	if !ok {
+		return false
+	}
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
 }
 
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && IsTerminal(f)
+// showNames is how a command shows names (from the file system, or as
+// given) on w: quoted (QuoteName) at a terminal, so that no name moves the
+// cursor, colours the screen or makes a line of its own; as they are
+// elsewhere, where scripts read them.
+func showNames(w io.Writer) func(string) string {
+	if IsTerminal(w) {
+		return QuoteName
+	}
+	return func(name string) string { return name }
 }

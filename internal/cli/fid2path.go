@@ -62,6 +62,8 @@ func Fid2Path(ctx context.Context, e Env, args []string, asJSON bool) error {
 	}
 	defer c.Close()
 	r := e.reporter("fid2path")
+	// Paths come from the file system's names: quoted at a terminal.
+	show := showNames(e.Out)
 	var out []FIDPaths
 	for i, s := range args {
 		err := func() error {
@@ -81,7 +83,7 @@ func Fid2Path(ctx context.Context, e Env, args []string, asJSON bool) error {
 			out = append(out, FIDPaths{FID: s, Paths: paths})
 			if !asJSON {
 				for _, p := range paths {
-					fmt.Fprintln(e.Out, p)
+					fmt.Fprintln(e.Out, show(p))
 				}
 			}
 			return nil

@@ -72,9 +72,10 @@ func stripeOf(p string, ino *pb.Inode) StripeJSON {
 
 // writeStripe is getstripe's text: Lustre's lmm_* lines for a file; for
 // a directory its default layout, a 0 (not set) shown as the file
-// system default it stands for.
+// system default it stands for. The path is quoted at a terminal
+// (showNames).
 func writeStripe(w io.Writer, out StripeJSON, ino *pb.Inode) error {
-	p, l := out.Path, ino.Layout
+	p, l := showNames(w)(out.Path), ino.Layout
 	if isDir(ino) {
 		if l == nil {
 			fmt.Fprintf(w, "%s has no default layout; new files get the parent's or the file system default (%s x %d)\n", p, layout.FormatSize(layout.DefaultStripeSize), layout.DefaultStripeCount)

@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"os/user"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -31,9 +34,13 @@ type LsEntry struct {
 	Size       uint64 `json:"size"`
 	UID        uint32 `json:"uid"`
 	GID        uint32 `json:"gid"`
-	Mtime      string `json:"mtime"` // RFC 3339
-	FID        string `json:"fid"`
-	Target     string `json:"symlink_target,omitempty"`
+	// User and Group name uid and gid as this machine knows them (left
+	// out if it does not, and with -n).
+	User   string `json:"user,omitempty"`
+	Group  string `json:"group,omitempty"`
+	Mtime  string `json:"mtime"` // RFC 3339
+	FID    string `json:"fid"`
+	Target string `json:"symlink_target,omitempty"`
 	// SizeUnknown: the file's size lives on an OST that did not answer
 	// (size is then 0); ls exits 1.
 	SizeUnknown bool `json:"size_unknown,omitempty"`
@@ -59,11 +66,37 @@ func (le LsEntry) MarshalJSON() ([]byte, error) {
 	}{le.Name, le.NameBase64, le.Type, le.FID, le.Error})
 }
 
+// LsOptions are the options of `nacre ls`.
+type LsOptions struct {
+	// Long lists mode, links, owner, group, size and mtime (-l).
+	Long bool
+	// Numeric shows owners and groups by number, not by name (-n; implies
+	// Long, as in ls(1)).
+	Numeric bool
+	// JSON prints an array of LsEntry.
+	JSON bool
+}
+
+// lsRow is one entry being listed.
+type lsRow struct {
+	name string
+	ino  *pb.Inode
+	ent  *pb.DirEntry
+	// noSize: the size is the OSTs' to tell and they could not (one is
+	// down); the MDT's figure is not shown as if it were.
+	noSize bool
+	// err: why the entry's attributes could not be read.
+	err string
+}
+
 // Ls lists a directory (or describes a file), sorted by name. Without a
 // path ("") it lists the current directory if that is on a Nacre mount,
-// else the root. asJSON prints an array of LsEntry. A symbolic link given
-// as the path is described itself with long or asJSON, as by ls -l.
-func Ls(ctx context.Context, e Env, arg string, long, asJSON bool) error {
+// else the root. A symbolic link given as the path is described itself
+// with -l or --json, as by ls -l.
+func Ls(ctx context.Context, e Env, arg string, o LsOptions) error {
+	if o.Numeric {
+		o.Long = true
+	}
 	if arg == "" {
 		arg = "/"
 		if e.cwdOnMount() {
@@ -76,7 +109,7 @@ func Ls(ctx context.Context, e Env, arg string, long, asJSON bool) error {
 	}
 	defer c.Close()
 	p := ps[0]
-	attrs := long || asJSON
+	attrs := o.Long || o.JSON
 	// As ls(1): a symbolic link given as the path is shown itself with -l
 	// (and --json, which has its target), and followed otherwise, so that
 	// the directory it names is listed; a trailing slash follows it always.
@@ -92,45 +125,27 @@ func Ls(ctx context.Context, e Env, arg string, long, asJSON bool) error {
 	if err != nil {
 		return opError("ls", arg, err)
 	}
-	type row struct {
-		name string
-		ino  *pb.Inode
-		ent  *pb.DirEntry
-		// noSize: the size is the OSTs' to tell and they could not
-		// (one is down); the MDT's figure is not shown as if it were.
-		noSize bool
-		// err: why the entry's attributes could not be read.
-		err string
-	}
-	var rows []row
+	var rows []lsRow
 	if isDir(ino) {
 		ents, err := c.ReadDirAll(ctx, fidOf(ino), attrs)
 		if err != nil {
 			return opError("ls", arg, err)
 		}
 		for _, en := range ents {
-			rows = append(rows, row{name: string(en.Name), ino: en.Inode, ent: en})
+			rows = append(rows, lsRow{name: string(en.Name), ino: en.Inode, ent: en})
 		}
 		sort.Slice(rows, func(i, j int) bool { return rows[i].name < rows[j].name })
 	} else {
-		rows = append(rows, row{name: path.Base(p), ino: ino})
-	}
-	if !asJSON && isTerminal(e.Out) {
-		// As ls(1) at a terminal: a name with a newline or another
-		// control byte, or bytes that are not UTF-8, is shown quoted, so
-		// that one name is one line and nothing reaches the terminal as
-		// a control sequence. Piped, names go out as they are.
-		for i := range rows {
-			rows[i].name = QuoteName(rows[i].name)
-		}
+		rows = append(rows, lsRow{name: path.Base(p), ino: ino})
 	}
 	if !attrs {
-		for _, r := range rows {
-			fmt.Fprintln(e.Out, r.name)
-		}
+		writeNames(e.Out, rows)
 		return nil
 	}
 	failed := false
+	// Names on standard error are shown as on standard output: quoted at
+	// a terminal.
+	showErr := showNames(e.Stderr())
 	for i, r := range rows {
 		if r.ino == nil && r.ent != nil {
 			// The MDT lists an entry whose object it could not read
@@ -140,7 +155,7 @@ func Ls(ctx context.Context, e Env, arg string, long, asJSON bool) error {
 			ino, err := c.Getattr(ctx, fid.FromPB(r.ent.Fid))
 			if err != nil {
 				rows[i].err, failed = shortMessage(err), true
-				fmt.Fprintf(e.Stderr(), "nacre: ls: cannot access %s: %s\n", path.Join(arg, r.name), rows[i].err)
+				fmt.Fprintf(e.Stderr(), "nacre: ls: cannot access %s: %s\n", showErr(path.Join(arg, r.name)), rows[i].err)
 				continue
 			}
 			rows[i].ino, r.ino = ino, ino
@@ -150,51 +165,110 @@ func Ls(ctx context.Context, e Env, arg string, long, asJSON bool) error {
 			if err != nil {
 				// As ls does for what it cannot stat: said on standard
 				// error, the listing goes on, the exit status is 1.
-				fmt.Fprintf(e.Stderr(), "nacre: ls: %s: size unknown: %v\n", path.Join(arg, r.name), err)
+				fmt.Fprintf(e.Stderr(), "nacre: ls: %s: size unknown: %v\n", showErr(path.Join(arg, r.name)), err)
 				rows[i].noSize, failed = true, true
 				continue
 			}
 			rows[i].ino = s
 		}
 	}
-	done := func() error {
-		if failed {
-			return ErrReported
-		}
-		return nil
+	var werr error
+	if o.JSON {
+		werr = writeLsJSON(e.Out, rows, o.Numeric, newOwners())
+	} else {
+		writeLong(e.Out, rows, o.Numeric, newOwners())
 	}
-	if asJSON {
-		out := make([]LsEntry, 0, len(rows))
-		for _, r := range rows {
-			le := LsEntry{Name: r.name}
-			if !utf8.ValidString(r.name) {
-				le.NameBase64 = base64.StdEncoding.EncodeToString([]byte(r.name))
-			}
-			if i := r.ino; i != nil {
-				le.Type, le.Mode, le.Nlink, le.Size, le.UID, le.GID = typeName(i.Mode), fmt.Sprintf("%04o", i.Mode&0o7777), i.Nlink, i.Size, i.Uid, i.Gid
-				le.Mtime, le.FID, le.Target = time.Unix(0, i.MtimeNs).Format(time.RFC3339Nano), fidOf(i).String(), string(i.Symlink)
-				if r.noSize {
-					le.Size, le.SizeUnknown = 0, true
-				}
-			} else if r.ent != nil { // no attributes: what the entry says
-				le.Type, le.FID, le.Error = typeName(r.ent.Type<<12), fid.FromPB(r.ent.Fid).String(), r.err
-			}
-			out = append(out, le)
-		}
-		if err := JSON(e.Out, out); err != nil {
-			return err
-		}
-		return done()
+	if werr != nil {
+		return werr
 	}
+	if failed {
+		return ErrReported
+	}
+	return nil
+}
+
+// writeNames is the short listing: a name a line, quoted at a terminal
+// (showNames), so that one name is one line there and nothing in a name
+// reaches the terminal as a control sequence. Piped, names go out as they
+// are, as ls(1) does.
+func writeNames(w io.Writer, rows []lsRow) {
+	show := showNames(w)
 	for _, r := range rows {
-		i := r.ino
-		if i == nil {
-			fmt.Fprintf(e.Out, "?????????? %s (no attributes)\n", r.name)
+		fmt.Fprintln(w, show(r.name))
+	}
+}
+
+// writeLsJSON is ls --json: names as they are (JSON escapes control
+// bytes), ids as numbers, and the names of those this machine knows
+// unless numeric.
+func writeLsJSON(w io.Writer, rows []lsRow, numeric bool, ids *owners) error {
+	out := make([]LsEntry, 0, len(rows))
+	for _, r := range rows {
+		le := LsEntry{Name: r.name}
+		if !utf8.ValidString(r.name) {
+			le.NameBase64 = base64.StdEncoding.EncodeToString([]byte(r.name))
+		}
+		if i := r.ino; i != nil {
+			le.Type, le.Mode, le.Nlink, le.Size, le.UID, le.GID = typeName(i.Mode), fmt.Sprintf("%04o", i.Mode&0o7777), i.Nlink, i.Size, i.Uid, i.Gid
+			le.Mtime, le.FID, le.Target = time.Unix(0, i.MtimeNs).Format(time.RFC3339Nano), fidOf(i).String(), string(i.Symlink)
+			if !numeric {
+				le.User, le.Group = ids.user(i.Uid), ids.group(i.Gid)
+			}
+			if r.noSize {
+				le.Size, le.SizeUnknown = 0, true
+			}
+		} else if r.ent != nil { // no attributes: what the entry says
+			le.Type, le.FID, le.Error = typeName(r.ent.Type<<12), fid.FromPB(r.ent.Fid).String(), r.err
+		}
+		out = append(out, le)
+	}
+	return JSON(w, out)
+}
+
+// writeLong is ls -l: owners and groups by name where this machine knows
+// them (by number if numeric, or if it does not), each column as wide as
+// its widest entry, names left-aligned and numbers right-aligned as in
+// ls(1); names and link targets quoted at a terminal.
+func writeLong(w io.Writer, rows []lsRow, numeric bool, ids *owners) {
+	show := showNames(w)
+	type owner struct {
+		user, group string
+		userNum     bool // user is a number (right-aligned)
+		groupNum    bool
+	}
+	own := make([]owner, len(rows))
+	uw, gw := 0, 0
+	for k, r := range rows {
+		if r.ino == nil {
 			continue
 		}
-		name := r.name
+		o := &own[k]
+		if !numeric {
+			o.user, o.group = ids.user(r.ino.Uid), ids.group(r.ino.Gid)
+		}
+		if o.user == "" {
+			o.user, o.userNum = strconv.FormatUint(uint64(r.ino.Uid), 10), true
+		}
+		if o.group == "" {
+			o.group, o.groupNum = strconv.FormatUint(uint64(r.ino.Gid), 10), true
+		}
+		uw, gw = max(uw, len(o.user)), max(gw, len(o.group))
+	}
+	pad := func(s string, width int, right bool) string {
+		if right {
+			return fmt.Sprintf("%*s", width, s)
+		}
+		return fmt.Sprintf("%-*s", width, s)
+	}
+	for k, r := range rows {
+		i := r.ino
+		if i == nil {
+			fmt.Fprintf(w, "?????????? %s (no attributes)\n", show(r.name))
+			continue
+		}
+		name := show(r.name)
 		if i.Mode&syscall.S_IFMT == syscall.S_IFLNK {
-			name += " -> " + string(i.Symlink)
+			name += " -> " + show(string(i.Symlink))
 		}
 		mode := ModeString(i.Mode)
 		if i.Flags&uint32(pb.InodeFlag_INODE_FLAG_ACL) != 0 {
@@ -204,10 +278,45 @@ func Ls(ctx context.Context, e Env, arg string, long, asJSON bool) error {
 		if r.noSize {
 			size = "?"
 		}
-		fmt.Fprintf(e.Out, "%s %3d %5d %5d %12s %s %s\n", mode, i.Nlink, i.Uid, i.Gid, size,
+		o := own[k]
+		fmt.Fprintf(w, "%s %3d %s %s %12s %s %s\n", mode, i.Nlink, pad(o.user, uw, o.userNum), pad(o.group, gw, o.groupNum), size,
 			time.Unix(0, i.MtimeNs).Format("Jan _2 15:04"), name)
 	}
-	return done()
+}
+
+// owners names users and groups by their ids as this machine knows them
+// (os/user: the password and group files, or NSS), asking once per id of
+// a listing.
+type owners struct {
+	users, groups map[uint32]string
+}
+
+func newOwners() *owners {
+	return &owners{users: map[uint32]string{}, groups: map[uint32]string{}}
+}
+
+// user is the name of the user uid, or "" if this machine has none.
+func (o *owners) user(uid uint32) string {
+	n, ok := o.users[uid]
+	if !ok {
+		if u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10)); err == nil {
+			n = u.Username
+		}
+		o.users[uid] = n
+	}
+	return n
+}
+
+// group is the name of the group gid, or "" if this machine has none.
+func (o *owners) group(gid uint32) string {
+	n, ok := o.groups[gid]
+	if !ok {
+		if g, err := user.LookupGroupId(strconv.FormatUint(uint64(gid), 10)); err == nil {
+			n = g.Name
+		}
+		o.groups[gid] = n
+	}
+	return n
 }
 
 // QuoteName returns name as ls(1) shows it at a terminal (its

@@ -27,6 +27,7 @@ func Path2Fid(ctx context.Context, e Env, args []string, asJSON bool) error {
 		defer c.Close()
 	}
 	r := e.reporter("path2fid")
+	show := showNames(e.Out)
 	var out []PathFID
 	for i, op := range ops {
 		if op.Err == nil {
@@ -35,7 +36,7 @@ func Path2Fid(ctx context.Context, e Env, args []string, asJSON bool) error {
 				out = append(out, PathFID{Path: op.Arg, FID: fidOf(ino).String()})
 				if !asJSON {
 					if len(args) > 1 {
-						fmt.Fprintf(e.Out, "%s: ", op.Arg)
+						fmt.Fprintf(e.Out, "%s: ", show(op.Arg))
 					}
 					fmt.Fprintln(e.Out, fidOf(ino))
 				}

@@ -32,7 +32,7 @@ type progress struct {
 // known) named what, or nil if standard error is not a terminal.
 func newProgress(e Env, what string, total int64) *progress {
 	w := e.Stderr()
-	if !isTerminal(w) {
+	if !IsTerminal(w) {
 		return nil
 	}
 	return startProgress(w, what, total, time.Now)
@@ -42,7 +42,7 @@ func newProgress(e Env, what string, total int64) *progress {
 // when standard output is a terminal too, where the line's carriage
 // returns landed in the middle of the content (curl draws none then).
 func newProgressBeside(e Env, what string, total int64) *progress {
-	if isTerminal(e.Out) {
+	if IsTerminal(e.Out) {
 		return nil
 	}
 	return newProgress(e, what, total)

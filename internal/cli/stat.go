@@ -96,10 +96,13 @@ func statInfo(arg string, ino *pb.Inode) StatInfo {
 		Atime: ts(ino.AtimeNs), Mtime: ts(ino.MtimeNs), Ctime: ts(ino.CtimeNs), Target: string(ino.Symlink)}
 }
 
+// writeStat is stat's text; the path and a link's target are quoted at a
+// terminal (showNames).
 func writeStat(w io.Writer, si StatInfo, mode uint32) {
-	fmt.Fprintf(w, "  File: %s", si.Path)
+	show := showNames(w)
+	fmt.Fprintf(w, "  File: %s", show(si.Path))
 	if si.Target != "" {
-		fmt.Fprintf(w, " -> %s", si.Target)
+		fmt.Fprintf(w, " -> %s", show(si.Target))
 	}
 	fmt.Fprintf(w, "\n   FID: %s\n  Size: %-12d Blocks: %-8d %s\n", si.FID, si.Size, si.Blocks, si.Type)
 	fmt.Fprintf(w, "Access: (%s/%s)  Uid: %d  Gid: %d  Links: %d  Project: %d\n", si.Mode, ModeString(mode), si.UID, si.GID, si.Nlink, si.ProjID)

@@ -77,8 +77,7 @@ func stdin(e cli.Env) io.Reader {
 }
 
 func stdinIsTerminal(e cli.Env) bool {
-	f, ok := stdin(e).(*os.File)
-	return ok && cli.IsTerminal(f)
+	return cli.IsTerminal(stdin(e))
 }
 
 // inject damages the object at path, from the file system root.

@@ -5,13 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"os"
 	"sort"
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/proto"
 
 	"nacre/api/nacregrpc"
@@ -78,19 +75,10 @@ func waitStarted(ctx context.Context, e cli.Env, k *conn, idxs []uint32, jsonOut
 	return unfinished(reps)
 }
 
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
-}
-
 // waitDone polls until no MDT runs the checker; on a terminal it shows
 // one progress line, rewritten in place.
 func waitDone(ctx context.Context, e cli.Env, k *conn, idxs []uint32, jsonOut bool) ([]*lfsck.Report, error) {
-	tty := isTerminal(e.Stderr())
+	tty := cli.IsTerminal(e.Stderr())
 	var last []*lfsck.Report
 	poll := 20 * time.Millisecond
 	for {
