@@ -17,11 +17,19 @@ func newDownCommand(g *globals) *cobra.Command {
 unmounted, as with nacre umount, while the servers can still take what the
 mount writes back. A busy mount (files open on it) is not forced: if it is
 still mounted once the servers are stopped, a warning names it and how to
-free it. The mount made by nacre up --mount is always removed.`,
+free it. The mount made by nacre up --mount is always removed.
+
+A nacre up that supervises the cluster (one run without --detach) sees its
+targets gone and ends; down waits for it (at most 15 s), so that a nacre
+up right after down is not refused.`,
 		GroupID: "server",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return localcluster.Shutdown(dir, g.environ.mountState(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+			if err := localcluster.Shutdown(dir, g.environ.mountState(), cmd.OutOrStdout(), cmd.ErrOrStderr()); err != nil {
+				return err
+			}
+			localcluster.AwaitUp(dir, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", localcluster.DefaultDir, "cluster directory")

@@ -32,7 +32,11 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	// First, before anything runs or is written: a signal that would end
+	// the process ends the command's context instead, so that the command
+	// cleans up (`nacre up` stops its cluster). SIGHUP is a closed
+	// terminal, which is Ctrl-C for a command that runs in it.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	root := newRoot()
 	out := &countWriter{f: os.Stdout}
 	root.SetOut(out)
@@ -50,7 +54,7 @@ func main() {
 			os.Exit(ee.code)
 		}
 		if interrupted && errors.Is(err, context.Canceled) {
-			// Ctrl-C (or SIGTERM): say so, not "context canceled".
+			// Ctrl-C (or SIGTERM, SIGHUP): say so, not "context canceled".
 			fmt.Fprintln(os.Stderr, "nacre: interrupted")
 			os.Exit(130)
 		}

@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -27,6 +30,14 @@ func newUpCommand(g *globals) *cobra.Command {
 		GroupID: "server",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Before up writes anything: a write to a pipe whose reader is
+			// gone (`nacre up | tee log`, and Ctrl-C ends tee too) fails
+			// instead of killing the process with SIGPIPE, which left the
+			// cluster and its mount running. The channel is never read: a
+			// signal it has no room for is dropped. Notify rather than
+			// Ignore, so that the processes up starts do not inherit an
+			// ignored SIGPIPE.
+			signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 			// Flags left at their defaults are not passed: the defaults
 			// are for a new cluster, and an existing one keeps what it
 			// has (Up notes a value given that it does not apply).

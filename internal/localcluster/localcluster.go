@@ -16,7 +16,9 @@
 // cluster from being declared ready (unless AllowMissing). When Up fails
 // it stops the processes it started and leaves alone those that ran
 // before. Down stops the processes of a cluster directory by the pids in
-// their pid files.
+// their pid files. An up holds the cluster directory's lock (lockUp)
+// while it starts the cluster and, without Detach, while it supervises
+// it (Run), so that a second up there is refused naming its pid.
 //
 // With NodeCPU each target process runs in a cgroup of its own with a CPU
 // budget for its role, so that the targets behave as nodes of their own
@@ -24,7 +26,6 @@
 package localcluster
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -297,15 +298,32 @@ func format(o Options) error {
 const MaxLocalOSTs = 256
 
 // upLockFile is the lock `nacre up` holds on a cluster directory while it
-// formats and starts targets there.
+// formats and starts targets there, and, without --detach, for as long as
+// it supervises the cluster. It is an flock(2), which the kernel drops
+// when its holder dies (even of SIGKILL), so a cluster whose up is gone
+// can be started again; the file holds the holder's pid, then
+// "supervising" once it supervises the cluster and "stopping" once it
+// stops it.
 const upLockFile = ".nacre-up.lock"
+
+// lockRetry is how long lockUp tries again before it refuses: `nacre down`
+// takes the lock for a moment to see whether an up holds it (LockHolder),
+// and an up at that moment must not be refused for it.
+const lockRetry = 300 * time.Millisecond
+
+// upLock is a cluster directory's lock, held (lockUp).
+type upLock struct {
+	f       *os.File
+	path    string
+	created bool
+}
 
 // lockUp takes the cluster directory's lock, refusing when another
 // `nacre up` holds it: two at once would format the same targets and
-// stop each other's processes. unlock(remove) releases it, and with
-// remove also deletes the lock file if this call created it: an up that
-// is refused must not leave its lock in a directory that is no cluster.
-func lockUp(dir string) (unlock func(remove bool), err error) {
+// stop each other's processes, and a second up on a cluster the first
+// supervises took it over, so that its Ctrl-C stopped the cluster (and
+// removed the mount) the first one's terminal was using.
+func lockUp(dir string) (*upLock, error) {
 	p := filepath.Join(dir, upLockFile)
 	created := true
 	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
@@ -316,30 +334,114 @@ func lockUp(dir string) (unlock func(remove bool), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("lock cluster directory %s: %w", dir, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		holder := ""
-		if b, rerr := os.ReadFile(p); rerr == nil && len(bytes.TrimSpace(b)) > 0 {
-			holder = " (pid " + string(bytes.TrimSpace(b)) + ")"
+	deadline := time.Now().Add(lockRetry)
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			break
 		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("another `nacre up`%s is starting the cluster in %s; wait for it to finish, then run this again", holder, dir)
+			return nil, heldError(dir, readHolder(p))
 		}
 		if created {
 			os.Remove(p)
 		}
 		return nil, fmt.Errorf("lock cluster directory %s: %w", dir, err)
 	}
-	f.Truncate(0)
-	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	return func(remove bool) {
-		if remove && created {
-			// Removed while held: a second up that opened it meanwhile
-			// fails its flock and says another up runs.
-			os.Remove(p)
-		}
-		f.Close()
-	}, nil
+	l := &upLock{f: f, path: p, created: created}
+	l.write("")
+	return l, nil
+}
+
+// write records this process, and what it does (state), in the lock file.
+func (l *upLock) write(state string) {
+	b := []byte(strings.TrimSpace(strconv.Itoa(os.Getpid())+" "+state) + "\n")
+	// Written before the truncation, so a reader never finds it empty.
+	l.f.WriteAt(b, 0)
+	l.f.Truncate(int64(len(b)))
+}
+
+// What the lock file says after the pid: the holder supervises the
+// cluster, or stops it (nothing: it starts it). A refused up says which.
+const (
+	supervisingState = "supervising"
+	stoppingState    = "stopping"
+)
+
+// release releases the lock, and with remove also deletes the lock file
+// if lockUp created it: an up that is refused must not leave its lock in
+// a directory that is no cluster.
+func (l *upLock) release(remove bool) {
+	if remove && l.created {
+		// Removed while held: a second up that opened it meanwhile
+		// fails its flock and says another up runs.
+		os.Remove(l.path)
+	}
+	l.f.Close()
+}
+
+// Holder is the `nacre up` that holds a cluster directory's lock.
+type Holder struct {
+	Pid int
+	// State is what it does: "" (starting the cluster), supervisingState
+	// (it has started it and stops it on Ctrl-C) or stoppingState.
+	State string
+}
+
+// readHolder reads the holder a lock file names (Pid 0: none named).
+func readHolder(p string) Holder {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return Holder{}
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	fields := strings.Fields(line)
+	var h Holder
+	if len(fields) > 0 {
+		h.Pid, _ = strconv.Atoi(fields[0])
+	}
+	if len(fields) > 1 {
+		h.State = fields[1]
+	}
+	return h
+}
+
+// heldError refuses an up on dir, whose lock h holds.
+func heldError(dir string, h Holder) error {
+	who := "another `nacre up`"
+	if h.Pid > 0 {
+		who = fmt.Sprintf("another `nacre up` (pid %d)", h.Pid)
+	}
+	switch h.State {
+	case supervisingState:
+		return fmt.Errorf("%s supervises the cluster in %s: it runs already (nacre status --dir %s); to stop it, press Ctrl-C where that up runs or run `nacre down --dir %s`", who, dir, dir, dir)
+	case stoppingState:
+		return fmt.Errorf("%s is stopping the cluster in %s; wait for it to end, then run this again", who, dir)
+	}
+	return fmt.Errorf("%s is starting the cluster in %s; wait for it to finish, then run this again", who, dir)
+}
+
+// LockHolder says whether a `nacre up` holds the lock of the cluster
+// directory dir (starting or supervising the cluster), and which.
+func LockHolder(dir string) (Holder, bool) {
+	p := filepath.Join(dir, upLockFile)
+	f, err := os.Open(p)
+	if err != nil {
+		return Holder{}, false
+	}
+	defer f.Close()
+	// A shared lock, let go at once: an up taking the lock meanwhile
+	// tries again (lockRetry).
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err == nil {
+		return Holder{}, false
+	} else if !errors.Is(err, syscall.EWOULDBLOCK) {
+		return Holder{}, false
+	}
+	return readHolder(p), true
 }
 
 func isNew(dir string) bool {
@@ -494,17 +596,28 @@ func formatNew(o Options) error {
 // The processes keep running after Up returns; stop them with Down. When
 // Up fails it stops the processes it started, and only those: targets
 // that were running before are left alone, and the error says which were
-// stopped and which left running.
-func Up(ctx context.Context, o Options) (_ *Cluster, err error) {
+// stopped and which left running. Up refuses a cluster directory whose
+// lock another `nacre up` holds (lockUp), naming its pid.
+func Up(ctx context.Context, o Options) (*Cluster, error) {
+	c, l, err := up(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	l.release(false)
+	return c, nil
+}
+
+// up is Up, returning with the cluster directory's lock held.
+func up(ctx context.Context, o Options) (_ *Cluster, _ *upLock, err error) {
 	if o.OSTs < 0 {
-		return nil, fmt.Errorf("--osts %d: the number of OSTs must be at least 1", o.OSTs)
+		return nil, nil, fmt.Errorf("--osts %d: the number of OSTs must be at least 1", o.OSTs)
 	}
 	if o.OSTs > MaxLocalOSTs {
-		return nil, fmt.Errorf("--osts %d: a local cluster runs each OST as a process on this machine; at most %d (a larger file system runs its OSTs on their own servers: nacre format and nacre serve)", o.OSTs, MaxLocalOSTs)
+		return nil, nil, fmt.Errorf("--osts %d: a local cluster runs each OST as a process on this machine; at most %d (a larger file system runs its OSTs on their own servers: nacre format and nacre serve)", o.OSTs, MaxLocalOSTs)
 	}
 	if o.Replicas != 0 {
 		if err := CheckReplicas(o.Replicas); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if o.Out == nil {
@@ -516,7 +629,7 @@ func Up(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if o.Binary == "" {
 		exe, err := os.Executable()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		o.Binary = exe
 	}
@@ -525,32 +638,36 @@ func Up(ctx context.Context, o Options) (_ *Cluster, err error) {
 		// anything is started only to be stopped again.
 		abs, err := fusefs.MountPath(o.Mount)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if _, err := mountPointState(o.Dir, abs, o.MountState); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if !o.NodeCPU.IsZero() {
 		// A machine without a usable cpu controller is found now,
 		// before a new cluster is formatted only to be left unstarted.
 		if _, err := cgroup.Usable(cgroup.Options{}); err != nil {
-			return nil, fmt.Errorf("--node-cpu %s: %w", o.NodeCPU, err)
+			return nil, nil, fmt.Errorf("--node-cpu %s: %w", o.NodeCPU, err)
 		}
 	}
 	if st, err := os.Stat(o.Dir); err == nil && !st.IsDir() {
-		return nil, fmt.Errorf("--dir %s is a file, not a directory: give the directory that holds (or is to hold) the cluster", o.Dir)
+		return nil, nil, fmt.Errorf("--dir %s is a file, not a directory: give the directory that holds (or is to hold) the cluster", o.Dir)
 	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	unlock, err := lockUp(o.Dir)
+	l, err := lockUp(o.Dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// An up that fails before the directory holds a cluster (one refused
 	// as not empty) leaves the directory as it found it.
-	defer func() { unlock(err != nil && isNew(o.Dir)) }()
+	defer func() {
+		if err != nil {
+			l.release(isNew(o.Dir))
+		}
+	}()
 	if isNew(o.Dir) {
 		if o.Fsname == "" {
 			o.Fsname = "nacre"
@@ -562,24 +679,24 @@ func Up(ctx context.Context, o Options) (_ *Cluster, err error) {
 		noteIgnored(o)
 	}
 	if err := format(o); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	dirs, err := Dirs(o.Dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	mgsAddr, err := MGSAddr(o.Dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := checkBelongs(o.Dir, dirs, mgsAddr); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c := &Cluster{Dir: o.Dir, MGS: mgsAddr}
 	if err := c.start(ctx, o, dirs); err != nil {
-		return nil, c.stopStarted(err)
+		return nil, nil, c.stopStarted(err)
 	}
-	return c, nil
+	return c, l, nil
 }
 
 // checkBelongs refuses, before anything starts, a target directory of the

@@ -150,7 +150,8 @@ func TestStatusShowsDeadTargetDown(t *testing.T) {
 // TestUpInTheForegroundEndsWhenDownStopsItsCluster: `nacre up` (as
 // scripts/up.sh runs it) used to wait for a Ctrl-C forever after `nacre
 // down --dir` from another terminal had stopped every target; it now
-// notices and exits with status 0.
+// notices and exits with status 0. Down waits for it to end, so that an
+// up right after down is not refused as one on a supervised cluster.
 func TestUpInTheForegroundEndsWhenDownStopsItsCluster(t *testing.T) {
 	bin := testcluster.Binary(t)
 	dir := t.TempDir()
@@ -160,9 +161,16 @@ func TestUpInTheForegroundEndsWhenDownStopsItsCluster(t *testing.T) {
 		b, _ := io.ReadAll(stdout)
 		rest <- string(b)
 	}()
-	if out, err := exec.Command(bin, "down", "--dir", dir).CombinedOutput(); err != nil {
+	out, err := exec.Command(bin, "down", "--dir", dir).CombinedOutput()
+	if err != nil {
 		up.Process.Kill()
 		t.Fatalf("down: %v %s", err, out)
+	}
+	if want := fmt.Sprintf("nacre up (pid %d) on %s has ended", up.Process.Pid, dir); !strings.Contains(string(out), want) {
+		t.Errorf("down did not wait for the up that supervised the cluster; it said:\n%s\nwant %q", out, want)
+	}
+	if out, err := exec.Command(bin, "up", "--dir", dir, "--detach").CombinedOutput(); err != nil {
+		t.Errorf("up right after down: %v\n%s", err, out)
 	}
 	done := make(chan error, 1)
 	go func() { done <- up.Wait() }()
