@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"nacre/internal/cli"
 	"nacre/internal/client"
 	"nacre/internal/fault"
 	"nacre/internal/fusefs"
@@ -80,7 +82,12 @@ Options (-o, comma-separated):
 				for _, o := range f.opts {
 					args = append(args, "-o", o)
 				}
-				return fusefs.StartDaemon(exe, args, logPath)
+				// What the daemon waits for shows at a terminal.
+				var notices io.Writer
+				if cli.IsTerminal(cmd.ErrOrStderr()) {
+					notices = cmd.ErrOrStderr()
+				}
+				return fusefs.StartDaemon(exe, args, logPath, notices)
 			}
 			return runMountDaemon(cmd, g, dir, mo, logPath, f.readyFD)
 		},

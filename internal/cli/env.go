@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -55,7 +56,7 @@ func (e Env) Connect(ctx context.Context) (*client.Client, error) {
 	if e.MGS == "" {
 		return nil, errNoMGS
 	}
-	return client.New(ctx, client.Config{MGS: e.MGS, Timeout: commandTimeout, OSTDownAfter: OSTDownAfter, FailFast: true, FollowerReads: e.FollowerReads})
+	return client.New(ctx, client.Config{MGS: e.MGS, Timeout: commandTimeout, OSTDownAfter: OSTDownAfter, FailFast: true, FollowerReads: e.FollowerReads, OnWait: e.waitNotices()})
 }
 
 // ConnectAdmin opens a client for the administration commands
@@ -66,7 +67,23 @@ func (e Env) ConnectAdmin(ctx context.Context) (*client.Client, error) {
 	if e.MGS == "" {
 		return nil, errNoMGS
 	}
-	return client.New(ctx, client.Config{MGS: e.MGS, Timeout: commandTimeout, FollowerReads: e.FollowerReads})
+	return client.New(ctx, client.Config{MGS: e.MGS, Timeout: commandTimeout, FollowerReads: e.FollowerReads, OnWait: e.waitNotices()})
+}
+
+// waitNotices prints, at a terminal, what a command's client waits for
+// (client.Wait) on standard error, so that a command that waits for a
+// server says so instead of seeming to hang; its final error names the
+// same server. Scripts (no terminal) see only that error.
+func (e Env) waitNotices() func(client.Wait) {
+	if e.Err == nil || !IsTerminal(e.Err) {
+		return nil
+	}
+	var mu sync.Mutex
+	return func(w client.Wait) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(e.Err, "nacre: %s\n", w)
+	}
 }
 
 // Dial connects to the gRPC services of a server (the MGS, a target, a

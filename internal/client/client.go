@@ -71,6 +71,10 @@ type Config struct {
 	// the MGS refuses the connection or its name does not resolve, instead
 	// of waiting up to 10 s for it to come up (as a mount does).
 	FailFast bool
+	// OnWait, if set, is told of a call that waits for a server that does
+	// not answer: once it has waited a second, then every 5 s. It runs on
+	// the call's goroutine.
+	OnWait func(Wait)
 	// RefreshEvery, if set, reads the configuration that often in the
 	// background, so that a long-lived client (a mount) follows MGS
 	// replicas replaced while it is idle (grpcx.SwapConn.Follow). 0: only on demand.
@@ -215,9 +219,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	c.mgsConn, c.mgs = cc, nacregrpc.NewMGSClient(cc)
-	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	h, err := c.mgs.Hello(hctx, &pb.HelloRequest{ProtocolVersion: version.Protocol, Fsname: cfg.Fsname, Who: "client"}, grpc.WaitForReady(!cfg.FailFast))
+	h, err := c.hello(ctx)
 	if err != nil {
 		cc.Close()
 		if errno.CodeOf(err) == errno.FailedPrecondition {
@@ -226,7 +228,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		if errno.CodeOf(err) == errno.Unimplemented {
 			return nil, NotAnMGS(cfg.MGS, err)
 		}
-		return nil, Unreachable("cannot reach the MGS at "+cfg.MGS, err, "is the cluster up? see `nacre status`")
+		return nil, err
 	}
 	if h.ProtocolVersion != version.Protocol {
 		cc.Close()
@@ -472,16 +474,18 @@ func (c *Client) endReq(id uint64) {
 	c.inMu.Unlock()
 }
 
-// retry runs f until it succeeds, fails for good, or the timeout passes.
-// Between attempts it refreshes the configuration (a target may have moved
-// or a new leader been elected).
-func (c *Client) retry(ctx context.Context, what string, f func(ctx context.Context) error) error {
+// retry runs f, a call to the MDT of the FID on, until it succeeds, fails
+// for good, or the timeout passes. Between attempts it refreshes the
+// configuration (a target may have moved or a new leader been elected),
+// and tells Config.OnWait of a wait that lasts.
+func (c *Client) retry(ctx context.Context, what string, on fid.FID, f func(ctx context.Context) error) error {
 	deadline := time.Now().Add(c.cfg.Timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
 	backoff := 20 * time.Millisecond
 	start := time.Now()
+	notes := waitNotes{c: c}
 	var cause error
 	for attempt := 0; ; attempt++ {
 		actx, cancel := context.WithDeadline(ctx, deadline)
@@ -507,6 +511,7 @@ func (c *Client) retry(ctx context.Context, what string, f func(ctx context.Cont
 		if attempt == 3 {
 			c.log.Warn("retrying", "op", what, "err", err)
 		}
+		c.noteMDTWait(&notes, what, on, start, deadline, cause)
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():

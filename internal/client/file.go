@@ -361,6 +361,7 @@ type objRef struct {
 func (c *Client) retryIO(ctx context.Context, what string, ref objRef, op func(ctx context.Context) error) error {
 	deadline := time.Now().Add(c.cfg.Timeout)
 	backoff := 20 * time.Millisecond
+	notes := waitNotes{c: c}
 	for {
 		start := time.Now()
 		err := op(ctx)
@@ -378,6 +379,11 @@ func (c *Client) retryIO(ctx context.Context, what string, ref objRef, op func(c
 		if time.Now().After(deadline) {
 			return err
 		}
+		until := deadline
+		if down := c.cfg.OSTDownAfter; down > 0 && since.Add(down).Before(until) {
+			until = since.Add(down)
+		}
+		notes.note(Wait{Op: what, Server: fmt.Sprintf("OST%04x", ref.ost), Addr: addr, Since: since, Until: until, Cause: ShortCause(err)})
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():

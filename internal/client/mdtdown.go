@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -45,6 +46,10 @@ func (e *MDTDownError) Unwrap() error { return syscall.EIO }
 
 const noAnswerInTime = "no answer in time"
 
+// noAnswerTalk is a server that accepts connections but does not speak
+// (a stopped process, another program on the port).
+const noAnswerTalk = "it accepts connections but does not answer"
+
 // ShortCause is the reason a server could not be reached, without the
 // layers of the transport and dialling around it: "no answer in time",
 // the connection's errno ("connection refused", not `connection error:
@@ -53,6 +58,10 @@ const noAnswerInTime = "no answer in time"
 func ShortCause(err error) string {
 	if errno.CodeOf(err) == errno.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded) {
 		return noAnswerInTime
+	}
+	if strings.Contains(err.Error(), "server preface") {
+		// gRPC's handshake got no answer within its connect timeout.
+		return noAnswerTalk
 	}
 	var e *errno.Error
 	if errors.As(err, &e) && e.Cause != nil {

@@ -21,7 +21,7 @@ func (c *Client) mutate(ctx context.Context, what string, f fid.FID, cmd *pb.Com
 	defer c.endReq(id)
 	cmd.ClientId, cmd.RequestId, cmd.AckedBelow, cmd.Cred = c.id, id, ack, c.cred(ctx)
 	var rep *pb.Reply
-	err := c.retry(ctx, what, func(ctx context.Context) error {
+	err := c.retry(ctx, what, f, func(ctx context.Context) error {
 		m, err := c.mdtFor(f)
 		if err != nil {
 			return err
@@ -39,7 +39,7 @@ func (c *Client) mutate(ctx context.Context, what string, f fid.FID, cmd *pb.Com
 }
 
 func (c *Client) read(ctx context.Context, what string, f fid.FID, call func(ctx context.Context, m mdrpc.MDSService) error) error {
-	err := c.retry(ctx, what, func(ctx context.Context) error {
+	err := c.retry(ctx, what, f, func(ctx context.Context) error {
 		m, err := c.mdtFor(f)
 		if err != nil {
 			return err

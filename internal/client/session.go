@@ -377,7 +377,7 @@ func (s *Session) mutate(ctx context.Context, what string, f fid.FID, cmd *pb.Co
 	defer c.endReq(id)
 	cmd.ClientId, cmd.RequestId, cmd.AckedBelow, cmd.Cred = c.id, id, ack, c.cred(ctx)
 	var rep *pb.Reply
-	err := c.retry(ctx, what, func(ctx context.Context) error {
+	err := c.retry(ctx, what, f, func(ctx context.Context) error {
 		m, err := s.mdt(f)
 		if err != nil {
 			return err
@@ -511,7 +511,7 @@ func (s *Session) opens(ctx context.Context, what string, f fid.FID, req *pb.Ope
 	c := s.c
 	var rep *pb.OpensReply
 	framed := true
-	err := c.retry(ctx, what, func(ctx context.Context) error {
+	err := c.retry(ctx, what, f, func(ctx context.Context) error {
 		var err error
 		if framed {
 			var m *mdtConn

@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -45,8 +47,9 @@ func CheckMountPoint(dir string, warn io.Writer) error {
 // StartDaemon starts the mount daemon, bin with args, in a new session
 // with its output appended to logPath, hands it the ready pipe as file
 // descriptor 3, and waits for it to report the mount ready (nil) or why
-// it failed.
-func StartDaemon(bin string, args []string, logPath string) error {
+// it failed. What the daemon waits for meanwhile (a server that does not
+// answer) goes to notices, one line each (nil: nowhere).
+func StartDaemon(bin string, args []string, logPath string, notices io.Writer) error {
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
 		return err
 	}
@@ -71,7 +74,17 @@ func StartDaemon(bin string, args []string, logPath string) error {
 	}
 	w.Close()
 	go d.Wait()
-	msg, _ := io.ReadAll(io.LimitReader(r, 64<<10))
+	var msg []byte
+	sc := bufio.NewScanner(io.LimitReader(r, 1<<20))
+	for sc.Scan() {
+		if w, ok := strings.CutPrefix(sc.Text(), waitPrefix); ok {
+			if notices != nil {
+				fmt.Fprintf(notices, "nacre: %s\n", w)
+			}
+			continue
+		}
+		msg = append(append(msg, sc.Bytes()...), '\n')
+	}
 	if strings.TrimSpace(string(msg)) == "ok" {
 		return nil
 	}
@@ -83,7 +96,25 @@ func StartDaemon(bin string, args []string, logPath string) error {
 
 // Ready is the pipe a daemon started by StartDaemon reports on; a nil
 // *Ready (a daemon run in the foreground by hand) reports nothing.
-type Ready struct{ f *os.File }
+type Ready struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+// waitPrefix marks a line of the ready pipe that tells of a wait, not the
+// daemon's last word.
+const waitPrefix = "wait: "
+
+// waiting tells the starter what the daemon waits for, until the mount is
+// ready or failed.
+func (r *Ready) waiting(w client.Wait) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fmt.Fprintln(r.f, waitPrefix+w.String()) // a closed pipe: the mount is up already
+}
 
 // ReadyFD is the ready pipe at file descriptor fd (nil if fd is not
 // positive).
@@ -97,16 +128,20 @@ func ReadyFD(fd int) *Ready {
 // Fail reports err and returns it.
 func (r *Ready) Fail(err error) error {
 	if r != nil {
+		r.mu.Lock()
 		fmt.Fprintln(r.f, err)
 		r.f.Close()
+		r.mu.Unlock()
 	}
 	return err
 }
 
 // ok reports the mount ready.
 func (r *Ready) ok() {
+	r.mu.Lock()
 	fmt.Fprintln(r.f, "ok")
 	r.f.Close()
+	r.mu.Unlock()
 }
 
 // DaemonOptions configure RunDaemon.
@@ -127,6 +162,14 @@ type DaemonOptions struct {
 func RunDaemon(ctx context.Context, o DaemonOptions) error {
 	log := o.Log
 	o.Mount.Log, o.Client.Log = log, log
+	if o.Client.OnWait == nil {
+		// The daemon's log, for its whole life; and, until the mount is
+		// ready, the `nacre mount` that started it.
+		o.Client.OnWait = func(w client.Wait) {
+			log.Warn(w.String())
+			o.Ready.waiting(w)
+		}
+	}
 	c, err := client.New(ctx, o.Client)
 	if err != nil {
 		return o.Ready.Fail(err)
