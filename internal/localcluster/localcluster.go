@@ -253,21 +253,6 @@ func format(o Options) error {
 		}
 		fmt.Fprintf(o.Out, "formatted new file system %q in %s\n", o.Fsname, o.Dir)
 	}
-	if !fresh {
-		// In a cluster that exists, a bare target directory is more
-		// likely the mount point of a device that is not mounted (after
-		// a reboot) than a place for a new target: formatting it would
-		// put a new target on the wrong file system, and leaving it out
-		// would start the cluster without it. A new device has its
-		// lost+found.
-		entries, _ := os.ReadDir(o.Dir)
-		for _, e := range entries {
-			d := filepath.Join(o.Dir, e.Name())
-			if sub, err := os.ReadDir(d); err == nil && len(sub) == 0 && e.IsDir() && targetDirName.MatchString(e.Name()) {
-				return fmt.Errorf("%s is empty: if it is the mount point of a target's device, mount the device first; to add a target there, put its file system there (an empty lost+found is fine) or remove the directory", d)
-			}
-		}
-	}
 	mgsAddr, err := MGSAddr(o.Dir)
 	if err != nil {
 		return err
@@ -276,6 +261,22 @@ func format(o Options) error {
 	if dirs, err := Dirs(o.Dir); err == nil {
 		if id, err := target.Load(dirs[0]); err == nil {
 			fsname = id.Fsname
+		}
+	}
+	if !fresh {
+		// In a cluster that exists, a bare target directory is more
+		// likely the mount point of a device that is not mounted (after
+		// a reboot) than a place for a new target: formatting it would
+		// put a new target on the wrong file system, and leaving it out
+		// would start the cluster without it. A device that is mounted
+		// there (ext4's has its lost+found, XFS's is empty) is a place
+		// for a new target.
+		entries, _ := os.ReadDir(o.Dir)
+		for _, e := range entries {
+			d := filepath.Join(o.Dir, e.Name())
+			if sub, err := os.ReadDir(d); err == nil && len(sub) == 0 && e.IsDir() && targetDirName.MatchString(e.Name()) && !isMountPoint(d) {
+				return emptyTargetDir(o, d, e.Name(), fsname, mgsAddr)
+			}
 		}
 	}
 	for i := 0; i < o.OSTs; i++ {
@@ -289,6 +290,30 @@ func format(o Options) error {
 		}
 	}
 	return nil
+}
+
+// emptyTargetDir is the refusal of an empty target directory that no
+// device is mounted on, with the commands that work either way.
+func emptyTargetDir(o Options, d, name, fsname, mgsAddr string) error {
+	how := fmt.Sprintf("mount the device first, then run `nacre up --dir %s` again", o.Dir)
+	if m := ostDirName.FindStringSubmatch(name); m != nil {
+		how += fmt.Sprintf("; to make a new OST in this directory of the root file system, run `nacre format --type ost --index %s --fsname %s --mgsnode %s --dir %s`, then `nacre up --dir %s --osts %d`",
+			m[1], fsname, mgsAddr, d, o.Dir, o.OSTs)
+	}
+	return fmt.Errorf("%s is empty and no device is mounted on it: if it is the mount point of a target's device, %s", d, how)
+}
+
+// ostDirName is an OST's directory in a cluster directory, with its index.
+var ostDirName = regexp.MustCompile(`^ost(\d+)$`)
+
+// isMountPoint says whether dir is where a file system is mounted (its
+// device differs from its parent's).
+func isMountPoint(dir string) bool {
+	var st, parent syscall.Stat_t
+	if syscall.Stat(dir, &st) != nil || syscall.Stat(filepath.Dir(dir), &parent) != nil {
+		return false
+	}
+	return st.Dev != parent.Dev
 }
 
 // isNew says whether dir holds no cluster yet: no MGS directory holds

@@ -212,6 +212,57 @@ func upForeground(t *testing.T, bin, dir string) (*exec.Cmd, io.Reader, []string
 	return up, stdout, lines
 }
 
+// TestUpGrowsARunningClusterOntoNewDevices: `nacre up --osts N` on a
+// running cluster formats and starts the OSTs it lacks, on the device
+// mounted at a new OST's directory (empty, as XFS's is); a bare directory
+// with no device on it is refused with the commands that work, and they
+// do.
+func TestUpGrowsARunningClusterOntoNewDevices(t *testing.T) {
+	bin := testcluster.Binary(t)
+	dir := t.TempDir()
+	if out, err := upDetached(t, bin, dir, "--osts", "1"); err != nil {
+		t.Fatalf("up: %v\n%s", err, out)
+	}
+	ost1 := filepath.Join(dir, "ost1")
+	if err := os.Mkdir(ost1, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=512m", "tmpfs", ost1).CombinedOutput(); err != nil {
+		t.Fatalf("mount a device for ost1: %v %s", err, out)
+	}
+	t.Cleanup(func() {
+		localcluster.Down(dir, io.Discard) // the OST's process first
+		if out, err := exec.Command("umount", ost1).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v %s", ost1, err, out)
+		}
+	})
+	if out, err := upDetached(t, bin, dir, "--osts", "2"); err != nil || !strings.Contains(out, "1 MDT, 2 OSTs") {
+		t.Fatalf("up --osts 2 with a device mounted at ost1: %v\n%s", err, out)
+	}
+	if _, ok := servingPids(t, dir)["ost1"]; !ok {
+		t.Fatal("the new OST does not run")
+	}
+
+	ost2 := filepath.Join(dir, "ost2")
+	if err := os.Mkdir(ost2, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := upDetached(t, bin, dir, "--osts", "3")
+	format := "nacre format --type ost --index 2 --fsname nacre --mgsnode "
+	if err == nil || !strings.Contains(out, "no device is mounted on it") || !strings.Contains(out, format) {
+		t.Fatalf("up --osts 3 with a bare ost2: want a refusal naming `%s...`, got %v\n%s", format, err, out)
+	}
+	// The command it names, as it names it.
+	i := strings.Index(out, format)
+	cmdline := out[i+len("nacre ") : i+strings.Index(out[i:], "`")]
+	if out, err := exec.Command(bin, strings.Fields(cmdline)...).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", cmdline, err, out)
+	}
+	if out, err := upDetached(t, bin, dir, "--osts", "3"); err != nil || !strings.Contains(out, "1 MDT, 3 OSTs") {
+		t.Fatalf("up --osts 3 after the format it named: %v\n%s", err, out)
+	}
+}
+
 // TestUpFormatsIntoEmptyTargetDirectories: a new cluster directory may
 // hold empty directories named as its targets, the mount points of
 // devices an admin made for them (an empty lost+found, as a fresh ext4
