@@ -22,6 +22,9 @@ type StripeOpts struct {
 	Count  int    // 0 = default, -1 = all OSTs
 	Size   uint64 // 0 = default
 	Offset int    // -1 = any
+	// Given: one of them was given, if only as a default (`-c 0`): the
+	// layout asked for is the file system's defaults, not none.
+	Given bool
 }
 
 func (s StripeOpts) layout() (*pb.Layout, error) {
@@ -33,7 +36,7 @@ func (s StripeOpts) layout() (*pb.Layout, error) {
 	if s.Count < -1 || s.Count > layout.MaxStripeCount {
 		return nil, fmt.Errorf("stripe count %d is invalid: use -1 (all OSTs) or 1..%d", s.Count, layout.MaxStripeCount)
 	}
-	if s.Count == 0 && s.Size == 0 && s.Offset < 0 {
+	if s.Count == 0 && s.Size == 0 && s.Offset < 0 && !s.Given {
 		return nil, nil
 	}
 	return &pb.Layout{Pattern: 1, StripeCount: int32(s.Count), StripeSize: uint32(s.Size), StripeOffset: int32(s.Offset)}, nil
