@@ -266,7 +266,11 @@ type SessionDown struct {
 	RevokeAppend []*FID `protobuf:"bytes,3,rep,name=revoke_append,json=revokeAppend,proto3" json:"revoke_append,omitempty"`
 	// Forget that these directories' names are known (LookupLock): another
 	// client changes them, or the checker repairs the namespace.
-	RevokeLookup  []*FID `protobuf:"bytes,4,rep,name=revoke_lookup,json=revokeLookup,proto3" json:"revoke_lookup,omitempty"`
+	RevokeLookup []*FID `protobuf:"bytes,4,rep,name=revoke_lookup,json=revokeLookup,proto3" json:"revoke_lookup,omitempty"`
+	// Another client removed these files while this one had them open: tell
+	// their closes now where none is open here any more (a close still
+	// queued), so that their space is freed at once.
+	AskClose      []*FID `protobuf:"bytes,5,rep,name=ask_close,json=askClose,proto3" json:"ask_close,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -325,6 +329,13 @@ func (x *SessionDown) GetRevokeAppend() []*FID {
 func (x *SessionDown) GetRevokeLookup() []*FID {
 	if x != nil {
 		return x.RevokeLookup
+	}
+	return nil
+}
+
+func (x *SessionDown) GetAskClose() []*FID {
+	if x != nil {
+		return x.AskClose
 	}
 	return nil
 }
@@ -1084,14 +1095,15 @@ const file_lock_proto_rawDesc = "" +
 	"\tSessionUp\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
-	"\x03ack\x18\x03 \x01(\x04R\x03ack\"\xb6\x01\n" +
+	"\x03ack\x18\x03 \x01(\x04R\x03ack\"\xe2\x01\n" +
 	"\vSessionDown\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12-\n" +
 	"\n" +
 	"invalidate\x18\x02 \x03(\v2\r.nacre.v1.FIDR\n" +
 	"invalidate\x122\n" +
 	"\rrevoke_append\x18\x03 \x03(\v2\r.nacre.v1.FIDR\frevokeAppend\x122\n" +
-	"\rrevoke_lookup\x18\x04 \x03(\v2\r.nacre.v1.FIDR\frevokeLookup\"\x9e\x02\n" +
+	"\rrevoke_lookup\x18\x04 \x03(\v2\r.nacre.v1.FIDR\frevokeLookup\x12*\n" +
+	"\task_close\x18\x05 \x03(\v2\r.nacre.v1.FIDR\baskClose\"\x9e\x02\n" +
 	"\vLockRequest\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x1f\n" +
 	"\x03fid\x18\x02 \x01(\v2\r.nacre.v1.FIDR\x03fid\x12\x14\n" +
@@ -1192,18 +1204,19 @@ var file_lock_proto_depIdxs = []int32{
 	17, // 3: nacre.v1.SessionDown.invalidate:type_name -> nacre.v1.FID
 	17, // 4: nacre.v1.SessionDown.revoke_append:type_name -> nacre.v1.FID
 	17, // 5: nacre.v1.SessionDown.revoke_lookup:type_name -> nacre.v1.FID
-	17, // 6: nacre.v1.LockRequest.fid:type_name -> nacre.v1.FID
-	0,  // 7: nacre.v1.LockRequest.type:type_name -> nacre.v1.LockType
-	0,  // 8: nacre.v1.LockReply.type:type_name -> nacre.v1.LockType
-	17, // 9: nacre.v1.ReleaseLocksRequest.fid:type_name -> nacre.v1.FID
-	17, // 10: nacre.v1.InvalidateRequest.fids:type_name -> nacre.v1.FID
-	17, // 11: nacre.v1.AppendTokenRequest.fid:type_name -> nacre.v1.FID
-	17, // 12: nacre.v1.LookupLockRequest.fid:type_name -> nacre.v1.FID
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	17, // 6: nacre.v1.SessionDown.ask_close:type_name -> nacre.v1.FID
+	17, // 7: nacre.v1.LockRequest.fid:type_name -> nacre.v1.FID
+	0,  // 8: nacre.v1.LockRequest.type:type_name -> nacre.v1.LockType
+	0,  // 9: nacre.v1.LockReply.type:type_name -> nacre.v1.LockType
+	17, // 10: nacre.v1.ReleaseLocksRequest.fid:type_name -> nacre.v1.FID
+	17, // 11: nacre.v1.InvalidateRequest.fids:type_name -> nacre.v1.FID
+	17, // 12: nacre.v1.AppendTokenRequest.fid:type_name -> nacre.v1.FID
+	17, // 13: nacre.v1.LookupLockRequest.fid:type_name -> nacre.v1.FID
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_lock_proto_init() }

@@ -79,6 +79,9 @@ type SessionHandlers struct {
 	// RevokeLookup is called with the directories whose lookup locks the
 	// MDS takes back (LookupLock) before that is acknowledged.
 	RevokeLookup func([]fid.FID)
+	// AskClose is called with files another client removed while this
+	// one had them open (SessionDown.ask_close); it must not block.
+	AskClose func([]fid.FID)
 	// SessionLost is called when a session stream with an MDT ended, and
 	// returns before a new one is opened: every append token of that
 	// session is void, and the appends under way with them must reach the
@@ -338,6 +341,13 @@ func (s *Session) stream(m *sessMDT) error {
 				fids[i] = fid.FromPB(f)
 			}
 			s.h.RevokeLookup(fids)
+		}
+		if len(d.AskClose) > 0 && s.h.AskClose != nil {
+			fids := make([]fid.FID, len(d.AskClose))
+			for i, f := range d.AskClose {
+				fids[i] = fid.FromPB(f)
+			}
+			s.h.AskClose(fids)
 		}
 		if err := send(&pb.SessionUp{Ack: d.Seq}); err != nil {
 			return err

@@ -869,7 +869,28 @@ func (fs *FS) queueClose(f fid.FID) {
 // looks again later while others wait. An open of one being told waits
 // until it is (beginOpen), so that the MDS hears the close before the
 // open.
-func (fs *FS) sendCloses() {
+func (fs *FS) sendCloses() { fs.tellCloses(nil) }
+
+// AskClose is the MDS asking for the closes of files that another client
+// removed while the MDS counted them open here (SessionDown.ask_close):
+// those closed here, their closes queued, are told now, and the MDS frees
+// their space at once instead of when the batch goes; those open here
+// stay open.
+func (fs *FS) AskClose(fids []fid.FID) {
+	asked := make(map[fid.FID]bool, len(fids))
+	for _, f := range fids {
+		asked[f] = true
+	}
+	go fs.tellCloses(asked)
+}
+
+// tellCloses tells the MDS the queued closes that are due: queued for
+// closeBatchDelay, or asked for. The timer's round (asked nil) looks
+// again later while others wait.
+func (fs *FS) tellCloses(asked map[fid.FID]bool) {
+	if fs.sess == nil {
+		return
+	}
 	fs.mu.Lock()
 	var fids []fid.FID
 	done := make(chan struct{})
@@ -887,16 +908,18 @@ func (fs *FS) sendCloses() {
 		if fs.opening[f] > 0 {
 			continue // such an open under way: it decides (next round)
 		}
-		if time.Since(at) >= closeBatchDelay {
+		if time.Since(at) >= closeBatchDelay || asked[f] {
 			fids = append(fids, f)
 			fs.closing[f] = done
 			delete(fs.closeq, f)
 		}
 	}
-	if len(fs.closeq) > 0 {
-		time.AfterFunc(closeBatchDelay/5, fs.sendCloses)
-	} else {
-		fs.closeTimer = false
+	if asked == nil {
+		if len(fs.closeq) > 0 {
+			time.AfterFunc(closeBatchDelay/5, fs.sendCloses)
+		} else {
+			fs.closeTimer = false
+		}
 	}
 	fs.mu.Unlock()
 	if len(fids) == 0 {

@@ -3,6 +3,7 @@ package ldlm
 import (
 	"time"
 
+	pb "nacre/api/nacrepb"
 	"nacre/internal/errno"
 	"nacre/internal/fid"
 )
@@ -84,6 +85,27 @@ func (s *Server) OpenElsewhere(client uint64, grace time.Duration) bool {
 		}
 	}
 	return false
+}
+
+// AskClose asks every client but except that the MDS counts as having f
+// open to tell its close now if it holds f closed already (a close it
+// batches): another client removed f, whose space is freed once no
+// client has it open. Nothing waits for the answer.
+func (s *Server) AskClose(f fid.FID, except uint64) {
+	s.mu.Lock()
+	var to []*session
+	for c, set := range s.opens {
+		if c == except || set[f] == nil {
+			continue
+		}
+		if ss := s.sessions[c]; ss != nil {
+			to = append(to, ss)
+		}
+	}
+	s.mu.Unlock()
+	for _, ss := range to {
+		go ss.send(&pb.SessionDown{AskClose: []*pb.FID{f.PB()}})
+	}
 }
 
 // HeldOpen reports whether a client other than except (0: any) has f

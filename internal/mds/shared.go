@@ -147,7 +147,24 @@ func (s *Server) proposeRemoval(ctx context.Context, cmd *pb.Command) (*pb.Reply
 	t := s.rm.begin()
 	defer s.rm.end(t)
 	s.markShared(cmd)
-	return s.propose(ctx, cmd)
+	r, err := s.propose(ctx, cmd)
+	if err == nil && r.Errno == 0 {
+		s.askCloses(cmd, r)
+	}
+	return r, err
+}
+
+// askCloses asks the clients that have a file open which a shared removal
+// kept (its last name gone) to tell their closes now if they hold it
+// closed already: they batch closes, and the file's space would stay
+// taken until the batch goes.
+func (s *Server) askCloses(cmd *pb.Command, r *pb.Reply) {
+	u, ok := cmd.Op.(*pb.Command_OpenUnlink)
+	lm := s.LDLM()
+	if !ok || !u.OpenUnlink.Shared || lm == nil || r.Inode == nil || r.Inode.Nlink != 0 || !isRegular(r.Inode.Mode) {
+		return
+	}
+	lm.AskClose(fid.FromPB(r.Inode.Fid), cmd.ClientId)
 }
 
 // shareReleased moves, in a client's release of its orphans, those that

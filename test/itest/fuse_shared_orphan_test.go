@@ -351,3 +351,54 @@ func TestFuseDirectoryRemovedWhileInUse(t *testing.T) {
 		})
 	}
 }
+
+// TestFuseSpaceOfAFileRemovedElsewhereIsFreedAtOnce: a file written and
+// closed through a mount, whose close the mount still batches (the MDS
+// counts it open there), and removed through another client, is
+// destroyed at once: the MDS asks the mount for its close
+// (SessionDown.ask_close) instead of keeping the file until the batch
+// goes 5 s later.
+func TestFuseSpaceOfAFileRemovedElsewhereIsFreedAtOnce(t *testing.T) {
+	// A new leader keeps every removed file for the grace: past it here.
+	cl := testcluster.Start(t, testcluster.Options{OSTs: 1, Env: []string{"NACRE_OPEN_GRACE=1s"}})
+	a := mountFuse(t, cl)
+	var url string
+	for _, ts := range clusterStatus(t, cl).Targets {
+		if ts.Kind == "ost" {
+			url = ts.MetricsURL
+		}
+	}
+	destroys := func() float64 {
+		return scrapeFamilies(t, url).sum("nacre_ost_ops_total", map[string]string{"op": "destroy"})
+	}
+	if err := os.WriteFile(a.Path("big"), make([]byte, 4<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d0 := destroys()
+	c := cl.Client(t)
+	start := time.Now()
+	if _, err := c.Remove(context.Background(), fid.Root, "big", false); err != nil {
+		t.Fatal(err)
+	}
+	// The batch would tell the close 5 s after it; the destroy follows
+	// within half a second of the close.
+	wait.For(t, 3*time.Second, "the removed file's object to be destroyed", func() bool { return destroys() > d0 })
+	t.Logf("destroyed %s after the removal", time.Since(start).Round(10*time.Millisecond))
+	// Open here, a removed file stays readable (an open-unlinked file).
+	f, err := os.Create(a.Path("kept"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write([]byte("still here")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Remove(context.Background(), fid.Root, "kept", false); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	buf := make([]byte, 10)
+	if n, err := f.ReadAt(buf, 0); err != nil || string(buf[:n]) != "still here" {
+		t.Fatalf("read of a file open here after another client removed it: %q, %v", buf[:n], err)
+	}
+}
