@@ -103,12 +103,7 @@ func TestCLISaysWhatItWaitsFor(t *testing.T) {
 // on, and gives up naming it.
 func TestClientTellsWhichMDTItWaitsFor(t *testing.T) {
 	cl := testcluster.Start(t, testcluster.Options{OSTs: 1})
-	var mdtAddr string
-	for _, ts := range clusterStatus(t, cl).Targets {
-		if ts.Kind == "mdt" {
-			mdtAddr = ts.Addr
-		}
-	}
+	mdtAddr := targetOf(t, cl, "mdt").Addr
 	var mu sync.Mutex
 	var waits []client.Wait
 	c, err := client.New(context.Background(), client.Config{MGS: cl.MGS, Timeout: 4 * time.Second, OnWait: func(w client.Wait) {

@@ -26,13 +26,7 @@ func mdtMetricReader(t *testing.T, url string) func(name string, match map[strin
 
 func TestFuseLookupLockSavesTheLookupOfACreateAndStaysCoherent(t *testing.T) {
 	cl, a, b := twoMounts(t)
-	var url string
-	for _, ts := range clusterStatus(t, cl).Targets {
-		if ts.Kind == "mdt" {
-			url = ts.MetricsURL
-		}
-	}
-	metric := mdtMetricReader(t, url)
+	metric := mdtMetricReader(t, mdtMetricsURL(t, cl))
 	misses := func() float64 {
 		return metric("nacre_mds_op_errors_total", map[string]string{"op": "lookup", "errno": "2"})
 	}

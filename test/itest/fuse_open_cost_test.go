@@ -15,13 +15,7 @@ import (
 // (close-to-open).
 func TestFuseReadBackAsksTheMDSOncePerOpen(t *testing.T) {
 	cl, a, b := twoMounts(t)
-	var url string
-	for _, ts := range clusterStatus(t, cl).Targets {
-		if ts.Kind == "mdt" {
-			url = ts.MetricsURL
-		}
-	}
-	metric := mdtMetricReader(t, url)
+	metric := mdtMetricReader(t, mdtMetricsURL(t, cl))
 	getattrs := func() float64 { return metric("nacre_mds_ops_total", map[string]string{"op": "getattr"}) }
 	must := mustOf(t)
 	must(os.Mkdir(a.Path("d"), 0o755))

@@ -362,12 +362,7 @@ func TestFuseSpaceOfAFileRemovedElsewhereIsFreedAtOnce(t *testing.T) {
 	// A new leader keeps every removed file for the grace: past it here.
 	cl := testcluster.Start(t, testcluster.Options{OSTs: 1, Env: []string{"NACRE_OPEN_GRACE=1s"}})
 	a := mountFuse(t, cl)
-	var url string
-	for _, ts := range clusterStatus(t, cl).Targets {
-		if ts.Kind == "ost" {
-			url = ts.MetricsURL
-		}
-	}
+	url := targetOf(t, cl, "ost").MetricsURL
 	destroys := func() float64 {
 		return scrapeFamilies(t, url).sum("nacre_ost_ops_total", map[string]string{"op": "destroy"})
 	}

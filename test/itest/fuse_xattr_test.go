@@ -34,13 +34,20 @@ func clusterStatus(t *testing.T, cl *testcluster.Cluster) cli.ClusterStatus {
 // mdtMetricsURL is the metrics page of the cluster's MDT.
 func mdtMetricsURL(t *testing.T, cl *testcluster.Cluster) string {
 	t.Helper()
+	return targetOf(t, cl, "mdt").MetricsURL
+}
+
+// targetOf is the first target of a kind ("mdt", "ost") that `nacre
+// status` shows.
+func targetOf(t *testing.T, cl *testcluster.Cluster, kind string) cli.TargetStatus {
+	t.Helper()
 	for _, ts := range clusterStatus(t, cl).Targets {
-		if ts.Kind == "mdt" {
-			return ts.MetricsURL
+		if ts.Kind == kind {
+			return ts
 		}
 	}
-	t.Fatal("no MDT in nacre status --json")
-	return ""
+	t.Fatalf("no %s in nacre status --json", kind)
+	return cli.TargetStatus{}
 }
 
 func listxattr(t *testing.T, p string) []string {

@@ -329,6 +329,24 @@ func TestLfsckStopWithAnOSTDown(t *testing.T) {
 	}
 }
 
+// backupAndRestoreMDT stops the MDT, backs it up file by file and
+// restores it from that backup, as seed 003's admin does (new local keys,
+// a stale OI).
+func backupAndRestoreMDT(t *testing.T, cl *testcluster.Cluster) {
+	t.Helper()
+	cl.Kill("mdt0", syscall.SIGTERM) // returns once the process is gone
+	bak := filepath.Join(t.TempDir(), "mdt0.bak")
+	if out, err := cl.Run("mdt", "backup", "--dir", cl.TargetDir("mdt0"), "--out", bak); err != nil {
+		t.Fatalf("backup: %v\n%s", err, out)
+	}
+	if st, err := os.Stat(bak); err != nil || st.Size() == 0 {
+		t.Fatalf("backup file: %v", err)
+	}
+	if out, err := cl.Run("mdt", "restore", "--dir", cl.TargetDir("mdt0"), "--from", bak); err != nil {
+		t.Fatalf("restore: %v\n%s", err, out)
+	}
+}
+
 // TestMDTBackupRestoreRebuildsTheOI is seed 003's restore scenario: an MDT
 // is backed up file by file and restored with new local keys; at start
 // the MDT finds its OI stale and rebuilds it with an OI scrub by itself;
@@ -347,17 +365,7 @@ func TestMDTBackupRestoreRebuildsTheOI(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cl.Kill("mdt0", syscall.SIGTERM) // returns once the process is gone
-	bak := filepath.Join(t.TempDir(), "mdt0.bak")
-	if out, err := cl.Run("mdt", "backup", "--dir", cl.TargetDir("mdt0"), "--out", bak); err != nil {
-		t.Fatalf("backup: %v\n%s", err, out)
-	}
-	if st, err := os.Stat(bak); err != nil || st.Size() == 0 {
-		t.Fatalf("backup file: %v", err)
-	}
-	if out, err := cl.Run("mdt", "restore", "--dir", cl.TargetDir("mdt0"), "--from", bak); err != nil {
-		t.Fatalf("restore: %v\n%s", err, out)
-	}
+	backupAndRestoreMDT(t, cl)
 	cl.Restart()
 	r := waitStatus(t, cl, "scrub", 60*time.Second, "completed")
 	sc := r.Components["scrub"]
@@ -394,14 +402,7 @@ func TestRestoredMDTServesAtOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cl.Kill("mdt0", syscall.SIGTERM)
-	bak := filepath.Join(t.TempDir(), "mdt0.bak")
-	if out, err := cl.Run("mdt", "backup", "--dir", cl.TargetDir("mdt0"), "--out", bak); err != nil {
-		t.Fatalf("backup: %v\n%s", err, out)
-	}
-	if out, err := cl.Run("mdt", "restore", "--dir", cl.TargetDir("mdt0"), "--from", bak); err != nil {
-		t.Fatalf("restore: %v\n%s", err, out)
-	}
+	backupAndRestoreMDT(t, cl)
 	// About 10 ms per object: the scrub takes seconds.
 	t.Setenv("NACRE_FAULTS", "lfsck.scan.object=delay:10ms")
 	cl.Restart()
