@@ -21,6 +21,12 @@ if ! python3 -c 'import darshan' 2>/dev/null; then
   python3 -m pip --version >/dev/null 2>&1 || { SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo; $SUDO apt-get install -y -qq python3-pip; }
   python3 -m pip install -q darshan==3.5.0 || python3 -m pip install -q --break-system-packages darshan==3.5.0
 fi
+# PyYAML reads the YAML of `nacre status --prometheus` in its test
+# (internal/cli/prometheus_test.go).
+if ! python3 -c 'import yaml' 2>/dev/null; then
+  python3 -m pip --version >/dev/null 2>&1 || { SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo; $SUDO apt-get install -y -qq python3-pip; }
+  python3 -m pip install -q PyYAML==6.0.3 || python3 -m pip install -q --break-system-packages PyYAML==6.0.3
+fi
 if ! command -v go >/dev/null; then
   echo "Go is not installed: get Go 1.26 or newer from https://go.dev/dl and put it on PATH" >&2
   exit 1

@@ -8,16 +8,17 @@ import (
 )
 
 type statusFlags struct {
-	json bool
-	dir  string
+	json, prometheus bool
+	dir              string
 }
 
 // newStatusCommand is `nacre status` (cli.Status; with --dir and the MGS
-// down, localcluster.StatusFailed says what runs here).
+// down, localcluster.StatusFailed says what runs here; --prometheus:
+// cli.StatusPrometheus).
 func newStatusCommand(g *globals) *cobra.Command {
 	var f statusFlags
 	cmd := &cobra.Command{
-		Use:     "status [--json] [--dir DIR]",
+		Use:     "status [--json | --prometheus] [--dir DIR]",
 		Short:   "Show every target: address, state, last heard, space, pid, metrics URL",
 		GroupID: "server",
 		Args:    cobra.NoArgs,
@@ -26,7 +27,12 @@ func newStatusCommand(g *globals) *cobra.Command {
 			if err := mgsOfDir(cmd, &e, f.dir); err != nil {
 				return err
 			}
-			err := cli.Status(cmd.Context(), e, f.json)
+			var err error
+			if f.prometheus {
+				err = cli.StatusPrometheus(cmd.Context(), e)
+			} else {
+				err = cli.Status(cmd.Context(), e, f.json)
+			}
 			if err != nil && f.dir != "" {
 				return localcluster.StatusFailed(cmd.OutOrStdout(), f.dir, e.MGS, err, f.json, selfName())
 			}
@@ -34,6 +40,8 @@ func newStatusCommand(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&f.json, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&f.prometheus, "prometheus", false, "print a Prometheus scrape configuration (YAML) for the cluster's metrics")
+	cmd.MarkFlagsMutuallyExclusive("json", "prometheus")
 	addClusterDirFlag(cmd, &f.dir)
 	return cmd
 }
