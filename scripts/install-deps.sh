@@ -4,7 +4,10 @@
 # Go itself must be 1.26 or newer (https://go.dev/dl); the Go modules are
 # fetched by `go build` from the module proxy.
 set -euo pipefail
-need=(fuse3 attr acl fio bonnie++ stress-ng e2fsprogs mount)
+# python3-yaml reads the YAML of `nacre status --prometheus` in its test
+# (internal/cli/prometheus_test.go); e2fsprogs and mount make the loop
+# device of the disk-figures test (test/testdisk).
+need=(fuse3 attr acl fio bonnie++ stress-ng e2fsprogs mount python3-yaml)
 missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -20,12 +23,6 @@ fi
 if ! python3 -c 'import darshan' 2>/dev/null; then
   python3 -m pip --version >/dev/null 2>&1 || { SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo; $SUDO apt-get install -y -qq python3-pip; }
   python3 -m pip install -q darshan==3.5.0 || python3 -m pip install -q --break-system-packages darshan==3.5.0
-fi
-# PyYAML reads the YAML of `nacre status --prometheus` in its test
-# (internal/cli/prometheus_test.go).
-if ! python3 -c 'import yaml' 2>/dev/null; then
-  python3 -m pip --version >/dev/null 2>&1 || { SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo; $SUDO apt-get install -y -qq python3-pip; }
-  python3 -m pip install -q PyYAML==6.0.3 || python3 -m pip install -q --break-system-packages PyYAML==6.0.3
 fi
 if ! command -v go >/dev/null; then
   echo "Go is not installed: get Go 1.26 or newer from https://go.dev/dl and put it on PATH" >&2
