@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs what Nacre needs on Debian 12 (run as root or with sudo):
-# the FUSE 3 tools, and the tools its tests and benchmarks drive.
+# the FUSE 3 tools, and the tools its tests and benchmarks drive
+# (chromium: the test of the MGS's web page loads it headless).
 # Go itself must be 1.26 or newer (https://go.dev/dl); the Go modules are
 # fetched by `go build` from the module proxy.
 set -euo pipefail
 # python3-yaml reads the YAML of `nacre status --prometheus` in its test
 # (internal/cli/prometheus_test.go); e2fsprogs and mount make the loop
-# device of the disk-figures test (test/testdisk).
-need=(fuse3 attr acl fio bonnie++ stress-ng e2fsprogs mount python3-yaml)
+# device of the disk-figures test (test/testdisk); chromium loads the
+# MGS's web page in its test.
+need=(fuse3 attr acl fio bonnie++ stress-ng e2fsprogs mount python3-yaml chromium)
 missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -8,8 +8,8 @@ import (
 )
 
 type statusFlags struct {
-	json, prometheus bool
-	dir              string
+	json, prometheus, web bool
+	dir                   string
 }
 
 // newStatusCommand is `nacre status` (cli.Status; with --dir and the MGS
@@ -18,7 +18,7 @@ type statusFlags struct {
 func newStatusCommand(g *globals) *cobra.Command {
 	var f statusFlags
 	cmd := &cobra.Command{
-		Use:     "status [--json | --prometheus] [--dir DIR]",
+		Use:     "status [--json | --prometheus] [--web] [--dir DIR]",
 		Short:   "Show every target: address, state, last heard, space, pid, metrics URL",
 		GroupID: "server",
 		Args:    cobra.NoArgs,
@@ -31,7 +31,7 @@ func newStatusCommand(g *globals) *cobra.Command {
 			if f.prometheus {
 				err = cli.StatusPrometheus(cmd.Context(), e)
 			} else {
-				err = cli.Status(cmd.Context(), e, f.json)
+				err = cli.Status(cmd.Context(), e, f.json, f.web)
 			}
 			if err != nil && f.dir != "" {
 				return localcluster.StatusFailed(cmd.OutOrStdout(), f.dir, e.MGS, err, f.json, selfName())
@@ -41,7 +41,9 @@ func newStatusCommand(g *globals) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&f.json, "json", false, "print JSON")
 	cmd.Flags().BoolVar(&f.prometheus, "prometheus", false, "print a Prometheus scrape configuration (YAML) for the cluster's metrics")
+	cmd.Flags().BoolVar(&f.web, "web", false, "print the address of the MGS's live web page of the cluster (served on loopback only)")
 	cmd.MarkFlagsMutuallyExclusive("json", "prometheus")
+	cmd.MarkFlagsMutuallyExclusive("web", "prometheus")
 	addClusterDirFlag(cmd, &f.dir)
 	return cmd
 }

@@ -17,6 +17,7 @@ import (
 	"nacre/internal/errno"
 	"nacre/internal/layout"
 	"nacre/internal/target/proc"
+	"nacre/internal/webui"
 )
 
 // TargetStatus is one row of `nacre status --json`.
@@ -66,6 +67,13 @@ type ClusterStatus struct {
 	// NoLeader names the replicated targets none of whose replicas leads
 	// ("nacre-MDT0000: no leader (2 of 3 replicas down)").
 	NoLeader []string `json:"no_leader,omitempty"`
+	// WebURL is the MGS's live page of the cluster (internal/webui), on
+	// the metrics listener of the MGS (of its leading replica when it is
+	// replicated). It is absent, and WebUnserved says why, when that
+	// listener is not on a loopback address: the page is served there
+	// only.
+	WebURL      string `json:"web_url,omitempty"`
+	WebUnserved string `json:"web_unserved,omitempty"`
 }
 
 func kindName(k pb.TargetKind) string {
@@ -151,6 +159,7 @@ func GetStatus(ctx context.Context, mgs string) (*ClusterStatus, error) {
 	now := time.Unix(0, cfg.NowNs)
 	host, _ := os.Hostname()
 	cpu, _ := cgroup.Find(cgroup.Options{}) // nil: no budgets to read
+	st.WebURL, st.WebUnserved = webURL(cfg.Targets)
 	for _, t := range cfg.Targets {
 		ts := TargetStatus{Name: targetName(cfg.Fsname, t), Kind: kindName(t.Kind), Index: t.Index, Addr: t.Addr, DataAddr: t.DataAddr,
 			State: t.State, Pid: t.Pid, Host: t.Host, Leader: t.Leader || (t.Kind == pb.TargetKind_TARGET_MGS && t.ReplicaId == 0), ReplicaID: t.ReplicaId, Dir: t.Dir, Role: t.Role}
@@ -201,6 +210,28 @@ func GetStatus(ctx context.Context, mgs string) (*ClusterStatus, error) {
 	return st, nil
 }
 
+// webURL is the address of the MGS's web page, or why it has none: on
+// the replica that leads, else one that is up (each serves the page).
+func webURL(targets []*pb.TargetInfo) (url, unserved string) {
+	var pick *pb.TargetInfo
+	for _, t := range targets {
+		if t.Kind != pb.TargetKind_TARGET_MGS {
+			continue
+		}
+		if pick == nil || (t.Leader && t.State == "up") || (t.State == "up" && pick.State != "up") {
+			pick = t
+		}
+	}
+	if pick == nil {
+		return "", "the MGS is not among the targets it lists"
+	}
+	u, err := webui.URL(pick.MetricsAddr)
+	if err != nil {
+		return "", err.Error()
+	}
+	return u, ""
+}
+
 // readCPU fills in the CPU budget of a local target's live process
 // from its cgroup in h (nil: none), and the CPU it has used.
 func readCPU(ts *TargetStatus, h *cgroup.Hierarchy) {
@@ -229,11 +260,15 @@ func order(k string) int {
 	return 2
 }
 
-// Status prints the cluster's targets.
-func Status(ctx context.Context, e Env, asJSON bool) error {
+// Status prints the cluster's targets; web, the address of its web page
+// alone.
+func Status(ctx context.Context, e Env, asJSON, web bool) error {
 	st, err := GetStatus(ctx, e.MGS)
 	if err != nil {
 		return err
+	}
+	if web {
+		return printWebURL(e, st, asJSON)
 	}
 	if asJSON {
 		return JSON(e.Out, st)
@@ -300,6 +335,24 @@ func Status(ctx context.Context, e Env, asJSON bool) error {
 			g.name, g.state())
 	}
 	return nil
+}
+
+// WebJSON is `nacre status --web --json`.
+type WebJSON struct {
+	WebURL string `json:"web_url"`
+}
+
+// printWebURL prints the page's address, a line a script can take whole;
+// an MGS that does not serve the page is an error that says why.
+func printWebURL(e Env, st *ClusterStatus, asJSON bool) error {
+	if st.WebURL == "" {
+		return fmt.Errorf("no web page: %s", st.WebUnserved)
+	}
+	if asJSON {
+		return JSON(e.Out, WebJSON{WebURL: st.WebURL})
+	}
+	_, err := fmt.Fprintln(e.Out, st.WebURL)
+	return err
 }
 
 // leaderlessGroup is a replicated target none of whose replicas leads:

@@ -1,7 +1,8 @@
 // Package obs is Nacre's observability plumbing: structured logs (slog),
 // one Prometheus registry per server (never the global one, so several
 // servers can live in one test process), and the HTTP endpoint that serves
-// /metrics and /debug/pprof.
+// /metrics and /debug/pprof (and, on the MGS, the web page of
+// internal/webui).
 package obs
 
 import (
@@ -60,7 +61,13 @@ func NewRegistry() *prometheus.Registry {
 type HTTP struct {
 	srv *http.Server
 	ln  net.Listener
+	mux *http.ServeMux
 }
+
+// Handle serves handler at pattern beside /metrics: the MGS adds its web
+// page (internal/webui) once it has started, on the port it has already
+// registered with.
+func (h *HTTP) Handle(pattern string, handler http.Handler) { h.mux.Handle(pattern, handler) }
 
 // Addr is the endpoint's listen address.
 func (h *HTTP) Addr() string { return h.ln.Addr().String() }
@@ -90,7 +97,7 @@ func Serve(addr string, reg *prometheus.Registry) (*HTTP, error) {
 			slog.Error("metrics endpoint stopped", "addr", addr, "err", err)
 		}
 	}()
-	return &HTTP{srv: srv, ln: ln}, nil
+	return &HTTP{srv: srv, ln: ln, mux: mux}, nil
 }
 
 // LatencyBuckets are histogram buckets from 10 µs to ~10 s.

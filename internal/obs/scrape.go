@@ -46,6 +46,12 @@ type Scrape struct {
 
 // Fetch scrapes a metrics URL, keeping only nacre_* series.
 func Fetch(ctx context.Context, url string) (*Scrape, error) {
+	return FetchMatching(ctx, url, func(name string) bool { return strings.HasPrefix(name, "nacre_") })
+}
+
+// FetchMatching scrapes a metrics URL, keeping the series whose name keep
+// accepts (the web page also wants process_cpu_seconds_total).
+func FetchMatching(ctx context.Context, url string, keep func(name string) bool) (*Scrape, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -67,7 +73,7 @@ func Fetch(ctx context.Context, url string) (*Scrape, error) {
 	}
 	sc := &Scrape{At: time.Now(), Samples: map[string]Sample{}}
 	for name, f := range fams {
-		if !strings.HasPrefix(name, "nacre_") {
+		if !keep(name) {
 			continue
 		}
 		for _, m := range f.GetMetric() {

@@ -23,6 +23,7 @@ import (
 	"nacre/internal/obs"
 	"nacre/internal/raftgroup"
 	"nacre/internal/target"
+	"nacre/internal/webui"
 )
 
 // Replicated targets (MDTs and the MGS with --replicas 3).
@@ -123,10 +124,10 @@ func handOff(g *raftgroup.Group, log *slog.Logger) {
 // runMGS serves the MGS: its Raft group (one replica, or one of several),
 // and for a replica, a registrar that lists it with the MGS like any other
 // target so that `nacre status` shows every replica and which one leads.
-func runMGS(id target.Identity, dir string, db *kv.DB, ln net.Listener, reg *prometheus.Registry, sm *obs.ServerMetrics, log *slog.Logger, metricsAddr string, ro RaftOptions, fatal chan error) (func(), error) {
+func runMGS(id target.Identity, dir string, db *kv.DB, ln net.Listener, reg *prometheus.Registry, sm *obs.ServerMetrics, log *slog.Logger, mh *obs.HTTP, ro RaftOptions, fatal chan error) (func(), error) {
 	g := grpcx.NewServer(nil, grpcx.WithInFlight(sm.InFlight.WithLabelValues("grpc")))
 	tr := newTransport(id, g, log)
-	self := mgs.SelfInfo(id, ln.Addr().String(), metricsAddr, absDir(dir))
+	self := mgs.SelfInfo(id, ln.Addr().String(), mh.Addr(), absDir(dir))
 	srv, err := mgs.New(mgs.Config{ID: id, DB: db, Log: log, Reg: reg, Self: self,
 		Group: func(sm raftgroup.StateMachine) (*raftgroup.Group, error) {
 			return startGroup(id, dir, raftConfig(id, dir, tr, raftgroup.Config{
@@ -174,7 +175,19 @@ func runMGS(id target.Identity, dir string, db *kv.DB, ln net.Listener, reg *pro
 		go forward(r.Fatal(), fatal)
 		go quietWhenRemoved(srv.Group(), r) // serve.go
 	}
+	// The cluster's web page, on the metrics listener: every replica
+	// serves it, asking the leader for the targets as clients do.
+	ui := webui.New(webui.Config{Listen: mh.Addr(), Log: log,
+		Cluster: func(ctx context.Context) (*pb.ClusterConfig, error) {
+			return srv.GetConfig(ctx, &pb.GetConfigRequest{})
+		}})
+	ui.Attach(mh)
+	uiCtx, uiStop := context.WithCancel(context.Background())
+	uiDone := make(chan struct{})
+	go func() { defer close(uiDone); ui.Run(uiCtx) }()
 	return func() {
+		uiStop()
+		<-uiDone
 		if r != nil {
 			handOff(srv.Group(), log)
 			r.Stop()

@@ -187,7 +187,7 @@ func Run(ctx context.Context, dir string, o Options) error {
 	var stop func()
 	switch id.Kind {
 	case target.MGS:
-		stop, err = runMGS(id, dir, db, ln, reg, sm, log, mh.Addr(), o.Raft, fatal) // replicas.go
+		stop, err = runMGS(id, dir, db, ln, reg, sm, log, mh, o.Raft, fatal) // replicas.go
 		if err != nil {
 			return err
 		}

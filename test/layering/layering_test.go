@@ -57,6 +57,7 @@ var tiers = map[string]tier{
 	"internal/obs":          base,
 	"internal/ports":        base,
 	"internal/version":      base,
+	"internal/webui":        base,
 	"internal/kv":           storage,
 	"internal/diskio":       storage,
 	"internal/raftlog":      storage,
