@@ -244,6 +244,11 @@ func (c *collector) noteStates(now time.Time, cfg *pb.ClusterConfig) {
 	leaders := map[string]uint64{}
 	grouped := map[string]bool{}
 	for _, t := range cfg.Targets {
+		if t.Kind == pb.TargetKind_TARGET_MGS && t.ReplicaId == 0 {
+			// The MGS that answers, listed until replicas of its own
+			// register: no news.
+			continue
+		}
 		k := targetKey(t)
 		st := tstate{name: targetName(cfg.Fsname, t), state: t.State, addr: t.Addr}
 		cur[k] = st

@@ -23,6 +23,15 @@ function bytes(n) {
   return (i === 0 ? n.toFixed(0) : n.toFixed(1)) + ' ' + units[i];
 }
 
+// count shortens a large count: 42127660 is 42.1 M.
+function count(n) {
+  if (n < 10000) return String(n);
+  const units = ['k', 'M', 'G', 'T'];
+  let i = -1;
+  while (n >= 1000 && i < units.length - 1) { n /= 1000; i++; }
+  return n.toFixed(1) + ' ' + units[i];
+}
+
 function num(n) {
   return n >= 100 ? n.toFixed(0) : n.toFixed(1);
 }
@@ -89,10 +98,10 @@ function renderTargets(d) {
       el('span', 'role ' + (t.role || ''), t.role || '–'),
       t.addr,
       usage(t.bytes_used, t.bytes_total),
-      t.inodes_total ? `${t.inodes_used} / ${t.inodes_total}` : '–',
+      t.inodes_total ? `${count(t.inodes_used)} / ${count(t.inodes_total)}` : '–',
       numCell(r ? (100 * r.cpu_cores).toFixed(0) + ' %' : '–'),
       numCell(r && t.kind !== 'mgs' ? num(r.ops_per_sec) : '–'),
-      el('td', '', spark(t.ops_history || [], 120, 20)),
+      el('td', '', t.kind === 'mgs' ? '' : spark(t.ops_history || [], 100, 20)),
       r && r.top_ops ? r.top_ops.map((o) => `${o.op} ${num(o.per_sec)}`).join(', ') : (t.scrape_error ? 'metrics do not answer' : ''),
       t.kind === 'ost' && r ? `${bytes(r.read_bytes_per_sec)} / ${bytes(r.write_bytes_per_sec)}` : '',
     ]);
