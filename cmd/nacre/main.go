@@ -119,7 +119,9 @@ Start a local cluster:   nacre up --dir ./nacre-cluster
 Then use it:             export NACRE_MGS=<address printed by up>; nacre ls /`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       version.Software,
+		// The protocol and the store format are what decide whether two
+		// releases mix (docs/architecture.md, Versions and upgrades).
+		Version: fmt.Sprintf("%s (protocol %d, store format %d)", version.Software, version.Protocol, version.Format),
 	}
 	root.SetFlagErrorFunc(flagError) // and so every subcommand's
 	// The flag's own default is empty and NACRE_MGS is read once the

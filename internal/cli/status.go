@@ -149,6 +149,12 @@ func GetStatus(ctx context.Context, mgs string) (*ClusterStatus, error) {
 	if errno.CodeOf(err) == errno.Unimplemented {
 		return nil, client.NotAnMGS(mgs, err)
 	}
+	// An MGS that refuses this client (another protocol version) answers:
+	// "does not answer (is the cluster up?)" would send the admin after a
+	// cluster that runs.
+	if errno.CodeOf(err) == errno.FailedPrecondition {
+		return nil, fmt.Errorf("MGS at %s refused this client: %w", mgs, err)
+	}
 	if err != nil {
 		if why := mgsWithoutLeader(mgs); why != "" {
 			return nil, fmt.Errorf("the MGS answers no request: %s (%w)", why, err)

@@ -305,8 +305,13 @@ func NewErrno(op string, errno int32, msg string) error {
 }
 
 // VersionMismatch is the refusal of a peer that speaks another protocol
-// version, in the same words on every transport and on both sides.
+// version, in the same words on every transport and on both sides. It
+// names the fix for both ends of an upgrade: the side of the older
+// protocol is the one to upgrade, and `nacre --version` tells which
+// protocol a binary speaks.
 func VersionMismatch(peer string, ours int, peerRole, ourRole string) *Error {
-	return Errorf(FailedPrecondition, "incompatible protocol versions: %s speaks Nacre protocol %s, %s speaks protocol %d; run the same Nacre release on both",
+	return Errorf(FailedPrecondition, "incompatible protocol versions: %s speaks Nacre protocol %s, %s speaks protocol %d; "+
+		"the servers and clients of a file system speak one protocol: run releases of the same protocol on both, "+
+		"upgrading the side of the older one (`nacre --version` names a binary's protocol)",
 		peerRole, peer, ourRole, ours)
 }
