@@ -114,6 +114,18 @@ func Start(t testing.TB, o Options) *Cluster {
 	return c
 }
 
+// Adopt takes over the cluster that another binary runs in dir with its
+// MGS at mgs (an earlier release's `nacre up --detach`, in the upgrade
+// tests): it is stopped (by pid) when the test ends, and Restart starts
+// what is not running with Bin, this tree's build unless the test sets
+// another.
+func Adopt(t testing.TB, dir, mgs string) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, Dir: dir, MGS: mgs, Bin: Binary(t)}
+	t.Cleanup(c.Stop)
+	return c
+}
+
 // Stop stops every target process.
 func (c *Cluster) Stop() {
 	if c.t.Failed() {
