@@ -53,6 +53,8 @@ var envVars = []envVar{
 		"how many applied entries a Raft log keeps behind its snapshot (tests shorten it)"},
 	{"NACRE_RAFT_NO_LEASE", "serve (MGS, MDT)", "unset",
 		"set: a leader serves no read under its lease; every read takes a ReadIndex round"},
+	{"NACRE_MAX_CONNS_PER_PEER", "serve", "256",
+		"how many connections one peer IP may hold open on each of a target's ports (gRPC, data); more are closed at once and counted (-1: no bound)"},
 	{"NACRE_LFSCK_NO_AUTO", "serve (MDT)", "unset",
 		"set: a new leader does not resume an interrupted check (it stays crashed or paused until nacre lfsck start)"},
 	{"NACRE_LFSCK_NICE", "serve (MDT)", "0",
@@ -127,6 +129,9 @@ func (e environ) serverOptions(log *slog.Logger) server.Options {
 		o.Raft.KeepEntries = v
 	}
 	o.Raft.NoLease = e.get("NACRE_RAFT_NO_LEASE") != ""
+	if n, err := strconv.Atoi(e.get("NACRE_MAX_CONNS_PER_PEER")); err == nil && n != 0 {
+		o.MaxConnsPerPeer = n
+	}
 	o.MDS = mds.Options{
 		OrphanGrace:        e.grace("NACRE_ORPHAN_GRACE"),
 		OpenGrace:          e.grace("NACRE_OPEN_GRACE"),

@@ -32,12 +32,14 @@ func TestServerOptionsComeFromTheEnvironment(t *testing.T) {
 		"NACRE_LFSCK_BUSY_DUTY":       "0.2",
 		"NACRE_LFSCK_SUMMARIES":       "0",
 		"NACRE_FAULTS":                "lfsck.scan.object=delay:100ms",
+		"NACRE_MAX_CONNS_PER_PEER":    "-1",
 	}
 	want := server.Options{
 		Raft: server.RaftOptions{VoteWhileEmpty: true, KeepEntries: 300, NoLease: true},
 		MDS: mds.Options{OrphanGrace: time.Second, OpenGrace: -1, ReadBarrierTimeout: 250 * time.Millisecond,
 			SeqGrant: "1/100000", NoCheckerResume: true, Faults: "lfsck.scan.object=delay:100ms",
 			Checker: lfsck.Tuning{Nice: 19, BusyDuty: 0.2, NoSummaries: true}},
+		MaxConnsPerPeer: -1,
 	}
 	if got := envOf(set).serverOptions(nil); !sameOptions(got, want) {
 		t.Errorf("with every variable set:\n got %+v\nwant %+v", got, want)
@@ -45,7 +47,7 @@ func TestServerOptionsComeFromTheEnvironment(t *testing.T) {
 	if got := envOf(nil).serverOptions(nil); !sameOptions(got, server.Options{GCPercent: 400}) {
 		t.Errorf("with none set: %+v, want the defaults (and GCPercent 400)", got)
 	}
-	bad := map[string]string{"NACRE_ORPHAN_GRACE": "soon", "NACRE_READ_BARRIER_TIMEOUT": "-1s", "NACRE_RAFT_KEEP_ENTRIES": "many", "NACRE_LFSCK_NICE": "x"}
+	bad := map[string]string{"NACRE_ORPHAN_GRACE": "soon", "NACRE_READ_BARRIER_TIMEOUT": "-1s", "NACRE_RAFT_KEEP_ENTRIES": "many", "NACRE_LFSCK_NICE": "x", "NACRE_MAX_CONNS_PER_PEER": "lots"}
 	if got := envOf(bad).serverOptions(nil); !sameOptions(got, server.Options{GCPercent: 400}) {
 		t.Errorf("with values that do not parse: %+v, want the defaults", got)
 	}
@@ -53,7 +55,7 @@ func TestServerOptionsComeFromTheEnvironment(t *testing.T) {
 
 func sameOptions(a, b server.Options) bool {
 	a.Log, b.Log = nil, nil
-	return a.GCPercent == b.GCPercent && a.Raft == b.Raft && a.MDS == b.MDS
+	return a.GCPercent == b.GCPercent && a.Raft == b.Raft && a.MDS == b.MDS && a.MaxConnsPerPeer == b.MaxConnsPerPeer
 }
 
 // TestClientKnobsComeFromTheEnvironment: follower reads, a mount's OST

@@ -175,7 +175,12 @@ func payloadCRC(p []byte) uint32 {
 // end, so that on a 2-core machine the receiver's checksum overlaps the
 // sender still writing, instead of adding to every round trip.
 func readPayload(r io.Reader, p []byte) (uint32, error) {
-	var crc uint32
+	return readPayloadOn(r, p, 0)
+}
+
+// readPayloadOn is readPayload continuing the CRC32C crc of the bytes
+// before p.
+func readPayloadOn(r io.Reader, p []byte, crc uint32) (uint32, error) {
 	for got := 0; got < len(p); {
 		n, err := r.Read(p[got:])
 		crc = crc32.Update(crc, castagnoli, p[got:got+n])

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"testing"
 
+	"nacre/internal/netguard"
 	"nacre/internal/version"
 )
 
@@ -125,7 +126,7 @@ func FuzzServeConn(f *testing.F) {
 	h := newMem(objA)
 	h.maxSize = 8 << 20
 	s := &Server{
-		h: h, log: slog.New(slog.DiscardHandler), version: version.Protocol, ioTimeout: 5e9,
+		h: h, log: slog.New(slog.DiscardHandler), warn: netguard.NewWarner(nil, 0), version: version.Protocol, ioTimeout: 5e9,
 		conns: make(map[*serverConn]struct{}), opts: ServerOptions{Fsname: "testfs"},
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

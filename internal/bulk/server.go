@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"nacre/internal/errno"
+	"nacre/internal/netguard"
 	"nacre/internal/version"
 )
 
@@ -33,9 +34,22 @@ type ServerOptions struct {
 	// Log receives one line per event (nil: discard).
 	Log *slog.Logger
 	// IOTimeout bounds reading the rest of a frame once its first byte has
-	// arrived, and writing a reply (0: 30 s). Idle connections have no
-	// timeout: clients keep them pooled.
+	// arrived, and writing a reply (0: 30 s).
 	IOTimeout time.Duration
+	// IdleTimeout closes a connection that sends no request for that
+	// long (0: 10 min; negative: never). Clients pool their connections
+	// and send nothing while idle; a call that finds its pooled
+	// connection closed is sent again on a new one (Client, "do"), so
+	// this only costs an idle mount a new connection.
+	IdleTimeout time.Duration
+	// MaxConnsPerPeer bounds the connections one peer IP holds open
+	// (0: netguard.DefaultMaxPerPeer; negative: no bound); the server
+	// closes, counts (Stats.Refused) and logs the ones over it.
+	MaxConnsPerPeer int
+	// WarnEvery is the least interval between two log lines about one
+	// peer's bad frames or refused connections (0: 10 s); the next line
+	// counts those suppressed.
+	WarnEvery time.Duration
 	// CloseTimeout bounds how long Close waits for requests in flight
 	// (0: 10 s).
 	CloseTimeout time.Duration
@@ -60,14 +74,17 @@ type Stats struct {
 	Requests       uint64 // frames handled
 	CRCErrors      uint64 // request payloads that failed their CRC32C
 	ProtocolErrors uint64 // connections dropped for a framing or handshake error
+	Refused        uint64 // connections closed at once: their peer held MaxConnsPerPeer
 }
 
 // Server serves the wire protocol on one listener.
 type Server struct {
-	ln           net.Listener
+	ln           *netguard.Listener
 	h            Handler
 	opts         ServerOptions
 	log          *slog.Logger
+	warn         *netguard.Warner
+	idleTimeout  time.Duration
 	version      uint16
 	ioTimeout    time.Duration
 	closeTimeout time.Duration
@@ -100,10 +117,10 @@ type serverConn struct {
 // Serve starts serving ln with h and returns at once; Close stops it.
 func Serve(ln net.Listener, h Handler, opts ServerOptions) *Server {
 	s := &Server{
-		ln:           ln,
 		h:            h,
 		opts:         opts,
 		log:          opts.Log,
+		idleTimeout:  opts.IdleTimeout,
 		version:      opts.protocol,
 		ioTimeout:    opts.IOTimeout,
 		closeTimeout: opts.CloseTimeout,
@@ -122,6 +139,11 @@ func Serve(ln net.Listener, h Handler, opts ServerOptions) *Server {
 	if s.closeTimeout == 0 {
 		s.closeTimeout = 10 * time.Second
 	}
+	if s.idleTimeout == 0 {
+		s.idleTimeout = 10 * time.Minute
+	}
+	s.warn = netguard.NewWarner(s.log, opts.WarnEvery)
+	s.ln = netguard.LimitPeers(ln, opts.MaxConnsPerPeer, s.warn, "bulk data")
 	go s.accept()
 	return s
 }
@@ -140,6 +162,7 @@ func (s *Server) Stats() Stats {
 		Requests:       s.requests.Load(),
 		CRCErrors:      s.crcErrors.Load(),
 		ProtocolErrors: s.protoErrors.Load(),
+		Refused:        s.ln.Refused(),
 	}
 }
 
@@ -244,8 +267,13 @@ func (s *Server) serveConn(sc *serverConn) {
 		if !s.setBusy(sc, false) {
 			return
 		}
-		// Wait for the next request without a deadline: pooled client
-		// connections sit idle for as long as they like.
+		// Between requests: pooled client connections sit idle for long,
+		// but not for ever.
+		var idle time.Time
+		if s.idleTimeout > 0 {
+			idle = time.Now().Add(s.idleTimeout)
+		}
+		sc.nc.SetReadDeadline(idle)
 		if _, err := sc.br.Peek(1); err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				s.log.Debug("bulk connection ended", "peer", sc.nc.RemoteAddr().String(), "err", err)
@@ -270,20 +298,20 @@ func (s *Server) serveOne(sc *serverConn) bool {
 		if errors.Is(err, ErrFrameTooLarge) {
 			s.replyErr(sc, &h, syscall.EMSGSIZE, fmt.Sprintf("frame refused: payload of %d bytes exceeds the %d-byte limit", h.payloadLen, MaxPayload))
 		}
-		s.log.Warn("bulk connection dropped: bad frame", "peer", sc.nc.RemoteAddr().String(), "err", err)
+		s.warnPeer(sc, "bulk connection dropped: bad frame", "err", err)
 		return false
 	}
 	var pbuf *[]byte
 	var payload []byte
 	var crc uint32
 	if h.payloadLen > 0 {
-		pbuf = s.bufs.get(int(h.payloadLen))
-		defer s.bufs.put(pbuf)
-		payload = (*pbuf)[:h.payloadLen]
-		if crc, err = readPayload(sc.br, payload); err != nil {
-			s.log.Debug("bulk connection ended inside a frame", "peer", sc.nc.RemoteAddr().String(), "err", err)
+		pbuf, crc, err = s.readBody(sc.br, int(h.payloadLen))
+		defer func() { s.bufs.put(pbuf) }()
+		if err != nil {
+			s.warnPeer(sc, "bulk connection dropped inside a frame", "op", h.op.String(), "payload", h.payloadLen, "err", err)
 			return false
 		}
+		payload = (*pbuf)[:h.payloadLen]
 	}
 	sc.nc.SetReadDeadline(time.Time{})
 	s.requests.Add(1)
@@ -315,7 +343,7 @@ func (s *Server) dispatch(sc *serverConn, h *header, ext, payload []byte, crc ui
 	if h.payloadLen > 0 && crc != h.payloadCRC {
 		s.crcErrors.Add(1)
 		err := fmt.Errorf("%s object %s at %d: request payload CRC32C mismatch (%d bytes): %w", h.op, h.obj, h.off, len(payload), syscall.EIO)
-		s.log.Warn("bulk payload corrupt", "peer", sc.nc.RemoteAddr().String(), "op", h.op.String(), "object", h.obj.String(), "offset", h.off, "bytes", len(payload))
+		s.warnPeer(sc, "bulk payload corrupt", "op", h.op.String(), "object", h.obj.String(), "offset", h.off, "bytes", len(payload))
 		return 0, s.replyErr(sc, h, syscall.EIO, "request payload CRC32C mismatch; data not stored"), err
 	}
 	if err := checkRequest(h, ext, payload); err != nil {
@@ -445,7 +473,7 @@ func (s *Server) done(sc *serverConn, h *header, n int, err error) (int, bool, e
 // refuse answers EPROTO with msg and ends the connection.
 func (s *Server) refuse(sc *serverConn, h *header, msg string) (int, bool, error) {
 	s.protoErrors.Add(1)
-	s.log.Warn("bulk request refused", "peer", sc.nc.RemoteAddr().String(), "op", h.op.String(), "reason", msg)
+	s.warnPeer(sc, "bulk request refused", "op", h.op.String(), "reason", msg)
 	s.replyErr(sc, h, syscall.EPROTO, msg)
 	return 0, false, fmt.Errorf("%s: %w", msg, syscall.EPROTO)
 }
@@ -539,29 +567,73 @@ func takeOne(c *atomic.Int32) bool {
 	}
 }
 
-// bufPool recycles payload buffers in two size classes, so that a 1 MiB
-// stripe chunk does not pin a 4 MiB buffer.
-type bufPool struct{ small, large sync.Pool }
+// warnPeer logs a warning about sc's peer, at most one line per peer per
+// WarnEvery: a peer that sends garbage on every connection must not fill
+// the log.
+func (s *Server) warnPeer(sc *serverConn, msg string, args ...any) {
+	s.warn.Warn(netguard.PeerIP(sc.nc.RemoteAddr()), msg, append(args, "remote", sc.nc.RemoteAddr().String())...)
+}
 
-const smallBuf = 1 << 20
+// readBody reads a request payload of n bytes into a pooled buffer that
+// grows a size class at a time as the bytes arrive: a header may claim
+// MaxPayload, and a peer that sends one and stops must cost a 64 KiB
+// buffer, not 4 MiB. Each class is four times the one before, so what
+// is reserved stays within four times what has come, and the bytes
+// copied growing are under a third of the payload. It returns the
+// buffer (to put back in any case) and the payload's CRC32C.
+func (s *Server) readBody(r io.Reader, n int) (*[]byte, uint32, error) {
+	b := s.bufs.get(min(n, bufClasses[0]))
+	var crc uint32
+	got := 0
+	for {
+		end := min(n, cap(*b))
+		var err error
+		crc, err = readPayloadOn(r, (*b)[got:end], crc)
+		if err != nil {
+			return b, crc, err
+		}
+		got = end
+		if got == n {
+			return b, crc, nil
+		}
+		nb := s.bufs.get(min(n, 4*cap(*b)))
+		copy(*nb, (*b)[:got])
+		s.bufs.put(b)
+		b = nb
+	}
+}
 
+// bufClasses are the sizes of pooled payload buffers: a 1 MiB stripe
+// chunk does not pin a 4 MiB buffer, and a payload whose bytes have not
+// come yet does not pin a large one (readBody).
+var bufClasses = [...]int{64 << 10, 256 << 10, 1 << 20, MaxPayload}
+
+// bufPool recycles payload buffers, one pool per class. sync.Pool lets
+// the collector take buffers back once they go unused, so a burst of
+// connections leaves no memory pinned behind it.
+type bufPool struct{ pools [len(bufClasses)]sync.Pool }
+
+// get returns a buffer of the smallest class that holds n bytes.
 func (p *bufPool) get(n int) *[]byte {
-	pool, size := &p.small, smallBuf
-	if n > smallBuf {
-		pool, size = &p.large, MaxPayload
+	for i, size := range bufClasses {
+		if n <= size {
+			if b, ok := p.pools[i].Get().(*[]byte); ok {
+				return b
+			}
+			b := make([]byte, size)
+			return &b
+		}
 	}
-	if b, ok := pool.Get().(*[]byte); ok {
-		return b
-	}
-	b := make([]byte, size)
+	b := make([]byte, n)
 	return &b
 }
 
 func (p *bufPool) put(b *[]byte) {
-	switch cap(*b) {
-	case smallBuf:
-		p.small.Put(b)
-	case MaxPayload:
-		p.large.Put(b)
+	for i, size := range bufClasses {
+		if cap(*b) == size {
+			*b = (*b)[:size]
+			p.pools[i].Put(b)
+			return
+		}
 	}
 }

@@ -92,8 +92,24 @@ func NewServer(obs Observer, opts ...ServerOption) *grpc.Server {
 	return grpc.NewServer(
 		grpc.UnaryInterceptor(unary),
 		grpc.StreamInterceptor(stream),
+		// gRPC fills a message's buffers as its bytes arrive, so a
+		// length prefix reserves nothing before them; the bound is what
+		// one finished message may hold.
 		grpc.MaxRecvMsgSize(64<<20),
 		grpc.MaxSendMsgSize(64<<20),
+		// Clients open a stream per call and a few long-lived ones (lock
+		// callbacks, Raft); a thousand per connection leaves room for
+		// any of them, and none for a peer opening streams without end.
+		grpc.MaxConcurrentStreams(1024),
+		// A connection that does not finish the HTTP/2 handshake (TLS
+		// bytes, garbage, half a preface) is closed after this, not
+		// gRPC's 120 s.
+		grpc.ConnectionTimeout(10*time.Second),
+		// A peer that goes quiet, also halfway through a frame, is
+		// pinged and closed if it does not answer. Nacre's clients
+		// ping every 10 s themselves (Dial), which counts as activity,
+		// and answer pings, so healthy idle connections stay.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	)
 }

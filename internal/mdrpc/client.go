@@ -85,7 +85,9 @@ func (c *Client) Call(ctx context.Context, method uint16, req, resp proto.Messag
 		return errno.Errorf(errno.InvalidArgument, "encode request: %v", err)
 	}
 	for attempt := 0; ; attempt++ {
-		cn, fresh, err := c.get(ctx)
+		// The retry dials: the other idle connections may have been
+		// closed by the server as well (ServerOptions.IdleTimeout).
+		cn, fresh, err := c.get(ctx, attempt > 0)
 		if err != nil {
 			return err
 		}
@@ -133,7 +135,13 @@ func (c *Client) exchange(ctx context.Context, cn *conn, method uint16, payload 
 		return header{}, nil, err
 	}
 	h, body, err := readFrame(cn.br, cn.in)
-	cn.in = body
+	if cap(body) <= keepBuf {
+		cn.in = body
+	} else {
+		// Pooled connections keep no large buffer: the caller decodes
+		// body before the connection's next call.
+		cn.in = nil
+	}
 	if err != nil {
 		return header{}, nil, err
 	}
@@ -155,11 +163,15 @@ func replyError(h header, body []byte) error {
 	return errno.New(errno.Code(h.code), string(body))
 }
 
-func (c *Client) get(ctx context.Context) (*conn, bool, error) {
-	select {
-	case cn := <-c.idle:
-		return cn, false, nil
-	default:
+// get takes an idle connection, unless dial, or dials a new one; it
+// reports whether the connection is new.
+func (c *Client) get(ctx context.Context, dial bool) (*conn, bool, error) {
+	if !dial {
+		select {
+		case cn := <-c.idle:
+			return cn, false, nil
+		default:
+		}
 	}
 	c.mu.Lock()
 	closed := c.closed

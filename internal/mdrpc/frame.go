@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+
+	"nacre/internal/netguard"
 )
 
 // HeaderSize is the size of every frame header.
@@ -58,7 +60,15 @@ func parseHeader(b []byte) (header, error) {
 	return h, nil
 }
 
-// readFrame reads one frame into buf (grown as needed).
+// keepBuf is the largest receive buffer a connection keeps between
+// frames; a larger one, grown for one large message, goes back to the
+// collector, so that idle connections do not pin megabytes each.
+const keepBuf = 64 << 10
+
+// readFrame reads one frame into buf (grown as needed). The payload's
+// buffer grows as its bytes arrive (netguard.ReadGrowing): a header may
+// claim up to MaxPayload, and a peer that sends one and stops must not
+// make the server reserve it.
 func readFrame(r io.Reader, buf []byte) (header, []byte, error) {
 	var hb [HeaderSize]byte
 	if _, err := io.ReadFull(r, hb[:]); err != nil {
@@ -68,17 +78,22 @@ func readFrame(r io.Reader, buf []byte) (header, []byte, error) {
 	if err != nil {
 		return h, buf, err
 	}
-	if cap(buf) < int(h.n) {
-		buf = make([]byte, h.n)
-	}
-	buf = buf[:h.n]
-	if _, err := io.ReadFull(r, buf); err != nil {
-		return h, buf, err
+	buf, err = netguard.ReadGrowing(r, buf, int(h.n))
+	if err != nil {
+		return h, buf, noEOF(err)
 	}
 	if crc32.Checksum(buf, castagnoli) != h.crc {
 		return h, buf, fmt.Errorf("%w: payload CRC32C mismatch", ErrBadFrame)
 	}
 	return h, buf, nil
+}
+
+// noEOF turns an end of stream inside a frame into ErrUnexpectedEOF.
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // frame builds header+payload in one buffer, for one write syscall.

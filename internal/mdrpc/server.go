@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"nacre/internal/errno"
+	"nacre/internal/netguard"
 	"nacre/internal/version"
 )
 
@@ -42,11 +43,36 @@ type ServerOptions struct {
 	Log    *slog.Logger
 	// Observe, if set, is told about every served call.
 	Observe func(method uint16, d time.Duration, err error)
+	// FrameTimeout bounds reading the rest of a request once its first
+	// byte has arrived, and writing a reply (0: 30 s): a peer that stops
+	// halfway through a frame loses its connection instead of holding
+	// it, and its buffer, for ever.
+	FrameTimeout time.Duration
+	// IdleTimeout closes a connection that sends no request for that
+	// long (0: 10 min; negative: never). Clients pool their connections
+	// and send nothing while idle; the Client redials one the server
+	// closed without failing the call (Client.Call), so this only costs
+	// an idle mount a new connection.
+	IdleTimeout time.Duration
+	// MaxConnsPerPeer bounds the connections one peer IP holds open
+	// (0: netguard.DefaultMaxPerPeer; negative: no bound); the server
+	// closes, counts (Server.Refused) and logs the ones over it.
+	MaxConnsPerPeer int
+	// WarnEvery is the least interval between two log lines about one
+	// peer's bad frames or refused connections (0: 10 s); the next line
+	// counts those suppressed.
+	WarnEvery time.Duration
 }
+
+const (
+	defaultFrameTimeout = 30 * time.Second
+	defaultIdleTimeout  = 10 * time.Minute
+)
 
 // Server serves methods on a listener.
 type Server struct {
-	ln      net.Listener
+	ln      *netguard.Listener
+	warn    *netguard.Warner
 	methods map[uint16]Method
 	opts    ServerOptions
 	ctx     context.Context
@@ -61,8 +87,15 @@ func Serve(ln net.Listener, methods map[uint16]Method, o ServerOptions) *Server 
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	if o.FrameTimeout <= 0 {
+		o.FrameTimeout = defaultFrameTimeout
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = defaultIdleTimeout
+	}
+	w := netguard.NewWarner(o.Log, o.WarnEvery)
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{ln: ln, methods: methods, opts: o, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
+	s := &Server{ln: netguard.LimitPeers(ln, o.MaxConnsPerPeer, w, "metadata RPC"), warn: w, methods: methods, opts: o, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
 	s.wg.Add(1)
 	go s.accept()
 	return s
@@ -70,6 +103,17 @@ func Serve(ln net.Listener, methods map[uint16]Method, o ServerOptions) *Server 
 
 // Addr is the listen address.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Refused is how many connections the server closed at once because
+// their peer held MaxConnsPerPeer open.
+func (s *Server) Refused() uint64 { return s.ln.Refused() }
+
+// Open is how many connections the server holds open now.
+func (s *Server) Open() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
 
 // Close stops accepting, cancels running calls and closes connections.
 func (s *Server) Close() {
@@ -110,14 +154,34 @@ func (s *Server) serveConn(c net.Conn) {
 		c.Close()
 	}()
 	br := bufio.NewReaderSize(c, 64<<10)
+	peer := c.RemoteAddr().String()
 	var in, out []byte
 	hello := false
 	for {
-		h, payload, err := readFrame(br, in)
-		in = payload
-		if err != nil {
+		// Between requests: a pooled client connection may sit idle for
+		// long, but not for ever.
+		var idle time.Time
+		if s.opts.IdleTimeout > 0 {
+			idle = time.Now().Add(s.opts.IdleTimeout)
+		}
+		c.SetReadDeadline(idle)
+		if _, err := br.Peek(1); err != nil {
 			if !errors.Is(err, net.ErrClosed) && !isEOF(err) {
-				s.opts.Log.Debug("framed RPC connection dropped", "remote", c.RemoteAddr().String(), "err", err)
+				s.opts.Log.Debug("framed RPC connection closed", "remote", peer, "err", err)
+			}
+			return
+		}
+		// The first byte is in: the rest of the frame comes now or never.
+		c.SetReadDeadline(time.Now().Add(s.opts.FrameTimeout))
+		h, payload, err := readFrame(br, in)
+		if cap(payload) <= keepBuf {
+			in = payload
+		} else {
+			in = nil
+		}
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
+				s.warn.Warn(netguard.PeerIP(c.RemoteAddr()), "framed RPC connection dropped: bad or incomplete frame", "remote", peer, "err", err)
 			}
 			return
 		}
@@ -137,8 +201,12 @@ func (s *Server) serveConn(c net.Conn) {
 			reply, callErr = s.call(h.code, payload)
 		}
 		out = s.reply(out, h, reply, callErr)
+		c.SetWriteDeadline(time.Now().Add(s.opts.FrameTimeout))
 		if _, err := c.Write(out); err != nil {
 			return
+		}
+		if cap(out) > keepBuf {
+			out = nil
 		}
 		if callErr != nil && errno.CodeOf(callErr) == errno.FailedPrecondition && (!hello || h.code == MethodHello) {
 			return

@@ -57,6 +57,9 @@ type Config struct {
 	// Disk counts what the data files write to the device (nil: not
 	// counted).
 	Disk *diskio.Counter
+	// MaxConnsPerPeer bounds the connections one peer IP holds open on
+	// the data port (bulk.ServerOptions.MaxConnsPerPeer).
+	MaxConnsPerPeer int
 }
 
 // stopTimeout bounds how long Stop waits for gRPC calls in flight.
@@ -118,6 +121,8 @@ func Start(cfg Config) (*Server, error) {
 		Epoch:   store.Epoch(),
 		Log:     log,
 		Observe: s.m.observeWire,
+
+		MaxConnsPerPeer: cfg.MaxConnsPerPeer,
 	}
 	var rpcOpts []grpcx.ServerOption
 	if cfg.InFlight != nil {
@@ -349,6 +354,10 @@ func (m *metrics) register(reg prometheus.Registerer, store *ost.Store, data *bu
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "nacre_ost_data_connections", Help: "Open data (wire protocol) connections.", ConstLabels: m.labels,
 		}, func() float64 { return float64(data.Stats().Open) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "nacre_net_refused_connections_total", Help: "Connections closed at once because their peer IP held as many open as it may, by port.",
+			ConstLabels: prometheus.Labels{"target": m.labels["target"], "port": "data"},
+		}, func() float64 { return float64(data.Stats().Refused) }),
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"nacre/api/nacrepb"
 	"nacre/internal/fault"
+	"nacre/internal/netguard"
 )
 
 // The fast path for raft messages.
@@ -54,6 +55,9 @@ const (
 	fastPreface  = "NRAFT01\n"
 	maxFastFrame = 64 << 20
 	sniffTimeout = 5 * time.Second
+	// fastFrameTimeout bounds receiving one frame once its first byte
+	// has arrived.
+	fastFrameTimeout = 30 * time.Second
 )
 
 var errNoFastPath = errors.New("peer does not speak the raft fast path")
@@ -179,6 +183,14 @@ func (t *GRPCTransport) serveFast(c net.Conn) {
 	var hdr [8]byte
 	var buf []byte
 	for {
+		// Idle between frames for as long as the peer likes (a follower
+		// without traffic); once a frame starts, it comes whole within
+		// fastFrameTimeout, or the connection ends.
+		c.SetReadDeadline(time.Time{})
+		if _, err := r.Peek(1); err != nil {
+			return
+		}
+		c.SetReadDeadline(time.Now().Add(fastFrameTimeout))
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
 			return
 		}
@@ -187,11 +199,10 @@ func (t *GRPCTransport) serveFast(c net.Conn) {
 			t.log.Warn("raft fast path: oversized frame; closing", "bytes", n, "from", c.RemoteAddr())
 			return
 		}
-		if cap(buf) < int(n) {
-			buf = make([]byte, n)
-		}
-		buf = buf[:n]
-		if _, err := io.ReadFull(r, buf); err != nil {
+		// The buffer grows as the bytes arrive: a length alone must not
+		// reserve up to 64 MiB.
+		var err error
+		if buf, err = netguard.ReadGrowing(r, buf, int(n)); err != nil {
 			return
 		}
 		if crc32.Checksum(buf, crcTable) != binary.LittleEndian.Uint32(hdr[4:]) {

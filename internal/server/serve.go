@@ -32,6 +32,7 @@ import (
 	"nacre/internal/mdrpc"
 	"nacre/internal/mds"
 	"nacre/internal/mgs"
+	"nacre/internal/netguard"
 	"nacre/internal/obs"
 	"nacre/internal/oss"
 	"nacre/internal/ports"
@@ -59,6 +60,12 @@ type Options struct {
 	Raft RaftOptions
 	// MDS tunes a metadata server.
 	MDS mds.Options
+	// MaxConnsPerPeer bounds the connections one peer IP holds open on
+	// each of the target's ports (gRPC, data): over it, a connection is
+	// closed at once, counted (nacre_net_refused_connections_total) and
+	// logged, at most a line per peer every 10 s (0:
+	// netguard.DefaultMaxPerPeer; negative: no bound).
+	MaxConnsPerPeer int
 }
 
 // RaftOptions tune a target's Raft group (raftgroup.Config).
@@ -105,7 +112,11 @@ func Run(ctx context.Context, dir string, o Options) error {
 	reg := obs.NewRegistry()
 	disk := &diskio.Counter{}
 	sm := obs.NewServerMetrics(reg, id.Name(), disk.Written)
-	ln = sm.Listen(ln)
+	// The gRPC server has no bound of connections per peer: the
+	// listener keeps it.
+	grpcLn := netguard.LimitPeers(ln, o.MaxConnsPerPeer, netguard.NewWarner(log, 0), "gRPC")
+	ln = sm.Listen(grpcLn)
+	reg.MustRegister(refusedCounter(id.Name(), "grpc", grpcLn.Refused))
 	if dataLn != nil {
 		dataLn = sm.Listen(dataLn)
 	}
@@ -203,7 +214,8 @@ func Run(ctx context.Context, dir string, o Options) error {
 		closeDB = false
 		info.Kind = pb.TargetKind_TARGET_OST
 		info.DataAddr = dataLn.Addr().String()
-		srv, err := oss.Start(oss.Config{Dir: dir, ID: id, Log: log, Reg: reg, GRPC: ln, Data: dataLn, InFlight: sm.InFlight, KV: kvo, Disk: disk})
+		srv, err := oss.Start(oss.Config{Dir: dir, ID: id, Log: log, Reg: reg, GRPC: ln, Data: dataLn, InFlight: sm.InFlight, KV: kvo, Disk: disk,
+			MaxConnsPerPeer: o.MaxConnsPerPeer})
 		if err != nil {
 			return err
 		}
@@ -282,7 +294,9 @@ func runMDS(id target.Identity, dir string, idf *identityFile, db *kv.DB, ln, da
 	}
 	go serveGRPC(g, ln, fatal)
 	// The metadata hot path: framed RPC on the data port (internal/mdrpc).
-	fs := mdrpc.Serve(dataLn, countInFlight(mdrpc.MDSMethods(srv), sm.InFlight.WithLabelValues("mdrpc")), mdrpc.ServerOptions{Fsname: id.Fsname, Log: log})
+	fs := mdrpc.Serve(dataLn, countInFlight(mdrpc.MDSMethods(srv), sm.InFlight.WithLabelValues("mdrpc")),
+		mdrpc.ServerOptions{Fsname: id.Fsname, Log: log, MaxConnsPerPeer: o.MaxConnsPerPeer})
+	reg.MustRegister(refusedCounter(id.Name(), "data", fs.Refused))
 	r, err := mgs.StartRegistrar(id.MGSNode,
 		func() *pb.TargetInfo {
 			ti := proto.Clone(info).(*pb.TargetInfo)
@@ -324,6 +338,15 @@ func runMDS(id target.Identity, dir string, idf *identityFile, db *kv.DB, ln, da
 		}
 		mgsConn.Close()
 	}, nil
+}
+
+// refusedCounter exports a port's count of connections refused for
+// their peer's bound (the OSS exports its data port's).
+func refusedCounter(target, port string, n func() uint64) prometheus.Collector {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "nacre_net_refused_connections_total", Help: "Connections closed at once because their peer IP held as many open as it may, by port.",
+		ConstLabels: prometheus.Labels{"target": target, "port": port},
+	}, func() float64 { return float64(n()) })
 }
 
 // countInFlight wraps every method so the gauge tracks calls being served.

@@ -54,6 +54,7 @@ var tiers = map[string]tier{
 	"internal/layout":       base,
 	"internal/mdrpc":        base,
 	"internal/objrec":       base,
+	"internal/netguard":     base,
 	"internal/obs":          base,
 	"internal/ports":        base,
 	"internal/version":      base,
