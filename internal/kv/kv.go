@@ -119,6 +119,44 @@ func (o Options) MemTable() uint64 {
 	return o.MemTableSize
 }
 
+// mkdirPrivate makes a missing store directory, and its missing parents,
+// readable by their owner only (0700; pebble makes them 0755): a store's
+// data is its owner's alone (docs/architecture.md, "Who may do what").
+// As pebble does for the directories it makes, it syncs each parent that
+// gained an entry, so that the store's directory survives a crash.
+func mkdirPrivate(fs vfs.FS, dir string) error {
+	if _, err := fs.Stat(dir); err == nil || !errors.Is(err, os.ErrNotExist) {
+		return nil // there, or pebble says what is wrong
+	}
+	var parents []string
+	for p := fs.PathDir(dir); ; p = fs.PathDir(p) {
+		parents = append(parents, p)
+		if fs.PathDir(p) == p {
+			break
+		}
+		if _, err := fs.Stat(p); err == nil {
+			break
+		}
+	}
+	if err := fs.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for _, p := range parents {
+		d, err := fs.OpenDir(p)
+		if err != nil {
+			return err
+		}
+		err = d.Sync()
+		if cerr := d.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("sync directory %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
 // Open opens (creating if needed) the store in dir.
 func Open(dir string, o Options) (*DB, error) {
 	size := o.CacheSize
@@ -146,6 +184,16 @@ func Open(dir string, o Options) (*DB, error) {
 	// visits every level.
 	for i := range opts.Levels {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	if !o.ReadOnly && !o.MustExist {
+		fs := o.FS
+		if fs == nil {
+			fs = vfs.Default
+		}
+		if err := mkdirPrivate(fs, dir); err != nil {
+			cache.Unref()
+			return nil, fmt.Errorf("open store %s: %w", dir, err)
+		}
 	}
 	p, err := pebble.Open(dir, opts)
 	if err != nil {

@@ -59,7 +59,7 @@ func (s *Store) open(obj fid.ObjID, create bool) (*fdEntry, error) {
 		if err := mkdirSynced(dir); err != nil {
 			return nil, err
 		}
-		f, err = os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		f, err = os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 		if err == nil {
 			s.markDirDirty(dir)
 		}

@@ -713,3 +713,23 @@ func TestStatfsCountsObjects(t *testing.T) {
 		t.Fatalf("1000 objects did not reduce free inodes: %v", after)
 	}
 }
+
+// TestObjectDataIsItsOwnersAlone: the object directory, its buckets and
+// the object files are readable by the OST's user only, so that no other
+// user of the server reads file data under its directory.
+func TestObjectDataIsItsOwnersAlone(t *testing.T) {
+	dir, id := format(t)
+	s := open(t, dir, id, Options{})
+	s.Precreate(seq, 1, 1)
+	must(t, s.Write(obj(1), 0, []byte("secret"), nil))
+	p := s.path(obj(1))
+	for f, want := range map[string]os.FileMode{p: 0o600, filepath.Dir(p): 0o700, target.ObjectsDir(dir): 0o700, target.StoreDir(dir): 0o700} {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != want {
+			t.Errorf("%s: mode %#o, want %#o", f, got, want)
+		}
+	}
+}

@@ -199,7 +199,7 @@ func Open(dir string, id target.Identity, opts Options) (*Store, error) {
 		return fail(err)
 	}
 	objDir := filepath.Join(dir, "objects")
-	if err := os.MkdirAll(objDir, 0o755); err != nil {
+	if err := os.MkdirAll(objDir, 0o700); err != nil {
 		return fail(fmt.Errorf("open object store of %s: %w", disk.Label(), err))
 	}
 	n := uint64(0)
@@ -452,7 +452,7 @@ func mkdirSynced(dir string) error {
 	if err := mkdirSynced(parent); err != nil {
 		return err
 	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	if err := os.Mkdir(dir, 0o700); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return nil
 		}

@@ -173,7 +173,7 @@ func Open(fs vfs.FS, dir string, o Options, fn func(Record) error) (*Log, error)
 	if _, err := fs.Stat(dir); err != nil {
 		// A new log: its directory entry must be durable before any
 		// record in it can be.
-		if err := fs.MkdirAll(dir, 0o755); err != nil {
+		if err := fs.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("create raft log directory %s: %w", dir, err)
 		}
 		if err := syncDir(fs, filepath.Dir(dir)); err != nil {

@@ -82,8 +82,8 @@ func raftConfig(id target.Identity, dir string, tr *raftgroup.GRPCTransport, c r
 	c.LogDir = target.RaftLogDir(dir)
 	if tr != nil {
 		c.Transport = tr
-		sd := filepath.Join(dir, "raft-snap")
-		if err := os.MkdirAll(sd, 0o755); err == nil {
+		sd := target.RaftSnapDir(dir)
+		if err := os.MkdirAll(sd, 0o700); err == nil {
 			c.SnapshotDir = sd
 			// Images of an earlier life are useless: raft asks again.
 			if old, _ := filepath.Glob(filepath.Join(sd, "raft-image-*")); len(old) > 0 {

@@ -95,6 +95,11 @@ func Run(ctx context.Context, dir string, o Options) error {
 	if err := proc.Claim(dir); err != nil {
 		return err
 	}
+	// A target formatted by an older release has its data directories
+	// 0755: they become its owner's alone before it serves.
+	if err := target.MakePrivate(dir); err != nil {
+		return fmt.Errorf("%s: %w", id.Name(), err)
+	}
 	defer os.Remove(filepath.Join(dir, proc.PidFile))
 
 	ln, err := listen(id.Listen, id, "gRPC")

@@ -7,7 +7,12 @@
 //
 //	nacre-target.json   identity (this package)
 //	store/              pebble store (MGS config, MDT metadata + raft log, OST attributes)
+//	raftlog/            MGS, MDT: the Raft log (internal/raftlog)
+//	raft-snap/          a replica's snapshots received from its leader
 //	objects/            OST only: object data as sparse files
+//
+// The data directories (store/, raftlog/, raft-snap/, objects/) are
+// their owner's alone, 0700 (MakePrivate).
 //	serve.pid           pid of the process serving it (internal/target/proc)
 //	serve.log           that process's log (nacre up; internal/target/proc)
 package target
@@ -185,6 +190,23 @@ func Format(dir string, id Identity) error {
 	if err != nil {
 		return fmt.Errorf("format %s: %w", dir, err)
 	}
+	// The data directories are made here, their owner's alone, rather
+	// than by the first start with the modes of the libraries that fill
+	// them.
+	for _, d := range formatDirs(dir, id.Kind) {
+		if err := os.Mkdir(d, 0o700); err == nil {
+			made = append(made, d)
+		} else if !errors.Is(err, os.ErrExist) {
+			err = fmt.Errorf("format %s: %w", dir, err)
+			for i := len(made) - 1; i >= 0; i-- {
+				os.Remove(made[i])
+			}
+			return err
+		}
+	}
+	if err := MakePrivate(dir); err != nil {
+		return fmt.Errorf("format %s: %w", dir, err)
+	}
 	if err := Save(dir, id); err != nil {
 		// A retry must find the directory as it was: one this format
 		// made, left behind, is no longer new, and holds no target.
@@ -318,6 +340,60 @@ func Load(dir string) (Identity, error) {
 // StoreDir is where the target's pebble store lives.
 func StoreDir(dir string) string { return filepath.Join(dir, "store") }
 
+// ObjectsDir is where an OST keeps its objects' data (internal/ost).
+func ObjectsDir(dir string) string { return filepath.Join(dir, "objects") }
+
+// RaftSnapDir is where a replica of a replicated group receives the
+// snapshots its leader sends (internal/raftgroup).
+func RaftSnapDir(dir string) string { return filepath.Join(dir, "raft-snap") }
+
+// dataDirs are the directories of a target directory that hold its
+// data: the store, the Raft log and its snapshots, the objects.
+func dataDirs(dir string) []string {
+	return []string{StoreDir(dir), RaftLogDir(dir), RaftSnapDir(dir), ObjectsDir(dir)}
+}
+
+// formatDirs are the data directories Format makes for a target of
+// kind k: the Raft log's directory is left to the log, whose absence
+// means a new log (internal/raftlog).
+func formatDirs(dir string, k Kind) []string {
+	if k == OST {
+		return []string{StoreDir(dir), ObjectsDir(dir)}
+	}
+	return []string{StoreDir(dir)}
+}
+
+// MakePrivate makes the data directories of the target in dir that
+// exist readable by their owner alone (0700): metadata, file names and
+// file data are no business of other users of the server's machine
+// (docs/architecture.md, "Who may do what"). Format makes them so, and
+// every start runs it, so that a target formatted by an older release
+// (0755 directories, 0644 files) is fixed at its next start.
+//
+// It changes these few top-level directories only, never what is in
+// them: an OST holds millions of object files, in thousands of bucket
+// directories, and a walk of them all would hold up every start. A file
+// or directory below a 0700 directory cannot be reached by others, so
+// the old modes inside no longer matter; what is created there from
+// now on is made 0700 (directories) or 0600 (object files) anyway.
+func MakePrivate(dir string) error {
+	for _, d := range dataDirs(dir) {
+		fi, err := os.Stat(d)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("make %s private: %w", d, err)
+		}
+		if fi.IsDir() && fi.Mode().Perm() != 0o700 {
+			if err := os.Chmod(d, 0o700); err != nil {
+				return fmt.Errorf("make %s readable by its owner only: %w", d, err)
+			}
+		}
+	}
+	return nil
+}
+
 // RaftLogDir is where the Raft log of a target's group lives (MGS, MDT;
 // internal/raftlog), beside its store.
 func RaftLogDir(dir string) string { return filepath.Join(dir, "raftlog") }
@@ -385,7 +461,7 @@ func HasRun(dir string, id Identity) bool {
 	if !id.Started.IsZero() {
 		return true
 	}
-	for _, sub := range []string{RaftLogDir(dir), filepath.Join(dir, "objects")} {
+	for _, sub := range []string{RaftLogDir(dir), ObjectsDir(dir)} {
 		if entries, err := os.ReadDir(sub); err == nil && len(entries) > 0 {
 			return true
 		}

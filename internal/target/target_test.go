@@ -122,3 +122,53 @@ func TestATargetThatHasRunNeedsItsStore(t *testing.T) {
 		t.Fatalf("the refused store was written to: %v", err)
 	}
 }
+
+// TestDataDirectoriesAreTheOwnersAlone: format makes the data
+// directories 0700, and MakePrivate (every start) fixes those an older
+// release made 0755, without touching what is in them.
+func TestDataDirectoriesAreTheOwnersAlone(t *testing.T) {
+	mode := func(p string) os.FileMode {
+		t.Helper()
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Mode().Perm()
+	}
+	dir := filepath.Join(t.TempDir(), "ost")
+	if err := Format(dir, Identity{Fsname: "x", Kind: OST, Index: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{StoreDir(dir), ObjectsDir(dir)} {
+		if m := mode(d); m != 0o700 {
+			t.Errorf("format made %s %#o, want 0700", d, m)
+		}
+	}
+	// As an older release left them.
+	bucket := filepath.Join(ObjectsDir(dir), "100000000", "0")
+	if err := os.MkdirAll(bucket, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{StoreDir(dir), ObjectsDir(dir), RaftLogDir(dir)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := MakePrivate(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{StoreDir(dir), ObjectsDir(dir), RaftLogDir(dir)} {
+		if m := mode(d); m != 0o700 {
+			t.Errorf("MakePrivate left %s %#o, want 0700", d, m)
+		}
+	}
+	if m := mode(bucket); m != 0o755 {
+		t.Errorf("MakePrivate changed the bucket %s to %#o: it walks below the data directories", bucket, m)
+	}
+	if m := mode(dir); m == 0o700 {
+		t.Errorf("the target directory itself became 0700: its identity and pid file are for status")
+	}
+}
