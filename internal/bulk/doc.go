@@ -135,4 +135,15 @@
 // connection in order, so a pipelining client would get its replies in
 // order. A client drops any connection on which a call was cancelled or
 // failed midway, so a half-read frame never meets the next request.
+//
+// The server bounds what a connection costs it (ServerOptions): a frame
+// must arrive whole within IOTimeout of its first byte, and a reply be
+// taken within it; a connection without a request for IdleTimeout is
+// closed; a payload is read into pooled buffers of 64 KiB, 256 KiB,
+// 1 MiB and 4 MiB, taking the next class only once the one before is
+// full, so a header claiming MaxPayload reserves 64 KiB until its bytes
+// arrive; a peer IP holds at most MaxConnsPerPeer connections; warnings
+// about a peer's bad frames come at most once per WarnEvery. A client
+// whose pooled connection was closed while idle sends the request again
+// on a connection it dials, as after any broken connection.
 package bulk

@@ -32,6 +32,19 @@
 // FailedPrecondition with a message naming both, and closes the
 // connection.
 //
+// # Connections
+//
+// A client keeps a pool of connections and sends one request at a time on
+// each. The server bounds what a connection costs it (ServerOptions): a
+// frame must arrive whole within FrameTimeout of its first byte, and a
+// reply be taken within it; a connection without a request for
+// IdleTimeout is closed; a frame's payload buffer grows as its bytes
+// arrive, so a header claiming MaxPayload reserves 64 KiB until they do;
+// a peer IP holds at most MaxConnsPerPeer connections; warnings about a
+// peer's bad frames come at most once per WarnEvery. A client whose
+// pooled connection was closed while idle sends the request again once,
+// on a connection it dials.
+//
 // # The MDS binding
 //
 // mds.go binds the metadata service to the frames: the method ids (never
