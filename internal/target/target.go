@@ -10,11 +10,11 @@
 //	raftlog/            MGS, MDT: the Raft log (internal/raftlog)
 //	raft-snap/          a replica's snapshots received from its leader
 //	objects/            OST only: object data as sparse files
+//	serve.pid           pid of the process serving it (internal/target/proc)
+//	serve.log           that process's log (nacre up; internal/target/proc)
 //
 // The data directories (store/, raftlog/, raft-snap/, objects/) are
 // their owner's alone, 0700 (MakePrivate).
-//	serve.pid           pid of the process serving it (internal/target/proc)
-//	serve.log           that process's log (nacre up; internal/target/proc)
 package target
 
 import (
