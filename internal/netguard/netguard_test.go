@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -51,5 +52,57 @@ func TestWarnerLimitsLinesPerPeer(t *testing.T) {
 	w.Warn("10.0.0.1", "bad frame")
 	if !strings.Contains(out.String(), "suppressed=49") {
 		t.Fatalf("the line after the interval does not count the 49 suppressed:\n%s", out.String())
+	}
+}
+
+// TestLoopbackPeersGetTheLargerDefault: by default a loopback peer (every
+// client of a one-machine cluster) may hold more than DefaultMaxPerPeer
+// connections; an explicit bound holds for it too.
+func TestLoopbackPeersGetTheLargerDefault(t *testing.T) {
+	for _, tc := range []struct {
+		max, open, want int
+	}{
+		{0, DefaultMaxPerPeer + 20, DefaultMaxPerPeer + 20},
+		{5, 8, 5},
+	} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := LimitPeers(ln, tc.max, nil, "test port")
+		accepted := make(chan net.Conn, tc.open)
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				accepted <- c
+			}
+		}()
+		var clients []net.Conn
+		for range tc.open {
+			c, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			clients = append(clients, c)
+		}
+		// The refused ones are closed by the listener at once.
+		deadline := time.Now().Add(5 * time.Second)
+		for len(accepted) < tc.want && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(50 * time.Millisecond)
+		if got := len(accepted); got != tc.want {
+			t.Errorf("max %d, %d connections from loopback: %d accepted, want %d", tc.max, tc.open, got, tc.want)
+		}
+		l.Close()
+		for _, c := range clients {
+			c.Close()
+		}
+		for len(accepted) > 0 {
+			(<-accepted).Close()
+		}
 	}
 }
