@@ -45,26 +45,31 @@ const (
 	// the change time moves to now and nothing else changes, as chown(f,
 	// -1, -1) does; anyone may (Linux asks no permission for it)
 	SetattrValid_SETATTR_CTIME_NOW SetattrValid = 8192
+	// with SETATTR_SIZE: the change comes through a file opened for writing
+	// (ftruncate, O_TRUNC), whose access was checked at its open; else a
+	// truncate needs write access, its owner's too (truncate(2))
+	SetattrValid_SETATTR_OPENED SetattrValid = 16384
 )
 
 // Enum value maps for SetattrValid.
 var (
 	SetattrValid_name = map[int32]string{
-		0:    "SETATTR_NONE",
-		1:    "SETATTR_MODE",
-		2:    "SETATTR_UID",
-		4:    "SETATTR_GID",
-		8:    "SETATTR_SIZE",
-		16:   "SETATTR_ATIME",
-		32:   "SETATTR_MTIME",
-		64:   "SETATTR_ATIME_NOW",
-		128:  "SETATTR_MTIME_NOW",
-		256:  "SETATTR_CTIME",
-		512:  "SETATTR_PROJID",
-		1024: "SETATTR_BLOCKS",
-		2048: "SETATTR_SET_DIRTY",
-		4096: "SETATTR_CLEAR_DIRTY",
-		8192: "SETATTR_CTIME_NOW",
+		0:     "SETATTR_NONE",
+		1:     "SETATTR_MODE",
+		2:     "SETATTR_UID",
+		4:     "SETATTR_GID",
+		8:     "SETATTR_SIZE",
+		16:    "SETATTR_ATIME",
+		32:    "SETATTR_MTIME",
+		64:    "SETATTR_ATIME_NOW",
+		128:   "SETATTR_MTIME_NOW",
+		256:   "SETATTR_CTIME",
+		512:   "SETATTR_PROJID",
+		1024:  "SETATTR_BLOCKS",
+		2048:  "SETATTR_SET_DIRTY",
+		4096:  "SETATTR_CLEAR_DIRTY",
+		8192:  "SETATTR_CTIME_NOW",
+		16384: "SETATTR_OPENED",
 	}
 	SetattrValid_value = map[string]int32{
 		"SETATTR_NONE":        0,
@@ -82,6 +87,7 @@ var (
 		"SETATTR_SET_DIRTY":   2048,
 		"SETATTR_CLEAR_DIRTY": 4096,
 		"SETATTR_CTIME_NOW":   8192,
+		"SETATTR_OPENED":      16384,
 	}
 )
 
@@ -2567,7 +2573,7 @@ const file_mds_proto_rawDesc = "" +
 	"\x04cred\x18\x02 \x01(\v2\x0e.nacre.v1.CredR\x04cred\";\n" +
 	"\rFid2PathReply\x12\x14\n" +
 	"\x05errno\x18\x01 \x01(\x05R\x05errno\x12\x14\n" +
-	"\x05paths\x18\x02 \x03(\fR\x05paths*\xc3\x02\n" +
+	"\x05paths\x18\x02 \x03(\fR\x05paths*\xd9\x02\n" +
 	"\fSetattrValid\x12\x10\n" +
 	"\fSETATTR_NONE\x10\x00\x12\x10\n" +
 	"\fSETATTR_MODE\x10\x01\x12\x0f\n" +
@@ -2583,7 +2589,8 @@ const file_mds_proto_rawDesc = "" +
 	"\x0eSETATTR_BLOCKS\x10\x80\b\x12\x16\n" +
 	"\x11SETATTR_SET_DIRTY\x10\x80\x10\x12\x18\n" +
 	"\x13SETATTR_CLEAR_DIRTY\x10\x80 \x12\x16\n" +
-	"\x11SETATTR_CTIME_NOW\x10\x80@B\x13Z\x11nacre/api/nacrepbb\x06proto3"
+	"\x11SETATTR_CTIME_NOW\x10\x80@\x12\x14\n" +
+	"\x0eSETATTR_OPENED\x10\x80\x80\x01B\x13Z\x11nacre/api/nacrepbb\x06proto3"
 
 var (
 	file_mds_proto_rawDescOnce sync.Once

@@ -521,9 +521,10 @@ func (f *File) Size(ctx context.Context) (uint64, error) {
 	return f.size, nil
 }
 
-// Truncate sets the file's size.
+// Truncate sets the file's size, as ftruncate(2) does through a file
+// opened for writing: access was checked at the open.
 func (f *File) Truncate(ctx context.Context, size uint64) error {
-	ino, epochs, err := f.c.setattr(ctx, &pb.SetattrOp{Fid: f.fid.PB(), Valid: uint32(pb.SetattrValid_SETATTR_SIZE), Size: size})
+	ino, epochs, err := f.c.setattr(ctx, &pb.SetattrOp{Fid: f.fid.PB(), Valid: uint32(pb.SetattrValid_SETATTR_SIZE | pb.SetattrValid_SETATTR_OPENED), Size: size})
 	if err != nil {
 		return err
 	}

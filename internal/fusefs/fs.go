@@ -111,6 +111,8 @@ type FS struct {
 	sess *client.Session
 	o    Options
 	log  *slog.Logger
+	// kernelChecks: the kernel checks permissions (default_permissions)
+	kernelChecks bool
 	// kernelACLs: the kernel checks permissions, ACLs included
 	// (default_permissions with acl), before an open reaches the daemon.
 	kernelACLs bool

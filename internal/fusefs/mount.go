@@ -142,6 +142,7 @@ func MountFS(ctx context.Context, c *client.Client, dir string, o MountOptions) 
 	}
 	fs := New(c, o.Options)
 	fs.noNameCache = !o.DefaultPermissions
+	fs.kernelChecks = o.DefaultPermissions
 	fs.kernelACLs = o.DefaultPermissions && o.ACL
 	sess, err := c.StartSession(ctx, o.Name, client.SessionHandlers{Invalidate: fs.Invalidate, RevokeAppend: fs.RevokeAppend, RevokeLookup: fs.RevokeLookup, AskClose: fs.AskClose, SessionLost: fs.SessionLost, OpenFIDs: fs.openFileFIDs})
 	if err != nil {

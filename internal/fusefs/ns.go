@@ -3,6 +3,7 @@ package fusefs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"syscall"
@@ -13,6 +14,7 @@ import (
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/client"
+	"nacre/internal/errno"
 	"nacre/internal/fid"
 )
 
@@ -215,7 +217,7 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.Attr
 	var ino *pb.Inode
 	var err error
 	if v&fuse.FATTR_SIZE != 0 {
-		if err = fs.truncate(ctx, f, in.Size); err != nil {
+		if err = fs.truncate(ctx, &in.InHeader, f, in.Size, v&fuse.FATTR_FH != 0); err != nil {
 			return fs.status("truncate", err)
 		}
 		if fs.sess != nil {
@@ -328,12 +330,26 @@ func errnoIs(err error, e syscall.Errno) bool {
 }
 
 // truncate sets a file's size, through its open file if this mount has
-// one (so that file knows its new size).
-func (fs *FS) truncate(ctx context.Context, f fid.FID, size uint64) error {
+// one (so that file knows its new size). viaHandle: ftruncate(2), through
+// a file the caller opened for writing; else truncate(2), which needs
+// write access (the kernel checks it, unless no_default_permissions).
+func (fs *FS) truncate(ctx context.Context, hdr *fuse.InHeader, f fid.FID, size uint64, viaHandle bool) error {
 	defer fs.forgetFIDAttrs(f)
 	fs.mu.Lock()
 	of := fs.files[f]
 	fs.mu.Unlock()
+	if of != nil && !viaHandle && !fs.kernelChecks {
+		// The open file here is not necessarily the caller's, nor open
+		// for writing: its truncate would pass as an ftruncate.
+		cred := fs.cred(hdr)
+		ino, err := fs.c.Getattr(ctx, f)
+		if err != nil {
+			return err
+		}
+		if cred.Uid != 0 && !fs.mayAccess(ctx, ino, cred, 2) {
+			return &errno.Errno{Op: "truncate", Errno: syscall.EACCES, Msg: fmt.Sprintf("uid %d may not write %s", cred.Uid, f)}
+		}
+	}
 	if of != nil {
 		of.wb.fence()
 		of.rw.RLock()

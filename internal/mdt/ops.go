@@ -554,11 +554,14 @@ func (x *txn) setattr(op *pb.SetattrOp) (*pb.Reply, error) {
 		changed = true
 	}
 	if has(pb.SetattrValid_SETATTR_UID) || has(pb.SetattrValid_SETATTR_GID) {
-		if has(pb.SetattrValid_SETATTR_UID) && op.Uid != ino.Uid && c.Uid != 0 {
+		// As Linux's chown_ok and chgrp_ok: the owner may "change" the
+		// owner to itself and the group to its own or one of its groups;
+		// anyone else needs root, even to set what is there already.
+		if has(pb.SetattrValid_SETATTR_UID) && c.Uid != 0 && !(c.Uid == ino.Uid && op.Uid == ino.Uid) {
 			return nil, errf(syscall.EPERM, "chown %s: only root may change the owner", f)
 		}
-		if has(pb.SetattrValid_SETATTR_GID) && op.Gid != ino.Gid && c.Uid != 0 && !(c.Uid == ino.Uid && inGroup(c, op.Gid)) {
-			return nil, errf(syscall.EPERM, "chgrp %s to %d", f, op.Gid)
+		if has(pb.SetattrValid_SETATTR_GID) && c.Uid != 0 && !(c.Uid == ino.Uid && (op.Gid == ino.Gid || inGroup(c, op.Gid))) {
+			return nil, errf(syscall.EPERM, "chgrp %s to %d: uid %d is not the owner, or not in that group", f, op.Gid, c.Uid)
 		}
 		if has(pb.SetattrValid_SETATTR_UID) {
 			ino.Uid = op.Uid
@@ -581,8 +584,10 @@ func (x *txn) setattr(op *pb.SetattrOp) (*pb.Reply, error) {
 		if !isReg(ino) {
 			return nil, errf(syscall.EINVAL, "truncate %s: not a regular file", f)
 		}
-		if !has(pb.SetattrValid_SETATTR_CLEAR_DIRTY) && !owner && !mayAccess(x.b, local, ino, c, accW) {
-			return nil, errf(syscall.EACCES, "truncate %s", f)
+		// As truncate(2): write access, the owner's too; ftruncate's was
+		// checked at the open.
+		if !has(pb.SetattrValid_SETATTR_CLEAR_DIRTY) && !has(pb.SetattrValid_SETATTR_OPENED) && c.Uid != 0 && !mayAccess(x.b, local, ino, c, accW) {
+			return nil, errf(syscall.EACCES, "truncate %s: uid %d may not write it", f, c.Uid)
 		}
 		if ino.Size != op.Size && !has(pb.SetattrValid_SETATTR_CLEAR_DIRTY) {
 			changed = true

@@ -78,6 +78,15 @@ func TestFuseUnprivilegedUser(t *testing.T) {
 			mustUser(t, root, "echo mine > tmp/mine && chmod 600 tmp/mine && cat tmp/mine && echo more >> tmp/roots")
 			mustFailUser(t, root, "rm -f tmp/roots", "Operation not permitted")
 			mustFailUser(t, root, "mv tmp/roots tmp/stolen", "Operation not permitted")
+			// Exact as Linux's own checks (pjdfstest chown/07,
+			// truncate/06): a non-owner may not chown to the owner the
+			// file has; truncate(2) needs write access, the owner's too,
+			// also while the file is open here; ftruncate through a file
+			// opened for writing needs none.
+			mustFailUser(t, root, "chown 0 rootfile", "Operation not permitted")
+			mustFailUser(t, root, "echo x > tmp/ro && chmod 444 tmp/ro && truncate -s 0 tmp/ro", "Permission denied")
+			mustFailUser(t, root, `python3 -c "import os; fd = os.open('tmp/ro', os.O_RDONLY); os.truncate('tmp/ro', 0)"`, "Permission denied")
+			mustUser(t, root, `python3 -c "import os; fd = os.open('tmp/ft', os.O_RDWR | os.O_CREAT, 0o644); os.fchmod(fd, 0o444); os.ftruncate(fd, 5); assert os.fstat(fd).st_size == 5"`)
 			mustUser(t, root, "mv tmp/mine tmp/mine2 && rm tmp/mine2")
 			var st syscall.Stat_t
 			must(syscall.Stat(m.Path("tmp", "roots"), &st))

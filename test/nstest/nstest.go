@@ -340,6 +340,33 @@ var Scenarios = []Scenario{
 		_, err = u.Setattr(&pb.SetattrOp{Fid: f.Fid, Valid: uint32(pb.SetattrValid_SETATTR_UID), Uid: 1000})
 		e.wantErr(err, syscall.EPERM, "chown by non-root")
 	}},
+	{"OwnerChecksAreExact", func(e *env) {
+		// As Linux: chown and chgrp by a non-owner fail even when they
+		// set what is there; truncate(2) needs write access, the owner's
+		// too, while a truncate through a file opened for writing
+		// (ftruncate) was checked at the open.
+		f := e.file(e.dir, "f")
+		_, err := e.ns.Setattr(&pb.SetattrOp{Fid: f.Fid, Valid: uint32(pb.SetattrValid_SETATTR_UID | pb.SetattrValid_SETATTR_GID), Uid: 1000, Gid: 1000})
+		e.must(err, "chown to 1000:1000")
+		other, owner := e.ns.As(2000, 2000), e.ns.As(1000, 1000)
+		_, err = other.Setattr(&pb.SetattrOp{Fid: f.Fid, Valid: uint32(pb.SetattrValid_SETATTR_UID), Uid: 1000})
+		e.wantErr(err, syscall.EPERM, "chown to the owner it has, by a non-owner")
+		_, err = other.Setattr(&pb.SetattrOp{Fid: f.Fid, Valid: uint32(pb.SetattrValid_SETATTR_GID), Gid: 1000})
+		e.wantErr(err, syscall.EPERM, "chgrp to the group it has, by a non-owner")
+		_, err = owner.Setattr(&pb.SetattrOp{Fid: f.Fid, Valid: uint32(pb.SetattrValid_SETATTR_UID | pb.SetattrValid_SETATTR_GID), Uid: 1000, Gid: 1000})
+		e.must(err, "chown to itself by the owner")
+		_, err = owner.Setattr(&pb.SetattrOp{Fid: f.Fid, Valid: uint32(pb.SetattrValid_SETATTR_MODE), Mode: 0o444})
+		e.must(err, "chmod 0444 by the owner")
+		_, err = owner.Setattr(&pb.SetattrOp{Fid: f.Fid, Valid: uint32(pb.SetattrValid_SETATTR_SIZE), Size: 10})
+		e.wantErr(err, syscall.EACCES, "truncate of a 0444 file by its owner")
+		_, err = owner.Setattr(&pb.SetattrOp{Fid: f.Fid, Valid: uint32(pb.SetattrValid_SETATTR_SIZE | pb.SetattrValid_SETATTR_OPENED), Size: 10})
+		e.must(err, "truncate of a 0444 file by its owner through a file opened for writing")
+		got, err := e.ns.Setattr(&pb.SetattrOp{Fid: f.Fid, Valid: uint32(pb.SetattrValid_SETATTR_SIZE), Size: 20})
+		e.must(err, "truncate of a 0444 file by root")
+		if got.Size != 20 {
+			e.t.Fatalf("size %d after root's truncate to 20", got.Size)
+		}
+	}},
 	{"PermissionsOnDirectories", func(e *env) {
 		locked := e.mkdir(e.dir, "locked") // 0755, owned by root
 		u := e.ns.As(1000, 1000)
