@@ -329,8 +329,13 @@ type sampler struct {
 
 func newSampler(t *testing.T, pids map[string]int, metrics map[string]string) *sampler {
 	s := &sampler{peak: map[string]int64{}, heap: map[string]int64{}, done: make(chan struct{})}
-	record := func(m map[string]int64, name string, v int64) {
+	// The maps are chosen under the lock: peakAndReset replaces them.
+	record := func(heap bool, name string, v int64) {
 		s.mu.Lock()
+		m := s.peak
+		if heap {
+			m = s.heap
+		}
 		m[name] = max(m[name], v)
 		s.mu.Unlock()
 	}
@@ -340,7 +345,7 @@ func newSampler(t *testing.T, pids map[string]int, metrics map[string]string) *s
 		for {
 			for name, pid := range pids {
 				if v, err := vmRSS(pid); err == nil {
-					record(s.peak, name, v)
+					record(false, name, v)
 				}
 			}
 			select {
@@ -355,7 +360,7 @@ func newSampler(t *testing.T, pids map[string]int, metrics map[string]string) *s
 			for {
 				sc, err := obs.FetchMatching(context.Background(), url, func(n string) bool { return n == "go_memstats_heap_alloc_bytes" })
 				if err == nil {
-					record(s.heap, name, int64(sc.Sum("go_memstats_heap_alloc_bytes", nil)))
+					record(true, name, int64(sc.Sum("go_memstats_heap_alloc_bytes", nil)))
 				}
 				select {
 				case <-s.done:
