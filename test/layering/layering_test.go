@@ -56,6 +56,7 @@ var tiers = map[string]tier{
 	"internal/objrec":       base,
 	"internal/netguard":     base,
 	"internal/obs":          base,
+	"internal/pki":          base,
 	"internal/ports":        base,
 	"internal/version":      base,
 	"internal/webui":        base,
@@ -86,7 +87,7 @@ var tiers = map[string]tier{
 }
 
 // noGRPC are the packages that must not link gRPC, even indirectly.
-var noGRPC = []string{"api/nacrepb", "internal/errno", "internal/mdrpc", "internal/bulk", "internal/fid", "internal/layout", "internal/objrec"}
+var noGRPC = []string{"api/nacrepb", "internal/errno", "internal/mdrpc", "internal/bulk", "internal/fid", "internal/layout", "internal/objrec", "internal/pki"}
 
 // engines are the consensus library and the storage engine.
 var engines = []string{"go.etcd.io/raft", "github.com/cockroachdb/pebble"}
