@@ -31,7 +31,7 @@ func newBenchIOCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--block: %w", err)
 			}
-			io := bench.IOOptions{MGS: g.mgs, FollowerReads: g.environ.followerReads(), Path: o.path, Workers: o.workers, Size: size, Block: block,
+			io := bench.IOOptions{MGS: g.mgs, TLS: g.creds, FollowerReads: g.environ.followerReads(), Path: o.path, Workers: o.workers, Size: size, Block: block,
 				Patterns: strings.Split(o.pattern, ","), Modes: strings.Split(o.mode, ","), DropCaches: o.drop}
 			if o.counts != "" {
 				if io.StripeCounts, err = parseInts(o.counts); err != nil {

@@ -28,7 +28,7 @@ with --path it uses system calls in a directory of any mounted file system
 (a Nacre mount, the local disk, MooseFS ...), for side-by-side figures.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o := bench.MDOptions{MGS: g.mgs, FollowerReads: g.environ.followerReads(), Path: md.path, Workers: md.workers, Items: md.items, SharedDir: md.shared,
+			o := bench.MDOptions{MGS: g.mgs, TLS: g.creds, FollowerReads: g.environ.followerReads(), Path: md.path, Workers: md.workers, Items: md.items, SharedDir: md.shared,
 				StripeCount: md.stripes, Depth: md.depth, Branch: md.branch, Iterations: md.iterations,
 				WriteBytes: md.wbytes, ReadBytes: md.rbytes, PhaseGap: md.gap}
 			if md.phases != "" {
@@ -44,7 +44,7 @@ with --path it uses system calls in a directory of any mounted file system
 				o.Timeline = &bench.Timeline{MGS: o.MGS, Unit: "ops"}
 			}
 			if !md.noCPU {
-				procs, err := bench.FindProcs(cmd.Context(), o.MGS, md.path, g.environ.mountState())
+				procs, err := bench.FindProcs(cmd.Context(), o.MGS, md.path, g.environ.mountState(), g.creds)
 				if err != nil {
 					return err
 				}

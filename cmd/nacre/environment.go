@@ -32,6 +32,8 @@ type envVar struct {
 var envVars = []envVar{
 	{"NACRE_MGS", "client and admin commands, format, mount", "none",
 		"the MGS address, HOST:PORT (a replicated MGS: HOST:PORT,HOST:PORT,...); --mgs overrides it"},
+	{"NACRE_TLS_DIR", "client and admin commands, mount", "none",
+		"a TLS credentials directory (ca.pem, cert.pem, key.pem: `nacre cert add` makes one, `nacre up --tls` prints it): every connection is TLS with it; --tls-dir overrides it"},
 	{"NACRE_FOLLOWER_READS", "client and admin commands, mount", "0",
 		"1 spreads metadata reads over every replica of an MDT that is up instead of its leader (each read still linearizable)"},
 	{"NACRE_OST_DOWN_AFTER", "mount", "30s",

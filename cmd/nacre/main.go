@@ -23,6 +23,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"nacre/internal/cli"
+	"nacre/internal/pki"
 	"nacre/internal/version"
 )
 
@@ -96,11 +97,41 @@ func wantsJSON(cmd *cobra.Command) bool {
 type globals struct {
 	mgs     string
 	environ environ
+	// tlsDir is --tls-dir, or NACRE_TLS_DIR; creds are what it holds,
+	// loaded before a client command runs (nil: no TLS).
+	tlsDir string
+	creds  *pki.Creds
 }
 
 func (g *globals) env(cmd *cobra.Command) cli.Env {
 	return cli.Env{MGS: g.mgs, Out: cmd.OutOrStdout(), Err: cmd.ErrOrStderr(), Stdin: cmd.InOrStdin(),
-		MountState: g.environ.mountState(), FollowerReads: g.environ.followerReads()}
+		MountState: g.environ.mountState(), FollowerReads: g.environ.followerReads(), TLS: g.creds}
+}
+
+// noClientCreds are the commands that make no client connection with
+// the command's credentials: servers take theirs from their target
+// directory, and `nacre up`, `down` and `cert` from the cluster's.
+var noClientCreds = map[string]bool{"serve": true, "format": true, "up": true, "down": true, "cert": true, "help": true, "umount": true}
+
+// loadCreds loads the credentials of --tls-dir or NACRE_TLS_DIR, for a
+// command that connects as a client.
+func (g *globals) loadCreds(cmd *cobra.Command) error {
+	if f := cmd.Flags().Lookup("tls-dir"); f == nil || !f.Changed {
+		g.tlsDir = g.environ.get("NACRE_TLS_DIR")
+	}
+	top := cmd
+	for top.HasParent() && top.Parent().HasParent() {
+		top = top.Parent()
+	}
+	if g.tlsDir == "" || noClientCreds[top.Name()] {
+		return nil
+	}
+	c, err := pki.Load(g.tlsDir)
+	if err != nil {
+		return fmt.Errorf("%w (from --tls-dir or NACRE_TLS_DIR)", err)
+	}
+	g.creds = c
+	return nil
 }
 
 func newRoot() *cobra.Command { return newRootIn(os.Getenv) }
@@ -129,6 +160,7 @@ Then use it:             export NACRE_MGS=<address printed by up>; nacre ls /`,
 	// environment was also printed by the help after the usage's own
 	// "(default $NACRE_MGS)", which then said it twice.
 	root.PersistentFlags().StringVar(&g.mgs, "mgs", "", "MGS address HOST:PORT (default $NACRE_MGS)")
+	root.PersistentFlags().StringVar(&g.tlsDir, "tls-dir", "", "TLS credentials directory: ca.pem, cert.pem, key.pem (default $NACRE_TLS_DIR; none: no TLS)")
 	var cpuprofile string
 	var profFile *os.File
 	root.PersistentFlags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of this command to FILE")
@@ -136,6 +168,9 @@ Then use it:             export NACRE_MGS=<address printed by up>; nacre ls /`,
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		if f := cmd.Flags().Lookup("mgs"); f == nil || !f.Changed {
 			g.mgs = g.environ.get("NACRE_MGS")
+		}
+		if err := g.loadCreds(cmd); err != nil {
+			return err
 		}
 		if cpuprofile == "" {
 			return nil

@@ -79,6 +79,13 @@ Options (-o, comma-separated):
 					return err
 				}
 				args := []string{"mount", "--mgs", g.mgs, dir, "-f", "--log", logPath, "--ready-fd", "3"}
+				if g.tlsDir != "" {
+					abs, err := filepath.Abs(g.tlsDir)
+					if err != nil {
+						return err
+					}
+					args = append(args, "--tls-dir", abs)
+				}
 				for _, o := range f.opts {
 					args = append(args, "-o", o)
 				}
@@ -116,7 +123,7 @@ func runMountDaemon(cmd *cobra.Command, g *globals, dir string, mo fusefs.MountO
 		return ready.Fail(err)
 	}
 	return fusefs.RunDaemon(cmd.Context(), fusefs.DaemonOptions{Dir: dir, Mount: mo, Log: log, LogFile: logPath,
-		Client:   client.Config{MGS: g.mgs, OSTDownAfter: downAfter, RefreshEvery: 30 * time.Second, FollowerReads: g.environ.followerReads()},
+		Client:   client.Config{MGS: g.mgs, OSTDownAfter: downAfter, RefreshEvery: 30 * time.Second, FollowerReads: g.environ.followerReads(), TLS: g.creds},
 		StateDir: g.environ.mountState(), Ready: ready, Out: cmd.OutOrStdout()})
 }
 

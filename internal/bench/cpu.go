@@ -11,6 +11,7 @@ import (
 	"nacre/internal/cgroup"
 	"nacre/internal/cli"
 	"nacre/internal/fusefs"
+	"nacre/internal/pki"
 )
 
 // Proc is a process whose CPU a benchmark counts: a target, a mount
@@ -67,7 +68,7 @@ func (p *CPUProbe) perOp(before, after []float64, ops int) map[string]float64 {
 // a Nacre mount, that mount's daemon and, when mgs is empty, the targets
 // of the cluster it mounts (stateDir: where mount daemons record
 // themselves).
-func FindProcs(ctx context.Context, mgs, path, stateDir string) ([]Proc, error) {
+func FindProcs(ctx context.Context, mgs, path, stateDir string, creds *pki.Creds) ([]Proc, error) {
 	var procs []Proc
 	if path != "" {
 		if fp, err := cli.LocalPathEnv(stateDir).Resolve(path); err == nil && fp.Mount != "" {
@@ -80,7 +81,7 @@ func FindProcs(ctx context.Context, mgs, path, stateDir string) ([]Proc, error) 
 		}
 	}
 	if mgs != "" {
-		st, err := cli.GetStatus(ctx, mgs)
+		st, err := cli.GetStatus(ctx, mgs, creds)
 		if err != nil {
 			return nil, fmt.Errorf("find the cluster's processes: %w", err)
 		}

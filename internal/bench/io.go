@@ -25,11 +25,14 @@ import (
 	"nacre/internal/fid"
 	"nacre/internal/layout"
 	"nacre/internal/obs"
+	"nacre/internal/pki"
 )
 
 // IOOptions configure `nacre bench io`.
 type IOOptions struct {
 	MGS string
+	// TLS are the client's credentials (nil: no TLS).
+	TLS *pki.Creds
 	// FollowerReads spreads the client's reads over every replica that is up.
 	FollowerReads bool
 	Path          string // run on a mounted file system instead of the client library
@@ -238,7 +241,7 @@ func RunIO(ctx context.Context, o IOOptions) (*IOResult, error) {
 		if o.MGS == "" {
 			return nil, fmt.Errorf("no target: pass --mgs HOST:PORT (or set NACRE_MGS), or --path DIR")
 		}
-		c, err := client.New(ctx, client.Config{MGS: o.MGS, FollowerReads: o.FollowerReads})
+		c, err := client.New(ctx, client.Config{MGS: o.MGS, FollowerReads: o.FollowerReads, TLS: o.TLS})
 		if err != nil {
 			return nil, err
 		}
@@ -251,7 +254,7 @@ func RunIO(ctx context.Context, o IOOptions) (*IOResult, error) {
 	}
 	defer b.Close()
 	if o.MGS != "" {
-		if st, err := cli.GetStatus(ctx, o.MGS); err == nil {
+		if st, err := cli.GetStatus(ctx, o.MGS, o.TLS); err == nil {
 			ostURLs = map[string]string{}
 			for _, t := range st.Targets {
 				if t.Kind == "ost" && t.MetricsURL != "" {

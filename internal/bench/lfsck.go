@@ -394,7 +394,7 @@ func RunLfsckBench(ctx context.Context, o LfsckBenchOptions) (*LfsckBenchResult,
 		if o.MGS == "" {
 			return nil, errors.New("the scaling and load runs need a cluster: --mgs HOST:PORT")
 		}
-		c, err := admin.Dial(ctx, o.MGS)
+		c, err := admin.Dial(ctx, o.MGS, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -477,7 +477,7 @@ func runOSTs(ctx context.Context, o LfsckBenchOptions, n int) ([]LfsckPoint, err
 			ostPids = append(ostPids, t.Pid)
 		}
 	}
-	c, err := admin.Dial(ctx, lc.MGS)
+	c, err := admin.Dial(ctx, lc.MGS, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -589,7 +589,7 @@ func runScalingInterleaved(ctx context.Context, o LfsckBenchOptions) ([]LfsckPoi
 			Files: size, StripeCount: o.StripeCount, Progress: o.Progress}); err != nil {
 			return nil, err
 		}
-		c, err := admin.Dial(ctx, lc.MGS)
+		c, err := admin.Dial(ctx, lc.MGS, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -792,7 +792,7 @@ func waitPools(ctx context.Context, mgs string, n int) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ready := 0
-		if st, err := cli.GetStatus(ctx, mgs); err == nil {
+		if st, err := cli.GetStatus(ctx, mgs, nil); err == nil {
 			for _, t := range st.Targets {
 				if !strings.Contains(t.Name, "MDT") || t.MetricsURL == "" {
 					continue

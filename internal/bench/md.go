@@ -24,11 +24,14 @@ import (
 	"nacre/internal/cli"
 	"nacre/internal/client"
 	"nacre/internal/fid"
+	"nacre/internal/pki"
 )
 
 // MDOptions configure the metadata benchmark (mdtest-like).
 type MDOptions struct {
 	MGS string // cluster to drive through the client library
+	// TLS are the client's credentials (nil: no TLS).
+	TLS *pki.Creds
 	// FollowerReads spreads the client's reads over every replica that is up.
 	FollowerReads bool
 	// Path, if set, runs the benchmark with system calls in this directory
@@ -109,7 +112,7 @@ func newBackend(ctx context.Context, o MDOptions) (Backend, error) {
 	if o.MGS == "" {
 		return nil, fmt.Errorf("no target: pass --mgs HOST:PORT (or set NACRE_MGS), or --path DIR for a mounted file system")
 	}
-	return NewClientBackend(ctx, client.Config{MGS: o.MGS, FollowerReads: o.FollowerReads})
+	return NewClientBackend(ctx, client.Config{MGS: o.MGS, FollowerReads: o.FollowerReads, TLS: o.TLS})
 }
 
 func rootOf(b Backend) Dir {

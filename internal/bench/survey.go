@@ -80,7 +80,7 @@ func RunSurvey(ctx context.Context, o SurveyOptions) (*SurveyResult, error) {
 	if o.Files <= 0 {
 		return nil, fmt.Errorf("--files must be at least 1")
 	}
-	st, err := cli.GetStatus(ctx, o.MGS)
+	st, err := cli.GetStatus(ctx, o.MGS, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +126,7 @@ func surveyRound(ctx context.Context, o SurveyOptions, addr, fsname string, n in
 	var idb [8]byte
 	for i := range ths {
 		rand.Read(idb[:])
-		ths[i] = &surveyThread{c: mdrpc.NewMDS(addr, fsname), client: binary.LittleEndian.Uint64(idb[:]) | 1}
+		ths[i] = &surveyThread{c: mdrpc.NewMDS(addr, fsname, nil), client: binary.LittleEndian.Uint64(idb[:]) | 1}
 	}
 	defer func() {
 		for _, t := range ths {

@@ -93,7 +93,7 @@ func (t *Timeline) run(ctx context.Context) {
 	defer close(t.done)
 	var servers []*serverSample
 	if t.MGS != "" {
-		if st, err := cli.GetStatus(ctx, t.MGS); err == nil {
+		if st, err := cli.GetStatus(ctx, t.MGS, nil); err == nil {
 			for _, ts := range st.Targets {
 				if ts.MetricsURL != "" {
 					servers = append(servers, &serverSample{name: ts.Name, url: ts.MetricsURL})

@@ -3,6 +3,7 @@ package bulk
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 
 	"nacre/internal/errno"
 	"nacre/internal/fid"
+	"nacre/internal/pki"
 	"nacre/internal/version"
 )
 
@@ -39,6 +41,9 @@ type ClientOptions struct {
 	// Timeout bounds one request when the context has no earlier deadline
 	// (0: 60 s), so that a hung server cannot hold a caller forever.
 	Timeout time.Duration
+	// TLS, if set, makes every connection TLS (internal/pki's
+	// ClientConfig), handshaken within DialTimeout.
+	TLS *tls.Config
 
 	// protocol overrides version.Protocol (tests of version refusal).
 	protocol uint16
@@ -417,6 +422,14 @@ func (c *Client) dial(ctx context.Context) (*conn, error) {
 	c.dials.Add(1)
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
+	}
+	if c.opts.TLS != nil {
+		tc, err := pki.Connect(ctx, nc, c.opts.TLS, c.opts.DialTimeout)
+		if err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("TLS handshake with %s: %w", c.addr, err)
+		}
+		nc = tc
 	}
 	cn := &conn{nc: nc, br: bufio.NewReaderSize(nc, 32<<10)}
 	c.mu.Lock()

@@ -3,6 +3,7 @@ package bulk
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 
 	"nacre/internal/errno"
 	"nacre/internal/netguard"
+	"nacre/internal/pki"
 	"nacre/internal/version"
 )
 
@@ -63,6 +65,11 @@ type ServerOptions struct {
 		Dec()
 	}
 
+	// TLS, if set, makes every connection TLS (internal/pki's
+	// ServerConfig): the handshake comes first, within
+	// pki.HandshakeTimeout, and a peer it refuses is logged with why.
+	TLS *tls.Config
+
 	// protocol overrides version.Protocol (tests of version refusal).
 	protocol uint16
 }
@@ -106,7 +113,11 @@ type Server struct {
 }
 
 type serverConn struct {
-	nc    net.Conn
+	nc net.Conn
+	// rw is what requests are read from and replies written to: nc, or
+	// TLS over it. Closing is nc's: a TLS close would write, and Close
+	// must not wait on a peer.
+	rw    net.Conn
 	br    *bufio.Reader
 	rbuf  [HeaderSize + MaxExt]byte
 	wbuf  [HeaderSize + MaxExt]byte
@@ -231,7 +242,7 @@ func (s *Server) accept() {
 		if tc, ok := nc.(*net.TCPConn); ok {
 			tc.SetNoDelay(true)
 		}
-		sc := &serverConn{nc: nc, br: bufio.NewReaderSize(nc, 32<<10)}
+		sc := &serverConn{nc: nc, rw: nc, br: bufio.NewReaderSize(nc, 32<<10)}
 		s.mu.Lock()
 		if s.closing {
 			s.mu.Unlock()
@@ -263,6 +274,17 @@ func (s *Server) serveConn(sc *serverConn) {
 		s.mu.Unlock()
 		s.wg.Done()
 	}()
+	if s.opts.TLS != nil {
+		tc, err := pki.Accept(sc.nc, s.opts.TLS, pki.HandshakeTimeout)
+		if err != nil {
+			s.warn.Warn(netguard.PeerIP(sc.nc.RemoteAddr()), "connection refused: TLS handshake failed", "port", "bulk data", "remote", sc.nc.RemoteAddr().String(), "err", err)
+			return
+		}
+		sc.rw, sc.br = tc, bufio.NewReaderSize(tc, 32<<10)
+	}
+	if sc.rw == nil {
+		sc.rw = sc.nc
+	}
 	for {
 		if !s.setBusy(sc, false) {
 			return
@@ -542,10 +564,10 @@ func (s *Server) reply(sc *serverConn, h *header, e syscall.Errno, length uint64
 	sc.nc.SetWriteDeadline(time.Now().Add(s.ioTimeout))
 	var err error
 	if len(payload) == 0 {
-		_, err = sc.nc.Write(frame)
+		_, err = sc.rw.Write(frame)
 	} else {
 		bufs := net.Buffers{frame, payload}
-		_, err = bufs.WriteTo(sc.nc)
+		_, err = bufs.WriteTo(sc.rw)
 	}
 	if err != nil {
 		s.log.Debug("bulk reply not sent", "peer", sc.nc.RemoteAddr().String(), "op", h.op.String(), "err", err)

@@ -9,6 +9,7 @@ import (
 	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/layout"
+	"nacre/internal/pki"
 )
 
 // DfRow is one row of `nacre df --json`. A target that is down has no
@@ -91,14 +92,14 @@ func dfTable(fsname string, targets []TargetStatus) DfJSON {
 // Df prints space and inodes per target and for the file system, like
 // `lfs df`.
 func Df(ctx context.Context, e Env, asJSON bool) error {
-	st, err := GetStatus(ctx, e.MGS)
+	st, err := GetStatus(ctx, e.MGS, e.TLS)
 	if err != nil {
 		return err
 	}
 	for i, ts := range st.Targets {
 		if ts.State == "up" && (ts.Kind == "mdt" || ts.Kind == "ost") && (ts.ReplicaID == 0 || ts.Leader) {
 			// Ask the target itself: the MGS's copy is a heartbeat old.
-			if s, err := targetStatfs(ctx, ts); err == nil {
+			if s, err := targetStatfs(ctx, ts, e.TLS); err == nil {
 				ts.BytesTotal, ts.BytesAvail, ts.BytesUsed = s.BytesTotal, s.BytesAvail, s.BytesTotal-s.BytesFree
 				ts.InodesTotal, ts.InodesUsed = s.InodesTotal, s.InodesTotal-s.InodesFree
 				st.Targets[i] = ts
@@ -136,8 +137,8 @@ func writeDf(w io.Writer, out DfJSON) {
 	t.Render()
 }
 
-func targetStatfs(ctx context.Context, ts TargetStatus) (*pb.Statfs, error) {
-	cc, err := Dial(ts.Addr)
+func targetStatfs(ctx context.Context, ts TargetStatus, creds *pki.Creds) (*pb.Statfs, error) {
+	cc, err := Dial(ts.Addr, creds)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"nacre/internal/client"
 	"nacre/internal/grpcx"
+	"nacre/internal/pki"
 )
 
 // Env is what every command needs: which file system (the MGS), where to
@@ -35,6 +36,9 @@ type Env struct {
 	// FollowerReads spreads the reads of the command's client over the
 	// replicas of each MDT (client.Config.FollowerReads).
 	FollowerReads bool
+	// TLS are the command's credentials (NACRE_TLS_DIR, --tls-dir): every
+	// connection it makes is TLS with them; nil: none.
+	TLS *pki.Creds
 }
 
 // OSTDownAfter is how long a command's I/O waits for an OST that cannot
@@ -56,7 +60,7 @@ func (e Env) Connect(ctx context.Context) (*client.Client, error) {
 	if e.MGS == "" {
 		return nil, errNoMGS
 	}
-	return client.New(ctx, client.Config{MGS: e.MGS, Timeout: commandTimeout, OSTDownAfter: OSTDownAfter, FailFast: true, FollowerReads: e.FollowerReads, OnWait: e.waitNotices()})
+	return client.New(ctx, client.Config{MGS: e.MGS, Timeout: commandTimeout, OSTDownAfter: OSTDownAfter, FailFast: true, FollowerReads: e.FollowerReads, OnWait: e.waitNotices(), TLS: e.TLS})
 }
 
 // ConnectAdmin opens a client for the administration commands
@@ -67,7 +71,7 @@ func (e Env) ConnectAdmin(ctx context.Context) (*client.Client, error) {
 	if e.MGS == "" {
 		return nil, errNoMGS
 	}
-	return client.New(ctx, client.Config{MGS: e.MGS, Timeout: commandTimeout, FollowerReads: e.FollowerReads, OnWait: e.waitNotices()})
+	return client.New(ctx, client.Config{MGS: e.MGS, Timeout: commandTimeout, FollowerReads: e.FollowerReads, OnWait: e.waitNotices(), TLS: e.TLS})
 }
 
 // waitNotices prints, at a terminal, what a command's client waits for
@@ -88,7 +92,9 @@ func (e Env) waitNotices() func(client.Wait) {
 
 // Dial connects to the gRPC services of a server (the MGS, a target, a
 // replica) for a command: every command dials here.
-func Dial(addr string) (*grpc.ClientConn, error) { return grpcx.Dial(addr) }
+func Dial(addr string, creds *pki.Creds) (*grpc.ClientConn, error) {
+	return grpcx.Dial(addr, grpcx.WithTLS(creds))
+}
 
 // open resolves path arguments (PathEnv.Resolve) and connects to the file
 // system they are on.

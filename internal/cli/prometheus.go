@@ -19,7 +19,7 @@ const PrometheusScrapeInterval = "15s"
 // StatusPrometheus prints a Prometheus scrape configuration for the
 // cluster (`nacre status --prometheus`).
 func StatusPrometheus(ctx context.Context, e Env) error {
-	st, err := GetStatus(ctx, e.MGS)
+	st, err := GetStatus(ctx, e.MGS, e.TLS)
 	if err != nil {
 		return err
 	}

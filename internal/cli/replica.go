@@ -11,6 +11,7 @@ import (
 	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/errno"
+	"nacre/internal/pki"
 )
 
 // `nacre replica`: the replicas of the Raft groups (the MGS and each MDT),
@@ -43,8 +44,8 @@ func ParseGroup(s string) (ReplicaGroup, error) {
 }
 
 // replicaAddrs lists the replicas the MGS knows of a group, with pids.
-func replicaAddrs(ctx context.Context, mgs string, g ReplicaGroup) (map[uint64]string, map[uint64]int64, error) {
-	cc, err := Dial(mgs)
+func replicaAddrs(ctx context.Context, mgs string, g ReplicaGroup, creds *pki.Creds) (map[uint64]string, map[uint64]int64, error) {
+	cc, err := Dial(mgs, creds)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -77,8 +78,8 @@ func replicaAddrs(ctx context.Context, mgs string, g ReplicaGroup) (map[uint64]s
 	return addrs, pids, nil
 }
 
-func membersOf(ctx context.Context, addr string) (*pb.RaftMembersReply, error) {
-	cc, err := Dial(addr)
+func membersOf(ctx context.Context, addr string, creds *pki.Creds) (*pb.RaftMembersReply, error) {
+	cc, err := Dial(addr, creds)
 	if err != nil {
 		return nil, err
 	}
@@ -89,12 +90,12 @@ func membersOf(ctx context.Context, addr string) (*pb.RaftMembersReply, error) {
 }
 
 // leaderView finds the group's leader and its view of the members.
-func leaderView(ctx context.Context, addrs map[uint64]string) (*pb.RaftMembersReply, string, error) {
+func leaderView(ctx context.Context, addrs map[uint64]string, creds *pki.Creds) (*pb.RaftMembersReply, string, error) {
 	var lastErr error
 	var best *pb.RaftMembersReply
 	bestAddr := ""
 	for _, a := range addrs {
-		m, err := membersOf(ctx, a)
+		m, err := membersOf(ctx, a, creds)
 		if err != nil {
 			lastErr = err
 			continue
@@ -139,11 +140,11 @@ func PrintReplicaChange(ctx context.Context, e Env, g ReplicaGroup, c ReplicaCha
 // new replica's identity), the next unused replica id, and the ids the
 // group removed.
 func groupPeers(ctx context.Context, e Env, g ReplicaGroup) (peers map[uint64]string, next uint64, removed []uint64, err error) {
-	addrs, _, err := replicaAddrs(ctx, e.MGS, g)
+	addrs, _, err := replicaAddrs(ctx, e.MGS, g, e.TLS)
 	if err != nil {
 		return nil, 0, nil, err
 	}
-	lv, _, err := leaderView(ctx, addrs)
+	lv, _, err := leaderView(ctx, addrs, e.TLS)
 	if err != nil {
 		return nil, 0, nil, fmt.Errorf("%s: %w", g.Name, err)
 	}
@@ -166,16 +167,16 @@ func groupPeers(ctx context.Context, e Env, g ReplicaGroup) (peers map[uint64]st
 
 // onLeader runs an admin call on the group's leader, following redirects.
 func onLeader(ctx context.Context, e Env, g ReplicaGroup, call func(ctx context.Context, c nacregrpc.RaftAdminClient) (*pb.RaftMembersReply, error)) (*pb.RaftMembersReply, error) {
-	addrs, _, err := replicaAddrs(ctx, e.MGS, g)
+	addrs, _, err := replicaAddrs(ctx, e.MGS, g, e.TLS)
 	if err != nil {
 		return nil, err
 	}
-	_, addr, err := leaderView(ctx, addrs)
+	_, addr, err := leaderView(ctx, addrs, e.TLS)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", g.Name, err)
 	}
 	for hop := 0; hop < 5; hop++ {
-		cc, err := Dial(addr)
+		cc, err := Dial(addr, e.TLS)
 		if err != nil {
 			return nil, err
 		}
@@ -188,7 +189,7 @@ func onLeader(ctx context.Context, e Env, g ReplicaGroup, call func(ctx context.
 			hint := leader.Addr
 			if hint == "" {
 				time.Sleep(500 * time.Millisecond)
-				if _, hint, err = leaderView(ctx, addrs); err != nil {
+				if _, hint, err = leaderView(ctx, addrs, e.TLS); err != nil {
 					return nil, err
 				}
 			}

@@ -14,6 +14,7 @@ import (
 	pb "nacre/api/nacrepb"
 	"nacre/internal/errno"
 	"nacre/internal/grpcx"
+	"nacre/internal/pki"
 )
 
 // checkReplicaAddr refuses an address a replica cannot have.
@@ -45,12 +46,12 @@ func addToGroup(ctx context.Context, e Env, g ReplicaGroup, id uint64, addr stri
 	}
 	// The servers refuse too; asking first keeps the message plain and
 	// says nothing of adding when nothing will be added.
-	addrs, _, err := replicaAddrs(ctx, e.MGS, g)
+	addrs, _, err := replicaAddrs(ctx, e.MGS, g, e.TLS)
 	if nr := (*noReplicaError)(nil); errors.As(err, &nr) {
 		return err // before saying it is adding
 	}
 	if err == nil {
-		if lv, _, err := leaderView(ctx, addrs); err == nil {
+		if lv, _, err := leaderView(ctx, addrs, e.TLS); err == nil {
 			if slices.Contains(lv.Removed, id) {
 				return fmt.Errorf("replica id %d was removed from %s, and ids are never reused: give the new replica another --id (or leave it out with --dir)", id, name)
 			}
@@ -70,7 +71,7 @@ func addToGroup(ctx context.Context, e Env, g ReplicaGroup, id uint64, addr stri
 				}
 				doing = fmt.Sprintf("replica %d (%s) is a learner of %s: promoting it to voter once it has caught up", id, addr, name)
 			}
-			if err := checkJoiner(ctx, lv, name, id, addr, addrs[id]); err != nil {
+			if err := checkJoiner(ctx, lv, name, id, addr, addrs[id], e.TLS); err != nil {
 				return err
 			}
 		}
@@ -100,8 +101,8 @@ func addToGroup(ctx context.Context, e Env, g ReplicaGroup, id uint64, addr stri
 // another replica id: raft would take it in under the id given, and it
 // would install this group's state over its own (or, started as another
 // group's replica, answer for that group).
-func checkJoiner(ctx context.Context, lv *pb.RaftMembersReply, name string, id uint64, addr, registered string) error {
-	m, err := membersOf(ctx, addr)
+func checkJoiner(ctx context.Context, lv *pb.RaftMembersReply, name string, id uint64, addr, registered string, creds *pki.Creds) error {
+	m, err := membersOf(ctx, addr, creds)
 	if err != nil {
 		if registered != "" && registered != addr {
 			// A mistyped address: the add would make a learner that

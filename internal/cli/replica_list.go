@@ -62,7 +62,7 @@ func ReplicaRows(ctx context.Context, e Env, only string) ([]ReplicaRow, error) 
 	if e.MGS == "" {
 		return nil, fmt.Errorf("no MGS address: pass --mgs HOST:PORT, --dir CLUSTER_DIR, or set NACRE_MGS")
 	}
-	st, err := GetStatus(ctx, e.MGS)
+	st, err := GetStatus(ctx, e.MGS, e.TLS)
 	if err != nil {
 		return nil, err
 	}
@@ -83,11 +83,11 @@ func ReplicaRows(ctx context.Context, e Env, only string) ([]ReplicaRow, error) 
 	}
 	var rows []ReplicaRow
 	for _, g := range groups {
-		addrs, pids, err := replicaAddrs(ctx, e.MGS, g)
+		addrs, pids, err := replicaAddrs(ctx, e.MGS, g, e.TLS)
 		if err != nil {
 			return nil, err
 		}
-		lv, _, _ := leaderView(ctx, addrs)
+		lv, _, _ := leaderView(ctx, addrs, e.TLS)
 		ids := make([]uint64, 0, len(addrs))
 		for id := range addrs {
 			ids = append(ids, id)
@@ -112,7 +112,7 @@ func ReplicaRows(ctx context.Context, e Env, only string) ([]ReplicaRow, error) 
 			} else {
 				r.Role = "unknown"
 			}
-			if m, err := membersOf(ctx, addrs[id]); err == nil {
+			if m, err := membersOf(ctx, addrs[id], e.TLS); err == nil {
 				r.State, r.Term, r.Applied, r.SnapsSent, r.SnapsRecv, r.Lease = m.State, m.Term, m.Applied, m.SnapshotsSent, m.SnapshotsReceived, m.Lease
 				if lv == nil {
 					// No leader to ask: the replica's own view of its role.

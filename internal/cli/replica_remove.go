@@ -30,8 +30,8 @@ func removeFromGroup(ctx context.Context, e Env, g ReplicaGroup, id uint64) (mem
 		// registered, and status and df showed that group without a
 		// leader for good. The MGS forgets it; a real target registers
 		// again when it starts.
-		if addrs, _, aerr := replicaAddrs(ctx, e.MGS, g); aerr == nil && len(addrs) == 1 && addrs[id] != "" && errno.CodeOf(err) != errno.NotFound {
-			m, merr := membersOf(ctx, addrs[id])
+		if addrs, _, aerr := replicaAddrs(ctx, e.MGS, g, e.TLS); aerr == nil && len(addrs) == 1 && addrs[id] != "" && errno.CodeOf(err) != errno.NotFound {
+			m, merr := membersOf(ctx, addrs[id], e.TLS)
 			if merr == nil && m.Leader == 0 {
 				return false, fmt.Errorf("replica %d is the only replica of %s the MGS knows, and it runs (at %s) with no leader: stop its process (nacre serve of its directory) and run this again; while it runs it registers again",
 					id, strings.ToUpper(g.Name), addrs[id])
@@ -46,7 +46,7 @@ func removeFromGroup(ctx context.Context, e Env, g ReplicaGroup, id uint64) (mem
 			}
 		}
 		if errno.CodeOf(err) == errno.NotFound {
-			if addrs, _, aerr := replicaAddrs(ctx, e.MGS, g); aerr == nil && addrs[id] != "" {
+			if addrs, _, aerr := replicaAddrs(ctx, e.MGS, g, e.TLS); aerr == nil && addrs[id] != "" {
 				if derr := deregister(ctx, e, g, id); derr != nil {
 					return false, fmt.Errorf("%s; and the MGS did not forget its registration: %w", err.Error(), derr)
 				}
@@ -65,7 +65,7 @@ func removeFromGroup(ctx context.Context, e Env, g ReplicaGroup, id uint64) (mem
 
 // deregister tells the MGS to forget replica id of g.
 func deregister(ctx context.Context, e Env, g ReplicaGroup, id uint64) error {
-	cc, err := Dial(e.MGS)
+	cc, err := Dial(e.MGS, e.TLS)
 	if err != nil {
 		return err
 	}

@@ -14,8 +14,8 @@ import (
 func transferLeadership(ctx context.Context, e Env, g ReplicaGroup, to uint64) (uint64, error) {
 	// A replica the leader has not heard from lately (down) cannot take
 	// over: say so at once, not after the whole wait.
-	if addrs, _, aerr := replicaAddrs(ctx, e.MGS, g); aerr == nil && to != 0 {
-		if lv, _, lerr := leaderView(ctx, addrs); lerr == nil {
+	if addrs, _, aerr := replicaAddrs(ctx, e.MGS, g, e.TLS); aerr == nil && to != 0 {
+		if lv, _, lerr := leaderView(ctx, addrs, e.TLS); lerr == nil {
 			for _, m := range lv.Members {
 				if m.Id == to && m.Role == "voter" && !m.Active && !m.Leader {
 					return 0, fmt.Errorf("replica %d of %s has not been heard from lately (is its process running?): start it, or transfer to another replica",

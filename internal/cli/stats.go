@@ -13,6 +13,7 @@ import (
 	"github.com/jedib0t/go-pretty/v6/text"
 
 	"nacre/internal/obs"
+	"nacre/internal/pki"
 )
 
 // OpStat is one operation type of one target: its count since the target
@@ -88,8 +89,8 @@ func checkInterval(cmd string, d time.Duration) error {
 }
 
 // CollectStats samples every target's metrics twice, interval apart.
-func CollectStats(ctx context.Context, mgs, only string, interval time.Duration) (*StatsJSON, error) {
-	st, err := GetStatus(ctx, mgs)
+func CollectStats(ctx context.Context, mgs, only string, interval time.Duration, creds *pki.Creds) (*StatsJSON, error) {
+	st, err := GetStatus(ctx, mgs, creds)
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +181,7 @@ func Stats(ctx context.Context, e Env, only string, interval time.Duration, asJS
 	if err := checkInterval("stats", interval); err != nil {
 		return err
 	}
-	s, err := CollectStats(ctx, e.MGS, only, interval)
+	s, err := CollectStats(ctx, e.MGS, only, interval, e.TLS)
 	if err != nil {
 		return err
 	}

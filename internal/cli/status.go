@@ -16,6 +16,7 @@ import (
 	"nacre/internal/client"
 	"nacre/internal/errno"
 	"nacre/internal/layout"
+	"nacre/internal/pki"
 	"nacre/internal/target/proc"
 	"nacre/internal/webui"
 )
@@ -131,14 +132,14 @@ func targetAlive(pid int, dir string) bool {
 
 // GetStatus asks the MGS for every target (no client connections to the
 // targets, so it works while they are down).
-func GetStatus(ctx context.Context, mgs string) (*ClusterStatus, error) {
+func GetStatus(ctx context.Context, mgs string, creds *pki.Creds) (*ClusterStatus, error) {
 	if mgs == "" {
 		return nil, fmt.Errorf("no MGS address: pass --mgs HOST:PORT, --dir CLUSTER_DIR, or set NACRE_MGS")
 	}
 	if err := client.CheckMGSAddr(mgs); err != nil {
 		return nil, err
 	}
-	cc, err := Dial(mgs)
+	cc, err := Dial(mgs, creds)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +157,7 @@ func GetStatus(ctx context.Context, mgs string) (*ClusterStatus, error) {
 		return nil, fmt.Errorf("MGS at %s refused this client: %w", mgs, err)
 	}
 	if err != nil {
-		if why := mgsWithoutLeader(mgs); why != "" {
+		if why := mgsWithoutLeader(mgs, creds); why != "" {
 			return nil, fmt.Errorf("the MGS answers no request: %s (%w)", why, err)
 		}
 		return nil, client.Unreachable("MGS at "+mgs+" does not answer", err, "is the cluster up?")
@@ -269,7 +270,7 @@ func order(k string) int {
 // Status prints the cluster's targets; web, the address of its web page
 // alone.
 func Status(ctx context.Context, e Env, asJSON, web bool) error {
-	st, err := GetStatus(ctx, e.MGS)
+	st, err := GetStatus(ctx, e.MGS, e.TLS)
 	if err != nil {
 		return err
 	}
@@ -418,11 +419,11 @@ func leaderless(targets []TargetStatus) []leaderlessGroup {
 // its replicas run but have no leader: a replicated MGS whose majority is
 // down answers nothing, which "does not answer (is the cluster up?)" hid
 // ("" if no replica answers, or one leads).
-func mgsWithoutLeader(mgs string) string {
+func mgsWithoutLeader(mgs string, creds *pki.Creds) string {
 	addrs := strings.Split(mgs, ",")
 	up, voters := 0, 0
 	for _, a := range addrs {
-		m, err := membersOf(context.Background(), strings.TrimSpace(a))
+		m, err := membersOf(context.Background(), strings.TrimSpace(a), creds)
 		if err != nil {
 			continue
 		}

@@ -25,7 +25,7 @@ func Top(ctx context.Context, e Env, interval time.Duration, iterations int) err
 	}
 	scr := newTopScreen(e.Out)
 	for i := 0; iterations == 0 || i < iterations; i++ {
-		s, err := CollectStats(ctx, e.MGS, "", interval)
+		s, err := CollectStats(ctx, e.MGS, "", interval, e.TLS)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil

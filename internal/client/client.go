@@ -39,6 +39,7 @@ import (
 	"nacre/internal/fid"
 	"nacre/internal/grpcx"
 	"nacre/internal/mdrpc"
+	"nacre/internal/pki"
 	"nacre/internal/version"
 )
 
@@ -79,6 +80,10 @@ type Config struct {
 	// background, so that a long-lived client (a mount) follows MGS
 	// replicas replaced while it is idle (grpcx.SwapConn.Follow). 0: only on demand.
 	RefreshEvery time.Duration
+	// TLS, if set, are the client's credentials (internal/pki): every
+	// connection, to every server, is TLS with them. A cluster whose
+	// servers have TLS refuses a client without.
+	TLS *pki.Creds
 }
 
 // Client is a connection to one Nacre file system. It is safe for
@@ -214,7 +219,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	c := &Client{cfg: cfg, id: binary.LittleEndian.Uint64(idb[:]) | 1, log: cfg.Log,
 		inFlt: map[uint64]struct{}{}, mdts: map[uint32]*mdtConn{}, osts: map[uint32]*ostConn{},
 		ownerSem: make(chan struct{}, ownerPushes)}
-	cc, err := grpcx.DialSwap(cfg.MGS)
+	cc, err := grpcx.DialSwap(cfg.MGS, grpcx.WithTLS(cfg.TLS))
 	if err != nil {
 		return nil, err
 	}
@@ -390,7 +395,11 @@ func (c *Client) refresh(ctx context.Context) error {
 				o.up = ti.State == "up"
 				continue
 			}
-			wc, err := bulk.Dial(ti.DataAddr, bulk.ClientOptions{Fsname: c.fsname, Target: fmt.Sprintf("OST%04x", ti.Index), Conns: ioParallel})
+			bo := bulk.ClientOptions{Fsname: c.fsname, Target: fmt.Sprintf("OST%04x", ti.Index), Conns: ioParallel}
+			if c.cfg.TLS != nil {
+				bo.TLS = c.cfg.TLS.ClientConfig()
+			}
+			wc, err := bulk.Dial(ti.DataAddr, bo)
 			if err != nil {
 				return err
 			}
@@ -403,7 +412,7 @@ func (c *Client) refresh(ctx context.Context) error {
 	for idx, tis := range mdtReps {
 		m := c.mdts[idx]
 		if m == nil {
-			g := newMDTGroup(idx, c.fsname, c.cfg.FollowerReads)
+			g := newMDTGroup(idx, c.fsname, c.cfg.FollowerReads, c.cfg.TLS)
 			m = &mdtConn{index: idx, cli: g, closer: g}
 			c.mdts[idx] = m
 		}

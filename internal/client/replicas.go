@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"nacre/internal/errno"
 	"nacre/internal/grpcx"
 	"nacre/internal/mdrpc"
+	"nacre/internal/pki"
 )
 
 // Leader routing.
@@ -41,6 +43,7 @@ type mdtGroup struct {
 	index         uint32
 	fsname        string
 	followerReads bool
+	tls           *pki.Creds // nil: no TLS
 
 	mu     sync.Mutex
 	reps   []*mdtReplica // by replica id
@@ -63,8 +66,8 @@ type mdtReplica struct {
 
 var _ mdrpc.MDSService = (*mdtGroup)(nil)
 
-func newMDTGroup(index uint32, fsname string, followerReads bool) *mdtGroup {
-	return &mdtGroup{index: index, fsname: fsname, followerReads: followerReads}
+func newMDTGroup(index uint32, fsname string, followerReads bool, creds *pki.Creds) *mdtGroup {
+	return &mdtGroup{index: index, fsname: fsname, followerReads: followerReads, tls: creds}
 }
 
 // update replaces the replica set with the configuration's entries for
@@ -87,10 +90,14 @@ func (g *mdtGroup) update(tis []*pb.TargetInfo) error {
 			r = &mdtReplica{id: ti.ReplicaId, addr: ti.Addr, data: data}
 			if data != "" {
 				// The metadata hot path uses framed RPC (internal/mdrpc).
-				fc := mdrpc.NewMDS(data, g.fsname)
+				var tc *tls.Config
+				if g.tls != nil {
+					tc = g.tls.ClientConfig()
+				}
+				fc := mdrpc.NewMDS(data, g.fsname, tc)
 				r.cli, r.closer = fc, fc
 			} else {
-				cc, err := grpcx.Dial(ti.Addr)
+				cc, err := grpcx.Dial(ti.Addr, grpcx.WithTLS(g.tls))
 				if err != nil {
 					return err
 				}
@@ -296,7 +303,7 @@ func (g *mdtGroup) try(ctx context.Context, r *mdtReplica, f func(context.Contex
 	if alone {
 		return f(ctx, r.cli)
 	}
-	err := watched(ctx, r.addr, func(ctx context.Context) error { return f(ctx, r.cli) })
+	err := watched(ctx, r.addr, g.tls, func(ctx context.Context) error { return f(ctx, r.cli) })
 	if errors.Is(err, errSilent) {
 		g.mu.Lock()
 		r.quietUntil = time.Now().Add(quietFor)
@@ -313,10 +320,10 @@ func (g *mdtGroup) try(ctx context.Context, r *mdtReplica, f func(context.Contex
 // not a goroutine per call: most calls end within a millisecond, and a
 // goroutine that must be woken to end costs a read served in tens of
 // microseconds a noticeable part of it).
-func watched(ctx context.Context, addr string, f func(context.Context) error) error {
+func watched(ctx context.Context, addr string, creds *pki.Creds, f func(context.Context) error) error {
 	tctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	t := time.AfterFunc(suspectAfter, func() { watch(tctx, addr, nil, cancel, 0, probePause, nil) })
+	t := time.AfterFunc(suspectAfter, func() { watch(tctx, addr, creds, nil, cancel, 0, probePause, nil) })
 	err := f(tctx)
 	t.Stop()
 	if errors.Is(context.Cause(tctx), errSilent) && ctx.Err() == nil {
@@ -328,7 +335,7 @@ func watched(ctx context.Context, addr string, f func(context.Context) error) er
 // watch cancels a call at addr (with errSilent) once addr has not
 // answered silentProbes probes in a row (the first after first, the
 // others pause after the one before) and confirm, if given, agrees.
-func watch(ctx context.Context, addr string, done <-chan struct{}, cancel context.CancelCauseFunc, first, pause time.Duration, confirm func() bool) {
+func watch(ctx context.Context, addr string, creds *pki.Creds, done <-chan struct{}, cancel context.CancelCauseFunc, first, pause time.Duration, confirm func() bool) {
 	t := time.NewTimer(first)
 	defer t.Stop()
 	missed := 0
@@ -340,7 +347,7 @@ func watch(ctx context.Context, addr string, done <-chan struct{}, cancel contex
 			return
 		case <-t.C:
 		}
-		if alive(ctx, addr) {
+		if alive(ctx, addr, creds) {
 			missed = 0
 		} else if missed++; missed >= silentProbes {
 			if confirm == nil || confirm() {
@@ -354,8 +361,8 @@ func watch(ctx context.Context, addr string, done <-chan struct{}, cancel contex
 }
 
 // alive asks the replica at addr a question any replica answers at once.
-func alive(ctx context.Context, addr string) bool {
-	cc, err := grpcx.Dial(addr)
+func alive(ctx context.Context, addr string, creds *pki.Creds) bool {
+	cc, err := grpcx.Dial(addr, grpcx.WithTLS(creds))
 	if err != nil {
 		return false
 	}
@@ -471,7 +478,7 @@ func (c *Client) probeLeader(ctx context.Context, index uint32) string {
 		go func() {
 			a := answer{r: r}
 			defer func() { ch <- a }()
-			cc, err := grpcx.Dial(r.addr)
+			cc, err := grpcx.Dial(r.addr, grpcx.WithTLS(c.cfg.TLS))
 			if err != nil {
 				return
 			}

@@ -43,7 +43,7 @@ type nopCloser struct{}
 func (nopCloser) Close() error { return nil }
 
 func testGroup(leads *string, followerReads bool) (*mdtGroup, map[string]*fakeMDS) {
-	g := newMDTGroup(0, "t", followerReads)
+	g := newMDTGroup(0, "t", followerReads, nil)
 	fakes := map[string]*fakeMDS{}
 	for i, n := range []string{"a", "b", "c"} {
 		f := &fakeMDS{name: n, leads: leads}

@@ -135,7 +135,7 @@ func (c *Client) StartSession(ctx context.Context, name string, h SessionHandler
 }
 
 func (s *Session) dial(index uint32, addr string) (*sessMDT, error) {
-	cc, err := grpcx.Dial(addr)
+	cc, err := grpcx.Dial(addr, grpcx.WithTLS(s.c.cfg.TLS))
 	if err != nil {
 		return nil, err
 	}
@@ -216,7 +216,7 @@ func (s *Session) redial(m *sessMDT) {
 	}
 	for _, ti := range sortTargets(cfg.Targets) {
 		if ti.Kind == pb.TargetKind_TARGET_MDT && ti.Index == m.index && ti.Addr != m.addr && ti.State == "up" {
-			cc, err := grpcx.Dial(ti.Addr)
+			cc, err := grpcx.Dial(ti.Addr, grpcx.WithTLS(s.c.cfg.TLS))
 			if err != nil {
 				return
 			}
@@ -238,7 +238,7 @@ func (s *Session) follow(m *sessMDT, addr string) {
 	if same {
 		return
 	}
-	cc, err := grpcx.Dial(addr)
+	cc, err := grpcx.Dial(addr, grpcx.WithTLS(s.c.cfg.TLS))
 	if err != nil {
 		return
 	}
@@ -268,7 +268,7 @@ func (s *Session) stream(m *sessMDT) error {
 			l := s.c.probeLeader(ctx, m.index)
 			return l != "" && l != addr
 		}
-		go watch(ctx, addr, ctx.Done(), cancelCause, sessionProbeEvery, sessionProbeEvery, leadsElsewhere)
+		go watch(ctx, addr, s.c.cfg.TLS, ctx.Done(), cancelCause, sessionProbeEvery, sessionProbeEvery, leadsElsewhere)
 	}
 	// A session not welcomed within welcomeWait is given up, and run
 	// asks again which replica leads: the address may be a replica that
@@ -427,7 +427,7 @@ func (s *Session) watchedIfReplicated(ctx context.Context, mdt uint32, addr stri
 	if !s.c.replicated(mdt) {
 		return f(ctx)
 	}
-	err := watched(ctx, addr, f)
+	err := watched(ctx, addr, s.c.cfg.TLS, f)
 	if errors.Is(err, errSilent) {
 		return errno.Errorf(errno.Unavailable, "MDT%04x replica at %s: %v; trying another", mdt, addr, err)
 	}

@@ -6,6 +6,13 @@
 // connection from Dial returns is an *errno.Error again. Above this package
 // nothing looks at gRPC status codes or at an error's text.
 //
+// With TLS (WithTLS, WithServerTLS: internal/pki's credentials) every
+// connection is TLS 1.3 with both sides' certificates checked, a server
+// logs each peer it refuses and why, and a call needs the role its method
+// needs (methodRole): Raft and target registration a node's certificate,
+// the admin services an admin's or a node's; a call without it fails with
+// PermissionDenied naming the role and the fix.
+//
 // Every call carries the caller's protocol version in the metadata key
 // "nacre-protocol"; a server that speaks another version refuses the call
 // with FailedPrecondition and a message naming both versions, and so does a
@@ -26,6 +33,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
@@ -33,6 +41,8 @@ import (
 	"google.golang.org/grpc/resolver/manual"
 
 	"nacre/internal/errno"
+	"nacre/internal/netguard"
+	"nacre/internal/pki"
 	"nacre/internal/version"
 )
 
@@ -44,7 +54,11 @@ type Observer func(method string, d time.Duration, err error)
 // ServerOption tunes NewServer.
 type ServerOption func(*serverOpts)
 
-type serverOpts struct{ inflight Gauge }
+type serverOpts struct {
+	inflight Gauge
+	creds    *pki.Creds
+	warn     *netguard.Warner
+}
 
 // Gauge is the part of a Prometheus gauge the server needs.
 type Gauge interface {
@@ -54,6 +68,14 @@ type Gauge interface {
 
 // WithInFlight counts the calls being served (the RPC queue depth).
 func WithInFlight(g Gauge) ServerOption { return func(o *serverOpts) { o.inflight = g } }
+
+// WithServerTLS makes the server accept only TLS 1.3 connections from
+// peers holding a certificate of c's CA, and check each call's role
+// (methodRole). Refused peers are logged through w: who (address,
+// certificate) and why. A nil c leaves the server without TLS.
+func WithServerTLS(c *pki.Creds, w *netguard.Warner) ServerOption {
+	return func(o *serverOpts) { o.creds, o.warn = c, w }
+}
 
 // NewServer returns a gRPC server that checks protocol versions, turns
 // handler panics into Internal errors, sends handler errors as statuses
@@ -65,6 +87,9 @@ func NewServer(obs Observer, opts ...ServerOption) *grpc.Server {
 	}
 	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
 		if err := checkVersion(ctx); err != nil {
+			return nil, toStatus(err)
+		}
+		if err := so.checkRole(ctx, info.FullMethod); err != nil {
 			return nil, toStatus(err)
 		}
 		if so.inflight != nil {
@@ -87,9 +112,17 @@ func NewServer(obs Observer, opts ...ServerOption) *grpc.Server {
 		if err := checkVersion(ss.Context()); err != nil {
 			return toStatus(err)
 		}
+		if err := so.checkRole(ss.Context(), info.FullMethod); err != nil {
+			return toStatus(err)
+		}
 		return toStatus(h(srv, ss))
 	}
+	creds := insecure.NewCredentials()
+	if so.creds != nil {
+		creds = serverCreds{credentials.NewTLS(so.creds.ServerConfig()), so.warn}
+	}
 	return grpc.NewServer(
+		grpc.Creds(creds),
 		grpc.UnaryInterceptor(unary),
 		grpc.StreamInterceptor(stream),
 		// gRPC fills a message's buffers as its bytes arrive, so a
@@ -128,6 +161,16 @@ func checkVersion(ctx context.Context) error {
 	return nil
 }
 
+// DialOption tunes Dial.
+type DialOption func(*dialOpts)
+
+type dialOpts struct{ creds *pki.Creds }
+
+// WithTLS makes the connection TLS 1.3, presenting c's certificate and
+// accepting only a server with a node certificate of c's CA. A nil c
+// dials without TLS.
+func WithTLS(c *pki.Creds) DialOption { return func(o *dialOpts) { o.creds = c } }
+
 // Dial returns a client connection to addr. It does not wait for the
 // server: the first call does, within its deadline. addr may list several
 // servers separated by commas (the replicas of a replicated MGS): the
@@ -137,7 +180,15 @@ func checkVersion(ctx context.Context) error {
 // transport refused (fromStatus): Unavailable when no server answers,
 // Unimplemented when the server does not serve the method or is not a
 // gRPC server at all.
-func Dial(addr string) (*grpc.ClientConn, error) {
+func Dial(addr string, opts ...DialOption) (*grpc.ClientConn, error) {
+	var do dialOpts
+	for _, o := range opts {
+		o(&do)
+	}
+	creds := insecure.NewCredentials()
+	if do.creds != nil {
+		creds = credentials.NewTLS(do.creds.ClientConfig())
+	}
 	var peer peerState
 	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, inv grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		ctx = metadata.AppendToOutgoingContext(ctx, versionKey, strconv.Itoa(version.Protocol))
@@ -164,7 +215,7 @@ func Dial(addr string) (*grpc.ClientConn, error) {
 	bc.MaxDelay = time.Second
 	cc, err := grpc.NewClient("passthrough:///"+addr,
 		multiAddr(parts),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithUnaryInterceptor(unary),
 		grpc.WithStreamInterceptor(stream),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bc, MinConnectTimeout: 2 * time.Second}),
@@ -180,6 +231,10 @@ func Dial(addr string) (*grpc.ClientConn, error) {
 			peer.dialErr.Store(nil)
 			if tc, ok := c.(*net.TCPConn); ok {
 				tc.SetNoDelay(true)
+			}
+			if do.creds != nil {
+				// The server's first bytes are TLS's, not HTTP/2's.
+				return c, nil
 			}
 			return &sniffConn{Conn: c, notGRPC: &peer.notGRPC}, nil
 		}),
@@ -223,18 +278,19 @@ func CheckHostPort(addr string) (string, error) {
 // other while a target or a mount runs (Swap). Calls in flight finish on
 // the old connection, closed a while later.
 type SwapConn struct {
+	opts  []DialOption
 	mu    sync.Mutex
 	addrs string
 	p     atomic.Pointer[grpc.ClientConn]
 }
 
 // DialSwap dials addr (as Dial) into a SwapConn.
-func DialSwap(addr string) (*SwapConn, error) {
-	cc, err := Dial(addr)
+func DialSwap(addr string, opts ...DialOption) (*SwapConn, error) {
+	cc, err := Dial(addr, opts...)
 	if err != nil {
 		return nil, err
 	}
-	s := &SwapConn{addrs: addr}
+	s := &SwapConn{addrs: addr, opts: opts}
 	s.p.Store(cc)
 	return s, nil
 }
@@ -251,7 +307,7 @@ func (s *SwapConn) Swap(addrs []string) (bool, error) {
 	if list == s.addrs {
 		return false, nil
 	}
-	cc, err := Dial(list)
+	cc, err := Dial(list, s.opts...)
 	if err != nil {
 		return false, err
 	}

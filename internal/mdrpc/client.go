@@ -3,6 +3,7 @@ package mdrpc
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/errno"
+	"nacre/internal/pki"
 	"nacre/internal/version"
 )
 
@@ -25,6 +27,9 @@ type ClientOptions struct {
 	DialTimeout time.Duration
 	// Timeout bounds a call whose context has no deadline (0: 60 s).
 	Timeout time.Duration
+	// TLS, if set, makes every connection TLS (internal/pki's
+	// ClientConfig), handshaken within DialTimeout.
+	TLS *tls.Config
 }
 
 // Client calls one server. Every call takes an idle connection (or dials
@@ -186,6 +191,14 @@ func (c *Client) get(ctx context.Context, dial bool) (*conn, bool, error) {
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
+	}
+	if c.opts.TLS != nil {
+		tc, err := pki.Connect(ctx, nc, c.opts.TLS, c.opts.DialTimeout)
+		if err != nil {
+			nc.Close()
+			return nil, false, errno.Unreachable("TLS handshake with metadata server", c.addr, err)
+		}
+		nc = tc
 	}
 	cn := &conn{nc: nc, br: bufio.NewReaderSize(nc, 64<<10)}
 	c.mu.Lock()

@@ -2,6 +2,7 @@ package mdrpc
 
 import (
 	"context"
+	"crypto/tls"
 
 	"google.golang.org/protobuf/proto"
 
@@ -64,9 +65,10 @@ type MDS struct{ c *Client }
 
 var _ MDSService = (*MDS)(nil)
 
-// NewMDS calls the MDS whose framed RPC listens on addr.
-func NewMDS(addr, fsname string) *MDS {
-	return &MDS{c: Dial(addr, ClientOptions{Fsname: fsname})}
+// NewMDS calls the MDS whose framed RPC listens on addr, over TLS with
+// tc if it is not nil.
+func NewMDS(addr, fsname string, tc *tls.Config) *MDS {
+	return &MDS{c: Dial(addr, ClientOptions{Fsname: fsname, TLS: tc})}
 }
 
 // Close drops the connections.

@@ -3,6 +3,7 @@ package mdrpc
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 
 	"nacre/internal/errno"
 	"nacre/internal/netguard"
+	"nacre/internal/pki"
 	"nacre/internal/version"
 )
 
@@ -62,6 +64,10 @@ type ServerOptions struct {
 	// peer's bad frames or refused connections (0: 10 s); the next line
 	// counts those suppressed.
 	WarnEvery time.Duration
+	// TLS, if set, makes every connection TLS (internal/pki's
+	// ServerConfig): the handshake comes first, within
+	// pki.HandshakeTimeout, and a peer it refuses is logged with why.
+	TLS *tls.Config
 }
 
 const (
@@ -145,16 +151,27 @@ func (s *Server) accept() {
 	}
 }
 
-func (s *Server) serveConn(c net.Conn) {
+func (s *Server) serveConn(raw net.Conn) {
 	defer s.wg.Done()
 	defer func() {
 		s.mu.Lock()
-		delete(s.conns, c)
+		delete(s.conns, raw)
 		s.mu.Unlock()
-		c.Close()
+		raw.Close()
 	}()
-	br := bufio.NewReaderSize(c, 64<<10)
+	c := raw
 	peer := c.RemoteAddr().String()
+	if s.opts.TLS != nil {
+		tc, err := pki.Accept(c, s.opts.TLS, pki.HandshakeTimeout)
+		if err != nil {
+			s.warn.Warn(netguard.PeerIP(c.RemoteAddr()), "connection refused: TLS handshake failed", "port", "metadata RPC", "remote", peer, "err", err)
+			return
+		}
+		// Closing raw (Close, the deferred close) ends tc too, and
+		// does not wait on the peer as a TLS close would.
+		c = tc
+	}
+	br := bufio.NewReaderSize(c, 64<<10)
 	var in, out []byte
 	hello := false
 	for {

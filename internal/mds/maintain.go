@@ -129,7 +129,7 @@ func (s *Server) refreshConfig() {
 			if o.cc != nil {
 				o.cc.Close()
 			}
-			cc, err := grpcx.Dial(ti.Addr)
+			cc, err := grpcx.Dial(ti.Addr, grpcx.WithTLS(s.tls))
 			if err != nil {
 				s.log.Warn("dial OST", "ost", ti.Index, "addr", ti.Addr, "err", err)
 				continue

@@ -40,6 +40,7 @@ import (
 	"nacre/internal/fid"
 	"nacre/internal/kv"
 	"nacre/internal/mdt"
+	"nacre/internal/pki"
 	"nacre/internal/raftgroup"
 	"nacre/internal/reserve"
 	"nacre/internal/target"
@@ -70,6 +71,8 @@ type Config struct {
 	Group func(sm raftgroup.StateMachine) (*raftgroup.Group, error)
 	// Options are the server's knobs (options.go).
 	Options Options
+	// TLS, if set, are the credentials the server dials the OSTs with.
+	TLS *pki.Creds
 }
 
 // Server is a running metadata server.
@@ -82,7 +85,8 @@ type Server struct {
 	group *raftgroup.Group
 	mgs   nacregrpc.MGSClient
 	opts  Options
-	seq   seqPolicy // FID sequence grants (maintain.go)
+	tls   *pki.Creds // dialling the OSTs
+	seq   seqPolicy  // FID sequence grants (maintain.go)
 	// oiFresh: the store is not (or no longer) marked restored (oiwait.go).
 	oiFresh atomic.Bool
 
@@ -140,7 +144,7 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{id: cfg.ID, log: cfg.Log, db: cfg.DB, t: t, mgs: cfg.MGS, opts: cfg.Options, seq: parseSeqPolicy(cfg.Options.SeqGrant),
+	s := &Server{id: cfg.ID, log: cfg.Log, db: cfg.DB, t: t, mgs: cfg.MGS, opts: cfg.Options, tls: cfg.TLS, seq: parseSeqPolicy(cfg.Options.SeqGrant),
 		osts: map[uint32]*ostState{}, replicas: map[uint64]*pb.TargetInfo{}, stop: make(chan struct{})}
 	if cfg.DB.Dir() != "" {
 		s.space = reserve.NewGuard(cfg.DB.Dir(), cfg.ID.Label(), cfg.DB.MemTableSize(), nil)

@@ -43,6 +43,7 @@ import (
 	"nacre/internal/errno"
 	"nacre/internal/grpcx"
 	"nacre/internal/kv"
+	"nacre/internal/pki"
 	"nacre/internal/raftgroup"
 	"nacre/internal/target"
 	"nacre/internal/version"
@@ -64,6 +65,8 @@ type Config struct {
 	// Group starts the MGS's Raft group over the state machine it is
 	// given (internal/server builds it).
 	Group func(sm raftgroup.StateMachine) (*raftgroup.Group, error)
+	// TLS, if set, are the credentials a replica dials its leader with.
+	TLS *pki.Creds
 }
 
 // Server is the MGS service.
@@ -233,7 +236,7 @@ func (s *Server) leaderClient() (nacregrpc.MGSClient, error) {
 		if s.fwdConn != nil {
 			s.fwdConn.Close()
 		}
-		cc, err := grpcx.Dial(addr)
+		cc, err := grpcx.Dial(addr, grpcx.WithTLS(s.cfg.TLS))
 		if err != nil {
 			return nil, errno.Errorf(errno.Unavailable, "MGS: dial the leader at %s: %v", addr, err)
 		}

@@ -10,6 +10,7 @@ import (
 	pb "nacre/api/nacrepb"
 	"nacre/internal/errno"
 	"nacre/internal/grpcx"
+	"nacre/internal/pki"
 )
 
 // HeartbeatInterval is how often targets report to the MGS.
@@ -51,8 +52,9 @@ func (r *Registrar) OnMGSChange(f func(addrs string)) {
 
 // StartRegistrar begins registering; info and beat are called for every
 // registration and heartbeat so that they carry fresh values.
-func StartRegistrar(mgsAddr string, info func() *pb.TargetInfo, beat func() *pb.HeartbeatRequest, log *slog.Logger) (*Registrar, error) {
-	sc, err := grpcx.DialSwap(mgsAddr)
+// creds, if not nil, make the connection TLS.
+func StartRegistrar(mgsAddr string, info func() *pb.TargetInfo, beat func() *pb.HeartbeatRequest, log *slog.Logger, creds *pki.Creds) (*Registrar, error) {
+	sc, err := grpcx.DialSwap(mgsAddr, grpcx.WithTLS(creds))
 	if err != nil {
 		return nil, err
 	}

@@ -56,7 +56,7 @@ func TestRegistrarFollowsTheMGSReplicas(t *testing.T) {
 	old := &fakeMGS{next: []string{newAddr}}
 	oldAddr := serveFake(t, old)
 	r, err := StartRegistrar(oldAddr, func() *pb.TargetInfo { return &pb.TargetInfo{Addr: "127.0.0.1:9"} },
-		func() *pb.HeartbeatRequest { return &pb.HeartbeatRequest{} }, obs.Discard())
+		func() *pb.HeartbeatRequest { return &pb.HeartbeatRequest{} }, obs.Discard(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,8 +34,10 @@ import (
 	"nacre/internal/fid"
 	"nacre/internal/grpcx"
 	"nacre/internal/kv"
+	"nacre/internal/netguard"
 	"nacre/internal/obs"
 	"nacre/internal/ost"
+	"nacre/internal/pki"
 	"nacre/internal/target"
 	"nacre/internal/version"
 )
@@ -60,6 +62,11 @@ type Config struct {
 	// MaxConnsPerPeer bounds the connections one peer IP holds open on
 	// the data port (bulk.ServerOptions.MaxConnsPerPeer).
 	MaxConnsPerPeer int
+	// TLS, if set, makes both ports TLS with these credentials
+	// (internal/pki): only peers of the cluster's CA are served.
+	TLS *pki.Creds
+	// Warn logs refused peers (nil: a Warner of Log's).
+	Warn *netguard.Warner
 }
 
 // stopTimeout bounds how long Stop waits for gRPC calls in flight.
@@ -124,7 +131,14 @@ func Start(cfg Config) (*Server, error) {
 
 		MaxConnsPerPeer: cfg.MaxConnsPerPeer,
 	}
-	var rpcOpts []grpcx.ServerOption
+	warn := cfg.Warn
+	if warn == nil {
+		warn = netguard.NewWarner(log, 0)
+	}
+	rpcOpts := []grpcx.ServerOption{grpcx.WithServerTLS(cfg.TLS, warn)}
+	if cfg.TLS != nil {
+		wo.TLS = cfg.TLS.ServerConfig()
+	}
 	if cfg.InFlight != nil {
 		wo.InFlight = cfg.InFlight.WithLabelValues("bulk")
 		rpcOpts = append(rpcOpts, grpcx.WithInFlight(cfg.InFlight.WithLabelValues("grpc")))

@@ -31,6 +31,7 @@
 package pki
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -481,4 +482,35 @@ func writePrivate(path string, data []byte) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// HandshakeTimeout bounds a TLS handshake on the framed protocols' ports,
+// as gRPC's ConnectionTimeout bounds its handshake: a peer that connects
+// and sends nothing holds its connection no longer.
+const HandshakeTimeout = 10 * time.Second
+
+// Accept does the server side of a TLS handshake on c within d: when it
+// returns without error, the peer's certificate has been checked.
+func Accept(c net.Conn, cfg *tls.Config, d time.Duration) (*tls.Conn, error) {
+	tc := tls.Server(c, cfg)
+	c.SetDeadline(time.Now().Add(d))
+	err := tc.Handshake()
+	c.SetDeadline(time.Time{})
+	return tc, err
+}
+
+// Connect does the client side of a TLS handshake on c within d (or
+// ctx's deadline, if earlier). In TLS 1.3 the server checks the client's
+// certificate after the client's side is done: a refusal shows at the
+// first read, as "remote error: tls: bad certificate".
+func Connect(ctx context.Context, c net.Conn, cfg *tls.Config, d time.Duration) (*tls.Conn, error) {
+	tc := tls.Client(c, cfg)
+	dl := time.Now().Add(d)
+	if t, ok := ctx.Deadline(); ok && t.Before(dl) {
+		dl = t
+	}
+	c.SetDeadline(dl)
+	err := tc.HandshakeContext(ctx)
+	c.SetDeadline(time.Time{})
+	return tc, err
 }

@@ -42,7 +42,7 @@ func TestFastPathSharesThePortWithGRPCAndNoticesADeadPeer(t *testing.T) {
 	}
 
 	// The fast path.
-	f, err := dialFast(ln.Addr().String())
+	f, err := dialFast(ln.Addr().String(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestFastPathSharesThePortWithGRPCAndNoticesADeadPeer(t *testing.T) {
 			c.Close()
 		}
 	}()
-	if _, err := dialFast(plain.Addr().String()); err == nil {
+	if _, err := dialFast(plain.Addr().String(), nil); err == nil {
 		t.Fatal("dialFast succeeded against a peer that does not speak it")
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"nacre/internal/errno"
 	"nacre/internal/fault"
 	"nacre/internal/grpcx"
+	"nacre/internal/pki"
 )
 
 // Tuning of the gRPC transport.
@@ -55,6 +56,7 @@ type GRPCTransport struct {
 	closed bool
 	wg     sync.WaitGroup // sender goroutines
 
+	creds  *pki.Creds             // nil: no TLS
 	self   atomic.Pointer[string] // this process's listen address, sent with every batch
 	fast   atomic.Bool            // send over the fast path (fast.go)
 	fastIn map[net.Conn]struct{}  // accepted fast connections
@@ -67,10 +69,19 @@ type groupEntry struct {
 	wg     sync.WaitGroup // snapshot sends
 }
 
+// TransportOption tunes NewGRPCTransport.
+type TransportOption func(*GRPCTransport)
+
+// WithTLS makes the transport reach its peers over TLS with c, on gRPC
+// and on the fast path, and accept on the fast path only peers holding a
+// node certificate of c's CA (srv checks its own connections:
+// grpcx.WithServerTLS). A nil c: no TLS.
+func WithTLS(c *pki.Creds) TransportOption { return func(t *GRPCTransport) { t.creds = c } }
+
 // NewGRPCTransport registers the Raft service on srv (a server from
 // grpcx.NewServer, which other services share) and returns the transport.
 // Call it before srv.Serve. Peers are dialled with grpcx.Dial on first use.
-func NewGRPCTransport(srv *grpc.Server, log *slog.Logger) *GRPCTransport {
+func NewGRPCTransport(srv *grpc.Server, log *slog.Logger, opts ...TransportOption) *GRPCTransport {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -82,6 +93,9 @@ func NewGRPCTransport(srv *grpc.Server, log *slog.Logger) *GRPCTransport {
 		groups: map[uint64]*groupEntry{},
 		peers:  map[string]*peerConn{},
 		fastIn: map[net.Conn]struct{}{},
+	}
+	for _, o := range opts {
+		o(t)
 	}
 	nacregrpc.RegisterRaftServer(srv, raftService{t: t})
 	nacregrpc.RegisterRaftAdminServer(srv, adminService{t: t})
@@ -203,7 +217,7 @@ func (t *GRPCTransport) peer(addr string) (*peerConn, error) {
 	if pc := t.peers[addr]; pc != nil {
 		return pc, nil
 	}
-	cc, err := grpcx.Dial(addr)
+	cc, err := grpcx.Dial(addr, grpcx.WithTLS(t.creds))
 	if err != nil {
 		return nil, err
 	}
@@ -376,7 +390,7 @@ func (pc *peerConn) run() {
 				pc.fc = nil
 			}
 			if pc.fc == nil {
-				pc.fc, err = dialFast(pc.addr)
+				pc.fc, err = dialFast(pc.addr, pc.t.creds)
 				if errors.Is(err, errNoFastPath) {
 					pc.t.log.Info("peer does not speak the raft fast path; using the gRPC stream", "addr", pc.addr)
 					noFastUntil = time.Now().Add(time.Minute)

@@ -21,6 +21,7 @@ import (
 	"nacre/internal/kv"
 	"nacre/internal/mgs"
 	"nacre/internal/obs"
+	"nacre/internal/pki"
 	"nacre/internal/raftgroup"
 	"nacre/internal/target"
 	"nacre/internal/webui"
@@ -54,11 +55,11 @@ func joining(id target.Identity) bool {
 
 // newTransport registers the Raft and RaftAdmin services on g for a
 // replicated target; nil for a single replica.
-func newTransport(id target.Identity, g *grpc.Server, log *slog.Logger) *raftgroup.GRPCTransport {
+func newTransport(id target.Identity, g *grpc.Server, log *slog.Logger, sec security) *raftgroup.GRPCTransport {
 	if !Replicated(id) {
 		return nil
 	}
-	return raftgroup.NewGRPCTransport(g, log)
+	return raftgroup.NewGRPCTransport(g, log, raftgroup.WithTLS(sec.creds))
 }
 
 // raftConfig fills the parts of a group's configuration that come from
@@ -124,15 +125,15 @@ func handOff(g *raftgroup.Group, log *slog.Logger) {
 // runMGS serves the MGS: its Raft group (one replica, or one of several),
 // and for a replica, a registrar that lists it with the MGS like any other
 // target so that `nacre status` shows every replica and which one leads.
-func runMGS(id target.Identity, dir string, db *kv.DB, ln net.Listener, reg *prometheus.Registry, sm *obs.ServerMetrics, log *slog.Logger, mh *obs.HTTP, ro RaftOptions, fatal chan error) (func(), error) {
-	g := grpcx.NewServer(nil, grpcx.WithInFlight(sm.InFlight.WithLabelValues("grpc")))
-	tr := newTransport(id, g, log)
+func runMGS(id target.Identity, dir string, db *kv.DB, ln net.Listener, reg *prometheus.Registry, sm *obs.ServerMetrics, log *slog.Logger, mh *obs.HTTP, ro RaftOptions, sec security, fatal chan error) (func(), error) {
+	g := grpcx.NewServer(nil, grpcx.WithInFlight(sm.InFlight.WithLabelValues("grpc")), grpcx.WithServerTLS(sec.creds, sec.warn))
+	tr := newTransport(id, g, log, sec)
 	self := mgs.SelfInfo(id, ln.Addr().String(), mh.Addr(), absDir(dir))
-	srv, err := mgs.New(mgs.Config{ID: id, DB: db, Log: log, Reg: reg, Self: self,
+	srv, err := mgs.New(mgs.Config{ID: id, DB: db, Log: log, Reg: reg, Self: self, TLS: sec.creds,
 		Group: func(sm raftgroup.StateMachine) (*raftgroup.Group, error) {
 			return startGroup(id, dir, raftConfig(id, dir, tr, raftgroup.Config{
 				GroupID: MGSGroup, DB: db, Prefix: []byte("\x00r"), SM: sm, Log: log, Name: "MGS", Target: "mgs",
-			}, ro))
+			}, ro), sec.creds)
 		}})
 	if err != nil {
 		if tr != nil {
@@ -144,7 +145,7 @@ func runMGS(id target.Identity, dir string, db *kv.DB, ln net.Listener, reg *pro
 	reg.MustRegister(raftgroup.NewCollector(srv.Group(), id.Name()))
 	go watchGroup(srv.Group(), id, dir, fatal) // serve.go
 	if tr != nil {
-		go askIfRemoved(srv.Group(), id.ReplicaID)
+		go askIfRemoved(srv.Group(), id.ReplicaID, sec.creds)
 	}
 	if tr == nil {
 		raftgroup.RegisterSoloAdmin(g, srv.Group()) // nacre replica list shows it too
@@ -165,7 +166,7 @@ func runMGS(id target.Identity, dir string, db *kv.DB, ln net.Listener, reg *pro
 			func() *pb.TargetInfo { return info },
 			func() *pb.HeartbeatRequest {
 				return &pb.HeartbeatRequest{Kind: pb.TargetKind_TARGET_MGS, Uuid: id.UUID, ReplicaId: id.ReplicaID, Leader: srv.IsLeader(), Role: replicaRole(srv.Group(), id)}
-			}, log)
+			}, log, sec.creds)
 		if err != nil {
 			stopGRPC(g)
 			srv.Stop()
@@ -240,12 +241,12 @@ func (k *kicker) kick() {
 // a candidate that may lack what it had acknowledged before its store was
 // lost (raftgroup.Group.GuardEmptyVotes). The peers answer within
 // moments, well before an election timeout.
-func startGroup(id target.Identity, dir string, c raftgroup.Config) (*raftgroup.Group, error) {
+func startGroup(id target.Identity, dir string, c raftgroup.Config, creds *pki.Creds) (*raftgroup.Group, error) {
 	first := len(id.Peers) > 1 && !c.Join && !target.HasRun(dir, id)
 	g, err := raftgroup.Start(c)
 	if err == nil && first {
 		go func() {
-			if peersHaveLog(id) {
+			if peersHaveLog(id, creds) {
 				g.GuardEmptyVotes(true)
 				c.Log.Warn("this replica's store is new, but the group already had a log: it votes for no other replica until a leader has sent it the log " +
 					"(if its store was lost and it was formatted again under its old id, stop it and replace it: nacre replica replace --id N --new-id M)")
@@ -258,7 +259,7 @@ func startGroup(id target.Identity, dir string, c raftgroup.Config) (*raftgroup.
 // peersHaveLog asks the other founding replicas whether the group's log
 // holds entries beyond its starting point, for up to 3 s while some do
 // not answer.
-func peersHaveLog(id target.Identity) bool {
+func peersHaveLog(id target.Identity, creds *pki.Creds) bool {
 	deadline := time.Now().Add(3 * time.Second)
 	answered := map[uint64]bool{}
 	for {
@@ -266,7 +267,7 @@ func peersHaveLog(id target.Identity) bool {
 			if pid == id.ReplicaID || answered[pid] {
 				continue
 			}
-			last, err := peerLastIndex(addr)
+			last, err := peerLastIndex(addr, creds)
 			if err != nil {
 				continue
 			}
@@ -283,8 +284,8 @@ func peersHaveLog(id target.Identity) bool {
 }
 
 // peerLastIndex asks a replica's RaftAdmin service for its last log index.
-func peerLastIndex(addr string) (uint64, error) {
-	cc, err := grpcx.Dial(addr)
+func peerLastIndex(addr string, creds *pki.Creds) (uint64, error) {
+	cc, err := grpcx.Dial(addr, grpcx.WithTLS(creds))
 	if err != nil {
 		return 0, err
 	}

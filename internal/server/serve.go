@@ -35,6 +35,7 @@ import (
 	"nacre/internal/netguard"
 	"nacre/internal/obs"
 	"nacre/internal/oss"
+	"nacre/internal/pki"
 	"nacre/internal/ports"
 	"nacre/internal/raftgroup"
 	"nacre/internal/reserve"
@@ -66,6 +67,15 @@ type Options struct {
 	// logged, at most a line per peer every 10 s (0:
 	// netguard.DefaultMaxPerPeer; negative: no bound).
 	MaxConnsPerPeer int
+	// Insecure lets a target without TLS credentials listen on an
+	// address other than loopback (checkBinding), with a warning.
+	Insecure bool
+}
+
+// security is what a target's links are made with.
+type security struct {
+	creds *pki.Creds       // nil: no TLS
+	warn  *netguard.Warner // logs the peers refused on the gRPC port
 }
 
 // RaftOptions tune a target's Raft group (raftgroup.Config).
@@ -102,6 +112,14 @@ func Run(ctx context.Context, dir string, o Options) error {
 	}
 	defer os.Remove(filepath.Join(dir, proc.PidFile))
 
+	creds, err := loadCreds(dir, id)
+	if err != nil {
+		return err
+	}
+	if err := checkBinding(id, creds != nil, o.Insecure, log); err != nil {
+		return err
+	}
+
 	ln, err := listen(id.Listen, id, "gRPC")
 	if err != nil {
 		return err
@@ -119,7 +137,8 @@ func Run(ctx context.Context, dir string, o Options) error {
 	sm := obs.NewServerMetrics(reg, id.Name(), disk.Written)
 	// The gRPC server has no bound of connections per peer: the
 	// listener keeps it.
-	grpcLn := netguard.LimitPeers(ln, o.MaxConnsPerPeer, netguard.NewWarner(log, 0), "gRPC")
+	sec := security{creds: creds, warn: netguard.NewWarner(log, 0)}
+	grpcLn := netguard.LimitPeers(ln, o.MaxConnsPerPeer, sec.warn, "gRPC")
 	ln = sm.Listen(grpcLn)
 	reg.MustRegister(refusedCounter(id.Name(), "grpc", grpcLn.Refused))
 	if dataLn != nil {
@@ -203,14 +222,14 @@ func Run(ctx context.Context, dir string, o Options) error {
 	var stop func()
 	switch id.Kind {
 	case target.MGS:
-		stop, err = runMGS(id, dir, db, ln, reg, sm, log, mh, o.Raft, fatal) // replicas.go
+		stop, err = runMGS(id, dir, db, ln, reg, sm, log, mh, o.Raft, sec, fatal) // replicas.go
 		if err != nil {
 			return err
 		}
 	case target.MDT:
 		info.Kind = pb.TargetKind_TARGET_MDT
 		info.DataAddr = dataLn.Addr().String()
-		stop, err = runMDS(id, dir, idf, db, ln, dataLn, reg, sm, log, info, o, fatal)
+		stop, err = runMDS(id, dir, idf, db, ln, dataLn, reg, sm, log, info, o, sec, fatal)
 		if err != nil {
 			return err
 		}
@@ -220,14 +239,14 @@ func Run(ctx context.Context, dir string, o Options) error {
 		info.Kind = pb.TargetKind_TARGET_OST
 		info.DataAddr = dataLn.Addr().String()
 		srv, err := oss.Start(oss.Config{Dir: dir, ID: id, Log: log, Reg: reg, GRPC: ln, Data: dataLn, InFlight: sm.InFlight, KV: kvo, Disk: disk,
-			MaxConnsPerPeer: o.MaxConnsPerPeer})
+			MaxConnsPerPeer: o.MaxConnsPerPeer, TLS: sec.creds, Warn: sec.warn})
 		if err != nil {
 			return err
 		}
 		r, err := mgs.StartRegistrar(id.MGSNode, func() *pb.TargetInfo { return info },
 			func() *pb.HeartbeatRequest {
 				return &pb.HeartbeatRequest{Kind: info.Kind, Index: id.Index, Uuid: id.UUID, Statfs: srv.Statfs()}
-			}, log)
+			}, log, sec.creds)
 		if err != nil {
 			srv.Stop()
 			return err
@@ -245,7 +264,8 @@ func Run(ctx context.Context, dir string, o Options) error {
 			return err
 		}
 	}
-	log.Info("serving", "addr", ln.Addr().String(), "data_addr", info.DataAddr, "metrics", mh.URL(), "pid", os.Getpid(), "version", version.Software)
+	log.Info("serving", "addr", ln.Addr().String(), "data_addr", info.DataAddr, "metrics", mh.URL(), "pid", os.Getpid(), "version", version.Software,
+		"tls", creds != nil)
 	if id.Kind != target.MGS {
 		if msg := reserve.ShortOfReserve(dir, id.Label(), kvo.MemTable(), nil); msg != "" {
 			log.Warn(msg)
@@ -265,14 +285,14 @@ func Run(ctx context.Context, dir string, o Options) error {
 	}
 }
 
-func runMDS(id target.Identity, dir string, idf *identityFile, db *kv.DB, ln, dataLn net.Listener, reg *prometheus.Registry, sm *obs.ServerMetrics, log *slog.Logger, info *pb.TargetInfo, o Options, fatal chan error) (func(), error) {
+func runMDS(id target.Identity, dir string, idf *identityFile, db *kv.DB, ln, dataLn net.Listener, reg *prometheus.Registry, sm *obs.ServerMetrics, log *slog.Logger, info *pb.TargetInfo, o Options, sec security, fatal chan error) (func(), error) {
 	// Swappable: it follows the MGS replicas as the registrar learns them.
-	mgsConn, err := grpcx.DialSwap(id.MGSNode)
+	mgsConn, err := grpcx.DialSwap(id.MGSNode, grpcx.WithTLS(sec.creds))
 	if err != nil {
 		return nil, err
 	}
-	g := grpcx.NewServer(nil, grpcx.WithInFlight(sm.InFlight.WithLabelValues("grpc")))
-	tr := newTransport(id, g, log) // nil for a single replica (replicas.go)
+	g := grpcx.NewServer(nil, grpcx.WithInFlight(sm.InFlight.WithLabelValues("grpc")), grpcx.WithServerTLS(sec.creds, sec.warn))
+	tr := newTransport(id, g, log, sec) // nil for a single replica (replicas.go)
 	closeTr := func() {
 		if tr != nil {
 			tr.Close()
@@ -280,7 +300,7 @@ func runMDS(id target.Identity, dir string, idf *identityFile, db *kv.DB, ln, da
 	}
 	var kick kicker // heartbeat at once when leadership changes (replicas.go)
 	srv, err := mds.Start(mds.Config{ID: id, DB: db, Log: log, Reg: reg, GRPC: g, MGS: nacregrpc.NewMGSClient(mgsConn),
-		Group: groupFor(id, dir, db, log, tr, &kick, o.Raft), Options: o.MDS})
+		Group: groupFor(id, dir, db, log, tr, &kick, o.Raft, sec.creds), Options: o.MDS, TLS: sec.creds})
 	if err != nil {
 		closeTr()
 		mgsConn.Close()
@@ -289,7 +309,7 @@ func runMDS(id target.Identity, dir string, idf *identityFile, db *kv.DB, ln, da
 	reg.MustRegister(raftgroup.NewCollector(srv.Group(), id.Name()))
 	go watchGroup(srv.Group(), id, dir, fatal)
 	if tr != nil {
-		go askIfRemoved(srv.Group(), id.ReplicaID)
+		go askIfRemoved(srv.Group(), id.ReplicaID, sec.creds)
 	}
 	if tr == nil {
 		raftgroup.RegisterSoloAdmin(g, srv.Group()) // nacre replica list shows it too
@@ -299,8 +319,11 @@ func runMDS(id target.Identity, dir string, idf *identityFile, db *kv.DB, ln, da
 	}
 	go serveGRPC(g, ln, fatal)
 	// The metadata hot path: framed RPC on the data port (internal/mdrpc).
-	fs := mdrpc.Serve(dataLn, countInFlight(mdrpc.MDSMethods(srv), sm.InFlight.WithLabelValues("mdrpc")),
-		mdrpc.ServerOptions{Fsname: id.Fsname, Log: log, MaxConnsPerPeer: o.MaxConnsPerPeer})
+	mo := mdrpc.ServerOptions{Fsname: id.Fsname, Log: log, MaxConnsPerPeer: o.MaxConnsPerPeer}
+	if sec.creds != nil {
+		mo.TLS = sec.creds.ServerConfig()
+	}
+	fs := mdrpc.Serve(dataLn, countInFlight(mdrpc.MDSMethods(srv), sm.InFlight.WithLabelValues("mdrpc")), mo)
 	reg.MustRegister(refusedCounter(id.Name(), "data", fs.Refused))
 	r, err := mgs.StartRegistrar(id.MGSNode,
 		func() *pb.TargetInfo {
@@ -310,7 +333,7 @@ func runMDS(id target.Identity, dir string, idf *identityFile, db *kv.DB, ln, da
 		},
 		func() *pb.HeartbeatRequest {
 			return &pb.HeartbeatRequest{Kind: info.Kind, Index: id.Index, Uuid: id.UUID, Statfs: srv.LocalStatfs(), Leader: srv.IsLeader(), ReplicaId: id.ReplicaID, Term: srv.Group().Term(), Role: replicaRole(srv.Group(), id)}
-		}, log)
+		}, log, sec.creds)
 	if err != nil {
 		g.Stop()
 		fs.Close()
@@ -425,7 +448,7 @@ func replicaRole(g *raftgroup.Group, id target.Identity) string {
 // `nacre up` kept starting it. Every few seconds without a leader it asks
 // the other replicas; once one that knows a leader lists it as removed,
 // it stops as a removed replica does (watchGroup).
-func askIfRemoved(g *raftgroup.Group, self uint64) {
+func askIfRemoved(g *raftgroup.Group, self uint64, creds *pki.Creds) {
 	const every = 5 * time.Second
 	leaderless := 0
 	for {
@@ -447,7 +470,7 @@ func askIfRemoved(g *raftgroup.Group, self uint64) {
 			if p.ID == self || p.Addr == "" {
 				continue
 			}
-			if removedBy(p.Addr, g.Status().GroupID, self) {
+			if removedBy(p.Addr, g.Status().GroupID, self, creds) {
 				g.MarkRemoved()
 				return
 			}
@@ -457,8 +480,8 @@ func askIfRemoved(g *raftgroup.Group, self uint64) {
 
 // removedBy asks the replica at addr whether it knows a leader and lists
 // replica self of group gid as removed.
-func removedBy(addr string, gid, self uint64) bool {
-	cc, err := grpcx.Dial(addr)
+func removedBy(addr string, gid, self uint64, creds *pki.Creds) bool {
+	cc, err := grpcx.Dial(addr, grpcx.WithTLS(creds))
 	if err != nil {
 		return false
 	}
@@ -526,13 +549,13 @@ func listen(addr string, id target.Identity, what string) (net.Listener, error) 
 
 // groupFor builds the Raft group constructor of an MDT (tr is nil for a
 // single replica; replicas.go).
-func groupFor(id target.Identity, dir string, db *kv.DB, log *slog.Logger, tr *raftgroup.GRPCTransport, k *kicker, ro RaftOptions) func(sm raftgroup.StateMachine) (*raftgroup.Group, error) {
+func groupFor(id target.Identity, dir string, db *kv.DB, log *slog.Logger, tr *raftgroup.GRPCTransport, k *kicker, ro RaftOptions, creds *pki.Creds) func(sm raftgroup.StateMachine) (*raftgroup.Group, error) {
 	return func(sm raftgroup.StateMachine) (*raftgroup.Group, error) {
 		return startGroup(id, dir, raftConfig(id, dir, tr, raftgroup.Config{
 			GroupID: uint64(id.Index) + 1, DB: db, Prefix: []byte("\x00r"), SM: sm, Log: log,
 			Name: fmt.Sprintf("MDT%04x", id.Index), Target: fmt.Sprintf("mdt%d", id.Index),
 			OnLeaderChange: func(bool, uint64, uint64) { k.kick() },
-		}, ro))
+		}, ro), creds)
 	}
 }
 

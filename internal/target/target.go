@@ -71,6 +71,18 @@ type Identity struct {
 	// Started is when the target first ran on its store: from then on a
 	// missing or empty store is lost data, never a new target.
 	Started time.Time `json:"started,omitzero"`
+	// TLSDir is the target's credentials directory (internal/pki: ca.pem,
+	// cert.pem, key.pem), relative to the target directory or absolute;
+	// empty: the target serves and dials without TLS.
+	TLSDir string `json:"tls_dir,omitempty"`
+}
+
+// TLSPath is the target's credentials directory ("" without TLS).
+func (id Identity) TLSPath(dir string) string {
+	if id.TLSDir == "" || filepath.IsAbs(id.TLSDir) {
+		return id.TLSDir
+	}
+	return filepath.Join(dir, id.TLSDir)
 }
 
 // Name is the Lustre-style target name, e.g. nacre-MDT0000.

@@ -21,7 +21,7 @@ import (
 func TestStatsCountOperations(t *testing.T) {
 	cl := testcluster.Start(t, testcluster.Options{OSTs: 1})
 	ctx := context.Background()
-	before, err := cli.CollectStats(ctx, cl.MGS, "", 10*time.Millisecond)
+	before, err := cli.CollectStats(ctx, cl.MGS, "", 10*time.Millisecond, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestStatsCountOperations(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	after, err := cli.CollectStats(ctx, cl.MGS, "", 10*time.Millisecond)
+	after, err := cli.CollectStats(ctx, cl.MGS, "", 10*time.Millisecond, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestStatsDiskBytesMatchTheDevice(t *testing.T) {
 	ctx := context.Background()
 	c := cl.Client(t)
 	statsBytes := func() float64 {
-		s, err := cli.CollectStats(ctx, cl.MGS, "", 10*time.Millisecond)
+		s, err := cli.CollectStats(ctx, cl.MGS, "", 10*time.Millisecond, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

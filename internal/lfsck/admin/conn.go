@@ -18,6 +18,7 @@ import (
 	"nacre/internal/client"
 	"nacre/internal/errno"
 	"nacre/internal/lfsck"
+	"nacre/internal/pki"
 )
 
 // conn is a connection to the cluster's targets.
@@ -27,6 +28,7 @@ type conn struct {
 
 	mu  sync.Mutex // a Conn is shared by goroutines (a bench polls while it runs)
 	ccs map[string]*grpc.ClientConn
+	tls *pki.Creds // the command's credentials: nil, no TLS
 }
 
 func connect(ctx context.Context, e cli.Env) (*conn, error) {
@@ -39,7 +41,7 @@ func connect(ctx context.Context, e cli.Env) (*conn, error) {
 		c.Close()
 		return nil, err
 	}
-	return &conn{c: c, cfg: cfg}, nil
+	return &conn{c: c, cfg: cfg, tls: e.TLS}, nil
 }
 
 // connectMDTs connects and lists the MDTs asked (one index, or all).
@@ -73,7 +75,7 @@ func (k *conn) dial(addr string) (*grpc.ClientConn, error) {
 	if cc := k.ccs[addr]; cc != nil {
 		return cc, nil
 	}
-	cc, err := cli.Dial(addr)
+	cc, err := cli.Dial(addr, k.tls)
 	if err != nil {
 		return nil, err
 	}

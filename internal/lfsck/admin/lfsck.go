@@ -368,7 +368,7 @@ func Start(ctx context.Context, e cli.Env, o StartOptions) error {
 	}
 	// start starts one MDT after the other in index order, one
 	// message line each; the names come from the MGS.
-	st, _ := cli.GetStatus(ctx, e.MGS)
+	st, _ := cli.GetStatus(ctx, e.MGS, e.TLS)
 	var mdts []LfsckStartedMDT
 	if !o.All {
 		mdts = []LfsckStartedMDT{{MDT: o.MDT}}

@@ -8,14 +8,15 @@ import (
 	pb "nacre/api/nacrepb"
 	"nacre/internal/cli"
 	"nacre/internal/lfsck"
+	"nacre/internal/pki"
 )
 
 // Conn drives the checkers of a cluster from a program (benchmarks).
 type Conn struct{ k *conn }
 
-// Dial connects to the cluster of mgs.
-func Dial(ctx context.Context, mgs string) (*Conn, error) {
-	k, err := connect(ctx, cli.Env{MGS: mgs})
+// Dial connects to the cluster of mgs, over TLS with creds if not nil.
+func Dial(ctx context.Context, mgs string, creds *pki.Creds) (*Conn, error) {
+	k, err := connect(ctx, cli.Env{MGS: mgs, TLS: creds})
 	if err != nil {
 		return nil, err
 	}
