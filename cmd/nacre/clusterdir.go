@@ -8,6 +8,7 @@ import (
 	"nacre/internal/cli"
 	"nacre/internal/client"
 	"nacre/internal/localcluster"
+	"nacre/internal/pki"
 )
 
 // addClusterDirFlag gives cmd --dir DIR, the MGS of a local cluster
@@ -32,5 +33,14 @@ func mgsOfDir(cmd *cobra.Command, e *cli.Env, dir string) error {
 		return fmt.Errorf("%s: --mgs %s and --dir %s (whose MGS is %s) name two clusters: give one of them", cmd.Name(), f.Value.String(), dir, addr)
 	}
 	e.MGS = addr
+	if e.TLS == nil && localcluster.HasTLS(dir) {
+		// The cluster's own admin credentials, as NACRE_TLS_DIR would
+		// give them: --dir names a cluster of this machine and user.
+		c, err := pki.Load(localcluster.AdminTLSDir(dir))
+		if err != nil {
+			return err
+		}
+		e.TLS = c
+	}
 	return nil
 }

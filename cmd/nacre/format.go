@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"nacre/internal/client"
+	"nacre/internal/pki"
 	"nacre/internal/target"
 )
 
@@ -14,6 +15,7 @@ type formatFlags struct {
 	index                                             uint32
 	replica                                           uint64
 	peers, created                                    string
+	tlsDir                                            string
 }
 
 // newFormatCommand is `nacre format`.
@@ -40,6 +42,18 @@ func newFormatCommand(g *globals) *cobra.Command {
 			if err := target.Format(f.dir, id); err != nil {
 				return err
 			}
+			if f.tlsDir != "" {
+				ca, made, err := pki.InitCA(f.tlsDir, id.Fsname)
+				if err != nil {
+					return err
+				}
+				if made {
+					fmt.Fprintf(cmd.OutOrStdout(), "made the cluster certificate authority in %s (keep ca-key.pem root's alone; give the other targets --tls-dir %s, or a copy of it)\n", f.tlsDir, f.tlsDir)
+				}
+				if err := target.Secure(f.dir, ca); err != nil {
+					return err
+				}
+			}
 			// Describe what was written: Format fills in what id lacks
 			// (format version, UUID) on its own copy.
 			written, err := target.Load(f.dir)
@@ -64,6 +78,7 @@ func newFormatCommand(g *globals) *cobra.Command {
 	fl.StringVar(&f.metrics, "metrics-listen", "", "Prometheus metrics listen address (default: --listen's host, a port picked at first start)")
 	fl.Uint64Var(&f.replica, "replica-id", 0, "MGS, MDT: this replica's id in its Raft group (with --peers)")
 	fl.StringVar(&f.peers, "peers", "", "MGS, MDT: the group's replicas as ID=HOST:PORT,... (their --listen); a replica not listed joins the group (nacre replica add)")
+	fl.StringVar(&f.tlsDir, "tls-dir", "", "the cluster's certificate authority directory (ca.pem, ca-key.pem; made if absent): the target gets a node certificate in DIR/tls and serves only over TLS")
 	fl.StringVar(&f.created, "created", "", "with --peers: the creation time, RFC 3339, the same for every replica of one MDT (the root directory's times; default: the Unix epoch)")
 	return cmd
 }

@@ -13,6 +13,7 @@ import (
 type serveFlags struct {
 	dir      string
 	jsonLogs bool
+	insecure bool
 }
 
 // newServeCommand is `nacre serve`: the server options come from the
@@ -29,10 +30,13 @@ func newServeCommand(g *globals) *cobra.Command {
 				return fmt.Errorf("--dir is required")
 			}
 			log := obs.NewLogger(os.Stderr, f.jsonLogs, g.environ.logLevel())
-			return server.Run(cmd.Context(), f.dir, g.environ.serverOptions(log))
+			o := g.environ.serverOptions(log)
+			o.Insecure = f.insecure
+			return server.Run(cmd.Context(), f.dir, o)
 		},
 	}
 	cmd.Flags().StringVar(&f.dir, "dir", "", "target directory")
 	cmd.Flags().BoolVar(&f.jsonLogs, "json-logs", true, "log one JSON object per line")
+	cmd.Flags().BoolVar(&f.insecure, "insecure", false, "serve without TLS on an address other than loopback (refused otherwise): only on a network that only trusted nodes reach")
 	return cmd
 }

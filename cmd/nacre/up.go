@@ -19,13 +19,14 @@ type upFlags struct {
 	mount          string
 	allowMissing   bool
 	nodeCPU        string
+	tls            bool
 }
 
 // newUpCommand is `nacre up` (localcluster.Run).
 func newUpCommand(g *globals) *cobra.Command {
 	var f upFlags
 	cmd := &cobra.Command{
-		Use:     "up [--dir DIR] [--osts N] [--replicas N] [--mount DIR] [--allow-missing] [--node-cpu CORES|ROLE=CORES,...] [--detach]",
+		Use:     "up [--dir DIR] [--osts N] [--replicas N] [--tls] [--mount DIR] [--allow-missing] [--node-cpu CORES|ROLE=CORES,...] [--detach]",
 		Short:   "Format (when new) and start a local cluster: MGS, one MDT, N OSTs",
 		GroupID: "server",
 		Args:    cobra.NoArgs,
@@ -42,7 +43,7 @@ func newUpCommand(g *globals) *cobra.Command {
 			// are for a new cluster, and an existing one keeps what it
 			// has (Up notes a value given that it does not apply).
 			o := localcluster.RunOptions{Options: localcluster.Options{Dir: f.dir, Out: cmd.OutOrStdout(), Mount: f.mount, AllowMissing: f.allowMissing,
-				MountState: g.environ.mountState()}, Detach: f.detach, Self: selfName(), Err: cmd.ErrOrStderr()}
+				MountState: g.environ.mountState(), TLS: f.tls}, Detach: f.detach, Self: selfName(), Err: cmd.ErrOrStderr()}
 			if cmd.Flags().Changed("osts") {
 				if err := localcluster.CheckOSTs(f.osts); err != nil {
 					return err
@@ -76,6 +77,7 @@ func newUpCommand(g *globals) *cobra.Command {
 	fl.StringVar(&f.fsname, "fsname", "nacre", "file system name for a new cluster")
 	fl.IntVar(&f.osts, "osts", 2, "number of OSTs (a new cluster gets this many; an existing one grows to it)")
 	fl.IntVar(&f.replicas, "replicas", 1, "replicas of the MGS and of each MDT of a new cluster, each its own process: 1, or an odd number from 3 (3 for high availability)")
+	fl.BoolVar(&f.tls, "tls", false, "a new cluster's links are TLS: a certificate authority in DIR/tls, node certificates, and admin credentials for this user in DIR/tls/admin (printed as NACRE_TLS_DIR)")
 	fl.StringVar(&f.mount, "mount", "", "also mount the file system at this directory (unmounted by down or Ctrl-C)")
 	fl.BoolVar(&f.allowMissing, "allow-missing", false, "start even if the directory of an OST (or MDT replica) the MGS knows is missing, or an OST fails to start (files with stripes on a missing OST fail until it is back)")
 	fl.StringVar(&f.nodeCPU, "node-cpu", "", nodeCPUUsage)

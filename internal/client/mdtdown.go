@@ -50,6 +50,10 @@ const noAnswerInTime = "no answer in time"
 // (a stopped process, another program on the port).
 const noAnswerTalk = "it accepts connections but does not answer"
 
+// closesAtOnce is a server that closes a connection before it says
+// anything: what a server with TLS does to a client without.
+const closesAtOnce = "it closes every connection at once (a cluster with TLS does so to a client without credentials: give --tls-dir DIR or NACRE_TLS_DIR)"
+
 // ShortCause is the reason a server could not be reached, without the
 // layers of the transport and dialling around it: "no answer in time",
 // the connection's errno ("connection refused", not `connection error:
@@ -58,6 +62,9 @@ const noAnswerTalk = "it accepts connections but does not answer"
 func ShortCause(err error) string {
 	if errno.CodeOf(err) == errno.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded) {
 		return noAnswerInTime
+	}
+	if m := err.Error(); strings.Contains(m, "connection closed before server preface") || strings.Contains(m, "error reading server preface: EOF") {
+		return closesAtOnce
 	}
 	if strings.Contains(err.Error(), "server preface") {
 		// gRPC's handshake got no answer within its connect timeout.

@@ -50,6 +50,7 @@ import (
 	"nacre/internal/grpcx"
 	"nacre/internal/layout"
 	"nacre/internal/obs"
+	"nacre/internal/pki"
 	"nacre/internal/ports"
 	"nacre/internal/reserve"
 	"nacre/internal/server"
@@ -98,12 +99,22 @@ type Options struct {
 	// Zero: a target started again keeps the budget the cluster's
 	// cgroups give it, and a cluster without them runs without budgets.
 	NodeCPU NodeCPU
+	// TLS makes a new cluster's links TLS (`nacre up --tls`): a
+	// certificate authority in DIR/tls, node credentials per target, and
+	// admin credentials for the user in DIR/tls/admin (tls.go). A cluster
+	// made so keeps TLS without it.
+	TLS bool
 }
 
 // Cluster describes a running local cluster.
 type Cluster struct {
-	Dir     string
-	MGS     string
+	Dir string
+	MGS string
+	// TLSDir is the admin credentials directory of a cluster with TLS
+	// (what NACRE_TLS_DIR names for its commands; "" without TLS), and
+	// TLS what it holds.
+	TLSDir  string
+	TLS     *pki.Creds
 	Targets []Proc
 	// cpuAt names the cgroup version of the targets' CPU budgets ("":
 	// none has one).
@@ -285,7 +296,7 @@ func format(o Options) error {
 			continue
 		}
 
-		if err := target.Format(d, target.Identity{Fsname: fsname, Kind: target.OST, Index: uint32(i), MGSNode: mgsAddr, Listen: "127.0.0.1:0", DataListen: "127.0.0.1:0"}); err != nil {
+		if err := formatTarget(o.Dir, d, target.Identity{Fsname: fsname, Kind: target.OST, Index: uint32(i), MGSNode: mgsAddr, Listen: "127.0.0.1:0", DataListen: "127.0.0.1:0"}); err != nil {
 			return err
 		}
 	}
@@ -556,6 +567,9 @@ func checkNewClusterDir(dir string) error {
 		if e.Name() == upLockFile && !e.IsDir() {
 			continue // ours (lockUp)
 		}
+		if e.Name() == caDirName && e.IsDir() {
+			continue // ours (initTLS, made just before the targets)
+		}
 		if !e.IsDir() || !targetDirName.MatchString(e.Name()) || !target.Empty(p) {
 			return fmt.Errorf("%s is not empty and holds no Nacre cluster (%s is in the way); use an empty or new directory (empty directories named mgs, mdt0 or ostN, such as mount points of devices for those targets, are fine)", dir, p)
 		}
@@ -573,10 +587,10 @@ func formatNew(o Options) error {
 		if err != nil {
 			return err
 		}
-		if err := target.Format(filepath.Join(o.Dir, "mgs"), target.Identity{Fsname: o.Fsname, Kind: target.MGS, Listen: addr}); err != nil {
+		if err := formatTarget(o.Dir, filepath.Join(o.Dir, "mgs"), target.Identity{Fsname: o.Fsname, Kind: target.MGS, Listen: addr}); err != nil {
 			return err
 		}
-		return target.Format(filepath.Join(o.Dir, "mdt0"), target.Identity{Fsname: o.Fsname, Kind: target.MDT, Index: 0, MGSNode: addr, Listen: "127.0.0.1:0", DataListen: "127.0.0.1:0"})
+		return formatTarget(o.Dir, filepath.Join(o.Dir, "mdt0"), target.Identity{Fsname: o.Fsname, Kind: target.MDT, Index: 0, MGSNode: addr, Listen: "127.0.0.1:0", DataListen: "127.0.0.1:0"})
 	}
 	group := func() (map[uint64]string, error) {
 		peers := map[uint64]string{}
@@ -596,7 +610,7 @@ func formatNew(o Options) error {
 	created := time.Now().UTC()
 	for r := 1; r <= o.Replicas; r++ {
 		id := target.Identity{Fsname: o.Fsname, Kind: target.MGS, Listen: mgsPeers[uint64(r)], ReplicaID: uint64(r), Peers: mgsPeers, Created: created}
-		if err := target.Format(filepath.Join(o.Dir, fmt.Sprintf("mgs-r%d", r)), id); err != nil {
+		if err := formatTarget(o.Dir, filepath.Join(o.Dir, fmt.Sprintf("mgs-r%d", r)), id); err != nil {
 			return err
 		}
 	}
@@ -610,7 +624,7 @@ func formatNew(o Options) error {
 		// come from it, and replicas must start identical.
 		id := target.Identity{Fsname: o.Fsname, Kind: target.MDT, Index: 0, MGSNode: mgsAddr, Listen: mdtPeers[uint64(r)],
 			DataListen: "127.0.0.1:0", ReplicaID: uint64(r), Peers: mdtPeers, Created: created}
-		if err := target.Format(filepath.Join(o.Dir, fmt.Sprintf("mdt0-r%d", r)), id); err != nil {
+		if err := formatTarget(o.Dir, filepath.Join(o.Dir, fmt.Sprintf("mdt0-r%d", r)), id); err != nil {
 			return err
 		}
 	}
@@ -700,8 +714,19 @@ func up(ctx context.Context, o Options) (_ *Cluster, _ *upLock, err error) {
 		if o.OSTs == 0 {
 			o.OSTs = 2
 		}
+		if o.TLS {
+			if err := checkNewClusterDir(o.Dir); err != nil {
+				return nil, nil, err
+			}
+			if err := initTLS(o.Dir, o.Fsname); err != nil {
+				return nil, nil, err
+			}
+		}
 	} else {
 		noteIgnored(o)
+		if o.TLS && !HasTLS(o.Dir) {
+			return nil, nil, fmt.Errorf("--tls: the cluster in %s was made without TLS, and its targets have no certificates; a local cluster gets TLS when it is made (`nacre up --tls --dir NEW_DIR`)", o.Dir)
+		}
 	}
 	if err := format(o); err != nil {
 		return nil, nil, err
@@ -718,6 +743,14 @@ func up(ctx context.Context, o Options) (_ *Cluster, _ *upLock, err error) {
 		return nil, nil, err
 	}
 	c := &Cluster{Dir: o.Dir, MGS: mgsAddr}
+	if c.TLS, err = adminCreds(o.Dir); err != nil {
+		return nil, nil, err
+	}
+	if c.TLS != nil {
+		if c.TLSDir, err = filepath.Abs(AdminTLSDir(o.Dir)); err != nil {
+			return nil, nil, err
+		}
+	}
 	if err := c.start(ctx, o, dirs); err != nil {
 		return nil, nil, c.stopStarted(err)
 	}
@@ -1101,7 +1134,7 @@ const poolWait = 10 * time.Second
 // get fewer stripes than there are OSTs.
 func waitPools(ctx context.Context, c *Cluster, d time.Duration) {
 	deadline := time.Now().Add(d)
-	cc, err := grpcx.Dial(c.MGS)
+	cc, err := grpcx.Dial(c.MGS, grpcx.WithTLS(c.TLS))
 	if err != nil {
 		return
 	}
@@ -1159,7 +1192,7 @@ func poolsFull(ctx context.Context, ts []*pb.TargetInfo) bool {
 // check sees every answer of the MGS first, and its error ends the wait.
 func waitReady(ctx context.Context, c *Cluster, want int, timeout time.Duration, check func([]*pb.TargetInfo) error, tolerate func(Proc, error) bool) error {
 	deadline := time.Now().Add(timeout)
-	cc, err := grpcx.Dial(c.MGS)
+	cc, err := grpcx.Dial(c.MGS, grpcx.WithTLS(c.TLS))
 	if err != nil {
 		return err
 	}
@@ -1459,7 +1492,7 @@ func NewReplica(dir, group string, rid uint64, peers map[uint64]string, bin stri
 	if tmpl.Kind == target.MDT {
 		id.DataListen = "127.0.0.1:0"
 	}
-	if err := target.Format(d, id); err != nil {
+	if err := formatTarget(dir, d, id); err != nil {
 		return "", "", 0, err
 	}
 	if bin == "" {

@@ -44,7 +44,16 @@ func mountLocal(bin, clusterDir, mgs, dir, stateDir string, out io.Writer) error
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return err
 	}
-	cmd := exec.Command(bin, "mount", "--mgs", mgs, abs, "--log", filepath.Join(clusterDir, "mount.log"))
+	args := []string{"mount", "--mgs", mgs, abs, "--log", filepath.Join(clusterDir, "mount.log")}
+	if HasTLS(clusterDir) {
+		// The mount of the user who ran up: its admin credentials.
+		tlsDir, err := filepath.Abs(AdminTLSDir(clusterDir))
+		if err != nil {
+			return err
+		}
+		args = append(args, "--tls-dir", tlsDir)
+	}
+	cmd := exec.Command(bin, args...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("mount at %s: %v: %s", abs, err, strings.TrimSpace(string(b)))
 	}

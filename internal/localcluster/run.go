@@ -49,9 +49,17 @@ func Run(ctx context.Context, o RunOptions) error {
 	}
 	fmt.Fprintf(out, "Nacre is up in %.1fs: %s, data in %s\n", time.Since(start).Seconds(), c.Summary(), o.Dir)
 	self := o.Self
-	fmt.Fprintf(out, "Try:\n  export NACRE_MGS=%s\n  %s status\n  %s put /etc/services /services && %s ls -l /\n", c.MGS, self, self, self)
+	tlsEnv := ""
+	if c.TLSDir != "" {
+		tlsEnv = fmt.Sprintf("  export NACRE_TLS_DIR=%s\n", c.TLSDir)
+	}
+	fmt.Fprintf(out, "Try:\n  export NACRE_MGS=%s\n%s  %s status\n  %s put /etc/services /services && %s ls -l /\n", c.MGS, tlsEnv, self, self, self)
 	if o.Detach {
 		fmt.Fprintf(out, "Stop it with: %s down --dir %s\n", self, o.Dir)
+		if c.TLSDir != "" {
+			// Before NACRE_MGS, which stays the last line.
+			fmt.Fprintf(out, "NACRE_TLS_DIR=%s\n", c.TLSDir)
+		}
 		fmt.Fprintf(out, "NACRE_MGS=%s\n", c.MGS)
 		return nil
 	}

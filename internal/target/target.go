@@ -12,6 +12,7 @@
 //	objects/            OST only: object data as sparse files
 //	serve.pid           pid of the process serving it (internal/target/proc)
 //	serve.log           that process's log (nacre up; internal/target/proc)
+//	tls/                with TLS: ca.pem, cert.pem, key.pem (Secure; internal/pki), 0700 and 0600
 //
 // The data directories (store/, raftlog/, raft-snap/, objects/) are
 // their owner's alone, 0700 (MakePrivate).
@@ -32,6 +33,7 @@ import (
 	"time"
 
 	"nacre/internal/kv"
+	"nacre/internal/pki"
 	"nacre/internal/version"
 )
 
@@ -525,4 +527,32 @@ func Empty(dir string) bool {
 		return false
 	}
 	return true
+}
+
+// TLSDirName is where Secure puts a target's credentials, in its
+// directory.
+const TLSDirName = "tls"
+
+// Secure issues the target in dir a node certificate of ca, for the
+// hosts of its addresses and this machine's name, into dir/tls, and
+// records that directory in the identity: from its next start the target
+// serves and dials over TLS only.
+func Secure(dir string, ca *pki.CA) error {
+	id, err := Load(dir)
+	if err != nil {
+		return err
+	}
+	hosts := []string{pki.HostOf(id.Listen), pki.HostOf(id.DataListen)}
+	if h, err := os.Hostname(); err == nil {
+		hosts = append(hosts, h)
+	}
+	name := id.Name()
+	if id.ReplicaID != 0 {
+		name = fmt.Sprintf("%s-r%d", name, id.ReplicaID)
+	}
+	if err := ca.Issue(filepath.Join(dir, TLSDirName), pki.Request{Name: name, Role: pki.RoleNode, Hosts: hosts}); err != nil {
+		return fmt.Errorf("%s: %w", id.Name(), err)
+	}
+	id.TLSDir = TLSDirName
+	return Save(dir, id)
 }
