@@ -372,7 +372,11 @@ func (c *Creds) ServerConfig() *tls.Config {
 		// The chain is checked by VerifyPeerCertificate, not by
 		// crypto/tls, so that a refusal names the certificate refused.
 		ClientAuth: tls.RequireAnyClientCert,
-		ClientCAs:  c.pool,
+		// Full records from the first byte: the bulk protocol moves
+		// megabytes per request, and pooled connections sit idle between
+		// them, which would start every burst with small records again.
+		DynamicRecordSizingDisabled: true,
+		ClientCAs:                   c.pool,
 		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
 			return c.verifyPeer(raw, x509.ExtKeyUsageClientAuth)
 		},
@@ -387,6 +391,8 @@ func (c *Creds) ClientConfig() *tls.Config {
 		MinVersion:   tls.VersionTLS13,
 		Certificates: []tls.Certificate{c.cert},
 		RootCAs:      c.pool,
+		// As ServerConfig.
+		DynamicRecordSizingDisabled: true,
 		// Names are not checked (package doc); VerifyPeerCertificate
 		// checks the chain and the role instead.
 		InsecureSkipVerify: true,
