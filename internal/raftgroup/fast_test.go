@@ -3,6 +3,7 @@ package raftgroup
 import (
 	"io"
 	"net"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"nacre/api/nacregrpc"
 	"nacre/api/nacrepb"
 	"nacre/internal/grpcx"
+	"nacre/internal/pki"
 	"nacre/test/wait"
 )
 
@@ -71,5 +73,63 @@ func TestFastPathSharesThePortWithGRPCAndNoticesADeadPeer(t *testing.T) {
 	}()
 	if _, err := dialFast(plain.Addr().String(), nil); err == nil {
 		t.Fatal("dialFast succeeded against a peer that does not speak it")
+	}
+}
+
+// TestFastPathTLSTakesNodesOnly: with TLS, the fast path is TLS after
+// the prefaces, and the accepting side takes frames only from a node
+// certificate: an admin's connection is closed, which its dialling side
+// notices.
+func TestFastPathTLSTakesNodesOnly(t *testing.T) {
+	caDir := filepath.Join(t.TempDir(), "ca")
+	ca, _, err := pki.InitCA(caDir, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := func(name string, role pki.Role) *pki.Creds {
+		d := filepath.Join(t.TempDir(), name)
+		if err := ca.Issue(d, pki.Request{Name: name, Role: role}); err != nil {
+			t.Fatal(err)
+		}
+		c, err := pki.Load(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	node, admin := load("mdt0-r1", pki.RoleNode), load("root", pki.RoleAdmin)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpcx.NewServer(nil, grpcx.WithServerTLS(node, nil))
+	tr := NewGRPCTransport(srv, testLog(), WithTLS(node))
+	done := make(chan struct{})
+	go func() { srv.Serve(tr.Listener(ln)); close(done) }()
+	defer func() { tr.Close(); srv.Stop(); <-done }()
+
+	f, err := dialFast(ln.Addr().String(), node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.close()
+	if err := f.send(&nacrepb.RaftBatch{}, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if f.dead.Load() {
+		t.Fatal("a node's fast connection was closed")
+	}
+	// Without TLS the prefaces pass, and the first frame, which is no
+	// TLS handshake, ends the connection.
+	if p, err := dialFast(ln.Addr().String(), nil); err == nil {
+		defer p.close()
+		p.send(&nacrepb.RaftBatch{}, time.Second)
+		wait.For(t, 5*time.Second, "the accepting side to close a fast connection without TLS", p.dead.Load)
+	}
+	a, err := dialFast(ln.Addr().String(), admin)
+	if err == nil {
+		defer a.close()
+		wait.For(t, 5*time.Second, "the accepting side to close an admin's fast connection", a.dead.Load)
 	}
 }
