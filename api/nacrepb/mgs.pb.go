@@ -39,6 +39,10 @@ type TargetInfo struct {
 	Dir             string                 `protobuf:"bytes,11,opt,name=dir,proto3" json:"dir,omitempty"`                               // target directory (local clusters)
 	ReplicaId       uint64                 `protobuf:"varint,12,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"` // raft replica id (0 = not replicated)
 	Leader          bool                   `protobuf:"varint,13,opt,name=leader,proto3" json:"leader,omitempty"`
+	// How the target's links are made: "tls"; "insecure", without TLS on
+	// an address other than loopback (nacre serve --insecure); "", without
+	// TLS on loopback.
+	Security string `protobuf:"bytes,14,opt,name=security,proto3" json:"security,omitempty"`
 	// Filled by the MGS:
 	State        string  `protobuf:"bytes,20,opt,name=state,proto3" json:"state,omitempty"` // "up" | "down"
 	LastHeardNs  int64   `protobuf:"varint,21,opt,name=last_heard_ns,json=lastHeardNs,proto3" json:"last_heard_ns,omitempty"`
@@ -171,6 +175,13 @@ func (x *TargetInfo) GetLeader() bool {
 		return x.Leader
 	}
 	return false
+}
+
+func (x *TargetInfo) GetSecurity() string {
+	if x != nil {
+		return x.Security
+	}
+	return ""
 }
 
 func (x *TargetInfo) GetState() string {
@@ -819,7 +830,7 @@ var File_mgs_proto protoreflect.FileDescriptor
 
 const file_mgs_proto_rawDesc = "" +
 	"\n" +
-	"\tmgs.proto\x12\bnacre.v1\x1a\fcommon.proto\"\x9d\x04\n" +
+	"\tmgs.proto\x12\bnacre.v1\x1a\fcommon.proto\"\xb9\x04\n" +
 	"\n" +
 	"TargetInfo\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.nacre.v1.TargetKindR\x04kind\x12\x14\n" +
@@ -836,7 +847,8 @@ const file_mgs_proto_rawDesc = "" +
 	"\x03dir\x18\v \x01(\tR\x03dir\x12\x1d\n" +
 	"\n" +
 	"replica_id\x18\f \x01(\x04R\treplicaId\x12\x16\n" +
-	"\x06leader\x18\r \x01(\bR\x06leader\x12\x14\n" +
+	"\x06leader\x18\r \x01(\bR\x06leader\x12\x1a\n" +
+	"\bsecurity\x18\x0e \x01(\tR\bsecurity\x12\x14\n" +
 	"\x05state\x18\x14 \x01(\tR\x05state\x12\"\n" +
 	"\rlast_heard_ns\x18\x15 \x01(\x03R\vlastHeardNs\x12(\n" +
 	"\x06statfs\x18\x16 \x01(\v2\x10.nacre.v1.StatfsR\x06statfs\x12#\n" +

@@ -50,6 +50,10 @@ type TargetStatus struct {
 	// "learner" or "not a member".
 	Role string `json:"role,omitempty"`
 	Dir  string `json:"dir,omitempty"`
+	// Security is how the target's links are made: "tls"; "insecure",
+	// without TLS on an address other than loopback (nacre serve
+	// --insecure); absent, without TLS on loopback.
+	Security string `json:"security,omitempty"`
 	// CPUBudget is the CPU quota of a local target's live process, in
 	// cores, and Cgroup the cgroup that sets it (absent: none; `nacre up
 	// --node-cpu`); CPUSeconds is the CPU (user and system) the process
@@ -169,7 +173,7 @@ func GetStatus(ctx context.Context, mgs string, creds *pki.Creds) (*ClusterStatu
 	st.WebURL, st.WebUnserved = webURL(cfg.Targets)
 	for _, t := range cfg.Targets {
 		ts := TargetStatus{Name: targetName(cfg.Fsname, t), Kind: kindName(t.Kind), Index: t.Index, Addr: t.Addr, DataAddr: t.DataAddr,
-			State: t.State, Pid: t.Pid, Host: t.Host, Leader: t.Leader || (t.Kind == pb.TargetKind_TARGET_MGS && t.ReplicaId == 0), ReplicaID: t.ReplicaId, Dir: t.Dir, Role: t.Role}
+			State: t.State, Pid: t.Pid, Host: t.Host, Leader: t.Leader || (t.Kind == pb.TargetKind_TARGET_MGS && t.ReplicaId == 0), ReplicaID: t.ReplicaId, Dir: t.Dir, Role: t.Role, Security: t.Security}
 		ts.NotHeardYet = t.Unheard
 		if t.LastHeardNs != 0 && !t.Unheard {
 			lh := time.Unix(0, t.LastHeardNs)
@@ -332,6 +336,11 @@ func Status(ctx context.Context, e Env, asJSON, web bool) error {
 		t.AppendRow([]any{name, addr, state, heard, space, inodes, pid, used, budget, ts.MetricsURL})
 	}
 	t.Render()
+	for _, ts := range st.Targets {
+		if ts.Security == "insecure" {
+			fmt.Fprintf(e.Out, "warning: %s serves without TLS on %s (nacre serve --insecure): any process that reaches it can claim any user and use the admin services\n", ts.Name, ts.Addr)
+		}
+	}
 	for _, g := range leaderless(st.Targets) {
 		if g.quorum() {
 			// Right after its leader died: the others elect one.

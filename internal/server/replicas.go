@@ -129,6 +129,7 @@ func runMGS(id target.Identity, dir string, db *kv.DB, ln net.Listener, reg *pro
 	g := grpcx.NewServer(nil, grpcx.WithInFlight(sm.InFlight.WithLabelValues("grpc")), grpcx.WithServerTLS(sec.creds, sec.warn))
 	tr := newTransport(id, g, log, sec)
 	self := mgs.SelfInfo(id, ln.Addr().String(), mh.Addr(), absDir(dir))
+	self.Security = sec.mode
 	srv, err := mgs.New(mgs.Config{ID: id, DB: db, Log: log, Reg: reg, Self: self, TLS: sec.creds,
 		Group: func(sm raftgroup.StateMachine) (*raftgroup.Group, error) {
 			return startGroup(id, dir, raftConfig(id, dir, tr, raftgroup.Config{

@@ -76,6 +76,7 @@ type Options struct {
 type security struct {
 	creds *pki.Creds       // nil: no TLS
 	warn  *netguard.Warner // logs the peers refused on the gRPC port
+	mode  string           // pb.TargetInfo.Security
 }
 
 // RaftOptions tune a target's Raft group (raftgroup.Config).
@@ -137,7 +138,7 @@ func Run(ctx context.Context, dir string, o Options) error {
 	sm := obs.NewServerMetrics(reg, id.Name(), disk.Written)
 	// The gRPC server has no bound of connections per peer: the
 	// listener keeps it.
-	sec := security{creds: creds, warn: netguard.NewWarner(log, 0)}
+	sec := security{creds: creds, warn: netguard.NewWarner(log, 0), mode: securityMode(id, creds != nil)}
 	grpcLn := netguard.LimitPeers(ln, o.MaxConnsPerPeer, sec.warn, "gRPC")
 	ln = sm.Listen(grpcLn)
 	reg.MustRegister(refusedCounter(id.Name(), "grpc", grpcLn.Refused))
@@ -216,6 +217,7 @@ func Run(ctx context.Context, dir string, o Options) error {
 	info := &pb.TargetInfo{
 		Fsname: id.Fsname, Index: id.Index, Uuid: id.UUID, Addr: ln.Addr().String(), MetricsAddr: mh.Addr(),
 		Pid: int64(os.Getpid()), Host: host, ProtocolVersion: version.Protocol, Dir: absDir(dir), ReplicaId: id.ReplicaID,
+		Security: sec.mode,
 	}
 	fatal := make(chan error, 1)
 	idf := &identityFile{dir: dir, log: log}

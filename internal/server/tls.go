@@ -50,6 +50,21 @@ func checkBinding(id target.Identity, tls, insecure bool, log *slog.Logger) erro
 	return nil
 }
 
+// securityMode is how the target's links are made, for status
+// (pb.TargetInfo.Security): "tls", "insecure" (no TLS off loopback:
+// checkBinding let it through), "" (no TLS, on loopback).
+func securityMode(id target.Identity, tls bool) string {
+	if tls {
+		return "tls"
+	}
+	for _, a := range []string{id.Listen, id.DataListen} {
+		if a != "" && !loopback(a) {
+			return "insecure"
+		}
+	}
+	return ""
+}
+
 // loopback reports whether addr's host is a loopback IP or localhost.
 func loopback(addr string) bool {
 	h, _, err := net.SplitHostPort(addr)
