@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"nacre/internal/fid"
+	"nacre/internal/pki"
 )
 
 // benchHandler stores writes into one preallocated object, so that the
@@ -86,6 +87,55 @@ func BenchmarkGetAttr(b *testing.B) {
 	for b.Loop() {
 		if _, err := c.GetAttr(ctx, objA); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// benchTLS are a server's and a client's TLS configurations of one CA.
+func benchTLS(b *testing.B) (ServerOptions, ClientOptions) {
+	caDir := b.TempDir() + "/ca"
+	ca, _, err := pki.InitCA(caDir, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	load := func(name string, role pki.Role) *pki.Creds {
+		d := b.TempDir() + "/" + name
+		if err := ca.Issue(d, pki.Request{Name: name, Role: role}); err != nil {
+			b.Fatal(err)
+		}
+		c, err := pki.Load(d)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return c
+	}
+	return ServerOptions{TLS: load("ost", pki.RoleNode).ServerConfig()}, ClientOptions{TLS: load("client", pki.RoleClient).ClientConfig()}
+}
+
+// BenchmarkWrite1MiBTLS and BenchmarkRead1MiBTLS: BenchmarkWrite1MiB and
+// BenchmarkRead1MiB over TLS, for the cost of TLS alone.
+func BenchmarkWrite1MiBTLS(b *testing.B) {
+	so, co := benchTLS(b)
+	_, c := serve(b, newBenchHandler(64*mib), so, co)
+	data := pattern(mib, 1)
+	ctx := context.Background()
+	b.SetBytes(mib)
+	for i := 0; b.Loop(); i++ {
+		if err := c.Write(ctx, objA, uint64(i%64)*mib, data, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkRead1MiBTLS(b *testing.B) {
+	so, co := benchTLS(b)
+	_, c := serve(b, newBenchHandler(64*mib), so, co)
+	p := make([]byte, mib)
+	ctx := context.Background()
+	b.SetBytes(mib)
+	for i := 0; b.Loop(); i++ {
+		if n, err := c.Read(ctx, objA, uint64(i%64)*mib, p); err != nil || n != mib {
+			b.Fatal(n, err)
 		}
 	}
 }
