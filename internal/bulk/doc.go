@@ -146,4 +146,11 @@
 // about a peer's bad frames come at most once per WarnEvery. A client
 // whose pooled connection was closed while idle sends the request again
 // on a connection it dials, as after any broken connection.
+//
+// With TLS (ServerOptions.TLS, ClientOptions.TLS: internal/pki's
+// configurations) a connection starts with a TLS 1.3 handshake, both
+// sides' certificates checked, within pki.HandshakeTimeout; the frames
+// travel inside it unchanged, CRCs included (they catch what TLS cannot:
+// a disk or a buffer that changed the data before it was sealed). A peer
+// the handshake refuses is logged with its address and why.
 package bulk

@@ -45,6 +45,12 @@
 // pooled connection was closed while idle sends the request again once,
 // on a connection it dials.
 //
+// With TLS (ServerOptions.TLS, ClientOptions.TLS: internal/pki's
+// configurations) a connection starts with a TLS 1.3 handshake, both
+// sides' certificates checked, within pki.HandshakeTimeout; the frames
+// above travel inside it unchanged. A peer the handshake refuses is
+// logged (at most once per WarnEvery) with its address and why.
+//
 // # The MDS binding
 //
 // mds.go binds the metadata service to the frames: the method ids (never
