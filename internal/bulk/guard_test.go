@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"nacre/internal/version"
+	"nacre/test/testlog"
 	"nacre/test/wait"
 )
 
@@ -129,7 +130,7 @@ func TestHeaderDoesNotReserveItsClaim(t *testing.T) {
 // one peer are closed at once, counted and logged once; a slot freed is
 // taken again.
 func TestConnectionsPerPeerAreBounded(t *testing.T) {
-	var logs syncBuffer
+	var logs testlog.Buffer
 	s, _ := serve(t, newMem(objA), ServerOptions{MaxConnsPerPeer: 3, Log: slog.New(slog.NewTextHandler(&logs, nil))}, ClientOptions{})
 	var held []*rawConn
 	for range 3 {
@@ -162,7 +163,7 @@ func TestConnectionsPerPeerAreBounded(t *testing.T) {
 // TestBadFramesAreLoggedOncePerPeer: a peer that sends garbage on many
 // connections costs one warning per interval, which counts the others.
 func TestBadFramesAreLoggedOncePerPeer(t *testing.T) {
-	var logs syncBuffer
+	var logs testlog.Buffer
 	s, _ := serve(t, newMem(objA), ServerOptions{Log: slog.New(slog.NewTextHandler(&logs, nil)), WarnEvery: 300 * time.Millisecond}, ClientOptions{})
 	bad := func(n int) {
 		for range n {
@@ -184,21 +185,4 @@ func TestBadFramesAreLoggedOncePerPeer(t *testing.T) {
 	if out := logs.String(); strings.Count(out, "level=WARN") != 2 || !strings.Contains(out, "suppressed=19") {
 		t.Fatalf("after the interval: want a second warning counting 19 suppressed:\n%s", out)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -7,29 +7,13 @@ import (
 	"time"
 
 	"nacre/internal/pki"
+	"nacre/test/testpki"
 )
-
-func tlsCreds(t *testing.T, caDir, name string, role pki.Role) *pki.Creds {
-	t.Helper()
-	ca, _, err := pki.InitCA(caDir, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), name)
-	if err := ca.Issue(dir, pki.Request{Name: name, Role: role}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := pki.Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
 
 func TestTLSDataMovesAndStrangersAreRefused(t *testing.T) {
 	caDir := filepath.Join(t.TempDir(), "ca")
-	node := tlsCreds(t, caDir, "nacre-OST0000", pki.RoleNode)
-	alice := tlsCreds(t, caDir, "alice", pki.RoleClient)
+	node := testpki.Issue(t, caDir, "nacre-OST0000", pki.RoleNode)
+	alice := testpki.Issue(t, caDir, "alice", pki.RoleClient)
 	h := newMem(objA)
 	s, c := serve(t, h, ServerOptions{TLS: node.ServerConfig()}, ClientOptions{TLS: alice.ClientConfig()})
 	data := bytes.Repeat([]byte("nacre"), 100000)
@@ -49,7 +33,7 @@ func TestTLSDataMovesAndStrangersAreRefused(t *testing.T) {
 	if _, err := plain.Read(ctx, objA, 0, got); err == nil {
 		t.Fatal("a client without TLS read data")
 	}
-	other := tlsCreds(t, filepath.Join(t.TempDir(), "other"), "mallory", pki.RoleAdmin)
+	other := testpki.Issue(t, filepath.Join(t.TempDir(), "other"), "mallory", pki.RoleAdmin)
 	stranger, err := Dial(s.Addr().String(), ClientOptions{TLS: other.ClientConfig(), DialTimeout: 2 * time.Second, Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)

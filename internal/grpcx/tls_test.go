@@ -1,13 +1,11 @@
 package grpcx
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,41 +14,9 @@ import (
 	"nacre/internal/errno"
 	"nacre/internal/netguard"
 	"nacre/internal/pki"
+	"nacre/test/testlog"
+	"nacre/test/testpki"
 )
-
-func issue(t *testing.T, caDir, name string, role pki.Role) *pki.Creds {
-	t.Helper()
-	ca, _, err := pki.InitCA(caDir, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), name)
-	if err := ca.Issue(dir, pki.Request{Name: name, Role: role}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := pki.Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 type faultStub struct {
 	nacregrpc.UnimplementedFaultServer
@@ -62,10 +28,10 @@ func (faultStub) List(context.Context, *pb.FaultListRequest) (*pb.FaultListReply
 
 func TestTLSAndRoles(t *testing.T) {
 	caDir := filepath.Join(t.TempDir(), "ca")
-	node := issue(t, caDir, "MGS", pki.RoleNode)
-	admin := issue(t, caDir, "root", pki.RoleAdmin)
-	alice := issue(t, caDir, "alice", pki.RoleClient)
-	var logs lockedBuf
+	node := testpki.Issue(t, caDir, "MGS", pki.RoleNode)
+	admin := testpki.Issue(t, caDir, "root", pki.RoleAdmin)
+	alice := testpki.Issue(t, caDir, "alice", pki.RoleClient)
+	var logs testlog.Buffer
 	w := netguard.NewWarner(slog.New(slog.NewTextHandler(&logs, nil)), time.Nanosecond)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

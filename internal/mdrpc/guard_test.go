@@ -1,7 +1,6 @@
 package mdrpc
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -16,6 +15,7 @@ import (
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/version"
+	"nacre/test/testlog"
 )
 
 func startWith(t *testing.T, o ServerOptions) *Server {
@@ -157,7 +157,7 @@ func TestHeaderDoesNotReserveItsClaim(t *testing.T) {
 // TestConnectionsPerPeerAreBounded: past MaxConnsPerPeer, connections of
 // one peer are closed at once and counted; a slot freed is taken again.
 func TestConnectionsPerPeerAreBounded(t *testing.T) {
-	var logs syncBuffer
+	var logs testlog.Buffer
 	s := startWith(t, ServerOptions{MaxConnsPerPeer: 3, Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	var held []*Client
 	for range 3 {
@@ -208,7 +208,7 @@ func TestConnectionsPerPeerAreBounded(t *testing.T) {
 // TestBadFramesAreLoggedOncePerPeer: a peer that sends garbage on many
 // connections costs one warning per interval.
 func TestBadFramesAreLoggedOncePerPeer(t *testing.T) {
-	var logs syncBuffer
+	var logs testlog.Buffer
 	s := startWith(t, ServerOptions{Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	for range 20 {
 		nc, err := net.Dial("tcp", s.Addr().String())
@@ -222,21 +222,4 @@ func TestBadFramesAreLoggedOncePerPeer(t *testing.T) {
 	if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
 		t.Fatalf("%d warnings for 20 bad connections of one peer, want 1:\n%s", n, logs.String())
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,61 +1,26 @@
 package mdrpc
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/pki"
+	"nacre/test/testlog"
+	"nacre/test/testpki"
 )
-
-// creds issues a credentials directory of role from the CA in caDir.
-func creds(t *testing.T, caDir, name string, role pki.Role) *pki.Creds {
-	t.Helper()
-	ca, _, err := pki.InitCA(caDir, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), name)
-	if err := ca.Issue(dir, pki.Request{Name: name, Role: role}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := pki.Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestTLSPeersServedOthersRefusedAndLogged(t *testing.T) {
 	caDir := filepath.Join(t.TempDir(), "ca")
-	node := creds(t, caDir, "nacre-MDT0000", pki.RoleNode)
-	alice := creds(t, caDir, "alice", pki.RoleClient)
-	mallory := creds(t, filepath.Join(t.TempDir(), "other"), "mallory", pki.RoleAdmin)
-	var logs syncBuf
+	node := testpki.Issue(t, caDir, "nacre-MDT0000", pki.RoleNode)
+	alice := testpki.Issue(t, caDir, "alice", pki.RoleClient)
+	mallory := testpki.Issue(t, filepath.Join(t.TempDir(), "other"), "mallory", pki.RoleAdmin)
+	var logs testlog.Buffer
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
