@@ -81,28 +81,6 @@ type ClusterStatus struct {
 	WebUnserved string `json:"web_unserved,omitempty"`
 }
 
-func kindName(k pb.TargetKind) string {
-	switch k {
-	case pb.TargetKind_TARGET_MGS:
-		return "mgs"
-	case pb.TargetKind_TARGET_MDT:
-		return "mdt"
-	case pb.TargetKind_TARGET_OST:
-		return "ost"
-	}
-	return "unknown"
-}
-
-func targetName(fsname string, t *pb.TargetInfo) string {
-	switch t.Kind {
-	case pb.TargetKind_TARGET_MDT:
-		return fmt.Sprintf("%s-MDT%04x", fsname, t.Index)
-	case pb.TargetKind_TARGET_OST:
-		return fmt.Sprintf("%s-OST%04x", fsname, t.Index)
-	}
-	return "MGS"
-}
-
 // local reports whether a target runs on this machine, so that its pid
 // means a process here: the host name it registered with is this one's.
 // For such a target GetStatus sets PidAlive
@@ -172,7 +150,7 @@ func GetStatus(ctx context.Context, mgs string, creds *pki.Creds) (*ClusterStatu
 	cpu, _ := cgroup.Find(cgroup.Options{}) // nil: no budgets to read
 	st.WebURL, st.WebUnserved = webURL(cfg.Targets)
 	for _, t := range cfg.Targets {
-		ts := TargetStatus{Name: targetName(cfg.Fsname, t), Kind: kindName(t.Kind), Index: t.Index, Addr: t.Addr, DataAddr: t.DataAddr,
+		ts := TargetStatus{Name: webui.GroupName(cfg.Fsname, t), Kind: webui.KindName(t.Kind), Index: t.Index, Addr: t.Addr, DataAddr: t.DataAddr,
 			State: t.State, Pid: t.Pid, Host: t.Host, Leader: t.Leader || (t.Kind == pb.TargetKind_TARGET_MGS && t.ReplicaId == 0), ReplicaID: t.ReplicaId, Dir: t.Dir, Role: t.Role, Security: t.Security}
 		ts.NotHeardYet = t.Unheard
 		if t.LastHeardNs != 0 && !t.Unheard {

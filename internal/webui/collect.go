@@ -161,7 +161,8 @@ func newCollector() collector {
 	return collector{states: map[string]tstate{}, leaders: map[string]uint64{}, prev: map[string]*obs.Scrape{}, opsHist: map[string][]float64{}}
 }
 
-func kindName(k pb.TargetKind) string {
+// KindName is a target kind as status output names it: mgs, mdt, ost.
+func KindName(k pb.TargetKind) string {
 	switch k {
 	case pb.TargetKind_TARGET_MGS:
 		return "mgs"
@@ -173,8 +174,8 @@ func kindName(k pb.TargetKind) string {
 	return "unknown"
 }
 
-// groupName is a target's name without its replica: nacre-MDT0000.
-func groupName(fsname string, t *pb.TargetInfo) string {
+// GroupName is a target's name without its replica: nacre-MDT0000.
+func GroupName(fsname string, t *pb.TargetInfo) string {
 	switch t.Kind {
 	case pb.TargetKind_TARGET_MDT:
 		return fmt.Sprintf("%s-MDT%04x", fsname, t.Index)
@@ -185,7 +186,7 @@ func groupName(fsname string, t *pb.TargetInfo) string {
 }
 
 func targetName(fsname string, t *pb.TargetInfo) string {
-	n := groupName(fsname, t)
+	n := GroupName(fsname, t)
 	if t.ReplicaId != 0 {
 		n += fmt.Sprintf(" r%d", t.ReplicaId)
 	}
@@ -274,7 +275,7 @@ func (c *collector) noteStates(now time.Time, cfg *pb.ClusterConfig) {
 			c.event(now, "notice", st.name, "%s moved from %s to %s", st.name, old.addr, t.Addr)
 		}
 		if t.ReplicaId != 0 && t.Role != "learner" && t.Role != "not a member" {
-			g := groupName(cfg.Fsname, t)
+			g := GroupName(cfg.Fsname, t)
 			grouped[g] = true
 			if t.Leader && t.State != "down" {
 				leaders[g] = t.ReplicaId
@@ -313,7 +314,7 @@ func (c *collector) fill(now time.Time, doc *Cluster, cfg *pb.ClusterConfig, scr
 	rated := false
 	keep := map[string]bool{}
 	for _, t := range cfg.Targets {
-		ts := Target{Name: targetName(cfg.Fsname, t), Kind: kindName(t.Kind), Index: t.Index, ReplicaID: t.ReplicaId,
+		ts := Target{Name: targetName(cfg.Fsname, t), Kind: KindName(t.Kind), Index: t.Index, ReplicaID: t.ReplicaId,
 			State: t.State, Addr: t.Addr, Host: t.Host, Pid: t.Pid}
 		if t.Unheard && t.State == "up" {
 			ts.State = "up?"
