@@ -2,7 +2,6 @@ package bulk
 
 import (
 	"bytes"
-	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -14,17 +13,9 @@ import (
 
 	"nacre/internal/version"
 	"nacre/test/testlog"
+	"nacre/test/testnet"
 	"nacre/test/wait"
 )
-
-// closedWithin reports whether the server closes nc within d (a read
-// returns end of stream or a reset, not our deadline).
-func closedWithin(nc net.Conn, d time.Duration) bool {
-	nc.SetReadDeadline(time.Now().Add(d))
-	_, err := io.Copy(io.Discard, nc)
-	var ne net.Error
-	return !(errors.As(err, &ne) && ne.Timeout())
-}
 
 // TestHalfFrameTimesOut: a peer that sends part of a frame and stops
 // loses its connection after IOTimeout; one that sends nothing after
@@ -43,18 +34,7 @@ func TestHalfFrameTimesOut(t *testing.T) {
 		{"a header and half its payload", append(append([]byte{}, hello...), write[:HeaderSize+1<<19]...), ioTimeout},
 		{"nothing", nil, idleTimeout},
 	} {
-		nc, err := net.Dial("tcp", s.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		nc.Write(c.sent)
-		start := time.Now()
-		if !closedWithin(nc, 2*c.by+time.Second) {
-			t.Errorf("%s: the server still holds the connection after %v (its timeout is %v)", c.name, time.Since(start), c.by)
-		} else if took := time.Since(start); took < c.by/2 {
-			t.Errorf("%s: closed after %v, before its timeout %v", c.name, took, c.by)
-		}
-		nc.Close()
+		testnet.ExpectClosedAfter(t, s.Addr().String(), c.name, c.sent, c.by)
 	}
 }
 
@@ -143,7 +123,7 @@ func TestConnectionsPerPeerAreBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !closedWithin(nc, 3*time.Second) {
+		if !testnet.ClosedWithin(nc, 3*time.Second) {
 			t.Fatal("a connection over the peer's bound is still open")
 		}
 		nc.Close()
@@ -172,7 +152,7 @@ func TestBadFramesAreLoggedOncePerPeer(t *testing.T) {
 				t.Fatal(err)
 			}
 			nc.Write(bytes.Repeat([]byte{0xff}, HeaderSize))
-			closedWithin(nc, 3*time.Second)
+			testnet.ClosedWithin(nc, 3*time.Second)
 			nc.Close()
 		}
 	}

@@ -3,8 +3,6 @@ package mdrpc
 import (
 	"context"
 	"encoding/binary"
-	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"runtime"
@@ -16,6 +14,7 @@ import (
 	pb "nacre/api/nacrepb"
 	"nacre/internal/version"
 	"nacre/test/testlog"
+	"nacre/test/testnet"
 )
 
 func startWith(t *testing.T, o ServerOptions) *Server {
@@ -28,15 +27,6 @@ func startWith(t *testing.T, o ServerOptions) *Server {
 	s := Serve(ln, methods(), o)
 	t.Cleanup(s.Close)
 	return s
-}
-
-// closedWithin reports whether the server closes nc within d (a read
-// returns end of stream or a reset, not our deadline).
-func closedWithin(nc net.Conn, d time.Duration) bool {
-	nc.SetReadDeadline(time.Now().Add(d))
-	_, err := io.Copy(io.Discard, nc)
-	var ne net.Error
-	return !(errors.As(err, &ne) && ne.Timeout())
 }
 
 // helloHeader is the header of a hello request whose payload is n bytes.
@@ -61,18 +51,7 @@ func TestHalfFrameTimesOut(t *testing.T) {
 		{"a header and half its payload", append(helloHeader(1000), make([]byte, 500)...), frameTimeout},
 		{"nothing", nil, idleTimeout},
 	} {
-		nc, err := net.Dial("tcp", s.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		nc.Write(c.sent)
-		start := time.Now()
-		if !closedWithin(nc, 2*c.by+time.Second) {
-			t.Errorf("%s: the server still holds the connection after %v (its timeout is %v)", c.name, time.Since(start), c.by)
-		} else if took := time.Since(start); took < c.by/2 {
-			t.Errorf("%s: closed after %v, before its timeout %v", c.name, took, c.by)
-		}
-		nc.Close()
+		testnet.ExpectClosedAfter(t, s.Addr().String(), c.name, c.sent, c.by)
 	}
 }
 
@@ -174,7 +153,7 @@ func TestConnectionsPerPeerAreBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 		nc.Write(append(helloHeader(2), "fs"...))
-		if !closedWithin(nc, 3*time.Second) {
+		if !testnet.ClosedWithin(nc, 3*time.Second) {
 			t.Fatal("a connection over the peer's bound is still open")
 		}
 		nc.Close()
@@ -216,7 +195,7 @@ func TestBadFramesAreLoggedOncePerPeer(t *testing.T) {
 			t.Fatal(err)
 		}
 		nc.Write(binary.LittleEndian.AppendUint32([]byte("GARBAGE GARBAGE GARBAGE!"), 0xffffffff))
-		closedWithin(nc, 3*time.Second)
+		testnet.ClosedWithin(nc, 3*time.Second)
 		nc.Close()
 	}
 	if n := strings.Count(logs.String(), "level=WARN"); n != 1 {

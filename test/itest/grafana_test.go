@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,10 +12,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	pb "nacre/api/nacrepb"
 	"nacre/internal/client"
@@ -137,24 +132,8 @@ func TestSeriesNamesOfPromQL(t *testing.T) {
 // types.
 func scrapeNames(t *testing.T, url string) map[string]string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("scrape %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("scrape %s: %s", url, resp.Status)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("scrape %s: %v", url, err)
-	}
 	out := map[string]string{}
-	for name, f := range fams {
+	for name, f := range scrapeAll(t, url) {
 		out[name] = strings.ToLower(f.GetType().String())
 	}
 	return out

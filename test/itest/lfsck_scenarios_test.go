@@ -329,6 +329,24 @@ func TestLfsckStopWithAnOSTDown(t *testing.T) {
 	}
 }
 
+// buildRestoreTree makes what the restore scenarios back up: the checker
+// tests' tree at /r and 200 files in /many (whose FID it returns).
+func buildRestoreTree(t *testing.T, ctx context.Context, c *client.Client) (*ltree, fid.FID) {
+	t.Helper()
+	tr := buildLTree(t, ctx, c, "r")
+	d, err := c.Mkdir(ctx, fid.Root, "many", 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	df := fid.FromPB(d.Fid)
+	for i := 0; i < 200; i++ {
+		if _, _, err := c.Create(ctx, df, fmt.Sprintf("f%d", i), 0o644, client.CreateOpts{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tr, df
+}
+
 // backupAndRestoreMDT stops the MDT, backs it up file by file and
 // restores it from that backup, as seed 003's admin does (new local keys,
 // a stale OI).
@@ -355,16 +373,7 @@ func TestMDTBackupRestoreRebuildsTheOI(t *testing.T) {
 	cl := testcluster.Start(t, testcluster.Options{OSTs: 2})
 	c := cl.Client(t)
 	ctx := context.Background()
-	tr := buildLTree(t, ctx, c, "r")
-	d, err := c.Mkdir(ctx, fid.Root, "many", 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 200; i++ {
-		if _, _, err := c.Create(ctx, fid.FromPB(d.Fid), fmt.Sprintf("f%d", i), 0o644, client.CreateOpts{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tr, _ := buildRestoreTree(t, ctx, c)
 	backupAndRestoreMDT(t, cl)
 	cl.Restart()
 	r := waitStatus(t, cl, "scrub", 60*time.Second, "completed")
@@ -391,17 +400,7 @@ func TestRestoredMDTServesAtOnce(t *testing.T) {
 	cl := testcluster.Start(t, testcluster.Options{OSTs: 1})
 	c := cl.Client(t)
 	ctx := context.Background()
-	tr := buildLTree(t, ctx, c, "r")
-	d, err := c.Mkdir(ctx, fid.Root, "many", 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	df := fid.FromPB(d.Fid)
-	for i := 0; i < 200; i++ {
-		if _, _, err := c.Create(ctx, df, fmt.Sprintf("f%d", i), 0o644, client.CreateOpts{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tr, df := buildRestoreTree(t, ctx, c)
 	backupAndRestoreMDT(t, cl)
 	// About 10 ms per object: the scrub takes seconds.
 	t.Setenv("NACRE_FAULTS", "lfsck.scan.object=delay:10ms")

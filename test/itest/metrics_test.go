@@ -84,6 +84,18 @@ type families map[string]*dto.MetricFamily
 
 func scrapeFamilies(t *testing.T, url string) families {
 	t.Helper()
+	out := families{}
+	for name, f := range scrapeAll(t, url) {
+		if strings.HasPrefix(name, "nacre_") {
+			out[name] = f
+		}
+	}
+	return out
+}
+
+// scrapeAll is every metric family a metrics page serves.
+func scrapeAll(t *testing.T, url string) map[string]*dto.MetricFamily {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -100,13 +112,7 @@ func scrapeFamilies(t *testing.T, url string) families {
 	if err != nil {
 		t.Fatalf("scrape %s: %v", url, err)
 	}
-	out := families{}
-	for name, f := range all {
-		if strings.HasPrefix(name, "nacre_") {
-			out[name] = f
-		}
-	}
-	return out
+	return all
 }
 
 func labelsOf(m *dto.Metric) map[string]string {

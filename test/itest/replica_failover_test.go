@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -31,22 +30,7 @@ const maxStall = 3 * time.Second
 // failoverRun runs the workload on `workers` clients, calls fail once
 // they are under way, keeps going for a while, and checks everything.
 func failoverRun(t *testing.T, cl *testcluster.Cluster, workers int, fail func() (healed func())) {
-	log := &opLog{}
-	var ws []*nsWorker
-	for i := 0; i < workers; i++ {
-		c := cl.Client(t)
-		ws = append(ws, newNSWorker(t, c, "w"+string(rune('a'+i)), log))
-	}
-	stop := make(chan struct{})
-	errs := make(chan error, workers)
-	var wg sync.WaitGroup
-	for _, w := range ws {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs <- w.run(stop)
-		}()
-	}
+	work := startWorkload(t, cl, workerNames(workers)...)
 	// The workers run 1.5 s before the failure, 4 s through it and 1.5 s
 	// after it healed.
 	time.Sleep(1500 * time.Millisecond)
@@ -57,23 +41,10 @@ func failoverRun(t *testing.T, cl *testcluster.Cluster, workers int, fail func()
 		healed()
 	}
 	time.Sleep(1500 * time.Millisecond)
-	close(stop)
-	wg.Wait()
+	work.finish(t)
 	end := time.Now()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatalf("workload: %v", err)
-		}
-	}
-	stall := log.stall(failAt, end)
-	log.mu.Lock()
-	n, slow, slowW := len(log.done), log.slow, log.slowW
-	log.mu.Unlock()
-	t.Logf("%d operations acknowledged; longest pause without any completion after the fault: %v; slowest operation: %v (%s)",
-		n, stall.Round(time.Millisecond), slow.Round(time.Millisecond), slowW)
 	ops := map[string]int{}
-	for _, w := range ws {
+	for _, w := range work.ws {
 		for k, v := range w.ops {
 			ops[k] += v
 		}
@@ -84,15 +55,8 @@ func failoverRun(t *testing.T, cl *testcluster.Cluster, workers int, fail func()
 			t.Errorf("the workload did no %s", k)
 		}
 	}
-	if slow > maxStall {
-		t.Errorf("a client waited %v for one operation (%s); the bound is %v", slow, slowW, maxStall)
-	}
-
-	c := cl.Client(t)
-	for _, w := range ws {
-		w.verify(t, c)
-	}
-	checkUniqueObjects(t, c)
+	work.checkWaits(t, "the fault and its healing", failAt, end)
+	work.verify(t, cl.Client(t))
 	if t.Failed() {
 		return
 	}

@@ -469,3 +469,79 @@ func aFollower(t *testing.T, cl *testcluster.Cluster, group, leader string) stri
 	t.Fatalf("%s has no replica besides its leader %s", group, leader)
 	return ""
 }
+
+// nsWorkload is nsWorkers, each on a client of its own, running until
+// finish; the test's end stops them if it comes first.
+type nsWorkload struct {
+	log  *opLog
+	ws   []*nsWorker
+	stop chan struct{}
+	errs chan error
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+// startWorkload starts a worker per name on cl.
+func startWorkload(t *testing.T, cl *testcluster.Cluster, names ...string) *nsWorkload {
+	t.Helper()
+	w := &nsWorkload{log: &opLog{}, stop: make(chan struct{}), errs: make(chan error, len(names))}
+	for _, name := range names {
+		w.ws = append(w.ws, newNSWorker(t, cl.Client(t), name, w.log))
+	}
+	for _, nw := range w.ws {
+		w.wg.Go(func() { w.errs <- nw.run(w.stop) })
+	}
+	t.Cleanup(w.halt)
+	return w
+}
+
+// workerNames are n worker names: wa, wb, ...
+func workerNames(n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = "w" + string(rune('a'+i))
+	}
+	return names
+}
+
+func (w *nsWorkload) halt() {
+	w.once.Do(func() { close(w.stop) })
+	w.wg.Wait()
+}
+
+// finish stops the workers and fails the test on a worker's error.
+func (w *nsWorkload) finish(t *testing.T) {
+	t.Helper()
+	w.halt()
+	close(w.errs)
+	for err := range w.errs {
+		if err != nil {
+			t.Fatalf("workload: %v", err)
+		}
+	}
+}
+
+// checkWaits logs what the workers did while what happened between start
+// and end, and fails the test if one operation waited over maxStall.
+func (w *nsWorkload) checkWaits(t *testing.T, what string, start, end time.Time) {
+	t.Helper()
+	l := w.log
+	l.mu.Lock()
+	n, slow, slowW := len(l.done), l.slow, l.slowW
+	l.mu.Unlock()
+	t.Logf("%d operations acknowledged; %s took %v; longest pause during it %v; slowest operation %v (%s)",
+		n, what, end.Sub(start).Round(time.Millisecond), l.stall(start, end).Round(time.Millisecond), slow.Round(time.Millisecond), slowW)
+	if slow > maxStall {
+		t.Errorf("a client waited %v for one operation (%s); the bound is %v", slow, slowW, maxStall)
+	}
+}
+
+// verify checks each worker's model against the namespace, and that no
+// object is used twice.
+func (w *nsWorkload) verify(t *testing.T, c *client.Client) {
+	t.Helper()
+	for _, nw := range w.ws {
+		nw.verify(t, c)
+	}
+	checkUniqueObjects(t, c)
+}

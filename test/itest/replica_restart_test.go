@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -42,30 +41,7 @@ func waitCaughtUp(t *testing.T, cl *testcluster.Cluster, group, name string) *pb
 // snapshot, and leads.
 func TestReplicaRollingRestartUnderLoad(t *testing.T) {
 	cl := startReplicated(t, "NACRE_RAFT_KEEP_ENTRIES=300")
-	log := &opLog{}
-	var ws []*nsWorker
-	for i := 0; i < 3; i++ {
-		ws = append(ws, newNSWorker(t, cl.Client(t), "w"+string(rune('a'+i)), log))
-	}
-	stop := make(chan struct{})
-	errs := make(chan error, len(ws))
-	var wg sync.WaitGroup
-	for _, w := range ws {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs <- w.run(stop)
-		}()
-	}
-	finish := func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		wg.Wait()
-	}
-	defer finish()
+	work := startWorkload(t, cl, workerNames(3)...)
 	time.Sleep(time.Second) // the workers get going
 	start := time.Now()
 
@@ -111,21 +87,8 @@ func TestReplicaRollingRestartUnderLoad(t *testing.T) {
 		t.Fatalf("%s caught up without a snapshot (received %d)", down, m.SnapshotsReceived)
 	}
 	t.Logf("%s caught up by snapshot: applied %d", down, m.Applied)
-	finish()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatalf("workload: %v", err)
-		}
-	}
-	log.mu.Lock()
-	n, slow, slowW := len(log.done), log.slow, log.slowW
-	log.mu.Unlock()
-	t.Logf("%d operations acknowledged; rolling restart took %v; longest pause during it %v; slowest operation %v (%s)",
-		n, rolled.Sub(start).Round(time.Millisecond), log.stall(start, rolled).Round(time.Millisecond), slow.Round(time.Millisecond), slowW)
-	if slow > maxStall {
-		t.Errorf("a client waited %v for one operation (%s); the bound is %v", slow, slowW, maxStall)
-	}
+	work.finish(t)
+	work.checkWaits(t, "the rolling restart", start, rolled)
 
 	// The replica restored from the snapshot leads, and serves the
 	// namespace every client expects.
@@ -157,10 +120,7 @@ func TestReplicaRollingRestartUnderLoad(t *testing.T) {
 	}
 	c := cl.Client(t)
 	waitStatusLeader(t, c, down)
-	for _, w := range ws {
-		w.verify(t, c)
-	}
-	checkUniqueObjects(t, c)
+	work.verify(t, c)
 	if !t.Failed() {
 		checkClean(t, cl)
 	}

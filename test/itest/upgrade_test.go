@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -201,26 +200,7 @@ func TestRollingUpgradeWithinAProtocol(t *testing.T) {
 	}
 	oldRun("put", "/etc/hosts", "/before")
 
-	log := &opLog{}
-	var ws []*nsWorker
-	for _, name := range []string{"wa", "wb"} {
-		ws = append(ws, newNSWorker(t, cl.Client(t), name, log))
-	}
-	stop := make(chan struct{})
-	errs := make(chan error, len(ws))
-	var wg sync.WaitGroup
-	for _, w := range ws {
-		wg.Go(func() { errs <- w.run(stop) })
-	}
-	finish := func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		wg.Wait()
-	}
-	defer finish()
+	work := startWorkload(t, cl, workerNames(2)...)
 	time.Sleep(time.Second) // the workers get going
 	start := time.Now()
 
@@ -252,26 +232,9 @@ func TestRollingUpgradeWithinAProtocol(t *testing.T) {
 		t.Logf("%s runs this release", name)
 	}
 	rolled := time.Now()
-	finish()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatalf("workload: %v", err)
-		}
-	}
-	log.mu.Lock()
-	n, slow, slowW := len(log.done), log.slow, log.slowW
-	log.mu.Unlock()
-	t.Logf("%d operations acknowledged; the rolling upgrade took %v; longest pause during it %v; slowest operation %v (%s)",
-		n, rolled.Sub(start).Round(time.Millisecond), log.stall(start, rolled).Round(time.Millisecond), slow.Round(time.Millisecond), slowW)
-	if slow > maxStall {
-		t.Errorf("a client waited %v for one operation (%s); the bound is %v", slow, slowW, maxStall)
-	}
-	c := cl.Client(t)
-	for _, w := range ws {
-		w.verify(t, c)
-	}
-	checkUniqueObjects(t, c)
+	work.finish(t)
+	work.checkWaits(t, "the rolling upgrade", start, rolled)
+	work.verify(t, cl.Client(t))
 
 	// A client of the earlier release speaks the same protocol.
 	hosts, err := os.ReadFile("/etc/hosts")
