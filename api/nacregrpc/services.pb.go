@@ -57,7 +57,7 @@ const file_services_proto_rawDesc = "" +
 	"LookupLock\x12\x1b.nacre.v1.LookupLockRequest\x1a\x19.nacre.v1.LookupLockReply2p\n" +
 	"\tOpenFiles\x12,\n" +
 	"\x06Mutate\x12\x11.nacre.v1.Command\x1a\x0f.nacre.v1.Reply\x125\n" +
-	"\x05Opens\x12\x16.nacre.v1.OpensRequest\x1a\x14.nacre.v1.OpensReply2\x80\x04\n" +
+	"\x05Opens\x12\x16.nacre.v1.OpensRequest\x1a\x14.nacre.v1.OpensReply2\xee\x04\n" +
 	"\x03MDS\x125\n" +
 	"\x05Hello\x12\x16.nacre.v1.HelloRequest\x1a\x14.nacre.v1.HelloReply\x12,\n" +
 	"\x06Mutate\x12\x11.nacre.v1.Command\x1a\x0f.nacre.v1.Reply\x122\n" +
@@ -67,7 +67,9 @@ const file_services_proto_rawDesc = "" +
 	"\bGetxattr\x12\x16.nacre.v1.XattrRequest\x1a\x14.nacre.v1.XattrReply\x129\n" +
 	"\tListxattr\x12\x16.nacre.v1.XattrRequest\x1a\x14.nacre.v1.XattrReply\x12>\n" +
 	"\bFid2Path\x12\x19.nacre.v1.Fid2PathRequest\x1a\x17.nacre.v1.Fid2PathReply\x128\n" +
-	"\x06Statfs\x12\x17.nacre.v1.StatfsRequest\x1a\x15.nacre.v1.StatfsReply2\x85\x03\n" +
+	"\x06Statfs\x12\x17.nacre.v1.StatfsRequest\x1a\x15.nacre.v1.StatfsReply\x122\n" +
+	"\x04Sync\x12\x15.nacre.v1.SyncRequest\x1a\x13.nacre.v1.SyncReply\x128\n" +
+	"\x06Replay\x12\x17.nacre.v1.ReplayRequest\x1a\x15.nacre.v1.ReplayReply2\x85\x03\n" +
 	"\x03MGS\x125\n" +
 	"\x05Hello\x12\x16.nacre.v1.HelloRequest\x1a\x14.nacre.v1.HelloReply\x129\n" +
 	"\bRegister\x12\x14.nacre.v1.TargetInfo\x1a\x17.nacre.v1.RegisterReply\x12A\n" +
@@ -127,63 +129,67 @@ var file_services_proto_goTypes = []any{
 	(*nacrepb.XattrRequest)(nil),          // 21: nacre.v1.XattrRequest
 	(*nacrepb.Fid2PathRequest)(nil),       // 22: nacre.v1.Fid2PathRequest
 	(*nacrepb.StatfsRequest)(nil),         // 23: nacre.v1.StatfsRequest
-	(*nacrepb.TargetInfo)(nil),            // 24: nacre.v1.TargetInfo
-	(*nacrepb.HeartbeatRequest)(nil),      // 25: nacre.v1.HeartbeatRequest
-	(*nacrepb.GetConfigRequest)(nil),      // 26: nacre.v1.GetConfigRequest
-	(*nacrepb.AllocSeqRangeRequest)(nil),  // 27: nacre.v1.AllocSeqRangeRequest
-	(*nacrepb.DeregisterRequest)(nil),     // 28: nacre.v1.DeregisterRequest
-	(*nacrepb.PrecreateRequest)(nil),      // 29: nacre.v1.PrecreateRequest
-	(*nacrepb.CleanupRequest)(nil),        // 30: nacre.v1.CleanupRequest
-	(*nacrepb.DestroyRequest)(nil),        // 31: nacre.v1.DestroyRequest
-	(*nacrepb.GetObjectsRequest)(nil),     // 32: nacre.v1.GetObjectsRequest
-	(*nacrepb.LfsckCheckRequest)(nil),     // 33: nacre.v1.LfsckCheckRequest
-	(*nacrepb.LfsckSummaryRequest)(nil),   // 34: nacre.v1.LfsckSummaryRequest
-	(*nacrepb.LfsckOrphansRequest)(nil),   // 35: nacre.v1.LfsckOrphansRequest
-	(*nacrepb.LfsckObjRepairRequest)(nil), // 36: nacre.v1.LfsckObjRepairRequest
-	(*nacrepb.FaultObjectRequest)(nil),    // 37: nacre.v1.FaultObjectRequest
-	(*nacrepb.RaftBatch)(nil),             // 38: nacre.v1.RaftBatch
-	(*nacrepb.RaftSnapshotChunk)(nil),     // 39: nacre.v1.RaftSnapshotChunk
-	(*nacrepb.RaftMembersRequest)(nil),    // 40: nacre.v1.RaftMembersRequest
-	(*nacrepb.RaftAddRequest)(nil),        // 41: nacre.v1.RaftAddRequest
-	(*nacrepb.RaftRemoveRequest)(nil),     // 42: nacre.v1.RaftRemoveRequest
-	(*nacrepb.RaftTransferRequest)(nil),   // 43: nacre.v1.RaftTransferRequest
-	(*nacrepb.LfsckStartReply)(nil),       // 44: nacre.v1.LfsckStartReply
-	(*nacrepb.LfsckStopReply)(nil),        // 45: nacre.v1.LfsckStopReply
-	(*nacrepb.LfsckQueryReply)(nil),       // 46: nacre.v1.LfsckQueryReply
-	(*nacrepb.LfsckSetReply)(nil),         // 47: nacre.v1.LfsckSetReply
-	(*nacrepb.LfsckDigestReply)(nil),      // 48: nacre.v1.LfsckDigestReply
-	(*nacrepb.FaultListReply)(nil),        // 49: nacre.v1.FaultListReply
-	(*nacrepb.FaultInjectReply)(nil),      // 50: nacre.v1.FaultInjectReply
-	(*nacrepb.FaultArmReply)(nil),         // 51: nacre.v1.FaultArmReply
-	(*nacrepb.SessionDown)(nil),           // 52: nacre.v1.SessionDown
-	(*nacrepb.LockReply)(nil),             // 53: nacre.v1.LockReply
-	(*nacrepb.CancelWaitReply)(nil),       // 54: nacre.v1.CancelWaitReply
-	(*nacrepb.ReleaseLocksReply)(nil),     // 55: nacre.v1.ReleaseLocksReply
-	(*nacrepb.InvalidateReply)(nil),       // 56: nacre.v1.InvalidateReply
-	(*nacrepb.AppendTokenReply)(nil),      // 57: nacre.v1.AppendTokenReply
-	(*nacrepb.LookupLockReply)(nil),       // 58: nacre.v1.LookupLockReply
-	(*nacrepb.Reply)(nil),                 // 59: nacre.v1.Reply
-	(*nacrepb.OpensReply)(nil),            // 60: nacre.v1.OpensReply
-	(*nacrepb.HelloReply)(nil),            // 61: nacre.v1.HelloReply
-	(*nacrepb.ReaddirReply)(nil),          // 62: nacre.v1.ReaddirReply
-	(*nacrepb.XattrReply)(nil),            // 63: nacre.v1.XattrReply
-	(*nacrepb.Fid2PathReply)(nil),         // 64: nacre.v1.Fid2PathReply
-	(*nacrepb.StatfsReply)(nil),           // 65: nacre.v1.StatfsReply
-	(*nacrepb.RegisterReply)(nil),         // 66: nacre.v1.RegisterReply
-	(*nacrepb.HeartbeatReply)(nil),        // 67: nacre.v1.HeartbeatReply
-	(*nacrepb.ClusterConfig)(nil),         // 68: nacre.v1.ClusterConfig
-	(*nacrepb.SeqRange)(nil),              // 69: nacre.v1.SeqRange
-	(*nacrepb.PrecreateReply)(nil),        // 70: nacre.v1.PrecreateReply
-	(*nacrepb.CleanupReply)(nil),          // 71: nacre.v1.CleanupReply
-	(*nacrepb.DestroyReply)(nil),          // 72: nacre.v1.DestroyReply
-	(*nacrepb.GetObjectsReply)(nil),       // 73: nacre.v1.GetObjectsReply
-	(*nacrepb.LfsckCheckReply)(nil),       // 74: nacre.v1.LfsckCheckReply
-	(*nacrepb.LfsckSummaryReply)(nil),     // 75: nacre.v1.LfsckSummaryReply
-	(*nacrepb.LfsckOrphansReply)(nil),     // 76: nacre.v1.LfsckOrphansReply
-	(*nacrepb.LfsckObjRepairReply)(nil),   // 77: nacre.v1.LfsckObjRepairReply
-	(*nacrepb.FaultObjectReply)(nil),      // 78: nacre.v1.FaultObjectReply
-	(*nacrepb.RaftAck)(nil),               // 79: nacre.v1.RaftAck
-	(*nacrepb.RaftMembersReply)(nil),      // 80: nacre.v1.RaftMembersReply
+	(*nacrepb.SyncRequest)(nil),           // 24: nacre.v1.SyncRequest
+	(*nacrepb.ReplayRequest)(nil),         // 25: nacre.v1.ReplayRequest
+	(*nacrepb.TargetInfo)(nil),            // 26: nacre.v1.TargetInfo
+	(*nacrepb.HeartbeatRequest)(nil),      // 27: nacre.v1.HeartbeatRequest
+	(*nacrepb.GetConfigRequest)(nil),      // 28: nacre.v1.GetConfigRequest
+	(*nacrepb.AllocSeqRangeRequest)(nil),  // 29: nacre.v1.AllocSeqRangeRequest
+	(*nacrepb.DeregisterRequest)(nil),     // 30: nacre.v1.DeregisterRequest
+	(*nacrepb.PrecreateRequest)(nil),      // 31: nacre.v1.PrecreateRequest
+	(*nacrepb.CleanupRequest)(nil),        // 32: nacre.v1.CleanupRequest
+	(*nacrepb.DestroyRequest)(nil),        // 33: nacre.v1.DestroyRequest
+	(*nacrepb.GetObjectsRequest)(nil),     // 34: nacre.v1.GetObjectsRequest
+	(*nacrepb.LfsckCheckRequest)(nil),     // 35: nacre.v1.LfsckCheckRequest
+	(*nacrepb.LfsckSummaryRequest)(nil),   // 36: nacre.v1.LfsckSummaryRequest
+	(*nacrepb.LfsckOrphansRequest)(nil),   // 37: nacre.v1.LfsckOrphansRequest
+	(*nacrepb.LfsckObjRepairRequest)(nil), // 38: nacre.v1.LfsckObjRepairRequest
+	(*nacrepb.FaultObjectRequest)(nil),    // 39: nacre.v1.FaultObjectRequest
+	(*nacrepb.RaftBatch)(nil),             // 40: nacre.v1.RaftBatch
+	(*nacrepb.RaftSnapshotChunk)(nil),     // 41: nacre.v1.RaftSnapshotChunk
+	(*nacrepb.RaftMembersRequest)(nil),    // 42: nacre.v1.RaftMembersRequest
+	(*nacrepb.RaftAddRequest)(nil),        // 43: nacre.v1.RaftAddRequest
+	(*nacrepb.RaftRemoveRequest)(nil),     // 44: nacre.v1.RaftRemoveRequest
+	(*nacrepb.RaftTransferRequest)(nil),   // 45: nacre.v1.RaftTransferRequest
+	(*nacrepb.LfsckStartReply)(nil),       // 46: nacre.v1.LfsckStartReply
+	(*nacrepb.LfsckStopReply)(nil),        // 47: nacre.v1.LfsckStopReply
+	(*nacrepb.LfsckQueryReply)(nil),       // 48: nacre.v1.LfsckQueryReply
+	(*nacrepb.LfsckSetReply)(nil),         // 49: nacre.v1.LfsckSetReply
+	(*nacrepb.LfsckDigestReply)(nil),      // 50: nacre.v1.LfsckDigestReply
+	(*nacrepb.FaultListReply)(nil),        // 51: nacre.v1.FaultListReply
+	(*nacrepb.FaultInjectReply)(nil),      // 52: nacre.v1.FaultInjectReply
+	(*nacrepb.FaultArmReply)(nil),         // 53: nacre.v1.FaultArmReply
+	(*nacrepb.SessionDown)(nil),           // 54: nacre.v1.SessionDown
+	(*nacrepb.LockReply)(nil),             // 55: nacre.v1.LockReply
+	(*nacrepb.CancelWaitReply)(nil),       // 56: nacre.v1.CancelWaitReply
+	(*nacrepb.ReleaseLocksReply)(nil),     // 57: nacre.v1.ReleaseLocksReply
+	(*nacrepb.InvalidateReply)(nil),       // 58: nacre.v1.InvalidateReply
+	(*nacrepb.AppendTokenReply)(nil),      // 59: nacre.v1.AppendTokenReply
+	(*nacrepb.LookupLockReply)(nil),       // 60: nacre.v1.LookupLockReply
+	(*nacrepb.Reply)(nil),                 // 61: nacre.v1.Reply
+	(*nacrepb.OpensReply)(nil),            // 62: nacre.v1.OpensReply
+	(*nacrepb.HelloReply)(nil),            // 63: nacre.v1.HelloReply
+	(*nacrepb.ReaddirReply)(nil),          // 64: nacre.v1.ReaddirReply
+	(*nacrepb.XattrReply)(nil),            // 65: nacre.v1.XattrReply
+	(*nacrepb.Fid2PathReply)(nil),         // 66: nacre.v1.Fid2PathReply
+	(*nacrepb.StatfsReply)(nil),           // 67: nacre.v1.StatfsReply
+	(*nacrepb.SyncReply)(nil),             // 68: nacre.v1.SyncReply
+	(*nacrepb.ReplayReply)(nil),           // 69: nacre.v1.ReplayReply
+	(*nacrepb.RegisterReply)(nil),         // 70: nacre.v1.RegisterReply
+	(*nacrepb.HeartbeatReply)(nil),        // 71: nacre.v1.HeartbeatReply
+	(*nacrepb.ClusterConfig)(nil),         // 72: nacre.v1.ClusterConfig
+	(*nacrepb.SeqRange)(nil),              // 73: nacre.v1.SeqRange
+	(*nacrepb.PrecreateReply)(nil),        // 74: nacre.v1.PrecreateReply
+	(*nacrepb.CleanupReply)(nil),          // 75: nacre.v1.CleanupReply
+	(*nacrepb.DestroyReply)(nil),          // 76: nacre.v1.DestroyReply
+	(*nacrepb.GetObjectsReply)(nil),       // 77: nacre.v1.GetObjectsReply
+	(*nacrepb.LfsckCheckReply)(nil),       // 78: nacre.v1.LfsckCheckReply
+	(*nacrepb.LfsckSummaryReply)(nil),     // 79: nacre.v1.LfsckSummaryReply
+	(*nacrepb.LfsckOrphansReply)(nil),     // 80: nacre.v1.LfsckOrphansReply
+	(*nacrepb.LfsckObjRepairReply)(nil),   // 81: nacre.v1.LfsckObjRepairReply
+	(*nacrepb.FaultObjectReply)(nil),      // 82: nacre.v1.FaultObjectReply
+	(*nacrepb.RaftAck)(nil),               // 83: nacre.v1.RaftAck
+	(*nacrepb.RaftMembersReply)(nil),      // 84: nacre.v1.RaftMembersReply
 }
 var file_services_proto_depIdxs = []int32{
 	0,  // 0: nacre.v1.Lfsck.Start:input_type -> nacre.v1.LfsckStartRequest
@@ -213,85 +219,89 @@ var file_services_proto_depIdxs = []int32{
 	21, // 24: nacre.v1.MDS.Listxattr:input_type -> nacre.v1.XattrRequest
 	22, // 25: nacre.v1.MDS.Fid2Path:input_type -> nacre.v1.Fid2PathRequest
 	23, // 26: nacre.v1.MDS.Statfs:input_type -> nacre.v1.StatfsRequest
-	17, // 27: nacre.v1.MGS.Hello:input_type -> nacre.v1.HelloRequest
-	24, // 28: nacre.v1.MGS.Register:input_type -> nacre.v1.TargetInfo
-	25, // 29: nacre.v1.MGS.Heartbeat:input_type -> nacre.v1.HeartbeatRequest
-	26, // 30: nacre.v1.MGS.GetConfig:input_type -> nacre.v1.GetConfigRequest
-	27, // 31: nacre.v1.MGS.AllocSeqRange:input_type -> nacre.v1.AllocSeqRangeRequest
-	28, // 32: nacre.v1.MGS.Deregister:input_type -> nacre.v1.DeregisterRequest
-	17, // 33: nacre.v1.OSS.Hello:input_type -> nacre.v1.HelloRequest
-	29, // 34: nacre.v1.OSS.Precreate:input_type -> nacre.v1.PrecreateRequest
-	30, // 35: nacre.v1.OSS.Cleanup:input_type -> nacre.v1.CleanupRequest
-	31, // 36: nacre.v1.OSS.Destroy:input_type -> nacre.v1.DestroyRequest
-	23, // 37: nacre.v1.OSS.Statfs:input_type -> nacre.v1.StatfsRequest
-	32, // 38: nacre.v1.OSS.GetObjects:input_type -> nacre.v1.GetObjectsRequest
-	33, // 39: nacre.v1.OSS.LfsckCheck:input_type -> nacre.v1.LfsckCheckRequest
-	34, // 40: nacre.v1.OSS.LfsckSummary:input_type -> nacre.v1.LfsckSummaryRequest
-	35, // 41: nacre.v1.OSS.LfsckOrphans:input_type -> nacre.v1.LfsckOrphansRequest
-	36, // 42: nacre.v1.OSS.LfsckRepair:input_type -> nacre.v1.LfsckObjRepairRequest
-	4,  // 43: nacre.v1.OSS.LfsckDigest:input_type -> nacre.v1.LfsckDigestRequest
-	37, // 44: nacre.v1.OSS.FaultObject:input_type -> nacre.v1.FaultObjectRequest
-	7,  // 45: nacre.v1.OSS.FaultArm:input_type -> nacre.v1.FaultArmRequest
-	38, // 46: nacre.v1.Raft.Send:input_type -> nacre.v1.RaftBatch
-	39, // 47: nacre.v1.Raft.Snapshot:input_type -> nacre.v1.RaftSnapshotChunk
-	40, // 48: nacre.v1.RaftAdmin.Members:input_type -> nacre.v1.RaftMembersRequest
-	41, // 49: nacre.v1.RaftAdmin.AddReplica:input_type -> nacre.v1.RaftAddRequest
-	42, // 50: nacre.v1.RaftAdmin.RemoveReplica:input_type -> nacre.v1.RaftRemoveRequest
-	43, // 51: nacre.v1.RaftAdmin.TransferLeader:input_type -> nacre.v1.RaftTransferRequest
-	44, // 52: nacre.v1.Lfsck.Start:output_type -> nacre.v1.LfsckStartReply
-	45, // 53: nacre.v1.Lfsck.Stop:output_type -> nacre.v1.LfsckStopReply
-	46, // 54: nacre.v1.Lfsck.Query:output_type -> nacre.v1.LfsckQueryReply
-	47, // 55: nacre.v1.Lfsck.Set:output_type -> nacre.v1.LfsckSetReply
-	48, // 56: nacre.v1.Lfsck.Digest:output_type -> nacre.v1.LfsckDigestReply
-	49, // 57: nacre.v1.Fault.List:output_type -> nacre.v1.FaultListReply
-	50, // 58: nacre.v1.Fault.Inject:output_type -> nacre.v1.FaultInjectReply
-	51, // 59: nacre.v1.Fault.Arm:output_type -> nacre.v1.FaultArmReply
-	52, // 60: nacre.v1.LDLM.Session:output_type -> nacre.v1.SessionDown
-	53, // 61: nacre.v1.LDLM.Lock:output_type -> nacre.v1.LockReply
-	53, // 62: nacre.v1.LDLM.GetLock:output_type -> nacre.v1.LockReply
-	54, // 63: nacre.v1.LDLM.CancelWait:output_type -> nacre.v1.CancelWaitReply
-	55, // 64: nacre.v1.LDLM.ReleaseLocks:output_type -> nacre.v1.ReleaseLocksReply
-	56, // 65: nacre.v1.LDLM.Invalidate:output_type -> nacre.v1.InvalidateReply
-	57, // 66: nacre.v1.LDLM.AppendToken:output_type -> nacre.v1.AppendTokenReply
-	58, // 67: nacre.v1.LDLM.LookupLock:output_type -> nacre.v1.LookupLockReply
-	59, // 68: nacre.v1.OpenFiles.Mutate:output_type -> nacre.v1.Reply
-	60, // 69: nacre.v1.OpenFiles.Opens:output_type -> nacre.v1.OpensReply
-	61, // 70: nacre.v1.MDS.Hello:output_type -> nacre.v1.HelloReply
-	59, // 71: nacre.v1.MDS.Mutate:output_type -> nacre.v1.Reply
-	59, // 72: nacre.v1.MDS.Lookup:output_type -> nacre.v1.Reply
-	59, // 73: nacre.v1.MDS.Getattr:output_type -> nacre.v1.Reply
-	62, // 74: nacre.v1.MDS.Readdir:output_type -> nacre.v1.ReaddirReply
-	63, // 75: nacre.v1.MDS.Getxattr:output_type -> nacre.v1.XattrReply
-	63, // 76: nacre.v1.MDS.Listxattr:output_type -> nacre.v1.XattrReply
-	64, // 77: nacre.v1.MDS.Fid2Path:output_type -> nacre.v1.Fid2PathReply
-	65, // 78: nacre.v1.MDS.Statfs:output_type -> nacre.v1.StatfsReply
-	61, // 79: nacre.v1.MGS.Hello:output_type -> nacre.v1.HelloReply
-	66, // 80: nacre.v1.MGS.Register:output_type -> nacre.v1.RegisterReply
-	67, // 81: nacre.v1.MGS.Heartbeat:output_type -> nacre.v1.HeartbeatReply
-	68, // 82: nacre.v1.MGS.GetConfig:output_type -> nacre.v1.ClusterConfig
-	69, // 83: nacre.v1.MGS.AllocSeqRange:output_type -> nacre.v1.SeqRange
-	66, // 84: nacre.v1.MGS.Deregister:output_type -> nacre.v1.RegisterReply
-	61, // 85: nacre.v1.OSS.Hello:output_type -> nacre.v1.HelloReply
-	70, // 86: nacre.v1.OSS.Precreate:output_type -> nacre.v1.PrecreateReply
-	71, // 87: nacre.v1.OSS.Cleanup:output_type -> nacre.v1.CleanupReply
-	72, // 88: nacre.v1.OSS.Destroy:output_type -> nacre.v1.DestroyReply
-	65, // 89: nacre.v1.OSS.Statfs:output_type -> nacre.v1.StatfsReply
-	73, // 90: nacre.v1.OSS.GetObjects:output_type -> nacre.v1.GetObjectsReply
-	74, // 91: nacre.v1.OSS.LfsckCheck:output_type -> nacre.v1.LfsckCheckReply
-	75, // 92: nacre.v1.OSS.LfsckSummary:output_type -> nacre.v1.LfsckSummaryReply
-	76, // 93: nacre.v1.OSS.LfsckOrphans:output_type -> nacre.v1.LfsckOrphansReply
-	77, // 94: nacre.v1.OSS.LfsckRepair:output_type -> nacre.v1.LfsckObjRepairReply
-	48, // 95: nacre.v1.OSS.LfsckDigest:output_type -> nacre.v1.LfsckDigestReply
-	78, // 96: nacre.v1.OSS.FaultObject:output_type -> nacre.v1.FaultObjectReply
-	51, // 97: nacre.v1.OSS.FaultArm:output_type -> nacre.v1.FaultArmReply
-	79, // 98: nacre.v1.Raft.Send:output_type -> nacre.v1.RaftAck
-	79, // 99: nacre.v1.Raft.Snapshot:output_type -> nacre.v1.RaftAck
-	80, // 100: nacre.v1.RaftAdmin.Members:output_type -> nacre.v1.RaftMembersReply
-	80, // 101: nacre.v1.RaftAdmin.AddReplica:output_type -> nacre.v1.RaftMembersReply
-	80, // 102: nacre.v1.RaftAdmin.RemoveReplica:output_type -> nacre.v1.RaftMembersReply
-	80, // 103: nacre.v1.RaftAdmin.TransferLeader:output_type -> nacre.v1.RaftMembersReply
-	52, // [52:104] is the sub-list for method output_type
-	0,  // [0:52] is the sub-list for method input_type
+	24, // 27: nacre.v1.MDS.Sync:input_type -> nacre.v1.SyncRequest
+	25, // 28: nacre.v1.MDS.Replay:input_type -> nacre.v1.ReplayRequest
+	17, // 29: nacre.v1.MGS.Hello:input_type -> nacre.v1.HelloRequest
+	26, // 30: nacre.v1.MGS.Register:input_type -> nacre.v1.TargetInfo
+	27, // 31: nacre.v1.MGS.Heartbeat:input_type -> nacre.v1.HeartbeatRequest
+	28, // 32: nacre.v1.MGS.GetConfig:input_type -> nacre.v1.GetConfigRequest
+	29, // 33: nacre.v1.MGS.AllocSeqRange:input_type -> nacre.v1.AllocSeqRangeRequest
+	30, // 34: nacre.v1.MGS.Deregister:input_type -> nacre.v1.DeregisterRequest
+	17, // 35: nacre.v1.OSS.Hello:input_type -> nacre.v1.HelloRequest
+	31, // 36: nacre.v1.OSS.Precreate:input_type -> nacre.v1.PrecreateRequest
+	32, // 37: nacre.v1.OSS.Cleanup:input_type -> nacre.v1.CleanupRequest
+	33, // 38: nacre.v1.OSS.Destroy:input_type -> nacre.v1.DestroyRequest
+	23, // 39: nacre.v1.OSS.Statfs:input_type -> nacre.v1.StatfsRequest
+	34, // 40: nacre.v1.OSS.GetObjects:input_type -> nacre.v1.GetObjectsRequest
+	35, // 41: nacre.v1.OSS.LfsckCheck:input_type -> nacre.v1.LfsckCheckRequest
+	36, // 42: nacre.v1.OSS.LfsckSummary:input_type -> nacre.v1.LfsckSummaryRequest
+	37, // 43: nacre.v1.OSS.LfsckOrphans:input_type -> nacre.v1.LfsckOrphansRequest
+	38, // 44: nacre.v1.OSS.LfsckRepair:input_type -> nacre.v1.LfsckObjRepairRequest
+	4,  // 45: nacre.v1.OSS.LfsckDigest:input_type -> nacre.v1.LfsckDigestRequest
+	39, // 46: nacre.v1.OSS.FaultObject:input_type -> nacre.v1.FaultObjectRequest
+	7,  // 47: nacre.v1.OSS.FaultArm:input_type -> nacre.v1.FaultArmRequest
+	40, // 48: nacre.v1.Raft.Send:input_type -> nacre.v1.RaftBatch
+	41, // 49: nacre.v1.Raft.Snapshot:input_type -> nacre.v1.RaftSnapshotChunk
+	42, // 50: nacre.v1.RaftAdmin.Members:input_type -> nacre.v1.RaftMembersRequest
+	43, // 51: nacre.v1.RaftAdmin.AddReplica:input_type -> nacre.v1.RaftAddRequest
+	44, // 52: nacre.v1.RaftAdmin.RemoveReplica:input_type -> nacre.v1.RaftRemoveRequest
+	45, // 53: nacre.v1.RaftAdmin.TransferLeader:input_type -> nacre.v1.RaftTransferRequest
+	46, // 54: nacre.v1.Lfsck.Start:output_type -> nacre.v1.LfsckStartReply
+	47, // 55: nacre.v1.Lfsck.Stop:output_type -> nacre.v1.LfsckStopReply
+	48, // 56: nacre.v1.Lfsck.Query:output_type -> nacre.v1.LfsckQueryReply
+	49, // 57: nacre.v1.Lfsck.Set:output_type -> nacre.v1.LfsckSetReply
+	50, // 58: nacre.v1.Lfsck.Digest:output_type -> nacre.v1.LfsckDigestReply
+	51, // 59: nacre.v1.Fault.List:output_type -> nacre.v1.FaultListReply
+	52, // 60: nacre.v1.Fault.Inject:output_type -> nacre.v1.FaultInjectReply
+	53, // 61: nacre.v1.Fault.Arm:output_type -> nacre.v1.FaultArmReply
+	54, // 62: nacre.v1.LDLM.Session:output_type -> nacre.v1.SessionDown
+	55, // 63: nacre.v1.LDLM.Lock:output_type -> nacre.v1.LockReply
+	55, // 64: nacre.v1.LDLM.GetLock:output_type -> nacre.v1.LockReply
+	56, // 65: nacre.v1.LDLM.CancelWait:output_type -> nacre.v1.CancelWaitReply
+	57, // 66: nacre.v1.LDLM.ReleaseLocks:output_type -> nacre.v1.ReleaseLocksReply
+	58, // 67: nacre.v1.LDLM.Invalidate:output_type -> nacre.v1.InvalidateReply
+	59, // 68: nacre.v1.LDLM.AppendToken:output_type -> nacre.v1.AppendTokenReply
+	60, // 69: nacre.v1.LDLM.LookupLock:output_type -> nacre.v1.LookupLockReply
+	61, // 70: nacre.v1.OpenFiles.Mutate:output_type -> nacre.v1.Reply
+	62, // 71: nacre.v1.OpenFiles.Opens:output_type -> nacre.v1.OpensReply
+	63, // 72: nacre.v1.MDS.Hello:output_type -> nacre.v1.HelloReply
+	61, // 73: nacre.v1.MDS.Mutate:output_type -> nacre.v1.Reply
+	61, // 74: nacre.v1.MDS.Lookup:output_type -> nacre.v1.Reply
+	61, // 75: nacre.v1.MDS.Getattr:output_type -> nacre.v1.Reply
+	64, // 76: nacre.v1.MDS.Readdir:output_type -> nacre.v1.ReaddirReply
+	65, // 77: nacre.v1.MDS.Getxattr:output_type -> nacre.v1.XattrReply
+	65, // 78: nacre.v1.MDS.Listxattr:output_type -> nacre.v1.XattrReply
+	66, // 79: nacre.v1.MDS.Fid2Path:output_type -> nacre.v1.Fid2PathReply
+	67, // 80: nacre.v1.MDS.Statfs:output_type -> nacre.v1.StatfsReply
+	68, // 81: nacre.v1.MDS.Sync:output_type -> nacre.v1.SyncReply
+	69, // 82: nacre.v1.MDS.Replay:output_type -> nacre.v1.ReplayReply
+	63, // 83: nacre.v1.MGS.Hello:output_type -> nacre.v1.HelloReply
+	70, // 84: nacre.v1.MGS.Register:output_type -> nacre.v1.RegisterReply
+	71, // 85: nacre.v1.MGS.Heartbeat:output_type -> nacre.v1.HeartbeatReply
+	72, // 86: nacre.v1.MGS.GetConfig:output_type -> nacre.v1.ClusterConfig
+	73, // 87: nacre.v1.MGS.AllocSeqRange:output_type -> nacre.v1.SeqRange
+	70, // 88: nacre.v1.MGS.Deregister:output_type -> nacre.v1.RegisterReply
+	63, // 89: nacre.v1.OSS.Hello:output_type -> nacre.v1.HelloReply
+	74, // 90: nacre.v1.OSS.Precreate:output_type -> nacre.v1.PrecreateReply
+	75, // 91: nacre.v1.OSS.Cleanup:output_type -> nacre.v1.CleanupReply
+	76, // 92: nacre.v1.OSS.Destroy:output_type -> nacre.v1.DestroyReply
+	67, // 93: nacre.v1.OSS.Statfs:output_type -> nacre.v1.StatfsReply
+	77, // 94: nacre.v1.OSS.GetObjects:output_type -> nacre.v1.GetObjectsReply
+	78, // 95: nacre.v1.OSS.LfsckCheck:output_type -> nacre.v1.LfsckCheckReply
+	79, // 96: nacre.v1.OSS.LfsckSummary:output_type -> nacre.v1.LfsckSummaryReply
+	80, // 97: nacre.v1.OSS.LfsckOrphans:output_type -> nacre.v1.LfsckOrphansReply
+	81, // 98: nacre.v1.OSS.LfsckRepair:output_type -> nacre.v1.LfsckObjRepairReply
+	50, // 99: nacre.v1.OSS.LfsckDigest:output_type -> nacre.v1.LfsckDigestReply
+	82, // 100: nacre.v1.OSS.FaultObject:output_type -> nacre.v1.FaultObjectReply
+	53, // 101: nacre.v1.OSS.FaultArm:output_type -> nacre.v1.FaultArmReply
+	83, // 102: nacre.v1.Raft.Send:output_type -> nacre.v1.RaftAck
+	83, // 103: nacre.v1.Raft.Snapshot:output_type -> nacre.v1.RaftAck
+	84, // 104: nacre.v1.RaftAdmin.Members:output_type -> nacre.v1.RaftMembersReply
+	84, // 105: nacre.v1.RaftAdmin.AddReplica:output_type -> nacre.v1.RaftMembersReply
+	84, // 106: nacre.v1.RaftAdmin.RemoveReplica:output_type -> nacre.v1.RaftMembersReply
+	84, // 107: nacre.v1.RaftAdmin.TransferLeader:output_type -> nacre.v1.RaftMembersReply
+	54, // [54:108] is the sub-list for method output_type
+	0,  // [0:54] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name

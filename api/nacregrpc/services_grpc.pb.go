@@ -1060,6 +1060,8 @@ const (
 	MDS_Listxattr_FullMethodName = "/nacre.v1.MDS/Listxattr"
 	MDS_Fid2Path_FullMethodName  = "/nacre.v1.MDS/Fid2Path"
 	MDS_Statfs_FullMethodName    = "/nacre.v1.MDS/Statfs"
+	MDS_Sync_FullMethodName      = "/nacre.v1.MDS/Sync"
+	MDS_Replay_FullMethodName    = "/nacre.v1.MDS/Replay"
 )
 
 // MDSClient is the client API for MDS service.
@@ -1075,6 +1077,10 @@ type MDSClient interface {
 	Listxattr(ctx context.Context, in *nacrepb.XattrRequest, opts ...grpc.CallOption) (*nacrepb.XattrReply, error)
 	Fid2Path(ctx context.Context, in *nacrepb.Fid2PathRequest, opts ...grpc.CallOption) (*nacrepb.Fid2PathReply, error)
 	Statfs(ctx context.Context, in *nacrepb.StatfsRequest, opts ...grpc.CallOption) (*nacrepb.StatfsReply, error)
+	// Sync makes every change the MDT has answered durable (fsync(2)).
+	Sync(ctx context.Context, in *nacrepb.SyncRequest, opts ...grpc.CallOption) (*nacrepb.SyncReply, error)
+	// Replay hands an MDT in recovery the log entries a client kept.
+	Replay(ctx context.Context, in *nacrepb.ReplayRequest, opts ...grpc.CallOption) (*nacrepb.ReplayReply, error)
 }
 
 type mDSClient struct {
@@ -1175,6 +1181,26 @@ func (c *mDSClient) Statfs(ctx context.Context, in *nacrepb.StatfsRequest, opts 
 	return out, nil
 }
 
+func (c *mDSClient) Sync(ctx context.Context, in *nacrepb.SyncRequest, opts ...grpc.CallOption) (*nacrepb.SyncReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(nacrepb.SyncReply)
+	err := c.cc.Invoke(ctx, MDS_Sync_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *mDSClient) Replay(ctx context.Context, in *nacrepb.ReplayRequest, opts ...grpc.CallOption) (*nacrepb.ReplayReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(nacrepb.ReplayReply)
+	err := c.cc.Invoke(ctx, MDS_Replay_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MDSServer is the server API for MDS service.
 // All implementations must embed UnimplementedMDSServer
 // for forward compatibility.
@@ -1188,6 +1214,10 @@ type MDSServer interface {
 	Listxattr(context.Context, *nacrepb.XattrRequest) (*nacrepb.XattrReply, error)
 	Fid2Path(context.Context, *nacrepb.Fid2PathRequest) (*nacrepb.Fid2PathReply, error)
 	Statfs(context.Context, *nacrepb.StatfsRequest) (*nacrepb.StatfsReply, error)
+	// Sync makes every change the MDT has answered durable (fsync(2)).
+	Sync(context.Context, *nacrepb.SyncRequest) (*nacrepb.SyncReply, error)
+	// Replay hands an MDT in recovery the log entries a client kept.
+	Replay(context.Context, *nacrepb.ReplayRequest) (*nacrepb.ReplayReply, error)
 	mustEmbedUnimplementedMDSServer()
 }
 
@@ -1224,6 +1254,12 @@ func (UnimplementedMDSServer) Fid2Path(context.Context, *nacrepb.Fid2PathRequest
 }
 func (UnimplementedMDSServer) Statfs(context.Context, *nacrepb.StatfsRequest) (*nacrepb.StatfsReply, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Statfs not implemented")
+}
+func (UnimplementedMDSServer) Sync(context.Context, *nacrepb.SyncRequest) (*nacrepb.SyncReply, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Sync not implemented")
+}
+func (UnimplementedMDSServer) Replay(context.Context, *nacrepb.ReplayRequest) (*nacrepb.ReplayReply, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Replay not implemented")
 }
 func (UnimplementedMDSServer) mustEmbedUnimplementedMDSServer() {}
 func (UnimplementedMDSServer) testEmbeddedByValue()             {}
@@ -1408,6 +1444,42 @@ func _MDS_Statfs_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MDS_Sync_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(nacrepb.SyncRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MDSServer).Sync(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MDS_Sync_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MDSServer).Sync(ctx, req.(*nacrepb.SyncRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MDS_Replay_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(nacrepb.ReplayRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MDSServer).Replay(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MDS_Replay_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MDSServer).Replay(ctx, req.(*nacrepb.ReplayRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MDS_ServiceDesc is the grpc.ServiceDesc for MDS service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1450,6 +1522,14 @@ var MDS_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Statfs",
 			Handler:    _MDS_Statfs_Handler,
+		},
+		{
+			MethodName: "Sync",
+			Handler:    _MDS_Sync_Handler,
+		},
+		{
+			MethodName: "Replay",
+			Handler:    _MDS_Replay_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

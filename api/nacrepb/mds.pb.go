@@ -130,6 +130,10 @@ type Command struct {
 	AckedBelow uint64 `protobuf:"varint,3,opt,name=acked_below,json=ackedBelow,proto3" json:"acked_below,omitempty"`
 	Cred       *Cred  `protobuf:"bytes,4,opt,name=cred,proto3" json:"cred,omitempty"`
 	NowNs      int64  `protobuf:"varint,5,opt,name=now_ns,json=nowNs,proto3" json:"now_ns,omitempty"` // leader: the operation's timestamp
+	// replay_have: the client holds every log entry up to this index that
+	// the MDT had not synced when it answered (lazy commit, Reply.replay);
+	// the MDS clears it before the command goes to the log.
+	ReplayHave uint64 `protobuf:"varint,6,opt,name=replay_have,json=replayHave,proto3" json:"replay_have,omitempty"`
 	// Types that are valid to be assigned to Op:
 	//
 	//	*Command_Create
@@ -218,6 +222,13 @@ func (x *Command) GetCred() *Cred {
 func (x *Command) GetNowNs() int64 {
 	if x != nil {
 		return x.NowNs
+	}
+	return 0
+}
+
+func (x *Command) GetReplayHave() uint64 {
+	if x != nil {
+		return x.ReplayHave
 	}
 	return 0
 }
@@ -1704,7 +1715,15 @@ type Reply struct {
 	Opened bool `protobuf:"varint,7,opt,name=opened,proto3" json:"opened,omitempty"`
 	// lfsck_failed: the component of each repair of an LfsckRepairOp that
 	// apply refused with an error (not as stale); message has the first.
-	LfsckFailed   []uint32 `protobuf:"varint,8,rep,packed,name=lfsck_failed,json=lfsckFailed,proto3" json:"lfsck_failed,omitempty"`
+	LfsckFailed []uint32 `protobuf:"varint,8,rep,packed,name=lfsck_failed,json=lfsckFailed,proto3" json:"lfsck_failed,omitempty"`
+	// Lazy commit (docs/architecture.md, "The durability contract"): the
+	// MDT's log is durable up to committed; replay holds the entries after
+	// it, up to this reply's own, that the client did not hold
+	// (Command.replay_have). The client keeps them until a later reply's
+	// committed covers them and gives them back (Replay) to an MDT that
+	// restarts after losing them.
+	Committed     uint64           `protobuf:"varint,9,opt,name=committed,proto3" json:"committed,omitempty"`
+	Replay        []*LoggedCommand `protobuf:"bytes,10,rep,name=replay,proto3" json:"replay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1795,6 +1814,290 @@ func (x *Reply) GetLfsckFailed() []uint32 {
 	return nil
 }
 
+func (x *Reply) GetCommitted() uint64 {
+	if x != nil {
+		return x.Committed
+	}
+	return 0
+}
+
+func (x *Reply) GetReplay() []*LoggedCommand {
+	if x != nil {
+		return x.Replay
+	}
+	return nil
+}
+
+// LoggedCommand is one entry of an MDT's log: the command as the leader
+// proposed it (time, OSTs and all), at its index.
+type LoggedCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Command       []byte                 `protobuf:"bytes,2,opt,name=command,proto3" json:"command,omitempty"`
+	Term          uint64                 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"` // the Raft term it was written in
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoggedCommand) Reset() {
+	*x = LoggedCommand{}
+	mi := &file_mds_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoggedCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoggedCommand) ProtoMessage() {}
+
+func (x *LoggedCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_mds_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoggedCommand.ProtoReflect.Descriptor instead.
+func (*LoggedCommand) Descriptor() ([]byte, []int) {
+	return file_mds_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *LoggedCommand) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *LoggedCommand) GetCommand() []byte {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+func (x *LoggedCommand) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+// ReplayRequest gives an MDT in recovery the log entries a client kept.
+type ReplayRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClientId      uint64                 `protobuf:"varint,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	Commands      []*LoggedCommand       `protobuf:"bytes,2,rep,name=commands,proto3" json:"commands,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayRequest) Reset() {
+	*x = ReplayRequest{}
+	mi := &file_mds_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayRequest) ProtoMessage() {}
+
+func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mds_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayRequest.ProtoReflect.Descriptor instead.
+func (*ReplayRequest) Descriptor() ([]byte, []int) {
+	return file_mds_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ReplayRequest) GetClientId() uint64 {
+	if x != nil {
+		return x.ClientId
+	}
+	return 0
+}
+
+func (x *ReplayRequest) GetCommands() []*LoggedCommand {
+	if x != nil {
+		return x.Commands
+	}
+	return nil
+}
+
+type ReplayReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// recovering: the MDT is still gathering entries; false once it serves
+	// again (the entries were applied or were too late).
+	Recovering bool `protobuf:"varint,1,opt,name=recovering,proto3" json:"recovering,omitempty"`
+	// committed: the MDT's log is durable up to here; entries above it
+	// that the client holds and that recovery did not apply are lost.
+	Committed uint64 `protobuf:"varint,2,opt,name=committed,proto3" json:"committed,omitempty"`
+	// lost_after: recovery ended at this index (0: nothing was lost).
+	LostAfter     uint64 `protobuf:"varint,3,opt,name=lost_after,json=lostAfter,proto3" json:"lost_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayReply) Reset() {
+	*x = ReplayReply{}
+	mi := &file_mds_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayReply) ProtoMessage() {}
+
+func (x *ReplayReply) ProtoReflect() protoreflect.Message {
+	mi := &file_mds_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayReply.ProtoReflect.Descriptor instead.
+func (*ReplayReply) Descriptor() ([]byte, []int) {
+	return file_mds_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ReplayReply) GetRecovering() bool {
+	if x != nil {
+		return x.Recovering
+	}
+	return false
+}
+
+func (x *ReplayReply) GetCommitted() uint64 {
+	if x != nil {
+		return x.Committed
+	}
+	return 0
+}
+
+func (x *ReplayReply) GetLostAfter() uint64 {
+	if x != nil {
+		return x.LostAfter
+	}
+	return 0
+}
+
+type SyncRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// force: sync the log first (fsync(2)); else only say how far it is
+	// synced (a client checking on the changes it keeps).
+	Force         bool `protobuf:"varint,1,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncRequest) Reset() {
+	*x = SyncRequest{}
+	mi := &file_mds_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncRequest) ProtoMessage() {}
+
+func (x *SyncRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mds_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
+func (*SyncRequest) Descriptor() ([]byte, []int) {
+	return file_mds_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *SyncRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+type SyncReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Committed     uint64                 `protobuf:"varint,1,opt,name=committed,proto3" json:"committed,omitempty"` // the MDT's log is durable up to here
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncReply) Reset() {
+	*x = SyncReply{}
+	mi := &file_mds_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncReply) ProtoMessage() {}
+
+func (x *SyncReply) ProtoReflect() protoreflect.Message {
+	mi := &file_mds_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncReply.ProtoReflect.Descriptor instead.
+func (*SyncReply) Descriptor() ([]byte, []int) {
+	return file_mds_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *SyncReply) GetCommitted() uint64 {
+	if x != nil {
+		return x.Committed
+	}
+	return 0
+}
+
 // TrimRepliesOp drops cached replies of commands older than before_ns:
 // clients that went away never acknowledge their last replies.
 type TrimRepliesOp struct {
@@ -1806,7 +2109,7 @@ type TrimRepliesOp struct {
 
 func (x *TrimRepliesOp) Reset() {
 	*x = TrimRepliesOp{}
-	mi := &file_mds_proto_msgTypes[18]
+	mi := &file_mds_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1818,7 +2121,7 @@ func (x *TrimRepliesOp) String() string {
 func (*TrimRepliesOp) ProtoMessage() {}
 
 func (x *TrimRepliesOp) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[18]
+	mi := &file_mds_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1831,7 +2134,7 @@ func (x *TrimRepliesOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimRepliesOp.ProtoReflect.Descriptor instead.
 func (*TrimRepliesOp) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{18}
+	return file_mds_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TrimRepliesOp) GetBeforeNs() int64 {
@@ -1852,7 +2155,7 @@ type LookupRequest struct {
 
 func (x *LookupRequest) Reset() {
 	*x = LookupRequest{}
-	mi := &file_mds_proto_msgTypes[19]
+	mi := &file_mds_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1864,7 +2167,7 @@ func (x *LookupRequest) String() string {
 func (*LookupRequest) ProtoMessage() {}
 
 func (x *LookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[19]
+	mi := &file_mds_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1877,7 +2180,7 @@ func (x *LookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupRequest.ProtoReflect.Descriptor instead.
 func (*LookupRequest) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{19}
+	return file_mds_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *LookupRequest) GetParent() *FID {
@@ -1911,7 +2214,7 @@ type GetattrRequest struct {
 
 func (x *GetattrRequest) Reset() {
 	*x = GetattrRequest{}
-	mi := &file_mds_proto_msgTypes[20]
+	mi := &file_mds_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1923,7 +2226,7 @@ func (x *GetattrRequest) String() string {
 func (*GetattrRequest) ProtoMessage() {}
 
 func (x *GetattrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[20]
+	mi := &file_mds_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1936,7 +2239,7 @@ func (x *GetattrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetattrRequest.ProtoReflect.Descriptor instead.
 func (*GetattrRequest) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{20}
+	return file_mds_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetattrRequest) GetFid() *FID {
@@ -1966,7 +2269,7 @@ type ReaddirRequest struct {
 
 func (x *ReaddirRequest) Reset() {
 	*x = ReaddirRequest{}
-	mi := &file_mds_proto_msgTypes[21]
+	mi := &file_mds_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1978,7 +2281,7 @@ func (x *ReaddirRequest) String() string {
 func (*ReaddirRequest) ProtoMessage() {}
 
 func (x *ReaddirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[21]
+	mi := &file_mds_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1991,7 +2294,7 @@ func (x *ReaddirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReaddirRequest.ProtoReflect.Descriptor instead.
 func (*ReaddirRequest) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{21}
+	return file_mds_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReaddirRequest) GetFid() *FID {
@@ -2042,7 +2345,7 @@ type DirEntry struct {
 
 func (x *DirEntry) Reset() {
 	*x = DirEntry{}
-	mi := &file_mds_proto_msgTypes[22]
+	mi := &file_mds_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2054,7 +2357,7 @@ func (x *DirEntry) String() string {
 func (*DirEntry) ProtoMessage() {}
 
 func (x *DirEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[22]
+	mi := &file_mds_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2067,7 +2370,7 @@ func (x *DirEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DirEntry.ProtoReflect.Descriptor instead.
 func (*DirEntry) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{22}
+	return file_mds_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DirEntry) GetName() []byte {
@@ -2116,7 +2419,7 @@ type ReaddirReply struct {
 
 func (x *ReaddirReply) Reset() {
 	*x = ReaddirReply{}
-	mi := &file_mds_proto_msgTypes[23]
+	mi := &file_mds_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2128,7 +2431,7 @@ func (x *ReaddirReply) String() string {
 func (*ReaddirReply) ProtoMessage() {}
 
 func (x *ReaddirReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[23]
+	mi := &file_mds_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2141,7 +2444,7 @@ func (x *ReaddirReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReaddirReply.ProtoReflect.Descriptor instead.
 func (*ReaddirReply) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{23}
+	return file_mds_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReaddirReply) GetErrno() int32 {
@@ -2176,7 +2479,7 @@ type XattrRequest struct {
 
 func (x *XattrRequest) Reset() {
 	*x = XattrRequest{}
-	mi := &file_mds_proto_msgTypes[24]
+	mi := &file_mds_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2188,7 +2491,7 @@ func (x *XattrRequest) String() string {
 func (*XattrRequest) ProtoMessage() {}
 
 func (x *XattrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[24]
+	mi := &file_mds_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2201,7 +2504,7 @@ func (x *XattrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XattrRequest.ProtoReflect.Descriptor instead.
 func (*XattrRequest) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{24}
+	return file_mds_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *XattrRequest) GetFid() *FID {
@@ -2236,7 +2539,7 @@ type XattrReply struct {
 
 func (x *XattrReply) Reset() {
 	*x = XattrReply{}
-	mi := &file_mds_proto_msgTypes[25]
+	mi := &file_mds_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2248,7 +2551,7 @@ func (x *XattrReply) String() string {
 func (*XattrReply) ProtoMessage() {}
 
 func (x *XattrReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[25]
+	mi := &file_mds_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2261,7 +2564,7 @@ func (x *XattrReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XattrReply.ProtoReflect.Descriptor instead.
 func (*XattrReply) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{25}
+	return file_mds_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *XattrReply) GetErrno() int32 {
@@ -2298,7 +2601,7 @@ type Fid2PathRequest struct {
 
 func (x *Fid2PathRequest) Reset() {
 	*x = Fid2PathRequest{}
-	mi := &file_mds_proto_msgTypes[26]
+	mi := &file_mds_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2310,7 +2613,7 @@ func (x *Fid2PathRequest) String() string {
 func (*Fid2PathRequest) ProtoMessage() {}
 
 func (x *Fid2PathRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[26]
+	mi := &file_mds_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2323,7 +2626,7 @@ func (x *Fid2PathRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fid2PathRequest.ProtoReflect.Descriptor instead.
 func (*Fid2PathRequest) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{26}
+	return file_mds_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Fid2PathRequest) GetFid() *FID {
@@ -2350,7 +2653,7 @@ type Fid2PathReply struct {
 
 func (x *Fid2PathReply) Reset() {
 	*x = Fid2PathReply{}
-	mi := &file_mds_proto_msgTypes[27]
+	mi := &file_mds_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2362,7 +2665,7 @@ func (x *Fid2PathReply) String() string {
 func (*Fid2PathReply) ProtoMessage() {}
 
 func (x *Fid2PathReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[27]
+	mi := &file_mds_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2375,7 +2678,7 @@ func (x *Fid2PathReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fid2PathReply.ProtoReflect.Descriptor instead.
 func (*Fid2PathReply) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{27}
+	return file_mds_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Fid2PathReply) GetErrno() int32 {
@@ -2396,7 +2699,8 @@ var File_mds_proto protoreflect.FileDescriptor
 
 const file_mds_proto_rawDesc = "" +
 	"\n" +
-	"\tmds.proto\x12\bnacre.v1\x1a\fcommon.proto\x1a\vlfsck.proto\"\xe6\t\n" +
+	"\tmds.proto\x12\bnacre.v1\x1a\fcommon.proto\x1a\vlfsck.proto\"\x87\n" +
+	"\n" +
 	"\aCommand\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x1d\n" +
 	"\n" +
@@ -2404,7 +2708,9 @@ const file_mds_proto_rawDesc = "" +
 	"\vacked_below\x18\x03 \x01(\x04R\n" +
 	"ackedBelow\x12\"\n" +
 	"\x04cred\x18\x04 \x01(\v2\x0e.nacre.v1.CredR\x04cred\x12\x15\n" +
-	"\x06now_ns\x18\x05 \x01(\x03R\x05nowNs\x12,\n" +
+	"\x06now_ns\x18\x05 \x01(\x03R\x05nowNs\x12\x1f\n" +
+	"\vreplay_have\x18\x06 \x01(\x04R\n" +
+	"replayHave\x12,\n" +
 	"\x06create\x18\n" +
 	" \x01(\v2\x12.nacre.v1.CreateOpH\x00R\x06create\x12&\n" +
 	"\x04link\x18\v \x01(\v2\x10.nacre.v1.LinkOpH\x00R\x04link\x12,\n" +
@@ -2522,7 +2828,7 @@ const file_mds_proto_rawDesc = "" +
 	"\x04fids\x18\x01 \x03(\v2\r.nacre.v1.FIDR\x04fids\x12#\n" +
 	"\x05share\x18\x02 \x03(\v2\r.nacre.v1.FIDR\x05share\x12\x1d\n" +
 	"\n" +
-	"opens_seen\x18\x03 \x01(\bR\topensSeen\"\xe2\x01\n" +
+	"opens_seen\x18\x03 \x01(\bR\topensSeen\"\xb1\x02\n" +
 	"\x05Reply\x12\x14\n" +
 	"\x05errno\x18\x01 \x01(\x05R\x05errno\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12%\n" +
@@ -2531,7 +2837,28 @@ const file_mds_proto_rawDesc = "" +
 	"\x05index\x18\x05 \x01(\x04R\x05index\x12\x17\n" +
 	"\atime_ns\x18\x06 \x01(\x03R\x06timeNs\x12\x16\n" +
 	"\x06opened\x18\a \x01(\bR\x06opened\x12!\n" +
-	"\flfsck_failed\x18\b \x03(\rR\vlfsckFailed\",\n" +
+	"\flfsck_failed\x18\b \x03(\rR\vlfsckFailed\x12\x1c\n" +
+	"\tcommitted\x18\t \x01(\x04R\tcommitted\x12/\n" +
+	"\x06replay\x18\n" +
+	" \x03(\v2\x17.nacre.v1.LoggedCommandR\x06replay\"S\n" +
+	"\rLoggedCommand\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x18\n" +
+	"\acommand\x18\x02 \x01(\fR\acommand\x12\x12\n" +
+	"\x04term\x18\x03 \x01(\x04R\x04term\"a\n" +
+	"\rReplayRequest\x12\x1b\n" +
+	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x123\n" +
+	"\bcommands\x18\x02 \x03(\v2\x17.nacre.v1.LoggedCommandR\bcommands\"j\n" +
+	"\vReplayReply\x12\x1e\n" +
+	"\n" +
+	"recovering\x18\x01 \x01(\bR\n" +
+	"recovering\x12\x1c\n" +
+	"\tcommitted\x18\x02 \x01(\x04R\tcommitted\x12\x1d\n" +
+	"\n" +
+	"lost_after\x18\x03 \x01(\x04R\tlostAfter\"#\n" +
+	"\vSyncRequest\x12\x14\n" +
+	"\x05force\x18\x01 \x01(\bR\x05force\")\n" +
+	"\tSyncReply\x12\x1c\n" +
+	"\tcommitted\x18\x01 \x01(\x04R\tcommitted\",\n" +
 	"\rTrimRepliesOp\x12\x1b\n" +
 	"\tbefore_ns\x18\x01 \x01(\x03R\bbeforeNs\"n\n" +
 	"\rLookupRequest\x12%\n" +
@@ -2605,7 +2932,7 @@ func file_mds_proto_rawDescGZIP() []byte {
 }
 
 var file_mds_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_mds_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_mds_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_mds_proto_goTypes = []any{
 	(SetattrValid)(0),       // 0: nacre.v1.SetattrValid
 	(*Command)(nil),         // 1: nacre.v1.Command
@@ -2626,27 +2953,32 @@ var file_mds_proto_goTypes = []any{
 	(*TmpfileOp)(nil),       // 16: nacre.v1.TmpfileOp
 	(*OrphanReleaseOp)(nil), // 17: nacre.v1.OrphanReleaseOp
 	(*Reply)(nil),           // 18: nacre.v1.Reply
-	(*TrimRepliesOp)(nil),   // 19: nacre.v1.TrimRepliesOp
-	(*LookupRequest)(nil),   // 20: nacre.v1.LookupRequest
-	(*GetattrRequest)(nil),  // 21: nacre.v1.GetattrRequest
-	(*ReaddirRequest)(nil),  // 22: nacre.v1.ReaddirRequest
-	(*DirEntry)(nil),        // 23: nacre.v1.DirEntry
-	(*ReaddirReply)(nil),    // 24: nacre.v1.ReaddirReply
-	(*XattrRequest)(nil),    // 25: nacre.v1.XattrRequest
-	(*XattrReply)(nil),      // 26: nacre.v1.XattrReply
-	(*Fid2PathRequest)(nil), // 27: nacre.v1.Fid2PathRequest
-	(*Fid2PathReply)(nil),   // 28: nacre.v1.Fid2PathReply
-	(*Cred)(nil),            // 29: nacre.v1.Cred
-	(*LfsckRepairOp)(nil),   // 30: nacre.v1.LfsckRepairOp
-	(*LfsckStateOp)(nil),    // 31: nacre.v1.LfsckStateOp
-	(*FaultOp)(nil),         // 32: nacre.v1.FaultOp
-	(*FID)(nil),             // 33: nacre.v1.FID
-	(*Layout)(nil),          // 34: nacre.v1.Layout
-	(*StripeObject)(nil),    // 35: nacre.v1.StripeObject
-	(*Inode)(nil),           // 36: nacre.v1.Inode
+	(*LoggedCommand)(nil),   // 19: nacre.v1.LoggedCommand
+	(*ReplayRequest)(nil),   // 20: nacre.v1.ReplayRequest
+	(*ReplayReply)(nil),     // 21: nacre.v1.ReplayReply
+	(*SyncRequest)(nil),     // 22: nacre.v1.SyncRequest
+	(*SyncReply)(nil),       // 23: nacre.v1.SyncReply
+	(*TrimRepliesOp)(nil),   // 24: nacre.v1.TrimRepliesOp
+	(*LookupRequest)(nil),   // 25: nacre.v1.LookupRequest
+	(*GetattrRequest)(nil),  // 26: nacre.v1.GetattrRequest
+	(*ReaddirRequest)(nil),  // 27: nacre.v1.ReaddirRequest
+	(*DirEntry)(nil),        // 28: nacre.v1.DirEntry
+	(*ReaddirReply)(nil),    // 29: nacre.v1.ReaddirReply
+	(*XattrRequest)(nil),    // 30: nacre.v1.XattrRequest
+	(*XattrReply)(nil),      // 31: nacre.v1.XattrReply
+	(*Fid2PathRequest)(nil), // 32: nacre.v1.Fid2PathRequest
+	(*Fid2PathReply)(nil),   // 33: nacre.v1.Fid2PathReply
+	(*Cred)(nil),            // 34: nacre.v1.Cred
+	(*LfsckRepairOp)(nil),   // 35: nacre.v1.LfsckRepairOp
+	(*LfsckStateOp)(nil),    // 36: nacre.v1.LfsckStateOp
+	(*FaultOp)(nil),         // 37: nacre.v1.FaultOp
+	(*FID)(nil),             // 38: nacre.v1.FID
+	(*Layout)(nil),          // 39: nacre.v1.Layout
+	(*StripeObject)(nil),    // 40: nacre.v1.StripeObject
+	(*Inode)(nil),           // 41: nacre.v1.Inode
 }
 var file_mds_proto_depIdxs = []int32{
-	29, // 0: nacre.v1.Command.cred:type_name -> nacre.v1.Cred
+	34, // 0: nacre.v1.Command.cred:type_name -> nacre.v1.Cred
 	2,  // 1: nacre.v1.Command.create:type_name -> nacre.v1.CreateOp
 	3,  // 2: nacre.v1.Command.link:type_name -> nacre.v1.LinkOp
 	4,  // 3: nacre.v1.Command.unlink:type_name -> nacre.v1.UnlinkOp
@@ -2655,57 +2987,59 @@ var file_mds_proto_depIdxs = []int32{
 	7,  // 6: nacre.v1.Command.setxattr:type_name -> nacre.v1.SetxattrOp
 	8,  // 7: nacre.v1.Command.removexattr:type_name -> nacre.v1.RemovexattrOp
 	9,  // 8: nacre.v1.Command.set_layout:type_name -> nacre.v1.SetLayoutOp
-	30, // 9: nacre.v1.Command.lfsck_repair:type_name -> nacre.v1.LfsckRepairOp
-	31, // 10: nacre.v1.Command.lfsck_state:type_name -> nacre.v1.LfsckStateOp
-	32, // 11: nacre.v1.Command.fault:type_name -> nacre.v1.FaultOp
+	35, // 9: nacre.v1.Command.lfsck_repair:type_name -> nacre.v1.LfsckRepairOp
+	36, // 10: nacre.v1.Command.lfsck_state:type_name -> nacre.v1.LfsckStateOp
+	37, // 11: nacre.v1.Command.fault:type_name -> nacre.v1.FaultOp
 	10, // 12: nacre.v1.Command.pool_extend:type_name -> nacre.v1.PoolExtendOp
 	11, // 13: nacre.v1.Command.pool_reset:type_name -> nacre.v1.PoolResetOp
 	12, // 14: nacre.v1.Command.seq_grant:type_name -> nacre.v1.SeqGrantOp
 	13, // 15: nacre.v1.Command.destroy_done:type_name -> nacre.v1.DestroyDoneOp
-	19, // 16: nacre.v1.Command.trim_replies:type_name -> nacre.v1.TrimRepliesOp
+	24, // 16: nacre.v1.Command.trim_replies:type_name -> nacre.v1.TrimRepliesOp
 	14, // 17: nacre.v1.Command.open_unlink:type_name -> nacre.v1.OpenUnlinkOp
 	15, // 18: nacre.v1.Command.open_rename:type_name -> nacre.v1.OpenRenameOp
 	16, // 19: nacre.v1.Command.tmpfile:type_name -> nacre.v1.TmpfileOp
 	17, // 20: nacre.v1.Command.orphan_release:type_name -> nacre.v1.OrphanReleaseOp
-	33, // 21: nacre.v1.CreateOp.parent:type_name -> nacre.v1.FID
-	34, // 22: nacre.v1.CreateOp.layout:type_name -> nacre.v1.Layout
-	33, // 23: nacre.v1.LinkOp.fid:type_name -> nacre.v1.FID
-	33, // 24: nacre.v1.LinkOp.parent:type_name -> nacre.v1.FID
-	33, // 25: nacre.v1.UnlinkOp.parent:type_name -> nacre.v1.FID
-	33, // 26: nacre.v1.RenameOp.src_parent:type_name -> nacre.v1.FID
-	33, // 27: nacre.v1.RenameOp.dst_parent:type_name -> nacre.v1.FID
-	33, // 28: nacre.v1.SetattrOp.fid:type_name -> nacre.v1.FID
-	33, // 29: nacre.v1.SetxattrOp.fid:type_name -> nacre.v1.FID
-	33, // 30: nacre.v1.RemovexattrOp.fid:type_name -> nacre.v1.FID
-	33, // 31: nacre.v1.SetLayoutOp.fid:type_name -> nacre.v1.FID
-	34, // 32: nacre.v1.SetLayoutOp.layout:type_name -> nacre.v1.Layout
-	35, // 33: nacre.v1.DestroyDoneOp.objects:type_name -> nacre.v1.StripeObject
+	38, // 21: nacre.v1.CreateOp.parent:type_name -> nacre.v1.FID
+	39, // 22: nacre.v1.CreateOp.layout:type_name -> nacre.v1.Layout
+	38, // 23: nacre.v1.LinkOp.fid:type_name -> nacre.v1.FID
+	38, // 24: nacre.v1.LinkOp.parent:type_name -> nacre.v1.FID
+	38, // 25: nacre.v1.UnlinkOp.parent:type_name -> nacre.v1.FID
+	38, // 26: nacre.v1.RenameOp.src_parent:type_name -> nacre.v1.FID
+	38, // 27: nacre.v1.RenameOp.dst_parent:type_name -> nacre.v1.FID
+	38, // 28: nacre.v1.SetattrOp.fid:type_name -> nacre.v1.FID
+	38, // 29: nacre.v1.SetxattrOp.fid:type_name -> nacre.v1.FID
+	38, // 30: nacre.v1.RemovexattrOp.fid:type_name -> nacre.v1.FID
+	38, // 31: nacre.v1.SetLayoutOp.fid:type_name -> nacre.v1.FID
+	39, // 32: nacre.v1.SetLayoutOp.layout:type_name -> nacre.v1.Layout
+	40, // 33: nacre.v1.DestroyDoneOp.objects:type_name -> nacre.v1.StripeObject
 	4,  // 34: nacre.v1.OpenUnlinkOp.unlink:type_name -> nacre.v1.UnlinkOp
-	33, // 35: nacre.v1.OpenUnlinkOp.open:type_name -> nacre.v1.FID
+	38, // 35: nacre.v1.OpenUnlinkOp.open:type_name -> nacre.v1.FID
 	5,  // 36: nacre.v1.OpenRenameOp.rename:type_name -> nacre.v1.RenameOp
-	33, // 37: nacre.v1.OpenRenameOp.open:type_name -> nacre.v1.FID
-	33, // 38: nacre.v1.TmpfileOp.parent:type_name -> nacre.v1.FID
-	34, // 39: nacre.v1.TmpfileOp.layout:type_name -> nacre.v1.Layout
-	33, // 40: nacre.v1.OrphanReleaseOp.fids:type_name -> nacre.v1.FID
-	33, // 41: nacre.v1.OrphanReleaseOp.share:type_name -> nacre.v1.FID
-	36, // 42: nacre.v1.Reply.inode:type_name -> nacre.v1.Inode
-	33, // 43: nacre.v1.LookupRequest.parent:type_name -> nacre.v1.FID
-	29, // 44: nacre.v1.LookupRequest.cred:type_name -> nacre.v1.Cred
-	33, // 45: nacre.v1.GetattrRequest.fid:type_name -> nacre.v1.FID
-	33, // 46: nacre.v1.ReaddirRequest.fid:type_name -> nacre.v1.FID
-	29, // 47: nacre.v1.ReaddirRequest.cred:type_name -> nacre.v1.Cred
-	33, // 48: nacre.v1.DirEntry.fid:type_name -> nacre.v1.FID
-	36, // 49: nacre.v1.DirEntry.inode:type_name -> nacre.v1.Inode
-	23, // 50: nacre.v1.ReaddirReply.entries:type_name -> nacre.v1.DirEntry
-	33, // 51: nacre.v1.XattrRequest.fid:type_name -> nacre.v1.FID
-	29, // 52: nacre.v1.XattrRequest.cred:type_name -> nacre.v1.Cred
-	33, // 53: nacre.v1.Fid2PathRequest.fid:type_name -> nacre.v1.FID
-	29, // 54: nacre.v1.Fid2PathRequest.cred:type_name -> nacre.v1.Cred
-	55, // [55:55] is the sub-list for method output_type
-	55, // [55:55] is the sub-list for method input_type
-	55, // [55:55] is the sub-list for extension type_name
-	55, // [55:55] is the sub-list for extension extendee
-	0,  // [0:55] is the sub-list for field type_name
+	38, // 37: nacre.v1.OpenRenameOp.open:type_name -> nacre.v1.FID
+	38, // 38: nacre.v1.TmpfileOp.parent:type_name -> nacre.v1.FID
+	39, // 39: nacre.v1.TmpfileOp.layout:type_name -> nacre.v1.Layout
+	38, // 40: nacre.v1.OrphanReleaseOp.fids:type_name -> nacre.v1.FID
+	38, // 41: nacre.v1.OrphanReleaseOp.share:type_name -> nacre.v1.FID
+	41, // 42: nacre.v1.Reply.inode:type_name -> nacre.v1.Inode
+	19, // 43: nacre.v1.Reply.replay:type_name -> nacre.v1.LoggedCommand
+	19, // 44: nacre.v1.ReplayRequest.commands:type_name -> nacre.v1.LoggedCommand
+	38, // 45: nacre.v1.LookupRequest.parent:type_name -> nacre.v1.FID
+	34, // 46: nacre.v1.LookupRequest.cred:type_name -> nacre.v1.Cred
+	38, // 47: nacre.v1.GetattrRequest.fid:type_name -> nacre.v1.FID
+	38, // 48: nacre.v1.ReaddirRequest.fid:type_name -> nacre.v1.FID
+	34, // 49: nacre.v1.ReaddirRequest.cred:type_name -> nacre.v1.Cred
+	38, // 50: nacre.v1.DirEntry.fid:type_name -> nacre.v1.FID
+	41, // 51: nacre.v1.DirEntry.inode:type_name -> nacre.v1.Inode
+	28, // 52: nacre.v1.ReaddirReply.entries:type_name -> nacre.v1.DirEntry
+	38, // 53: nacre.v1.XattrRequest.fid:type_name -> nacre.v1.FID
+	34, // 54: nacre.v1.XattrRequest.cred:type_name -> nacre.v1.Cred
+	38, // 55: nacre.v1.Fid2PathRequest.fid:type_name -> nacre.v1.FID
+	34, // 56: nacre.v1.Fid2PathRequest.cred:type_name -> nacre.v1.Cred
+	57, // [57:57] is the sub-list for method output_type
+	57, // [57:57] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_mds_proto_init() }
@@ -2743,7 +3077,7 @@ func file_mds_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mds_proto_rawDesc), len(file_mds_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   28,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

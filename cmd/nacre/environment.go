@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -47,6 +48,12 @@ var envVars = []envVar{
 		"how long the open-unlinked files of a client without a session are kept (a Go duration)"},
 	{"NACRE_OPEN_GRACE", "serve (MDT)", "10s",
 		"how long a new leader treats every client as possibly having files open (a Go duration)"},
+	{"NACRE_COMMIT_WINDOW", "serve (MDT)", "100ms",
+		"how long a single-replica MDT may leave changes it answered unsynced (clients keep them meanwhile; docs/architecture.md, \"The durability contract\"); 0: every answer waits for its fsync"},
+	{"NACRE_RECOVERY_WINDOW", "serve (MDT)", "30s",
+		"how long an MDT that lost its log's unsynced tail in a power cut waits for clients to give back the changes they kept (a Go duration)"},
+	{"NACRE_BOOT_ID", "serve (MDT)", "the kernel's boot_id",
+		"tests only: the boot the MDT believes it runs in; a restart in another boot after an unclean stop recovers from the clients"},
 	{"NACRE_READ_BARRIER_TIMEOUT", "serve (MDT)", "1s",
 		"how long a replica tries to complete a read barrier before it answers that it cannot (a Go duration)"},
 	{"NACRE_RAFT_VOTE_WHILE_EMPTY", "serve (MGS, MDT)", "0",
@@ -131,6 +138,7 @@ func (e environ) serverOptions(log *slog.Logger) server.Options {
 		o.Raft.KeepEntries = v
 	}
 	o.Raft.NoLease = e.get("NACRE_RAFT_NO_LEASE") != ""
+	o.Raft.CommitWindow = e.grace("NACRE_COMMIT_WINDOW")
 	if n, err := strconv.Atoi(e.get("NACRE_MAX_CONNS_PER_PEER")); err == nil && n != 0 {
 		o.MaxConnsPerPeer = n
 	}
@@ -142,8 +150,23 @@ func (e environ) serverOptions(log *slog.Logger) server.Options {
 		Faults:             e.get("NACRE_FAULTS"),
 		Checker:            e.checkerTuning(),
 		ReadBarrierTimeout: e.duration("NACRE_READ_BARRIER_TIMEOUT"),
+		RecoveryWindow:     e.duration("NACRE_RECOVERY_WINDOW"),
+		BootID:             e.bootID(),
 	}
 	return o
+}
+
+// bootID names this boot of the machine: NACRE_BOOT_ID, or the kernel's
+// boot_id.
+func (e environ) bootID() string {
+	if v := e.get("NACRE_BOOT_ID"); v != "" {
+		return v
+	}
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // checkerTuning is the checker's NACRE_LFSCK_* knobs.

@@ -33,10 +33,14 @@ func TestServerOptionsComeFromTheEnvironment(t *testing.T) {
 		"NACRE_LFSCK_SUMMARIES":       "0",
 		"NACRE_FAULTS":                "lfsck.scan.object=delay:100ms",
 		"NACRE_MAX_CONNS_PER_PEER":    "-1",
+		"NACRE_COMMIT_WINDOW":         "0",
+		"NACRE_RECOVERY_WINDOW":       "3s",
+		"NACRE_BOOT_ID":               "boot-2",
 	}
 	want := server.Options{
-		Raft: server.RaftOptions{VoteWhileEmpty: true, KeepEntries: 300, NoLease: true},
+		Raft: server.RaftOptions{VoteWhileEmpty: true, KeepEntries: 300, NoLease: true, CommitWindow: -1},
 		MDS: mds.Options{OrphanGrace: time.Second, OpenGrace: -1, ReadBarrierTimeout: 250 * time.Millisecond,
+			RecoveryWindow: 3 * time.Second, BootID: "boot-2",
 			SeqGrant: "1/100000", NoCheckerResume: true, Faults: "lfsck.scan.object=delay:100ms",
 			Checker: lfsck.Tuning{Nice: 19, BusyDuty: 0.2, NoSummaries: true}},
 		MaxConnsPerPeer: -1,
@@ -53,8 +57,16 @@ func TestServerOptionsComeFromTheEnvironment(t *testing.T) {
 	}
 }
 
+// sameOptions compares options; a want without a boot id takes the
+// kernel's (NACRE_BOOT_ID unset).
 func sameOptions(a, b server.Options) bool {
 	a.Log, b.Log = nil, nil
+	if b.MDS.BootID == "" {
+		if a.MDS.BootID == "" {
+			return false // the kernel always has one
+		}
+		b.MDS.BootID = a.MDS.BootID
+	}
 	return a.GCPercent == b.GCPercent && a.Raft == b.Raft && a.MDS == b.MDS && a.MaxConnsPerPeer == b.MaxConnsPerPeer
 }
 

@@ -117,6 +117,12 @@ type Client struct {
 
 	held holds // hold.go
 
+	// The changes kept for the MDTs' durability contract (durability.go).
+	keptMu     sync.Mutex
+	keptLogs   map[uint32]*keptLog
+	recoveries uint64
+	stopKeep   chan struct{} // closed by Close: the watchKept goroutines end
+
 	// Owner changes on their way to the OST objects (ownerToObjects).
 	owners   sync.WaitGroup
 	ownerSem chan struct{}
@@ -218,7 +224,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	rand.Read(idb[:])
 	c := &Client{cfg: cfg, id: binary.LittleEndian.Uint64(idb[:]) | 1, log: cfg.Log,
 		inFlt: map[uint64]struct{}{}, mdts: map[uint32]*mdtConn{}, osts: map[uint32]*ostConn{},
-		ownerSem: make(chan struct{}, ownerPushes)}
+		ownerSem: make(chan struct{}, ownerPushes), stopKeep: make(chan struct{})}
 	cc, err := grpcx.DialSwap(cfg.MGS, grpcx.WithTLS(cfg.TLS))
 	if err != nil {
 		return nil, err
@@ -293,12 +299,20 @@ func (c *Client) MGS() nacregrpc.MGSClient { return c.mgs }
 func (c *Client) Close() error {
 	c.Settle()
 	c.closeHolds()
+	// A client that leaves makes the changes it was answered durable:
+	// nobody would give them back to an MDT that lost them.
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := c.SyncMDTs(sctx); err != nil {
+		c.log.Warn("sync the MDTs before closing", "err", err)
+	}
+	cancel()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil
 	}
 	c.closed = true
+	close(c.stopKeep)
 	if c.stopRefresh != nil {
 		close(c.stopRefresh)
 	}
@@ -517,7 +531,11 @@ func (c *Client) retry(ctx context.Context, what string, on fid.FID, f func(ctx 
 			}
 			return err
 		}
-		if attempt == 3 {
+		if errno.ReasonOf(err) == errno.Recovering {
+			rctx, rcancel := context.WithDeadline(ctx, deadline)
+			c.recoveringOn(rctx, on)
+			rcancel()
+		} else if attempt == 3 {
 			c.log.Warn("retrying", "op", what, "err", err)
 		}
 		c.noteMDTWait(&notes, what, on, start, deadline, cause)

@@ -45,3 +45,11 @@ func (g grpcMDS) Fid2Path(ctx context.Context, in *pb.Fid2PathRequest) (*pb.Fid2
 func (g grpcMDS) Statfs(ctx context.Context, in *pb.StatfsRequest) (*pb.StatfsReply, error) {
 	return g.c.Statfs(ctx, in)
 }
+
+func (g grpcMDS) Sync(ctx context.Context, in *pb.SyncRequest) (*pb.SyncReply, error) {
+	return g.c.Sync(ctx, in)
+}
+
+func (g grpcMDS) Replay(ctx context.Context, in *pb.ReplayRequest) (*pb.ReplayReply, error) {
+	return g.c.Replay(ctx, in)
+}

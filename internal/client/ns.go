@@ -26,7 +26,12 @@ func (c *Client) mutate(ctx context.Context, what string, f fid.FID, cmd *pb.Com
 		if err != nil {
 			return err
 		}
+		k := c.kept(m.index)
+		k.prepare(cmd)
 		rep, err = m.cli.Mutate(ctx, cmd)
+		if err == nil && k.absorb(rep) {
+			go c.watchKept(m.index, k)
+		}
 		return err
 	})
 	if err != nil {

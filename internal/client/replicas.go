@@ -519,3 +519,13 @@ func (c *Client) replicated(index uint32) bool {
 	defer g.mu.Unlock()
 	return len(g.reps) > 1
 }
+
+func (g *mdtGroup) Sync(ctx context.Context, in *pb.SyncRequest) (out *pb.SyncReply, err error) {
+	err = g.call(ctx, false, func(ctx context.Context, c mdrpc.MDSService) (e error) { out, e = c.Sync(ctx, in); return })
+	return
+}
+
+func (g *mdtGroup) Replay(ctx context.Context, in *pb.ReplayRequest) (out *pb.ReplayReply, err error) {
+	err = g.call(ctx, false, func(ctx context.Context, c mdrpc.MDSService) (e error) { out, e = c.Replay(ctx, in); return })
+	return
+}

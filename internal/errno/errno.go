@@ -130,6 +130,10 @@ const (
 	// LearnerKept: a replica added to a group did not catch up in time
 	// and stays a learner; adding it again promotes it.
 	LearnerKept Reason = "learner-kept"
+	// Recovering: an MDT restarted after losing its log's unsynced tail
+	// and is gathering the changes clients kept (Unavailable: retry,
+	// after giving them back with Replay).
+	Recovering Reason = "recovering"
 )
 
 // ReasonOf is err's Reason, empty if it has none.

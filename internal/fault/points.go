@@ -25,6 +25,7 @@ var Points = map[string]string{
 	"mds.reply.precheck.skip": "mdt",
 	"raft.isolate":            "mdt",
 	"raft.log.sync":           "mdt",
+	"raft.log.powercut":       "mdt",
 	"oss.lfsck.check":         "ost",
 	"oss.lfsck.summary":       "ost",
 	"oss.lfsck.orphans":       "ost",

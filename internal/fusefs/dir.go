@@ -145,8 +145,12 @@ func (fs *FS) ReleaseDir(in *fuse.ReleaseIn) {
 	}
 }
 
-// FsyncDir: directory changes are durable when they return.
-func (fs *FS) FsyncDir(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status { return fuse.OK }
+// FsyncDir makes the directory's changes durable: the MDT may answer a
+// change before its log is synced (the durability contract), and fsync
+// waits for the sync, as Lustre's MDS_SYNC does.
+func (fs *FS) FsyncDir(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
+	return fs.status("fsyncdir", fs.c.SyncMDTs(context.Background()))
+}
 
 // entries returns the entries after cookie, from the cached page when it
 // covers them.

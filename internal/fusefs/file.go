@@ -578,14 +578,19 @@ func (fs *FS) flushFile(ctx context.Context, of *openFile) fuse.Status {
 }
 
 // Fsync makes the file's written data durable (fdatasync too: the size
-// needs no separate sync, the MDT takes it from the objects while dirty).
+// needs no separate sync, the MDT takes it from the objects while dirty),
+// and the changes the MDT answered before syncing them (its creation
+// among them; the durability contract).
 func (fs *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 	h := fs.handle(in.Fh)
 	if h == nil || h.of == nil {
-		return fuse.OK
+		return fs.status("fsync", fs.c.SyncMDTs(context.Background()))
 	}
 	h.of.wb.fence()
 	err := h.of.f.Sync(context.Background())
+	if err == nil {
+		err = fs.c.SyncMDTs(context.Background())
+	}
 	if err != nil {
 		h.of.wb.fail(err) // for the other handles too (writeBehind.err)
 	}

@@ -20,6 +20,8 @@ const (
 	MethodFid2Path
 	MethodStatfs
 	MethodOpens
+	MethodSync
+	MethodReplay
 )
 
 // Opener is the MDS's record of the files clients have open
@@ -40,6 +42,8 @@ type MDSService interface {
 	Listxattr(context.Context, *pb.XattrRequest) (*pb.XattrReply, error)
 	Fid2Path(context.Context, *pb.Fid2PathRequest) (*pb.Fid2PathReply, error)
 	Statfs(context.Context, *pb.StatfsRequest) (*pb.StatfsReply, error)
+	Sync(context.Context, *pb.SyncRequest) (*pb.SyncReply, error)
+	Replay(context.Context, *pb.ReplayRequest) (*pb.ReplayReply, error)
 }
 
 // MDSMethods is the server table for s (with Opens if s is an Opener).
@@ -53,6 +57,8 @@ func MDSMethods(s MDSService) map[uint16]Method {
 		MethodListxattr: Handle(s.Listxattr),
 		MethodFid2Path:  Handle(s.Fid2Path),
 		MethodStatfs:    Handle(s.Statfs),
+		MethodSync:      Handle(s.Sync),
+		MethodReplay:    Handle(s.Replay),
 	}
 	if o, ok := s.(Opener); ok {
 		m[MethodOpens] = Handle(o.Opens)
@@ -120,4 +126,12 @@ func (c *MDS) Statfs(ctx context.Context, in *pb.StatfsRequest) (*pb.StatfsReply
 // Opens is OpenFiles.Opens over framed RPC.
 func (c *MDS) Opens(ctx context.Context, in *pb.OpensRequest) (*pb.OpensReply, error) {
 	return call[pb.OpensReply](ctx, c.c, MethodOpens, in)
+}
+
+func (c *MDS) Sync(ctx context.Context, in *pb.SyncRequest) (*pb.SyncReply, error) {
+	return call[pb.SyncReply](ctx, c.c, MethodSync, in)
+}
+
+func (c *MDS) Replay(ctx context.Context, in *pb.ReplayRequest) (*pb.ReplayReply, error) {
+	return call[pb.ReplayReply](ctx, c.c, MethodReplay, in)
 }

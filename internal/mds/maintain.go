@@ -57,7 +57,7 @@ func (s *Server) maintain() {
 				s.log.Info("leading; checking pools and sequences", "term", s.group.Term())
 			}
 		}
-		if !leader {
+		if !leader || s.rec.active.Load() {
 			continue
 		}
 		s.ensureSequences()
@@ -325,6 +325,13 @@ func (s *Server) destroyQueued() {
 	}
 	ctx, cancel := s.ctx(10 * time.Second)
 	defer cancel()
+	// A removal answered before its entry was synced could be lost with
+	// the log's tail, and its file come back: its objects go only once
+	// the removal is durable.
+	if err := s.group.WaitSynced(ctx, s.group.AppliedIndex()); err != nil {
+		s.log.Warn("sync the log before destroying objects", "err", err)
+		return
+	}
 	var done []*pb.StripeObject
 	for idx, objs := range byOST {
 		s.mu.Lock()

@@ -120,6 +120,9 @@ type Server struct {
 	// down to the store's reserve (package space); nil for a store in
 	// memory.
 	space *reserve.Guard
+	// tail and rec are the durability contract's (durability.go).
+	tail unsyncedTail
+	rec  recovery
 }
 
 type ostState struct {
@@ -150,11 +153,17 @@ func Start(cfg Config) (*Server, error) {
 		s.space = reserve.NewGuard(cfg.DB.Dir(), cfg.ID.Label(), cfg.DB.MemTableSize(), nil)
 	}
 	s.m = newMetrics(cfg.Reg, cfg.ID.Name())
-	g, err := cfg.Group(smAdapter{t})
+	sm := &smAdapter{t: t, s: s}
+	g, err := cfg.Group(sm)
 	if err != nil {
 		return nil, fmt.Errorf("start raft group of %s: %w", cfg.ID.Name(), err)
 	}
 	s.group = g
+	sm.group.Store(g)
+	if err := s.startDurability(); err != nil {
+		g.Stop()
+		return nil, err
+	}
 	s.linearizable = len(cfg.ID.Peers) > 1
 	nacregrpc.RegisterMDSServer(cfg.GRPC, s)
 	s.startClientServices(cfg.GRPC, cfg.Reg) // locks, sessions, open files (open.go)
@@ -178,7 +187,9 @@ func (s *Server) Stop() {
 	s.stopChecker() // pauses a running check (lfsck.go)
 	close(s.stop)
 	s.wg.Wait()
-	s.group.Stop()
+	if err := s.group.Stop(); err == nil && !s.rec.active.Load() {
+		s.stopDurability()
+	}
 	s.mu.Lock()
 	for _, o := range s.osts {
 		if o.cc != nil {
@@ -198,9 +209,13 @@ func (s *Server) LocalStatfs() *pb.Statfs {
 }
 
 // smAdapter lets the Raft group drive the MDT.
-type smAdapter struct{ t *mdt.Target }
+type smAdapter struct {
+	t     *mdt.Target
+	s     *Server
+	group atomic.Pointer[raftgroup.Group] // set once Start has it
+}
 
-func (a smAdapter) Apply(es []raftgroup.Entry) ([]any, error) {
+func (a *smAdapter) Apply(es []raftgroup.Entry) ([]any, error) {
 	in := make([]mdt.Entry, len(es))
 	for i, e := range es {
 		in[i] = mdt.Entry{Index: e.Index, Data: e.Data}
@@ -208,6 +223,14 @@ func (a smAdapter) Apply(es []raftgroup.Entry) ([]any, error) {
 	replies, err := a.t.Apply(in)
 	if err != nil {
 		return nil, err
+	}
+	if g := a.group.Load(); g != nil && a.s.tail.on.Load() {
+		synced, term := g.SyncedIndex(), g.Term()
+		for _, e := range es {
+			if e.Data != nil {
+				a.s.tail.add(e.Index, term, e.Data, synced)
+			}
+		}
 	}
 	out := make([]any, len(replies))
 	for i, r := range replies {
@@ -218,15 +241,15 @@ func (a smAdapter) Apply(es []raftgroup.Entry) ([]any, error) {
 	return out, nil
 }
 
-func (a smAdapter) Applied() uint64 { return a.t.Applied() }
+func (a *smAdapter) Applied() uint64 { return a.t.Applied() }
 
 // Snapshot is an image of the MDT's replicated key range.
-func (a smAdapter) Snapshot() (raftgroup.SnapshotData, error) {
+func (a *smAdapter) Snapshot() (raftgroup.SnapshotData, error) {
 	return raftgroup.SnapshotKV(a.t.DB(), raftgroup.KeyRange{Lower: mdt.StateLower}), nil
 }
 
 // Restore installs an image received from the leader.
-func (a smAdapter) Restore(r raftgroup.SnapshotData) error {
+func (a *smAdapter) Restore(r raftgroup.SnapshotData) error {
 	defer r.Close()
 	return a.t.ReplaceState(func(db *kv.DB) error {
 		return raftgroup.RestoreKV(db, r, raftgroup.KeyRange{Lower: mdt.StateLower})
@@ -236,11 +259,25 @@ func (a smAdapter) Restore(r raftgroup.SnapshotData) error {
 // propose sends a command through the log and returns the state machine's
 // reply. Failures that a retry can fix come back as Unavailable.
 func (s *Server) propose(ctx context.Context, cmd *pb.Command) (*pb.Reply, error) {
+	return s.proposeCmd(ctx, cmd, false)
+}
+
+// proposeCmd proposes cmd; lazy lets the group answer before the entry is
+// synced (a client's change under the durability contract, durability.go).
+// Until a recovery ends, only its replayed entries go to the log.
+func (s *Server) proposeCmd(ctx context.Context, cmd *pb.Command, lazy bool) (*pb.Reply, error) {
+	if err := s.waitRecovered(ctx); err != nil {
+		return nil, err
+	}
 	data, err := proto.Marshal(cmd)
 	if err != nil {
 		return nil, errno.Errorf(errno.InvalidArgument, "encode command: %v", err)
 	}
-	res, err := s.group.Propose(ctx, data)
+	propose := s.group.Propose
+	if lazy {
+		propose = s.group.ProposeLazy
+	}
+	res, err := propose(ctx, data)
 	if err != nil {
 		return nil, s.groupErr(err)
 	}
@@ -278,8 +315,14 @@ func (s *Server) Hello(ctx context.Context, r *pb.HelloRequest) (*pb.HelloReply,
 func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error) {
 	start := time.Now()
 	op := opName(cmd)
+	if err := s.serving(); err != nil {
+		return nil, err
+	}
+	have := cmd.ReplayHave
+	cmd.ReplayHave = 0 // not part of the logged command
 	if fault.Hit(FaultReplyPrecheckSkip) == nil {
 		if r, ok := s.t.ReplyFor(cmd.ClientId, cmd.RequestId); ok {
+			s.attachReplay(r, have)
 			s.m.observe(op, start, r.Errno)
 			return r, nil
 		}
@@ -328,7 +371,7 @@ func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error)
 	if r := s.reservedName(cmd); r != nil {
 		return r, nil
 	}
-	r, err := s.proposeRemoval(ctx, cmd)
+	r, err := s.proposeRemoval(ctx, cmd, true)
 	if err != nil {
 		return nil, err
 	}
@@ -346,6 +389,7 @@ func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error)
 			return nil, err
 		}
 	}
+	s.attachReplay(r, have)
 	s.m.observe(op, start, r.Errno)
 	return r, nil
 }
@@ -606,6 +650,9 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // readBarrier makes a read linearizable in a replicated group
 // (leadership.go).
 func (s *Server) readBarrier(ctx context.Context) error {
+	if err := s.serving(); err != nil {
+		return err
+	}
 	if !s.group.Replicated() {
 		return nil
 	}

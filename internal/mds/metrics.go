@@ -22,6 +22,8 @@ type metrics struct {
 	pool         *prometheus.GaugeVec
 	precreated   prometheus.Counter
 	destroyQueue prometheus.Gauge
+	recoveries   prometheus.Counter
+	replayed     prometheus.Counter
 }
 
 func newMetrics(reg *prometheus.Registry, label string) metrics {
@@ -33,9 +35,11 @@ func newMetrics(reg *prometheus.Registry, label string) metrics {
 		pool:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "nacre_mds_precreate_pool_objects", Help: "Unused precreated objects per OST.", ConstLabels: c}, []string{"ost"}),
 		precreated:   prometheus.NewCounter(prometheus.CounterOpts{Name: "nacre_mds_precreated_objects_total", Help: "OST objects precreated.", ConstLabels: c}),
 		destroyQueue: prometheus.NewGauge(prometheus.GaugeOpts{Name: "nacre_mds_destroy_queue_objects", Help: "OST objects of removed files not yet destroyed.", ConstLabels: c}),
+		recoveries:   prometheus.NewCounter(prometheus.CounterOpts{Name: "nacre_mds_recoveries_total", Help: "Starts that lost the log's unsynced tail and gathered it back from clients.", ConstLabels: c}),
+		replayed:     prometheus.NewCounter(prometheus.CounterOpts{Name: "nacre_mds_replayed_entries_total", Help: "Log entries clients gave back in recoveries and the MDT applied again.", ConstLabels: c}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.ops, m.errors, m.latency, m.pool, m.precreated, m.destroyQueue)
+		reg.MustRegister(m.ops, m.errors, m.latency, m.pool, m.precreated, m.destroyQueue, m.recoveries, m.replayed)
 	}
 	return m
 }

@@ -67,6 +67,9 @@ func (s *Server) LDLM() *ldlm.Server {
 func (o *openFiles) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error) {
 	s := o.s
 	start := time.Now()
+	if err := s.serving(); err != nil {
+		return nil, err
+	}
 	if r, ok := s.t.ReplyFor(cmd.ClientId, cmd.RequestId); ok {
 		return r, nil
 	}
@@ -102,7 +105,7 @@ func (o *openFiles) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, err
 	if r := s.reservedName(cmd); r != nil {
 		return r, nil
 	}
-	r, err := s.proposeRemoval(ctx, cmd)
+	r, err := s.proposeRemoval(ctx, cmd, false)
 	if err != nil {
 		return nil, err
 	}

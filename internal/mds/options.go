@@ -27,6 +27,13 @@ type Options struct {
 	NoCheckerResume bool
 	// Checker tunes the checker's scan.
 	Checker lfsck.Tuning
+	// RecoveryWindow is how long a restart that lost its log's unsynced
+	// tail waits for clients to give back the changes they kept (0:
+	// DefaultRecoveryWindow; durability.go).
+	RecoveryWindow time.Duration
+	// BootID names the machine's boot (the kernel's boot_id): a restart
+	// in the same boot lost nothing the process wrote.
+	BootID string
 	// Faults lists fault points armed as the server starts
 	// ("name=action,...", fault.ArmList).
 	Faults string

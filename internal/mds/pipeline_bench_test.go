@@ -38,7 +38,7 @@ func BenchmarkCreatePipeline(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			g, err := raftgroup.Start(raftgroup.Config{GroupID: 1, ID: 1, Peers: []raftgroup.Peer{{ID: 1}}, DB: db, Prefix: mdt.RaftPrefix, SM: smAdapter{t}, Log: obs.Discard()})
+			g, err := raftgroup.Start(raftgroup.Config{GroupID: 1, ID: 1, Peers: []raftgroup.Peer{{ID: 1}}, DB: db, Prefix: mdt.RaftPrefix, SM: &smAdapter{t: t, s: &Server{}}, Log: obs.Discard()})
 			if err != nil {
 				b.Fatal(err)
 			}

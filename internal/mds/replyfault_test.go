@@ -33,7 +33,7 @@ func soloServer(t *testing.T) *Server {
 		t.Fatal(err)
 	}
 	g, err := raftgroup.Start(raftgroup.Config{GroupID: 1, ID: 1, Peers: []raftgroup.Peer{{ID: 1}}, DB: db, Prefix: mdt.RaftPrefix,
-		SM: smAdapter{tg}, Log: obs.Discard(), TickInterval: 10 * time.Millisecond})
+		SM: &smAdapter{t: tg, s: &Server{}}, Log: obs.Discard(), TickInterval: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -140,14 +140,14 @@ func (s *Server) markShared(cmd *pb.Command) {
 
 // proposeRemoval proposes cmd; a removal is marked shared if need be and
 // counted for Opens.
-func (s *Server) proposeRemoval(ctx context.Context, cmd *pb.Command) (*pb.Reply, error) {
+func (s *Server) proposeRemoval(ctx context.Context, cmd *pb.Command, lazy bool) (*pb.Reply, error) {
 	if !isRemoval(cmd) {
-		return s.propose(ctx, cmd)
+		return s.proposeCmd(ctx, cmd, lazy)
 	}
 	t := s.rm.begin()
 	defer s.rm.end(t)
 	s.markShared(cmd)
-	r, err := s.propose(ctx, cmd)
+	r, err := s.proposeCmd(ctx, cmd, lazy)
 	if err == nil && r.Errno == 0 {
 		s.askCloses(cmd, r)
 	}
@@ -195,6 +195,9 @@ func (o *openFiles) Opens(ctx context.Context, req *pb.OpensRequest) (*pb.OpensR
 func (s *Server) Opens(ctx context.Context, req *pb.OpensRequest) (*pb.OpensReply, error) {
 	start := time.Now()
 	defer func() { s.m.observe("opens", start, 0) }()
+	if err := s.serving(); err != nil {
+		return nil, err
+	}
 	if !s.group.IsLeader() {
 		return nil, s.groupErr(&raftgroup.NotLeaderError{Leader: s.group.Leader()})
 	}

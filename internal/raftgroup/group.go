@@ -116,6 +116,14 @@ type Config struct {
 	// empty keeps them in memory.
 	SnapshotDir string
 
+	// CommitWindow, when positive, lets a group with a single replica
+	// answer proposals made with ProposeLazy once their entries are
+	// written to the log, before an fsync covers them: the log is synced
+	// within CommitWindow of the first unsynced write, at once for any
+	// other proposal, and on Sync (doc.go, "Lazy commit"). A replicated
+	// group syncs every write whatever it is set to.
+	CommitWindow time.Duration
+
 	// DisableLease makes Read always use ReadIndex (a heartbeat round)
 	// instead of serving reads on the leader under a lease (lease.go).
 	DisableLease bool
@@ -218,7 +226,8 @@ type Stats struct {
 	Readies        uint64 // Ready structs handled
 	LogWrites      uint64 // batches written to the raft log
 	Syncs          uint64 // of which synced (one fsync each)
-	SyncedEntries  uint64 // entries written by synced batches
+	SyncedEntries  uint64 // entries made durable by those syncs
+	LazyWrites     uint64 // batches answered before their sync (CommitWindow)
 	ApplyBatches   uint64 // StateMachine.Apply calls
 	AppliedEntries uint64 // entries given to StateMachine.Apply
 	Compactions    uint64
@@ -238,13 +247,13 @@ func (s Stats) EntriesPerSync() float64 {
 type stats struct {
 	proposals, readies, logWrites, syncs, syncedEntries atomic.Uint64
 	applyBatches, appliedEntries, compactions           atomic.Uint64
-	snapsSent, snapsRecv                                atomic.Uint64
+	snapsSent, snapsRecv, lazyWrites                    atomic.Uint64
 }
 
 func (s *stats) load() Stats {
 	return Stats{
 		Proposals: s.proposals.Load(), Readies: s.readies.Load(), LogWrites: s.logWrites.Load(),
-		Syncs: s.syncs.Load(), SyncedEntries: s.syncedEntries.Load(),
+		Syncs: s.syncs.Load(), SyncedEntries: s.syncedEntries.Load(), LazyWrites: s.lazyWrites.Load(),
 		ApplyBatches: s.applyBatches.Load(), AppliedEntries: s.appliedEntries.Load(),
 		Compactions: s.compactions.Load(), SnapshotsSent: s.snapsSent.Load(), SnapshotsRecv: s.snapsRecv.Load(),
 	}
@@ -281,6 +290,10 @@ type Group struct {
 	lastCampaign uint64
 	ls           leaseState
 	unsynced     bool                   // the log holds writes no fsync covered yet (persistStage)
+	lazyT        *time.Timer            // CommitWindow: the sync of the oldest unsynced lazy write
+	lazyC        <-chan time.Time       // lazyT's channel while it is armed, else nil
+	syncErr      error                  // a sync outside persistStage failed (syncLog)
+	lazyEnts     uint64                 // entries written since the last sync
 	out, batch   []*pb.Message          // messages to send (flushOut)
 	held         map[uint64]*pb.Message // commit-index messages held back (holdCommitOnly)
 	lost         error                  // the store lost acknowledged entries (lostEntries)
@@ -303,11 +316,15 @@ type Group struct {
 	term        atomic.Uint64
 	commit      atomic.Uint64
 	applied     atomic.Uint64
+	synced      atomic.Uint64 // the log is durable up to this index
+	startLast   uint64        // the log's last index when it was opened
+	startTerm   uint64        // and the term then
 	stats       stats
 
 	stateMu   sync.Mutex
 	leaderCh  chan struct{} // closed when the leader changes
 	appliedCh chan struct{} // closed when the applied index advances
+	syncedCh  chan struct{} // closed when the synced index advances
 
 	peersMu sync.RWMutex
 	peers   map[uint64]string
@@ -352,6 +369,7 @@ func Start(cfg Config) (*Group, error) {
 		done:      make(chan struct{}),
 		leaderCh:  make(chan struct{}),
 		appliedCh: make(chan struct{}),
+		syncedCh:  make(chan struct{}),
 		statusC:   make(chan chan Status),
 		replayed:  make(chan bool, 1),
 
@@ -398,6 +416,10 @@ func Start(cfg Config) (*Group, error) {
 	if err := g.recover(); err != nil {
 		return nil, fmt.Errorf("raft group %d replica %d: %w", g.gid, g.id, err)
 	}
+	g.startLast, g.startTerm = st.last(), st.hs.GetTerm()
+	g.synced.Store(g.startLast)
+	g.lazyT = time.NewTimer(time.Hour)
+	g.lazyT.Stop()
 	if err := checkSelf(cfg.DB, g.keys, g.gid, g.id); err != nil {
 		return nil, err
 	}
@@ -618,6 +640,17 @@ func (g *Group) recover() error {
 		// loop skips them when they come. A single voter has no one to
 		// get them from: its log lost what it applied.
 		if cs := st.trunc.GetConfState(); len(cs.GetVoters()) <= 1 && len(cs.GetVotersOutgoing()) == 0 {
+			if g.cfg.CommitWindow > 0 {
+				// Lazy commit (doc.go): the log's unsynced tail was lost
+				// (a power cut) after the store's own unsynced writes had
+				// reached the disk. The store holds everything it
+				// applied; the log restarts after it, and the clients
+				// replay what neither kept (the MDS's recovery).
+				if err := g.restartLogAt(g.smApplied); err != nil {
+					return err
+				}
+				return g.recover()
+			}
 			return fmt.Errorf("the Raft log in %s ends at index %d, but the store has applied entries up to %d: the log lost entries it had (a damaged or truncated segment file, or writes the disk acknowledged and then lost); the store holds everything applied: %s",
 				g.cfg.LogDir, last, g.smApplied, g.relogHint())
 		}
@@ -642,6 +675,31 @@ func (g *Group) recover() error {
 	return nil
 }
 
+// restartLogAt resets the log of a single voter to restart after index,
+// which the state machine has applied although the log lost it (recover).
+func (g *Group) restartLogAt(index uint64) error {
+	st := g.store
+	last := st.last()
+	term := st.hs.GetTerm()
+	if lt, _ := st.Term(last); lt > term {
+		term = lt
+	}
+	g.log.Warn("the Raft log lost its unsynced tail; it restarts after the store's applied index",
+		"log_last", last, "sm_applied", index, "term", term)
+	meta := &pb.SnapshotMetadata{Index: new(index), Term: new(term), ConfState: st.conf}
+	if err := st.resetTo(meta); err != nil {
+		return err
+	}
+	hs := &pb.HardState{Term: new(st.hs.GetTerm()), Vote: new(st.hs.GetVote()), Commit: new(index)}
+	if err := st.setHardState(hs); err != nil {
+		return err
+	}
+	if err := st.log.Write(true); err != nil {
+		return fmt.Errorf("restart raft log at %d: %w", index, err)
+	}
+	return st.release()
+}
+
 // Propose submits data as a command and waits until its entry is applied
 // on this replica; it returns the state machine's result for that entry.
 // It fails with NotLeaderError on a follower, ErrProposalDropped if the
@@ -656,6 +714,71 @@ func (g *Group) Propose(ctx context.Context, data []byte) (any, error) {
 	g.in.push(func(it *inboxItems) { it.props = append(it.props, p) })
 	g.signal()
 	return g.await(ctx, p)
+}
+
+// ProposeLazy is Propose for a command whose proposer may be answered
+// before its entry is durable: with Config.CommitWindow set and a single
+// replica, the entry is applied and answered once it is written, and
+// synced within the window (doc.go, "Lazy commit"). The caller learns
+// what is durable from SyncedIndex, and waits for it with Sync.
+func (g *Group) ProposeLazy(ctx context.Context, data []byte) (any, error) {
+	if err := g.checkLeader(); err != nil {
+		return nil, err
+	}
+	p := &proposal{seq: g.seq.Add(1), done: make(chan result, 1), lazy: true}
+	p.data = encodeProposal(g.id, p.seq, data)
+	g.in.push(func(it *inboxItems) { it.props = append(it.props, p) })
+	g.signal()
+	return g.await(ctx, p)
+}
+
+// SyncedIndex is the index up to which this replica's log is durable.
+// Without lazy commit it is the last entry written.
+func (g *Group) SyncedIndex() uint64 { return g.synced.Load() }
+
+// StartIndex is the last index the log held when the replica started:
+// entries after it were appended in this life.
+func (g *Group) StartIndex() uint64 { return g.startLast }
+
+// StartTerm is the term the replica started in, before any election.
+func (g *Group) StartTerm() uint64 { return g.startTerm }
+
+// Lazy reports whether proposals made with ProposeLazy are answered
+// before their entries are synced now (CommitWindow set, single replica).
+func (g *Group) Lazy() bool { return g.cfg.CommitWindow > 0 && g.solo.Load() }
+
+// Sync makes everything the log holds durable and returns the synced
+// index, which covers every entry applied before the call.
+func (g *Group) Sync(ctx context.Context) (uint64, error) {
+	done := make(chan uint64, 1)
+	g.in.push(func(it *inboxItems) {
+		it.calls = append(it.calls, func() {
+			g.syncLog()
+			done <- g.synced.Load()
+		})
+	})
+	g.signal()
+	select {
+	case i := <-done:
+		if i == 0 && g.syncErr != nil {
+			return 0, g.syncErr
+		}
+		return i, nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-g.done:
+		return 0, g.stoppedErr()
+	}
+}
+
+// WaitSynced returns once the log is durable up to index, syncing it
+// if need be.
+func (g *Group) WaitSynced(ctx context.Context, index uint64) error {
+	if g.synced.Load() >= index {
+		return nil
+	}
+	_, err := g.Sync(ctx)
+	return err
 }
 
 func (g *Group) checkLeader() error {

@@ -169,6 +169,14 @@ const FaultIsolate = "raft.isolate"
 // stops with the error, and the target's process exits with it.
 const FaultLogSync = "raft.log.sync"
 
+// FaultPowerCut, armed with the error action, emulates a power cut at the
+// replica's next write or sync of its Raft log: what the log holds
+// unsynced is zeroed, and the process kills itself (SIGKILL). The other
+// stores' unsynced writes stay in the page cache, as after a power cut
+// that kept them; a test that needs them lost uses a strict in-memory
+// file system instead.
+const FaultPowerCut = "raft.log.powercut"
+
 // Send implements Transport.
 func (t *GRPCTransport) Send(group uint64, to Peer, m *pb.Message) {
 	if !t.allowed(group, to, m) || fault.Hit(FaultIsolate) != nil {

@@ -3,9 +3,11 @@ package raftgroup
 import (
 	"encoding/binary"
 	"fmt"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"syscall"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -59,6 +61,9 @@ func (g *Group) loop() error {
 				g.tick()
 			case req := <-g.statusC:
 				req <- g.status()
+			case <-g.lazyC:
+				g.lazyC = nil
+				g.syncLog()
 			default:
 			}
 		} else {
@@ -69,12 +74,18 @@ func (g *Group) loop() error {
 				g.tick()
 			case req := <-g.statusC:
 				req <- g.status()
+			case <-g.lazyC:
+				g.lazyC = nil
+				g.syncLog()
 			case <-g.wake:
 			}
 		}
 		g.drain()
 		if g.lost != nil {
 			return g.lost
+		}
+		if g.syncErr != nil {
+			return g.syncErr
 		}
 		if err := g.process(); err != nil {
 			return err
@@ -436,6 +447,10 @@ func (g *Group) replicating(id uint64) bool {
 func (g *Group) persistStage() error {
 	msgs := g.appendQ
 	g.appendQ = nil
+	lazy := g.lazyBatch(msgs)
+	if fault.Hit(FaultPowerCut) != nil {
+		g.powerCut()
+	}
 	nents, sync, staged := 0, false, false
 	for _, m := range msgs {
 		if !raft.IsEmptySnap(m.GetSnapshot()) {
@@ -471,6 +486,17 @@ func (g *Group) persistStage() error {
 			sync = true
 		}
 	}
+	if sync && lazy {
+		// Answered before the sync (doc.go, "Lazy commit"): the entries
+		// are written, and synced within the window.
+		sync = false
+		if g.lazyC == nil {
+			g.lazyT.Reset(g.cfg.CommitWindow)
+			g.lazyC = g.lazyT.C
+		}
+		g.stats.lazyWrites.Add(1)
+		g.lazyEnts += uint64(nents)
+	}
 	if sync {
 		g.unsynced = false
 	}
@@ -488,7 +514,9 @@ func (g *Group) persistStage() error {
 		g.stats.logWrites.Add(1)
 		if sync {
 			g.stats.syncs.Add(1)
-			g.stats.syncedEntries.Add(uint64(nents))
+			g.stats.syncedEntries.Add(uint64(nents) + g.lazyEnts)
+			g.lazyEnts = 0
+			g.noteSynced()
 		}
 	}
 	for _, m := range msgs {
@@ -498,6 +526,91 @@ func (g *Group) persistStage() error {
 	}
 	g.flushOut()
 	return nil
+}
+
+// lazyBatch reports whether append work may be written without a sync
+// (Config.CommitWindow): this replica leads alone, and the work holds
+// only entries of its own ProposeLazy calls, no snapshot and no new term
+// or vote. Anything else is synced, and its sync covers the lazy writes
+// before it.
+func (g *Group) lazyBatch(msgs []*pb.Message) bool {
+	if g.cfg.CommitWindow <= 0 || !g.solo.Load() || g.soft.RaftState != raft.StateLeader {
+		return false
+	}
+	n := 0
+	for _, m := range msgs {
+		if !raft.IsEmptySnap(m.GetSnapshot()) {
+			return false
+		}
+		if m.Term != nil && (m.GetTerm() != g.store.hs.GetTerm() || m.GetVote() != g.store.hs.GetVote()) {
+			return false
+		}
+		for _, e := range m.GetEntries() {
+			if e.GetType() != pb.EntryNormal {
+				return false
+			}
+			id, seq, _, err := decodeProposal(e.GetData())
+			if err != nil || id != g.id {
+				return false
+			}
+			if p := g.waiters[seq]; p == nil || !p.lazy || p.term != e.GetTerm() {
+				return false
+			}
+			n++
+		}
+	}
+	return n > 0
+}
+
+// syncLog makes everything written to the log durable (the commit
+// window's end, Sync).
+func (g *Group) syncLog() {
+	if g.syncErr != nil {
+		return
+	}
+	if g.lazyC != nil {
+		g.lazyT.Stop()
+		g.lazyC = nil
+	}
+	if !g.unsynced {
+		g.noteSynced()
+		return
+	}
+	if fault.Hit(FaultPowerCut) != nil {
+		g.powerCut()
+	}
+	if err := fault.Hit(FaultLogSync); err != nil {
+		g.syncErr = fmt.Errorf("sync raft log: %w", err)
+		return
+	}
+	if err := g.store.log.Write(true); err != nil {
+		g.syncErr = fmt.Errorf("sync raft log: %w", err)
+		return
+	}
+	g.unsynced = false
+	g.stats.syncs.Add(1)
+	g.stats.syncedEntries.Add(g.lazyEnts)
+	g.lazyEnts = 0
+	g.noteSynced()
+}
+
+// noteSynced records that the log is durable up to its last entry.
+func (g *Group) noteSynced() {
+	if l := g.store.last(); l > g.synced.Load() {
+		g.synced.Store(l)
+		g.broadcast(&g.syncedCh)
+	}
+}
+
+// powerCut drops what the log holds unsynced, as a power cut would, and
+// kills the process (FaultPowerCut).
+func (g *Group) powerCut() {
+	g.log.Warn("fault raft.log.powercut: dropping the log's unsynced writes and killing the process", "synced", g.synced.Load(), "last", g.store.last())
+	if err := g.store.log.LoseUnsynced(); err != nil {
+		g.log.Error("power cut", "err", err)
+	}
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {} // the signal is on its way
 }
 
 // deliverLocal routes a response raft attached to storage work.
@@ -559,6 +672,8 @@ func (g *Group) installSnapshot(snap *pb.Snapshot) error {
 	if err := g.store.log.Write(true); err != nil {
 		return fmt.Errorf("install snapshot at %d: reset the raft log: %w", idx, err)
 	}
+	g.unsynced = false
+	g.noteSynced()
 	if err := g.store.release(); err != nil {
 		return err
 	}
@@ -799,6 +914,8 @@ func (g *Group) maybeCompact() error {
 	if err := g.store.log.Write(true); err != nil {
 		return fmt.Errorf("compact raft log to %d: %w", c, err)
 	}
+	g.unsynced = false
+	g.noteSynced()
 	if err := g.store.release(); err != nil {
 		return fmt.Errorf("compact raft log to %d: %w", c, err)
 	}

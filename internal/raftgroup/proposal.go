@@ -67,6 +67,7 @@ type proposal struct {
 	data []byte           // header + payload, for a command
 	cc   *pb.ConfChangeV2 // a membership change instead (Context holds the header)
 	term uint64           // set by the loop: the term the entry is proposed in
+	lazy bool             // ProposeLazy: may be answered before its entry is synced
 	done chan result      // buffered: the loop never blocks on it
 }
 

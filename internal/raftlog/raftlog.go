@@ -134,6 +134,7 @@ type Log struct {
 	off    int64      // where buf goes in the active segment
 	buf    []byte     // records added and not yet written
 	unsync bool       // written bytes not yet synced
+	synced int64      // the active segment is durable up to here
 
 	prologue func(add func(typ byte, payload []byte))
 
@@ -475,7 +476,27 @@ func (l *Log) write(sync bool) error {
 			return fmt.Errorf("sync raft log segment %s: %w", filepath.Join(l.dir, l.active().name), err)
 		}
 		l.unsync = false
+		l.synced = l.off
 	}
+	return nil
+}
+
+// LoseUnsynced zeroes what the active segment holds past its last sync and
+// drops staged records, as a power cut would lose them, and makes the log
+// unusable: the process is about to exit (a fault test's power cut;
+// raftgroup.FaultPowerCut). Earlier segments are durable: a segment
+// switch syncs the old one.
+func (l *Log) LoseUnsynced() error {
+	l.buf = l.buf[:0]
+	if l.wf != nil && l.off > l.synced {
+		if _, err := l.wf.WriteAt(make([]byte, l.off-l.synced), l.synced); err != nil {
+			return fmt.Errorf("raft log %s: zero unsynced bytes: %w", l.dir, err)
+		}
+		if err := l.wf.SyncData(); err != nil {
+			return fmt.Errorf("raft log %s: zero unsynced bytes: %w", l.dir, err)
+		}
+	}
+	l.failed = errors.New("the unsynced tail was dropped (a power cut test)")
 	return nil
 }
 
@@ -517,7 +538,7 @@ func (l *Log) rotate(need int64) error {
 		return fmt.Errorf("stat raft log segment %s: %w", path, err)
 	}
 	l.segs = append(l.segs, &segment{seq: next, name: name, size: st.Size()})
-	l.wf, l.off, l.unsync = f, 0, false
+	l.wf, l.off, l.unsync, l.synced = f, 0, false, 0
 	l.buf = append(l.buf, fixed...)
 	return nil
 }

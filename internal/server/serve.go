@@ -91,6 +91,11 @@ type RaftOptions struct {
 	// NoLease turns the leader's read lease off: every read takes a
 	// ReadIndex round.
 	NoLease bool
+	// CommitWindow is how long a single-replica MDT may leave answered
+	// changes unsynced (raftgroup.Config.CommitWindow; 0:
+	// mds.DefaultCommitWindow; negative: every answer waits for its
+	// sync). The MGS syncs every change.
+	CommitWindow time.Duration
 }
 
 // Run serves the target in dir until ctx is done or a fatal error occurs.
@@ -557,8 +562,20 @@ func groupFor(id target.Identity, dir string, db *kv.DB, log *slog.Logger, tr *r
 			GroupID: uint64(id.Index) + 1, DB: db, Prefix: []byte("\x00r"), SM: sm, Log: log,
 			Name: fmt.Sprintf("MDT%04x", id.Index), Target: fmt.Sprintf("mdt%d", id.Index),
 			OnLeaderChange: func(bool, uint64, uint64) { k.kick() },
+			CommitWindow:   commitWindow(ro.CommitWindow),
 		}, ro), creds)
 	}
+}
+
+// commitWindow is RaftOptions.CommitWindow as the group takes it.
+func commitWindow(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return mds.DefaultCommitWindow
+	case d < 0:
+		return 0
+	}
+	return d
 }
 
 // StoreOptions are the options of the store of a target of kind k on a
