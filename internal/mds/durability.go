@@ -176,20 +176,41 @@ func (s *Server) waitRecovered(ctx context.Context) error {
 	}
 }
 
-// startDurability decides, once the group leads, whether this start must
-// recover entries from clients, records this run, and turns the reply
-// tails on.
-func (s *Server) startDurability() error {
+// readRunRecord decides, before the group starts, whether the log may
+// have lost its unsynced tail since the last start: the MDS did not stop
+// cleanly, and the machine has booted since (or the log failed to sync).
+func (s *Server) readRunRecord() error {
 	var rec runRecord
-	found := false
 	switch v, err := s.db.Get(runKey); {
 	case err == nil:
-		found = json.Unmarshal(v, &rec) == nil
+		if json.Unmarshal(v, &rec) == nil {
+			s.tailLost = !rec.Clean && rec.Boot != s.opts.BootID
+		}
 	case !errors.Is(err, kv.ErrNotFound):
 		return fmt.Errorf("read run record of %s: %w", s.id.Name(), err)
 	}
+	return nil
+}
+
+// LogMayHaveLostTail tells the group that a store ahead of its log is
+// the mark of a power cut, not damage (raftgroup.TailLoser).
+func (a *smAdapter) LogMayHaveLostTail() bool { return a.s.tailLost }
+
+// markTailLost makes the next start recover from the clients: the log
+// failed to sync, so what it holds unsynced may never reach the disk.
+func (s *Server) markTailLost() {
+	v, _ := json.Marshal(runRecord{Boot: "log sync failed"})
+	if err := s.db.Set(runKey, v, true); err != nil {
+		s.log.Warn("record that the log failed to sync", "err", err)
+	}
+}
+
+// startDurability records this run, once the group leads, starts the
+// recovery of a start that may have lost the log's tail, and turns the
+// reply tails on.
+func (s *Server) startDurability() error {
 	lazy := s.group.Lazy()
-	lost := lazy && found && !rec.Clean && rec.Boot != s.opts.BootID
+	lost := lazy && s.tailLost
 	v, _ := json.Marshal(runRecord{Boot: s.opts.BootID})
 	if err := s.db.Set(runKey, v, true); err != nil {
 		return fmt.Errorf("record run of %s: %w", s.id.Name(), err)
@@ -215,6 +236,8 @@ func (s *Server) startDurability() error {
 	go s.recover(window)
 	return nil
 }
+
+
 
 // stopDurability records a clean stop once the log is synced (the group
 // syncs it as it stops).

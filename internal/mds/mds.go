@@ -4,8 +4,11 @@
 // MDT's applied state. Every mutation arrives as a Command; the leader
 // stamps it with the time and the OSTs to take objects from, proposes it to
 // the MDT's Raft group (internal/raftgroup), and replies with what the
-// state machine (internal/mdt) returned when it applied the entry, so a
-// reply means the change is in the durable log.
+// state machine (internal/mdt) returned when it applied the entry. A
+// replicated MDT answers once a quorum has the entry durably; a single
+// replica answers once the entry is written, syncs within a commit window,
+// and hands the client the unsynced entries to keep until then (the
+// durability contract, durability.go).
 //
 // While it leads, the server also keeps the replicated bookkeeping going:
 // it obtains FID sequence ranges from the MGS, precreates objects on every
@@ -121,8 +124,9 @@ type Server struct {
 	// memory.
 	space *reserve.Guard
 	// tail and rec are the durability contract's (durability.go).
-	tail unsyncedTail
-	rec  recovery
+	tail     unsyncedTail
+	rec      recovery
+	tailLost bool // the log may have lost its unsynced tail since the last start
 }
 
 type ostState struct {
@@ -153,6 +157,9 @@ func Start(cfg Config) (*Server, error) {
 		s.space = reserve.NewGuard(cfg.DB.Dir(), cfg.ID.Label(), cfg.DB.MemTableSize(), nil)
 	}
 	s.m = newMetrics(cfg.Reg, cfg.ID.Name())
+	if err := s.readRunRecord(); err != nil {
+		return nil, err
+	}
 	sm := &smAdapter{t: t, s: s}
 	g, err := cfg.Group(sm)
 	if err != nil {
@@ -187,7 +194,13 @@ func (s *Server) Stop() {
 	s.stopChecker() // pauses a running check (lfsck.go)
 	close(s.stop)
 	s.wg.Wait()
-	if err := s.group.Stop(); err == nil && !s.rec.active.Load() {
+	lazy := s.group.Lazy()
+	switch err := s.group.Stop(); {
+	case err != nil && lazy:
+		// The log failed (to sync): what it held unsynced may never
+		// reach the disk, so the next start recovers from the clients.
+		s.markTailLost()
+	case err == nil && !s.rec.active.Load():
 		s.stopDurability()
 	}
 	s.mu.Lock()

@@ -157,6 +157,25 @@
 //     anything new is written (internal/raftlog), so bytes that were
 //     written but never synced cannot come back later as entries.
 //
+// # Lazy commit
+//
+// With Config.CommitWindow set, a group whose only member is this
+// replica answers ProposeLazy calls before an fsync covers their
+// entries: persistStage writes a batch that holds only such entries
+// without syncing it and delivers raft's acknowledgements at once, so the
+// entries commit, apply and are answered; a timer syncs the log within
+// the window. Any other batch (a plain Propose, a new term or vote, a
+// snapshot, a follower's append) is synced as before, and its sync covers
+// the lazy writes before it; Sync syncs on demand. SyncedIndex says how
+// far the log is durable, StartIndex where it ended at start. A process
+// crash loses nothing (the written pages survive it); a power cut can
+// lose the unsynced tail, and then the store may hold applies the log
+// lost: recover restarts the log after the applied index instead of
+// refusing to start, and the state machine's owner gets the lost entries
+// back from elsewhere (the MDS: from its clients). A replicated group
+// never answers before its quorum synced: the window applies only to a
+// single replica.
+//
 // # Proposals, reads and leadership
 //
 // Only the leader takes proposals (raft's forwarding is off): a follower

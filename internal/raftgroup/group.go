@@ -62,6 +62,15 @@ type StateMachine interface {
 	Restore(SnapshotData) error
 }
 
+// TailLoser is implemented by a state machine whose owner can tell that
+// the log may have lost its unsynced tail since the last start (a power
+// cut under lazy commit: Config.CommitWindow). Only then does a store
+// ahead of its log restart the log after the store's applied index;
+// otherwise that is damage, and Start refuses.
+type TailLoser interface {
+	LogMayHaveLostTail() bool
+}
+
 // Peer is one replica of the group and the address its process serves
 // the Raft service on.
 type Peer struct {
@@ -640,7 +649,7 @@ func (g *Group) recover() error {
 		// loop skips them when they come. A single voter has no one to
 		// get them from: its log lost what it applied.
 		if cs := st.trunc.GetConfState(); len(cs.GetVoters()) <= 1 && len(cs.GetVotersOutgoing()) == 0 {
-			if g.cfg.CommitWindow > 0 {
+			if tl, ok := g.sm.(TailLoser); ok && g.cfg.CommitWindow > 0 && tl.LogMayHaveLostTail() {
 				// Lazy commit (doc.go): the log's unsynced tail was lost
 				// (a power cut) after the store's own unsynced writes had
 				// reached the disk. The store holds everything it

@@ -109,14 +109,14 @@ func TestLazyCommitStoreAheadOfLog(t *testing.T) {
 	g.Stop()
 	db.Close()
 
-	// Without a commit window the store is refused: for all the group
-	// knows, its log lost entries it had synced.
+	// Unless its owner says the tail may be lost, the store is refused:
+	// for all the group knows, its log lost entries it had synced.
 	sdb, err := kv.Open("db", kv.Options{FS: strict})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Start(Config{GroupID: 7, ID: 1, Peers: []Peer{{ID: 1}}, DB: sdb, Prefix: []byte("\x00r"), SM: newTestSM(t, sdb), Log: testLog()}); err == nil {
-		t.Error("a store ahead of its log started without a commit window")
+	if _, err := Start(Config{GroupID: 7, ID: 1, Peers: []Peer{{ID: 1}}, DB: sdb, Prefix: []byte("\x00r"), SM: newTestSM(t, sdb), Log: testLog(), CommitWindow: time.Hour}); err == nil {
+		t.Error("a store ahead of its log started though nothing said its tail could be lost")
 	}
 	sdb.Close()
 
@@ -125,7 +125,8 @@ func TestLazyCommitStoreAheadOfLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	g, sm := openSingle(t, db, func(c *Config) { c.CommitWindow = time.Hour })
+	sm := &losingSM{newTestSM(t, db)}
+	g, _ = openSingle(t, db, func(c *Config) { c.CommitWindow = time.Hour; c.SM = sm })
 	defer g.Stop()
 	if n := len(sm.commands(t)); n != 10 {
 		t.Fatalf("%d commands in the store after the cut, want 10", n)
@@ -163,3 +164,8 @@ func TestLazyCommitSyncsWithinTheWindow(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// losingSM is a testSM whose owner knows a power cut may have cut the log.
+type losingSM struct{ *testSM }
+
+func (losingSM) LogMayHaveLostTail() bool { return true }

@@ -144,7 +144,7 @@ func TestBenchmarksOnACluster(t *testing.T) {
 		t.Fatalf("popd made %d files; its timeline adds up to %.0f", pr.Files, made)
 	}
 	cr, err := bench.RunCompare(ctx, bench.CompareOptions{A: bench.Target{Label: "a", MGS: cl.MGS}, B: bench.Target{Label: "b", MGS: cl.MGS},
-		Rounds: 2, Bench: "md", MD: bench.MDOptions{Workers: 1, Items: 150, Phases: []string{"file"}}, Timeline: true, TimelineEvery: 20 * time.Millisecond})
+		Rounds: 2, Bench: "md", MD: bench.MDOptions{Workers: 1, Items: 600, Phases: []string{"file"}}, Timeline: true, TimelineEvery: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
