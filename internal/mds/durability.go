@@ -237,8 +237,6 @@ func (s *Server) startDurability() error {
 	return nil
 }
 
-
-
 // stopDurability records a clean stop once the log is synced (the group
 // syncs it as it stops).
 func (s *Server) stopDurability() {
