@@ -134,6 +134,9 @@ type Command struct {
 	// the MDT had not synced when it answered (lazy commit, Reply.replay);
 	// the MDS clears it before the command goes to the log.
 	ReplayHave uint64 `protobuf:"varint,6,opt,name=replay_have,json=replayHave,proto3" json:"replay_have,omitempty"`
+	// keeps: the client keeps the entries replies hand it (Reply.replay);
+	// a client that does not (an older release) is answered after the sync.
+	Keeps bool `protobuf:"varint,7,opt,name=keeps,proto3" json:"keeps,omitempty"`
 	// Types that are valid to be assigned to Op:
 	//
 	//	*Command_Create
@@ -231,6 +234,13 @@ func (x *Command) GetReplayHave() uint64 {
 		return x.ReplayHave
 	}
 	return 0
+}
+
+func (x *Command) GetKeeps() bool {
+	if x != nil {
+		return x.Keeps
+	}
+	return false
 }
 
 func (x *Command) GetOp() isCommand_Op {
@@ -2699,7 +2709,7 @@ var File_mds_proto protoreflect.FileDescriptor
 
 const file_mds_proto_rawDesc = "" +
 	"\n" +
-	"\tmds.proto\x12\bnacre.v1\x1a\fcommon.proto\x1a\vlfsck.proto\"\x87\n" +
+	"\tmds.proto\x12\bnacre.v1\x1a\fcommon.proto\x1a\vlfsck.proto\"\x9d\n" +
 	"\n" +
 	"\aCommand\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x1d\n" +
@@ -2710,7 +2720,8 @@ const file_mds_proto_rawDesc = "" +
 	"\x04cred\x18\x04 \x01(\v2\x0e.nacre.v1.CredR\x04cred\x12\x15\n" +
 	"\x06now_ns\x18\x05 \x01(\x03R\x05nowNs\x12\x1f\n" +
 	"\vreplay_have\x18\x06 \x01(\x04R\n" +
-	"replayHave\x12,\n" +
+	"replayHave\x12\x14\n" +
+	"\x05keeps\x18\a \x01(\bR\x05keeps\x12,\n" +
 	"\x06create\x18\n" +
 	" \x01(\v2\x12.nacre.v1.CreateOpH\x00R\x06create\x12&\n" +
 	"\x04link\x18\v \x01(\v2\x10.nacre.v1.LinkOpH\x00R\x04link\x12,\n" +

@@ -50,7 +50,7 @@ func (c *Client) kept(index uint32) *keptLog {
 // prepare tells the MDT which entries the client holds already.
 func (k *keptLog) prepare(cmd *pb.Command) {
 	k.mu.Lock()
-	cmd.ReplayHave = k.have
+	cmd.ReplayHave, cmd.Keeps = k.have, true
 	k.mu.Unlock()
 }
 

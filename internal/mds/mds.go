@@ -331,8 +331,8 @@ func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error)
 	if err := s.serving(); err != nil {
 		return nil, err
 	}
-	have := cmd.ReplayHave
-	cmd.ReplayHave = 0 // not part of the logged command
+	have, keeps := cmd.ReplayHave, cmd.Keeps
+	cmd.ReplayHave, cmd.Keeps = 0, false // not part of the logged command
 	if fault.Hit(FaultReplyPrecheckSkip) == nil {
 		if r, ok := s.t.ReplyFor(cmd.ClientId, cmd.RequestId); ok {
 			s.attachReplay(r, have)
@@ -384,7 +384,7 @@ func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error)
 	if r := s.reservedName(cmd); r != nil {
 		return r, nil
 	}
-	r, err := s.proposeRemoval(ctx, cmd, true)
+	r, err := s.proposeRemoval(ctx, cmd, keeps)
 	if err != nil {
 		return nil, err
 	}
