@@ -69,7 +69,7 @@ const file_services_proto_rawDesc = "" +
 	"\bFid2Path\x12\x19.nacre.v1.Fid2PathRequest\x1a\x17.nacre.v1.Fid2PathReply\x128\n" +
 	"\x06Statfs\x12\x17.nacre.v1.StatfsRequest\x1a\x15.nacre.v1.StatfsReply\x122\n" +
 	"\x04Sync\x12\x15.nacre.v1.SyncRequest\x1a\x13.nacre.v1.SyncReply\x128\n" +
-	"\x06Replay\x12\x17.nacre.v1.ReplayRequest\x1a\x15.nacre.v1.ReplayReply2\x85\x03\n" +
+	"\x06Replay\x12\x17.nacre.v1.ReplayRequest\x1a\x15.nacre.v1.ReplayReply2\xcc\x04\n" +
 	"\x03MGS\x125\n" +
 	"\x05Hello\x12\x16.nacre.v1.HelloRequest\x1a\x14.nacre.v1.HelloReply\x129\n" +
 	"\bRegister\x12\x14.nacre.v1.TargetInfo\x1a\x17.nacre.v1.RegisterReply\x12A\n" +
@@ -77,7 +77,11 @@ const file_services_proto_rawDesc = "" +
 	"\tGetConfig\x12\x1a.nacre.v1.GetConfigRequest\x1a\x17.nacre.v1.ClusterConfig\x12C\n" +
 	"\rAllocSeqRange\x12\x1e.nacre.v1.AllocSeqRangeRequest\x1a\x12.nacre.v1.SeqRange\x12B\n" +
 	"\n" +
-	"Deregister\x12\x1b.nacre.v1.DeregisterRequest\x1a\x17.nacre.v1.RegisterReply2\xf8\x06\n" +
+	"Deregister\x12\x1b.nacre.v1.DeregisterRequest\x1a\x17.nacre.v1.RegisterReply\x127\n" +
+	"\n" +
+	"NodemapSet\x12\x11.nacre.v1.Nodemap\x1a\x16.nacre.v1.NodemapReply\x12G\n" +
+	"\rNodemapRemove\x12\x1e.nacre.v1.NodemapRemoveRequest\x1a\x16.nacre.v1.NodemapReply\x12C\n" +
+	"\vNodemapList\x12\x1c.nacre.v1.NodemapListRequest\x1a\x16.nacre.v1.NodemapReply2\xf8\x06\n" +
 	"\x03OSS\x125\n" +
 	"\x05Hello\x12\x16.nacre.v1.HelloRequest\x1a\x14.nacre.v1.HelloReply\x12A\n" +
 	"\tPrecreate\x12\x1a.nacre.v1.PrecreateRequest\x1a\x18.nacre.v1.PrecreateReply\x12;\n" +
@@ -136,60 +140,64 @@ var file_services_proto_goTypes = []any{
 	(*nacrepb.GetConfigRequest)(nil),      // 28: nacre.v1.GetConfigRequest
 	(*nacrepb.AllocSeqRangeRequest)(nil),  // 29: nacre.v1.AllocSeqRangeRequest
 	(*nacrepb.DeregisterRequest)(nil),     // 30: nacre.v1.DeregisterRequest
-	(*nacrepb.PrecreateRequest)(nil),      // 31: nacre.v1.PrecreateRequest
-	(*nacrepb.CleanupRequest)(nil),        // 32: nacre.v1.CleanupRequest
-	(*nacrepb.DestroyRequest)(nil),        // 33: nacre.v1.DestroyRequest
-	(*nacrepb.GetObjectsRequest)(nil),     // 34: nacre.v1.GetObjectsRequest
-	(*nacrepb.LfsckCheckRequest)(nil),     // 35: nacre.v1.LfsckCheckRequest
-	(*nacrepb.LfsckSummaryRequest)(nil),   // 36: nacre.v1.LfsckSummaryRequest
-	(*nacrepb.LfsckOrphansRequest)(nil),   // 37: nacre.v1.LfsckOrphansRequest
-	(*nacrepb.LfsckObjRepairRequest)(nil), // 38: nacre.v1.LfsckObjRepairRequest
-	(*nacrepb.FaultObjectRequest)(nil),    // 39: nacre.v1.FaultObjectRequest
-	(*nacrepb.RaftBatch)(nil),             // 40: nacre.v1.RaftBatch
-	(*nacrepb.RaftSnapshotChunk)(nil),     // 41: nacre.v1.RaftSnapshotChunk
-	(*nacrepb.RaftMembersRequest)(nil),    // 42: nacre.v1.RaftMembersRequest
-	(*nacrepb.RaftAddRequest)(nil),        // 43: nacre.v1.RaftAddRequest
-	(*nacrepb.RaftRemoveRequest)(nil),     // 44: nacre.v1.RaftRemoveRequest
-	(*nacrepb.RaftTransferRequest)(nil),   // 45: nacre.v1.RaftTransferRequest
-	(*nacrepb.LfsckStartReply)(nil),       // 46: nacre.v1.LfsckStartReply
-	(*nacrepb.LfsckStopReply)(nil),        // 47: nacre.v1.LfsckStopReply
-	(*nacrepb.LfsckQueryReply)(nil),       // 48: nacre.v1.LfsckQueryReply
-	(*nacrepb.LfsckSetReply)(nil),         // 49: nacre.v1.LfsckSetReply
-	(*nacrepb.LfsckDigestReply)(nil),      // 50: nacre.v1.LfsckDigestReply
-	(*nacrepb.FaultListReply)(nil),        // 51: nacre.v1.FaultListReply
-	(*nacrepb.FaultInjectReply)(nil),      // 52: nacre.v1.FaultInjectReply
-	(*nacrepb.FaultArmReply)(nil),         // 53: nacre.v1.FaultArmReply
-	(*nacrepb.SessionDown)(nil),           // 54: nacre.v1.SessionDown
-	(*nacrepb.LockReply)(nil),             // 55: nacre.v1.LockReply
-	(*nacrepb.CancelWaitReply)(nil),       // 56: nacre.v1.CancelWaitReply
-	(*nacrepb.ReleaseLocksReply)(nil),     // 57: nacre.v1.ReleaseLocksReply
-	(*nacrepb.InvalidateReply)(nil),       // 58: nacre.v1.InvalidateReply
-	(*nacrepb.AppendTokenReply)(nil),      // 59: nacre.v1.AppendTokenReply
-	(*nacrepb.LookupLockReply)(nil),       // 60: nacre.v1.LookupLockReply
-	(*nacrepb.Reply)(nil),                 // 61: nacre.v1.Reply
-	(*nacrepb.OpensReply)(nil),            // 62: nacre.v1.OpensReply
-	(*nacrepb.HelloReply)(nil),            // 63: nacre.v1.HelloReply
-	(*nacrepb.ReaddirReply)(nil),          // 64: nacre.v1.ReaddirReply
-	(*nacrepb.XattrReply)(nil),            // 65: nacre.v1.XattrReply
-	(*nacrepb.Fid2PathReply)(nil),         // 66: nacre.v1.Fid2PathReply
-	(*nacrepb.StatfsReply)(nil),           // 67: nacre.v1.StatfsReply
-	(*nacrepb.SyncReply)(nil),             // 68: nacre.v1.SyncReply
-	(*nacrepb.ReplayReply)(nil),           // 69: nacre.v1.ReplayReply
-	(*nacrepb.RegisterReply)(nil),         // 70: nacre.v1.RegisterReply
-	(*nacrepb.HeartbeatReply)(nil),        // 71: nacre.v1.HeartbeatReply
-	(*nacrepb.ClusterConfig)(nil),         // 72: nacre.v1.ClusterConfig
-	(*nacrepb.SeqRange)(nil),              // 73: nacre.v1.SeqRange
-	(*nacrepb.PrecreateReply)(nil),        // 74: nacre.v1.PrecreateReply
-	(*nacrepb.CleanupReply)(nil),          // 75: nacre.v1.CleanupReply
-	(*nacrepb.DestroyReply)(nil),          // 76: nacre.v1.DestroyReply
-	(*nacrepb.GetObjectsReply)(nil),       // 77: nacre.v1.GetObjectsReply
-	(*nacrepb.LfsckCheckReply)(nil),       // 78: nacre.v1.LfsckCheckReply
-	(*nacrepb.LfsckSummaryReply)(nil),     // 79: nacre.v1.LfsckSummaryReply
-	(*nacrepb.LfsckOrphansReply)(nil),     // 80: nacre.v1.LfsckOrphansReply
-	(*nacrepb.LfsckObjRepairReply)(nil),   // 81: nacre.v1.LfsckObjRepairReply
-	(*nacrepb.FaultObjectReply)(nil),      // 82: nacre.v1.FaultObjectReply
-	(*nacrepb.RaftAck)(nil),               // 83: nacre.v1.RaftAck
-	(*nacrepb.RaftMembersReply)(nil),      // 84: nacre.v1.RaftMembersReply
+	(*nacrepb.Nodemap)(nil),               // 31: nacre.v1.Nodemap
+	(*nacrepb.NodemapRemoveRequest)(nil),  // 32: nacre.v1.NodemapRemoveRequest
+	(*nacrepb.NodemapListRequest)(nil),    // 33: nacre.v1.NodemapListRequest
+	(*nacrepb.PrecreateRequest)(nil),      // 34: nacre.v1.PrecreateRequest
+	(*nacrepb.CleanupRequest)(nil),        // 35: nacre.v1.CleanupRequest
+	(*nacrepb.DestroyRequest)(nil),        // 36: nacre.v1.DestroyRequest
+	(*nacrepb.GetObjectsRequest)(nil),     // 37: nacre.v1.GetObjectsRequest
+	(*nacrepb.LfsckCheckRequest)(nil),     // 38: nacre.v1.LfsckCheckRequest
+	(*nacrepb.LfsckSummaryRequest)(nil),   // 39: nacre.v1.LfsckSummaryRequest
+	(*nacrepb.LfsckOrphansRequest)(nil),   // 40: nacre.v1.LfsckOrphansRequest
+	(*nacrepb.LfsckObjRepairRequest)(nil), // 41: nacre.v1.LfsckObjRepairRequest
+	(*nacrepb.FaultObjectRequest)(nil),    // 42: nacre.v1.FaultObjectRequest
+	(*nacrepb.RaftBatch)(nil),             // 43: nacre.v1.RaftBatch
+	(*nacrepb.RaftSnapshotChunk)(nil),     // 44: nacre.v1.RaftSnapshotChunk
+	(*nacrepb.RaftMembersRequest)(nil),    // 45: nacre.v1.RaftMembersRequest
+	(*nacrepb.RaftAddRequest)(nil),        // 46: nacre.v1.RaftAddRequest
+	(*nacrepb.RaftRemoveRequest)(nil),     // 47: nacre.v1.RaftRemoveRequest
+	(*nacrepb.RaftTransferRequest)(nil),   // 48: nacre.v1.RaftTransferRequest
+	(*nacrepb.LfsckStartReply)(nil),       // 49: nacre.v1.LfsckStartReply
+	(*nacrepb.LfsckStopReply)(nil),        // 50: nacre.v1.LfsckStopReply
+	(*nacrepb.LfsckQueryReply)(nil),       // 51: nacre.v1.LfsckQueryReply
+	(*nacrepb.LfsckSetReply)(nil),         // 52: nacre.v1.LfsckSetReply
+	(*nacrepb.LfsckDigestReply)(nil),      // 53: nacre.v1.LfsckDigestReply
+	(*nacrepb.FaultListReply)(nil),        // 54: nacre.v1.FaultListReply
+	(*nacrepb.FaultInjectReply)(nil),      // 55: nacre.v1.FaultInjectReply
+	(*nacrepb.FaultArmReply)(nil),         // 56: nacre.v1.FaultArmReply
+	(*nacrepb.SessionDown)(nil),           // 57: nacre.v1.SessionDown
+	(*nacrepb.LockReply)(nil),             // 58: nacre.v1.LockReply
+	(*nacrepb.CancelWaitReply)(nil),       // 59: nacre.v1.CancelWaitReply
+	(*nacrepb.ReleaseLocksReply)(nil),     // 60: nacre.v1.ReleaseLocksReply
+	(*nacrepb.InvalidateReply)(nil),       // 61: nacre.v1.InvalidateReply
+	(*nacrepb.AppendTokenReply)(nil),      // 62: nacre.v1.AppendTokenReply
+	(*nacrepb.LookupLockReply)(nil),       // 63: nacre.v1.LookupLockReply
+	(*nacrepb.Reply)(nil),                 // 64: nacre.v1.Reply
+	(*nacrepb.OpensReply)(nil),            // 65: nacre.v1.OpensReply
+	(*nacrepb.HelloReply)(nil),            // 66: nacre.v1.HelloReply
+	(*nacrepb.ReaddirReply)(nil),          // 67: nacre.v1.ReaddirReply
+	(*nacrepb.XattrReply)(nil),            // 68: nacre.v1.XattrReply
+	(*nacrepb.Fid2PathReply)(nil),         // 69: nacre.v1.Fid2PathReply
+	(*nacrepb.StatfsReply)(nil),           // 70: nacre.v1.StatfsReply
+	(*nacrepb.SyncReply)(nil),             // 71: nacre.v1.SyncReply
+	(*nacrepb.ReplayReply)(nil),           // 72: nacre.v1.ReplayReply
+	(*nacrepb.RegisterReply)(nil),         // 73: nacre.v1.RegisterReply
+	(*nacrepb.HeartbeatReply)(nil),        // 74: nacre.v1.HeartbeatReply
+	(*nacrepb.ClusterConfig)(nil),         // 75: nacre.v1.ClusterConfig
+	(*nacrepb.SeqRange)(nil),              // 76: nacre.v1.SeqRange
+	(*nacrepb.NodemapReply)(nil),          // 77: nacre.v1.NodemapReply
+	(*nacrepb.PrecreateReply)(nil),        // 78: nacre.v1.PrecreateReply
+	(*nacrepb.CleanupReply)(nil),          // 79: nacre.v1.CleanupReply
+	(*nacrepb.DestroyReply)(nil),          // 80: nacre.v1.DestroyReply
+	(*nacrepb.GetObjectsReply)(nil),       // 81: nacre.v1.GetObjectsReply
+	(*nacrepb.LfsckCheckReply)(nil),       // 82: nacre.v1.LfsckCheckReply
+	(*nacrepb.LfsckSummaryReply)(nil),     // 83: nacre.v1.LfsckSummaryReply
+	(*nacrepb.LfsckOrphansReply)(nil),     // 84: nacre.v1.LfsckOrphansReply
+	(*nacrepb.LfsckObjRepairReply)(nil),   // 85: nacre.v1.LfsckObjRepairReply
+	(*nacrepb.FaultObjectReply)(nil),      // 86: nacre.v1.FaultObjectReply
+	(*nacrepb.RaftAck)(nil),               // 87: nacre.v1.RaftAck
+	(*nacrepb.RaftMembersReply)(nil),      // 88: nacre.v1.RaftMembersReply
 }
 var file_services_proto_depIdxs = []int32{
 	0,  // 0: nacre.v1.Lfsck.Start:input_type -> nacre.v1.LfsckStartRequest
@@ -227,81 +235,87 @@ var file_services_proto_depIdxs = []int32{
 	28, // 32: nacre.v1.MGS.GetConfig:input_type -> nacre.v1.GetConfigRequest
 	29, // 33: nacre.v1.MGS.AllocSeqRange:input_type -> nacre.v1.AllocSeqRangeRequest
 	30, // 34: nacre.v1.MGS.Deregister:input_type -> nacre.v1.DeregisterRequest
-	17, // 35: nacre.v1.OSS.Hello:input_type -> nacre.v1.HelloRequest
-	31, // 36: nacre.v1.OSS.Precreate:input_type -> nacre.v1.PrecreateRequest
-	32, // 37: nacre.v1.OSS.Cleanup:input_type -> nacre.v1.CleanupRequest
-	33, // 38: nacre.v1.OSS.Destroy:input_type -> nacre.v1.DestroyRequest
-	23, // 39: nacre.v1.OSS.Statfs:input_type -> nacre.v1.StatfsRequest
-	34, // 40: nacre.v1.OSS.GetObjects:input_type -> nacre.v1.GetObjectsRequest
-	35, // 41: nacre.v1.OSS.LfsckCheck:input_type -> nacre.v1.LfsckCheckRequest
-	36, // 42: nacre.v1.OSS.LfsckSummary:input_type -> nacre.v1.LfsckSummaryRequest
-	37, // 43: nacre.v1.OSS.LfsckOrphans:input_type -> nacre.v1.LfsckOrphansRequest
-	38, // 44: nacre.v1.OSS.LfsckRepair:input_type -> nacre.v1.LfsckObjRepairRequest
-	4,  // 45: nacre.v1.OSS.LfsckDigest:input_type -> nacre.v1.LfsckDigestRequest
-	39, // 46: nacre.v1.OSS.FaultObject:input_type -> nacre.v1.FaultObjectRequest
-	7,  // 47: nacre.v1.OSS.FaultArm:input_type -> nacre.v1.FaultArmRequest
-	40, // 48: nacre.v1.Raft.Send:input_type -> nacre.v1.RaftBatch
-	41, // 49: nacre.v1.Raft.Snapshot:input_type -> nacre.v1.RaftSnapshotChunk
-	42, // 50: nacre.v1.RaftAdmin.Members:input_type -> nacre.v1.RaftMembersRequest
-	43, // 51: nacre.v1.RaftAdmin.AddReplica:input_type -> nacre.v1.RaftAddRequest
-	44, // 52: nacre.v1.RaftAdmin.RemoveReplica:input_type -> nacre.v1.RaftRemoveRequest
-	45, // 53: nacre.v1.RaftAdmin.TransferLeader:input_type -> nacre.v1.RaftTransferRequest
-	46, // 54: nacre.v1.Lfsck.Start:output_type -> nacre.v1.LfsckStartReply
-	47, // 55: nacre.v1.Lfsck.Stop:output_type -> nacre.v1.LfsckStopReply
-	48, // 56: nacre.v1.Lfsck.Query:output_type -> nacre.v1.LfsckQueryReply
-	49, // 57: nacre.v1.Lfsck.Set:output_type -> nacre.v1.LfsckSetReply
-	50, // 58: nacre.v1.Lfsck.Digest:output_type -> nacre.v1.LfsckDigestReply
-	51, // 59: nacre.v1.Fault.List:output_type -> nacre.v1.FaultListReply
-	52, // 60: nacre.v1.Fault.Inject:output_type -> nacre.v1.FaultInjectReply
-	53, // 61: nacre.v1.Fault.Arm:output_type -> nacre.v1.FaultArmReply
-	54, // 62: nacre.v1.LDLM.Session:output_type -> nacre.v1.SessionDown
-	55, // 63: nacre.v1.LDLM.Lock:output_type -> nacre.v1.LockReply
-	55, // 64: nacre.v1.LDLM.GetLock:output_type -> nacre.v1.LockReply
-	56, // 65: nacre.v1.LDLM.CancelWait:output_type -> nacre.v1.CancelWaitReply
-	57, // 66: nacre.v1.LDLM.ReleaseLocks:output_type -> nacre.v1.ReleaseLocksReply
-	58, // 67: nacre.v1.LDLM.Invalidate:output_type -> nacre.v1.InvalidateReply
-	59, // 68: nacre.v1.LDLM.AppendToken:output_type -> nacre.v1.AppendTokenReply
-	60, // 69: nacre.v1.LDLM.LookupLock:output_type -> nacre.v1.LookupLockReply
-	61, // 70: nacre.v1.OpenFiles.Mutate:output_type -> nacre.v1.Reply
-	62, // 71: nacre.v1.OpenFiles.Opens:output_type -> nacre.v1.OpensReply
-	63, // 72: nacre.v1.MDS.Hello:output_type -> nacre.v1.HelloReply
-	61, // 73: nacre.v1.MDS.Mutate:output_type -> nacre.v1.Reply
-	61, // 74: nacre.v1.MDS.Lookup:output_type -> nacre.v1.Reply
-	61, // 75: nacre.v1.MDS.Getattr:output_type -> nacre.v1.Reply
-	64, // 76: nacre.v1.MDS.Readdir:output_type -> nacre.v1.ReaddirReply
-	65, // 77: nacre.v1.MDS.Getxattr:output_type -> nacre.v1.XattrReply
-	65, // 78: nacre.v1.MDS.Listxattr:output_type -> nacre.v1.XattrReply
-	66, // 79: nacre.v1.MDS.Fid2Path:output_type -> nacre.v1.Fid2PathReply
-	67, // 80: nacre.v1.MDS.Statfs:output_type -> nacre.v1.StatfsReply
-	68, // 81: nacre.v1.MDS.Sync:output_type -> nacre.v1.SyncReply
-	69, // 82: nacre.v1.MDS.Replay:output_type -> nacre.v1.ReplayReply
-	63, // 83: nacre.v1.MGS.Hello:output_type -> nacre.v1.HelloReply
-	70, // 84: nacre.v1.MGS.Register:output_type -> nacre.v1.RegisterReply
-	71, // 85: nacre.v1.MGS.Heartbeat:output_type -> nacre.v1.HeartbeatReply
-	72, // 86: nacre.v1.MGS.GetConfig:output_type -> nacre.v1.ClusterConfig
-	73, // 87: nacre.v1.MGS.AllocSeqRange:output_type -> nacre.v1.SeqRange
-	70, // 88: nacre.v1.MGS.Deregister:output_type -> nacre.v1.RegisterReply
-	63, // 89: nacre.v1.OSS.Hello:output_type -> nacre.v1.HelloReply
-	74, // 90: nacre.v1.OSS.Precreate:output_type -> nacre.v1.PrecreateReply
-	75, // 91: nacre.v1.OSS.Cleanup:output_type -> nacre.v1.CleanupReply
-	76, // 92: nacre.v1.OSS.Destroy:output_type -> nacre.v1.DestroyReply
-	67, // 93: nacre.v1.OSS.Statfs:output_type -> nacre.v1.StatfsReply
-	77, // 94: nacre.v1.OSS.GetObjects:output_type -> nacre.v1.GetObjectsReply
-	78, // 95: nacre.v1.OSS.LfsckCheck:output_type -> nacre.v1.LfsckCheckReply
-	79, // 96: nacre.v1.OSS.LfsckSummary:output_type -> nacre.v1.LfsckSummaryReply
-	80, // 97: nacre.v1.OSS.LfsckOrphans:output_type -> nacre.v1.LfsckOrphansReply
-	81, // 98: nacre.v1.OSS.LfsckRepair:output_type -> nacre.v1.LfsckObjRepairReply
-	50, // 99: nacre.v1.OSS.LfsckDigest:output_type -> nacre.v1.LfsckDigestReply
-	82, // 100: nacre.v1.OSS.FaultObject:output_type -> nacre.v1.FaultObjectReply
-	53, // 101: nacre.v1.OSS.FaultArm:output_type -> nacre.v1.FaultArmReply
-	83, // 102: nacre.v1.Raft.Send:output_type -> nacre.v1.RaftAck
-	83, // 103: nacre.v1.Raft.Snapshot:output_type -> nacre.v1.RaftAck
-	84, // 104: nacre.v1.RaftAdmin.Members:output_type -> nacre.v1.RaftMembersReply
-	84, // 105: nacre.v1.RaftAdmin.AddReplica:output_type -> nacre.v1.RaftMembersReply
-	84, // 106: nacre.v1.RaftAdmin.RemoveReplica:output_type -> nacre.v1.RaftMembersReply
-	84, // 107: nacre.v1.RaftAdmin.TransferLeader:output_type -> nacre.v1.RaftMembersReply
-	54, // [54:108] is the sub-list for method output_type
-	0,  // [0:54] is the sub-list for method input_type
+	31, // 35: nacre.v1.MGS.NodemapSet:input_type -> nacre.v1.Nodemap
+	32, // 36: nacre.v1.MGS.NodemapRemove:input_type -> nacre.v1.NodemapRemoveRequest
+	33, // 37: nacre.v1.MGS.NodemapList:input_type -> nacre.v1.NodemapListRequest
+	17, // 38: nacre.v1.OSS.Hello:input_type -> nacre.v1.HelloRequest
+	34, // 39: nacre.v1.OSS.Precreate:input_type -> nacre.v1.PrecreateRequest
+	35, // 40: nacre.v1.OSS.Cleanup:input_type -> nacre.v1.CleanupRequest
+	36, // 41: nacre.v1.OSS.Destroy:input_type -> nacre.v1.DestroyRequest
+	23, // 42: nacre.v1.OSS.Statfs:input_type -> nacre.v1.StatfsRequest
+	37, // 43: nacre.v1.OSS.GetObjects:input_type -> nacre.v1.GetObjectsRequest
+	38, // 44: nacre.v1.OSS.LfsckCheck:input_type -> nacre.v1.LfsckCheckRequest
+	39, // 45: nacre.v1.OSS.LfsckSummary:input_type -> nacre.v1.LfsckSummaryRequest
+	40, // 46: nacre.v1.OSS.LfsckOrphans:input_type -> nacre.v1.LfsckOrphansRequest
+	41, // 47: nacre.v1.OSS.LfsckRepair:input_type -> nacre.v1.LfsckObjRepairRequest
+	4,  // 48: nacre.v1.OSS.LfsckDigest:input_type -> nacre.v1.LfsckDigestRequest
+	42, // 49: nacre.v1.OSS.FaultObject:input_type -> nacre.v1.FaultObjectRequest
+	7,  // 50: nacre.v1.OSS.FaultArm:input_type -> nacre.v1.FaultArmRequest
+	43, // 51: nacre.v1.Raft.Send:input_type -> nacre.v1.RaftBatch
+	44, // 52: nacre.v1.Raft.Snapshot:input_type -> nacre.v1.RaftSnapshotChunk
+	45, // 53: nacre.v1.RaftAdmin.Members:input_type -> nacre.v1.RaftMembersRequest
+	46, // 54: nacre.v1.RaftAdmin.AddReplica:input_type -> nacre.v1.RaftAddRequest
+	47, // 55: nacre.v1.RaftAdmin.RemoveReplica:input_type -> nacre.v1.RaftRemoveRequest
+	48, // 56: nacre.v1.RaftAdmin.TransferLeader:input_type -> nacre.v1.RaftTransferRequest
+	49, // 57: nacre.v1.Lfsck.Start:output_type -> nacre.v1.LfsckStartReply
+	50, // 58: nacre.v1.Lfsck.Stop:output_type -> nacre.v1.LfsckStopReply
+	51, // 59: nacre.v1.Lfsck.Query:output_type -> nacre.v1.LfsckQueryReply
+	52, // 60: nacre.v1.Lfsck.Set:output_type -> nacre.v1.LfsckSetReply
+	53, // 61: nacre.v1.Lfsck.Digest:output_type -> nacre.v1.LfsckDigestReply
+	54, // 62: nacre.v1.Fault.List:output_type -> nacre.v1.FaultListReply
+	55, // 63: nacre.v1.Fault.Inject:output_type -> nacre.v1.FaultInjectReply
+	56, // 64: nacre.v1.Fault.Arm:output_type -> nacre.v1.FaultArmReply
+	57, // 65: nacre.v1.LDLM.Session:output_type -> nacre.v1.SessionDown
+	58, // 66: nacre.v1.LDLM.Lock:output_type -> nacre.v1.LockReply
+	58, // 67: nacre.v1.LDLM.GetLock:output_type -> nacre.v1.LockReply
+	59, // 68: nacre.v1.LDLM.CancelWait:output_type -> nacre.v1.CancelWaitReply
+	60, // 69: nacre.v1.LDLM.ReleaseLocks:output_type -> nacre.v1.ReleaseLocksReply
+	61, // 70: nacre.v1.LDLM.Invalidate:output_type -> nacre.v1.InvalidateReply
+	62, // 71: nacre.v1.LDLM.AppendToken:output_type -> nacre.v1.AppendTokenReply
+	63, // 72: nacre.v1.LDLM.LookupLock:output_type -> nacre.v1.LookupLockReply
+	64, // 73: nacre.v1.OpenFiles.Mutate:output_type -> nacre.v1.Reply
+	65, // 74: nacre.v1.OpenFiles.Opens:output_type -> nacre.v1.OpensReply
+	66, // 75: nacre.v1.MDS.Hello:output_type -> nacre.v1.HelloReply
+	64, // 76: nacre.v1.MDS.Mutate:output_type -> nacre.v1.Reply
+	64, // 77: nacre.v1.MDS.Lookup:output_type -> nacre.v1.Reply
+	64, // 78: nacre.v1.MDS.Getattr:output_type -> nacre.v1.Reply
+	67, // 79: nacre.v1.MDS.Readdir:output_type -> nacre.v1.ReaddirReply
+	68, // 80: nacre.v1.MDS.Getxattr:output_type -> nacre.v1.XattrReply
+	68, // 81: nacre.v1.MDS.Listxattr:output_type -> nacre.v1.XattrReply
+	69, // 82: nacre.v1.MDS.Fid2Path:output_type -> nacre.v1.Fid2PathReply
+	70, // 83: nacre.v1.MDS.Statfs:output_type -> nacre.v1.StatfsReply
+	71, // 84: nacre.v1.MDS.Sync:output_type -> nacre.v1.SyncReply
+	72, // 85: nacre.v1.MDS.Replay:output_type -> nacre.v1.ReplayReply
+	66, // 86: nacre.v1.MGS.Hello:output_type -> nacre.v1.HelloReply
+	73, // 87: nacre.v1.MGS.Register:output_type -> nacre.v1.RegisterReply
+	74, // 88: nacre.v1.MGS.Heartbeat:output_type -> nacre.v1.HeartbeatReply
+	75, // 89: nacre.v1.MGS.GetConfig:output_type -> nacre.v1.ClusterConfig
+	76, // 90: nacre.v1.MGS.AllocSeqRange:output_type -> nacre.v1.SeqRange
+	73, // 91: nacre.v1.MGS.Deregister:output_type -> nacre.v1.RegisterReply
+	77, // 92: nacre.v1.MGS.NodemapSet:output_type -> nacre.v1.NodemapReply
+	77, // 93: nacre.v1.MGS.NodemapRemove:output_type -> nacre.v1.NodemapReply
+	77, // 94: nacre.v1.MGS.NodemapList:output_type -> nacre.v1.NodemapReply
+	66, // 95: nacre.v1.OSS.Hello:output_type -> nacre.v1.HelloReply
+	78, // 96: nacre.v1.OSS.Precreate:output_type -> nacre.v1.PrecreateReply
+	79, // 97: nacre.v1.OSS.Cleanup:output_type -> nacre.v1.CleanupReply
+	80, // 98: nacre.v1.OSS.Destroy:output_type -> nacre.v1.DestroyReply
+	70, // 99: nacre.v1.OSS.Statfs:output_type -> nacre.v1.StatfsReply
+	81, // 100: nacre.v1.OSS.GetObjects:output_type -> nacre.v1.GetObjectsReply
+	82, // 101: nacre.v1.OSS.LfsckCheck:output_type -> nacre.v1.LfsckCheckReply
+	83, // 102: nacre.v1.OSS.LfsckSummary:output_type -> nacre.v1.LfsckSummaryReply
+	84, // 103: nacre.v1.OSS.LfsckOrphans:output_type -> nacre.v1.LfsckOrphansReply
+	85, // 104: nacre.v1.OSS.LfsckRepair:output_type -> nacre.v1.LfsckObjRepairReply
+	53, // 105: nacre.v1.OSS.LfsckDigest:output_type -> nacre.v1.LfsckDigestReply
+	86, // 106: nacre.v1.OSS.FaultObject:output_type -> nacre.v1.FaultObjectReply
+	56, // 107: nacre.v1.OSS.FaultArm:output_type -> nacre.v1.FaultArmReply
+	87, // 108: nacre.v1.Raft.Send:output_type -> nacre.v1.RaftAck
+	87, // 109: nacre.v1.Raft.Snapshot:output_type -> nacre.v1.RaftAck
+	88, // 110: nacre.v1.RaftAdmin.Members:output_type -> nacre.v1.RaftMembersReply
+	88, // 111: nacre.v1.RaftAdmin.AddReplica:output_type -> nacre.v1.RaftMembersReply
+	88, // 112: nacre.v1.RaftAdmin.RemoveReplica:output_type -> nacre.v1.RaftMembersReply
+	88, // 113: nacre.v1.RaftAdmin.TransferLeader:output_type -> nacre.v1.RaftMembersReply
+	57, // [57:114] is the sub-list for method output_type
+	0,  // [0:57] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name

@@ -1543,6 +1543,9 @@ const (
 	MGS_GetConfig_FullMethodName     = "/nacre.v1.MGS/GetConfig"
 	MGS_AllocSeqRange_FullMethodName = "/nacre.v1.MGS/AllocSeqRange"
 	MGS_Deregister_FullMethodName    = "/nacre.v1.MGS/Deregister"
+	MGS_NodemapSet_FullMethodName    = "/nacre.v1.MGS/NodemapSet"
+	MGS_NodemapRemove_FullMethodName = "/nacre.v1.MGS/NodemapRemove"
+	MGS_NodemapList_FullMethodName   = "/nacre.v1.MGS/NodemapList"
 )
 
 // MGSClient is the client API for MGS service.
@@ -1562,6 +1565,13 @@ type MGSClient interface {
 	// Deregister forgets a replica that left its group (nacre replica
 	// remove), so that it is no longer listed.
 	Deregister(ctx context.Context, in *nacrepb.DeregisterRequest, opts ...grpc.CallOption) (*nacrepb.RegisterReply, error)
+	// NodemapSet adds or replaces the nodemap of one client certificate,
+	// NodemapRemove removes it, NodemapList lists them all (nacre
+	// nodemap; admin role). A cluster without TLS refuses them: its
+	// clients have no certificate names.
+	NodemapSet(ctx context.Context, in *nacrepb.Nodemap, opts ...grpc.CallOption) (*nacrepb.NodemapReply, error)
+	NodemapRemove(ctx context.Context, in *nacrepb.NodemapRemoveRequest, opts ...grpc.CallOption) (*nacrepb.NodemapReply, error)
+	NodemapList(ctx context.Context, in *nacrepb.NodemapListRequest, opts ...grpc.CallOption) (*nacrepb.NodemapReply, error)
 }
 
 type mGSClient struct {
@@ -1632,6 +1642,36 @@ func (c *mGSClient) Deregister(ctx context.Context, in *nacrepb.DeregisterReques
 	return out, nil
 }
 
+func (c *mGSClient) NodemapSet(ctx context.Context, in *nacrepb.Nodemap, opts ...grpc.CallOption) (*nacrepb.NodemapReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(nacrepb.NodemapReply)
+	err := c.cc.Invoke(ctx, MGS_NodemapSet_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *mGSClient) NodemapRemove(ctx context.Context, in *nacrepb.NodemapRemoveRequest, opts ...grpc.CallOption) (*nacrepb.NodemapReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(nacrepb.NodemapReply)
+	err := c.cc.Invoke(ctx, MGS_NodemapRemove_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *mGSClient) NodemapList(ctx context.Context, in *nacrepb.NodemapListRequest, opts ...grpc.CallOption) (*nacrepb.NodemapReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(nacrepb.NodemapReply)
+	err := c.cc.Invoke(ctx, MGS_NodemapList_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MGSServer is the server API for MGS service.
 // All implementations must embed UnimplementedMGSServer
 // for forward compatibility.
@@ -1649,6 +1689,13 @@ type MGSServer interface {
 	// Deregister forgets a replica that left its group (nacre replica
 	// remove), so that it is no longer listed.
 	Deregister(context.Context, *nacrepb.DeregisterRequest) (*nacrepb.RegisterReply, error)
+	// NodemapSet adds or replaces the nodemap of one client certificate,
+	// NodemapRemove removes it, NodemapList lists them all (nacre
+	// nodemap; admin role). A cluster without TLS refuses them: its
+	// clients have no certificate names.
+	NodemapSet(context.Context, *nacrepb.Nodemap) (*nacrepb.NodemapReply, error)
+	NodemapRemove(context.Context, *nacrepb.NodemapRemoveRequest) (*nacrepb.NodemapReply, error)
+	NodemapList(context.Context, *nacrepb.NodemapListRequest) (*nacrepb.NodemapReply, error)
 	mustEmbedUnimplementedMGSServer()
 }
 
@@ -1676,6 +1723,15 @@ func (UnimplementedMGSServer) AllocSeqRange(context.Context, *nacrepb.AllocSeqRa
 }
 func (UnimplementedMGSServer) Deregister(context.Context, *nacrepb.DeregisterRequest) (*nacrepb.RegisterReply, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Deregister not implemented")
+}
+func (UnimplementedMGSServer) NodemapSet(context.Context, *nacrepb.Nodemap) (*nacrepb.NodemapReply, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method NodemapSet not implemented")
+}
+func (UnimplementedMGSServer) NodemapRemove(context.Context, *nacrepb.NodemapRemoveRequest) (*nacrepb.NodemapReply, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method NodemapRemove not implemented")
+}
+func (UnimplementedMGSServer) NodemapList(context.Context, *nacrepb.NodemapListRequest) (*nacrepb.NodemapReply, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method NodemapList not implemented")
 }
 func (UnimplementedMGSServer) mustEmbedUnimplementedMGSServer() {}
 func (UnimplementedMGSServer) testEmbeddedByValue()             {}
@@ -1806,6 +1862,60 @@ func _MGS_Deregister_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MGS_NodemapSet_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(nacrepb.Nodemap)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MGSServer).NodemapSet(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MGS_NodemapSet_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MGSServer).NodemapSet(ctx, req.(*nacrepb.Nodemap))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MGS_NodemapRemove_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(nacrepb.NodemapRemoveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MGSServer).NodemapRemove(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MGS_NodemapRemove_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MGSServer).NodemapRemove(ctx, req.(*nacrepb.NodemapRemoveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MGS_NodemapList_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(nacrepb.NodemapListRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MGSServer).NodemapList(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MGS_NodemapList_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MGSServer).NodemapList(ctx, req.(*nacrepb.NodemapListRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MGS_ServiceDesc is the grpc.ServiceDesc for MGS service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1836,6 +1946,18 @@ var MGS_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Deregister",
 			Handler:    _MGS_Deregister_Handler,
+		},
+		{
+			MethodName: "NodemapSet",
+			Handler:    _MGS_NodemapSet_Handler,
+		},
+		{
+			MethodName: "NodemapRemove",
+			Handler:    _MGS_NodemapRemove_Handler,
+		},
+		{
+			MethodName: "NodemapList",
+			Handler:    _MGS_NodemapList_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -534,7 +534,14 @@ type ClusterConfig struct {
 	NowNs   int64                  `protobuf:"varint,4,opt,name=now_ns,json=nowNs,proto3" json:"now_ns,omitempty"`
 	// The MGS replicas' addresses as registered now (as
 	// HeartbeatReply.mgs_addrs): a client whose list differs dials these.
-	MgsAddrs      []string `protobuf:"bytes,5,rep,name=mgs_addrs,json=mgsAddrs,proto3" json:"mgs_addrs,omitempty"`
+	MgsAddrs []string `protobuf:"bytes,5,rep,name=mgs_addrs,json=mgsAddrs,proto3" json:"mgs_addrs,omitempty"`
+	// Every nodemap, to a caller with a node certificate (the MDSs apply
+	// them to their clients' requests); empty for any other caller.
+	Nodemaps []*Nodemap `protobuf:"bytes,6,rep,name=nodemaps,proto3" json:"nodemaps,omitempty"`
+	// The nodemap that applies to the caller's certificate, if one does: a
+	// client's own checks (before it reads objects, which the OSTs do not
+	// check) see the ids the MDSs see.
+	Nodemap       *Nodemap `protobuf:"bytes,7,opt,name=nodemap,proto3" json:"nodemap,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -604,6 +611,311 @@ func (x *ClusterConfig) GetMgsAddrs() []string {
 	return nil
 }
 
+func (x *ClusterConfig) GetNodemaps() []*Nodemap {
+	if x != nil {
+		return x.Nodemaps
+	}
+	return nil
+}
+
+func (x *ClusterConfig) GetNodemap() *Nodemap {
+	if x != nil {
+		return x.Nodemap
+	}
+	return nil
+}
+
+// Nodemap is how the MDSs treat the user and group ids that the requests
+// of one client certificate carry (Lustre's nodemap; internal/nodemap):
+// ids are mapped from the client's to the file system's before any
+// permission check, and the ids of replies back.
+type Nodemap struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// client is the certificate's common name; "*" is every certificate
+	// of the client role that has no nodemap of its own.
+	Client string `protobuf:"bytes,1,opt,name=client,proto3" json:"client,omitempty"`
+	// squash_root: uid 0 and gid 0 become squash_uid and squash_gid, both
+	// ways (Lustre's admin=0); else root is root (admin=1).
+	SquashRoot bool `protobuf:"varint,2,opt,name=squash_root,json=squashRoot,proto3" json:"squash_root,omitempty"`
+	// The ids of a squashed root and of ids no rule maps (65534 unless set).
+	SquashUid uint32 `protobuf:"varint,3,opt,name=squash_uid,json=squashUid,proto3" json:"squash_uid,omitempty"`
+	SquashGid uint32 `protobuf:"varint,4,opt,name=squash_gid,json=squashGid,proto3" json:"squash_gid,omitempty"`
+	// trusted: ids other than 0 are used as sent (Lustre's trusted=1);
+	// else they go through uid_map and gid_map, and ids these do not map
+	// become the squash ids.
+	Trusted bool      `protobuf:"varint,5,opt,name=trusted,proto3" json:"trusted,omitempty"`
+	UidMap  []*IDPair `protobuf:"bytes,6,rep,name=uid_map,json=uidMap,proto3" json:"uid_map,omitempty"`
+	GidMap  []*IDPair `protobuf:"bytes,7,rep,name=gid_map,json=gidMap,proto3" json:"gid_map,omitempty"`
+	// deny_unknown: a request whose uid or gid no rule maps is refused
+	// (EACCES) instead of squashed.
+	DenyUnknown   bool `protobuf:"varint,8,opt,name=deny_unknown,json=denyUnknown,proto3" json:"deny_unknown,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Nodemap) Reset() {
+	*x = Nodemap{}
+	mi := &file_mgs_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Nodemap) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Nodemap) ProtoMessage() {}
+
+func (x *Nodemap) ProtoReflect() protoreflect.Message {
+	mi := &file_mgs_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Nodemap.ProtoReflect.Descriptor instead.
+func (*Nodemap) Descriptor() ([]byte, []int) {
+	return file_mgs_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Nodemap) GetClient() string {
+	if x != nil {
+		return x.Client
+	}
+	return ""
+}
+
+func (x *Nodemap) GetSquashRoot() bool {
+	if x != nil {
+		return x.SquashRoot
+	}
+	return false
+}
+
+func (x *Nodemap) GetSquashUid() uint32 {
+	if x != nil {
+		return x.SquashUid
+	}
+	return 0
+}
+
+func (x *Nodemap) GetSquashGid() uint32 {
+	if x != nil {
+		return x.SquashGid
+	}
+	return 0
+}
+
+func (x *Nodemap) GetTrusted() bool {
+	if x != nil {
+		return x.Trusted
+	}
+	return false
+}
+
+func (x *Nodemap) GetUidMap() []*IDPair {
+	if x != nil {
+		return x.UidMap
+	}
+	return nil
+}
+
+func (x *Nodemap) GetGidMap() []*IDPair {
+	if x != nil {
+		return x.GidMap
+	}
+	return nil
+}
+
+func (x *Nodemap) GetDenyUnknown() bool {
+	if x != nil {
+		return x.DenyUnknown
+	}
+	return false
+}
+
+// IDPair maps one id: the client's and the file system's.
+type IDPair struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Client        uint32                 `protobuf:"varint,1,opt,name=client,proto3" json:"client,omitempty"`
+	Fs            uint32                 `protobuf:"varint,2,opt,name=fs,proto3" json:"fs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IDPair) Reset() {
+	*x = IDPair{}
+	mi := &file_mgs_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IDPair) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IDPair) ProtoMessage() {}
+
+func (x *IDPair) ProtoReflect() protoreflect.Message {
+	mi := &file_mgs_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IDPair.ProtoReflect.Descriptor instead.
+func (*IDPair) Descriptor() ([]byte, []int) {
+	return file_mgs_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *IDPair) GetClient() uint32 {
+	if x != nil {
+		return x.Client
+	}
+	return 0
+}
+
+func (x *IDPair) GetFs() uint32 {
+	if x != nil {
+		return x.Fs
+	}
+	return 0
+}
+
+type NodemapRemoveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Client        string                 `protobuf:"bytes,1,opt,name=client,proto3" json:"client,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodemapRemoveRequest) Reset() {
+	*x = NodemapRemoveRequest{}
+	mi := &file_mgs_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodemapRemoveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodemapRemoveRequest) ProtoMessage() {}
+
+func (x *NodemapRemoveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mgs_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodemapRemoveRequest.ProtoReflect.Descriptor instead.
+func (*NodemapRemoveRequest) Descriptor() ([]byte, []int) {
+	return file_mgs_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *NodemapRemoveRequest) GetClient() string {
+	if x != nil {
+		return x.Client
+	}
+	return ""
+}
+
+type NodemapListRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodemapListRequest) Reset() {
+	*x = NodemapListRequest{}
+	mi := &file_mgs_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodemapListRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodemapListRequest) ProtoMessage() {}
+
+func (x *NodemapListRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mgs_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodemapListRequest.ProtoReflect.Descriptor instead.
+func (*NodemapListRequest) Descriptor() ([]byte, []int) {
+	return file_mgs_proto_rawDescGZIP(), []int{10}
+}
+
+type NodemapReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Nodemaps      []*Nodemap             `protobuf:"bytes,1,rep,name=nodemaps,proto3" json:"nodemaps,omitempty"` // every nodemap after the call, by client
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodemapReply) Reset() {
+	*x = NodemapReply{}
+	mi := &file_mgs_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodemapReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodemapReply) ProtoMessage() {}
+
+func (x *NodemapReply) ProtoReflect() protoreflect.Message {
+	mi := &file_mgs_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodemapReply.ProtoReflect.Descriptor instead.
+func (*NodemapReply) Descriptor() ([]byte, []int) {
+	return file_mgs_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *NodemapReply) GetNodemaps() []*Nodemap {
+	if x != nil {
+		return x.Nodemaps
+	}
+	return nil
+}
+
 type AllocSeqRangeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Mdt           uint32                 `protobuf:"varint,1,opt,name=mdt,proto3" json:"mdt,omitempty"`
@@ -614,7 +926,7 @@ type AllocSeqRangeRequest struct {
 
 func (x *AllocSeqRangeRequest) Reset() {
 	*x = AllocSeqRangeRequest{}
-	mi := &file_mgs_proto_msgTypes[7]
+	mi := &file_mgs_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -626,7 +938,7 @@ func (x *AllocSeqRangeRequest) String() string {
 func (*AllocSeqRangeRequest) ProtoMessage() {}
 
 func (x *AllocSeqRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mgs_proto_msgTypes[7]
+	mi := &file_mgs_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -639,7 +951,7 @@ func (x *AllocSeqRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocSeqRangeRequest.ProtoReflect.Descriptor instead.
 func (*AllocSeqRangeRequest) Descriptor() ([]byte, []int) {
-	return file_mgs_proto_rawDescGZIP(), []int{7}
+	return file_mgs_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AllocSeqRangeRequest) GetMdt() uint32 {
@@ -667,7 +979,7 @@ type DeregisterRequest struct {
 
 func (x *DeregisterRequest) Reset() {
 	*x = DeregisterRequest{}
-	mi := &file_mgs_proto_msgTypes[8]
+	mi := &file_mgs_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -679,7 +991,7 @@ func (x *DeregisterRequest) String() string {
 func (*DeregisterRequest) ProtoMessage() {}
 
 func (x *DeregisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mgs_proto_msgTypes[8]
+	mi := &file_mgs_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -692,7 +1004,7 @@ func (x *DeregisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterRequest.ProtoReflect.Descriptor instead.
 func (*DeregisterRequest) Descriptor() ([]byte, []int) {
-	return file_mgs_proto_rawDescGZIP(), []int{8}
+	return file_mgs_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeregisterRequest) GetKind() TargetKind {
@@ -717,9 +1029,9 @@ func (x *DeregisterRequest) GetReplicaId() uint64 {
 }
 
 // MGSCommand is one entry of the MGS's Raft log: the MGS configuration
-// (registered targets, the sequence controller, the FLD) is a replicated
-// state machine, one replica by default and three for high availability
-// (internal/mgs). Apply reads only the command and the replicated state.
+// (registered targets, the sequence controller, the FLD, the nodemaps) is
+// a replicated state machine, one replica by default and three for high
+// availability (internal/mgs). Apply reads only the command and the replicated state.
 type MGSCommand struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Op:
@@ -727,6 +1039,8 @@ type MGSCommand struct {
 	//	*MGSCommand_Register
 	//	*MGSCommand_AllocSeq
 	//	*MGSCommand_Deregister
+	//	*MGSCommand_NodemapSet
+	//	*MGSCommand_NodemapRemove
 	Op            isMGSCommand_Op `protobuf_oneof:"op"`
 	NowNs         int64           `protobuf:"varint,10,opt,name=now_ns,json=nowNs,proto3" json:"now_ns,omitempty"` // the leader's clock when it proposed the command
 	unknownFields protoimpl.UnknownFields
@@ -735,7 +1049,7 @@ type MGSCommand struct {
 
 func (x *MGSCommand) Reset() {
 	*x = MGSCommand{}
-	mi := &file_mgs_proto_msgTypes[9]
+	mi := &file_mgs_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -747,7 +1061,7 @@ func (x *MGSCommand) String() string {
 func (*MGSCommand) ProtoMessage() {}
 
 func (x *MGSCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_mgs_proto_msgTypes[9]
+	mi := &file_mgs_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -760,7 +1074,7 @@ func (x *MGSCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MGSCommand.ProtoReflect.Descriptor instead.
 func (*MGSCommand) Descriptor() ([]byte, []int) {
-	return file_mgs_proto_rawDescGZIP(), []int{9}
+	return file_mgs_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MGSCommand) GetOp() isMGSCommand_Op {
@@ -797,6 +1111,24 @@ func (x *MGSCommand) GetDeregister() *DeregisterRequest {
 	return nil
 }
 
+func (x *MGSCommand) GetNodemapSet() *Nodemap {
+	if x != nil {
+		if x, ok := x.Op.(*MGSCommand_NodemapSet); ok {
+			return x.NodemapSet
+		}
+	}
+	return nil
+}
+
+func (x *MGSCommand) GetNodemapRemove() *NodemapRemoveRequest {
+	if x != nil {
+		if x, ok := x.Op.(*MGSCommand_NodemapRemove); ok {
+			return x.NodemapRemove
+		}
+	}
+	return nil
+}
+
 func (x *MGSCommand) GetNowNs() int64 {
 	if x != nil {
 		return x.NowNs
@@ -820,11 +1152,23 @@ type MGSCommand_Deregister struct {
 	Deregister *DeregisterRequest `protobuf:"bytes,3,opt,name=deregister,proto3,oneof"`
 }
 
+type MGSCommand_NodemapSet struct {
+	NodemapSet *Nodemap `protobuf:"bytes,4,opt,name=nodemap_set,json=nodemapSet,proto3,oneof"`
+}
+
+type MGSCommand_NodemapRemove struct {
+	NodemapRemove *NodemapRemoveRequest `protobuf:"bytes,5,opt,name=nodemap_remove,json=nodemapRemove,proto3,oneof"`
+}
+
 func (*MGSCommand_Register) isMGSCommand_Op() {}
 
 func (*MGSCommand_AllocSeq) isMGSCommand_Op() {}
 
 func (*MGSCommand_Deregister) isMGSCommand_Op() {}
+
+func (*MGSCommand_NodemapSet) isMGSCommand_Op() {}
+
+func (*MGSCommand_NodemapRemove) isMGSCommand_Op() {}
 
 var File_mgs_proto protoreflect.FileDescriptor
 
@@ -874,13 +1218,35 @@ const file_mgs_proto_rawDesc = "" +
 	"\bSeqRange\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\x04R\x05start\x12\x10\n" +
 	"\x03end\x18\x02 \x01(\x04R\x03end\x12\x10\n" +
-	"\x03mdt\x18\x03 \x01(\rR\x03mdt\"\xb1\x01\n" +
+	"\x03mdt\x18\x03 \x01(\rR\x03mdt\"\x8d\x02\n" +
 	"\rClusterConfig\x12\x16\n" +
 	"\x06fsname\x18\x01 \x01(\tR\x06fsname\x12.\n" +
 	"\atargets\x18\x02 \x03(\v2\x14.nacre.v1.TargetInfoR\atargets\x12$\n" +
 	"\x03fld\x18\x03 \x03(\v2\x12.nacre.v1.SeqRangeR\x03fld\x12\x15\n" +
 	"\x06now_ns\x18\x04 \x01(\x03R\x05nowNs\x12\x1b\n" +
-	"\tmgs_addrs\x18\x05 \x03(\tR\bmgsAddrs\">\n" +
+	"\tmgs_addrs\x18\x05 \x03(\tR\bmgsAddrs\x12-\n" +
+	"\bnodemaps\x18\x06 \x03(\v2\x11.nacre.v1.NodemapR\bnodemaps\x12+\n" +
+	"\anodemap\x18\a \x01(\v2\x11.nacre.v1.NodemapR\anodemap\"\x93\x02\n" +
+	"\aNodemap\x12\x16\n" +
+	"\x06client\x18\x01 \x01(\tR\x06client\x12\x1f\n" +
+	"\vsquash_root\x18\x02 \x01(\bR\n" +
+	"squashRoot\x12\x1d\n" +
+	"\n" +
+	"squash_uid\x18\x03 \x01(\rR\tsquashUid\x12\x1d\n" +
+	"\n" +
+	"squash_gid\x18\x04 \x01(\rR\tsquashGid\x12\x18\n" +
+	"\atrusted\x18\x05 \x01(\bR\atrusted\x12)\n" +
+	"\auid_map\x18\x06 \x03(\v2\x10.nacre.v1.IDPairR\x06uidMap\x12)\n" +
+	"\agid_map\x18\a \x03(\v2\x10.nacre.v1.IDPairR\x06gidMap\x12!\n" +
+	"\fdeny_unknown\x18\b \x01(\bR\vdenyUnknown\"0\n" +
+	"\x06IDPair\x12\x16\n" +
+	"\x06client\x18\x01 \x01(\rR\x06client\x12\x0e\n" +
+	"\x02fs\x18\x02 \x01(\rR\x02fs\".\n" +
+	"\x14NodemapRemoveRequest\x12\x16\n" +
+	"\x06client\x18\x01 \x01(\tR\x06client\"\x14\n" +
+	"\x12NodemapListRequest\"=\n" +
+	"\fNodemapReply\x12-\n" +
+	"\bnodemaps\x18\x01 \x03(\v2\x11.nacre.v1.NodemapR\bnodemaps\">\n" +
 	"\x14AllocSeqRangeRequest\x12\x10\n" +
 	"\x03mdt\x18\x01 \x01(\rR\x03mdt\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x04R\x05count\"r\n" +
@@ -888,14 +1254,17 @@ const file_mgs_proto_rawDesc = "" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.nacre.v1.TargetKindR\x04kind\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\rR\x05index\x12\x1d\n" +
 	"\n" +
-	"replica_id\x18\x03 \x01(\x04R\treplicaId\"\xdb\x01\n" +
+	"replica_id\x18\x03 \x01(\x04R\treplicaId\"\xda\x02\n" +
 	"\n" +
 	"MGSCommand\x122\n" +
 	"\bregister\x18\x01 \x01(\v2\x14.nacre.v1.TargetInfoH\x00R\bregister\x12=\n" +
 	"\talloc_seq\x18\x02 \x01(\v2\x1e.nacre.v1.AllocSeqRangeRequestH\x00R\ballocSeq\x12=\n" +
 	"\n" +
 	"deregister\x18\x03 \x01(\v2\x1b.nacre.v1.DeregisterRequestH\x00R\n" +
-	"deregister\x12\x15\n" +
+	"deregister\x124\n" +
+	"\vnodemap_set\x18\x04 \x01(\v2\x11.nacre.v1.NodemapH\x00R\n" +
+	"nodemapSet\x12G\n" +
+	"\x0enodemap_remove\x18\x05 \x01(\v2\x1e.nacre.v1.NodemapRemoveRequestH\x00R\rnodemapRemove\x12\x15\n" +
 	"\x06now_ns\x18\n" +
 	" \x01(\x03R\x05nowNsB\x04\n" +
 	"\x02opB\x13Z\x11nacre/api/nacrepbb\x06proto3"
@@ -912,7 +1281,7 @@ func file_mgs_proto_rawDescGZIP() []byte {
 	return file_mgs_proto_rawDescData
 }
 
-var file_mgs_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_mgs_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_mgs_proto_goTypes = []any{
 	(*TargetInfo)(nil),           // 0: nacre.v1.TargetInfo
 	(*RegisterReply)(nil),        // 1: nacre.v1.RegisterReply
@@ -921,28 +1290,40 @@ var file_mgs_proto_goTypes = []any{
 	(*GetConfigRequest)(nil),     // 4: nacre.v1.GetConfigRequest
 	(*SeqRange)(nil),             // 5: nacre.v1.SeqRange
 	(*ClusterConfig)(nil),        // 6: nacre.v1.ClusterConfig
-	(*AllocSeqRangeRequest)(nil), // 7: nacre.v1.AllocSeqRangeRequest
-	(*DeregisterRequest)(nil),    // 8: nacre.v1.DeregisterRequest
-	(*MGSCommand)(nil),           // 9: nacre.v1.MGSCommand
-	(TargetKind)(0),              // 10: nacre.v1.TargetKind
-	(*Statfs)(nil),               // 11: nacre.v1.Statfs
+	(*Nodemap)(nil),              // 7: nacre.v1.Nodemap
+	(*IDPair)(nil),               // 8: nacre.v1.IDPair
+	(*NodemapRemoveRequest)(nil), // 9: nacre.v1.NodemapRemoveRequest
+	(*NodemapListRequest)(nil),   // 10: nacre.v1.NodemapListRequest
+	(*NodemapReply)(nil),         // 11: nacre.v1.NodemapReply
+	(*AllocSeqRangeRequest)(nil), // 12: nacre.v1.AllocSeqRangeRequest
+	(*DeregisterRequest)(nil),    // 13: nacre.v1.DeregisterRequest
+	(*MGSCommand)(nil),           // 14: nacre.v1.MGSCommand
+	(TargetKind)(0),              // 15: nacre.v1.TargetKind
+	(*Statfs)(nil),               // 16: nacre.v1.Statfs
 }
 var file_mgs_proto_depIdxs = []int32{
-	10, // 0: nacre.v1.TargetInfo.kind:type_name -> nacre.v1.TargetKind
-	11, // 1: nacre.v1.TargetInfo.statfs:type_name -> nacre.v1.Statfs
-	10, // 2: nacre.v1.HeartbeatRequest.kind:type_name -> nacre.v1.TargetKind
-	11, // 3: nacre.v1.HeartbeatRequest.statfs:type_name -> nacre.v1.Statfs
+	15, // 0: nacre.v1.TargetInfo.kind:type_name -> nacre.v1.TargetKind
+	16, // 1: nacre.v1.TargetInfo.statfs:type_name -> nacre.v1.Statfs
+	15, // 2: nacre.v1.HeartbeatRequest.kind:type_name -> nacre.v1.TargetKind
+	16, // 3: nacre.v1.HeartbeatRequest.statfs:type_name -> nacre.v1.Statfs
 	0,  // 4: nacre.v1.ClusterConfig.targets:type_name -> nacre.v1.TargetInfo
 	5,  // 5: nacre.v1.ClusterConfig.fld:type_name -> nacre.v1.SeqRange
-	10, // 6: nacre.v1.DeregisterRequest.kind:type_name -> nacre.v1.TargetKind
-	0,  // 7: nacre.v1.MGSCommand.register:type_name -> nacre.v1.TargetInfo
-	7,  // 8: nacre.v1.MGSCommand.alloc_seq:type_name -> nacre.v1.AllocSeqRangeRequest
-	8,  // 9: nacre.v1.MGSCommand.deregister:type_name -> nacre.v1.DeregisterRequest
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	7,  // 6: nacre.v1.ClusterConfig.nodemaps:type_name -> nacre.v1.Nodemap
+	7,  // 7: nacre.v1.ClusterConfig.nodemap:type_name -> nacre.v1.Nodemap
+	8,  // 8: nacre.v1.Nodemap.uid_map:type_name -> nacre.v1.IDPair
+	8,  // 9: nacre.v1.Nodemap.gid_map:type_name -> nacre.v1.IDPair
+	7,  // 10: nacre.v1.NodemapReply.nodemaps:type_name -> nacre.v1.Nodemap
+	15, // 11: nacre.v1.DeregisterRequest.kind:type_name -> nacre.v1.TargetKind
+	0,  // 12: nacre.v1.MGSCommand.register:type_name -> nacre.v1.TargetInfo
+	12, // 13: nacre.v1.MGSCommand.alloc_seq:type_name -> nacre.v1.AllocSeqRangeRequest
+	13, // 14: nacre.v1.MGSCommand.deregister:type_name -> nacre.v1.DeregisterRequest
+	7,  // 15: nacre.v1.MGSCommand.nodemap_set:type_name -> nacre.v1.Nodemap
+	9,  // 16: nacre.v1.MGSCommand.nodemap_remove:type_name -> nacre.v1.NodemapRemoveRequest
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_mgs_proto_init() }
@@ -951,10 +1332,12 @@ func file_mgs_proto_init() {
 		return
 	}
 	file_common_proto_init()
-	file_mgs_proto_msgTypes[9].OneofWrappers = []any{
+	file_mgs_proto_msgTypes[14].OneofWrappers = []any{
 		(*MGSCommand_Register)(nil),
 		(*MGSCommand_AllocSeq)(nil),
 		(*MGSCommand_Deregister)(nil),
+		(*MGSCommand_NodemapSet)(nil),
+		(*MGSCommand_NodemapRemove)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -962,7 +1345,7 @@ func file_mgs_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mgs_proto_rawDesc), len(file_mgs_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

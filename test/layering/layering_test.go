@@ -55,6 +55,7 @@ var tiers = map[string]tier{
 	"internal/mdrpc":        base,
 	"internal/objrec":       base,
 	"internal/netguard":     base,
+	"internal/nodemap":      base,
 	"internal/obs":          base,
 	"internal/pki":          base,
 	"internal/ports":        base,
@@ -87,7 +88,7 @@ var tiers = map[string]tier{
 }
 
 // noGRPC are the packages that must not link gRPC, even indirectly.
-var noGRPC = []string{"api/nacrepb", "internal/errno", "internal/mdrpc", "internal/bulk", "internal/fid", "internal/layout", "internal/objrec", "internal/pki"}
+var noGRPC = []string{"api/nacrepb", "internal/errno", "internal/mdrpc", "internal/bulk", "internal/fid", "internal/layout", "internal/objrec", "internal/pki", "internal/nodemap"}
 
 // engines are the consensus library and the storage engine.
 var engines = []string{"go.etcd.io/raft", "github.com/cockroachdb/pebble"}
