@@ -39,7 +39,8 @@ func (c serverCreds) Clone() credentials.TransportCredentials {
 // FID sequences, precreate and destroy objects, the checker's calls to
 // OSTs) need a node's: a client holding one of these could make itself a
 // target or a replica. The admin services need an admin's (or a node's:
-// the MDS's checker drives the OSTs' fault points). The rest, files and
+// the MDS's checker drives the OSTs' fault points), and so do the
+// nodemaps (a client could unsquash itself). The rest, files and
 // locks, and RaftAdmin's Members (clients find a group's leader with
 // it), any certificate of the cluster.
 func methodRole(method string) pki.Role {
@@ -58,7 +59,7 @@ func methodRole(method string) pki.Role {
 		switch name {
 		case "Register", "Heartbeat", "AllocSeqRange":
 			return pki.RoleNode
-		case "Deregister":
+		case "Deregister", "NodemapSet", "NodemapRemove", "NodemapList":
 			return pki.RoleAdmin
 		}
 	case "nacre.v1.OSS":

@@ -111,6 +111,9 @@ func TestMethodRoles(t *testing.T) {
 		nacregrpc.MGS_Heartbeat_FullMethodName:        pki.RoleNode,
 		nacregrpc.OSS_Destroy_FullMethodName:          pki.RoleNode,
 		nacregrpc.Lfsck_Query_FullMethodName:          pki.RoleAdmin,
+		nacregrpc.MGS_NodemapSet_FullMethodName:       pki.RoleAdmin,
+		nacregrpc.MGS_NodemapRemove_FullMethodName:    pki.RoleAdmin,
+		nacregrpc.MGS_NodemapList_FullMethodName:      pki.RoleAdmin,
 	} {
 		if got := methodRole(m); got != want {
 			t.Errorf("%s needs %s, want %s", m, got, want)

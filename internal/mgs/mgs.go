@@ -4,14 +4,15 @@
 // controller that grants FID sequence ranges to MDTs and keeps the FID
 // location database (FLD: sequence range -> MDT).
 //
-// The configuration (registry, sequence controller, FLD) is a replicated
-// state machine on a Raft group (state.go): one replica by default, three
-// for high availability. Store keys (pebble; the Raft log and the store's
-// identity live under "\x00"):
+// The configuration (registry, sequence controller, FLD, nodemaps) is a
+// replicated state machine on a Raft group (state.go): one replica by
+// default, three for high availability. Store keys (pebble; the Raft log
+// and the store's identity live under "\x00"):
 //
 //	"t/" kind(1) index(4) [replica(8)]  registered nacrepb.TargetInfo
 //	"seq/next"                          next sequence to grant (u64)
 //	"fld/" start(8)                     nacrepb.SeqRange
+//	"nm/" client name                   nacrepb.Nodemap (nodemap.go)
 //	"m/applied"                         the last applied Raft index
 //
 // Every call is served by the leader: a follower forwards it (as a Consul
@@ -82,6 +83,8 @@ type Server struct {
 	nextSeq uint64
 	fld     []*pb.SeqRange
 	applied uint64
+	// nodemaps by client name (nodemap.go); replicated.
+	nodemaps map[string]*pb.Nodemap
 
 	leading   bool      // this replica led at the last call
 	leadSince time.Time // since when
@@ -395,6 +398,9 @@ func (s *Server) mgsAddrsLocked() []string {
 func (s *Server) GetConfig(ctx context.Context, req *pb.GetConfigRequest) (*pb.ClusterConfig, error) {
 	var fwd *pb.ClusterConfig
 	if local, err := s.route(ctx, func(c nacregrpc.MGSClient, ctx context.Context) (err error) { fwd, err = c.GetConfig(ctx, req); return }); !local {
+		if err == nil {
+			shapeConfig(fwd, grpcx.PeerCert(ctx)) // the leader saw this replica's certificate
+		}
 		return fwd, err
 	}
 	// Every registration and grant acknowledged before this call is in
@@ -478,6 +484,8 @@ func (s *Server) GetConfig(ctx context.Context, req *pb.GetConfigRequest) (*pb.C
 	for _, r := range s.fld {
 		out.Fld = append(out.Fld, proto.Clone(r).(*pb.SeqRange))
 	}
+	out.Nodemaps = s.nodemapList()
+	shapeConfig(out, grpcx.PeerCert(ctx))
 	return out, nil
 }
 

@@ -15,8 +15,9 @@ import (
 )
 
 // The replicated state machine of the MGS: the target registry, the
-// sequence controller and the FLD, changed only by MGSCommand entries of
-// the MGS's Raft group (one replica by default, three with --replicas 3).
+// sequence controller, the FLD and the nodemaps, changed only by
+// MGSCommand entries of the MGS's Raft group (one replica by default,
+// three with --replicas 3).
 // Apply reads only the command and this state, so every replica computes
 // the same registry and grants the same sequence ranges; a range is
 // granted once, by the entry that allocates it, whichever replica leads.
@@ -26,6 +27,7 @@ var (
 	keyNext    = []byte("seq/next")
 	pfxFLD     = []byte("fld/")
 	keyApplied = []byte("m/applied")
+	pfxNodemap = []byte("nm/")
 )
 
 // stateRanges are the keys a snapshot carries (the store identity and
@@ -35,6 +37,7 @@ var stateRanges = []raftgroup.KeyRange{
 	{Lower: []byte("m/"), Upper: kv.PrefixEnd([]byte("m/"))},
 	{Lower: []byte("seq/"), Upper: kv.PrefixEnd([]byte("seq/"))},
 	{Lower: pfxTarget, Upper: kv.PrefixEnd(pfxTarget)},
+	{Lower: pfxNodemap, Upper: kv.PrefixEnd(pfxNodemap)},
 }
 
 // targetKey is "t/" kind(1) index(4), plus replica(8) for a replica of a
@@ -95,7 +98,7 @@ func (s *Server) load() error {
 		s.fld = append(s.fld, r)
 	}
 	it.Close()
-	return nil
+	return s.loadNodemaps()
 }
 
 // sm adapts the Server to raftgroup.StateMachine.
@@ -183,6 +186,10 @@ func (s *Server) apply(b *kv.Batch, cmd *pb.MGSCommand) result {
 		b.Delete([]byte(key))
 		delete(s.targets, key)
 		return result{}
+	case *pb.MGSCommand_NodemapSet:
+		return s.applyNodemapSet(b, op.NodemapSet)
+	case *pb.MGSCommand_NodemapRemove:
+		return s.applyNodemapRemove(b, op.NodemapRemove)
 	}
 	return result{err: errno.Errorf(errno.InvalidArgument, "unknown MGS command %T", cmd.Op)}
 }
