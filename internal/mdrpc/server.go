@@ -66,7 +66,8 @@ type ServerOptions struct {
 	WarnEvery time.Duration
 	// TLS, if set, makes every connection TLS (internal/pki's
 	// ServerConfig): the handshake comes first, within
-	// pki.HandshakeTimeout, and a peer it refuses is logged with why.
+	// pki.HandshakeTimeout, and a peer it refuses is logged with why. A
+	// method's context carries the peer's certificate (pki.PeerOf).
 	TLS *tls.Config
 }
 
@@ -161,6 +162,7 @@ func (s *Server) serveConn(raw net.Conn) {
 	}()
 	c := raw
 	peer := c.RemoteAddr().String()
+	ctx := s.ctx
 	if s.opts.TLS != nil {
 		tc, err := pki.Accept(c, s.opts.TLS, pki.HandshakeTimeout)
 		if err != nil {
@@ -170,6 +172,8 @@ func (s *Server) serveConn(raw net.Conn) {
 		// Closing raw (Close, the deferred close) ends tc too, and
 		// does not wait on the peer as a TLS close would.
 		c = tc
+		// Methods learn who asks (pki.PeerOf): the MDS maps ids by it.
+		ctx = pki.WithPeer(ctx, pki.PeerCert(tc.ConnectionState()))
 	}
 	br := bufio.NewReaderSize(c, 64<<10)
 	var in, out []byte
@@ -215,7 +219,7 @@ func (s *Server) serveConn(raw net.Conn) {
 		case !hello:
 			callErr = errno.New(errno.FailedPrecondition, "the first request on a connection must be hello")
 		default:
-			reply, callErr = s.call(h.code, payload)
+			reply, callErr = s.call(ctx, h.code, payload)
 		}
 		out = s.reply(out, h, reply, callErr)
 		c.SetWriteDeadline(time.Now().Add(s.opts.FrameTimeout))
@@ -235,7 +239,7 @@ func isEOF(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
-func (s *Server) call(method uint16, payload []byte) (reply proto.Message, err error) {
+func (s *Server) call(ctx context.Context, method uint16, payload []byte) (reply proto.Message, err error) {
 	m := s.methods[method]
 	if m == nil {
 		return nil, errno.Errorf(errno.Unimplemented, "framed RPC method %d is not served here", method)
@@ -249,7 +253,7 @@ func (s *Server) call(method uint16, payload []byte) (reply proto.Message, err e
 			s.opts.Observe(method, time.Since(start), err)
 		}
 	}()
-	return m(s.ctx, payload)
+	return m(ctx, payload)
 }
 
 // reply builds the reply frame in buf: the reply encoded in place after

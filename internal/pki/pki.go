@@ -414,6 +414,25 @@ func PeerCert(cs tls.ConnectionState) *x509.Certificate {
 	return cs.PeerCertificates[0]
 }
 
+type peerKey struct{}
+
+// WithPeer is ctx carrying the certificate of the peer whose request it
+// serves: the framed protocols' servers put it there (gRPC's context
+// carries its own: grpcx.PeerCert), for what depends on who asks, such
+// as the MDSs' nodemaps.
+func WithPeer(ctx context.Context, cert *x509.Certificate) context.Context {
+	if cert == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, peerKey{}, cert)
+}
+
+// PeerOf is the certificate WithPeer put in ctx (nil if none).
+func PeerOf(ctx context.Context) *x509.Certificate {
+	c, _ := ctx.Value(peerKey{}).(*x509.Certificate)
+	return c
+}
+
 // Need is the refusal of a call that needs role need from a peer whose
 // certificate is cert; nil if cert's role allows it.
 func Need(cert *x509.Certificate, need Role, what string) error {
