@@ -101,7 +101,8 @@ func (s *Server) freshConfig() {
 	s.refreshConfig()
 }
 
-// refreshConfig learns the OSTs, their addresses and states from the MGS.
+// refreshConfig learns the OSTs, their addresses and states, and the
+// nodemaps, from the MGS.
 func (s *Server) refreshConfig() {
 	ctx, cancel := s.ctx(2 * time.Second)
 	defer cancel()
@@ -112,6 +113,7 @@ func (s *Server) refreshConfig() {
 	s.cfgAt.Store(time.Now().UnixNano())
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.setNodemaps(cfg.Nodemaps)
 	clear(s.replicas)
 	for _, ti := range cfg.Targets {
 		if ti.Kind == pb.TargetKind_TARGET_MDT && ti.Index == s.id.Index && ti.ReplicaId != 0 && ti.ReplicaId != s.group.ID() {

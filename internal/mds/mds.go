@@ -109,6 +109,7 @@ type Server struct {
 	cfgAt    atomic.Int64 // when the OSTs were last read from the MGS (unix ns)
 	cfgMu    sync.Mutex   // one freshConfig at a time
 	cfgTry   time.Time    // the last freshConfig attempt (under cfgMu)
+	nodemaps nodemaps     // from the MGS with the configuration (nodemap.go)
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -172,7 +173,8 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.linearizable = len(cfg.ID.Peers) > 1
-	nacregrpc.RegisterMDSServer(cfg.GRPC, s)
+	// Through the nodemaps (nodemap.go).
+	nacregrpc.RegisterMDSServer(cfg.GRPC, s.Served())
 	s.startClientServices(cfg.GRPC, cfg.Reg) // locks, sessions, open files (open.go)
 	s.startChecker(cfg.GRPC, cfg.Reg)        // nacre lfsck and nacre fault (lfsck.go)
 	s.wg.Add(1)

@@ -48,7 +48,8 @@ func (s *Server) startClientServices(g *grpc.Server, reg *prometheus.Registry) {
 	}
 	clientServices.Store(s, lm)
 	nacregrpc.RegisterLDLMServer(g, leaderOnlyLDLM{lm, s}) // sessions on the leader only (leadership.go)
-	nacregrpc.RegisterOpenFilesServer(g, &openFiles{s: s})
+	// Through the nodemaps (nodemap.go).
+	nacregrpc.RegisterOpenFilesServer(g, servedOpenFiles{o: &openFiles{s: s}})
 	s.orphanGrace, s.openGrace = grace(s.opts.OrphanGrace, OrphanGrace), grace(s.opts.OpenGrace, OpenGrace)
 	s.wg.Add(3)
 	go s.reapOrphans(lm, s.orphanGrace)

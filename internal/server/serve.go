@@ -330,7 +330,7 @@ func runMDS(id target.Identity, dir string, idf *identityFile, db *kv.DB, ln, da
 	if sec.creds != nil {
 		mo.TLS = sec.creds.ServerConfig()
 	}
-	fs := mdrpc.Serve(dataLn, countInFlight(mdrpc.MDSMethods(srv), sm.InFlight.WithLabelValues("mdrpc")), mo)
+	fs := mdrpc.Serve(dataLn, countInFlight(mdrpc.MDSMethods(srv.Served()), sm.InFlight.WithLabelValues("mdrpc")), mo)
 	reg.MustRegister(refusedCounter(id.Name(), "data", fs.Refused))
 	r, err := mgs.StartRegistrar(id.MGSNode,
 		func() *pb.TargetInfo {
