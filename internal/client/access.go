@@ -16,9 +16,11 @@ import (
 // root may do anything but execute a file no one may execute; an object
 // with an access ACL is judged by it (read from the MDT). The OSTs check
 // nothing: reads and the cutting of objects rely on this client asking
-// first, as a kernel asks before it calls a file system.
+// first, as a kernel asks before it calls a file system. The caller is
+// taken as the MDSs see it, through this client's nodemap (LocalCred):
+// a squashed root is not root here either.
 func (c *Client) MayAccess(ctx context.Context, ino *pb.Inode, mask uint32) (bool, error) {
-	cred := c.cred(ctx)
+	cred := c.LocalCred(c.cred(ctx))
 	mask &= 7
 	if cred.GetUid() != 0 && cred.GetUid() != ino.Uid && ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_ACL) != 0 {
 		v, err := c.Getxattr(WithCred(ctx, &pb.Cred{}), fid.FromPB(ino.Fid), acl.XattrAccess)

@@ -39,6 +39,7 @@ import (
 	"nacre/internal/fid"
 	"nacre/internal/grpcx"
 	"nacre/internal/mdrpc"
+	"nacre/internal/nodemap"
 	"nacre/internal/pki"
 	"nacre/internal/version"
 )
@@ -116,6 +117,8 @@ type Client struct {
 	refreshM    sync.Mutex
 
 	held holds // hold.go
+	// idmap: this client's nodemap, as the MGS last said (nodemap.go).
+	idmap atomic.Pointer[nodemap.Map]
 
 	// The changes kept for the MDTs' durability contract (durability.go).
 	keptMu     sync.Mutex
@@ -396,6 +399,7 @@ func (c *Client) refresh(ctx context.Context) error {
 	defer c.mu.Unlock()
 	c.cfgAt = time.Now()
 	c.fld = cfg.Fld
+	c.setNodemap(cfg.Nodemap)
 	mdtReps := map[uint32][]*pb.TargetInfo{}
 	for _, ti := range sortTargets(cfg.Targets) {
 		switch ti.Kind {

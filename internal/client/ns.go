@@ -271,7 +271,7 @@ func (c *Client) setattr(ctx context.Context, op *pb.SetattrOp) (*pb.Inode, []ui
 			// The MDT decides after the objects are cut: ask its rule
 			// first (root, write access, or a file opened for writing),
 			// or a refused truncate still destroyed the data.
-			if cred := c.cred(ctx); cred.GetUid() != 0 && op.Valid&uint32(pb.SetattrValid_SETATTR_OPENED) == 0 {
+			if cred := c.LocalCred(c.cred(ctx)); cred.GetUid() != 0 && op.Valid&uint32(pb.SetattrValid_SETATTR_OPENED) == 0 {
 				if err := c.checkAccess(ctx, "truncate", ino, 2); err != nil {
 					return nil, nil, err
 				}

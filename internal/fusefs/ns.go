@@ -44,8 +44,9 @@ func (fs *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out 
 	case fidDirID:
 		// Opening by FID skips the search permissions of every
 		// directory on the object's path: root's only, as Lustre's
-		// .lustre/fid needs CAP_DAC_READ_SEARCH.
-		if h.Uid != 0 {
+		// .lustre/fid needs CAP_DAC_READ_SEARCH. Not a root that the
+		// client's nodemap squashes.
+		if fs.c.LocalCred(fs.cred(h)).Uid != 0 {
 			return fuse.EPERM
 		}
 		f, err := fid.Parse(name)
@@ -346,7 +347,7 @@ func (fs *FS) truncate(ctx context.Context, hdr *fuse.InHeader, f fid.FID, size 
 		if err != nil {
 			return err
 		}
-		if cred.Uid != 0 && !fs.mayAccess(ctx, ino, cred, 2) {
+		if fs.c.LocalCred(cred).Uid != 0 && !fs.mayAccess(ctx, ino, cred, 2) {
 			return &errno.Errno{Op: "truncate", Errno: syscall.EACCES, Msg: fmt.Sprintf("uid %d may not write %s", cred.Uid, f)}
 		}
 	}

@@ -24,9 +24,11 @@ func asErrno(err error, e *syscall.Errno) bool { return errors.As(err, e) }
 // checks its own operations, not opens), and an ACL that does not say
 // who else may read or write is not a grant to everyone.
 func (fs *FS) mayAccess(ctx context.Context, ino *pb.Inode, c *pb.Cred, mask uint32) bool {
-	if ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_ACL) == 0 || c.Uid == 0 || c.Uid == ino.Uid {
+	// As the MDSs see the caller: a root that the client's nodemap
+	// squashes is not root here either.
+	if l := fs.c.LocalCred(c); ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_ACL) == 0 || l.Uid == 0 || l.Uid == ino.Uid {
 		// The owner's class is the mode's owner bits, ACL or not.
-		return client.ModeAllows(ino, c, mask)
+		return client.ModeAllows(ino, l, mask)
 	}
 	if fs.kernelACLs {
 		return true
