@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"nacre/internal/localcluster"
+	"nacre/internal/nodemap"
 	"nacre/internal/pki"
 )
 
@@ -30,11 +31,18 @@ func newCertCommand(g *globals) *cobra.Command {
 of the local cluster in --dir (into CLUSTER/tls/clients/NAME), or of the
 CA directory --ca (into --out). A command or mount uses it with
 --tls-dir DIR or NACRE_TLS_DIR=DIR. Without --admin the holder uses
-files only; lfsck, fault injection and replica changes need --admin.`,
+files only; lfsck, fault injection, replica changes and nodemaps need
+--admin. What the MDSs make of a client's ids is its nodemap (nacre nodemap).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.client == "" {
 				return fmt.Errorf("--client NAME is required: the name the servers' logs give the holder")
+			}
+			if f.client == nodemap.Default {
+				return fmt.Errorf("--client %q names every client certificate in `nacre nodemap`: give this one a name of its own", f.client)
+			}
+			if err := nodemap.CheckName(f.client); err != nil {
+				return fmt.Errorf("--client: %w", err)
 			}
 			var out string
 			switch {
@@ -70,7 +78,7 @@ files only; lfsck, fault injection and replica changes need --admin.`,
 	}
 	fl := add.Flags()
 	fl.StringVar(&f.client, "client", "", "the client's name (its certificate's common name)")
-	fl.BoolVar(&f.admin, "admin", false, "the admin role: lfsck, fault injection, replica changes")
+	fl.BoolVar(&f.admin, "admin", false, "the admin role: lfsck, fault injection, replica changes, nodemaps")
 	fl.StringVar(&f.dir, "dir", localcluster.DefaultDir, "local cluster directory (its CA is DIR/tls)")
 	fl.StringVar(&f.ca, "ca", "", "a CA directory (ca.pem, ca-key.pem: nacre format --tls-dir), instead of --dir")
 	fl.StringVar(&f.out, "out", "", "with --ca: the credentials directory to write")

@@ -198,7 +198,7 @@ Then use it:             export NACRE_MGS=<address printed by up>; nacre ls /`,
 		newRmCommand(g), newMvCommand(g), newLnCommand(g), newSetstripeCommand(g), newGetstripeCommand(g), newDfCommand(g),
 		newPath2fidCommand(g), newFid2pathCommand(g), newMountCommand(g), newUmountCommand(g),
 		// Administration and benchmarks.
-		newLfsckCommand(g), newFaultCommand(g), newMdtCommand(g), newReplicaCommand(g), newCertCommand(g), newStatsCommand(g), newTopCommand(g),
+		newLfsckCommand(g), newFaultCommand(g), newMdtCommand(g), newReplicaCommand(g), newCertCommand(g), newNodemapCommand(g), newStatsCommand(g), newTopCommand(g),
 		newBenchCommand(g),
 		environmentTopic())
 	refuseUnknownSubcommands(root)
