@@ -19,6 +19,7 @@ import (
 
 	"nacre/internal/client"
 	"nacre/internal/localcluster"
+	"nacre/internal/pki"
 	"nacre/internal/target/proc"
 	"nacre/test/wait"
 )
@@ -79,6 +80,9 @@ type Options struct {
 	// Dir is an empty directory for the cluster (default: a new
 	// temporary one).
 	Dir string
+	// TLS makes every link TLS (nacre up --tls): Client and Run use the
+	// cluster's admin credentials.
+	TLS bool
 }
 
 // Cluster is a running test cluster.
@@ -87,6 +91,10 @@ type Cluster struct {
 	Dir string
 	MGS string
 	Bin string
+	// TLSDir and TLS are the admin credentials of a cluster with TLS
+	// (Options.TLS).
+	TLSDir string
+	TLS    *pki.Creds
 }
 
 // Start brings up a cluster in a fresh directory; it is stopped (by pid)
@@ -105,12 +113,12 @@ func Start(t testing.TB, o Options) *Cluster {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v) // inherited by the target processes
 	}
-	lc, err := localcluster.Up(context.Background(), localcluster.Options{Dir: c.Dir, OSTs: o.OSTs, Binary: c.Bin, Out: io.Discard, ReadyTimeout: 60 * time.Second, Replicas: o.Replicas, ExitWithParent: true})
+	lc, err := localcluster.Up(context.Background(), localcluster.Options{Dir: c.Dir, OSTs: o.OSTs, Binary: c.Bin, Out: io.Discard, ReadyTimeout: 60 * time.Second, Replicas: o.Replicas, ExitWithParent: true, TLS: o.TLS})
 	if err != nil {
 		c.dumpLogs()
 		t.Fatalf("start cluster: %v", err)
 	}
-	c.MGS = lc.MGS
+	c.MGS, c.TLSDir, c.TLS = lc.MGS, lc.TLSDir, lc.TLS
 	return c
 }
 
@@ -152,7 +160,7 @@ func (c *Cluster) dumpLogs() {
 // Client connects a new client; it is closed when the test ends.
 func (c *Cluster) Client(t testing.TB) *client.Client {
 	t.Helper()
-	cl, err := client.New(context.Background(), client.Config{MGS: c.MGS, Timeout: 60 * time.Second})
+	cl, err := client.New(context.Background(), client.Config{MGS: c.MGS, Timeout: 60 * time.Second, TLS: c.TLS})
 	if err != nil {
 		t.Fatalf("connect client: %v", err)
 	}
@@ -201,6 +209,9 @@ func (c *Cluster) Restart() {
 func (c *Cluster) Run(args ...string) (string, error) {
 	cmd := exec.Command(c.Bin, args...)
 	cmd.Env = append(os.Environ(), "NACRE_MGS="+c.MGS)
+	if c.TLSDir != "" {
+		cmd.Env = append(cmd.Env, "NACRE_TLS_DIR="+c.TLSDir)
+	}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
