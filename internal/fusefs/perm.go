@@ -26,11 +26,13 @@ func asErrno(err error, e *syscall.Errno) bool { return errors.As(err, e) }
 func (fs *FS) mayAccess(ctx context.Context, ino *pb.Inode, c *pb.Cred, mask uint32) bool {
 	// As the MDSs see the caller: a root that the client's nodemap
 	// squashes is not root here either.
-	if l := fs.c.LocalCred(c); ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_ACL) == 0 || l.Uid == 0 || l.Uid == ino.Uid {
+	l := fs.c.LocalCred(c)
+	if ino.Flags&uint32(pb.InodeFlag_INODE_FLAG_ACL) == 0 || l.Uid == 0 || l.Uid == ino.Uid {
 		// The owner's class is the mode's owner bits, ACL or not.
 		return client.ModeAllows(ino, l, mask)
 	}
-	if fs.kernelACLs {
+	if fs.kernelACLs && l.Uid == c.Uid {
+		// (The kernel checked a squashed root as root.)
 		return true
 	}
 	ok, err := fs.c.MayAccess(client.WithCred(ctx, c), ino, mask)

@@ -100,6 +100,15 @@ func TestNodemapSquashesRootAndMapsIds(t *testing.T) {
 	if err := setattr(admin, secretF, &pb.SetattrOp{Valid: uidMode, Mode: 0o600}); err != nil {
 		t.Fatal(err)
 	}
+	// And one whose ACL lets uid 1000 alone read it.
+	aclF := fid.FromPB(createIn(t, admin, homeF, "acl-secret", data).Fid)
+	if err := setattr(admin, aclF, &pb.SetattrOp{Valid: uidGID, Uid: 1000, Gid: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	only1000 := acl.ACL{{Tag: acl.UserObj, Perm: 6}, {Tag: acl.User, Perm: 4, ID: 1000}, {Tag: acl.GroupObj}, {Tag: acl.Mask, Perm: 4}, {Tag: acl.Other}}
+	if err := admin.Setxattr(ctx, aclF, acl.XattrAccess, only1000.Encode(), 0); err != nil {
+		t.Fatal(err)
+	}
 	shared, err := admin.Mkdir(ctx, fid.Root, "shared", 0o777)
 	if err != nil {
 		t.Fatal(err)
@@ -169,8 +178,10 @@ func TestNodemapSquashesRootAndMapsIds(t *testing.T) {
 	}
 
 	// Root through alice cannot read or change uid 1000's 0600 file.
-	if got, err := readAll(aliceRoot, secretF); !errors.Is(err, syscall.EACCES) {
-		t.Errorf("root through alice read the secret: %q, %v; want EACCES", got, err)
+	for _, f := range []fid.FID{secretF, aclF} {
+		if got, err := readAll(aliceRoot, f); !errors.Is(err, syscall.EACCES) {
+			t.Errorf("root through alice read %s: %q, %v; want EACCES", f, got, err)
+		}
 	}
 	for what, op := range map[string]*pb.SetattrOp{
 		"chown":    {Valid: uidGID, Uid: 0, Gid: 0},
@@ -254,8 +265,10 @@ func TestNodemapSquashesRootAndMapsIds(t *testing.T) {
 	if _, err := os.Stat("/dev/fuse"); err == nil && os.Geteuid() == 0 {
 		t.Setenv("NACRE_TLS_DIR", alice)
 		m := mountFuse(t, cl)
-		if b, err := os.ReadFile(m.Path("home1000", "secret")); !errors.Is(err, syscall.EACCES) {
-			t.Errorf("cat of the secret by root on alice's mount: %q, %v; want EACCES", b, err)
+		for _, name := range []string{"secret", "acl-secret"} {
+			if b, err := os.ReadFile(m.Path("home1000", name)); !errors.Is(err, syscall.EACCES) {
+				t.Errorf("cat of %s by root on alice's mount: %q, %v; want EACCES", name, b, err)
+			}
 		}
 		if err := os.Chown(m.Path("home1000", "secret"), 0, 0); !errors.Is(err, syscall.EPERM) {
 			t.Errorf("chown of the secret by root on alice's mount: %v, want EPERM", err)
