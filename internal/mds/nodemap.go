@@ -43,8 +43,12 @@ func (s *Server) setNodemaps(list []*pb.Nodemap) {
 	if nm.set.Load() != nil && slices.EqualFunc(nm.list, list, func(a, b *pb.Nodemap) bool { return proto.Equal(a, b) }) {
 		return
 	}
+	first := nm.set.Load() == nil
 	nm.list = list
 	nm.set.Store(nodemap.NewSet(list))
+	if first && len(list) == 0 {
+		return
+	}
 	clients := make([]string, len(list))
 	for i, e := range list {
 		clients[i] = e.Client
