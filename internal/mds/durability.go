@@ -107,9 +107,9 @@ func (u *unsyncedTail) since(from, to, synced uint64) []*pb.LoggedCommand {
 }
 
 // attachReplay gives a reply the entries its client must keep (have: the
-// client holds every unsynced entry up to it).
-func (s *Server) attachReplay(r *pb.Reply, have uint64) {
-	if !s.tail.on.Load() || r == nil {
+// client holds every unsynced entry up to it; keeps: it keeps them at all).
+func (s *Server) attachReplay(r *pb.Reply, have uint64, keeps bool) {
+	if !keeps || !s.tail.on.Load() || r == nil {
 		return
 	}
 	synced := s.group.SyncedIndex()

@@ -337,7 +337,7 @@ func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error)
 	cmd.ReplayHave, cmd.Keeps = 0, false // not part of the logged command
 	if fault.Hit(FaultReplyPrecheckSkip) == nil {
 		if r, ok := s.t.ReplyFor(cmd.ClientId, cmd.RequestId); ok {
-			s.attachReplay(r, have)
+			s.attachReplay(r, have, keeps)
 			s.m.observe(op, start, r.Errno)
 			return r, nil
 		}
@@ -404,7 +404,7 @@ func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error)
 			return nil, err
 		}
 	}
-	s.attachReplay(r, have)
+	s.attachReplay(r, have, keeps)
 	s.m.observe(op, start, r.Errno)
 	return r, nil
 }

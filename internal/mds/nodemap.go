@@ -139,6 +139,10 @@ func (v *Served) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error)
 		if r := command(m, cmd); r != nil {
 			return r, nil
 		}
+		// A client under a nodemap is answered after the sync: the
+		// entries a reply hands over are other clients' commands (names,
+		// ids), not for a client trusted this little.
+		cmd.Keeps = false
 	}
 	r, err := v.s.Mutate(ctx, cmd)
 	return reply(m, r), err
