@@ -146,7 +146,6 @@ type recovery struct {
 	// clients that gave entries, and the outcome once it ended.
 	clients   map[uint64]bool
 	lostAfter uint64
-	replayed  int
 	done      chan struct{}
 }
 
@@ -314,7 +313,6 @@ func (s *Server) recover(window time.Duration) {
 		s.log.Error("recovery: sync", "err", err)
 	}
 	r.mu.Lock()
-	r.replayed = applied
 	r.lostAfter = r.from - 1 + uint64(applied)
 	r.got = nil
 	r.mu.Unlock()
