@@ -51,7 +51,8 @@ type TargetInfo struct {
 	// The MGS has not heard from the target since it began to lead: state
 	// "up" is its benefit of the doubt for one DownAfter, not a heartbeat.
 	Unheard       bool   `protobuf:"varint,24,opt,name=unheard,proto3" json:"unheard,omitempty"`
-	Role          string `protobuf:"bytes,25,opt,name=role,proto3" json:"role,omitempty"` // from the heartbeat (HeartbeatRequest.role)
+	Role          string `protobuf:"bytes,25,opt,name=role,proto3" json:"role,omitempty"`             // from the heartbeat (HeartbeatRequest.role)
+	Recovering    string `protobuf:"bytes,26,opt,name=recovering,proto3" json:"recovering,omitempty"` // from the heartbeat (HeartbeatRequest.recovering)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -226,6 +227,13 @@ func (x *TargetInfo) GetRole() string {
 	return ""
 }
 
+func (x *TargetInfo) GetRecovering() string {
+	if x != nil {
+		return x.Recovering
+	}
+	return ""
+}
+
 type RegisterReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Fsname        string                 `protobuf:"bytes,1,opt,name=fsname,proto3" json:"fsname,omitempty"`
@@ -285,7 +293,11 @@ type HeartbeatRequest struct {
 	// addr is the sender's gRPC address: the MGS refuses (NotFound) a
 	// heartbeat from another process than the registered one (a copy of
 	// the target's directory), which must then register, and is refused.
-	Addr          string `protobuf:"bytes,9,opt,name=addr,proto3" json:"addr,omitempty"`
+	Addr string `protobuf:"bytes,9,opt,name=addr,proto3" json:"addr,omitempty"`
+	// recovering: an MDT gathering the changes its clients kept after a
+	// restart that lost its log's unsynced tail, in words (what it has and
+	// how long it waits); empty otherwise.
+	Recovering    string `protobuf:"bytes,10,opt,name=recovering,proto3" json:"recovering,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -379,6 +391,13 @@ func (x *HeartbeatRequest) GetRole() string {
 func (x *HeartbeatRequest) GetAddr() string {
 	if x != nil {
 		return x.Addr
+	}
+	return ""
+}
+
+func (x *HeartbeatRequest) GetRecovering() string {
+	if x != nil {
+		return x.Recovering
 	}
 	return ""
 }
@@ -1174,7 +1193,7 @@ var File_mgs_proto protoreflect.FileDescriptor
 
 const file_mgs_proto_rawDesc = "" +
 	"\n" +
-	"\tmgs.proto\x12\bnacre.v1\x1a\fcommon.proto\"\xb9\x04\n" +
+	"\tmgs.proto\x12\bnacre.v1\x1a\fcommon.proto\"\xd9\x04\n" +
 	"\n" +
 	"TargetInfo\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.nacre.v1.TargetKindR\x04kind\x12\x14\n" +
@@ -1198,9 +1217,12 @@ const file_mgs_proto_rawDesc = "" +
 	"\x06statfs\x18\x16 \x01(\v2\x10.nacre.v1.StatfsR\x06statfs\x12#\n" +
 	"\rregistered_ns\x18\x17 \x01(\x03R\fregisteredNs\x12\x18\n" +
 	"\aunheard\x18\x18 \x01(\bR\aunheard\x12\x12\n" +
-	"\x04role\x18\x19 \x01(\tR\x04role\"'\n" +
+	"\x04role\x18\x19 \x01(\tR\x04role\x12\x1e\n" +
+	"\n" +
+	"recovering\x18\x1a \x01(\tR\n" +
+	"recovering\"'\n" +
 	"\rRegisterReply\x12\x16\n" +
-	"\x06fsname\x18\x01 \x01(\tR\x06fsname\"\x83\x02\n" +
+	"\x06fsname\x18\x01 \x01(\tR\x06fsname\"\xa3\x02\n" +
 	"\x10HeartbeatRequest\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.nacre.v1.TargetKindR\x04kind\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\rR\x05index\x12\x12\n" +
@@ -1211,7 +1233,11 @@ const file_mgs_proto_rawDesc = "" +
 	"replica_id\x18\x06 \x01(\x04R\treplicaId\x12\x12\n" +
 	"\x04term\x18\a \x01(\x04R\x04term\x12\x12\n" +
 	"\x04role\x18\b \x01(\tR\x04role\x12\x12\n" +
-	"\x04addr\x18\t \x01(\tR\x04addr\"-\n" +
+	"\x04addr\x18\t \x01(\tR\x04addr\x12\x1e\n" +
+	"\n" +
+	"recovering\x18\n" +
+	" \x01(\tR\n" +
+	"recovering\"-\n" +
 	"\x0eHeartbeatReply\x12\x1b\n" +
 	"\tmgs_addrs\x18\x01 \x03(\tR\bmgsAddrs\"\x12\n" +
 	"\x10GetConfigRequest\"D\n" +

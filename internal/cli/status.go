@@ -54,6 +54,10 @@ type TargetStatus struct {
 	// without TLS on an address other than loopback (nacre serve
 	// --insecure); absent, without TLS on loopback.
 	Security string `json:"security,omitempty"`
+	// Recovering says what an MDT recovering after a power cut has
+	// gathered from its clients and when it serves again (absent: it is
+	// not recovering).
+	Recovering string `json:"recovering,omitempty"`
 	// CPUBudget is the CPU quota of a local target's live process, in
 	// cores, and Cgroup the cgroup that sets it (absent: none; `nacre up
 	// --node-cpu`); CPUSeconds is the CPU (user and system) the process
@@ -151,7 +155,7 @@ func GetStatus(ctx context.Context, mgs string, creds *pki.Creds) (*ClusterStatu
 	st.WebURL, st.WebUnserved = webURL(cfg.Targets)
 	for _, t := range cfg.Targets {
 		ts := TargetStatus{Name: webui.GroupName(cfg.Fsname, t), Kind: webui.KindName(t.Kind), Index: t.Index, Addr: t.Addr, DataAddr: t.DataAddr,
-			State: t.State, Pid: t.Pid, Host: t.Host, Leader: t.Leader || (t.Kind == pb.TargetKind_TARGET_MGS && t.ReplicaId == 0), ReplicaID: t.ReplicaId, Dir: t.Dir, Role: t.Role, Security: t.Security}
+			State: t.State, Pid: t.Pid, Host: t.Host, Leader: t.Leader || (t.Kind == pb.TargetKind_TARGET_MGS && t.ReplicaId == 0), ReplicaID: t.ReplicaId, Dir: t.Dir, Role: t.Role, Security: t.Security, Recovering: t.Recovering}
 		ts.NotHeardYet = t.Unheard
 		if t.LastHeardNs != 0 && !t.Unheard {
 			lh := time.Unix(0, t.LastHeardNs)
@@ -274,6 +278,9 @@ func Status(ctx context.Context, e Env, asJSON, web bool) error {
 		case ts.Role == "learner" || ts.Role == "not a member":
 			state += " (" + ts.Role + ")"
 		}
+		if ts.Recovering != "" {
+			state += " (recovering)"
+		}
 		name := ts.Name
 		if ts.ReplicaID != 0 {
 			name += fmt.Sprintf(" r%d", ts.ReplicaID) // a replica of a Raft group
@@ -315,6 +322,9 @@ func Status(ctx context.Context, e Env, asJSON, web bool) error {
 	}
 	t.Render()
 	for _, ts := range st.Targets {
+		if ts.Recovering != "" {
+			fmt.Fprintf(e.Out, "%s is recovering after a restart that lost its log's unsynced tail: clients give back the changes they kept (%s); it answers nothing until then\n", ts.Name, ts.Recovering)
+		}
 		if ts.Security == "insecure" {
 			fmt.Fprintf(e.Out, "warning: %s serves without TLS on %s (nacre serve --insecure): any process that reaches it can claim any user and use the admin services\n", ts.Name, ts.Addr)
 		}

@@ -145,6 +145,7 @@ type recovery struct {
 	got    map[uint64]*pb.LoggedCommand
 	// clients that gave entries, and the outcome once it ended.
 	clients   map[uint64]bool
+	ends      time.Time // when the window ends
 	lostAfter uint64
 	done      chan struct{}
 }
@@ -224,11 +225,12 @@ func (s *Server) startDurability() error {
 	s.rec.term = s.group.StartTerm()
 	s.rec.got = map[uint64]*pb.LoggedCommand{}
 	s.rec.clients = map[uint64]bool{}
-	s.rec.active.Store(true)
 	window := s.opts.RecoveryWindow
 	if window <= 0 {
 		window = DefaultRecoveryWindow
 	}
+	s.rec.ends = time.Now().Add(window)
+	s.rec.active.Store(true)
 	s.log.Warn("the MDT did not stop cleanly and the machine restarted since: its log's unsynced tail may be lost; waiting for clients to give back the changes they kept",
 		"from_index", s.rec.from, "window", window)
 	s.wg.Add(1)
@@ -243,6 +245,20 @@ func (s *Server) stopDurability() {
 	if err := s.db.Set(runKey, v, true); err != nil {
 		s.log.Warn("record clean stop", "err", err)
 	}
+}
+
+// RecoveryStatus says, while a recovery runs, what it has gathered and
+// how long it waits ("" otherwise): for nacre status, through the
+// heartbeat.
+func (s *Server) RecoveryStatus() string {
+	r := &s.rec
+	if !r.active.Load() {
+		return ""
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	left := max(time.Until(r.ends), 0).Round(time.Second)
+	return fmt.Sprintf("%d changes from %d clients after index %d, serving in %s", len(r.got), len(r.clients), r.from-1, left)
 }
 
 // Replay takes the entries a client kept.

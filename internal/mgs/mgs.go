@@ -108,6 +108,7 @@ type health struct {
 	leader    bool
 	term      uint64
 	role      string
+	recovering string
 }
 
 // New loads the MGS state from its store and starts its Raft group.
@@ -364,7 +365,7 @@ func (s *Server) Heartbeat(ctx context.Context, r *pb.HeartbeatRequest) (*pb.Hea
 		// lives.
 		return nil, errno.Errorf(errno.NotFound, "%s is registered at %s, not at %s; register again", label(r.Kind, r.Index), e.info.Addr, r.Addr)
 	}
-	e.h = health{lastHeard: s.cfg.Now(), statfs: r.Statfs, leader: r.Leader, term: r.Term, role: r.Role}
+	e.h = health{lastHeard: s.cfg.Now(), statfs: r.Statfs, leader: r.Leader, term: r.Term, role: r.Role, recovering: r.Recovering}
 	return &pb.HeartbeatReply{MgsAddrs: s.mgsAddrsLocked()}, nil
 }
 
@@ -444,6 +445,9 @@ func (s *Server) GetConfig(ctx context.Context, req *pb.GetConfigRequest) (*pb.C
 		ti.Statfs = e.h.statfs
 		ti.Leader = e.h.leader
 		ti.Role = e.h.role
+		if ti.State == "up" {
+			ti.Recovering = e.h.recovering
+		}
 		if ti.Kind == pb.TargetKind_TARGET_MGS {
 			ti.Leader = ti.ReplicaId == s.group.Leader()
 		}

@@ -339,7 +339,7 @@ func runMDS(id target.Identity, dir string, idf *identityFile, db *kv.DB, ln, da
 			return ti
 		},
 		func() *pb.HeartbeatRequest {
-			return &pb.HeartbeatRequest{Kind: info.Kind, Index: id.Index, Uuid: id.UUID, Statfs: srv.LocalStatfs(), Leader: srv.IsLeader(), ReplicaId: id.ReplicaID, Term: srv.Group().Term(), Role: replicaRole(srv.Group(), id)}
+			return &pb.HeartbeatRequest{Kind: info.Kind, Index: id.Index, Uuid: id.UUID, Statfs: srv.LocalStatfs(), Leader: srv.IsLeader(), ReplicaId: id.ReplicaID, Term: srv.Group().Term(), Role: replicaRole(srv.Group(), id), Recovering: srv.RecoveryStatus()}
 		}, log, sec.creds)
 	if err != nil {
 		g.Stop()

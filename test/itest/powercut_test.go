@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -33,7 +34,7 @@ func TestPowerCutClientsGiveBackWhatTheMDTLost(t *testing.T) {
 	}
 	t.Setenv("NACRE_BOOT_ID", "boot-1")
 	cl := testcluster.Start(t, testcluster.Options{OSTs: 2, Env: []string{
-		"NACRE_COMMIT_WINDOW=1h", "NACRE_RECOVERY_WINDOW=3s"}})
+		"NACRE_COMMIT_WINDOW=1h", "NACRE_RECOVERY_WINDOW=5s"}})
 	ctx := context.Background()
 
 	// The early client closes before the cut, which syncs its changes.
@@ -127,6 +128,15 @@ func TestPowerCutClientsGiveBackWhatTheMDTLost(t *testing.T) {
 	}
 	t.Setenv("NACRE_BOOT_ID", "boot-2")
 	cl.Restart()
+	// nacre status says the MDT recovers, and what it has, while it does.
+	var status string
+	shown := wait.Poll(5*time.Second, func() bool {
+		status, _ = cl.Run("status", "--json")
+		return strings.Contains(status, `"recovering":`)
+	})
+	if !shown {
+		t.Errorf("nacre status --json never showed the MDT recovering; last:\n%s", status)
+	}
 	if err := <-inflight; err != nil {
 		t.Fatalf("the create in flight at the cut: %v", err)
 	}
