@@ -103,11 +103,11 @@ type entry struct {
 }
 
 type health struct {
-	lastHeard time.Time
-	statfs    *pb.Statfs
-	leader    bool
-	term      uint64
-	role      string
+	lastHeard  time.Time
+	statfs     *pb.Statfs
+	leader     bool
+	term       uint64
+	role       string
 	recovering string
 }
 
