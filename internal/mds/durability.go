@@ -145,7 +145,8 @@ type recovery struct {
 	got    map[uint64]*pb.LoggedCommand
 	// clients that gave entries, and the outcome once it ended.
 	clients   map[uint64]bool
-	ends      time.Time // when the window ends
+	named     map[uint64]bool // clients whose changes were given back
+	ends      time.Time       // when the window ends
 	lostAfter uint64
 	done      chan struct{}
 }
@@ -225,6 +226,7 @@ func (s *Server) startDurability() error {
 	s.rec.term = s.group.StartTerm()
 	s.rec.got = map[uint64]*pb.LoggedCommand{}
 	s.rec.clients = map[uint64]bool{}
+	s.rec.named = map[uint64]bool{}
 	window := s.opts.RecoveryWindow
 	if window <= 0 {
 		window = DefaultRecoveryWindow
@@ -261,6 +263,23 @@ func (s *Server) RecoveryStatus() string {
 	return fmt.Sprintf("%d changes from %d clients after index %d, serving in %s", len(r.got), len(r.clients), r.from-1, left)
 }
 
+// recoveryQuorumWait is the least a recovery waits before it may end
+// early (recover).
+const recoveryQuorumWait = 5 * time.Second
+
+// allNamedBack reports whether every client that made one of the changes
+// given back so far has given back what it kept itself.
+func (r *recovery) allNamedBack() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for c := range r.named {
+		if !r.clients[c] {
+			return false
+		}
+	}
+	return true
+}
+
 // Replay takes the entries a client kept.
 func (s *Server) Replay(ctx context.Context, req *pb.ReplayRequest) (*pb.ReplayReply, error) {
 	r := &s.rec
@@ -282,6 +301,10 @@ func (s *Server) Replay(ctx context.Context, req *pb.ReplayRequest) (*pb.ReplayR
 		}
 		r.got[c.Index] = c
 		n++
+		var cmd pb.Command
+		if proto.Unmarshal(c.Command, &cmd) == nil && cmd.ClientId != 0 {
+			r.named[cmd.ClientId] = true
+		}
 	}
 	if !r.clients[req.ClientId] {
 		r.clients[req.ClientId] = true
@@ -295,12 +318,23 @@ func (s *Server) Replay(ctx context.Context, req *pb.ReplayRequest) (*pb.ReplayR
 func (s *Server) recover(window time.Duration) {
 	defer s.wg.Done()
 	r := &s.rec
-	t := time.NewTimer(window)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-s.stop:
-		return
+	// The window ends early once every client whose changes came back has
+	// given back what it kept, and recoveryQuorumWait has passed (time
+	// for a live client to find the restarted MDT: one holding entries
+	// checks every 100 ms).
+	start := time.Now()
+	early := min(window, recoveryQuorumWait)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for time.Since(start) < window {
+		select {
+		case <-tick.C:
+		case <-s.stop:
+			return
+		}
+		if time.Since(start) >= early && r.allNamedBack() {
+			break
+		}
 	}
 	r.mu.Lock()
 	var run []*pb.LoggedCommand
