@@ -53,6 +53,9 @@ var runKey = []byte("\x00s/run")
 type runRecord struct {
 	Boot  string `json:"boot"`
 	Clean bool   `json:"clean"`
+	// Lazy: the MDS answered before syncing (a commit window), so a
+	// power cut may have cost its log's tail.
+	Lazy bool `json:"lazy,omitempty"`
 }
 
 // tailEnt is one applied entry the log may not hold durably yet.
@@ -185,7 +188,7 @@ func (s *Server) readRunRecord() error {
 	switch v, err := s.db.Get(runKey); {
 	case err == nil:
 		if json.Unmarshal(v, &rec) == nil {
-			s.tailLost = !rec.Clean && rec.Boot != s.opts.BootID
+			s.tailLost = rec.Lazy && !rec.Clean && rec.Boot != s.opts.BootID
 		}
 	case !errors.Is(err, kv.ErrNotFound):
 		return fmt.Errorf("read run record of %s: %w", s.id.Name(), err)
@@ -200,7 +203,7 @@ func (a *smAdapter) LogMayHaveLostTail() bool { return a.s.tailLost }
 // markTailLost makes the next start recover from the clients: the log
 // failed to sync, so what it holds unsynced may never reach the disk.
 func (s *Server) markTailLost() {
-	v, _ := json.Marshal(runRecord{Boot: "log sync failed"})
+	v, _ := json.Marshal(runRecord{Boot: "log sync failed", Lazy: true})
 	if err := s.db.Set(runKey, v, true); err != nil {
 		s.log.Warn("record that the log failed to sync", "err", err)
 	}
@@ -210,9 +213,11 @@ func (s *Server) markTailLost() {
 // recovery of a start that may have lost the log's tail, and turns the
 // reply tails on.
 func (s *Server) startDurability() error {
+	// A recovery needs the log's last run to have been answered before
+	// its syncs, not this one: the window may have been turned off since.
 	lazy := s.group.Lazy()
-	lost := lazy && s.tailLost
-	v, _ := json.Marshal(runRecord{Boot: s.opts.BootID})
+	lost := s.tailLost && !s.group.Replicated()
+	v, _ := json.Marshal(runRecord{Boot: s.opts.BootID, Lazy: lazy})
 	if err := s.db.Set(runKey, v, true); err != nil {
 		return fmt.Errorf("record run of %s: %w", s.id.Name(), err)
 	}

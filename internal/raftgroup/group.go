@@ -64,7 +64,8 @@ type StateMachine interface {
 
 // TailLoser is implemented by a state machine whose owner can tell that
 // the log may have lost its unsynced tail since the last start (a power
-// cut under lazy commit: Config.CommitWindow). Only then does a store
+// cut while it answered under lazy commit, Config.CommitWindow, whatever
+// the window is now). Only then does a store
 // ahead of its log restart the log after the store's applied index;
 // otherwise that is damage, and Start refuses.
 type TailLoser interface {
@@ -649,7 +650,7 @@ func (g *Group) recover() error {
 		// loop skips them when they come. A single voter has no one to
 		// get them from: its log lost what it applied.
 		if cs := st.trunc.GetConfState(); len(cs.GetVoters()) <= 1 && len(cs.GetVotersOutgoing()) == 0 {
-			if tl, ok := g.sm.(TailLoser); ok && g.cfg.CommitWindow > 0 && tl.LogMayHaveLostTail() {
+			if tl, ok := g.sm.(TailLoser); ok && tl.LogMayHaveLostTail() {
 				// Lazy commit (doc.go): the log's unsynced tail was lost
 				// (a power cut) after the store's own unsynced writes had
 				// reached the disk. The store holds everything it
