@@ -292,38 +292,23 @@ func (m *Map) mapID(k kind, id uint32, toFS bool) (out uint32, squashed, known b
 }
 
 // UID maps a client's uid to the file system's.
-func (m *Map) UID(id uint32) uint32 {
-	if m == nil {
-		return id
-	}
-	v, _, _ := m.mapID(uid, id, true)
-	return v
-}
+func (m *Map) UID(id uint32) uint32 { return m.one(uid, id, true) }
 
 // GID maps a client's gid to the file system's.
-func (m *Map) GID(id uint32) uint32 {
-	if m == nil {
-		return id
-	}
-	v, _, _ := m.mapID(gid, id, true)
-	return v
-}
+func (m *Map) GID(id uint32) uint32 { return m.one(gid, id, true) }
 
 // ClientUID maps a file system uid to the client's.
-func (m *Map) ClientUID(id uint32) uint32 {
-	if m == nil {
-		return id
-	}
-	v, _, _ := m.mapID(uid, id, false)
-	return v
-}
+func (m *Map) ClientUID(id uint32) uint32 { return m.one(uid, id, false) }
 
 // ClientGID maps a file system gid to the client's.
-func (m *Map) ClientGID(id uint32) uint32 {
+func (m *Map) ClientGID(id uint32) uint32 { return m.one(gid, id, false) }
+
+// one maps an id either way; a nil Map keeps it.
+func (m *Map) one(k kind, id uint32, toFS bool) uint32 {
 	if m == nil {
 		return id
 	}
-	v, _, _ := m.mapID(gid, id, false)
+	v, _, _ := m.mapID(k, id, toFS)
 	return v
 }
 

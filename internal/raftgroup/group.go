@@ -334,7 +334,6 @@ type Group struct {
 	stateMu   sync.Mutex
 	leaderCh  chan struct{} // closed when the leader changes
 	appliedCh chan struct{} // closed when the applied index advances
-	syncedCh  chan struct{} // closed when the synced index advances
 
 	peersMu sync.RWMutex
 	peers   map[uint64]string
@@ -379,7 +378,6 @@ func Start(cfg Config) (*Group, error) {
 		done:      make(chan struct{}),
 		leaderCh:  make(chan struct{}),
 		appliedCh: make(chan struct{}),
-		syncedCh:  make(chan struct{}),
 		statusC:   make(chan chan Status),
 		replayed:  make(chan bool, 1),
 
@@ -716,10 +714,15 @@ func (g *Group) restartLogAt(index uint64) error {
 // outcome became unknown, ErrStopped, or the context's error (the command
 // may still be applied later).
 func (g *Group) Propose(ctx context.Context, data []byte) (any, error) {
+	return g.submit(ctx, data, false)
+}
+
+// submit queues a command for the loop and waits for its result.
+func (g *Group) submit(ctx context.Context, data []byte, lazy bool) (any, error) {
 	if err := g.checkLeader(); err != nil {
 		return nil, err
 	}
-	p := &proposal{seq: g.seq.Add(1), done: make(chan result, 1)}
+	p := &proposal{seq: g.seq.Add(1), done: make(chan result, 1), lazy: lazy}
 	p.data = encodeProposal(g.id, p.seq, data)
 	g.in.push(func(it *inboxItems) { it.props = append(it.props, p) })
 	g.signal()
@@ -732,14 +735,7 @@ func (g *Group) Propose(ctx context.Context, data []byte) (any, error) {
 // synced within the window (doc.go, "Lazy commit"). The caller learns
 // what is durable from SyncedIndex, and waits for it with Sync.
 func (g *Group) ProposeLazy(ctx context.Context, data []byte) (any, error) {
-	if err := g.checkLeader(); err != nil {
-		return nil, err
-	}
-	p := &proposal{seq: g.seq.Add(1), done: make(chan result, 1), lazy: true}
-	p.data = encodeProposal(g.id, p.seq, data)
-	g.in.push(func(it *inboxItems) { it.props = append(it.props, p) })
-	g.signal()
-	return g.await(ctx, p)
+	return g.submit(ctx, data, true)
 }
 
 // SyncedIndex is the index up to which this replica's log is durable.
@@ -760,20 +756,21 @@ func (g *Group) Lazy() bool { return g.cfg.CommitWindow > 0 && g.solo.Load() }
 // Sync makes everything the log holds durable and returns the synced
 // index, which covers every entry applied before the call.
 func (g *Group) Sync(ctx context.Context) (uint64, error) {
-	done := make(chan uint64, 1)
+	type synced struct {
+		index uint64
+		err   error
+	}
+	done := make(chan synced, 1)
 	g.in.push(func(it *inboxItems) {
 		it.calls = append(it.calls, func() {
-			g.syncLog()
-			done <- g.synced.Load()
+			g.syncLog() // syncErr is the loop's: read it there
+			done <- synced{g.synced.Load(), g.syncErr}
 		})
 	})
 	g.signal()
 	select {
-	case i := <-done:
-		if i == 0 && g.syncErr != nil {
-			return 0, g.syncErr
-		}
-		return i, nil
+	case r := <-done:
+		return r.index, r.err
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	case <-g.done:

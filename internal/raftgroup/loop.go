@@ -598,7 +598,6 @@ func (g *Group) syncLog() {
 func (g *Group) noteSynced() {
 	if l := g.store.last(); l > g.synced.Load() {
 		g.synced.Store(l)
-		g.broadcast(&g.syncedCh)
 	}
 }
 
