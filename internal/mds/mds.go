@@ -386,6 +386,7 @@ func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error)
 	if r := s.reservedName(cmd); r != nil {
 		return r, nil
 	}
+	given, idle := s.rm.quiet()
 	r, err := s.proposeRemoval(ctx, cmd, keeps)
 	if err != nil {
 		return nil, err
@@ -400,7 +401,7 @@ func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error)
 		return nil, err
 	}
 	if c, ok := cmd.Op.(*pb.Command_Create); ok && c.Create.Open && r.Errno == 0 && r.Inode != nil {
-		if r, err = s.noteCreateOpen(ctx, cmd.ClientId, r); err != nil {
+		if r, err = s.noteCreateOpen(ctx, cmd.ClientId, r, given, idle); err != nil {
 			return nil, err
 		}
 	}

@@ -69,6 +69,22 @@ func (r *removals) end(t uint64) {
 	r.changed = make(chan struct{})
 }
 
+// quiet reports whether no removal is under way, and the tickets given
+// so far: with unchanged, it proves that no removal was applied between
+// the two calls (noteCreateOpen).
+func (r *removals) quiet() (given uint64, idle bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.next, len(r.active) == 0
+}
+
+// unchanged reports whether no removal began since quiet gave given.
+func (r *removals) unchanged(given uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.next == given
+}
+
 // mark is the ticket the next removal will get.
 func (r *removals) mark() uint64 {
 	r.mu.Lock()
@@ -246,24 +262,29 @@ func (s *Server) afterOpens(ctx context.Context, fids []fid.FID) ([]*pb.Inode, e
 // noteCreateOpen records the file a create made or found as open by the
 // client (CreateOp.open), with Opens' ordering: a removal that began
 // before the open was recorded has been applied when the reply goes, and
-// if it took the file the create answers ENOENT. The reply cache's copy
-// is not changed.
-func (s *Server) noteCreateOpen(ctx context.Context, client uint64, r *pb.Reply) (*pb.Reply, error) {
+// if it took the file the create answers ENOENT. When no removal was
+// under way from before the create was proposed (quiet, taken then) until
+// the open is recorded, none can have taken the file, and the read that
+// would look for it is skipped. The reply cache's copy is not changed.
+func (s *Server) noteCreateOpen(ctx context.Context, client uint64, r *pb.Reply, given uint64, idle bool) (*pb.Reply, error) {
 	lm := s.LDLM()
 	f := fid.FromPB(r.Inode.Fid)
 	if lm == nil || lm.NoteOpens(client, []fid.FID{f}, nil, false) != nil {
 		return r, nil // no session (a library client): nothing to record
 	}
+	out := proto.Clone(r).(*pb.Reply)
+	out.Opened = true
+	if idle && s.rm.unchanged(given) {
+		return out, s.noteOpensSeen(ctx)
+	}
 	inodes, err := s.afterOpens(ctx, []fid.FID{f})
 	if err != nil {
 		return nil, err
 	}
-	out := proto.Clone(r).(*pb.Reply)
 	if inodes[0].Fid == nil {
+		out.Opened = false
 		out.Errno, out.Message = int32(syscall.ENOENT), fmt.Sprintf("%s was removed through another client as it was opened", f)
-		return out, nil
 	}
-	out.Opened = true
 	return out, nil
 }
 

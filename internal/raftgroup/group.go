@@ -243,6 +243,7 @@ type Stats struct {
 	Compactions    uint64
 	SnapshotsSent  uint64
 	SnapshotsRecv  uint64
+	InlineTurns    uint64 // turns of the loop's work done by a lazy proposer (inline.go)
 }
 
 // EntriesPerSync is the average number of log entries made durable by one
@@ -257,7 +258,7 @@ func (s Stats) EntriesPerSync() float64 {
 type stats struct {
 	proposals, readies, logWrites, syncs, syncedEntries atomic.Uint64
 	applyBatches, appliedEntries, compactions           atomic.Uint64
-	snapsSent, snapsRecv, lazyWrites                    atomic.Uint64
+	snapsSent, snapsRecv, lazyWrites, inlineTurns       atomic.Uint64
 }
 
 func (s *stats) load() Stats {
@@ -266,6 +267,7 @@ func (s *stats) load() Stats {
 		Syncs: s.syncs.Load(), SyncedEntries: s.syncedEntries.Load(), LazyWrites: s.lazyWrites.Load(),
 		ApplyBatches: s.applyBatches.Load(), AppliedEntries: s.appliedEntries.Load(),
 		Compactions: s.compactions.Load(), SnapshotsSent: s.snapsSent.Load(), SnapshotsRecv: s.snapsRecv.Load(),
+		InlineTurns: s.inlineTurns.Load(),
 	}
 }
 
@@ -280,7 +282,13 @@ type Group struct {
 	tr   Transport
 	keys keys
 
-	// Owned by the loop goroutine.
+	// turn is held by whoever does the loop's work: the loop goroutine,
+	// or a lazy proposer doing it in its place (inline.go). The fields
+	// below, down to in, are owned by its holder.
+	turn         sync.Mutex
+	stepErr      error // a proposer's turn failed: the loop stops with it
+	exited       bool  // the loop has stopped: no more turns
+	inTurn       bool  // a proposer holds the turn
 	rn           *raft.RawNode
 	store        *logStore
 	soft         raft.SoftState
@@ -725,7 +733,9 @@ func (g *Group) submit(ctx context.Context, data []byte, lazy bool) (any, error)
 	p := &proposal{seq: g.seq.Add(1), done: make(chan result, 1), lazy: lazy}
 	p.data = encodeProposal(g.id, p.seq, data)
 	g.in.push(func(it *inboxItems) { it.props = append(it.props, p) })
-	g.signal()
+	if !lazy || !g.Lazy() || !g.takeTurn(p) {
+		g.signal()
+	}
 	return g.await(ctx, p)
 }
 

@@ -50,20 +50,31 @@ func (g *Group) run() {
 func (g *Group) loop() error {
 	ticker := time.NewTicker(g.cfg.TickInterval)
 	defer ticker.Stop()
-	g.nextRead = uint64(time.Now().UnixNano())
-	g.checkReplayed()
+	g.withTurn(func() error {
+		g.nextRead = uint64(time.Now().UnixNano())
+		g.checkReplayed()
+		return nil
+	})
 	for {
-		if len(g.applyQ) > 0 || len(g.appendQ) > 0 || g.rn.HasReady() {
+		var busy bool
+		var lazyC <-chan time.Time
+		g.withTurn(func() error {
+			busy, lazyC = g.busy(), g.lazyC
+			return nil
+		})
+		var (
+			ticked, lazy bool
+			statusReq    chan Status
+		)
+		if busy {
 			select {
 			case <-g.stopC:
 				return nil
 			case <-ticker.C:
-				g.tick()
-			case req := <-g.statusC:
-				req <- g.status()
-			case <-g.lazyC:
-				g.lazyC = nil
-				g.syncLog()
+				ticked = true
+			case statusReq = <-g.statusC:
+			case <-lazyC:
+				lazy = true
 			default:
 			}
 		} else {
@@ -71,26 +82,55 @@ func (g *Group) loop() error {
 			case <-g.stopC:
 				return nil
 			case <-ticker.C:
-				g.tick()
-			case req := <-g.statusC:
-				req <- g.status()
-			case <-g.lazyC:
-				g.lazyC = nil
-				g.syncLog()
+				ticked = true
+			case statusReq = <-g.statusC:
+			case <-lazyC:
+				lazy = true
 			case <-g.wake:
 			}
 		}
-		g.drain()
-		if g.lost != nil {
-			return g.lost
-		}
-		if g.syncErr != nil {
-			return g.syncErr
-		}
-		if err := g.process(); err != nil {
+		if err := g.withTurn(func() error {
+			switch {
+			case ticked:
+				g.tick()
+			case statusReq != nil:
+				statusReq <- g.status()
+			case lazy && g.lazyC == lazyC:
+				g.lazyC = nil
+				g.syncLog()
+			}
+			return g.step()
+		}); err != nil {
 			return err
 		}
 	}
+}
+
+// withTurn runs f holding the turn; a panic in f lets go of it.
+func (g *Group) withTurn(f func() error) error {
+	g.turn.Lock()
+	defer g.turn.Unlock()
+	return f()
+}
+
+// busy reports whether the loop has work queued that needs no wake-up.
+func (g *Group) busy() bool {
+	return len(g.applyQ) > 0 || len(g.appendQ) > 0 || g.rn.HasReady()
+}
+
+// step takes what other goroutines queued and does one step of work.
+func (g *Group) step() error {
+	if g.stepErr != nil {
+		return g.stepErr
+	}
+	g.drain()
+	if g.lost != nil {
+		return g.lost
+	}
+	if g.syncErr != nil {
+		return g.syncErr
+	}
+	return g.process()
 }
 
 // drain steps everything other goroutines queued.
@@ -789,7 +829,7 @@ func (g *Group) applyStage() error {
 		// re-applied its configuration changes.
 		g.maybeCampaign()
 	}
-	if answered > 0 {
+	if answered > 0 && !g.inTurn {
 		// Let the callers just answered run before the next fsync, so
 		// that their next proposals join it instead of waiting a whole
 		// cycle (doc.go, "Batching").
@@ -1038,6 +1078,9 @@ func progressName(s tracker.StateType) string {
 
 // shutdown runs on the loop goroutine as it exits.
 func (g *Group) shutdown(err error) {
+	g.turn.Lock()
+	defer g.turn.Unlock()
+	g.exited = true
 	if err != nil {
 		g.err = err
 		g.log.Error("raft group stopped by a fatal error", "err", err)

@@ -133,6 +133,13 @@ func (in *inbox) push(f func(*inboxItems)) {
 	in.mu.Unlock()
 }
 
+// empty reports whether nothing is queued.
+func (in *inbox) empty() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.it.empty()
+}
+
 // take swaps the inbox with spare (emptied) and returns what was queued.
 func (in *inbox) take(spare inboxItems) inboxItems {
 	spare.props = spare.props[:0]
