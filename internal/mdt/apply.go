@@ -1,6 +1,7 @@
 package mdt
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -112,6 +113,9 @@ func (t *Target) Apply(entries []Entry) ([]*pb.Reply, error) {
 	if err := b.Commit(false); err != nil {
 		return nil, fmt.Errorf("%s: commit applied entries up to %d: %w", t.id.Name(), last, err)
 	}
+	if st.queued != nil {
+		t.dq.noteQueued(st.queued) // after the commit (destroyQueueState)
+	}
 	return out, nil
 }
 
@@ -119,6 +123,13 @@ func (t *Target) Apply(entries []Entry) ([]*pb.Reply, error) {
 type applyState struct {
 	dirtySeq   bool
 	dirtyPools map[uint32]bool
+	queued     []byte // the least key of an OST object queued for destruction
+}
+
+func (st *applyState) noteQueued(k []byte) {
+	if st.queued == nil || bytes.Compare(k, st.queued) < 0 {
+		st.queued = k
+	}
 }
 
 func (t *Target) applyCmd(b *kv.Batch, st *applyState, cmd *pb.Command, index uint64) *pb.Reply {
@@ -385,6 +396,8 @@ func (x *txn) queueDestroy(l *pb.Layout) {
 		if o.Seq == 0 && o.Oid == 0 {
 			continue
 		}
-		x.b.Set(unlinkKey(o.Ost, o.Seq, o.Oid), nil)
+		k := unlinkKey(o.Ost, o.Seq, o.Oid)
+		x.b.Set(k, nil)
+		x.st.noteQueued(k)
 	}
 }

@@ -315,6 +315,9 @@ func (s *stage) Get(k []byte) ([]byte, error) {
 
 func (s *stage) set(k, v []byte) {
 	s.vals[string(k)] = append(make([]byte, 0, len(v)), v...) // never nil: nil means deleted
+	if len(k) > 0 && k[0] == pfxUnlink {
+		s.x.st.noteQueued(append([]byte(nil), k...))
+	}
 }
 
 func (s *stage) del(k []byte) { s.vals[string(k)] = nil }

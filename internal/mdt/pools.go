@@ -1,8 +1,10 @@
 package mdt
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"sync"
 	"syscall"
 
 	"google.golang.org/protobuf/proto"
@@ -86,10 +88,17 @@ func (x *txn) destroyDone(op *pb.DestroyDoneOp) (*pb.Reply, error) {
 	return &pb.Reply{}, nil
 }
 
-// DestroyQueue returns up to max OST objects waiting to be destroyed.
+// DestroyQueue returns up to max OST objects waiting to be destroyed,
+// in key order. It starts where the last call found the first object
+// (or lower, where an apply queued one since): the queue's head is where
+// destroyed objects leave their deletion marks, tens of thousands after
+// a mass removal until a compaction drops them, and a scan from the
+// start would walk them all several times a second.
 func (t *Target) DestroyQueue(max int) ([]*pb.StripeObject, error) {
-	lo := []byte{pfxUnlink}
-	it, err := t.db.NewIter(lo, kv.PrefixEnd(lo))
+	from := t.dq.beginScan()
+	first := queueEnd
+	defer func() { t.dq.endScan(first) }()
+	it, err := t.db.NewIter(from, queueEnd)
 	if err != nil {
 		return nil, err
 	}
@@ -97,6 +106,9 @@ func (t *Target) DestroyQueue(max int) ([]*pb.StripeObject, error) {
 	var out []*pb.StripeObject
 	for it.First(); it.Valid() && len(out) < max; it.Next() {
 		k := it.Key()
+		if len(out) == 0 {
+			first = append([]byte(nil), k...)
+		}
 		if len(k) != 21 {
 			continue
 		}
@@ -106,7 +118,67 @@ func (t *Target) DestroyQueue(max int) ([]*pb.StripeObject, error) {
 			Oid: binary.BigEndian.Uint64(k[13:]),
 		})
 	}
-	return out, it.Error()
+	if err := it.Error(); err != nil {
+		first = from
+		return nil, err
+	}
+	return out, nil
+}
+
+var (
+	queueStart = []byte{pfxUnlink}
+	queueEnd   = kv.PrefixEnd(queueStart)
+)
+
+// destroyQueueState is where DestroyQueue starts: low, below which
+// nothing is queued. A scan moves it to the first key it found; an apply
+// that queues an object below it moves it down (noteQueued, after the
+// apply's commit), also while a scan runs (minQueued, taken into account
+// when the scan ends: the scan's iterator may predate the commit). Only
+// the Target writes the queue: commands, the checker's repairs and
+// injected faults are all applies, a snapshot install goes through
+// ReplaceState, and a restore from a backup runs with the server stopped.
+type destroyQueueState struct {
+	scan      sync.Mutex // one scan at a time
+	mu        sync.Mutex
+	low       []byte // nil: queueStart
+	scanning  bool
+	minQueued []byte // queued below low during a scan
+}
+
+// noteQueued records that an apply queued k (the least key it queued).
+func (d *destroyQueueState) noteQueued(k []byte) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.low != nil && bytes.Compare(k, d.low) < 0 {
+		d.low = k
+	}
+	if d.scanning && (d.minQueued == nil || bytes.Compare(k, d.minQueued) < 0) {
+		d.minQueued = k
+	}
+}
+
+func (d *destroyQueueState) beginScan() []byte {
+	d.scan.Lock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.scanning, d.minQueued = true, nil
+	if d.low == nil {
+		return queueStart
+	}
+	return d.low
+}
+
+// endScan records the first key the scan found (queueEnd: none).
+func (d *destroyQueueState) endScan(first []byte) {
+	defer d.scan.Unlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.low = first
+	if d.minQueued != nil && bytes.Compare(d.minQueued, first) < 0 {
+		d.low = d.minQueued
+	}
+	d.scanning, d.minQueued = false, nil
 }
 
 // trimOldReplies drops cached replies older than the cut-off, of every

@@ -154,6 +154,74 @@ func TestUnlinkQueuesObjectsForDestroy(t *testing.T) {
 	if q, _ := d.T.DestroyQueue(10); len(q) != 0 {
 		t.Fatalf("queue after done: %v", q)
 	}
+	// A queue once seen empty is seen again by the next call after any
+	// apply that queues: an unlink, or a repair (the checker's, or an
+	// injected fault's) that writes a queue record.
+	create(t, d, 1, 2, fid.Root, "g", &pb.Layout{StripeCount: 1}, []uint32{0})
+	d.Do(&pb.Command{Op: &pb.Command_Unlink{Unlink: &pb.UnlinkOp{Parent: fid.Root.PB(), Name: []byte("g")}}})
+	if q, _ := d.T.DestroyQueue(10); len(q) != 1 {
+		t.Fatalf("queue after a second unlink: %v, want 1 object", q)
+	} else {
+		d.Do(&pb.Command{Op: &pb.Command_DestroyDone{DestroyDone: &pb.DestroyDoneOp{Objects: q}}})
+	}
+	if q, _ := d.T.DestroyQueue(10); len(q) != 0 {
+		t.Fatalf("queue after done: %v", q)
+	}
+	repair := &pb.LfsckRepair{Component: 3, Muts: []*pb.LfsckMut{{M: &pb.LfsckMut_Set{Set: &pb.LfsckKV{Key: DestroyKey(1, 7, 9)}}}}}
+	if r, _ := d.Do(&pb.Command{Op: &pb.Command_LfsckRepair{LfsckRepair: &pb.LfsckRepairOp{Repairs: []*pb.LfsckRepair{repair}}}}); r.Errno != 0 {
+		t.Fatalf("repair: %v", r)
+	}
+	if q, _ := d.T.DestroyQueue(10); len(q) != 1 || q[0].Ost != 1 || q[0].Seq != 7 || q[0].Oid != 9 {
+		t.Fatalf("queue after a repair queued an object: %v", q)
+	}
+}
+
+// TestDestroyQueueFindsWhatIsQueuedBelowWhereItStarts: the scan starts
+// where the last one found the queue's head, and still finds objects
+// queued below it since, also by an apply that commits while a scan runs.
+func TestDestroyQueueFindsWhatIsQueuedBelowWhereItStarts(t *testing.T) {
+	d := newDirect(t, 1)
+	var objs []*pb.StripeObject
+	for i := range 6 {
+		r := create(t, d, 1, uint64(10+i), fid.Root, fmt.Sprintf("f%d", i), &pb.Layout{StripeCount: 1}, []uint32{0})
+		objs = append(objs, r.Inode.Layout.Objects[0])
+	}
+	if objs[0].Oid >= objs[1].Oid {
+		t.Fatalf("objects not allocated in order: %v", objs)
+	}
+	unlink := func(i int) {
+		t.Helper()
+		if r, _ := d.Do(&pb.Command{Op: &pb.Command_Unlink{Unlink: &pb.UnlinkOp{Parent: fid.Root.PB(), Name: []byte(fmt.Sprintf("f%d", i))}}}); r.Errno != 0 {
+			t.Fatalf("unlink f%d: %v", i, r)
+		}
+	}
+	queue := func(want ...int) {
+		t.Helper()
+		q, err := d.T.DestroyQueue(100)
+		if err != nil || len(q) != len(want) {
+			t.Fatalf("queue %v (%v), want the objects of files %v", q, err, want)
+		}
+		for i, w := range want {
+			if q[i].Oid != objs[w].Oid {
+				t.Fatalf("queue %v, want the objects of files %v", q, want)
+			}
+		}
+		d.Do(&pb.Command{Op: &pb.Command_DestroyDone{DestroyDone: &pb.DestroyDoneOp{Objects: q}}})
+	}
+	unlink(3)
+	unlink(4)
+	queue(3, 4)
+	queue()
+	unlink(5) // above where the scans start now
+	queue(5)
+	unlink(0) // below
+	queue(0)
+	// Queued while a scan that saw nothing runs: the next scan finds it.
+	d.T.dq.beginScan()
+	unlink(1)
+	d.T.dq.endScan(queueEnd)
+	queue(1)
+	queue()
 }
 
 func TestFid2PathFollowsEveryLink(t *testing.T) {

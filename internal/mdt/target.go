@@ -36,6 +36,8 @@ type Target struct {
 	// by every create whose directory has none.
 	rootLayout *pb.Layout
 	c          caches
+	// dq is where DestroyQueue starts.
+	dq destroyQueueState
 }
 
 // rootLocal is the root directory's local key.
@@ -263,5 +265,6 @@ func (t *Target) ReplaceState(restore func(db *kv.DB) error) error {
 	}
 	t.pools = map[uint32]*PoolState{}
 	t.invalidate()
+	t.dq.noteQueued(queueStart) // the image may hold any queue
 	return t.load()
 }

@@ -733,7 +733,9 @@ func (g *Group) submit(ctx context.Context, data []byte, lazy bool) (any, error)
 	p := &proposal{seq: g.seq.Add(1), done: make(chan result, 1), lazy: lazy}
 	p.data = encodeProposal(g.id, p.seq, data)
 	g.in.push(func(it *inboxItems) { it.props = append(it.props, p) })
-	if !lazy || !g.Lazy() || !g.takeTurn(p) {
+	if lazy && g.Lazy() {
+		g.takeTurn()
+	} else {
 		g.signal()
 	}
 	return g.await(ctx, p)

@@ -17,27 +17,40 @@ import (
 // proposer takes the loop's turn itself when nobody holds it (takeTurn),
 // does the steps until its proposal is answered, and gives the turn back;
 // proposals queued meanwhile by others are stepped and answered in the
-// same turns, as the loop would. When the turn is taken the proposer
-// wakes the loop as before and waits. The loop goroutine keeps everything
+// same turn, as the loop would. A proposer that finds the turn taken
+// only waits: the holder sees its proposal (takeTurn). The loop goroutine keeps everything
 // else (ticks, the commit window's sync, status, followers' messages),
 // and every one of its steps holds the turn too, so the loop's state has
 // one owner at a time.
 
-// maxInlineSteps bounds the steps a proposer does for its proposal; a
-// proposal still unanswered after them (raft holding it back, say) is
-// left to the loop.
+// maxInlineSteps bounds the steps a proposer does in one turn; work
+// still queued after them is left to the loop.
 const maxInlineSteps = 8
 
-// takeTurn does the loop's work on the caller's goroutine until none is
-// left (p answered), if the turn is free. It reports false if the loop must be
-// woken: the turn was taken, or work is left (p's included).
-func (g *Group) takeTurn(p *proposal) (took bool) {
+// takeTurn does the loop's work on the caller's goroutine while any is
+// queued, if no one holds the turn. If someone does, the caller's
+// proposal (queued before the call) is not left behind: every holder
+// looks at the inbox after it lets go of the turn (a proposer here, the
+// loop before it waits), and steps it or wakes the loop.
+func (g *Group) takeTurn() {
 	if !g.turn.TryLock() {
-		return false
+		return
 	}
+	if g.runTurn() || !g.in.empty() {
+		g.signal()
+	}
+}
+
+// runTurn steps while work is queued, then lets go of the turn. It
+// reports whether the loop must see to what is left: more work than
+// maxInlineSteps, or a failure that stops the group.
+func (g *Group) runTurn() (wake bool) {
 	defer g.turn.Unlock()
-	if g.exited || g.stepErr != nil {
-		return false
+	if g.exited {
+		return false // the proposer hears of it from Group.done
+	}
+	if g.stepErr != nil {
+		return true
 	}
 	g.inTurn = true
 	g.stats.inlineTurns.Add(1)
@@ -46,18 +59,16 @@ func (g *Group) takeTurn(p *proposal) (took bool) {
 		if r := recover(); r != nil {
 			// The loop stops with it, as if the panic had been its own.
 			g.stepErr = fmt.Errorf("panic in raft loop (a proposer's turn): %v\n%s", r, debug.Stack())
-			took = false
-			return
+			wake = true
 		}
-		took = took && len(p.done) > 0 && !g.busy() && g.in.empty()
 	}()
 	for range maxInlineSteps {
 		if err := g.step(); err != nil {
 			g.stepErr = err
-			return false
+			return true
 		}
 		if !g.busy() && g.in.empty() {
-			break
+			return false
 		}
 	}
 	return true

@@ -62,6 +62,9 @@ func (g *Group) loop() error {
 			busy, lazyC = g.busy(), g.lazyC
 			return nil
 		})
+		// After letting go of the turn: a proposer that found it taken
+		// left its proposal to the holder (takeTurn).
+		busy = busy || !g.in.empty()
 		var (
 			ticked, lazy bool
 			statusReq    chan Status
