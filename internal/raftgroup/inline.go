@@ -14,14 +14,13 @@ import (
 // the result back costs two goroutine wake-ups per proposal, each a futex
 // call and often a wake-up of an idle processor: on a metadata server
 // answering one client, more CPU than raft's own bookkeeping. So the
-// proposer takes the loop's turn itself when nobody holds it (takeTurn),
-// does the steps until its proposal is answered, and gives the turn back;
-// proposals queued meanwhile by others are stepped and answered in the
-// same turn, as the loop would. A proposer that finds the turn taken
-// only waits: the holder sees its proposal (takeTurn). The loop goroutine keeps everything
-// else (ticks, the commit window's sync, status, followers' messages),
-// and every one of its steps holds the turn too, so the loop's state has
-// one owner at a time.
+// proposer takes the loop's turn itself when nobody holds it (takeTurn)
+// and steps while work is queued: its own proposal, and whatever others
+// queued meanwhile, answered as the loop would answer them. A proposer
+// that finds the turn taken only waits: the holder sees its proposal. The
+// loop goroutine keeps everything else (ticks, the commit window's sync,
+// Status, followers' messages), and every one of its steps holds the turn
+// too, so the loop's state has one owner at a time.
 
 // maxInlineSteps bounds the steps a proposer does in one turn; work
 // still queued after them is left to the loop.
