@@ -10,8 +10,9 @@ if [ "${1:-}" = "--tests" ]; then
   # fio, bonnie++, stress-ng: benchmarks and load; e2fsprogs and mount:
   # the loop device of the disk-figures test (test/testdisk);
   # python3-yaml: the test of `nacre status --prometheus`; chromium: the
-  # test of the MGS's web page loads it headless.
-  need+=(fio bonnie++ stress-ng e2fsprogs mount python3-yaml chromium)
+  # test of the MGS's web page loads it headless; systemd: the test of
+  # `nacre install --systemd` checks the units with systemd-analyze.
+  need+=(fio bonnie++ stress-ng e2fsprogs mount python3-yaml chromium systemd)
 fi
 missing=()
 for p in "${need[@]}"; do

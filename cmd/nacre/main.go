@@ -192,7 +192,7 @@ Then use it:             export NACRE_MGS=<address printed by up>; nacre ls /`,
 		&cobra.Group{ID: "admin", Title: "Administration and benchmarks:"})
 	root.AddCommand(
 		// Servers and clusters: a file each.
-		newFormatCommand(g), newServeCommand(g), newUpCommand(g), newDownCommand(g), newStatusCommand(g),
+		newFormatCommand(g), newServeCommand(g), newUpCommand(g), newDownCommand(g), newStatusCommand(g), newInstallCommand(g),
 		// Files.
 		newLsCommand(g), newMkdirCommand(g), newPutCommand(g), newGetCommand(g), newCatCommand(g), newStatCommand(g),
 		newRmCommand(g), newMvCommand(g), newLnCommand(g), newSetstripeCommand(g), newGetstripeCommand(g), newDfCommand(g),

@@ -61,6 +61,7 @@ var tiers = map[string]tier{
 	"internal/ports":        base,
 	"internal/version":      base,
 	"internal/webui":        base,
+	"internal/deploy":       base,
 	"internal/kv":           storage,
 	"internal/diskio":       storage,
 	"internal/raftlog":      storage,
