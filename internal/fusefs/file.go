@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -190,6 +191,15 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 	if n == nil {
 		return fuse.ENOENT
 	}
+	names := fs.namesOf(n)
+	st := fs.open(cancel, in, out, n)
+	if st == staleOpen {
+		return fs.staleRetry(names, in)
+	}
+	return st
+}
+
+func (fs *FS) open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut, n *node) fuse.Status {
 	cred := fs.cred(&in.InHeader)
 	ctx := client.WithCred(context.Background(), cred)
 	fs.beginOpen(n.fid)
@@ -837,6 +847,58 @@ func (fs *FS) checkName(ctx context.Context, n *node) (*pb.Inode, fuse.Status) {
 	}
 	fs.ownSize(ino)
 	return ino, fuse.OK
+}
+
+// staleName is a name an open came through, and the process opening.
+type staleName struct {
+	parent fid.FID
+	name   string
+	pid    uint32
+}
+
+// staleRetryWindow is how soon after a stale open the same process's
+// open through the same name is taken for the kernel's retry.
+const staleRetryWindow = time.Second
+
+// namesOf returns the names the kernel may have reached n through.
+func (fs *FS) namesOf(n *node) []via {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return slices.Clone(n.vias)
+}
+
+// staleRetry answers an open that found its file gone (staleOpen). The
+// kernel retries an open that failed with ESTALE once, looking the name
+// up afresh; if the file that lookup found goes too before the retry's
+// open (a name replaced again and again, as by a writer that renames a
+// new version over it), a second ESTALE would reach the application,
+// which no local file system returns. So the retry, the same process's
+// open through the same name within a second of a stale one, answers
+// ENOENT: the file it named was removed as it was opened. An open with
+// O_CREAT keeps ESTALE (ENOENT would say the create failed).
+func (fs *FS) staleRetry(names []via, in *fuse.OpenIn) fuse.Status {
+	now := time.Now()
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if len(fs.staleNames) > 1024 {
+		for k, at := range fs.staleNames {
+			if now.Sub(at) > staleRetryWindow {
+				delete(fs.staleNames, k)
+			}
+		}
+	}
+	retry := false
+	for _, v := range names {
+		k := staleName{v.parent, v.name, in.Caller.Pid}
+		if at, ok := fs.staleNames[k]; ok && now.Sub(at) < staleRetryWindow {
+			retry = true
+		}
+		fs.staleNames[k] = now
+	}
+	if retry && in.Flags&syscall.O_CREAT == 0 {
+		return fuse.ENOENT
+	}
+	return staleOpen
 }
 
 // staleOpen is the status of an open that reached, through a name the

@@ -168,6 +168,9 @@ type FS struct {
 	// cached attributes fetched before one may describe a file it
 	// destroyed, and are not used for an open.
 	nsEpoch uint64
+	// staleNames holds, by name and caller, when an open through the name
+	// last answered staleOpen (staleRetry).
+	staleNames map[staleName]time.Time
 
 	groupsMu sync.Mutex
 	groups   map[uint32]groupsEntry
@@ -266,23 +269,24 @@ func New(c *client.Client, o Options) *FS {
 	fs := &FS{
 		RawFileSystem: fuse.NewDefaultRawFileSystem(),
 		c:             c, o: o, log: o.Log,
-		nodes:     map[uint64]*node{},
-		ll:        lookupLocks{dirs: map[fid.FID]*dirNames{}},
-		byFID:     map[fid.FID]*node{},
-		nextID:    firstNode,
-		handles:   map[uint64]*handle{},
-		nextFh:    1,
-		files:     map[fid.FID]*openFile{},
-		dirs:      map[fid.FID]*openDir{},
-		opening:   map[fid.FID]int{},
-		releasing: map[fid.FID]chan struct{}{},
-		closing:   map[fid.FID]chan struct{}{},
-		closeq:    map[fid.FID]time.Time{},
-		inherit:   map[fid.FID]bool{},
-		tokens:    map[fid.FID][]*openFile{},
-		flights:   newFlights(),
-		groups:    map[uint32]groupsEntry{},
-		budget:    newBudget(writeBudget),
+		nodes:      map[uint64]*node{},
+		ll:         lookupLocks{dirs: map[fid.FID]*dirNames{}},
+		byFID:      map[fid.FID]*node{},
+		nextID:     firstNode,
+		handles:    map[uint64]*handle{},
+		nextFh:     1,
+		files:      map[fid.FID]*openFile{},
+		dirs:       map[fid.FID]*openDir{},
+		opening:    map[fid.FID]int{},
+		releasing:  map[fid.FID]chan struct{}{},
+		closing:    map[fid.FID]chan struct{}{},
+		closeq:     map[fid.FID]time.Time{},
+		staleNames: map[staleName]time.Time{},
+		inherit:    map[fid.FID]bool{},
+		tokens:     map[fid.FID][]*openFile{},
+		flights:    newFlights(),
+		groups:     map[uint32]groupsEntry{},
+		budget:     newBudget(writeBudget),
 	}
 	root := &node{id: rootID, fid: fid.Root, lookups: 1}
 	fs.nodes[rootID] = root
