@@ -874,8 +874,9 @@ func (fs *FS) namesOf(n *node) []via {
 // new version over it), a second ESTALE would reach the application,
 // which no local file system returns. So the retry, the same process's
 // open through the same name within a second of a stale one, answers
-// ENOENT: the file it named was removed as it was opened. An open with
-// O_CREAT keeps ESTALE (ENOENT would say the create failed).
+// ENOENT: the file it named was removed as it was opened. (FUSE's OPEN
+// does not carry O_CREAT, so an open(O_CREAT) whose retry loses the race
+// fails with ENOENT too, where it failed with ESTALE.)
 func (fs *FS) staleRetry(names []via, in *fuse.OpenIn) fuse.Status {
 	now := time.Now()
 	fs.mu.Lock()
@@ -895,7 +896,7 @@ func (fs *FS) staleRetry(names []via, in *fuse.OpenIn) fuse.Status {
 		}
 		fs.staleNames[k] = now
 	}
-	if retry && in.Flags&syscall.O_CREAT == 0 {
+	if retry {
 		return fuse.ENOENT
 	}
 	return staleOpen
