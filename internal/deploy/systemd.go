@@ -17,7 +17,6 @@
 package deploy
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -60,6 +59,11 @@ func Units(o Options) (map[string]string, error) {
 	if err := o.fill(); err != nil {
 		return nil, err
 	}
+	return units(o), nil
+}
+
+// units is Units for filled Options.
+func units(o Options) map[string]string {
 	env := filepath.Join(o.EnvDir, "nacre.env")
 	target := fmt.Sprintf(`[Unit]
 Description=Nacre target in /%%I
@@ -105,21 +109,24 @@ TimeoutStartSec=120s
 [Install]
 WantedBy=remote-fs.target
 `, env, filepath.Join(o.EnvDir, "mount-%i.env"), o.Bin, o.Bin)
-	return map[string]string{TargetUnit: target, MountUnit: mount}, nil
+	return map[string]string{TargetUnit: target, MountUnit: mount}
 }
 
 // WriteSystemd writes the units into o.UnitDir and returns their paths.
 // Each is written to a temporary file and renamed, so a unit is never
 // seen half written.
 func WriteSystemd(o Options) ([]string, error) {
-	units, err := Units(o)
-	if err != nil {
+	if err := o.fill(); err != nil {
 		return nil, err
 	}
-	o.fill()
-	if st, err := os.Stat(o.UnitDir); err != nil || !st.IsDir() {
-		return nil, fmt.Errorf("unit directory %s: %w", o.UnitDir, errors.Join(err, errNotDir(st)))
+	st, err := os.Stat(o.UnitDir)
+	if err != nil {
+		return nil, fmt.Errorf("unit directory %s: %w", o.UnitDir, err)
 	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("unit directory %s: not a directory", o.UnitDir)
+	}
+	units := units(o)
 	var out []string
 	for _, name := range []string{TargetUnit, MountUnit} {
 		p := filepath.Join(o.UnitDir, name)
@@ -134,13 +141,6 @@ func WriteSystemd(o Options) ([]string, error) {
 		out = append(out, p)
 	}
 	return out, nil
-}
-
-func errNotDir(st os.FileInfo) error {
-	if st != nil && !st.IsDir() {
-		return errors.New("not a directory")
-	}
-	return nil
 }
 
 // Instance is the unit name that runs a target directory or mounts at a

@@ -386,7 +386,11 @@ func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error)
 	if r := s.reservedName(cmd); r != nil {
 		return r, nil
 	}
-	given, idle := s.rm.quiet()
+	var given uint64
+	var idle bool
+	if c, ok := cmd.Op.(*pb.Command_Create); ok && c.Create.Open {
+		given, idle = s.rm.quiet() // for noteCreateOpen, below
+	}
 	r, err := s.proposeRemoval(ctx, cmd, keeps)
 	if err != nil {
 		return nil, err
