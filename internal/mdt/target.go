@@ -123,20 +123,26 @@ func Open(db *kv.DB, id target.Identity, log *slog.Logger) (*Target, error) {
 	return t, nil
 }
 
-// bootstrap writes the root directory. It is the same on every replica
+// bootstrap writes the root directory (on MDT0). It is the same on every replica
 // (its times come from the format time), so replicas start identical.
 func (t *Target) bootstrap() error {
 	b := t.db.NewWriteBatch()
 	defer b.Close()
 	now := t.id.Created.UnixNano()
-	root := &pb.Inode{
-		Fid: fid.Root.PB(), Mode: syscall.S_IFDIR | 0o755, Nlink: 2,
-		AtimeNs: now, MtimeNs: now, CtimeNs: now, BtimeNs: now, Size: 4096, Blocks: 8,
+	inodes := uint64(0)
+	// The root lives on MDT0; another MDT starts empty and holds only
+	// what remote directories and their contents put there.
+	if t.id.Index == 0 {
+		root := &pb.Inode{
+			Fid: fid.Root.PB(), Mode: syscall.S_IFDIR | 0o755, Nlink: 2,
+			AtimeNs: now, MtimeNs: now, CtimeNs: now, BtimeNs: now, Size: 4096, Blocks: 8,
+		}
+		b.Set(OIKey(fid.Root), putU64(rootLocal))
+		b.Set(ObjKey(rootLocal), mustMarshal(root))
+		inodes = 1
 	}
-	b.Set(OIKey(fid.Root), putU64(rootLocal))
-	b.Set(ObjKey(rootLocal), mustMarshal(root))
 	b.Set(keyNextLocal, putU64(rootLocal+1))
-	b.Set(keyInodes, putU64(1))
+	b.Set(keyInodes, putU64(inodes))
 	b.Set(keyApplied, putU64(0))
 	s := seqState{}
 	b.Set(keyFidSeq, s.encode())
