@@ -45,6 +45,10 @@ const (
 	// object it had no extended attributes besides its ACLs, so a client
 	// may answer getxattr and listxattr from the attributes it caches.
 	InodeFlag_INODE_FLAG_NO_XATTRS InodeFlag = 16
+	// REMOTE: in lookup replies only, never stored: the name leads to an
+	// object on another MDT (a remote directory); the reply carries its FID
+	// only, and the client asks that MDT for the attributes.
+	InodeFlag_INODE_FLAG_REMOTE InodeFlag = 32
 )
 
 // Enum value maps for InodeFlag.
@@ -56,6 +60,7 @@ var (
 		4:  "INODE_FLAG_ACL",
 		8:  "INODE_FLAG_DEFAULT_ACL",
 		16: "INODE_FLAG_NO_XATTRS",
+		32: "INODE_FLAG_REMOTE",
 	}
 	InodeFlag_value = map[string]int32{
 		"INODE_FLAG_NONE":          0,
@@ -64,6 +69,7 @@ var (
 		"INODE_FLAG_ACL":           4,
 		"INODE_FLAG_DEFAULT_ACL":   8,
 		"INODE_FLAG_NO_XATTRS":     16,
+		"INODE_FLAG_REMOTE":        32,
 	}
 )
 
@@ -420,9 +426,12 @@ func (x *Layout) GetObjects() []*StripeObject {
 // LinkEntry is one back-reference of the linkEA: the object is named `name`
 // in directory `parent`. Names are bytes (POSIX names need not be UTF-8).
 type LinkEntry struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Parent        *FID                   `protobuf:"bytes,1,opt,name=parent,proto3" json:"parent,omitempty"`
-	Name          []byte                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Parent *FID                   `protobuf:"bytes,1,opt,name=parent,proto3" json:"parent,omitempty"`
+	Name   []byte                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// remote: the parent (and so this name's entry) is on another MDT (a
+	// remote directory's one name).
+	Remote        bool `protobuf:"varint,3,opt,name=remote,proto3" json:"remote,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -469,6 +478,13 @@ func (x *LinkEntry) GetName() []byte {
 		return x.Name
 	}
 	return nil
+}
+
+func (x *LinkEntry) GetRemote() bool {
+	if x != nil {
+		return x.Remote
+	}
+	return false
 }
 
 // Inode is an MDT object. On disk it is the value under the object's local
@@ -1083,10 +1099,11 @@ const file_common_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x05 \x01(\rR\n" +
 	"generation\x120\n" +
-	"\aobjects\x18\x06 \x03(\v2\x16.nacre.v1.StripeObjectR\aobjects\"F\n" +
+	"\aobjects\x18\x06 \x03(\v2\x16.nacre.v1.StripeObjectR\aobjects\"^\n" +
 	"\tLinkEntry\x12%\n" +
 	"\x06parent\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\fR\x04name\"\xb3\x04\n" +
+	"\x04name\x18\x02 \x01(\fR\x04name\x12\x16\n" +
+	"\x06remote\x18\x03 \x01(\bR\x06remote\"\xb3\x04\n" +
 	"\x05Inode\x12\x1f\n" +
 	"\x03fid\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x03fid\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\rR\x04mode\x12\x10\n" +
@@ -1144,14 +1161,15 @@ const file_common_proto_rawDesc = "" +
 	"\tleader_id\x18\x04 \x01(\x04R\bleaderId\x12\x1f\n" +
 	"\vleader_addr\x18\x05 \x01(\tR\n" +
 	"leaderAddr\x12\x16\n" +
-	"\x06reason\x18\x06 \x01(\tR\x06reason*\xa3\x01\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason*\xba\x01\n" +
 	"\tInodeFlag\x12\x13\n" +
 	"\x0fINODE_FLAG_NONE\x10\x00\x12\x19\n" +
 	"\x15INODE_FLAG_SIZE_DIRTY\x10\x01\x12\x1c\n" +
 	"\x18INODE_FLAG_LFSCK_CREATED\x10\x02\x12\x12\n" +
 	"\x0eINODE_FLAG_ACL\x10\x04\x12\x1a\n" +
 	"\x16INODE_FLAG_DEFAULT_ACL\x10\b\x12\x18\n" +
-	"\x14INODE_FLAG_NO_XATTRS\x10\x10*P\n" +
+	"\x14INODE_FLAG_NO_XATTRS\x10\x10\x12\x15\n" +
+	"\x11INODE_FLAG_REMOTE\x10 *P\n" +
 	"\n" +
 	"TargetKind\x12\x12\n" +
 	"\x0eTARGET_UNKNOWN\x10\x00\x12\x0e\n" +

@@ -25,6 +25,55 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type DtxKind int32
+
+const (
+	DtxKind_DTX_NONE  DtxKind = 0
+	DtxKind_DTX_MKDIR DtxKind = 1 // a remote directory is made
+	DtxKind_DTX_RMDIR DtxKind = 2 // a remote directory is removed
+)
+
+// Enum value maps for DtxKind.
+var (
+	DtxKind_name = map[int32]string{
+		0: "DTX_NONE",
+		1: "DTX_MKDIR",
+		2: "DTX_RMDIR",
+	}
+	DtxKind_value = map[string]int32{
+		"DTX_NONE":  0,
+		"DTX_MKDIR": 1,
+		"DTX_RMDIR": 2,
+	}
+)
+
+func (x DtxKind) Enum() *DtxKind {
+	p := new(DtxKind)
+	*p = x
+	return p
+}
+
+func (x DtxKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DtxKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_mds_proto_enumTypes[0].Descriptor()
+}
+
+func (DtxKind) Type() protoreflect.EnumType {
+	return &file_mds_proto_enumTypes[0]
+}
+
+func (x DtxKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DtxKind.Descriptor instead.
+func (DtxKind) EnumDescriptor() ([]byte, []int) {
+	return file_mds_proto_rawDescGZIP(), []int{0}
+}
+
 type SetattrValid int32
 
 const (
@@ -102,11 +151,11 @@ func (x SetattrValid) String() string {
 }
 
 func (SetattrValid) Descriptor() protoreflect.EnumDescriptor {
-	return file_mds_proto_enumTypes[0].Descriptor()
+	return file_mds_proto_enumTypes[1].Descriptor()
 }
 
 func (SetattrValid) Type() protoreflect.EnumType {
-	return &file_mds_proto_enumTypes[0]
+	return &file_mds_proto_enumTypes[1]
 }
 
 func (x SetattrValid) Number() protoreflect.EnumNumber {
@@ -115,7 +164,7 @@ func (x SetattrValid) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SetattrValid.Descriptor instead.
 func (SetattrValid) EnumDescriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{0}
+	return file_mds_proto_rawDescGZIP(), []int{1}
 }
 
 // Command is one entry of an MDT's Raft log. Clients send the request part;
@@ -159,6 +208,11 @@ type Command struct {
 	//	*Command_OpenRename
 	//	*Command_Tmpfile
 	//	*Command_OrphanRelease
+	//	*Command_DtxPrepare
+	//	*Command_DtxFinish
+	//	*Command_DtxResolve
+	//	*Command_DtxForget
+	//	*Command_DtxStatus
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -430,6 +484,51 @@ func (x *Command) GetOrphanRelease() *OrphanReleaseOp {
 	return nil
 }
 
+func (x *Command) GetDtxPrepare() *DtxPrepareOp {
+	if x != nil {
+		if x, ok := x.Op.(*Command_DtxPrepare); ok {
+			return x.DtxPrepare
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDtxFinish() *DtxFinishOp {
+	if x != nil {
+		if x, ok := x.Op.(*Command_DtxFinish); ok {
+			return x.DtxFinish
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDtxResolve() *DtxResolveOp {
+	if x != nil {
+		if x, ok := x.Op.(*Command_DtxResolve); ok {
+			return x.DtxResolve
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDtxForget() *DtxForgetOp {
+	if x != nil {
+		if x, ok := x.Op.(*Command_DtxForget); ok {
+			return x.DtxForget
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDtxStatus() *DtxStatusOp {
+	if x != nil {
+		if x, ok := x.Op.(*Command_DtxStatus); ok {
+			return x.DtxStatus
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -518,6 +617,28 @@ type Command_OrphanRelease struct {
 	OrphanRelease *OrphanReleaseOp `protobuf:"bytes,53,opt,name=orphan_release,json=orphanRelease,proto3,oneof"`
 }
 
+type Command_DtxPrepare struct {
+	// Cross-MDT transactions (docs/architecture.md, "Several MDTs"),
+	// sent by one MDS to another (node certificates only).
+	DtxPrepare *DtxPrepareOp `protobuf:"bytes,60,opt,name=dtx_prepare,json=dtxPrepare,proto3,oneof"`
+}
+
+type Command_DtxFinish struct {
+	DtxFinish *DtxFinishOp `protobuf:"bytes,61,opt,name=dtx_finish,json=dtxFinish,proto3,oneof"`
+}
+
+type Command_DtxResolve struct {
+	DtxResolve *DtxResolveOp `protobuf:"bytes,62,opt,name=dtx_resolve,json=dtxResolve,proto3,oneof"`
+}
+
+type Command_DtxForget struct {
+	DtxForget *DtxForgetOp `protobuf:"bytes,63,opt,name=dtx_forget,json=dtxForget,proto3,oneof"`
+}
+
+type Command_DtxStatus struct {
+	DtxStatus *DtxStatusOp `protobuf:"bytes,64,opt,name=dtx_status,json=dtxStatus,proto3,oneof"`
+}
+
 func (*Command_Create) isCommand_Op() {}
 
 func (*Command_Link) isCommand_Op() {}
@@ -558,6 +679,16 @@ func (*Command_Tmpfile) isCommand_Op() {}
 
 func (*Command_OrphanRelease) isCommand_Op() {}
 
+func (*Command_DtxPrepare) isCommand_Op() {}
+
+func (*Command_DtxFinish) isCommand_Op() {}
+
+func (*Command_DtxResolve) isCommand_Op() {}
+
+func (*Command_DtxForget) isCommand_Op() {}
+
+func (*Command_DtxStatus) isCommand_Op() {}
+
 // CreateOp makes a regular file, directory, symlink or special file,
 // depending on the S_IFMT bits of mode.
 type CreateOp struct {
@@ -579,7 +710,15 @@ type CreateOp struct {
 	Umask uint32 `protobuf:"varint,11,opt,name=umask,proto3" json:"umask,omitempty"`
 	// open: the client opens the file it creates (or finds): the leader
 	// records it as open, as OpenFiles.Opens would, saving that round trip.
-	Open          bool `protobuf:"varint,12,opt,name=open,proto3" json:"open,omitempty"`
+	Open bool `protobuf:"varint,12,opt,name=open,proto3" json:"open,omitempty"`
+	// mdt: make the directory on this MDT (nacre mkdir -i), a remote
+	// directory when it is not the parent's. Unset: the parent's MDT.
+	Mdt *uint32 `protobuf:"varint,13,opt,name=mdt,proto3,oneof" json:"mdt,omitempty"`
+	// remote and txid are set by the parent's MDS, never by clients: the
+	// directory the other MDT made (its FID and attributes) in the
+	// transaction txid; apply inserts its name only.
+	Remote        *Inode `protobuf:"bytes,14,opt,name=remote,proto3" json:"remote,omitempty"`
+	Txid          uint64 `protobuf:"varint,15,opt,name=txid,proto3" json:"txid,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -698,6 +837,27 @@ func (x *CreateOp) GetOpen() bool {
 	return false
 }
 
+func (x *CreateOp) GetMdt() uint32 {
+	if x != nil && x.Mdt != nil {
+		return *x.Mdt
+	}
+	return 0
+}
+
+func (x *CreateOp) GetRemote() *Inode {
+	if x != nil {
+		return x.Remote
+	}
+	return nil
+}
+
+func (x *CreateOp) GetTxid() uint64 {
+	if x != nil {
+		return x.Txid
+	}
+	return 0
+}
+
 type LinkOp struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Fid           *FID                   `protobuf:"bytes,1,opt,name=fid,proto3" json:"fid,omitempty"`
@@ -759,10 +919,15 @@ func (x *LinkOp) GetName() []byte {
 }
 
 type UnlinkOp struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Parent        *FID                   `protobuf:"bytes,1,opt,name=parent,proto3" json:"parent,omitempty"`
-	Name          []byte                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Dir           bool                   `protobuf:"varint,3,opt,name=dir,proto3" json:"dir,omitempty"` // rmdir
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Parent *FID                   `protobuf:"bytes,1,opt,name=parent,proto3" json:"parent,omitempty"`
+	Name   []byte                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Dir    bool                   `protobuf:"varint,3,opt,name=dir,proto3" json:"dir,omitempty"` // rmdir
+	// remote and txid are set by the parent's MDS, never by clients: the
+	// name leads to a directory on another MDT, which took part in the
+	// transaction txid; apply removes the name if it still leads there.
+	Remote        *Inode `protobuf:"bytes,4,opt,name=remote,proto3" json:"remote,omitempty"`
+	Txid          uint64 `protobuf:"varint,5,opt,name=txid,proto3" json:"txid,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -818,6 +983,445 @@ func (x *UnlinkOp) GetDir() bool {
 	return false
 }
 
+func (x *UnlinkOp) GetRemote() *Inode {
+	if x != nil {
+		return x.Remote
+	}
+	return nil
+}
+
+func (x *UnlinkOp) GetTxid() uint64 {
+	if x != nil {
+		return x.Txid
+	}
+	return 0
+}
+
+// DtxPrepareOp is the participant's half of a cross-MDT transaction,
+// applied before the coordinator (the MDT of the parent directory) decides:
+// mkdir makes the directory (inode, with its ACLs) and keeps an intent;
+// rmdir checks that the directory is empty and keeps an intent that
+// refuses new names in it. Applying it again (same txid) answers the same.
+type DtxPrepareOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Txid          uint64                 `protobuf:"varint,1,opt,name=txid,proto3" json:"txid,omitempty"`
+	Coordinator   uint32                 `protobuf:"varint,2,opt,name=coordinator,proto3" json:"coordinator,omitempty"` // the MDT that decides
+	Kind          DtxKind                `protobuf:"varint,3,opt,name=kind,proto3,enum=nacre.v1.DtxKind" json:"kind,omitempty"`
+	Parent        *FID                   `protobuf:"bytes,4,opt,name=parent,proto3" json:"parent,omitempty"` // on the coordinator
+	Name          []byte                 `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	Inode         *Inode                 `protobuf:"bytes,6,opt,name=inode,proto3" json:"inode,omitempty"` // mkdir: the new directory, without FID
+	AclAccess     []byte                 `protobuf:"bytes,7,opt,name=acl_access,json=aclAccess,proto3" json:"acl_access,omitempty"`
+	AclDefault    []byte                 `protobuf:"bytes,8,opt,name=acl_default,json=aclDefault,proto3" json:"acl_default,omitempty"`
+	Fid           *FID                   `protobuf:"bytes,9,opt,name=fid,proto3" json:"fid,omitempty"` // rmdir: the directory
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DtxPrepareOp) Reset() {
+	*x = DtxPrepareOp{}
+	mi := &file_mds_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DtxPrepareOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DtxPrepareOp) ProtoMessage() {}
+
+func (x *DtxPrepareOp) ProtoReflect() protoreflect.Message {
+	mi := &file_mds_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DtxPrepareOp.ProtoReflect.Descriptor instead.
+func (*DtxPrepareOp) Descriptor() ([]byte, []int) {
+	return file_mds_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *DtxPrepareOp) GetTxid() uint64 {
+	if x != nil {
+		return x.Txid
+	}
+	return 0
+}
+
+func (x *DtxPrepareOp) GetCoordinator() uint32 {
+	if x != nil {
+		return x.Coordinator
+	}
+	return 0
+}
+
+func (x *DtxPrepareOp) GetKind() DtxKind {
+	if x != nil {
+		return x.Kind
+	}
+	return DtxKind_DTX_NONE
+}
+
+func (x *DtxPrepareOp) GetParent() *FID {
+	if x != nil {
+		return x.Parent
+	}
+	return nil
+}
+
+func (x *DtxPrepareOp) GetName() []byte {
+	if x != nil {
+		return x.Name
+	}
+	return nil
+}
+
+func (x *DtxPrepareOp) GetInode() *Inode {
+	if x != nil {
+		return x.Inode
+	}
+	return nil
+}
+
+func (x *DtxPrepareOp) GetAclAccess() []byte {
+	if x != nil {
+		return x.AclAccess
+	}
+	return nil
+}
+
+func (x *DtxPrepareOp) GetAclDefault() []byte {
+	if x != nil {
+		return x.AclDefault
+	}
+	return nil
+}
+
+func (x *DtxPrepareOp) GetFid() *FID {
+	if x != nil {
+		return x.Fid
+	}
+	return nil
+}
+
+// DtxFinishOp ends the participant's half once the coordinator decided:
+// an aborted mkdir destroys the directory, a committed rmdir removes it.
+type DtxFinishOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Txid          uint64                 `protobuf:"varint,1,opt,name=txid,proto3" json:"txid,omitempty"`
+	Committed     bool                   `protobuf:"varint,2,opt,name=committed,proto3" json:"committed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DtxFinishOp) Reset() {
+	*x = DtxFinishOp{}
+	mi := &file_mds_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DtxFinishOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DtxFinishOp) ProtoMessage() {}
+
+func (x *DtxFinishOp) ProtoReflect() protoreflect.Message {
+	mi := &file_mds_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DtxFinishOp.ProtoReflect.Descriptor instead.
+func (*DtxFinishOp) Descriptor() ([]byte, []int) {
+	return file_mds_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *DtxFinishOp) GetTxid() uint64 {
+	if x != nil {
+		return x.Txid
+	}
+	return 0
+}
+
+func (x *DtxFinishOp) GetCommitted() bool {
+	if x != nil {
+		return x.Committed
+	}
+	return false
+}
+
+// DtxResolveOp asks the coordinator for the outcome of txid, deciding
+// "aborted" if it has none yet (its decision is then final: a late commit
+// of txid fails). Reply.errno 0: committed; ECANCELED: aborted.
+type DtxResolveOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Txid          uint64                 `protobuf:"varint,1,opt,name=txid,proto3" json:"txid,omitempty"`
+	Participant   uint32                 `protobuf:"varint,2,opt,name=participant,proto3" json:"participant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DtxResolveOp) Reset() {
+	*x = DtxResolveOp{}
+	mi := &file_mds_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DtxResolveOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DtxResolveOp) ProtoMessage() {}
+
+func (x *DtxResolveOp) ProtoReflect() protoreflect.Message {
+	mi := &file_mds_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DtxResolveOp.ProtoReflect.Descriptor instead.
+func (*DtxResolveOp) Descriptor() ([]byte, []int) {
+	return file_mds_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DtxResolveOp) GetTxid() uint64 {
+	if x != nil {
+		return x.Txid
+	}
+	return 0
+}
+
+func (x *DtxResolveOp) GetParticipant() uint32 {
+	if x != nil {
+		return x.Participant
+	}
+	return 0
+}
+
+// DtxForgetOp drops the coordinator's outcome of txid once the participant
+// has finished.
+type DtxForgetOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Txid          uint64                 `protobuf:"varint,1,opt,name=txid,proto3" json:"txid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DtxForgetOp) Reset() {
+	*x = DtxForgetOp{}
+	mi := &file_mds_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DtxForgetOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DtxForgetOp) ProtoMessage() {}
+
+func (x *DtxForgetOp) ProtoReflect() protoreflect.Message {
+	mi := &file_mds_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DtxForgetOp.ProtoReflect.Descriptor instead.
+func (*DtxForgetOp) Descriptor() ([]byte, []int) {
+	return file_mds_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *DtxForgetOp) GetTxid() uint64 {
+	if x != nil {
+		return x.Txid
+	}
+	return 0
+}
+
+// DtxStatusOp asks a participant, without a log entry, whether the intent
+// of txid is still pending there (Reply.errno 0) or not (ENOENT).
+type DtxStatusOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Txid          uint64                 `protobuf:"varint,1,opt,name=txid,proto3" json:"txid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DtxStatusOp) Reset() {
+	*x = DtxStatusOp{}
+	mi := &file_mds_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DtxStatusOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DtxStatusOp) ProtoMessage() {}
+
+func (x *DtxStatusOp) ProtoReflect() protoreflect.Message {
+	mi := &file_mds_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DtxStatusOp.ProtoReflect.Descriptor instead.
+func (*DtxStatusOp) Descriptor() ([]byte, []int) {
+	return file_mds_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *DtxStatusOp) GetTxid() uint64 {
+	if x != nil {
+		return x.Txid
+	}
+	return 0
+}
+
+// DtxRecord is what an MDT keeps of a cross-MDT transaction: a
+// participant's pending intent, or a coordinator's outcome until the
+// participant has finished.
+type DtxRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Txid          uint64                 `protobuf:"varint,1,opt,name=txid,proto3" json:"txid,omitempty"`
+	Kind          DtxKind                `protobuf:"varint,2,opt,name=kind,proto3,enum=nacre.v1.DtxKind" json:"kind,omitempty"`
+	Coordinator   bool                   `protobuf:"varint,3,opt,name=coordinator,proto3" json:"coordinator,omitempty"` // this MDT decides; peer is the participant
+	Peer          uint32                 `protobuf:"varint,4,opt,name=peer,proto3" json:"peer,omitempty"`               // the other MDT's index
+	Fid           *FID                   `protobuf:"bytes,5,opt,name=fid,proto3" json:"fid,omitempty"`                  // the remote directory
+	Parent        *FID                   `protobuf:"bytes,6,opt,name=parent,proto3" json:"parent,omitempty"`
+	Name          []byte                 `protobuf:"bytes,7,opt,name=name,proto3" json:"name,omitempty"`
+	TimeNs        int64                  `protobuf:"varint,8,opt,name=time_ns,json=timeNs,proto3" json:"time_ns,omitempty"` // when it was written
+	Committed     bool                   `protobuf:"varint,9,opt,name=committed,proto3" json:"committed,omitempty"`         // coordinator: the outcome
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DtxRecord) Reset() {
+	*x = DtxRecord{}
+	mi := &file_mds_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DtxRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DtxRecord) ProtoMessage() {}
+
+func (x *DtxRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_mds_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DtxRecord.ProtoReflect.Descriptor instead.
+func (*DtxRecord) Descriptor() ([]byte, []int) {
+	return file_mds_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *DtxRecord) GetTxid() uint64 {
+	if x != nil {
+		return x.Txid
+	}
+	return 0
+}
+
+func (x *DtxRecord) GetKind() DtxKind {
+	if x != nil {
+		return x.Kind
+	}
+	return DtxKind_DTX_NONE
+}
+
+func (x *DtxRecord) GetCoordinator() bool {
+	if x != nil {
+		return x.Coordinator
+	}
+	return false
+}
+
+func (x *DtxRecord) GetPeer() uint32 {
+	if x != nil {
+		return x.Peer
+	}
+	return 0
+}
+
+func (x *DtxRecord) GetFid() *FID {
+	if x != nil {
+		return x.Fid
+	}
+	return nil
+}
+
+func (x *DtxRecord) GetParent() *FID {
+	if x != nil {
+		return x.Parent
+	}
+	return nil
+}
+
+func (x *DtxRecord) GetName() []byte {
+	if x != nil {
+		return x.Name
+	}
+	return nil
+}
+
+func (x *DtxRecord) GetTimeNs() int64 {
+	if x != nil {
+		return x.TimeNs
+	}
+	return 0
+}
+
+func (x *DtxRecord) GetCommitted() bool {
+	if x != nil {
+		return x.Committed
+	}
+	return false
+}
+
 type RenameOp struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SrcParent     *FID                   `protobuf:"bytes,1,opt,name=src_parent,json=srcParent,proto3" json:"src_parent,omitempty"`
@@ -831,7 +1435,7 @@ type RenameOp struct {
 
 func (x *RenameOp) Reset() {
 	*x = RenameOp{}
-	mi := &file_mds_proto_msgTypes[4]
+	mi := &file_mds_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -843,7 +1447,7 @@ func (x *RenameOp) String() string {
 func (*RenameOp) ProtoMessage() {}
 
 func (x *RenameOp) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[4]
+	mi := &file_mds_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -856,7 +1460,7 @@ func (x *RenameOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameOp.ProtoReflect.Descriptor instead.
 func (*RenameOp) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{4}
+	return file_mds_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RenameOp) GetSrcParent() *FID {
@@ -914,7 +1518,7 @@ type SetattrOp struct {
 
 func (x *SetattrOp) Reset() {
 	*x = SetattrOp{}
-	mi := &file_mds_proto_msgTypes[5]
+	mi := &file_mds_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -926,7 +1530,7 @@ func (x *SetattrOp) String() string {
 func (*SetattrOp) ProtoMessage() {}
 
 func (x *SetattrOp) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[5]
+	mi := &file_mds_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -939,7 +1543,7 @@ func (x *SetattrOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetattrOp.ProtoReflect.Descriptor instead.
 func (*SetattrOp) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{5}
+	return file_mds_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SetattrOp) GetFid() *FID {
@@ -1031,7 +1635,7 @@ type SetxattrOp struct {
 
 func (x *SetxattrOp) Reset() {
 	*x = SetxattrOp{}
-	mi := &file_mds_proto_msgTypes[6]
+	mi := &file_mds_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1043,7 +1647,7 @@ func (x *SetxattrOp) String() string {
 func (*SetxattrOp) ProtoMessage() {}
 
 func (x *SetxattrOp) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[6]
+	mi := &file_mds_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1056,7 +1660,7 @@ func (x *SetxattrOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetxattrOp.ProtoReflect.Descriptor instead.
 func (*SetxattrOp) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{6}
+	return file_mds_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SetxattrOp) GetFid() *FID {
@@ -1097,7 +1701,7 @@ type RemovexattrOp struct {
 
 func (x *RemovexattrOp) Reset() {
 	*x = RemovexattrOp{}
-	mi := &file_mds_proto_msgTypes[7]
+	mi := &file_mds_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1109,7 +1713,7 @@ func (x *RemovexattrOp) String() string {
 func (*RemovexattrOp) ProtoMessage() {}
 
 func (x *RemovexattrOp) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[7]
+	mi := &file_mds_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1122,7 +1726,7 @@ func (x *RemovexattrOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemovexattrOp.ProtoReflect.Descriptor instead.
 func (*RemovexattrOp) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{7}
+	return file_mds_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RemovexattrOp) GetFid() *FID {
@@ -1152,7 +1756,7 @@ type SetLayoutOp struct {
 
 func (x *SetLayoutOp) Reset() {
 	*x = SetLayoutOp{}
-	mi := &file_mds_proto_msgTypes[8]
+	mi := &file_mds_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1164,7 +1768,7 @@ func (x *SetLayoutOp) String() string {
 func (*SetLayoutOp) ProtoMessage() {}
 
 func (x *SetLayoutOp) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[8]
+	mi := &file_mds_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1177,7 +1781,7 @@ func (x *SetLayoutOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLayoutOp.ProtoReflect.Descriptor instead.
 func (*SetLayoutOp) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{8}
+	return file_mds_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SetLayoutOp) GetFid() *FID {
@@ -1213,7 +1817,7 @@ type PoolExtendOp struct {
 
 func (x *PoolExtendOp) Reset() {
 	*x = PoolExtendOp{}
-	mi := &file_mds_proto_msgTypes[9]
+	mi := &file_mds_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1225,7 +1829,7 @@ func (x *PoolExtendOp) String() string {
 func (*PoolExtendOp) ProtoMessage() {}
 
 func (x *PoolExtendOp) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[9]
+	mi := &file_mds_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1238,7 +1842,7 @@ func (x *PoolExtendOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolExtendOp.ProtoReflect.Descriptor instead.
 func (*PoolExtendOp) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{9}
+	return file_mds_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PoolExtendOp) GetOst() uint32 {
@@ -1277,7 +1881,7 @@ type PoolResetOp struct {
 
 func (x *PoolResetOp) Reset() {
 	*x = PoolResetOp{}
-	mi := &file_mds_proto_msgTypes[10]
+	mi := &file_mds_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1289,7 +1893,7 @@ func (x *PoolResetOp) String() string {
 func (*PoolResetOp) ProtoMessage() {}
 
 func (x *PoolResetOp) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[10]
+	mi := &file_mds_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1302,7 +1906,7 @@ func (x *PoolResetOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolResetOp.ProtoReflect.Descriptor instead.
 func (*PoolResetOp) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{10}
+	return file_mds_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PoolResetOp) GetOst() uint32 {
@@ -1337,7 +1941,7 @@ type SeqGrantOp struct {
 
 func (x *SeqGrantOp) Reset() {
 	*x = SeqGrantOp{}
-	mi := &file_mds_proto_msgTypes[11]
+	mi := &file_mds_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1349,7 +1953,7 @@ func (x *SeqGrantOp) String() string {
 func (*SeqGrantOp) ProtoMessage() {}
 
 func (x *SeqGrantOp) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[11]
+	mi := &file_mds_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1362,7 +1966,7 @@ func (x *SeqGrantOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeqGrantOp.ProtoReflect.Descriptor instead.
 func (*SeqGrantOp) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{11}
+	return file_mds_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SeqGrantOp) GetStart() uint64 {
@@ -1390,7 +1994,7 @@ type DestroyDoneOp struct {
 
 func (x *DestroyDoneOp) Reset() {
 	*x = DestroyDoneOp{}
-	mi := &file_mds_proto_msgTypes[12]
+	mi := &file_mds_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1402,7 +2006,7 @@ func (x *DestroyDoneOp) String() string {
 func (*DestroyDoneOp) ProtoMessage() {}
 
 func (x *DestroyDoneOp) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[12]
+	mi := &file_mds_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1415,7 +2019,7 @@ func (x *DestroyDoneOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroyDoneOp.ProtoReflect.Descriptor instead.
 func (*DestroyDoneOp) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{12}
+	return file_mds_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DestroyDoneOp) GetObjects() []*StripeObject {
@@ -1445,7 +2049,7 @@ type OpenUnlinkOp struct {
 
 func (x *OpenUnlinkOp) Reset() {
 	*x = OpenUnlinkOp{}
-	mi := &file_mds_proto_msgTypes[13]
+	mi := &file_mds_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1457,7 +2061,7 @@ func (x *OpenUnlinkOp) String() string {
 func (*OpenUnlinkOp) ProtoMessage() {}
 
 func (x *OpenUnlinkOp) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[13]
+	mi := &file_mds_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1470,7 +2074,7 @@ func (x *OpenUnlinkOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenUnlinkOp.ProtoReflect.Descriptor instead.
 func (*OpenUnlinkOp) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{13}
+	return file_mds_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *OpenUnlinkOp) GetUnlink() *UnlinkOp {
@@ -1507,7 +2111,7 @@ type OpenRenameOp struct {
 
 func (x *OpenRenameOp) Reset() {
 	*x = OpenRenameOp{}
-	mi := &file_mds_proto_msgTypes[14]
+	mi := &file_mds_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1519,7 +2123,7 @@ func (x *OpenRenameOp) String() string {
 func (*OpenRenameOp) ProtoMessage() {}
 
 func (x *OpenRenameOp) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[14]
+	mi := &file_mds_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1532,7 +2136,7 @@ func (x *OpenRenameOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenRenameOp.ProtoReflect.Descriptor instead.
 func (*OpenRenameOp) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{14}
+	return file_mds_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *OpenRenameOp) GetRename() *RenameOp {
@@ -1573,7 +2177,7 @@ type TmpfileOp struct {
 
 func (x *TmpfileOp) Reset() {
 	*x = TmpfileOp{}
-	mi := &file_mds_proto_msgTypes[15]
+	mi := &file_mds_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1585,7 +2189,7 @@ func (x *TmpfileOp) String() string {
 func (*TmpfileOp) ProtoMessage() {}
 
 func (x *TmpfileOp) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[15]
+	mi := &file_mds_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1598,7 +2202,7 @@ func (x *TmpfileOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TmpfileOp.ProtoReflect.Descriptor instead.
 func (*TmpfileOp) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{15}
+	return file_mds_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TmpfileOp) GetParent() *FID {
@@ -1663,7 +2267,7 @@ type OrphanReleaseOp struct {
 
 func (x *OrphanReleaseOp) Reset() {
 	*x = OrphanReleaseOp{}
-	mi := &file_mds_proto_msgTypes[16]
+	mi := &file_mds_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1675,7 +2279,7 @@ func (x *OrphanReleaseOp) String() string {
 func (*OrphanReleaseOp) ProtoMessage() {}
 
 func (x *OrphanReleaseOp) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[16]
+	mi := &file_mds_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1688,7 +2292,7 @@ func (x *OrphanReleaseOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrphanReleaseOp.ProtoReflect.Descriptor instead.
 func (*OrphanReleaseOp) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{16}
+	return file_mds_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *OrphanReleaseOp) GetFids() []*FID {
@@ -1740,7 +2344,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_mds_proto_msgTypes[17]
+	mi := &file_mds_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1752,7 +2356,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[17]
+	mi := &file_mds_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1765,7 +2369,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{17}
+	return file_mds_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Reply) GetErrno() int32 {
@@ -1851,7 +2455,7 @@ type LoggedCommand struct {
 
 func (x *LoggedCommand) Reset() {
 	*x = LoggedCommand{}
-	mi := &file_mds_proto_msgTypes[18]
+	mi := &file_mds_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1863,7 +2467,7 @@ func (x *LoggedCommand) String() string {
 func (*LoggedCommand) ProtoMessage() {}
 
 func (x *LoggedCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[18]
+	mi := &file_mds_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1876,7 +2480,7 @@ func (x *LoggedCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoggedCommand.ProtoReflect.Descriptor instead.
 func (*LoggedCommand) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{18}
+	return file_mds_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *LoggedCommand) GetIndex() uint64 {
@@ -1911,7 +2515,7 @@ type ReplayRequest struct {
 
 func (x *ReplayRequest) Reset() {
 	*x = ReplayRequest{}
-	mi := &file_mds_proto_msgTypes[19]
+	mi := &file_mds_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1923,7 +2527,7 @@ func (x *ReplayRequest) String() string {
 func (*ReplayRequest) ProtoMessage() {}
 
 func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[19]
+	mi := &file_mds_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1936,7 +2540,7 @@ func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequest.ProtoReflect.Descriptor instead.
 func (*ReplayRequest) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{19}
+	return file_mds_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ReplayRequest) GetClientId() uint64 {
@@ -1969,7 +2573,7 @@ type ReplayReply struct {
 
 func (x *ReplayReply) Reset() {
 	*x = ReplayReply{}
-	mi := &file_mds_proto_msgTypes[20]
+	mi := &file_mds_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1981,7 +2585,7 @@ func (x *ReplayReply) String() string {
 func (*ReplayReply) ProtoMessage() {}
 
 func (x *ReplayReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[20]
+	mi := &file_mds_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1994,7 +2598,7 @@ func (x *ReplayReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayReply.ProtoReflect.Descriptor instead.
 func (*ReplayReply) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{20}
+	return file_mds_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReplayReply) GetRecovering() bool {
@@ -2029,7 +2633,7 @@ type SyncRequest struct {
 
 func (x *SyncRequest) Reset() {
 	*x = SyncRequest{}
-	mi := &file_mds_proto_msgTypes[21]
+	mi := &file_mds_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2041,7 +2645,7 @@ func (x *SyncRequest) String() string {
 func (*SyncRequest) ProtoMessage() {}
 
 func (x *SyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[21]
+	mi := &file_mds_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2054,7 +2658,7 @@ func (x *SyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
 func (*SyncRequest) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{21}
+	return file_mds_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SyncRequest) GetForce() bool {
@@ -2073,7 +2677,7 @@ type SyncReply struct {
 
 func (x *SyncReply) Reset() {
 	*x = SyncReply{}
-	mi := &file_mds_proto_msgTypes[22]
+	mi := &file_mds_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2085,7 +2689,7 @@ func (x *SyncReply) String() string {
 func (*SyncReply) ProtoMessage() {}
 
 func (x *SyncReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[22]
+	mi := &file_mds_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2098,7 +2702,7 @@ func (x *SyncReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncReply.ProtoReflect.Descriptor instead.
 func (*SyncReply) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{22}
+	return file_mds_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SyncReply) GetCommitted() uint64 {
@@ -2119,7 +2723,7 @@ type TrimRepliesOp struct {
 
 func (x *TrimRepliesOp) Reset() {
 	*x = TrimRepliesOp{}
-	mi := &file_mds_proto_msgTypes[23]
+	mi := &file_mds_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2131,7 +2735,7 @@ func (x *TrimRepliesOp) String() string {
 func (*TrimRepliesOp) ProtoMessage() {}
 
 func (x *TrimRepliesOp) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[23]
+	mi := &file_mds_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2144,7 +2748,7 @@ func (x *TrimRepliesOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimRepliesOp.ProtoReflect.Descriptor instead.
 func (*TrimRepliesOp) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{23}
+	return file_mds_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TrimRepliesOp) GetBeforeNs() int64 {
@@ -2165,7 +2769,7 @@ type LookupRequest struct {
 
 func (x *LookupRequest) Reset() {
 	*x = LookupRequest{}
-	mi := &file_mds_proto_msgTypes[24]
+	mi := &file_mds_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2177,7 +2781,7 @@ func (x *LookupRequest) String() string {
 func (*LookupRequest) ProtoMessage() {}
 
 func (x *LookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[24]
+	mi := &file_mds_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2190,7 +2794,7 @@ func (x *LookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupRequest.ProtoReflect.Descriptor instead.
 func (*LookupRequest) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{24}
+	return file_mds_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *LookupRequest) GetParent() *FID {
@@ -2224,7 +2828,7 @@ type GetattrRequest struct {
 
 func (x *GetattrRequest) Reset() {
 	*x = GetattrRequest{}
-	mi := &file_mds_proto_msgTypes[25]
+	mi := &file_mds_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2236,7 +2840,7 @@ func (x *GetattrRequest) String() string {
 func (*GetattrRequest) ProtoMessage() {}
 
 func (x *GetattrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[25]
+	mi := &file_mds_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2249,7 +2853,7 @@ func (x *GetattrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetattrRequest.ProtoReflect.Descriptor instead.
 func (*GetattrRequest) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{25}
+	return file_mds_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetattrRequest) GetFid() *FID {
@@ -2279,7 +2883,7 @@ type ReaddirRequest struct {
 
 func (x *ReaddirRequest) Reset() {
 	*x = ReaddirRequest{}
-	mi := &file_mds_proto_msgTypes[26]
+	mi := &file_mds_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2291,7 +2895,7 @@ func (x *ReaddirRequest) String() string {
 func (*ReaddirRequest) ProtoMessage() {}
 
 func (x *ReaddirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[26]
+	mi := &file_mds_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2304,7 +2908,7 @@ func (x *ReaddirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReaddirRequest.ProtoReflect.Descriptor instead.
 func (*ReaddirRequest) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{26}
+	return file_mds_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReaddirRequest) GetFid() *FID {
@@ -2355,7 +2959,7 @@ type DirEntry struct {
 
 func (x *DirEntry) Reset() {
 	*x = DirEntry{}
-	mi := &file_mds_proto_msgTypes[27]
+	mi := &file_mds_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2367,7 +2971,7 @@ func (x *DirEntry) String() string {
 func (*DirEntry) ProtoMessage() {}
 
 func (x *DirEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[27]
+	mi := &file_mds_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2380,7 +2984,7 @@ func (x *DirEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DirEntry.ProtoReflect.Descriptor instead.
 func (*DirEntry) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{27}
+	return file_mds_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DirEntry) GetName() []byte {
@@ -2429,7 +3033,7 @@ type ReaddirReply struct {
 
 func (x *ReaddirReply) Reset() {
 	*x = ReaddirReply{}
-	mi := &file_mds_proto_msgTypes[28]
+	mi := &file_mds_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2441,7 +3045,7 @@ func (x *ReaddirReply) String() string {
 func (*ReaddirReply) ProtoMessage() {}
 
 func (x *ReaddirReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[28]
+	mi := &file_mds_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2454,7 +3058,7 @@ func (x *ReaddirReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReaddirReply.ProtoReflect.Descriptor instead.
 func (*ReaddirReply) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{28}
+	return file_mds_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReaddirReply) GetErrno() int32 {
@@ -2489,7 +3093,7 @@ type XattrRequest struct {
 
 func (x *XattrRequest) Reset() {
 	*x = XattrRequest{}
-	mi := &file_mds_proto_msgTypes[29]
+	mi := &file_mds_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2501,7 +3105,7 @@ func (x *XattrRequest) String() string {
 func (*XattrRequest) ProtoMessage() {}
 
 func (x *XattrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[29]
+	mi := &file_mds_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2514,7 +3118,7 @@ func (x *XattrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XattrRequest.ProtoReflect.Descriptor instead.
 func (*XattrRequest) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{29}
+	return file_mds_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *XattrRequest) GetFid() *FID {
@@ -2549,7 +3153,7 @@ type XattrReply struct {
 
 func (x *XattrReply) Reset() {
 	*x = XattrReply{}
-	mi := &file_mds_proto_msgTypes[30]
+	mi := &file_mds_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2561,7 +3165,7 @@ func (x *XattrReply) String() string {
 func (*XattrReply) ProtoMessage() {}
 
 func (x *XattrReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[30]
+	mi := &file_mds_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2574,7 +3178,7 @@ func (x *XattrReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XattrReply.ProtoReflect.Descriptor instead.
 func (*XattrReply) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{30}
+	return file_mds_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *XattrReply) GetErrno() int32 {
@@ -2611,7 +3215,7 @@ type Fid2PathRequest struct {
 
 func (x *Fid2PathRequest) Reset() {
 	*x = Fid2PathRequest{}
-	mi := &file_mds_proto_msgTypes[31]
+	mi := &file_mds_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2623,7 +3227,7 @@ func (x *Fid2PathRequest) String() string {
 func (*Fid2PathRequest) ProtoMessage() {}
 
 func (x *Fid2PathRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[31]
+	mi := &file_mds_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2636,7 +3240,7 @@ func (x *Fid2PathRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fid2PathRequest.ProtoReflect.Descriptor instead.
 func (*Fid2PathRequest) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{31}
+	return file_mds_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Fid2PathRequest) GetFid() *FID {
@@ -2654,16 +3258,19 @@ func (x *Fid2PathRequest) GetCred() *Cred {
 }
 
 type Fid2PathReply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Errno         int32                  `protobuf:"varint,1,opt,name=errno,proto3" json:"errno,omitempty"`
-	Paths         [][]byte               `protobuf:"bytes,2,rep,name=paths,proto3" json:"paths,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Errno int32                  `protobuf:"varint,1,opt,name=errno,proto3" json:"errno,omitempty"`
+	Paths [][]byte               `protobuf:"bytes,2,rep,name=paths,proto3" json:"paths,omitempty"`
+	// tails: paths that go on on another MDT (through a remote directory):
+	// the part below parent, which the client resolves there.
+	Tails         []*PathTail `protobuf:"bytes,3,rep,name=tails,proto3" json:"tails,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Fid2PathReply) Reset() {
 	*x = Fid2PathReply{}
-	mi := &file_mds_proto_msgTypes[32]
+	mi := &file_mds_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2675,7 +3282,7 @@ func (x *Fid2PathReply) String() string {
 func (*Fid2PathReply) ProtoMessage() {}
 
 func (x *Fid2PathReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[32]
+	mi := &file_mds_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2688,7 +3295,7 @@ func (x *Fid2PathReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fid2PathReply.ProtoReflect.Descriptor instead.
 func (*Fid2PathReply) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{32}
+	return file_mds_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Fid2PathReply) GetErrno() int32 {
@@ -2705,12 +3312,70 @@ func (x *Fid2PathReply) GetPaths() [][]byte {
 	return nil
 }
 
+func (x *Fid2PathReply) GetTails() []*PathTail {
+	if x != nil {
+		return x.Tails
+	}
+	return nil
+}
+
+type PathTail struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Parent        *FID                   `protobuf:"bytes,1,opt,name=parent,proto3" json:"parent,omitempty"`
+	Path          []byte                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"` // below parent, without a leading "/"
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PathTail) Reset() {
+	*x = PathTail{}
+	mi := &file_mds_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PathTail) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PathTail) ProtoMessage() {}
+
+func (x *PathTail) ProtoReflect() protoreflect.Message {
+	mi := &file_mds_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PathTail.ProtoReflect.Descriptor instead.
+func (*PathTail) Descriptor() ([]byte, []int) {
+	return file_mds_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *PathTail) GetParent() *FID {
+	if x != nil {
+		return x.Parent
+	}
+	return nil
+}
+
+func (x *PathTail) GetPath() []byte {
+	if x != nil {
+		return x.Path
+	}
+	return nil
+}
+
 var File_mds_proto protoreflect.FileDescriptor
 
 const file_mds_proto_rawDesc = "" +
 	"\n" +
-	"\tmds.proto\x12\bnacre.v1\x1a\fcommon.proto\x1a\vlfsck.proto\"\x9d\n" +
-	"\n" +
+	"\tmds.proto\x12\bnacre.v1\x1a\fcommon.proto\x1a\vlfsck.proto\"\xbb\f\n" +
 	"\aCommand\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x1d\n" +
 	"\n" +
@@ -2748,8 +3413,18 @@ const file_mds_proto_rawDesc = "" +
 	"\vopen_rename\x183 \x01(\v2\x16.nacre.v1.OpenRenameOpH\x00R\n" +
 	"openRename\x12/\n" +
 	"\atmpfile\x184 \x01(\v2\x13.nacre.v1.TmpfileOpH\x00R\atmpfile\x12B\n" +
-	"\x0eorphan_release\x185 \x01(\v2\x19.nacre.v1.OrphanReleaseOpH\x00R\rorphanReleaseB\x04\n" +
-	"\x02op\"\xc8\x02\n" +
+	"\x0eorphan_release\x185 \x01(\v2\x19.nacre.v1.OrphanReleaseOpH\x00R\rorphanRelease\x129\n" +
+	"\vdtx_prepare\x18< \x01(\v2\x16.nacre.v1.DtxPrepareOpH\x00R\n" +
+	"dtxPrepare\x126\n" +
+	"\n" +
+	"dtx_finish\x18= \x01(\v2\x15.nacre.v1.DtxFinishOpH\x00R\tdtxFinish\x129\n" +
+	"\vdtx_resolve\x18> \x01(\v2\x16.nacre.v1.DtxResolveOpH\x00R\n" +
+	"dtxResolve\x126\n" +
+	"\n" +
+	"dtx_forget\x18? \x01(\v2\x15.nacre.v1.DtxForgetOpH\x00R\tdtxForget\x126\n" +
+	"\n" +
+	"dtx_status\x18@ \x01(\v2\x15.nacre.v1.DtxStatusOpH\x00R\tdtxStatusB\x04\n" +
+	"\x02op\"\xa4\x03\n" +
 	"\bCreateOp\x12%\n" +
 	"\x06parent\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\fR\x04name\x12\x12\n" +
@@ -2763,15 +3438,53 @@ const file_mds_proto_rawDesc = "" +
 	"\fdelay_layout\x18\n" +
 	" \x01(\bR\vdelayLayout\x12\x14\n" +
 	"\x05umask\x18\v \x01(\rR\x05umask\x12\x12\n" +
-	"\x04open\x18\f \x01(\bR\x04open\"d\n" +
+	"\x04open\x18\f \x01(\bR\x04open\x12\x15\n" +
+	"\x03mdt\x18\r \x01(\rH\x00R\x03mdt\x88\x01\x01\x12'\n" +
+	"\x06remote\x18\x0e \x01(\v2\x0f.nacre.v1.InodeR\x06remote\x12\x12\n" +
+	"\x04txid\x18\x0f \x01(\x04R\x04txidB\x06\n" +
+	"\x04_mdt\"d\n" +
 	"\x06LinkOp\x12\x1f\n" +
 	"\x03fid\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x03fid\x12%\n" +
 	"\x06parent\x18\x02 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
-	"\x04name\x18\x03 \x01(\fR\x04name\"W\n" +
+	"\x04name\x18\x03 \x01(\fR\x04name\"\x94\x01\n" +
 	"\bUnlinkOp\x12%\n" +
 	"\x06parent\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\fR\x04name\x12\x10\n" +
-	"\x03dir\x18\x03 \x01(\bR\x03dir\"\xb2\x01\n" +
+	"\x03dir\x18\x03 \x01(\bR\x03dir\x12'\n" +
+	"\x06remote\x18\x04 \x01(\v2\x0f.nacre.v1.InodeR\x06remote\x12\x12\n" +
+	"\x04txid\x18\x05 \x01(\x04R\x04txid\"\xae\x02\n" +
+	"\fDtxPrepareOp\x12\x12\n" +
+	"\x04txid\x18\x01 \x01(\x04R\x04txid\x12 \n" +
+	"\vcoordinator\x18\x02 \x01(\rR\vcoordinator\x12%\n" +
+	"\x04kind\x18\x03 \x01(\x0e2\x11.nacre.v1.DtxKindR\x04kind\x12%\n" +
+	"\x06parent\x18\x04 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
+	"\x04name\x18\x05 \x01(\fR\x04name\x12%\n" +
+	"\x05inode\x18\x06 \x01(\v2\x0f.nacre.v1.InodeR\x05inode\x12\x1d\n" +
+	"\n" +
+	"acl_access\x18\a \x01(\fR\taclAccess\x12\x1f\n" +
+	"\vacl_default\x18\b \x01(\fR\n" +
+	"aclDefault\x12\x1f\n" +
+	"\x03fid\x18\t \x01(\v2\r.nacre.v1.FIDR\x03fid\"?\n" +
+	"\vDtxFinishOp\x12\x12\n" +
+	"\x04txid\x18\x01 \x01(\x04R\x04txid\x12\x1c\n" +
+	"\tcommitted\x18\x02 \x01(\bR\tcommitted\"D\n" +
+	"\fDtxResolveOp\x12\x12\n" +
+	"\x04txid\x18\x01 \x01(\x04R\x04txid\x12 \n" +
+	"\vparticipant\x18\x02 \x01(\rR\vparticipant\"!\n" +
+	"\vDtxForgetOp\x12\x12\n" +
+	"\x04txid\x18\x01 \x01(\x04R\x04txid\"!\n" +
+	"\vDtxStatusOp\x12\x12\n" +
+	"\x04txid\x18\x01 \x01(\x04R\x04txid\"\x8f\x02\n" +
+	"\tDtxRecord\x12\x12\n" +
+	"\x04txid\x18\x01 \x01(\x04R\x04txid\x12%\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x11.nacre.v1.DtxKindR\x04kind\x12 \n" +
+	"\vcoordinator\x18\x03 \x01(\bR\vcoordinator\x12\x12\n" +
+	"\x04peer\x18\x04 \x01(\rR\x04peer\x12\x1f\n" +
+	"\x03fid\x18\x05 \x01(\v2\r.nacre.v1.FIDR\x03fid\x12%\n" +
+	"\x06parent\x18\x06 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
+	"\x04name\x18\a \x01(\fR\x04name\x12\x17\n" +
+	"\atime_ns\x18\b \x01(\x03R\x06timeNs\x12\x1c\n" +
+	"\tcommitted\x18\t \x01(\bR\tcommitted\"\xb2\x01\n" +
 	"\bRenameOp\x12,\n" +
 	"\n" +
 	"src_parent\x18\x01 \x01(\v2\r.nacre.v1.FIDR\tsrcParent\x12\x19\n" +
@@ -2908,10 +3621,18 @@ const file_mds_proto_rawDesc = "" +
 	"\x05names\x18\x03 \x03(\fR\x05names\"V\n" +
 	"\x0fFid2PathRequest\x12\x1f\n" +
 	"\x03fid\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x03fid\x12\"\n" +
-	"\x04cred\x18\x02 \x01(\v2\x0e.nacre.v1.CredR\x04cred\";\n" +
+	"\x04cred\x18\x02 \x01(\v2\x0e.nacre.v1.CredR\x04cred\"e\n" +
 	"\rFid2PathReply\x12\x14\n" +
 	"\x05errno\x18\x01 \x01(\x05R\x05errno\x12\x14\n" +
-	"\x05paths\x18\x02 \x03(\fR\x05paths*\xd9\x02\n" +
+	"\x05paths\x18\x02 \x03(\fR\x05paths\x12(\n" +
+	"\x05tails\x18\x03 \x03(\v2\x12.nacre.v1.PathTailR\x05tails\"E\n" +
+	"\bPathTail\x12%\n" +
+	"\x06parent\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\fR\x04path*5\n" +
+	"\aDtxKind\x12\f\n" +
+	"\bDTX_NONE\x10\x00\x12\r\n" +
+	"\tDTX_MKDIR\x10\x01\x12\r\n" +
+	"\tDTX_RMDIR\x10\x02*\xd9\x02\n" +
 	"\fSetattrValid\x12\x10\n" +
 	"\fSETATTR_NONE\x10\x00\x12\x10\n" +
 	"\fSETATTR_MODE\x10\x01\x12\x0f\n" +
@@ -2942,115 +3663,139 @@ func file_mds_proto_rawDescGZIP() []byte {
 	return file_mds_proto_rawDescData
 }
 
-var file_mds_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_mds_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_mds_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_mds_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_mds_proto_goTypes = []any{
-	(SetattrValid)(0),       // 0: nacre.v1.SetattrValid
-	(*Command)(nil),         // 1: nacre.v1.Command
-	(*CreateOp)(nil),        // 2: nacre.v1.CreateOp
-	(*LinkOp)(nil),          // 3: nacre.v1.LinkOp
-	(*UnlinkOp)(nil),        // 4: nacre.v1.UnlinkOp
-	(*RenameOp)(nil),        // 5: nacre.v1.RenameOp
-	(*SetattrOp)(nil),       // 6: nacre.v1.SetattrOp
-	(*SetxattrOp)(nil),      // 7: nacre.v1.SetxattrOp
-	(*RemovexattrOp)(nil),   // 8: nacre.v1.RemovexattrOp
-	(*SetLayoutOp)(nil),     // 9: nacre.v1.SetLayoutOp
-	(*PoolExtendOp)(nil),    // 10: nacre.v1.PoolExtendOp
-	(*PoolResetOp)(nil),     // 11: nacre.v1.PoolResetOp
-	(*SeqGrantOp)(nil),      // 12: nacre.v1.SeqGrantOp
-	(*DestroyDoneOp)(nil),   // 13: nacre.v1.DestroyDoneOp
-	(*OpenUnlinkOp)(nil),    // 14: nacre.v1.OpenUnlinkOp
-	(*OpenRenameOp)(nil),    // 15: nacre.v1.OpenRenameOp
-	(*TmpfileOp)(nil),       // 16: nacre.v1.TmpfileOp
-	(*OrphanReleaseOp)(nil), // 17: nacre.v1.OrphanReleaseOp
-	(*Reply)(nil),           // 18: nacre.v1.Reply
-	(*LoggedCommand)(nil),   // 19: nacre.v1.LoggedCommand
-	(*ReplayRequest)(nil),   // 20: nacre.v1.ReplayRequest
-	(*ReplayReply)(nil),     // 21: nacre.v1.ReplayReply
-	(*SyncRequest)(nil),     // 22: nacre.v1.SyncRequest
-	(*SyncReply)(nil),       // 23: nacre.v1.SyncReply
-	(*TrimRepliesOp)(nil),   // 24: nacre.v1.TrimRepliesOp
-	(*LookupRequest)(nil),   // 25: nacre.v1.LookupRequest
-	(*GetattrRequest)(nil),  // 26: nacre.v1.GetattrRequest
-	(*ReaddirRequest)(nil),  // 27: nacre.v1.ReaddirRequest
-	(*DirEntry)(nil),        // 28: nacre.v1.DirEntry
-	(*ReaddirReply)(nil),    // 29: nacre.v1.ReaddirReply
-	(*XattrRequest)(nil),    // 30: nacre.v1.XattrRequest
-	(*XattrReply)(nil),      // 31: nacre.v1.XattrReply
-	(*Fid2PathRequest)(nil), // 32: nacre.v1.Fid2PathRequest
-	(*Fid2PathReply)(nil),   // 33: nacre.v1.Fid2PathReply
-	(*Cred)(nil),            // 34: nacre.v1.Cred
-	(*LfsckRepairOp)(nil),   // 35: nacre.v1.LfsckRepairOp
-	(*LfsckStateOp)(nil),    // 36: nacre.v1.LfsckStateOp
-	(*FaultOp)(nil),         // 37: nacre.v1.FaultOp
-	(*FID)(nil),             // 38: nacre.v1.FID
-	(*Layout)(nil),          // 39: nacre.v1.Layout
-	(*StripeObject)(nil),    // 40: nacre.v1.StripeObject
-	(*Inode)(nil),           // 41: nacre.v1.Inode
+	(DtxKind)(0),            // 0: nacre.v1.DtxKind
+	(SetattrValid)(0),       // 1: nacre.v1.SetattrValid
+	(*Command)(nil),         // 2: nacre.v1.Command
+	(*CreateOp)(nil),        // 3: nacre.v1.CreateOp
+	(*LinkOp)(nil),          // 4: nacre.v1.LinkOp
+	(*UnlinkOp)(nil),        // 5: nacre.v1.UnlinkOp
+	(*DtxPrepareOp)(nil),    // 6: nacre.v1.DtxPrepareOp
+	(*DtxFinishOp)(nil),     // 7: nacre.v1.DtxFinishOp
+	(*DtxResolveOp)(nil),    // 8: nacre.v1.DtxResolveOp
+	(*DtxForgetOp)(nil),     // 9: nacre.v1.DtxForgetOp
+	(*DtxStatusOp)(nil),     // 10: nacre.v1.DtxStatusOp
+	(*DtxRecord)(nil),       // 11: nacre.v1.DtxRecord
+	(*RenameOp)(nil),        // 12: nacre.v1.RenameOp
+	(*SetattrOp)(nil),       // 13: nacre.v1.SetattrOp
+	(*SetxattrOp)(nil),      // 14: nacre.v1.SetxattrOp
+	(*RemovexattrOp)(nil),   // 15: nacre.v1.RemovexattrOp
+	(*SetLayoutOp)(nil),     // 16: nacre.v1.SetLayoutOp
+	(*PoolExtendOp)(nil),    // 17: nacre.v1.PoolExtendOp
+	(*PoolResetOp)(nil),     // 18: nacre.v1.PoolResetOp
+	(*SeqGrantOp)(nil),      // 19: nacre.v1.SeqGrantOp
+	(*DestroyDoneOp)(nil),   // 20: nacre.v1.DestroyDoneOp
+	(*OpenUnlinkOp)(nil),    // 21: nacre.v1.OpenUnlinkOp
+	(*OpenRenameOp)(nil),    // 22: nacre.v1.OpenRenameOp
+	(*TmpfileOp)(nil),       // 23: nacre.v1.TmpfileOp
+	(*OrphanReleaseOp)(nil), // 24: nacre.v1.OrphanReleaseOp
+	(*Reply)(nil),           // 25: nacre.v1.Reply
+	(*LoggedCommand)(nil),   // 26: nacre.v1.LoggedCommand
+	(*ReplayRequest)(nil),   // 27: nacre.v1.ReplayRequest
+	(*ReplayReply)(nil),     // 28: nacre.v1.ReplayReply
+	(*SyncRequest)(nil),     // 29: nacre.v1.SyncRequest
+	(*SyncReply)(nil),       // 30: nacre.v1.SyncReply
+	(*TrimRepliesOp)(nil),   // 31: nacre.v1.TrimRepliesOp
+	(*LookupRequest)(nil),   // 32: nacre.v1.LookupRequest
+	(*GetattrRequest)(nil),  // 33: nacre.v1.GetattrRequest
+	(*ReaddirRequest)(nil),  // 34: nacre.v1.ReaddirRequest
+	(*DirEntry)(nil),        // 35: nacre.v1.DirEntry
+	(*ReaddirReply)(nil),    // 36: nacre.v1.ReaddirReply
+	(*XattrRequest)(nil),    // 37: nacre.v1.XattrRequest
+	(*XattrReply)(nil),      // 38: nacre.v1.XattrReply
+	(*Fid2PathRequest)(nil), // 39: nacre.v1.Fid2PathRequest
+	(*Fid2PathReply)(nil),   // 40: nacre.v1.Fid2PathReply
+	(*PathTail)(nil),        // 41: nacre.v1.PathTail
+	(*Cred)(nil),            // 42: nacre.v1.Cred
+	(*LfsckRepairOp)(nil),   // 43: nacre.v1.LfsckRepairOp
+	(*LfsckStateOp)(nil),    // 44: nacre.v1.LfsckStateOp
+	(*FaultOp)(nil),         // 45: nacre.v1.FaultOp
+	(*FID)(nil),             // 46: nacre.v1.FID
+	(*Layout)(nil),          // 47: nacre.v1.Layout
+	(*Inode)(nil),           // 48: nacre.v1.Inode
+	(*StripeObject)(nil),    // 49: nacre.v1.StripeObject
 }
 var file_mds_proto_depIdxs = []int32{
-	34, // 0: nacre.v1.Command.cred:type_name -> nacre.v1.Cred
-	2,  // 1: nacre.v1.Command.create:type_name -> nacre.v1.CreateOp
-	3,  // 2: nacre.v1.Command.link:type_name -> nacre.v1.LinkOp
-	4,  // 3: nacre.v1.Command.unlink:type_name -> nacre.v1.UnlinkOp
-	5,  // 4: nacre.v1.Command.rename:type_name -> nacre.v1.RenameOp
-	6,  // 5: nacre.v1.Command.setattr:type_name -> nacre.v1.SetattrOp
-	7,  // 6: nacre.v1.Command.setxattr:type_name -> nacre.v1.SetxattrOp
-	8,  // 7: nacre.v1.Command.removexattr:type_name -> nacre.v1.RemovexattrOp
-	9,  // 8: nacre.v1.Command.set_layout:type_name -> nacre.v1.SetLayoutOp
-	35, // 9: nacre.v1.Command.lfsck_repair:type_name -> nacre.v1.LfsckRepairOp
-	36, // 10: nacre.v1.Command.lfsck_state:type_name -> nacre.v1.LfsckStateOp
-	37, // 11: nacre.v1.Command.fault:type_name -> nacre.v1.FaultOp
-	10, // 12: nacre.v1.Command.pool_extend:type_name -> nacre.v1.PoolExtendOp
-	11, // 13: nacre.v1.Command.pool_reset:type_name -> nacre.v1.PoolResetOp
-	12, // 14: nacre.v1.Command.seq_grant:type_name -> nacre.v1.SeqGrantOp
-	13, // 15: nacre.v1.Command.destroy_done:type_name -> nacre.v1.DestroyDoneOp
-	24, // 16: nacre.v1.Command.trim_replies:type_name -> nacre.v1.TrimRepliesOp
-	14, // 17: nacre.v1.Command.open_unlink:type_name -> nacre.v1.OpenUnlinkOp
-	15, // 18: nacre.v1.Command.open_rename:type_name -> nacre.v1.OpenRenameOp
-	16, // 19: nacre.v1.Command.tmpfile:type_name -> nacre.v1.TmpfileOp
-	17, // 20: nacre.v1.Command.orphan_release:type_name -> nacre.v1.OrphanReleaseOp
-	38, // 21: nacre.v1.CreateOp.parent:type_name -> nacre.v1.FID
-	39, // 22: nacre.v1.CreateOp.layout:type_name -> nacre.v1.Layout
-	38, // 23: nacre.v1.LinkOp.fid:type_name -> nacre.v1.FID
-	38, // 24: nacre.v1.LinkOp.parent:type_name -> nacre.v1.FID
-	38, // 25: nacre.v1.UnlinkOp.parent:type_name -> nacre.v1.FID
-	38, // 26: nacre.v1.RenameOp.src_parent:type_name -> nacre.v1.FID
-	38, // 27: nacre.v1.RenameOp.dst_parent:type_name -> nacre.v1.FID
-	38, // 28: nacre.v1.SetattrOp.fid:type_name -> nacre.v1.FID
-	38, // 29: nacre.v1.SetxattrOp.fid:type_name -> nacre.v1.FID
-	38, // 30: nacre.v1.RemovexattrOp.fid:type_name -> nacre.v1.FID
-	38, // 31: nacre.v1.SetLayoutOp.fid:type_name -> nacre.v1.FID
-	39, // 32: nacre.v1.SetLayoutOp.layout:type_name -> nacre.v1.Layout
-	40, // 33: nacre.v1.DestroyDoneOp.objects:type_name -> nacre.v1.StripeObject
-	4,  // 34: nacre.v1.OpenUnlinkOp.unlink:type_name -> nacre.v1.UnlinkOp
-	38, // 35: nacre.v1.OpenUnlinkOp.open:type_name -> nacre.v1.FID
-	5,  // 36: nacre.v1.OpenRenameOp.rename:type_name -> nacre.v1.RenameOp
-	38, // 37: nacre.v1.OpenRenameOp.open:type_name -> nacre.v1.FID
-	38, // 38: nacre.v1.TmpfileOp.parent:type_name -> nacre.v1.FID
-	39, // 39: nacre.v1.TmpfileOp.layout:type_name -> nacre.v1.Layout
-	38, // 40: nacre.v1.OrphanReleaseOp.fids:type_name -> nacre.v1.FID
-	38, // 41: nacre.v1.OrphanReleaseOp.share:type_name -> nacre.v1.FID
-	41, // 42: nacre.v1.Reply.inode:type_name -> nacre.v1.Inode
-	19, // 43: nacre.v1.Reply.replay:type_name -> nacre.v1.LoggedCommand
-	19, // 44: nacre.v1.ReplayRequest.commands:type_name -> nacre.v1.LoggedCommand
-	38, // 45: nacre.v1.LookupRequest.parent:type_name -> nacre.v1.FID
-	34, // 46: nacre.v1.LookupRequest.cred:type_name -> nacre.v1.Cred
-	38, // 47: nacre.v1.GetattrRequest.fid:type_name -> nacre.v1.FID
-	38, // 48: nacre.v1.ReaddirRequest.fid:type_name -> nacre.v1.FID
-	34, // 49: nacre.v1.ReaddirRequest.cred:type_name -> nacre.v1.Cred
-	38, // 50: nacre.v1.DirEntry.fid:type_name -> nacre.v1.FID
-	41, // 51: nacre.v1.DirEntry.inode:type_name -> nacre.v1.Inode
-	28, // 52: nacre.v1.ReaddirReply.entries:type_name -> nacre.v1.DirEntry
-	38, // 53: nacre.v1.XattrRequest.fid:type_name -> nacre.v1.FID
-	34, // 54: nacre.v1.XattrRequest.cred:type_name -> nacre.v1.Cred
-	38, // 55: nacre.v1.Fid2PathRequest.fid:type_name -> nacre.v1.FID
-	34, // 56: nacre.v1.Fid2PathRequest.cred:type_name -> nacre.v1.Cred
-	57, // [57:57] is the sub-list for method output_type
-	57, // [57:57] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	42, // 0: nacre.v1.Command.cred:type_name -> nacre.v1.Cred
+	3,  // 1: nacre.v1.Command.create:type_name -> nacre.v1.CreateOp
+	4,  // 2: nacre.v1.Command.link:type_name -> nacre.v1.LinkOp
+	5,  // 3: nacre.v1.Command.unlink:type_name -> nacre.v1.UnlinkOp
+	12, // 4: nacre.v1.Command.rename:type_name -> nacre.v1.RenameOp
+	13, // 5: nacre.v1.Command.setattr:type_name -> nacre.v1.SetattrOp
+	14, // 6: nacre.v1.Command.setxattr:type_name -> nacre.v1.SetxattrOp
+	15, // 7: nacre.v1.Command.removexattr:type_name -> nacre.v1.RemovexattrOp
+	16, // 8: nacre.v1.Command.set_layout:type_name -> nacre.v1.SetLayoutOp
+	43, // 9: nacre.v1.Command.lfsck_repair:type_name -> nacre.v1.LfsckRepairOp
+	44, // 10: nacre.v1.Command.lfsck_state:type_name -> nacre.v1.LfsckStateOp
+	45, // 11: nacre.v1.Command.fault:type_name -> nacre.v1.FaultOp
+	17, // 12: nacre.v1.Command.pool_extend:type_name -> nacre.v1.PoolExtendOp
+	18, // 13: nacre.v1.Command.pool_reset:type_name -> nacre.v1.PoolResetOp
+	19, // 14: nacre.v1.Command.seq_grant:type_name -> nacre.v1.SeqGrantOp
+	20, // 15: nacre.v1.Command.destroy_done:type_name -> nacre.v1.DestroyDoneOp
+	31, // 16: nacre.v1.Command.trim_replies:type_name -> nacre.v1.TrimRepliesOp
+	21, // 17: nacre.v1.Command.open_unlink:type_name -> nacre.v1.OpenUnlinkOp
+	22, // 18: nacre.v1.Command.open_rename:type_name -> nacre.v1.OpenRenameOp
+	23, // 19: nacre.v1.Command.tmpfile:type_name -> nacre.v1.TmpfileOp
+	24, // 20: nacre.v1.Command.orphan_release:type_name -> nacre.v1.OrphanReleaseOp
+	6,  // 21: nacre.v1.Command.dtx_prepare:type_name -> nacre.v1.DtxPrepareOp
+	7,  // 22: nacre.v1.Command.dtx_finish:type_name -> nacre.v1.DtxFinishOp
+	8,  // 23: nacre.v1.Command.dtx_resolve:type_name -> nacre.v1.DtxResolveOp
+	9,  // 24: nacre.v1.Command.dtx_forget:type_name -> nacre.v1.DtxForgetOp
+	10, // 25: nacre.v1.Command.dtx_status:type_name -> nacre.v1.DtxStatusOp
+	46, // 26: nacre.v1.CreateOp.parent:type_name -> nacre.v1.FID
+	47, // 27: nacre.v1.CreateOp.layout:type_name -> nacre.v1.Layout
+	48, // 28: nacre.v1.CreateOp.remote:type_name -> nacre.v1.Inode
+	46, // 29: nacre.v1.LinkOp.fid:type_name -> nacre.v1.FID
+	46, // 30: nacre.v1.LinkOp.parent:type_name -> nacre.v1.FID
+	46, // 31: nacre.v1.UnlinkOp.parent:type_name -> nacre.v1.FID
+	48, // 32: nacre.v1.UnlinkOp.remote:type_name -> nacre.v1.Inode
+	0,  // 33: nacre.v1.DtxPrepareOp.kind:type_name -> nacre.v1.DtxKind
+	46, // 34: nacre.v1.DtxPrepareOp.parent:type_name -> nacre.v1.FID
+	48, // 35: nacre.v1.DtxPrepareOp.inode:type_name -> nacre.v1.Inode
+	46, // 36: nacre.v1.DtxPrepareOp.fid:type_name -> nacre.v1.FID
+	0,  // 37: nacre.v1.DtxRecord.kind:type_name -> nacre.v1.DtxKind
+	46, // 38: nacre.v1.DtxRecord.fid:type_name -> nacre.v1.FID
+	46, // 39: nacre.v1.DtxRecord.parent:type_name -> nacre.v1.FID
+	46, // 40: nacre.v1.RenameOp.src_parent:type_name -> nacre.v1.FID
+	46, // 41: nacre.v1.RenameOp.dst_parent:type_name -> nacre.v1.FID
+	46, // 42: nacre.v1.SetattrOp.fid:type_name -> nacre.v1.FID
+	46, // 43: nacre.v1.SetxattrOp.fid:type_name -> nacre.v1.FID
+	46, // 44: nacre.v1.RemovexattrOp.fid:type_name -> nacre.v1.FID
+	46, // 45: nacre.v1.SetLayoutOp.fid:type_name -> nacre.v1.FID
+	47, // 46: nacre.v1.SetLayoutOp.layout:type_name -> nacre.v1.Layout
+	49, // 47: nacre.v1.DestroyDoneOp.objects:type_name -> nacre.v1.StripeObject
+	5,  // 48: nacre.v1.OpenUnlinkOp.unlink:type_name -> nacre.v1.UnlinkOp
+	46, // 49: nacre.v1.OpenUnlinkOp.open:type_name -> nacre.v1.FID
+	12, // 50: nacre.v1.OpenRenameOp.rename:type_name -> nacre.v1.RenameOp
+	46, // 51: nacre.v1.OpenRenameOp.open:type_name -> nacre.v1.FID
+	46, // 52: nacre.v1.TmpfileOp.parent:type_name -> nacre.v1.FID
+	47, // 53: nacre.v1.TmpfileOp.layout:type_name -> nacre.v1.Layout
+	46, // 54: nacre.v1.OrphanReleaseOp.fids:type_name -> nacre.v1.FID
+	46, // 55: nacre.v1.OrphanReleaseOp.share:type_name -> nacre.v1.FID
+	48, // 56: nacre.v1.Reply.inode:type_name -> nacre.v1.Inode
+	26, // 57: nacre.v1.Reply.replay:type_name -> nacre.v1.LoggedCommand
+	26, // 58: nacre.v1.ReplayRequest.commands:type_name -> nacre.v1.LoggedCommand
+	46, // 59: nacre.v1.LookupRequest.parent:type_name -> nacre.v1.FID
+	42, // 60: nacre.v1.LookupRequest.cred:type_name -> nacre.v1.Cred
+	46, // 61: nacre.v1.GetattrRequest.fid:type_name -> nacre.v1.FID
+	46, // 62: nacre.v1.ReaddirRequest.fid:type_name -> nacre.v1.FID
+	42, // 63: nacre.v1.ReaddirRequest.cred:type_name -> nacre.v1.Cred
+	46, // 64: nacre.v1.DirEntry.fid:type_name -> nacre.v1.FID
+	48, // 65: nacre.v1.DirEntry.inode:type_name -> nacre.v1.Inode
+	35, // 66: nacre.v1.ReaddirReply.entries:type_name -> nacre.v1.DirEntry
+	46, // 67: nacre.v1.XattrRequest.fid:type_name -> nacre.v1.FID
+	42, // 68: nacre.v1.XattrRequest.cred:type_name -> nacre.v1.Cred
+	46, // 69: nacre.v1.Fid2PathRequest.fid:type_name -> nacre.v1.FID
+	42, // 70: nacre.v1.Fid2PathRequest.cred:type_name -> nacre.v1.Cred
+	41, // 71: nacre.v1.Fid2PathReply.tails:type_name -> nacre.v1.PathTail
+	46, // 72: nacre.v1.PathTail.parent:type_name -> nacre.v1.FID
+	73, // [73:73] is the sub-list for method output_type
+	73, // [73:73] is the sub-list for method input_type
+	73, // [73:73] is the sub-list for extension type_name
+	73, // [73:73] is the sub-list for extension extendee
+	0,  // [0:73] is the sub-list for field type_name
 }
 
 func init() { file_mds_proto_init() }
@@ -3081,14 +3826,20 @@ func file_mds_proto_init() {
 		(*Command_OpenRename)(nil),
 		(*Command_Tmpfile)(nil),
 		(*Command_OrphanRelease)(nil),
+		(*Command_DtxPrepare)(nil),
+		(*Command_DtxFinish)(nil),
+		(*Command_DtxResolve)(nil),
+		(*Command_DtxForget)(nil),
+		(*Command_DtxStatus)(nil),
 	}
+	file_mds_proto_msgTypes[1].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mds_proto_rawDesc), len(file_mds_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   33,
+			NumEnums:      2,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -14,9 +14,22 @@ func newMkdirCommand(g *globals) *cobra.Command {
 	var f struct {
 		parents bool
 		mode    string
+		mdt     int
 	}
-	cmd := &cobra.Command{Use: "mkdir [-p] PATH...", Short: "Make directories", GroupID: "fs", Args: cobra.MinimumNArgs(1),
+	cmd := &cobra.Command{Use: "mkdir [-p] [-i MDT] PATH...", Short: "Make directories (-i: on another MDT, a remote directory)", GroupID: "fs", Args: cobra.MinimumNArgs(1),
+		Long: `Make directories. With -i INDEX each directory named (not the parents -p
+makes) is made on MDT INDEX, as Lustre's lfs mkdir -i: a remote directory
+when its parent is on another MDT. Its files and subdirectories stay on
+that MDT unless made remote again.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var on *uint32
+			if cmd.Flags().Changed("mdt-index") {
+				if f.mdt < 0 || f.mdt > 0xffff {
+					return fmt.Errorf("-i %d: an MDT index is 0 or more (nacre df lists the MDTs)", f.mdt)
+				}
+				v := uint32(f.mdt)
+				on = &v
+			}
 			m := -1 // 0777 less the umask, as mkdir(1)
 			if cmd.Flags().Changed("mode") {
 				v, err := strconv.ParseUint(f.mode, 8, 32)
@@ -25,9 +38,10 @@ func newMkdirCommand(g *globals) *cobra.Command {
 				}
 				m = int(v)
 			}
-			return cli.Mkdir(cmd.Context(), g.env(cmd), args, f.parents, m)
+			return cli.Mkdir(cmd.Context(), g.env(cmd), args, f.parents, m, on)
 		}}
 	cmd.Flags().BoolVarP(&f.parents, "parents", "p", false, "make parents as needed, no error if existing")
 	cmd.Flags().StringVarP(&f.mode, "mode", "m", "", "permission bits (octal; default 0777 less the umask, as mkdir)")
+	cmd.Flags().IntVarP(&f.mdt, "mdt-index", "i", 0, "make each directory on this MDT (a remote directory if its parent is on another)")
 	return cmd
 }

@@ -18,7 +18,8 @@ import (
 // A mode of -1 is mkdir(1)'s default: 0777 less the umask (which the MDT
 // applies, unless the parent has a default ACL); parents made by -p also
 // get u+wx, as mkdir -p gives them.
-func Mkdir(ctx context.Context, e Env, args []string, parents bool, mode int) error {
+// With on set, each directory named is made on MDT *on.
+func Mkdir(ctx context.Context, e Env, args []string, parents bool, mode int, on *uint32) error {
 	c, ops, err := e.openEach(ctx, args)
 	if err != nil {
 		return err
@@ -29,7 +30,7 @@ func Mkdir(ctx context.Context, e Env, args []string, parents bool, mode int) er
 	r := e.reporter("mkdir")
 	for i, op := range ops {
 		if op.Err == nil {
-			op.Err = mkdir(ctx, c, op.Path, parents, mode)
+			op.Err = mkdir(ctx, c, op.Path, parents, mode, on)
 		}
 		if op.Err != nil {
 			if fatal(ctx, op.Err) {
@@ -41,7 +42,7 @@ func Mkdir(ctx context.Context, e Env, args []string, parents bool, mode int) er
 	return r.result()
 }
 
-func mkdir(ctx context.Context, c *client.Client, p string, parents bool, mode int) error {
+func mkdir(ctx context.Context, c *client.Client, p string, parents bool, mode int, on *uint32) error {
 	made := func(parent fid.FID, name string, last bool) (*pb.Inode, error) {
 		m, mask := uint32(0o777), umask()
 		switch {
@@ -51,7 +52,11 @@ func mkdir(ctx context.Context, c *client.Client, p string, parents bool, mode i
 			m = (0o777 &^ mask) | 0o300
 			mask = 0
 		}
-		ino, _, err := c.Create(ctx, parent, name, syscall.S_IFDIR|m&0o7777, client.CreateOpts{Exclusive: true, Umask: mask})
+		o := client.CreateOpts{Exclusive: true, Umask: mask}
+		if last {
+			o.MDT = on
+		}
+		ino, _, err := c.Create(ctx, parent, name, syscall.S_IFDIR|m&0o7777, o)
 		return ino, err
 	}
 	if !parents {

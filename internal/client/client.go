@@ -451,22 +451,45 @@ func sortTargets(ts []*pb.TargetInfo) []*pb.TargetInfo {
 	return out
 }
 
-// mdtFor routes a FID to its MDT through the FLD.
+// mdtFor routes a FID to its MDT through the FLD. A sequence the FLD it
+// read last does not know was granted since: it reads the FLD again.
 func (c *Client) mdtFor(f fid.FID) (*mdtConn, error) {
+	m, known, err := c.mdtFromFLD(f)
+	if known {
+		return m, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.refresh(ctx); err != nil {
+		return nil, fmt.Errorf("route FID %s: its sequence is not in the FLD this client has, and reading it again failed: %w", f, err)
+	}
+	if m, known, err = c.mdtFromFLD(f); known {
+		return m, err
+	}
+	return nil, fmt.Errorf("route FID %s: no MDT serves its sequence (the MGS's FLD does not list it)", f)
+}
+
+func (c *Client) mdtFromFLD(f fid.FID) (*mdtConn, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	idx := uint32(0)
+	idx, known := uint32(0), f.Seq < fid.SeqNormal // the root and .nacre are MDT0's
 	for _, r := range c.fld {
 		if f.Seq >= r.Start && f.Seq < r.End {
-			idx = r.Mdt
+			idx, known = r.Mdt, true
 			break
 		}
 	}
+	if !known {
+		if len(c.mdts) == 1 && c.mdts[0] != nil {
+			return c.mdts[0], true, nil // one MDT: nothing to choose
+		}
+		return nil, false, nil
+	}
 	m := c.mdts[idx]
 	if m == nil {
-		return nil, fmt.Errorf("no connection to MDT%04x (FID %s)", idx, f)
+		return nil, true, fmt.Errorf("no connection to MDT%04x (FID %s)", idx, f)
 	}
-	return m, nil
+	return m, true, nil
 }
 
 func (c *Client) ost(index uint32) (*ostConn, error) {

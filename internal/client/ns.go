@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 	"time"
 
@@ -74,6 +75,9 @@ type CreateOpts struct {
 	// Open asks the MDS to record the file as open by this client (a
 	// mount's create of a file it opens); Reply.Opened says it did.
 	Open bool
+	// MDT makes a directory on this MDT (nacre mkdir -i): a remote
+	// directory when the parent is on another. Nil: the parent's MDT.
+	MDT *uint32
 }
 
 // Create makes a file of the type in mode's S_IFMT bits (regular if 0).
@@ -91,7 +95,7 @@ func (c *Client) Create(ctx context.Context, parent fid.FID, name string, mode u
 func (c *Client) CreateReply(ctx context.Context, parent fid.FID, name string, mode uint32, o CreateOpts) (*pb.Reply, error) {
 	rep, err := c.mutate(ctx, "create "+name, parent, &pb.Command{Op: &pb.Command_Create{Create: &pb.CreateOp{
 		Parent: parent.PB(), Name: []byte(name), Mode: mode, Rdev: o.Rdev, Symlink: []byte(o.Symlink),
-		Exclusive: o.Exclusive, Layout: o.Layout, Projid: o.Projid, DelayLayout: o.DelayLayout, Umask: o.Umask, Open: o.Open}}})
+		Exclusive: o.Exclusive, Layout: o.Layout, Projid: o.Projid, DelayLayout: o.DelayLayout, Umask: o.Umask, Open: o.Open, Mdt: o.MDT}}})
 	if err != nil {
 		return nil, err
 	}
@@ -181,6 +185,10 @@ func (c *Client) Lookup(ctx context.Context, parent fid.FID, name string) (*pb.I
 	}
 	if rep.Errno != 0 {
 		return nil, errno.NewErrno("lookup "+name, rep.Errno, rep.Message)
+	}
+	if rep.Inode.GetFlags()&uint32(pb.InodeFlag_INODE_FLAG_REMOTE) != 0 {
+		// A remote directory: its attributes are on its own MDT.
+		return c.Getattr(ctx, fid.FromPB(rep.Inode.Fid))
 	}
 	return rep.Inode, nil
 }
@@ -378,7 +386,36 @@ func (c *Client) Readdir(ctx context.Context, f fid.FID, cookie uint64, max int,
 	if rep.Errno != 0 {
 		return nil, false, errno.NewErrno(what, rep.Errno, "")
 	}
+	if plus {
+		c.remoteAttrs(ctx, f, rep.Entries)
+	}
 	return rep.Entries, rep.Eof, nil
+}
+
+// remoteAttrs fills in the attributes of the entries of directory d that
+// lead to another MDT, which d's MDT could not give. An entry whose MDT
+// does not answer is left without them: readdir still lists its name, and
+// a lookup of it says what is wrong.
+func (c *Client) remoteAttrs(ctx context.Context, d fid.FID, ents []*pb.DirEntry) {
+	var home *mdtConn
+	for _, e := range ents {
+		if e.Inode != nil {
+			continue
+		}
+		if home == nil {
+			var err error
+			if home, err = c.mdtFor(d); err != nil {
+				return
+			}
+		}
+		f := fid.FromPB(e.Fid)
+		if m, err := c.mdtFor(f); err != nil || m == home {
+			continue // a dangling entry: its MDT has no object for it
+		}
+		if ino, err := c.Getattr(ctx, f); err == nil {
+			e.Inode = ino
+		}
+	}
 }
 
 // ReadDirAll lists a whole directory.
@@ -482,6 +519,14 @@ func (c *Client) SetLayout(ctx context.Context, f fid.FID, l *pb.Layout) (*pb.In
 
 // Fid2Path returns every path of f.
 func (c *Client) Fid2Path(ctx context.Context, f fid.FID) ([]string, error) {
+	return c.fid2path(ctx, f, 0)
+}
+
+// maxRemoteHops bounds how many MDTs one path may cross in Fid2Path (a
+// loop of remote directories, which the checker repairs, ends there).
+const maxRemoteHops = 64
+
+func (c *Client) fid2path(ctx context.Context, f fid.FID, hops int) ([]string, error) {
 	var rep *pb.Fid2PathReply
 	what := "fid2path " + f.String()
 	err := c.read(ctx, what, f, func(ctx context.Context, m mdrpc.MDSService) (err error) {
@@ -497,7 +542,27 @@ func (c *Client) Fid2Path(ctx context.Context, f fid.FID) ([]string, error) {
 	if rep.Errno != 0 {
 		return nil, errno.NewErrno(what, rep.Errno, "")
 	}
-	return byteStrings(rep.Paths), nil
+	paths := byteStrings(rep.Paths)
+	for _, t := range rep.Tails {
+		// The path goes on on another MDT, above a remote directory.
+		if hops >= maxRemoteHops {
+			return nil, &errno.Errno{Op: what, Errno: syscall.ELOOP}
+		}
+		above, err := c.fid2path(ctx, fid.FromPB(t.Parent), hops+1)
+		if errors.Is(err, syscall.ENOENT) {
+			continue // that name is gone there: not a path
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range above {
+			paths = append(paths, strings.TrimSuffix(a, "/")+"/"+string(t.Path))
+		}
+	}
+	if len(paths) == 0 {
+		return nil, errno.NewErrno(what, int32(syscall.ENOENT), "no path reaches the root")
+	}
+	return paths, nil
 }
 
 // MDTStatfs returns each MDT's statfs.

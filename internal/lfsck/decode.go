@@ -18,6 +18,7 @@ import (
 type link struct {
 	parent fid.FID
 	name   []byte
+	remote bool // the parent is on another MDT (pb.LinkEntry.remote)
 }
 
 type stripe struct {
@@ -142,6 +143,15 @@ func decodeLink(b []byte) (link, error) {
 			} else {
 				l.name = v
 			}
+			continue
+		}
+		if typ == protowire.VarintType && num == 3 {
+			v, m := protowire.ConsumeVarint(b)
+			if m < 0 {
+				return l, errGarbage
+			}
+			b = b[m:]
+			l.remote = v != 0
 			continue
 		}
 		m := protowire.ConsumeFieldValue(num, typ, b)

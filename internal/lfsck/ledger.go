@@ -46,11 +46,12 @@ const (
 	sObjects
 	sRebuilt
 	sChanged // repairs an OST refused: the object changed since its check
+	sRemote  // entries that lead to another MDT (paired by the check across MDTs)
 	nStats
 )
 
 var statNames = []string{"directories", "multiple_linked_checked", "files", "stripes", "uninitialized_objects",
-	"skipped", "dirents", "objects", "rebuild_scanned", "changed_before_repair"}
+	"skipped", "dirents", "objects", "rebuild_scanned", "changed_before_repair", "remote_dirents"}
 
 func (t *tally) add(o *tally) {
 	for c := range t {

@@ -204,10 +204,19 @@ func (ns *nsCheck) scanObject(so *scanned) {
 		if ctyp == dtDir {
 			subdirs++
 		}
+		if mdt.DirentRemote(itD.Value()) {
+			// Its linkEA is on the other MDT: the check across MDTs
+			// pairs it, not this one.
+			r.led.add(Namespace, tStat+sRemote, 1)
+			continue
+		}
 		ns.names.entry(ns.names.hash(o.fid, name, cf, ctyp), local)
 	}
 	if o.fid != fid.Root {
 		for _, l := range o.links {
+			if l.remote {
+				continue // its entry is on the other MDT
+			}
 			ns.names.claim(ns.names.hash(l.parent, l.name, o.fid, typ), local)
 		}
 		flags := traceFlags(isDir, o.nlink, o.links, o.linksOverflow, r.st.RunStartIndex)

@@ -118,7 +118,7 @@ func TestOverflowedFileWithUnseenNamesIsNoOrphan(t *testing.T) {
 	if lpf := h.lpf(); len(lpf) != 0 {
 		t.Errorf("a file with %d names was adopted into lost+found: %v (nlink now %d for %d names)", ino.Nlink, lpf, got.Nlink, ino.Nlink+1)
 	}
-	if _, err := h.tg.Fid2Path(f); err == nil || !strings.Contains(err.Error(), "not recorded") {
+	if _, _, err := h.tg.Fid2Path(f); err == nil || !strings.Contains(err.Error(), "not recorded") {
 		t.Errorf("fid2path of a file whose names are not recorded: %v", err)
 	}
 	// The user removes every name: the file goes, and nothing dangles.

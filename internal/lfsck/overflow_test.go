@@ -101,7 +101,7 @@ func TestLinkEAOverflow(t *testing.T) {
 	if rep := h.run(c, all()); func() bool { n, _ := totals(rep); return n != 0 }() {
 		t.Fatalf("second run found something: %s", describe(rep))
 	}
-	paths, err := h.tg.Fid2Path(f)
+	paths, _, err := h.tg.Fid2Path(f)
 	if err != nil || len(paths) != links+1-150 || !strings.Contains(strings.Join(paths, " "), "/d/"+name(links-1)) {
 		t.Fatalf("fid2path: %d paths, %v", len(paths), err)
 	}

@@ -114,6 +114,7 @@ func (s *Server) refreshConfig() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.setNodemaps(cfg.Nodemaps)
+	s.peers.update(cfg)
 	clear(s.replicas)
 	for _, ti := range cfg.Targets {
 		if ti.Kind == pb.TargetKind_TARGET_MDT && ti.Index == s.id.Index && ti.ReplicaId != 0 && ti.ReplicaId != s.group.ID() {

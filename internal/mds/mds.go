@@ -110,6 +110,8 @@ type Server struct {
 	cfgMu    sync.Mutex   // one freshConfig at a time
 	cfgTry   time.Time    // the last freshConfig attempt (under cfgMu)
 	nodemaps nodemaps     // from the MGS with the configuration (nodemap.go)
+	// peers: the other MDTs, for cross-MDT transactions (dtx.go).
+	peers *mdtPeers
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -153,7 +155,8 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{id: cfg.ID, log: cfg.Log, db: cfg.DB, t: t, mgs: cfg.MGS, opts: cfg.Options, tls: cfg.TLS, seq: parseSeqPolicy(cfg.Options.SeqGrant),
-		osts: map[uint32]*ostState{}, replicas: map[uint64]*pb.TargetInfo{}, stop: make(chan struct{})}
+		osts: map[uint32]*ostState{}, replicas: map[uint64]*pb.TargetInfo{}, stop: make(chan struct{}),
+		peers: newMDTPeers(cfg.ID.Index, cfg.ID.Fsname, cfg.TLS)}
 	if cfg.DB.Dir() != "" {
 		s.space = reserve.NewGuard(cfg.DB.Dir(), cfg.ID.Label(), cfg.DB.MemTableSize(), nil)
 	}
@@ -177,8 +180,9 @@ func Start(cfg Config) (*Server, error) {
 	nacregrpc.RegisterMDSServer(cfg.GRPC, s.Served())
 	s.startClientServices(cfg.GRPC, cfg.Reg) // locks, sessions, open files (open.go)
 	s.startChecker(cfg.GRPC, cfg.Reg)        // nacre lfsck and nacre fault (lfsck.go)
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.maintain()
+	go s.tendDtx()
 	return s, nil
 }
 
@@ -212,6 +216,7 @@ func (s *Server) Stop() {
 		}
 	}
 	s.mu.Unlock()
+	s.peers.close()
 }
 
 // LocalStatfs reports the MDT's space and inodes.
@@ -333,6 +338,14 @@ func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error)
 	if err := s.serving(); err != nil {
 		return nil, err
 	}
+	switch cmd.Op.(type) {
+	case *pb.Command_DtxPrepare, *pb.Command_DtxFinish, *pb.Command_DtxResolve, *pb.Command_DtxForget, *pb.Command_DtxStatus:
+		r, err := s.serveDtx(ctx, cmd)
+		if err == nil {
+			s.m.observe(op, start, r.Errno)
+		}
+		return r, err
+	}
 	have, keeps := cmd.ReplayHave, cmd.Keeps
 	cmd.ReplayHave, cmd.Keeps = 0, false // not part of the logged command
 	if fault.Hit(FaultReplyPrecheckSkip) == nil {
@@ -354,8 +367,18 @@ func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error)
 	if err := s.admitSpace(cmd); err != nil {
 		return nil, err
 	}
+	if carriesDtx(cmd) {
+		return nil, errno.Errorf(errno.InvalidArgument, "%s: a client's command may not carry a cross-MDT transaction", s.id.Label())
+	}
 	switch o := cmd.Op.(type) {
 	case *pb.Command_Create:
+		if o.Create.Mdt != nil && *o.Create.Mdt != s.id.Index {
+			r, err := s.remoteMkdir(ctx, cmd, o.Create, *o.Create.Mdt)
+			if err == nil {
+				s.m.observe(op, start, r.Errno)
+			}
+			return r, err
+		}
 		if err := s.waitFIDs(ctx); err != nil {
 			return nil, err
 		}
@@ -379,7 +402,26 @@ func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error)
 		if r := s.xattrNamesFull(o.Setxattr); r != nil {
 			return r, nil
 		}
-	case *pb.Command_Link, *pb.Command_Unlink, *pb.Command_Rename, *pb.Command_Setattr, *pb.Command_Removexattr:
+	case *pb.Command_Unlink:
+		if f, remote, err := s.t.Entry(fid.FromPB(o.Unlink.Parent), string(o.Unlink.Name)); err == nil && remote {
+			if !o.Unlink.Dir {
+				return &pb.Reply{Errno: int32(syscall.EISDIR), Message: fmt.Sprintf("unlink %q: a directory (on another MDT)", o.Unlink.Name)}, nil
+			}
+			r, err := s.remoteRmdir(ctx, cmd, o.Unlink, f)
+			if err == nil {
+				s.m.observe(op, start, r.Errno)
+			}
+			return r, err
+		}
+	case *pb.Command_Link:
+		if r := s.notHere(fid.FromPB(o.Link.Fid), "link"); r != nil {
+			return r, nil
+		}
+	case *pb.Command_Rename:
+		if r := s.notHere(fid.FromPB(o.Rename.DstParent), "rename"); r != nil {
+			return r, nil
+		}
+	case *pb.Command_Setattr, *pb.Command_Removexattr:
 	default:
 		return nil, errno.Errorf(errno.InvalidArgument, "%s: clients may not send %T", s.id.Label(), cmd.Op)
 	}
@@ -799,14 +841,15 @@ func (s *Server) Fid2Path(ctx context.Context, r *pb.Fid2PathRequest) (*pb.Fid2P
 		return &pb.Fid2PathReply{Errno: int32(syscall.EPERM)}, nil
 	}
 	var paths []string
+	var tails []*pb.PathTail
 	err := s.afterOI(ctx, func() (err error) {
-		paths, err = s.t.Fid2Path(fid.FromPB(r.Fid))
+		paths, tails, err = s.t.Fid2Path(fid.FromPB(r.Fid))
 		return err
 	})
 	if err != nil {
 		return &pb.Fid2PathReply{Errno: errnoOf(err)}, nil
 	}
-	return &pb.Fid2PathReply{Paths: byteSlices(paths)}, nil
+	return &pb.Fid2PathReply{Paths: byteSlices(paths), Tails: tails}, nil
 }
 
 func (s *Server) Statfs(ctx context.Context, _ *pb.StatfsRequest) (*pb.StatfsReply, error) {

@@ -115,12 +115,17 @@ func (x *txn) chmodACL(local uint64, ino *pb.Inode) error {
 // (a new directory keeps it as its own default, too), else the umask. It
 // returns the ACLs to store once the object has its local key.
 func (x *txn) inheritACL(plocal uint64, parent, ino *pb.Inode, umask uint32) (access, def []byte, err error) {
+	return inheritACLFrom(x.b, plocal, parent, ino, umask)
+}
+
+// inheritACLFrom is inheritACL reading the parent's default ACL from r.
+func inheritACLFrom(r kv.Reader, plocal uint64, parent, ino *pb.Inode, umask uint32) (access, def []byte, err error) {
 	if isSymlink(ino) {
 		return nil, nil, nil // its mode is always 0777
 	}
 	var d acl.ACL
 	if parent.Flags&flagDefaultACL != 0 {
-		if d, err = readACL(x.b, plocal, acl.XattrDefault); err != nil {
+		if d, err = readACL(r, plocal, acl.XattrDefault); err != nil {
 			return nil, nil, errf(syscall.EIO, "read the default ACL of %s: %v", fid.FromPB(parent.Fid), err)
 		}
 	}

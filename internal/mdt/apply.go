@@ -152,6 +152,7 @@ func (t *Target) applyCmd(b *kv.Batch, st *applyState, cmd *pb.Command, index ui
 	if err != nil {
 		r = errReply(err)
 	}
+	x.recordOutcome(cmd, err == nil)
 	r.Index = index
 	r.TimeNs = cmd.NowNs
 	if cmd.ClientId != 0 {
@@ -254,6 +255,14 @@ func (x *txn) run() (*pb.Reply, error) {
 		return x.lfsckFault(op.Fault)
 	case *pb.Command_OpenUnlink, *pb.Command_OpenRename, *pb.Command_Tmpfile, *pb.Command_OrphanRelease:
 		return x.openFiles()
+	case *pb.Command_DtxPrepare:
+		return x.dtxPrepare(op.DtxPrepare)
+	case *pb.Command_DtxFinish:
+		return x.dtxFinish(op.DtxFinish)
+	case *pb.Command_DtxResolve:
+		return x.dtxResolve(op.DtxResolve)
+	case *pb.Command_DtxForget:
+		return x.dtxForget(op.DtxForget)
 	}
 	return nil, errf(syscall.EINVAL, "unknown command")
 }

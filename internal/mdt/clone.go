@@ -22,7 +22,7 @@ func cloneInode(in *pb.Inode) *pb.Inode {
 		out.Links = make([]*pb.LinkEntry, len(in.Links))
 		for i, l := range in.Links {
 			if l != nil {
-				out.Links[i] = &pb.LinkEntry{Parent: cloneFID(l.Parent), Name: cloneBytes(l.Name)}
+				out.Links[i] = &pb.LinkEntry{Parent: cloneFID(l.Parent), Name: cloneBytes(l.Name), Remote: l.Remote}
 			}
 		}
 	}

@@ -15,6 +15,7 @@ const (
 	pfxXattr  = 'X'
 	pfxReply  = 'R'
 	pfxUnlink = 'U'
+	pfxDtx    = 'T'
 	// PfxChecker is reserved for the checker's state and trace.
 	PfxChecker = 'K'
 )

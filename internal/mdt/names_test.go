@@ -122,7 +122,7 @@ func TestNamesAreBytes(t *testing.T) {
 			}
 			paths := func(f fid.FID) []string {
 				t.Helper()
-				p, err := d.T.Fid2Path(f)
+				p, _, err := d.T.Fid2Path(f)
 				must(err, "fid2path")
 				sort.Strings(p)
 				return p

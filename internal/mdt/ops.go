@@ -20,6 +20,10 @@ func (x *txn) getDir(f fid.FID, access uint32, what string) (uint64, *pb.Inode, 
 	if !isDir(ino) {
 		return 0, nil, errf(syscall.ENOTDIR, "%s %s is not a directory", what, f)
 	}
+	if _, gone := x.t.removing[f]; gone && access&accW != 0 {
+		// An rmdir decided on another MDT may remove it any moment.
+		return 0, nil, errf(syscall.ENOENT, "%s %s is being removed", what, f)
+	}
 	if access != 0 && !mayAccess(x.b, local, ino, x.cred, access) {
 		return 0, nil, errf(syscall.EACCES, "%s %s: uid %d may not modify it", what, f, x.cred.Uid)
 	}
@@ -32,6 +36,9 @@ func (x *txn) touch(ino *pb.Inode) {
 }
 
 func (x *txn) create(op *pb.CreateOp) (*pb.Reply, error) {
+	if op.Remote != nil {
+		return x.createRemote(op)
+	}
 	name := string(op.Name)
 	if err := checkName(name); err != nil {
 		return nil, err
@@ -267,18 +274,26 @@ func (x *txn) mayHardlink(local uint64, ino *pb.Inode) bool {
 }
 
 func (x *txn) unlink(op *pb.UnlinkOp) (*pb.Reply, error) {
+	if op.Remote != nil {
+		return x.unlinkRemote(op)
+	}
 	name := string(op.Name)
 	pf := fid.FromPB(op.Parent)
 	plocal, parent, err := x.getDir(pf, accW|accX, "parent")
 	if err != nil {
 		return nil, err
 	}
-	cf, _, found, err := lookupName(x.b, plocal, name)
+	cf, _, remote, found, err := lookupEntry(x.b, plocal, name)
 	if err != nil {
 		return nil, err
 	}
 	if !found {
 		return nil, errf(syscall.ENOENT, "remove %q from %s", name, pf)
+	}
+	if remote {
+		// Its MDS removes it in a transaction with the other MDT; here
+		// the object would look missing and the name dangling.
+		return nil, errf(syscall.EXDEV, "remove %q from %s: it leads to another MDT", name, pf)
 	}
 	clocal, child, err := x.get(cf)
 	if err != nil {
@@ -350,6 +365,11 @@ func (x *txn) isAncestor(a fid.FID, d fid.FID) (bool, error) {
 			return false, nil
 		}
 		_, ino, err := x.get(cur)
+		if ErrnoOf(err) == syscall.ENOENT {
+			// The chain goes on on another MDT: this MDT cannot tell
+			// whether the move would make a loop.
+			return false, errf(syscall.EXDEV, "the directories above %s cross to another MDT", d)
+		}
 		if err != nil {
 			return false, err
 		}
@@ -392,12 +412,15 @@ func (x *txn) rename(op *pb.RenameOp) (*pb.Reply, error) {
 	} else if dp.local, dp.ino, err = x.getDir(dpf, accW|accX, "target directory"); err != nil {
 		return nil, err
 	}
-	sf, styp, found, err := lookupName(x.b, sp.local, srcName)
+	sf, styp, sremote, found, err := lookupEntry(x.b, sp.local, srcName)
 	if err != nil {
 		return nil, err
 	}
 	if !found {
 		return nil, errf(syscall.ENOENT, "rename %q in %s", srcName, spf)
+	}
+	if sremote {
+		return nil, errf(syscall.EXDEV, "rename %q: it is a directory on another MDT (cross-MDT renames are not supported yet; mv copies)", srcName)
 	}
 	var s loaded
 	if s.local, s.ino, err = x.get(sf); err != nil {
@@ -406,9 +429,12 @@ func (x *txn) rename(op *pb.RenameOp) (*pb.Reply, error) {
 	if stickyDenies(sp.ino, s.ino, x.cred) {
 		return nil, errf(syscall.EPERM, "rename %q: sticky directory", srcName)
 	}
-	df, dtyp, dfound, err := lookupName(x.b, dp.local, dstName)
+	df, dtyp, dremote, dfound, err := lookupEntry(x.b, dp.local, dstName)
 	if err != nil {
 		return nil, err
+	}
+	if dremote {
+		return nil, errf(syscall.EXDEV, "rename onto %q: it is a directory on another MDT", dstName)
 	}
 	if op.Flags&renameExchange != 0 && !dfound {
 		return nil, errf(syscall.ENOENT, "exchange with %q in %s", dstName, dpf)

@@ -89,12 +89,16 @@ func (t *Target) Lookup(parent fid.FID, name string, cred *pb.Cred) (*pb.Inode, 
 	// that still names a missing object is dangling.
 	var prev fid.FID
 	for attempt := 0; ; attempt++ {
-		cf, _, found, err := lookupName(t.db, plocal, name)
+		cf, typ, remote, found, err := lookupEntry(t.db, plocal, name)
 		if err != nil {
 			return nil, err
 		}
 		if !found {
 			return nil, errf(syscall.ENOENT, "no entry %q in %s", name, parent)
+		}
+		if remote {
+			// The client asks the object's own MDT for its attributes.
+			return &pb.Inode{Fid: cf.PB(), Mode: uint32(typ) << 12, Flags: uint32(pb.InodeFlag_INODE_FLAG_REMOTE)}, nil
 		}
 		clocal, ino, err := t.readInode(cf)
 		if err == nil {
@@ -224,33 +228,36 @@ func (t *Target) Listxattr(f fid.FID, cred *pb.Cred) ([]string, error) {
 
 // Fid2Path returns every path of an object (one per hard link), relative
 // to the root and starting with "/", by walking linkEA entries upwards.
-func (t *Target) Fid2Path(f fid.FID) ([]string, error) {
+// A path that goes on on another MDT, through a remote directory, is a
+// tail instead: the part below the directory there.
+func (t *Target) Fid2Path(f fid.FID) ([]string, []*pb.PathTail, error) {
 	if f == fid.Root {
-		return []string{"/"}, nil
+		return []string{"/"}, nil, nil
 	}
 	_, ino, err := getInode(t.db, f)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(ino.Links) == 0 && ino.LinksOverflowIndex != 0 {
-		return nil, errf(syscall.ENOENT, "the names of %s are not recorded (it has more hard links than its linkEA holds; `nacre lfsck -t namespace` records them once they fit)", f)
+		return nil, nil, errf(syscall.ENOENT, "the names of %s are not recorded (it has more hard links than its linkEA holds; `nacre lfsck -t namespace` records them once they fit)", f)
 	}
 	if len(ino.Links) == 0 {
-		return nil, errf(syscall.ENOENT, "%s has no name (orphan)", f)
+		return nil, nil, errf(syscall.ENOENT, "%s has no name (orphan)", f)
 	}
 	var paths []string
+	var tails []*pb.PathTail
 	for _, l := range ino.Links {
 		parts := []string{string(l.Name)}
-		cur := fid.FromPB(l.Parent)
+		cur, remote := fid.FromPB(l.Parent), l.Remote
 		ok := true
-		for depth := 0; cur != fid.Root; depth++ {
+		for depth := 0; cur != fid.Root && !remote; depth++ {
 			_, p, err := getInode(t.db, cur)
 			if err != nil || len(p.Links) == 0 || depth > 4096 {
 				ok = false
 				break
 			}
 			parts = append(parts, string(p.Links[0].Name))
-			cur = fid.FromPB(p.Links[0].Parent)
+			cur, remote = fid.FromPB(p.Links[0].Parent), p.Links[0].Remote
 		}
 		if !ok {
 			continue
@@ -258,12 +265,16 @@ func (t *Target) Fid2Path(f fid.FID) ([]string, error) {
 		for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {
 			parts[i], parts[j] = parts[j], parts[i]
 		}
+		if remote {
+			tails = append(tails, &pb.PathTail{Parent: cur.PB(), Path: []byte(strings.Join(parts, "/"))})
+			continue
+		}
 		paths = append(paths, "/"+strings.Join(parts, "/"))
 	}
-	if len(paths) == 0 {
-		return nil, errf(syscall.ENOENT, "no path of %s reaches the root", f)
+	if len(paths) == 0 && len(tails) == 0 {
+		return nil, nil, errf(syscall.ENOENT, "no path of %s reaches the root", f)
 	}
-	return paths, nil
+	return paths, tails, nil
 }
 
 // Statfs reports inode usage; byte figures come from the store's disk.

@@ -229,11 +229,11 @@ func TestFid2PathFollowsEveryLink(t *testing.T) {
 	a, _ := d.Do(&pb.Command{Op: &pb.Command_Create{Create: &pb.CreateOp{Parent: fid.Root.PB(), Name: []byte("a"), Mode: syscall.S_IFDIR | 0o755}}})
 	f, _ := d.Do(&pb.Command{Op: &pb.Command_Create{Create: &pb.CreateOp{Parent: a.Inode.Fid, Name: []byte("f"), Mode: 0o644, Osts: []uint32{0}}}})
 	d.Do(&pb.Command{Op: &pb.Command_Link{Link: &pb.LinkOp{Fid: f.Inode.Fid, Parent: fid.Root.PB(), Name: []byte("g")}}})
-	paths, err := d.T.Fid2Path(fid.FromPB(f.Inode.Fid))
+	paths, _, err := d.T.Fid2Path(fid.FromPB(f.Inode.Fid))
 	if err != nil || len(paths) != 2 || paths[0] != "/a/f" || paths[1] != "/g" {
 		t.Fatalf("paths %v %v", paths, err)
 	}
-	if p, _ := d.T.Fid2Path(fid.Root); len(p) != 1 || p[0] != "/" {
+	if p, _, _ := d.T.Fid2Path(fid.Root); len(p) != 1 || p[0] != "/" {
 		t.Fatalf("root path %v", p)
 	}
 }

@@ -38,6 +38,9 @@ type Target struct {
 	c          caches
 	// dq is where DestroyQueue starts.
 	dq destroyQueueState
+	// removing: the directories a pending cross-MDT rmdir holds (dtx.go),
+	// which take no new names. Apply's alone.
+	removing map[fid.FID]uint64
 }
 
 // rootLocal is the root directory's local key.
@@ -155,6 +158,9 @@ func (t *Target) bootstrap() error {
 func (t *Target) load() error {
 	if _, root, err := getInode(t.db, fid.Root); err == nil {
 		t.rootLayout = root.Layout
+	}
+	if err := t.loadRemoving(); err != nil {
+		return fmt.Errorf("load cross-MDT transactions: %w", err)
 	}
 	if err := t.loadReplyIndex(); err != nil {
 		return fmt.Errorf("load reply cache index: %w", err)
