@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sort"
 	"syscall"
 
 	"google.golang.org/protobuf/proto"
@@ -275,9 +276,10 @@ func (x *txn) dtxPrepare(op *pb.DtxPrepareOp) (*pb.Reply, error) {
 		if !isDir(ino) {
 			return nil, errf(syscall.ENOTDIR, "rmdir %q: %s is not a directory", op.Name, f)
 		}
-		if _, busy := x.t.removing[f]; busy {
-			return nil, errf(syscall.EBUSY, "rmdir %q: %s is being removed already", op.Name, f)
-		}
+		// Another rmdir's intent may hold it still: a coordinator that
+		// crashed before deciding, whose client asks again. That one
+		// will be aborted (its coordinator never decided it); this one
+		// takes over the hold.
 		empty, err := dirEmpty(x.b, local)
 		if err != nil {
 			return nil, err
@@ -316,7 +318,9 @@ func (x *txn) dtxFinish(op *pb.DtxFinishOp) (*pb.Reply, error) {
 			return nil, err
 		}
 	}
-	delete(x.t.removing, f)
+	if x.t.removing[f] == op.Txid {
+		delete(x.t.removing, f)
+	}
 	x.b.Delete(dtxKey(op.Txid))
 	return &pb.Reply{}, nil
 }
@@ -357,11 +361,19 @@ func (x *txn) dtxForget(op *pb.DtxForgetOp) (*pb.Reply, error) {
 // holds (Target.removing) from the records.
 func (t *Target) loadRemoving() error {
 	t.removing = map[fid.FID]uint64{}
-	return t.scanDtx(t.db, func(rec *pb.DtxRecord) {
+	var holds []*pb.DtxRecord
+	err := t.scanDtx(t.db, func(rec *pb.DtxRecord) {
 		if !rec.Coordinator && rec.Kind == pb.DtxKind_DTX_RMDIR {
-			t.removing[fid.FromPB(rec.Fid)] = rec.Txid
+			holds = append(holds, rec)
 		}
 	})
+	// The newest intent on a directory holds it, as when they were
+	// prepared.
+	sort.SliceStable(holds, func(i, j int) bool { return holds[i].TimeNs < holds[j].TimeNs })
+	for _, rec := range holds {
+		t.removing[fid.FromPB(rec.Fid)] = rec.Txid
+	}
+	return err
 }
 
 func (t *Target) scanDtx(r kv.Reader, fn func(*pb.DtxRecord)) error {
