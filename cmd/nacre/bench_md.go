@@ -13,7 +13,7 @@ import (
 // newBenchMDCommand is `nacre bench md`.
 func newBenchMDCommand(g *globals) *cobra.Command {
 	var md struct {
-		workers, items, stripes, depth, branch, iterations, wbytes, rbytes int
+		workers, items, stripes, depth, branch, iterations, wbytes, rbytes, spread int
 		shared, json, csv, noCPU                                           bool
 		path, plot, phases                                                 string
 		gap                                                                time.Duration
@@ -30,7 +30,7 @@ with --path it uses system calls in a directory of any mounted file system
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o := bench.MDOptions{MGS: g.mgs, TLS: g.creds, FollowerReads: g.environ.followerReads(), Path: md.path, Workers: md.workers, Items: md.items, SharedDir: md.shared,
 				StripeCount: md.stripes, Depth: md.depth, Branch: md.branch, Iterations: md.iterations,
-				WriteBytes: md.wbytes, ReadBytes: md.rbytes, PhaseGap: md.gap}
+				WriteBytes: md.wbytes, ReadBytes: md.rbytes, PhaseGap: md.gap, SpreadMDTs: md.spread}
 			if md.phases != "" {
 				o.Phases = strings.Split(md.phases, ",")
 			}
@@ -79,6 +79,7 @@ with --path it uses system calls in a directory of any mounted file system
 	f.IntVar(&md.branch, "branch", 1, "directory tree branching factor (mdtest -b)")
 	f.IntVar(&md.iterations, "iterations", 1, "repeat the run; report mean, min, max and stddev")
 	f.StringVar(&md.phases, "phases", "dir,file", "which phases: dir, file or dir,file; add ls for file_ls (what ls -l asks of each file: lstat, security.selinux, the access ACL), e.g. file,ls; link: --items hard links to one file per worker (link_create, link_stat, link_remove)")
+	f.IntVar(&md.spread, "spread-mdts", 0, "put worker i's directory on MDT i % N (remote directories; client library only): N MDTs share the work")
 	f.IntVar(&md.wbytes, "write-bytes", 0, "bytes written into each file at create (mdtest -w)")
 	f.IntVar(&md.rbytes, "read-bytes", 0, "bytes read from each file in file_read (mdtest -e)")
 	f.DurationVar(&md.gap, "gap", 0, "pause between phases (let FUSE attribute caches expire, e.g. 2s)")

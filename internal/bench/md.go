@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	pb "nacre/api/nacrepb"
@@ -49,10 +50,14 @@ type MDOptions struct {
 	// WriteBytes are written into each file at create (mdtest -w);
 	// ReadBytes are read back in the read phase (mdtest -e).
 	WriteBytes, ReadBytes int
-	StripeCount           int           // layout of the benchmark's files (client library only)
-	PhaseGap              time.Duration // pause between phases (FUSE attribute caches)
-	Progress              io.Writer
-	Timeline              *Timeline
+	StripeCount           int // layout of the benchmark's files (client library only)
+	// SpreadMDTs puts worker i's directory on MDT i % SpreadMDTs (a
+	// remote directory, nacre mkdir -i), so that N MDTs share the work
+	// (client library only; 0 or 1: every directory on MDT0).
+	SpreadMDTs int
+	PhaseGap   time.Duration // pause between phases (FUSE attribute caches)
+	Progress   io.Writer
+	Timeline   *Timeline
 	// CPU, if set, counts the CPU each process spends per operation of
 	// every phase (Phase.CPUUsPerOp).
 	CPU *CPUProbe
@@ -90,6 +95,7 @@ type MDResult struct {
 	Depth      int       `json:"depth"`
 	Branch     int       `json:"branch"`
 	Stripes    int       `json:"stripe_count"`
+	MDTs       int       `json:"mdts,omitempty"` // SpreadMDTs
 	Iterations int       `json:"iterations"`
 	Start      time.Time `json:"start"`
 	Phases     []Phase   `json:"phases"`
@@ -149,13 +155,16 @@ func RunMD(ctx context.Context, o MDOptions) (*MDResult, error) {
 	if slices.Contains(o.Phases, "ls") && !slices.Contains(o.Phases, "file") {
 		return nil, fmt.Errorf("--phases ls needs the files of the file phases: use --phases file,ls")
 	}
+	if o.SpreadMDTs > 1 && (o.Path != "" || o.SharedDir) {
+		return nil, fmt.Errorf("spreading the workers' directories over %d MDTs needs the client library and a directory per worker (not --path or --shared-dir)", o.SpreadMDTs)
+	}
 	if o.Path != "" {
 		if err := checkPath(o.Path); err != nil {
 			return nil, err
 		}
 	}
 	res := &MDResult{Benchmark: "md", Workers: o.Workers, Items: o.Items, SharedDir: o.SharedDir,
-		Depth: o.Depth, Branch: o.Branch, Stripes: o.StripeCount, Iterations: o.Iterations, Start: time.Now()}
+		Depth: o.Depth, Branch: o.Branch, Stripes: o.StripeCount, MDTs: o.SpreadMDTs, Iterations: o.Iterations, Start: time.Now()}
 	ws := make([]*worker, o.Workers)
 	defer func() {
 		for _, w := range ws {
@@ -218,7 +227,7 @@ func runMDOnce(ctx context.Context, o MDOptions, ws []*worker, iter int) ([]Phas
 			treeRoots[i] = base
 			continue
 		}
-		d, err := b0.Mkdir(ctx, base, fmt.Sprintf("w%d", i))
+		d, err := workerDir(ctx, o, b0, base, i)
 		if err != nil {
 			return nil, err
 		}
@@ -381,6 +390,21 @@ type treeDir struct {
 }
 
 // planTree lists a tree of the given depth and branching, parents first.
+// workerDir makes worker i's directory, on its MDT with SpreadMDTs.
+func workerDir(ctx context.Context, o MDOptions, b Backend, base Dir, i int) (Dir, error) {
+	name := fmt.Sprintf("w%d", i)
+	cb, ok := b.(*ClientBackend)
+	if o.SpreadMDTs <= 1 || !ok {
+		return b.Mkdir(ctx, base, name)
+	}
+	on := uint32(i % o.SpreadMDTs)
+	ino, _, err := cb.Client().Create(ctx, base.(fid.FID), name, syscall.S_IFDIR|0o755, client.CreateOpts{Exclusive: true, MDT: &on})
+	if err != nil {
+		return nil, fmt.Errorf("make worker %d's directory on MDT%04x: %w", i, on, err)
+	}
+	return fid.FromPB(ino.Fid), nil
+}
+
 func planTree(depth, branch int) []treeDir {
 	var out []treeDir
 	level := []int{-1}
