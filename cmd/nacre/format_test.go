@@ -42,3 +42,35 @@ func TestFormatAddressesFollowListen(t *testing.T) {
 		}
 	}
 }
+
+// TestFormatMakesAnMDTOfAnyIndex: `nacre format --type mdt --index N`
+// makes MDT N (a file system's second MDT and on), single or a replica of
+// its own group, and says so by its name.
+func TestFormatMakesAnMDTOfAnyIndex(t *testing.T) {
+	tmp := t.TempDir()
+	for _, c := range []struct {
+		args  []string
+		index uint32
+		label string
+	}{
+		{[]string{"--index", "1"}, 1, "MDT0001"},
+		{[]string{"--index", "12"}, 12, "MDT000c"},
+		{[]string{"--index", "2", "--replica-id", "1", "--listen", "127.0.0.1:7401", "--peers", "1=127.0.0.1:7401,2=127.0.0.1:7402,3=127.0.0.1:7403"}, 2, "MDT0002"},
+	} {
+		dir := filepath.Join(tmp, c.label)
+		out, err := runNacre(t, append([]string{"format", "--type", "mdt", "--dir", dir, "--fsname", "x", "--mgsnode", "127.0.0.1:7001"}, c.args...)...)
+		if err != nil {
+			t.Fatalf("format %v: %v\n%s", c.args, err, out)
+		}
+		id, err := target.Load(dir)
+		if err != nil || id.Kind != target.MDT || id.Index != c.index || id.Label() != c.label {
+			t.Errorf("format %v: %+v (%v), want %s", c.args, id, err, c.label)
+		}
+		if !strings.Contains(out, "formatted "+c.label) {
+			t.Errorf("format %v printed %q, want it to name %s", c.args, out, c.label)
+		}
+	}
+	if _, err := runNacre(t, "format", "--type", "mdt", "--dir", filepath.Join(tmp, "big"), "--mgsnode", "127.0.0.1:7001", "--index", "65536"); err == nil || !strings.Contains(err.Error(), "from 0 to 65535") {
+		t.Errorf("format --index 65536: %v, want the range", err)
+	}
+}

@@ -13,21 +13,22 @@ import (
 )
 
 type upFlags struct {
-	dir, fsname    string
-	osts, replicas int
-	detach         bool
-	mount          string
-	allowMissing   bool
-	nodeCPU        string
-	tls            bool
+	dir, fsname  string
+	osts, mdts   int
+	replicas     int
+	detach       bool
+	mount        string
+	allowMissing bool
+	nodeCPU      string
+	tls          bool
 }
 
 // newUpCommand is `nacre up` (localcluster.Run).
 func newUpCommand(g *globals) *cobra.Command {
 	var f upFlags
 	cmd := &cobra.Command{
-		Use:     "up [--dir DIR] [--osts N] [--replicas N] [--tls] [--mount DIR] [--allow-missing] [--node-cpu CORES|ROLE=CORES,...] [--detach]",
-		Short:   "Format (when new) and start a local cluster: MGS, one MDT, N OSTs",
+		Use:     "up [--dir DIR] [--mdts N] [--osts N] [--replicas N] [--tls] [--mount DIR] [--allow-missing] [--node-cpu CORES|ROLE=CORES,...] [--detach]",
+		Short:   "Format (when new) and start a local cluster: MGS, N MDTs, N OSTs",
 		GroupID: "server",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -49,6 +50,12 @@ func newUpCommand(g *globals) *cobra.Command {
 					return err
 				}
 				o.OSTs = f.osts
+			}
+			if cmd.Flags().Changed("mdts") {
+				if err := localcluster.CheckMDTs(f.mdts); err != nil {
+					return err
+				}
+				o.MDTs = f.mdts
 			}
 			if cmd.Flags().Changed("replicas") {
 				if err := localcluster.CheckReplicas(f.replicas); err != nil {
@@ -76,6 +83,7 @@ func newUpCommand(g *globals) *cobra.Command {
 	fl.StringVar(&f.dir, "dir", localcluster.DefaultDir, "cluster directory")
 	fl.StringVar(&f.fsname, "fsname", "nacre", "file system name for a new cluster")
 	fl.IntVar(&f.osts, "osts", 2, "number of OSTs (a new cluster gets this many; an existing one grows to it)")
+	fl.IntVar(&f.mdts, "mdts", 1, fmt.Sprintf("number of MDTs, at most %d (a new cluster gets this many: MDT0 holds the root, the others start empty; an existing one grows to it)", localcluster.MaxLocalMDTs))
 	fl.IntVar(&f.replicas, "replicas", 1, "replicas of the MGS and of each MDT of a new cluster, each its own process: 1, or an odd number from 3 (3 for high availability)")
 	fl.BoolVar(&f.tls, "tls", false, "a new cluster's links are TLS: a certificate authority in DIR/tls, node certificates, and admin credentials for this user in DIR/tls/admin (printed as NACRE_TLS_DIR)")
 	fl.StringVar(&f.mount, "mount", "", "also mount the file system at this directory (unmounted by down or Ctrl-C)")

@@ -118,7 +118,7 @@ func TestPlanBudgetsGivesRolesTheirBudgetsAndKeepsThemForRestarts(t *testing.T) 
 	for _, n := range []struct {
 		name string
 		kind target.Kind
-	}{{"mgs", target.MGS}, {"mdt0", target.MDT}, {"ost0", target.OST}, {"ost1", target.OST}, {"ost2", target.OST}} {
+	}{{"mgs", target.MGS}, {"mdt0", target.MDT}, {"ost0", target.OST}, {"ost1", target.OST}, {"ost2", target.OST}, {"mdt1", target.MDT}} {
 		d := filepath.Join(dir, n.name)
 		ids[d] = target.Identity{Fsname: "tst", Kind: n.kind}
 		dirs = append(dirs, d)
@@ -145,10 +145,18 @@ func TestPlanBudgetsGivesRolesTheirBudgetsAndKeepsThemForRestarts(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range dirs[3:] {
+	for _, d := range dirs[3:5] {
 		if c, err := again.group(d).Budget(); err != nil || c != 0.25 {
 			t.Errorf("%s started without --node-cpu: budget %v (%v), want the OSTs' 0.25", filepath.Base(d), c, err)
 		}
+	}
+	// mdt1 new (a cluster grown by --mdts): the mds role is every MDT's.
+	grown, err := planBudgets(dir, NodeCPU{}, dirs[5:], ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := grown.group(dirs[5]).Budget(); err != nil || c != 0.5 {
+		t.Errorf("mdt1 started without --node-cpu: budget %v (%v), want MDT0's 0.5", c, err)
 	}
 	// Only the named roles get budgets.
 	only, err := planBudgets(dir, NodeCPU{MDS: 0.3}, dirs[:3], ids)

@@ -1,16 +1,18 @@
 // Package localcluster brings up and down a whole Nacre file system on one
-// machine: an MGS, one MDT and N OSTs, each a separate `nacre serve`
+// machine: an MGS, M MDTs and N OSTs, each a separate `nacre serve`
 // process on loopback, with their directories under one cluster directory:
 //
-//	D/mgs   D/mdt0   D/ost0 ... D/ostN-1
+//	D/mgs   D/mdt0 ... D/mdtM-1   D/ost0 ... D/ostN-1
 //
-// With Replicas R > 1 the MGS and every MDT are R-replica Raft groups, one
-// process and directory per replica:
+// With Replicas R > 1 the MGS and every MDT are R-replica Raft groups, each
+// with its own peers, one process and directory per replica:
 //
-//	D/mgs-r1 ... D/mgs-rR   D/mdt0-r1 ... D/mdt0-rR   D/ost0 ...
+//	D/mgs-r1 ... D/mgs-rR   D/mdt0-r1 ... D/mdt0-rR   D/mdt1-r1 ...   D/ost0 ...
 //
-// Up formats what is new, starts every target that is not running, waits
-// until the MGS reports all of them up and the MDT leads, and then either
+// MDT0 holds the root directory; another MDT starts empty and serves the
+// FID sequences the MGS grants it. Up formats what is new, starts every
+// target that is not running, waits until the MGS reports all of them up
+// and every MDT has a leader, and then either
 // returns (detached) or waits for a signal and stops the processes. A
 // target the MGS has registered whose directory is missing keeps the
 // cluster from being declared ready (unless AllowMissing). When Up fails
@@ -31,6 +33,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,6 +72,12 @@ type Options struct {
 	// an existing one grows to it (never shrinks: a smaller number is
 	// noted as ignored; 0 keeps what it has).
 	OSTs int
+	// MDTs is the number of MDTs, as OSTs is of OSTs: a new cluster gets
+	// this many (default 1); an existing one grows to it, the new MDTs
+	// empty and with as many replicas as MDT0 (never shrinks: an MDT
+	// removed would take the metadata it holds with it; 0 keeps what it
+	// has). At most MaxLocalMDTs.
+	MDTs int
 	// Binary is the nacre executable to run the targets (default: this one).
 	Binary string
 	// Out receives progress lines for people.
@@ -251,8 +260,8 @@ func notACluster(dir, why string) error {
 	return fmt.Errorf("%s is not a local Nacre cluster (%s): give --dir the directory `nacre up --dir` was given (default ./%s)", dir, why, DefaultDir)
 }
 
-// format creates the directories of a new cluster, or the OSTs an
-// existing one lacks.
+// format creates the directories of a new cluster, or the MDTs and OSTs
+// an existing one lacks.
 func format(o Options) error {
 	fresh := isNew(o.Dir)
 	if fresh {
@@ -290,6 +299,9 @@ func format(o Options) error {
 			}
 		}
 	}
+	if err := formatMDTs(o, fresh, fsname, mgsAddr); err != nil {
+		return err
+	}
 	for i := 0; i < o.OSTs; i++ {
 		d := filepath.Join(o.Dir, fmt.Sprintf("ost%d", i))
 		if _, err := target.Load(d); err == nil {
@@ -303,6 +315,130 @@ func format(o Options) error {
 	return nil
 }
 
+// formatMDTs formats the MDTs that o.MDTs asks for and the cluster lacks:
+// every one of a new cluster (MDT0 with the root directory, the others
+// empty), and for an existing one those above the highest index it has
+// had, with as many replicas as its MDT0. An MDT whose directory is
+// missing is not formatted again: an empty MDT in its place would lose
+// the files it held, and the MGS refuses it (checkRegistered names it).
+// The number of MDTs formatted is kept in D/.nacre-mdts (mdtCountFile),
+// so that this holds for the highest one too.
+func formatMDTs(o Options, fresh bool, fsname, mgsAddr string) error {
+	dirs, err := Dirs(o.Dir)
+	if err != nil {
+		return err
+	}
+	replicas, next := max(o.Replicas, 1), 0
+	if !fresh {
+		var reps int
+		if reps, next = mdtsPresent(dirs); next == 0 {
+			return nil // no MDT0: the start says it is missing
+		}
+		next = max(next, readMDTCount(o.Dir))
+		// An even count (a replica added, not yet removed) is rounded
+		// down: the new group gets as many failures survived.
+		replicas = max(reps-(1-reps%2), 1)
+	}
+	if o.MDTs <= next {
+		return nil
+	}
+	var taken []string
+	for _, d := range dirs {
+		if id, err := target.Load(d); err == nil {
+			taken = append(taken, id.Listen, id.DataListen, id.MetricsListen)
+		}
+	}
+	pick := ports.NewPicker(taken...)
+	for i := next; i < o.MDTs; i++ {
+		if err := formatMDT(o.Dir, uint32(i), replicas, fsname, mgsAddr, pick); err != nil {
+			return err
+		}
+		if err := writeMDTCount(o.Dir, i+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mdtCountFile, in a cluster directory, holds the number of MDTs the
+// cluster was formatted with ("2\n"). Absent (a cluster made before it
+// was written), the MDT directories present tell.
+const mdtCountFile = ".nacre-mdts"
+
+// readMDTCount reads mdtCountFile (0: absent or unreadable).
+func readMDTCount(dir string) int {
+	b, err := os.ReadFile(filepath.Join(dir, mdtCountFile))
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n
+}
+
+// writeMDTCount records that the cluster in dir has n MDTs.
+func writeMDTCount(dir string, n int) error {
+	if err := os.WriteFile(filepath.Join(dir, mdtCountFile), []byte(strconv.Itoa(n)+"\n"), 0o644); err != nil {
+		return fmt.Errorf("record the number of MDTs of %s: %w", dir, err)
+	}
+	return nil
+}
+
+// mdtsPresent reads, from the target directories of a cluster, how many
+// replica directories its MDT0 has (1 when it is not replicated) and the
+// index after its highest MDT (0: it has none).
+func mdtsPresent(dirs []string) (mdt0Replicas, next int) {
+	for _, d := range dirs {
+		m := mdtDirName.FindStringSubmatch(filepath.Base(d))
+		if m == nil {
+			continue
+		}
+		i, _ := strconv.Atoi(m[1])
+		next = max(next, i+1)
+		if i == 0 {
+			mdt0Replicas++
+		}
+	}
+	return mdt0Replicas, next
+}
+
+// formatMDT formats MDT index of a cluster: the single target D/mdtI, or
+// replicas R-replica group D/mdtI-r1..rR, whose Raft addresses are picked
+// now so that every replica's identity can name the others.
+func formatMDT(dir string, index uint32, replicas int, fsname, mgsAddr string, pick *ports.Picker) error {
+	base := filepath.Join(dir, fmt.Sprintf("mdt%d", index))
+	if replicas <= 1 {
+		return formatTarget(dir, base, target.Identity{Fsname: fsname, Kind: target.MDT, Index: index, MGSNode: mgsAddr, Listen: "127.0.0.1:0", DataListen: "127.0.0.1:0"})
+	}
+	peers, err := pickGroup(pick, replicas)
+	if err != nil {
+		return err
+	}
+	// One creation time for all replicas: the root directory's times
+	// come from it, and replicas must start identical.
+	created := time.Now().UTC()
+	for r := 1; r <= replicas; r++ {
+		id := target.Identity{Fsname: fsname, Kind: target.MDT, Index: index, MGSNode: mgsAddr, Listen: peers[uint64(r)],
+			DataListen: "127.0.0.1:0", ReplicaID: uint64(r), Peers: peers, Created: created}
+		if err := formatTarget(dir, fmt.Sprintf("%s-r%d", base, r), id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pickGroup picks the Raft addresses of an n-replica group, by replica id.
+func pickGroup(pick *ports.Picker, n int) (map[uint64]string, error) {
+	peers := map[uint64]string{}
+	for r := 1; r <= n; r++ {
+		a, err := pick.Pick("127.0.0.1")
+		if err != nil {
+			return nil, err
+		}
+		peers[uint64(r)] = a
+	}
+	return peers, nil
+}
+
 // emptyTargetDir is the refusal of an empty target directory that no
 // device is mounted on, with the commands that work either way.
 func emptyTargetDir(o Options, d, name, fsname, mgsAddr string) error {
@@ -311,11 +447,20 @@ func emptyTargetDir(o Options, d, name, fsname, mgsAddr string) error {
 		how += fmt.Sprintf("; to make a new OST in this directory of the root file system, run `nacre format --type ost --index %s --fsname %s --mgsnode %s --dir %s`, then `nacre up --dir %s --osts %d`",
 			m[1], fsname, mgsAddr, d, o.Dir, o.OSTs)
 	}
+	if m := mdtDirName.FindStringSubmatch(name); m != nil && m[2] == "" && m[1] != "0" {
+		i, _ := strconv.Atoi(m[1])
+		how += fmt.Sprintf("; to make a new, empty MDT in this directory of the root file system, run `nacre format --type mdt --index %d --fsname %s --mgsnode %s --dir %s`, then `nacre up --dir %s --mdts %d`",
+			i, fsname, mgsAddr, d, o.Dir, max(o.MDTs, i+1))
+	}
 	return fmt.Errorf("%s is empty and no device is mounted on it: if it is the mount point of a target's device, %s", d, how)
 }
 
 // ostDirName is an OST's directory in a cluster directory, with its index.
 var ostDirName = regexp.MustCompile(`^ost(\d+)$`)
+
+// mdtDirName is an MDT's directory in a cluster directory (mdt1, or a
+// replica's, mdt1-r3), with its index and replica id.
+var mdtDirName = regexp.MustCompile(`^mdt(\d+)(?:-r(\d+))?$`)
 
 // isMountPoint says whether dir is where a file system is mounted (its
 // device differs from its parent's).
@@ -332,6 +477,11 @@ func isMountPoint(dir string) bool {
 // MaxLocalOSTs bounds `nacre up --osts`: a typo must not start thousands
 // of processes.
 const MaxLocalOSTs = 256
+
+// MaxLocalMDTs bounds `nacre up --mdts`: each MDT is a metadata server (R
+// of them with --replicas R) with its own store and precreate pools on
+// every OST, so more than a few on one machine only share its cores.
+const MaxLocalMDTs = 8
 
 // upLockFile is the lock `nacre up` holds on a cluster directory while it
 // formats and starts targets there, and, without --detach, for as long as
@@ -511,7 +661,8 @@ func CheckReplicas(n int) error {
 
 // noteIgnored tells, for an existing cluster, which of the options given
 // for a new one it does not apply: the file system name and the number of
-// replicas are fixed when a cluster is made, and OSTs are only added.
+// replicas are fixed when a cluster is made, and MDTs and OSTs are only
+// added.
 func noteIgnored(o Options) {
 	dirs, err := Dirs(o.Dir)
 	if err != nil {
@@ -521,37 +672,65 @@ func noteIgnored(o Options) {
 	if err == nil && o.Fsname != "" && o.Fsname != id.Fsname {
 		fmt.Fprintf(o.Out, "note: --fsname %s is ignored: %s holds file system %q already, whose name was fixed when it was formatted\n", o.Fsname, o.Dir, id.Fsname)
 	}
-	mgsReps, mdtReps, osts := 0, 0, 0
+	mgsReps, osts := 0, 0
+	mdtReps := map[int]int{} // replica directories by MDT index
 	for _, d := range dirs {
 		b := filepath.Base(d)
-		switch {
+		switch m := mdtDirName.FindStringSubmatch(b); {
 		case strings.HasPrefix(b, "mgs-r"):
 			mgsReps++
-		case strings.HasPrefix(b, "mdt0-r"):
-			mdtReps++
+		case m != nil:
+			i, _ := strconv.Atoi(m[1])
+			mdtReps[i]++
 		case strings.HasPrefix(b, "ost"):
 			osts++
 		}
 	}
-	mgsReps, mdtReps = max(mgsReps, 1), max(mdtReps, 1)
-	if o.Replicas != 0 && (o.Replicas != mgsReps || o.Replicas != mdtReps) {
-		has := "one MGS and one MDT, not replicated; whether they are is decided when a cluster is made (a new cluster directory gets --replicas)"
+	mgsReps = max(mgsReps, 1)
+	same := true // every MDT has as many replica directories as the MGS
+	for _, n := range mdtReps {
+		same = same && n == mgsReps
+	}
+	if o.Replicas != 0 && (o.Replicas != mgsReps || !same) {
+		has := "an MGS and MDTs that are not replicated; whether they are is decided when a cluster is made (a new cluster directory gets --replicas)"
 		switch {
-		case mgsReps > 1 && mgsReps == mdtReps:
-			has = fmt.Sprintf("%d replicas each of the MGS and the MDT; change them in the running cluster with `nacre replica add|remove --target mgs|mdt0`", mgsReps)
-		case mgsReps > 1 || mdtReps > 1:
-			has = fmt.Sprintf("%d replica directories of the MGS and %d of the MDT (`nacre replica list` shows which are members); change them in the running cluster with `nacre replica add|remove --target mgs|mdt0`", mgsReps, mdtReps)
+		case mgsReps > 1 && same:
+			has = fmt.Sprintf("%d replicas each of the MGS and of every MDT; change them in the running cluster with `nacre replica add|remove --target mgs|mdtN`", mgsReps)
+		case mgsReps > 1 || !same:
+			has = fmt.Sprintf("%d replica directories of the MGS and %s (`nacre replica list` shows which are members); change them in the running cluster with `nacre replica add|remove --target mgs|mdtN`", mgsReps, replicaCounts(mdtReps))
 		}
 		fmt.Fprintf(o.Out, "note: --replicas %d is ignored: %s exists with %s\n", o.Replicas, o.Dir, has)
+	}
+	if o.MDTs > 0 && o.MDTs < len(mdtReps) {
+		fmt.Fprintf(o.Out, "note: --mdts %d is ignored: %s has %d MDTs already, and a cluster never loses MDTs (one removed would take the metadata it holds with it; a larger --mdts adds MDTs)\n", o.MDTs, o.Dir, len(mdtReps))
 	}
 	if o.OSTs > 0 && o.OSTs < osts {
 		fmt.Fprintf(o.Out, "note: --osts %d is ignored: %s has %d OSTs already, and a cluster never loses OSTs (a larger --osts adds OSTs)\n", o.OSTs, o.Dir, osts)
 	}
 }
 
+// replicaCounts says how many replica directories each MDT has: "4 of
+// the MDT" (one MDT), "3 of each MDT", or "3 of MDT0, 4 of MDT1".
+func replicaCounts(byIndex map[int]int) string {
+	idx := slices.Sorted(maps.Keys(byIndex))
+	switch {
+	case len(idx) == 0:
+		return "none of an MDT"
+	case len(idx) == 1:
+		return fmt.Sprintf("%d of the MDT", byIndex[idx[0]])
+	case !slices.ContainsFunc(idx, func(i int) bool { return byIndex[i] != byIndex[idx[0]] }):
+		return fmt.Sprintf("%d of each MDT", byIndex[idx[0]])
+	}
+	var parts []string
+	for _, i := range idx {
+		parts = append(parts, fmt.Sprintf("%d of MDT%d", byIndex[i], i))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // targetDirName matches the names of a local cluster's target
 // directories.
-var targetDirName = regexp.MustCompile(`^(mgs|mdt0|ost[0-9]+|(mgs|mdt0)-r[0-9]+)$`)
+var targetDirName = regexp.MustCompile(`^(mgs|mdt[0-9]+|ost[0-9]+|(mgs|mdt[0-9]+)-r[0-9]+)$`)
 
 // checkNewClusterDir accepts a directory for a new cluster: empty, or
 // holding only empty directories named as the targets will be (mount
@@ -564,67 +743,39 @@ func checkNewClusterDir(dir string) error {
 	}
 	for _, e := range entries {
 		p := filepath.Join(dir, e.Name())
-		if e.Name() == upLockFile && !e.IsDir() {
-			continue // ours (lockUp)
+		if (e.Name() == upLockFile || e.Name() == mdtCountFile) && !e.IsDir() {
+			continue // ours (lockUp, formatMDTs)
 		}
 		if e.Name() == caDirName && e.IsDir() {
 			continue // ours (initTLS, made just before the targets)
 		}
 		if !e.IsDir() || !targetDirName.MatchString(e.Name()) || !target.Empty(p) {
-			return fmt.Errorf("%s is not empty and holds no Nacre cluster (%s is in the way); use an empty or new directory (empty directories named mgs, mdt0 or ostN, such as mount points of devices for those targets, are fine)", dir, p)
+			return fmt.Errorf("%s is not empty and holds no Nacre cluster (%s is in the way); use an empty or new directory (empty directories named mgs, mdtN or ostN, such as mount points of devices for those targets, are fine)", dir, p)
 		}
 	}
 	return nil
 }
 
-// formatNew formats the MGS and MDT0 of a new cluster: single targets, or
-// Replicas replicas of each, whose Raft addresses are fixed now so that
-// every replica's identity can name the others.
+// formatNew formats the MGS of a new cluster: a single target, or
+// Replicas replicas, whose Raft addresses are fixed now so that every
+// replica's identity can name the others (formatMDTs formats its MDTs).
 func formatNew(o Options) error {
-	ports := ports.NewPicker()
+	pick := ports.NewPicker()
 	if o.Replicas <= 1 {
-		addr, err := ports.Pick("127.0.0.1")
+		addr, err := pick.Pick("127.0.0.1")
 		if err != nil {
 			return err
 		}
-		if err := formatTarget(o.Dir, filepath.Join(o.Dir, "mgs"), target.Identity{Fsname: o.Fsname, Kind: target.MGS, Listen: addr}); err != nil {
-			return err
-		}
-		return formatTarget(o.Dir, filepath.Join(o.Dir, "mdt0"), target.Identity{Fsname: o.Fsname, Kind: target.MDT, Index: 0, MGSNode: addr, Listen: "127.0.0.1:0", DataListen: "127.0.0.1:0"})
+		return formatTarget(o.Dir, filepath.Join(o.Dir, "mgs"), target.Identity{Fsname: o.Fsname, Kind: target.MGS, Listen: addr})
 	}
-	group := func() (map[uint64]string, error) {
-		peers := map[uint64]string{}
-		for r := 1; r <= o.Replicas; r++ {
-			a, err := ports.Pick("127.0.0.1")
-			if err != nil {
-				return nil, err
-			}
-			peers[uint64(r)] = a
-		}
-		return peers, nil
-	}
-	mgsPeers, err := group()
+	peers, err := pickGroup(pick, o.Replicas)
 	if err != nil {
 		return err
 	}
 	created := time.Now().UTC()
 	for r := 1; r <= o.Replicas; r++ {
-		id := target.Identity{Fsname: o.Fsname, Kind: target.MGS, Listen: mgsPeers[uint64(r)], ReplicaID: uint64(r), Peers: mgsPeers, Created: created}
+		id := target.Identity{Fsname: o.Fsname, Kind: target.MGS, Listen: peers[uint64(r)], ReplicaID: uint64(r), Peers: peers, Created: created}
 		if err := formatTarget(o.Dir, filepath.Join(o.Dir, fmt.Sprintf("mgs-r%d", r)), id); err != nil {
-			return err
-		}
-	}
-	mgsAddr := server.MGSAddrs(target.Identity{Peers: mgsPeers})
-	mdtPeers, err := group()
-	if err != nil {
-		return err
-	}
-	for r := 1; r <= o.Replicas; r++ {
-		// One creation time for all replicas: the root directory's times
-		// come from it, and replicas must start identical.
-		id := target.Identity{Fsname: o.Fsname, Kind: target.MDT, Index: 0, MGSNode: mgsAddr, Listen: mdtPeers[uint64(r)],
-			DataListen: "127.0.0.1:0", ReplicaID: uint64(r), Peers: mdtPeers, Created: created}
-		if err := formatTarget(o.Dir, filepath.Join(o.Dir, fmt.Sprintf("mdt0-r%d", r)), id); err != nil {
 			return err
 		}
 	}
@@ -653,6 +804,11 @@ func up(ctx context.Context, o Options) (_ *Cluster, _ *upLock, err error) {
 	}
 	if o.OSTs > MaxLocalOSTs {
 		return nil, nil, fmt.Errorf("--osts %d: a local cluster runs each OST as a process on this machine; at most %d (a larger file system runs its OSTs on their own servers: nacre format and nacre serve)", o.OSTs, MaxLocalOSTs)
+	}
+	if o.MDTs != 0 {
+		if err := CheckMDTs(o.MDTs); err != nil {
+			return nil, nil, err
+		}
 	}
 	if o.Replicas != 0 {
 		if err := CheckReplicas(o.Replicas); err != nil {
@@ -713,6 +869,9 @@ func up(ctx context.Context, o Options) (_ *Cluster, _ *upLock, err error) {
 		}
 		if o.OSTs == 0 {
 			o.OSTs = 2
+		}
+		if o.MDTs == 0 {
+			o.MDTs = 1
 		}
 		if o.TLS {
 			if err := checkNewClusterDir(o.Dir); err != nil {
@@ -996,8 +1155,9 @@ func (c *Cluster) stopStarted(err error) error {
 // directory of this cluster that is gone (moved away, its device not
 // mounted) would otherwise leave the cluster running without it, with
 // fewer stripes for new files and nothing said. It is refused, or with
-// o.AllowMissing reported once (warned) and accepted; nothing runs
-// without the MDT, so a missing one is refused in any case.
+// o.AllowMissing reported once (warned) and accepted; an MDT that is not
+// replicated is refused in any case: its files, and below MDT0 the whole
+// namespace, are out of reach without it.
 func checkRegistered(o Options, ts []*pb.TargetInfo, warned *bool) error {
 	host, _ := os.Hostname()
 	var refuse []string
@@ -1020,7 +1180,7 @@ func checkRegistered(o Options, ts []*pb.TargetInfo, warned *bool) error {
 		}
 		switch {
 		case t.Kind == pb.TargetKind_TARGET_MDT && t.ReplicaId == 0:
-			return fmt.Errorf("%s: %s; the file system cannot run without its MDT", missing, restore)
+			return fmt.Errorf("%s: %s; the file system cannot run without its MDTs", missing, restore)
 		case o.AllowMissing:
 			if !*warned {
 				fmt.Fprintf(o.Out, "warning: %s; starting without it (--allow-missing): %s\n", missing, effect)
@@ -1169,7 +1329,7 @@ func poolsFull(ctx context.Context, ts []*pb.TargetInfo) bool {
 			continue
 		}
 		if t.MetricsAddr == "" {
-			return true // nothing to ask: do not wait
+			continue // nothing to ask: do not wait for it
 		}
 		sc, err := obs.Fetch(ctx, "http://"+t.MetricsAddr+"/metrics")
 		if err != nil {
@@ -1188,7 +1348,8 @@ func poolsFull(ctx context.Context, ts []*pb.TargetInfo) bool {
 	return true
 }
 
-// waitReady waits until every target is up in the MGS and the MDT leads;
+// waitReady waits until every target is up in the MGS and every MDT has a
+// leader;
 // check sees every answer of the MGS first, and its error ends the wait.
 func waitReady(ctx context.Context, c *Cluster, want int, timeout time.Duration, check func([]*pb.TargetInfo) error, tolerate func(Proc, error) bool) error {
 	deadline := time.Now().Add(timeout)
@@ -1259,7 +1420,7 @@ func waitReady(ctx context.Context, c *Cluster, want int, timeout time.Duration,
 			if up >= want && leader {
 				return nil
 			}
-			last = fmt.Sprintf("%d of %d targets up, MDT leader: %v", up, want, leader)
+			last = fmt.Sprintf("%d of %d targets up, %d of %d MDTs with a leader", up, want, len(led), len(mdts))
 		} else {
 			last = err.Error()
 		}
@@ -1440,7 +1601,8 @@ func exited(pid int) bool {
 // Version is reported by `nacre up` for logs.
 func Version() string { return version.Software }
 
-// Replicas is the number of replicas of MDT0 in a running cluster.
+// Replicas is the number of replicas of MDT0 in a running cluster (each
+// MDT of a new cluster has as many).
 func Replicas(c *Cluster) int {
 	n := 0
 	for _, t := range c.Targets {
@@ -1451,8 +1613,20 @@ func Replicas(c *Cluster) int {
 	return n
 }
 
+// MDTs is the number of MDTs of a running cluster (not of replicas).
+func (c *Cluster) MDTs() int {
+	seen := map[string]bool{}
+	for _, t := range c.Targets {
+		if strings.HasPrefix(t.Name, "MDT") {
+			name, _, _ := strings.Cut(t.Name, "-r")
+			seen[name] = true
+		}
+	}
+	return len(seen)
+}
+
 // NewReplica formats and starts one more replica of a group of a local
-// cluster ("mdt0" or "mgs") with replica id rid, in D/GROUP-rRID: it joins
+// cluster ("mdtN" or "mgs") with replica id rid, in D/GROUP-rRID: it joins
 // the group, whose current members and addresses are peers, once the
 // leader adds it (`nacre replica add`). It returns the directory, the new
 // replica's Raft address and its pid.

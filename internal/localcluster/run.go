@@ -135,14 +135,33 @@ func (c *Cluster) OSTs() int {
 // a replicated cluster.
 func (c *Cluster) Summary() string {
 	mdt := "1 MDT"
+	if m := c.MDTs(); m != 1 {
+		mdt = fmt.Sprintf("%d MDTs", m)
+	}
 	if n := Replicas(c); n > 1 {
-		mdt = fmt.Sprintf("1 MDT (MGS and MDT: %d replicas each)", n)
+		if c.MDTs() == 1 {
+			mdt += fmt.Sprintf(" (MGS and MDT: %d replicas each)", n)
+		} else {
+			mdt += fmt.Sprintf(" (MGS and each MDT: %d replicas)", n)
+		}
 	}
 	osts := "1 OST"
 	if n := c.OSTs(); n != 1 {
 		osts = fmt.Sprintf("%d OSTs", n)
 	}
 	return fmt.Sprintf("MGS %s, %s, %s", c.MGS, mdt, osts)
+}
+
+// CheckMDTs refuses an MDT count a local cluster cannot have (`nacre up
+// --mdts`).
+func CheckMDTs(n int) error {
+	switch {
+	case n < 1:
+		return fmt.Errorf("--mdts %d: a cluster needs at least 1 MDT (MDT0 holds the root directory; an existing cluster keeps the MDTs it has, and a larger --mdts adds MDTs)", n)
+	case n > MaxLocalMDTs:
+		return fmt.Errorf("--mdts %d: a local cluster runs each MDT as a process (each replica, with --replicas) on this machine; at most %d (a larger file system runs its MDTs on their own servers: nacre format --type mdt --index N and nacre serve)", n, MaxLocalMDTs)
+	}
+	return nil
 }
 
 // CheckOSTs refuses an OST count a cluster cannot have (`nacre up

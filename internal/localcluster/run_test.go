@@ -2,9 +2,9 @@ package localcluster
 
 import "testing"
 
-// TestSummaryCountsOSTsAndReplicas: up's summary counts the OSTs by their
-// names (not the MDT's or the MGS's replicas) and says how many replicas
-// a replicated cluster runs.
+// TestSummaryCountsOSTsAndReplicas: up's summary counts the MDTs and OSTs
+// by their names (not the MDTs' or the MGS's replicas) and says how many
+// replicas a replicated cluster runs.
 func TestSummaryCountsOSTsAndReplicas(t *testing.T) {
 	cases := []struct {
 		targets []string
@@ -14,6 +14,9 @@ func TestSummaryCountsOSTsAndReplicas(t *testing.T) {
 		{[]string{"MGS", "MDT0000", "OST0000"}, "MGS 127.0.0.1:7000, 1 MDT, 1 OST"},
 		{[]string{"MGS-r1", "MGS-r2", "MGS-r3", "MDT0000-r1", "MDT0000-r2", "MDT0000-r3", "OST0000", "OST0001", "OST0002"},
 			"MGS 127.0.0.1:7000, 1 MDT (MGS and MDT: 3 replicas each), 3 OSTs"},
+		{[]string{"MGS", "MDT0000", "MDT0001", "OST0000", "OST0001"}, "MGS 127.0.0.1:7000, 2 MDTs, 2 OSTs"},
+		{[]string{"MGS-r1", "MGS-r2", "MGS-r3", "MDT0000-r1", "MDT0000-r2", "MDT0000-r3", "MDT0001-r1", "MDT0001-r2", "MDT0001-r3", "OST0000"},
+			"MGS 127.0.0.1:7000, 2 MDTs (MGS and each MDT: 3 replicas), 1 OST"},
 	}
 	for _, tc := range cases {
 		c := &Cluster{MGS: "127.0.0.1:7000"}

@@ -2,6 +2,7 @@ package localcluster
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -146,28 +147,31 @@ func TestCheckRegisteredNamesAMissingTargetDirectory(t *testing.T) {
 }
 
 // TestNoteIgnoredSaysWhatAnExistingClusterKeeps: --fsname, --replicas
-// and a smaller --osts do not change an existing cluster; each one given
-// gets a note, and a larger --osts (which adds OSTs) none.
+// and a smaller --mdts or --osts do not change an existing cluster; each
+// one given gets a note, and a larger --mdts or --osts (which adds
+// targets) none.
 func TestNoteIgnoredSaysWhatAnExistingClusterKeeps(t *testing.T) {
 	dir := t.TempDir()
 	for _, d := range []struct {
 		name string
 		kind target.Kind
 		idx  uint32
-	}{{"mgs", target.MGS, 0}, {"mdt0", target.MDT, 0}, {"ost0", target.OST, 0}, {"ost1", target.OST, 1}} {
+	}{{"mgs", target.MGS, 0}, {"mdt0", target.MDT, 0}, {"mdt1", target.MDT, 1}, {"ost0", target.OST, 0}, {"ost1", target.OST, 1}} {
 		if err := target.Format(filepath.Join(dir, d.name), target.Identity{Fsname: "fs1", Kind: d.kind, Index: d.idx, Listen: "127.0.0.1:1"}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var out bytes.Buffer
-	noteIgnored(Options{Dir: dir, Out: &out, Fsname: "other", Replicas: 3, OSTs: 1})
-	for _, w := range []string{"--fsname other is ignored", `file system "fs1"`, "--replicas 3 is ignored", "--osts 1 is ignored", "has 2 OSTs"} {
+	noteIgnored(Options{Dir: dir, Out: &out, Fsname: "other", Replicas: 3, OSTs: 1, MDTs: 1})
+	for _, w := range []string{"--fsname other is ignored", `file system "fs1"`, "--replicas 3 is ignored", "--osts 1 is ignored", "has 2 OSTs",
+		"--mdts 1 is ignored", "has 2 MDTs already", "a cluster never loses MDTs"} {
 		if !strings.Contains(out.String(), w) {
 			t.Errorf("notes lack %q:\n%s", w, out.String())
 		}
 	}
 	out.Reset()
-	noteIgnored(Options{Dir: dir, Out: &out, Fsname: "fs1", Replicas: 1, OSTs: 3})
+	noteIgnored(Options{Dir: dir, Out: &out, Fsname: "fs1", Replicas: 1, OSTs: 3, MDTs: 3})
+	noteIgnored(Options{Dir: dir, Out: &out, MDTs: 2})
 	noteIgnored(Options{Dir: dir, Out: &out})
 	if out.Len() != 0 {
 		t.Errorf("notes for values the cluster has, or a larger --osts:\n%s", out.String())
@@ -271,7 +275,18 @@ func TestNoteIgnoredCountsEachGroupsReplicas(t *testing.T) {
 	}
 	var out bytes.Buffer
 	noteIgnored(Options{Dir: dir, Out: &out, Replicas: 3})
-	if !strings.Contains(out.String(), "3 replica directories of the MGS and 4 of the MDT") {
+	if !strings.Contains(out.String(), "3 replica directories of the MGS and 4 of the MDT ") {
+		t.Errorf("note: %q", out.String())
+	}
+	// A second MDT, of 3 replicas: each MDT is counted on its own.
+	for r := 1; r <= 3; r++ {
+		if err := target.Format(filepath.Join(dir, fmt.Sprintf("mdt1-r%d", r)), target.Identity{Fsname: "fs1", Kind: target.MDT, Index: 1, ReplicaID: uint64(r), Listen: "127.0.0.1:1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out.Reset()
+	noteIgnored(Options{Dir: dir, Out: &out, Replicas: 3})
+	if !strings.Contains(out.String(), "3 replica directories of the MGS and 4 of MDT0, 3 of MDT1") {
 		t.Errorf("note: %q", out.String())
 	}
 }
@@ -330,7 +345,8 @@ func TestRestartedSaysWhatUpStarted(t *testing.T) {
 // copy's old objects under the target's name, or fight it for its port.
 func TestDirsAreExactlyTheTargetNames(t *testing.T) {
 	dir := t.TempDir()
-	for _, n := range []string{"mgs", "mdt0", "ost0", "ost1", "ost0.bak", "ost1-copy", "mdt0-old", "mgs.orig", "mdt0-r2", "removed-mdt0-r1-20261125"} {
+	for _, n := range []string{"mgs", "mdt0", "ost0", "ost1", "ost0.bak", "ost1-copy", "mdt0-old", "mgs.orig", "mdt0-r2", "removed-mdt0-r1-20261125",
+		"mdt10", "mdt2-r1", "mdt1.bak", "mdtx"} {
 		if err := os.MkdirAll(filepath.Join(dir, n, "store"), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -343,7 +359,7 @@ func TestDirsAreExactlyTheTargetNames(t *testing.T) {
 	for _, d := range got {
 		names = append(names, filepath.Base(d))
 	}
-	if want := "mgs mdt0 mdt0-r2 ost0 ost1"; strings.Join(names, " ") != want {
+	if want := "mgs mdt0 mdt0-r2 mdt2-r1 mdt10 ost0 ost1"; strings.Join(names, " ") != want {
 		t.Fatalf("Dirs: %q, want %q", strings.Join(names, " "), want)
 	}
 }
