@@ -15,7 +15,7 @@ import (
 )
 
 // TestUpRefusesBadFlagsBeforeStartingAnything: `--osts 0` made a cluster
-// without OSTs, and `--replicas 0` or `--replicas 2` were taken (two
+// without OSTs (and `--mdts 0` or `--mdts 9` must not be taken either), and `--replicas 0` or `--replicas 2` were taken (two
 // replicas survive no failure). They are refused, saying why, before the
 // cluster directory is touched.
 func TestUpRefusesBadFlagsBeforeStartingAnything(t *testing.T) {
@@ -30,6 +30,9 @@ func TestUpRefusesBadFlagsBeforeStartingAnything(t *testing.T) {
 		{[]string{"--replicas", "2"}, "2 replicas survive no failure"},
 		{[]string{"--replicas", "4"}, "--replicas 4: use 1, or an odd number from 3"},
 		{[]string{"--osts", "5000"}, "--osts 5000: a local cluster runs each OST as a process on this machine; at most 256"},
+		{[]string{"--mdts", "0"}, "--mdts 0: a cluster needs at least 1 MDT"},
+		{[]string{"--mdts", "-1"}, "--mdts -1: a cluster needs at least 1 MDT"},
+		{[]string{"--mdts", "9"}, "--mdts 9: a local cluster runs each MDT as a process (each replica, with --replicas) on this machine; at most 8"},
 		{[]string{"--fsname", "a/b"}, `file system name "a/b": use 1 to 8 letters, digits`},
 		{[]string{"--node-cpu", "mds=x"}, `--node-cpu mds=x: "x" is not a number of cores`},
 		{[]string{"--node-cpu", "oss=0.5"}, `--node-cpu oss=0.5: "oss" is no role`},

@@ -72,8 +72,10 @@ func moduleRoot() (string, error) {
 // Options configure Start.
 type Options struct {
 	OSTs int // default 2
-	// Replicas of the MGS and of the MDT (default 1): the targets are then
-	// "mgs-r1".. and "mdt0-r1"...
+	// MDTs is the number of MDTs (default 1): "mdt0", "mdt1"...
+	MDTs int
+	// Replicas of the MGS and of each MDT (default 1): the targets are
+	// then "mgs-r1".. and "mdt0-r1".., "mdt1-r1"...
 	Replicas int
 	// Env is added to the environment of every target process.
 	Env []string
@@ -113,7 +115,7 @@ func Start(t testing.TB, o Options) *Cluster {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v) // inherited by the target processes
 	}
-	lc, err := localcluster.Up(context.Background(), localcluster.Options{Dir: c.Dir, OSTs: o.OSTs, Binary: c.Bin, Out: io.Discard, ReadyTimeout: 60 * time.Second, Replicas: o.Replicas, ExitWithParent: true, TLS: o.TLS})
+	lc, err := localcluster.Up(context.Background(), localcluster.Options{Dir: c.Dir, OSTs: o.OSTs, MDTs: o.MDTs, Binary: c.Bin, Out: io.Discard, ReadyTimeout: 60 * time.Second, Replicas: o.Replicas, ExitWithParent: true, TLS: o.TLS})
 	if err != nil {
 		c.dumpLogs()
 		t.Fatalf("start cluster: %v", err)
