@@ -19,9 +19,9 @@ func newReplicaCommand(g *globals) *cobra.Command {
 process (nacre up --replicas 3). These commands change a group online.
 
 With --dir CLUSTER_DIR (a local cluster), add formats and starts the new
-replica itself (in CLUSTER_DIR/mdt0-rN), and remove stops the old one and
-moves its directory aside. Elsewhere, format and start the new replica on
-its host first:
+replica itself (in CLUSTER_DIR/mdtI-rN for --target mdtI, mgs-rN for mgs),
+and remove stops the old one and moves its directory aside. Elsewhere,
+format and start the new replica on its host first:
 
   nacre format --type mdt --index 0 --replica-id 4 --peers 1=h1:p,2=h2:p,3=h3:p --listen h4:p ...
   nacre serve --dir DIR
