@@ -335,9 +335,7 @@ func formatMDTs(o Options, fresh bool, fsname, mgsAddr string) error {
 			return nil // no MDT0: the start says it is missing
 		}
 		next = max(next, readMDTCount(o.Dir))
-		// An even count (a replica added, not yet removed) is rounded
-		// down: the new group gets as many failures survived.
-		replicas = max(reps-(1-reps%2), 1)
+		replicas = groupSize(reps)
 	}
 	if o.MDTs <= next {
 		return nil
@@ -358,6 +356,23 @@ func formatMDTs(o Options, fresh bool, fsname, mgsAddr string) error {
 		}
 	}
 	return nil
+}
+
+// groupSize is the number of replicas of a new MDT whose MDT0 has reps
+// replica directories: as many, but odd (CheckReplicas), so that it
+// survives as many failures. MDT0 has an even number while a replica is
+// being replaced (added, the old one not yet removed: 4 of a group of 3)
+// or after one was removed (2 of a group of 3).
+func groupSize(reps int) int {
+	switch {
+	case reps <= 1:
+		return 1
+	case reps%2 == 1:
+		return reps
+	case reps == 2:
+		return 3
+	}
+	return reps - 1
 }
 
 // mdtCountFile, in a cluster directory, holds the number of MDTs the

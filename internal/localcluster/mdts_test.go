@@ -39,6 +39,17 @@ func TestCheckMDTsBoundsTheCount(t *testing.T) {
 	}
 }
 
+// TestGroupSizeFollowsMDT0: a new MDT gets as many replicas as MDT0 has
+// replica directories, made odd without losing replication: MDT0 in the
+// middle of a replacement (4) or after a removal (2) has a group of 3.
+func TestGroupSizeFollowsMDT0(t *testing.T) {
+	for reps, want := range map[int]int{0: 1, 1: 1, 2: 3, 3: 3, 4: 3, 5: 5, 6: 5} {
+		if got := groupSize(reps); got != want {
+			t.Errorf("groupSize(%d) = %d, want %d", reps, got, want)
+		}
+	}
+}
+
 // identities loads the identity of every target directory of dir by name.
 func identities(t *testing.T, dir string) map[string]target.Identity {
 	t.Helper()
