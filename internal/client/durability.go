@@ -253,9 +253,10 @@ func (c *Client) SyncMDTs(ctx context.Context) error {
 		if m == nil {
 			continue
 		}
-		// Any FID of the MDT's sequences routes the retry to it; the root
-		// is MDT0000's.
-		err := c.retry(ctx, "sync", fid.Root, func(ctx context.Context) error {
+		// Any FID of the MDT's sequences names it in the retry's notes
+		// and errors.
+		on := c.fidOn(i)
+		err := c.retry(ctx, "sync", on, func(ctx context.Context) error {
 			rep, err := m.cli.Sync(ctx, &pb.SyncRequest{Force: true})
 			if err != nil {
 				return err
@@ -268,8 +269,23 @@ func (c *Client) SyncMDTs(ctx context.Context) error {
 			return nil
 		})
 		if err != nil {
-			return c.mdtError("sync", fid.Root, err)
+			return c.mdtError("sync", on, err)
 		}
 	}
 	return nil
+}
+
+// fidOn is a FID that routes to MDT index: the root for MDT0, else the
+// first of a sequence the FLD says it serves.
+func (c *Client) fidOn(index uint32) fid.FID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if index != 0 {
+		for _, r := range c.fld {
+			if r.Mdt == index {
+				return fid.FID{Seq: r.Start, Oid: 1}
+			}
+		}
+	}
+	return fid.Root
 }

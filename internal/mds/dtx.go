@@ -336,18 +336,21 @@ func (s *Server) tendDtx() {
 	defer s.wg.Done()
 	t := time.NewTicker(dtxTendEvery)
 	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-		}
-		if !s.group.IsLeader() || s.rec.active.Load() {
-			continue
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+			}
 		}
 		recs, err := s.t.DtxRecords()
 		if err != nil {
 			s.log.Warn("read cross-MDT transactions", "err", err)
+			continue
+		}
+		s.m.dtxOpen.Set(float64(len(recs)))
+		if !s.group.IsLeader() || s.rec.active.Load() {
 			continue
 		}
 		for _, rec := range recs {

@@ -24,6 +24,7 @@ type metrics struct {
 	destroyQueue prometheus.Gauge
 	recoveries   prometheus.Counter
 	replayed     prometheus.Counter
+	dtxOpen      prometheus.Gauge
 }
 
 func newMetrics(reg *prometheus.Registry, label string) metrics {
@@ -37,9 +38,10 @@ func newMetrics(reg *prometheus.Registry, label string) metrics {
 		destroyQueue: prometheus.NewGauge(prometheus.GaugeOpts{Name: "nacre_mds_destroy_queue_objects", Help: "OST objects of removed files not yet destroyed.", ConstLabels: c}),
 		recoveries:   prometheus.NewCounter(prometheus.CounterOpts{Name: "nacre_mds_recoveries_total", Help: "Starts that lost the log's unsynced tail and gathered it back from clients.", ConstLabels: c}),
 		replayed:     prometheus.NewCounter(prometheus.CounterOpts{Name: "nacre_mds_replayed_entries_total", Help: "Log entries clients gave back in recoveries and the MDT applied again.", ConstLabels: c}),
+		dtxOpen:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "nacre_mds_dtx_open", Help: "Cross-MDT transactions this MDT keeps a record of (pending intents, outcomes not yet forgotten), as the leader last counted.", ConstLabels: c}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.ops, m.errors, m.latency, m.pool, m.precreated, m.destroyQueue, m.recoveries, m.replayed)
+		reg.MustRegister(m.ops, m.errors, m.latency, m.pool, m.precreated, m.destroyQueue, m.recoveries, m.replayed, m.dtxOpen)
 	}
 	return m
 }

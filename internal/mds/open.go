@@ -2,7 +2,9 @@ package mds
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,6 +13,7 @@ import (
 	"nacre/api/nacregrpc"
 	pb "nacre/api/nacrepb"
 	"nacre/internal/errno"
+	"nacre/internal/fid"
 	"nacre/internal/ldlm"
 	"nacre/internal/mdt"
 	"nacre/internal/raftgroup"
@@ -82,8 +85,28 @@ func (o *openFiles) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, err
 	switch c := cmd.Op.(type) {
 	case *pb.Command_OpenUnlink:
 		op = "unlink"
+		u := c.OpenUnlink.Unlink
+		if u.GetTxid() != 0 || u.GetRemote() != nil {
+			return nil, errno.Errorf(errno.InvalidArgument, "%s: a client's command may not carry a cross-MDT transaction", s.id.Label())
+		}
+		if f, remote, err := s.t.Entry(fid.FromPB(u.GetParent()), string(u.GetName())); err == nil && remote {
+			// A remote directory: removed in a transaction with its
+			// MDT, which keeps no orphan of it for this client.
+			if !u.Dir {
+				return &pb.Reply{Errno: int32(syscall.EISDIR), Message: fmt.Sprintf("unlink %q: a directory (on another MDT)", u.Name)}, nil
+			}
+			r, err := s.remoteRmdir(ctx, &pb.Command{ClientId: cmd.ClientId, RequestId: cmd.RequestId, AckedBelow: cmd.AckedBelow, Cred: cmd.Cred, NowNs: cmd.NowNs,
+				Op: &pb.Command_Unlink{Unlink: u}}, u, f)
+			if err == nil {
+				s.m.observe("rmdir", start, r.Errno)
+			}
+			return r, err
+		}
 	case *pb.Command_OpenRename:
 		op = "rename"
+		if r := s.notHere(fid.FromPB(c.OpenRename.GetRename().GetDstParent()), "rename"); r != nil {
+			return r, nil
+		}
 	case *pb.Command_OrphanRelease:
 		op = "release"
 		s.shareReleased(cmd)

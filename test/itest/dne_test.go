@@ -1,0 +1,252 @@
+package itest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"nacre/internal/cli"
+	"nacre/internal/client"
+	"nacre/internal/fid"
+	"nacre/test/testcluster"
+	"nacre/test/wait"
+)
+
+// Remote directories (issue 28): a directory made on another MDT with
+// nacre mkdir -i, used through the library, the CLI and a FUSE mount.
+
+// waitInodes waits until the objects each MDT holds are want (status
+// reports what the targets' last heartbeats said).
+func waitInodes(t *testing.T, cl *testcluster.Cluster, what string, want map[uint32]uint64) {
+	t.Helper()
+	var got map[uint32]uint64
+	if !wait.Poll(10*time.Second, func() bool {
+		got = mdtInodes(t, cl)
+		return maps.Equal(got, want)
+	}) {
+		t.Fatalf("objects per MDT %s: %v, want %v", what, got, want)
+	}
+}
+
+// mdtInodes is the number of objects each MDT holds, by index (status).
+func mdtInodes(t *testing.T, cl *testcluster.Cluster) map[uint32]uint64 {
+	t.Helper()
+	var st cli.ClusterStatus
+	out, err := cl.Run("status", "--json")
+	if err != nil {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, out)
+	}
+	m := map[uint32]uint64{}
+	for _, ts := range st.Targets {
+		if ts.Kind == "mdt" && ts.Leader || ts.Kind == "mdt" && ts.ReplicaID == 0 {
+			m[ts.Index] = ts.InodesUsed
+		}
+	}
+	return m
+}
+
+// dtxOpen is what each MDT's nacre_mds_dtx_open says, by index.
+func dtxOpen(t *testing.T, cl *testcluster.Cluster) map[uint32]float64 {
+	t.Helper()
+	var st cli.ClusterStatus
+	out, _ := cl.Run("status", "--json")
+	json.Unmarshal([]byte(out), &st)
+	m := map[uint32]float64{}
+	for _, ts := range st.Targets {
+		if ts.Kind == "mdt" && ts.MetricsURL != "" {
+			m[ts.Index] += scrapeFamilies(t, ts.MetricsURL).sum("nacre_mds_dtx_open", nil)
+		}
+	}
+	return m
+}
+
+// checkerClean runs the checker (a dry run) on both MDTs and fails the
+// test on any inconsistency either reports.
+func checkerClean(t *testing.T, cl *testcluster.Cluster) {
+	t.Helper()
+	for _, mdt := range []string{"0", "1"} {
+		r := lfsckRun(t, cl, "--mdt", mdt, "-n")
+		if inc, _ := found(r); inc != 0 {
+			t.Fatalf("the checker found %d inconsistencies on MDT%s: %s", inc, mdt, summary(r))
+		}
+	}
+}
+
+func TestRemoteDirectories(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster of two MDTs")
+	}
+	needFUSE(t)
+	cl := testcluster.Start(t, testcluster.Options{MDTs: 2, OSTs: 1})
+	c := cl.Client(t)
+	ctx := context.Background()
+	must := mustOf(t)
+
+	if out, err := cl.Run("mkdir", "-i", "1", "/r"); err != nil {
+		t.Fatalf("nacre mkdir -i 1 /r: %v\n%s", err, out)
+	}
+	if out, err := cl.Run("mkdir", "-i", "5", "/x"); err == nil || !strings.Contains(out, "no MDT0005") {
+		t.Fatalf("mkdir -i 5 with two MDTs: %v\n%s", err, out)
+	}
+	waitInodes(t, cl, "after one remote mkdir (the root on MDT0, the directory on MDT1)", map[uint32]uint64{0: 1, 1: 1})
+
+	m := mountFuse(t, cl)
+	r := m.Path("r")
+	must(os.WriteFile(filepath.Join(r, "f"), []byte("on MDT1"), 0o644))
+	must(os.MkdirAll(filepath.Join(r, "d", "e"), 0o755))
+	must(os.Mkdir(m.Path("local"), 0o755))
+	if b, err := os.ReadFile(filepath.Join(r, "f")); err != nil || string(b) != "on MDT1" {
+		t.Fatalf("read a file of the remote directory: %q %v", b, err)
+	}
+	ents, err := os.ReadDir(m.Path())
+	if err != nil || len(ents) != 2 {
+		t.Fatalf("readdir of the root: %v %v", ents, err)
+	}
+	var st syscall.Stat_t
+	must(syscall.Stat(r, &st))
+	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR || st.Nlink != 3 {
+		t.Fatalf("stat of the remote directory: mode %o nlink %d, want a directory with nlink 3", st.Mode, st.Nlink)
+	}
+	must(syscall.Stat(m.Path(), &st))
+	if st.Nlink != 4 {
+		t.Fatalf("root nlink %d with two subdirectories (one remote), want 4", st.Nlink)
+	}
+	waitInodes(t, cl, "(root and local on MDT0; r, f, d, e on MDT1)", map[uint32]uint64{0: 2, 1: 4})
+	// Within the remote directory, renames and links are on one MDT.
+	must(os.Rename(filepath.Join(r, "f"), filepath.Join(r, "d", "g")))
+	must(os.Link(filepath.Join(r, "d", "g"), filepath.Join(r, "h")))
+	// Across MDTs they are not supported yet: EXDEV, which mv turns
+	// into a copy.
+	if err := os.Rename(filepath.Join(r, "h"), m.Path("local", "h")); !errors.Is(err, syscall.EXDEV) {
+		t.Fatalf("rename across MDTs: %v, want EXDEV", err)
+	}
+	if err := os.Link(filepath.Join(r, "h"), m.Path("local", "h")); !errors.Is(err, syscall.EXDEV) {
+		t.Fatalf("link across MDTs: %v, want EXDEV", err)
+	}
+	if err := os.Rename(r, m.Path("r2")); !errors.Is(err, syscall.EXDEV) {
+		t.Fatalf("rename of a remote directory: %v, want EXDEV", err)
+	}
+	// fid2path crosses MDTs both ways.
+	if out, err := cl.Run("mkdir", "-i", "0", "/r/back"); err != nil {
+		t.Fatalf("mkdir -i 0 below a directory of MDT1: %v\n%s", err, out)
+	}
+	must(os.WriteFile(filepath.Join(r, "back", "z"), []byte("z"), 0o644))
+	z, err := c.Resolve(ctx, "/r/back/z", false)
+	must(err)
+	paths, err := c.Fid2Path(ctx, fid.FromPB(z.Fid))
+	if err != nil || len(paths) != 1 || paths[0] != "/r/back/z" {
+		t.Fatalf("fid2path of a file two MDT crossings down: %v %v", paths, err)
+	}
+	g, err := c.Resolve(ctx, "/r/d/g", false)
+	must(err)
+	paths, err = c.Fid2Path(ctx, fid.FromPB(g.Fid))
+	if err != nil || len(paths) != 2 {
+		t.Fatalf("fid2path of a file with two names on MDT1: %v %v", paths, err)
+	}
+	checkerClean(t, cl)
+
+	// rmdir of a remote directory: refused while it has entries, then
+	// both halves go.
+	if err := syscall.Rmdir(r); !errors.Is(err, syscall.ENOTEMPTY) {
+		t.Fatalf("rmdir of a remote directory with entries: %v, want ENOTEMPTY", err)
+	}
+	must(os.RemoveAll(r))
+	if _, err := os.Stat(r); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the remote directory is still there: %v", err)
+	}
+	waitInodes(t, cl, "after removing the remote tree", map[uint32]uint64{0: 2, 1: 0})
+	must(syscall.Stat(m.Path(), &st))
+	if st.Nlink != 3 {
+		t.Fatalf("root nlink %d after the rmdir, want 3", st.Nlink)
+	}
+	checkerClean(t, cl)
+}
+
+// TestRemoteDirectoryCrashes kills MDT0's server (the coordinator) at each
+// step of a remote mkdir and rmdir: after the restart the operation is
+// done exactly once, nothing is left half done on either MDT, and the
+// checker finds nothing.
+func TestRemoteDirectoryCrashes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crashes an MDT of a cluster of two, again and again")
+	}
+	cl := testcluster.Start(t, testcluster.Options{MDTs: 2, OSTs: 1})
+	c := cl.Client(t)
+	ctx := context.Background()
+	points := []string{"mds.dtx.before_prepare", "mds.dtx.after_prepare", "mds.dtx.after_commit", "mds.dtx.after_finish"}
+	for i, point := range points {
+		for _, op := range []string{"mkdir", "rmdir"} {
+			name := fmt.Sprintf("d%d", i)
+			if op == "rmdir" {
+				// The directory to remove, made without a fault.
+				if _, _, err := c.Create(ctx, fid.Root, name, syscall.S_IFDIR|0o755, client.CreateOpts{Exclusive: true, MDT: ptr(uint32(1))}); err != nil {
+					t.Fatalf("%s: make %s: %v", point, name, err)
+				}
+			}
+			if out, err := cl.Run("fault", "arm", point+"=crash*1", "--target", "mdt0"); err != nil {
+				t.Fatalf("arm %s: %v\n%s", point, err, out)
+			}
+			done := make(chan error, 1)
+			go func() {
+				if op == "mkdir" {
+					_, _, err := c.Create(ctx, fid.Root, name, syscall.S_IFDIR|0o755, client.CreateOpts{Exclusive: true, MDT: ptr(uint32(1))})
+					done <- err
+					return
+				}
+				done <- c.Rmdir(ctx, fid.Root, name)
+			}()
+			pid := cl.Pid("mdt0")
+			if !wait.Poll(20*time.Second, func() bool { return !procAlive(pid) }) {
+				t.Fatalf("%s %s: MDT0 did not crash at %s", op, name, point)
+			}
+			cl.Restart()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("%s %s with a crash at %s: %v", op, name, point, err)
+				}
+			case <-time.After(90 * time.Second):
+				t.Fatalf("%s %s with a crash at %s: no answer", op, name, point)
+			}
+			_, err := c.Lookup(ctx, fid.Root, name)
+			if op == "mkdir" && err != nil {
+				t.Fatalf("after mkdir with a crash at %s: %v", point, err)
+			}
+			if op == "rmdir" && !errors.Is(err, syscall.ENOENT) {
+				t.Fatalf("after rmdir with a crash at %s: the name is there (%v)", point, err)
+			}
+			want := uint64(0)
+			if op == "mkdir" {
+				want = 1
+			}
+			// What the crash left open is finished within seconds.
+			if !wait.Poll(30*time.Second, func() bool {
+				o := dtxOpen(t, cl)
+				return o[0] == 0 && o[1] == 0 && mdtInodes(t, cl)[1] == want
+			}) {
+				t.Fatalf("%s %s, crash at %s: transactions still open: %v", op, name, point, dtxOpen(t, cl))
+			}
+			if op == "mkdir" {
+				if err := c.Rmdir(ctx, fid.Root, name); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	checkerClean(t, cl)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func procAlive(pid int) bool { return syscall.Kill(pid, 0) == nil }
