@@ -2,6 +2,7 @@ package itest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"syscall"
 	"testing"
@@ -17,6 +18,11 @@ import (
 type clientNS struct {
 	c   *client.Client
 	ctx context.Context
+	// mdts > 1 makes each directory of the root on MDT k % mdts for the
+	// k-th one made (remote directories): every scenario then runs in a
+	// tree of one MDT, the root's or another.
+	mdts int
+	made *int
 }
 
 func (n clientNS) Create(p fid.FID, name string, mode uint32, excl bool) (*pb.Inode, error) {
@@ -24,6 +30,12 @@ func (n clientNS) Create(p fid.FID, name string, mode uint32, excl bool) (*pb.In
 	return ino, err
 }
 func (n clientNS) Mkdir(p fid.FID, name string, mode uint32) (*pb.Inode, error) {
+	if n.mdts > 1 && p == fid.Root {
+		on := uint32(*n.made % n.mdts)
+		*n.made++
+		ino, _, err := n.c.Create(n.ctx, p, name, syscall.S_IFDIR|mode&0o7777, client.CreateOpts{Exclusive: true, MDT: &on})
+		return ino, err
+	}
 	return n.c.Mkdir(n.ctx, p, name, mode)
 }
 func (n clientNS) Symlink(p fid.FID, name, target string) (*pb.Inode, error) {
@@ -82,6 +94,26 @@ func TestNamespaceConformanceThroughServers(t *testing.T) {
 	cl := testcluster.Start(t, testcluster.Options{})
 	c := cl.Client(t)
 	nstest.Run(t, clientNS{c: c, ctx: client.WithCred(context.Background(), &pb.Cred{})})
+}
+
+// TestNamespaceConformanceOnSeveralMDTs runs the suite on 2 and 4 MDTs,
+// each scenario in a directory of the next MDT in turn (remote
+// directories of the root, or the root's own MDT).
+func TestNamespaceConformanceOnSeveralMDTs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts clusters of 2 and 4 MDTs")
+	}
+	for _, n := range []int{2, 4} {
+		t.Run(fmt.Sprintf("%dMDTs", n), func(t *testing.T) {
+			cl := testcluster.Start(t, testcluster.Options{MDTs: n, OSTs: 1})
+			c := cl.Client(t)
+			made := 0
+			nstest.Run(t, clientNS{c: c, ctx: client.WithCred(context.Background(), &pb.Cred{}), mdts: n, made: &made})
+			if made < 2*n {
+				t.Fatalf("only %d case directories were made over %d MDTs", made, n)
+			}
+		})
+	}
 }
 
 // TestReaddirOfLargeDirectoryIsCompleteAndStable lists a directory with
