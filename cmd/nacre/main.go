@@ -195,7 +195,7 @@ Then use it:             export NACRE_MGS=<address printed by up>; nacre ls /`,
 		newFormatCommand(g), newServeCommand(g), newUpCommand(g), newDownCommand(g), newStatusCommand(g), newInstallCommand(g),
 		// Files.
 		newLsCommand(g), newMkdirCommand(g), newPutCommand(g), newGetCommand(g), newCatCommand(g), newStatCommand(g),
-		newRmCommand(g), newMvCommand(g), newLnCommand(g), newSetstripeCommand(g), newGetstripeCommand(g), newDfCommand(g),
+		newRmCommand(g), newMvCommand(g), newLnCommand(g), newSetstripeCommand(g), newGetstripeCommand(g), newGetdirstripeCommand(g), newDfCommand(g),
 		newPath2fidCommand(g), newFid2pathCommand(g), newMountCommand(g), newUmountCommand(g),
 		// Administration and benchmarks.
 		newLfsckCommand(g), newFaultCommand(g), newMdtCommand(g), newReplicaCommand(g), newCertCommand(g), newNodemapCommand(g), newStatsCommand(g), newTopCommand(g),

@@ -32,3 +32,17 @@ func newGetstripeCommand(g *globals) *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: stripe_count, stripe_size, objects [{ost, id}]")
 	return cmd
 }
+
+// newGetdirstripeCommand is `nacre getdirstripe`.
+func newGetdirstripeCommand(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{Use: "getdirstripe [--json] DIR", Short: "Show which MDT holds a directory's entries (lfs getdirstripe)", GroupID: "fs", Args: cobra.ExactArgs(1),
+		Long: `Show which MDT holds a directory's entries, as Lustre's lfs getdirstripe:
+a directory that is not striped has stripe_count 0 and stripe_index the
+MDT that holds it (nacre mkdir -i makes one on another MDT).`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cli.GetDirStripe(cmd.Context(), g.env(cmd), args[0], asJSON)
+		}}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: stripe_count, stripe_index, hash, stripes [{mdt, fid}]")
+	return cmd
+}

@@ -598,3 +598,12 @@ func (c *Client) cred(ctx context.Context) *pb.Cred {
 	}
 	return c.cfg.Cred
 }
+
+// MDTOf is the index of the MDT that holds f (through the FLD).
+func (c *Client) MDTOf(f fid.FID) (uint32, error) {
+	m, err := c.mdtFor(f)
+	if err != nil {
+		return 0, err
+	}
+	return m.index, nil
+}

@@ -29,6 +29,15 @@ import (
 // listxattr, so copying tools do not try to set it on files with data.
 const LovXattr = "nacre.lov"
 
+// LmvXattr is the virtual extended attribute that shows where a
+// directory's entries live (Lustre's lustre.lmv), read only, as text:
+//
+//	stripe_count=0 stripe_index=1 hash=none
+//
+// stripe_count 0 is a directory that is not striped, held by MDT
+// stripe_index. Not listed by listxattr.
+const LmvXattr = "nacre.lmv"
+
 func formatLov(ino *pb.Inode) (string, bool) {
 	l := ino.Layout
 	if l == nil {
@@ -164,6 +173,20 @@ func (fs *FS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, de
 			return 0, fuse.ENODATA
 		}
 		return copyOut([]byte(s), dest)
+	}
+	if attr == LmvXattr {
+		ino, err := fs.c.Getattr(ctx, f)
+		if err != nil {
+			return 0, fs.status("getxattr", err)
+		}
+		if ino.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+			return 0, fuse.ENODATA
+		}
+		idx, err := fs.c.MDTOf(f)
+		if err != nil {
+			return 0, fs.status("getxattr", err)
+		}
+		return copyOut([]byte(fmt.Sprintf("stripe_count=0 stripe_index=%d hash=none", idx)), dest)
 	}
 	caps := attr == capsXattr
 	if caps && fs.noCaps(h.NodeId) {
@@ -326,6 +349,11 @@ func (fs *FS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string,
 	if st := xattrNameStatus(attr); st == fuse.EINVAL {
 		return st
 	}
+	if attr == LmvXattr {
+		// Where a directory's entries live is set when it is made
+		// (nacre mkdir -i).
+		return fuse.EPERM
+	}
 	ctx := fs.ctx(&in.InHeader)
 	// The inode changes (ctime; for nacre.lov the layout): attributes
 	// cached for opens must not be used any more.
@@ -377,7 +405,7 @@ func (fs *FS) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string)
 	if st := xattrNameStatus(attr); st == fuse.EINVAL {
 		return st
 	}
-	if attr == LovXattr {
+	if attr == LovXattr || attr == LmvXattr {
 		return fuse.EPERM
 	}
 	defer fs.forgetAttrs(h.NodeId)

@@ -123,6 +123,25 @@ func TestRemoteDirectories(t *testing.T) {
 		t.Fatalf("root nlink %d with two subdirectories (one remote), want 4", st.Nlink)
 	}
 	waitInodes(t, cl, "(root and local on MDT0; r, f, d, e on MDT1)", map[uint32]uint64{0: 2, 1: 4})
+	// Where each directory's entries live: the CLI and the mount agree.
+	for _, d := range []struct {
+		path string
+		mdt  int
+	}{{"/r", 1}, {"/local", 0}, {"/", 0}} {
+		out, err := cl.Run("getdirstripe", "--json", d.path)
+		var ds cli.DirStripeJSON
+		if err != nil || json.Unmarshal([]byte(out), &ds) != nil || ds.StripeCount != 0 || ds.StripeIndex != d.mdt {
+			t.Fatalf("getdirstripe --json %s: %v %q, want stripe_index %d", d.path, err, out, d.mdt)
+		}
+		buf := make([]byte, 128)
+		n, err := syscall.Getxattr(m.Path(d.path), "nacre.lmv", buf)
+		if want := fmt.Sprintf("stripe_count=0 stripe_index=%d hash=none", d.mdt); err != nil || string(buf[:n]) != want {
+			t.Fatalf("nacre.lmv of %s: %q %v, want %q", d.path, buf[:max(n, 0)], err, want)
+		}
+	}
+	if out, err := cl.Run("getdirstripe", "/r/f"); err == nil || !strings.Contains(out, "not a directory") {
+		t.Fatalf("getdirstripe of a file: %v %q", err, out)
+	}
 	// Within the remote directory, renames and links are on one MDT.
 	must(os.Rename(filepath.Join(r, "f"), filepath.Join(r, "d", "g")))
 	must(os.Link(filepath.Join(r, "d", "g"), filepath.Join(r, "h")))
