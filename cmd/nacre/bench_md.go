@@ -18,10 +18,10 @@ import (
 func newBenchMDCommand(g *globals) *cobra.Command {
 	var md struct {
 		workers, items, stripes, depth, branch, iterations, wbytes, rbytes, spread int
-		shared, json, csv, noCPU                                           bool
-		path, plot, phases, mdts, nodeCPU                                  string
-		osts                                                               int
-		gap                                                                time.Duration
+		shared, json, csv, noCPU                                                   bool
+		path, plot, phases, mdts, nodeCPU                                          string
+		osts                                                                       int
+		gap                                                                        time.Duration
 	}
 	cmd := &cobra.Command{
 		Use:   "md [--workers N] [--items N] [--shared-dir] [--path DIR] [--json|--csv] [--plot FILE.png]",
