@@ -505,13 +505,35 @@ func (s *Session) Opened(ctx context.Context, f fid.FID) (*pb.Inode, error) {
 // A failure is only logged: the MDT keeps a removed file longer than it
 // needs to, until the session's next list of open files.
 func (s *Session) Closed(ctx context.Context, fids []fid.FID) {
-	if len(fids) == 0 {
-		return
+	// One request per MDT: each keeps the opens of its own files.
+	for _, list := range s.c.byMDT(fids) {
+		_, err := s.opens(ctx, "close", list[0], &pb.OpensRequest{ClientId: s.c.id, Closed: pbFIDs(list)})
+		if err != nil && errno.CodeOf(err) != errno.Unimplemented && s.ctx.Err() == nil {
+			s.c.log.Warn("tell the MDT files are closed", "files", len(list), "err", err)
+		}
 	}
-	_, err := s.opens(ctx, "close", fids[0], &pb.OpensRequest{ClientId: s.c.id, Closed: pbFIDs(fids)})
-	if err != nil && errno.CodeOf(err) != errno.Unimplemented && s.ctx.Err() == nil {
-		s.c.log.Warn("tell the MDT files are closed", "files", len(fids), "err", err)
+}
+
+// byMDT splits fids by the MDT that holds them, in the order of their
+// first FIDs. A FID no MDT is known for goes with the first group: the
+// request fails there, and says so.
+func (c *Client) byMDT(fids []fid.FID) [][]fid.FID {
+	var out [][]fid.FID
+	at := map[uint32]int{}
+	for _, f := range fids {
+		idx, err := c.MDTOf(f)
+		if err != nil {
+			idx = 0
+		}
+		i, ok := at[idx]
+		if !ok {
+			i = len(out)
+			at[idx] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], f)
 	}
+	return out
 }
 
 // opens calls Opens on the leader of f's MDT: over the framed RPC of the
@@ -584,8 +606,14 @@ func (s *Session) ReleaseOrphans(ctx context.Context, fids []fid.FID) error {
 	if len(fids) == 0 {
 		return nil
 	}
-	_, err := s.mutate(ctx, "release", fids[0], &pb.Command{Op: &pb.Command_OrphanRelease{OrphanRelease: &pb.OrphanReleaseOp{Fids: pbFIDs(fids)}}})
-	return err
+	var first error
+	for _, list := range s.c.byMDT(fids) {
+		_, err := s.mutate(ctx, "release", list[0], &pb.Command{Op: &pb.Command_OrphanRelease{OrphanRelease: &pb.OrphanReleaseOp{Fids: pbFIDs(list)}}})
+		if first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // LockSpec describes a file lock request or a held lock.

@@ -302,9 +302,12 @@ func (s *Server) remoteRmdir(ctx context.Context, cmd *pb.Command, op *pb.Unlink
 }
 
 // decide proposes the client's command, which decides txid, synced (the
-// participant acts on the outcome, so it must outlive a crash here), then
-// tells the participant and forgets the outcome. A failure after the
-// decision is for the background tending to finish (tendDtx).
+// participant acts on the outcome, so it must outlive a crash here), and
+// answers; telling the participant and forgetting the outcome follow in
+// the background, off the client's path (a crash there leaves them to
+// tendDtx). The participant's half is then seconds at most behind: an
+// aborted or removed directory is already out of the namespace, and a
+// made one is usable at once.
 func (s *Server) decide(ctx context.Context, cmd *pb.Command, on uint32, txid uint64) (*pb.Reply, error) {
 	r, err := s.propose(ctx, cmd)
 	if err != nil {
@@ -314,17 +317,37 @@ func (s *Server) decide(ctx context.Context, cmd *pb.Command, on uint32, txid ui
 		return nil, err
 	}
 	committed := r.Errno == 0
-	if _, err := s.peers.call(ctx, on, &pb.Command{Op: &pb.Command_DtxFinish{DtxFinish: &pb.DtxFinishOp{Txid: txid, Committed: committed}}}); err != nil {
-		s.log.Warn("cross-MDT transaction decided but not yet finished on its participant; finishing it in the background", "txid", fmt.Sprintf("%#x", txid), "mdt", fmt.Sprintf("MDT%04x", on), "err", err)
-		return r, nil
-	}
-	if err := fault.Hit(FaultDtxAfterFinish); err != nil {
-		return nil, err
-	}
-	if _, err := s.propose(ctx, &pb.Command{NowNs: time.Now().UnixNano(), Op: &pb.Command_DtxForget{DtxForget: &pb.DtxForgetOp{Txid: txid}}}); err != nil {
-		s.log.Debug("forget a finished transaction (the background tending will)", "txid", fmt.Sprintf("%#x", txid), "err", err)
-	}
+	s.background(func() {
+		ctx, cancel := s.ctx(10 * time.Second)
+		defer cancel()
+		if _, err := s.peers.call(ctx, on, &pb.Command{Op: &pb.Command_DtxFinish{DtxFinish: &pb.DtxFinishOp{Txid: txid, Committed: committed}}}); err != nil {
+			s.log.Warn("cross-MDT transaction decided but not yet finished on its participant; finishing it in the background", "txid", fmt.Sprintf("%#x", txid), "mdt", fmt.Sprintf("MDT%04x", on), "err", err)
+			return
+		}
+		if fault.Hit(FaultDtxAfterFinish) != nil {
+			return
+		}
+		if _, err := s.propose(ctx, &pb.Command{NowNs: time.Now().UnixNano(), Op: &pb.Command_DtxForget{DtxForget: &pb.DtxForgetOp{Txid: txid}}}); err != nil {
+			s.log.Debug("forget a finished transaction (the background tending will)", "txid", fmt.Sprintf("%#x", txid), "err", err)
+		}
+	})
 	return r, nil
+}
+
+// background runs f on a goroutine of its own that Stop waits for, unless
+// the server is stopping (then f does not run: what it would have done is
+// left to tendDtx after the next start).
+func (s *Server) background(f func()) {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	if s.bgStopped {
+		return
+	}
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		f()
+	}()
 }
 
 // tendDtx finishes, while this replica leads, what crashes left of

@@ -112,6 +112,10 @@ type Server struct {
 	nodemaps nodemaps     // from the MGS with the configuration (nodemap.go)
 	// peers: the other MDTs, for cross-MDT transactions (dtx.go).
 	peers *mdtPeers
+	// bg: the work decide leaves to finish after its answer (background).
+	bgMu      sync.Mutex
+	bgStopped bool
+	bg        sync.WaitGroup
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -200,6 +204,10 @@ func (s *Server) Stop() {
 	s.stopChecker() // pauses a running check (lfsck.go)
 	close(s.stop)
 	s.wg.Wait()
+	s.bgMu.Lock()
+	s.bgStopped = true
+	s.bgMu.Unlock()
+	s.bg.Wait()
 	lazy := s.group.Lazy()
 	switch err := s.group.Stop(); {
 	case err != nil && lazy:

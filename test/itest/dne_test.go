@@ -23,35 +23,29 @@ import (
 // Remote directories (issue 28): a directory made on another MDT with
 // nacre mkdir -i, used through the library, the CLI and a FUSE mount.
 
-// waitInodes waits until the objects each MDT holds are want (status
-// reports what the targets' last heartbeats said).
-func waitInodes(t *testing.T, cl *testcluster.Cluster, what string, want map[uint32]uint64) {
+// waitInodes waits until the objects each MDT holds are want, as the
+// MDTs answer statfs now.
+func waitInodes(t *testing.T, cl *testcluster.Cluster, c *client.Client, what string, want map[uint32]uint64) {
 	t.Helper()
 	var got map[uint32]uint64
 	if !wait.Poll(10*time.Second, func() bool {
-		got = mdtInodes(t, cl)
+		got = mdtInodes(t, c)
 		return maps.Equal(got, want)
 	}) {
-		t.Fatalf("objects per MDT %s: %v, want %v", what, got, want)
+		t.Fatalf("objects per MDT %s: %v, want %v (transactions open: %v)", what, got, want, dtxOpen(t, cl))
 	}
 }
 
-// mdtInodes is the number of objects each MDT holds, by index (status).
-func mdtInodes(t *testing.T, cl *testcluster.Cluster) map[uint32]uint64 {
+// mdtInodes is the number of objects each MDT holds, by index.
+func mdtInodes(t *testing.T, c *client.Client) map[uint32]uint64 {
 	t.Helper()
-	var st cli.ClusterStatus
-	out, err := cl.Run("status", "--json")
+	st, err := c.MDTStatfs(context.Background())
 	if err != nil {
-		t.Fatalf("status: %v\n%s", err, out)
-	}
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
-		t.Fatalf("status --json: %v\n%s", err, out)
+		t.Fatalf("statfs of the MDTs: %v", err)
 	}
 	m := map[uint32]uint64{}
-	for _, ts := range st.Targets {
-		if ts.Kind == "mdt" && ts.Leader || ts.Kind == "mdt" && ts.ReplicaID == 0 {
-			m[ts.Index] = ts.InodesUsed
-		}
+	for idx, s := range st {
+		m[idx] = s.InodesTotal - s.InodesFree
 	}
 	return m
 }
@@ -99,7 +93,7 @@ func TestRemoteDirectories(t *testing.T) {
 	if out, err := cl.Run("mkdir", "-i", "5", "/x"); err == nil || !strings.Contains(out, "no MDT0005") {
 		t.Fatalf("mkdir -i 5 with two MDTs: %v\n%s", err, out)
 	}
-	waitInodes(t, cl, "after one remote mkdir (the root on MDT0, the directory on MDT1)", map[uint32]uint64{0: 1, 1: 1})
+	waitInodes(t, cl, c, "after one remote mkdir (the root on MDT0, the directory on MDT1)", map[uint32]uint64{0: 1, 1: 1})
 
 	m := mountFuse(t, cl)
 	r := m.Path("r")
@@ -122,7 +116,38 @@ func TestRemoteDirectories(t *testing.T) {
 	if st.Nlink != 4 {
 		t.Fatalf("root nlink %d with two subdirectories (one remote), want 4", st.Nlink)
 	}
-	waitInodes(t, cl, "(root and local on MDT0; r, f, d, e on MDT1)", map[uint32]uint64{0: 2, 1: 4})
+	waitInodes(t, cl, c, "(root and local on MDT0; r, f, d, e on MDT1)", map[uint32]uint64{0: 2, 1: 4})
+	// Files the mount opened and closed on both MDTs, then removed by
+	// another client, are kept while the mount may have them open and
+	// destroyed once its (batched) closes reach each file's own MDT.
+	lf, err := c.Resolve(ctx, "/local", false)
+	must(err)
+	rf, err := c.Resolve(ctx, "/r", false)
+	must(err)
+	for i := 0; i < 4; i++ {
+		must(os.WriteFile(m.Path("local", fmt.Sprint("c", i)), []byte("x"), 0o644))
+		must(os.WriteFile(filepath.Join(r, fmt.Sprint("c", i)), []byte("x"), 0o644))
+	}
+	for i := 0; i < 4; i++ {
+		if _, err := c.Unlink(ctx, fid.FromPB(lf.Fid), fmt.Sprint("c", i)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Unlink(ctx, fid.FromPB(rf.Fid), fmt.Sprint("c", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// And removed by the mount itself, its closes still batched.
+	for round := 0; round < 10; round++ {
+		for i := 0; i < 2; i++ {
+			must(os.WriteFile(m.Path("local", fmt.Sprint("m", i)), []byte("x"), 0o644))
+			must(os.WriteFile(filepath.Join(r, fmt.Sprint("m", i)), []byte("x"), 0o644))
+		}
+		for i := 0; i < 2; i++ {
+			must(os.Remove(m.Path("local", fmt.Sprint("m", i))))
+			must(os.Remove(filepath.Join(r, fmt.Sprint("m", i))))
+		}
+	}
+	waitInodes(t, cl, c, "after files closed by the mount and removed by it or another client", map[uint32]uint64{0: 2, 1: 4})
 	// Where each directory's entries live: the CLI and the mount agree.
 	for _, d := range []struct {
 		path string
@@ -184,7 +209,7 @@ func TestRemoteDirectories(t *testing.T) {
 	if _, err := os.Stat(r); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the remote directory is still there: %v", err)
 	}
-	waitInodes(t, cl, "after removing the remote tree", map[uint32]uint64{0: 2, 1: 0})
+	waitInodes(t, cl, c, "after removing the remote tree", map[uint32]uint64{0: 2, 1: 0})
 	must(syscall.Stat(m.Path(), &st))
 	if st.Nlink != 3 {
 		t.Fatalf("root nlink %d after the rmdir, want 3", st.Nlink)
@@ -252,7 +277,7 @@ func TestRemoteDirectoryCrashes(t *testing.T) {
 			// What the crash left open is finished within seconds.
 			if !wait.Poll(30*time.Second, func() bool {
 				o := dtxOpen(t, cl)
-				return o[0] == 0 && o[1] == 0 && mdtInodes(t, cl)[1] == want
+				return o[0] == 0 && o[1] == 0 && mdtInodes(t, c)[1] == want
 			}) {
 				t.Fatalf("%s %s, crash at %s: transactions still open: %v", op, name, point, dtxOpen(t, cl))
 			}
