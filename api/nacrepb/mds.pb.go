@@ -213,6 +213,7 @@ type Command struct {
 	//	*Command_DtxResolve
 	//	*Command_DtxForget
 	//	*Command_DtxStatus
+	//	*Command_RemoteEntry
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -529,6 +530,15 @@ func (x *Command) GetDtxStatus() *DtxStatusOp {
 	return nil
 }
 
+func (x *Command) GetRemoteEntry() *RemoteEntryOp {
+	if x != nil {
+		if x, ok := x.Op.(*Command_RemoteEntry); ok {
+			return x.RemoteEntry
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -639,6 +649,12 @@ type Command_DtxStatus struct {
 	DtxStatus *DtxStatusOp `protobuf:"bytes,64,opt,name=dtx_status,json=dtxStatus,proto3,oneof"`
 }
 
+type Command_RemoteEntry struct {
+	// The checker of another MDT puts back a remote directory's lost
+	// entry (node certificates only).
+	RemoteEntry *RemoteEntryOp `protobuf:"bytes,65,opt,name=remote_entry,json=remoteEntry,proto3,oneof"`
+}
+
 func (*Command_Create) isCommand_Op() {}
 
 func (*Command_Link) isCommand_Op() {}
@@ -688,6 +704,8 @@ func (*Command_DtxResolve) isCommand_Op() {}
 func (*Command_DtxForget) isCommand_Op() {}
 
 func (*Command_DtxStatus) isCommand_Op() {}
+
+func (*Command_RemoteEntry) isCommand_Op() {}
 
 // CreateOp makes a regular file, directory, symlink or special file,
 // depending on the S_IFMT bits of mode.
@@ -1311,6 +1329,77 @@ func (x *DtxStatusOp) GetTxid() uint64 {
 	return 0
 }
 
+// RemoteEntryOp inserts the entry parent/name for the directory fid of
+// another MDT, if the name is free: the checker of that MDT found the
+// directory's linkEA naming it and the entry gone (remote_lost_dirent).
+type RemoteEntryOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Parent        *FID                   `protobuf:"bytes,1,opt,name=parent,proto3" json:"parent,omitempty"`
+	Name          []byte                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Fid           *FID                   `protobuf:"bytes,3,opt,name=fid,proto3" json:"fid,omitempty"`
+	Type          uint32                 `protobuf:"varint,4,opt,name=type,proto3" json:"type,omitempty"` // DT_* of the object (a directory)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoteEntryOp) Reset() {
+	*x = RemoteEntryOp{}
+	mi := &file_mds_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoteEntryOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoteEntryOp) ProtoMessage() {}
+
+func (x *RemoteEntryOp) ProtoReflect() protoreflect.Message {
+	mi := &file_mds_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoteEntryOp.ProtoReflect.Descriptor instead.
+func (*RemoteEntryOp) Descriptor() ([]byte, []int) {
+	return file_mds_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RemoteEntryOp) GetParent() *FID {
+	if x != nil {
+		return x.Parent
+	}
+	return nil
+}
+
+func (x *RemoteEntryOp) GetName() []byte {
+	if x != nil {
+		return x.Name
+	}
+	return nil
+}
+
+func (x *RemoteEntryOp) GetFid() *FID {
+	if x != nil {
+		return x.Fid
+	}
+	return nil
+}
+
+func (x *RemoteEntryOp) GetType() uint32 {
+	if x != nil {
+		return x.Type
+	}
+	return 0
+}
+
 // DtxRecord is what an MDT keeps of a cross-MDT transaction: a
 // participant's pending intent, or a coordinator's outcome until the
 // participant has finished.
@@ -1331,7 +1420,7 @@ type DtxRecord struct {
 
 func (x *DtxRecord) Reset() {
 	*x = DtxRecord{}
-	mi := &file_mds_proto_msgTypes[9]
+	mi := &file_mds_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1343,7 +1432,7 @@ func (x *DtxRecord) String() string {
 func (*DtxRecord) ProtoMessage() {}
 
 func (x *DtxRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[9]
+	mi := &file_mds_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1356,7 +1445,7 @@ func (x *DtxRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DtxRecord.ProtoReflect.Descriptor instead.
 func (*DtxRecord) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{9}
+	return file_mds_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DtxRecord) GetTxid() uint64 {
@@ -1435,7 +1524,7 @@ type RenameOp struct {
 
 func (x *RenameOp) Reset() {
 	*x = RenameOp{}
-	mi := &file_mds_proto_msgTypes[10]
+	mi := &file_mds_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1447,7 +1536,7 @@ func (x *RenameOp) String() string {
 func (*RenameOp) ProtoMessage() {}
 
 func (x *RenameOp) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[10]
+	mi := &file_mds_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1460,7 +1549,7 @@ func (x *RenameOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameOp.ProtoReflect.Descriptor instead.
 func (*RenameOp) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{10}
+	return file_mds_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RenameOp) GetSrcParent() *FID {
@@ -1518,7 +1607,7 @@ type SetattrOp struct {
 
 func (x *SetattrOp) Reset() {
 	*x = SetattrOp{}
-	mi := &file_mds_proto_msgTypes[11]
+	mi := &file_mds_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1530,7 +1619,7 @@ func (x *SetattrOp) String() string {
 func (*SetattrOp) ProtoMessage() {}
 
 func (x *SetattrOp) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[11]
+	mi := &file_mds_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1543,7 +1632,7 @@ func (x *SetattrOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetattrOp.ProtoReflect.Descriptor instead.
 func (*SetattrOp) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{11}
+	return file_mds_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SetattrOp) GetFid() *FID {
@@ -1635,7 +1724,7 @@ type SetxattrOp struct {
 
 func (x *SetxattrOp) Reset() {
 	*x = SetxattrOp{}
-	mi := &file_mds_proto_msgTypes[12]
+	mi := &file_mds_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1647,7 +1736,7 @@ func (x *SetxattrOp) String() string {
 func (*SetxattrOp) ProtoMessage() {}
 
 func (x *SetxattrOp) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[12]
+	mi := &file_mds_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1660,7 +1749,7 @@ func (x *SetxattrOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetxattrOp.ProtoReflect.Descriptor instead.
 func (*SetxattrOp) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{12}
+	return file_mds_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SetxattrOp) GetFid() *FID {
@@ -1701,7 +1790,7 @@ type RemovexattrOp struct {
 
 func (x *RemovexattrOp) Reset() {
 	*x = RemovexattrOp{}
-	mi := &file_mds_proto_msgTypes[13]
+	mi := &file_mds_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1713,7 +1802,7 @@ func (x *RemovexattrOp) String() string {
 func (*RemovexattrOp) ProtoMessage() {}
 
 func (x *RemovexattrOp) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[13]
+	mi := &file_mds_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1726,7 +1815,7 @@ func (x *RemovexattrOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemovexattrOp.ProtoReflect.Descriptor instead.
 func (*RemovexattrOp) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{13}
+	return file_mds_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RemovexattrOp) GetFid() *FID {
@@ -1756,7 +1845,7 @@ type SetLayoutOp struct {
 
 func (x *SetLayoutOp) Reset() {
 	*x = SetLayoutOp{}
-	mi := &file_mds_proto_msgTypes[14]
+	mi := &file_mds_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1768,7 +1857,7 @@ func (x *SetLayoutOp) String() string {
 func (*SetLayoutOp) ProtoMessage() {}
 
 func (x *SetLayoutOp) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[14]
+	mi := &file_mds_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1781,7 +1870,7 @@ func (x *SetLayoutOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLayoutOp.ProtoReflect.Descriptor instead.
 func (*SetLayoutOp) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{14}
+	return file_mds_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SetLayoutOp) GetFid() *FID {
@@ -1817,7 +1906,7 @@ type PoolExtendOp struct {
 
 func (x *PoolExtendOp) Reset() {
 	*x = PoolExtendOp{}
-	mi := &file_mds_proto_msgTypes[15]
+	mi := &file_mds_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1829,7 +1918,7 @@ func (x *PoolExtendOp) String() string {
 func (*PoolExtendOp) ProtoMessage() {}
 
 func (x *PoolExtendOp) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[15]
+	mi := &file_mds_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1842,7 +1931,7 @@ func (x *PoolExtendOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolExtendOp.ProtoReflect.Descriptor instead.
 func (*PoolExtendOp) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{15}
+	return file_mds_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PoolExtendOp) GetOst() uint32 {
@@ -1881,7 +1970,7 @@ type PoolResetOp struct {
 
 func (x *PoolResetOp) Reset() {
 	*x = PoolResetOp{}
-	mi := &file_mds_proto_msgTypes[16]
+	mi := &file_mds_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1893,7 +1982,7 @@ func (x *PoolResetOp) String() string {
 func (*PoolResetOp) ProtoMessage() {}
 
 func (x *PoolResetOp) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[16]
+	mi := &file_mds_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1906,7 +1995,7 @@ func (x *PoolResetOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolResetOp.ProtoReflect.Descriptor instead.
 func (*PoolResetOp) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{16}
+	return file_mds_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PoolResetOp) GetOst() uint32 {
@@ -1941,7 +2030,7 @@ type SeqGrantOp struct {
 
 func (x *SeqGrantOp) Reset() {
 	*x = SeqGrantOp{}
-	mi := &file_mds_proto_msgTypes[17]
+	mi := &file_mds_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1953,7 +2042,7 @@ func (x *SeqGrantOp) String() string {
 func (*SeqGrantOp) ProtoMessage() {}
 
 func (x *SeqGrantOp) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[17]
+	mi := &file_mds_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1966,7 +2055,7 @@ func (x *SeqGrantOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeqGrantOp.ProtoReflect.Descriptor instead.
 func (*SeqGrantOp) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{17}
+	return file_mds_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SeqGrantOp) GetStart() uint64 {
@@ -1994,7 +2083,7 @@ type DestroyDoneOp struct {
 
 func (x *DestroyDoneOp) Reset() {
 	*x = DestroyDoneOp{}
-	mi := &file_mds_proto_msgTypes[18]
+	mi := &file_mds_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2006,7 +2095,7 @@ func (x *DestroyDoneOp) String() string {
 func (*DestroyDoneOp) ProtoMessage() {}
 
 func (x *DestroyDoneOp) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[18]
+	mi := &file_mds_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2019,7 +2108,7 @@ func (x *DestroyDoneOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroyDoneOp.ProtoReflect.Descriptor instead.
 func (*DestroyDoneOp) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{18}
+	return file_mds_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DestroyDoneOp) GetObjects() []*StripeObject {
@@ -2049,7 +2138,7 @@ type OpenUnlinkOp struct {
 
 func (x *OpenUnlinkOp) Reset() {
 	*x = OpenUnlinkOp{}
-	mi := &file_mds_proto_msgTypes[19]
+	mi := &file_mds_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2061,7 +2150,7 @@ func (x *OpenUnlinkOp) String() string {
 func (*OpenUnlinkOp) ProtoMessage() {}
 
 func (x *OpenUnlinkOp) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[19]
+	mi := &file_mds_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2074,7 +2163,7 @@ func (x *OpenUnlinkOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenUnlinkOp.ProtoReflect.Descriptor instead.
 func (*OpenUnlinkOp) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{19}
+	return file_mds_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *OpenUnlinkOp) GetUnlink() *UnlinkOp {
@@ -2111,7 +2200,7 @@ type OpenRenameOp struct {
 
 func (x *OpenRenameOp) Reset() {
 	*x = OpenRenameOp{}
-	mi := &file_mds_proto_msgTypes[20]
+	mi := &file_mds_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2123,7 +2212,7 @@ func (x *OpenRenameOp) String() string {
 func (*OpenRenameOp) ProtoMessage() {}
 
 func (x *OpenRenameOp) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[20]
+	mi := &file_mds_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2136,7 +2225,7 @@ func (x *OpenRenameOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenRenameOp.ProtoReflect.Descriptor instead.
 func (*OpenRenameOp) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{20}
+	return file_mds_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *OpenRenameOp) GetRename() *RenameOp {
@@ -2177,7 +2266,7 @@ type TmpfileOp struct {
 
 func (x *TmpfileOp) Reset() {
 	*x = TmpfileOp{}
-	mi := &file_mds_proto_msgTypes[21]
+	mi := &file_mds_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2189,7 +2278,7 @@ func (x *TmpfileOp) String() string {
 func (*TmpfileOp) ProtoMessage() {}
 
 func (x *TmpfileOp) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[21]
+	mi := &file_mds_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2202,7 +2291,7 @@ func (x *TmpfileOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TmpfileOp.ProtoReflect.Descriptor instead.
 func (*TmpfileOp) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{21}
+	return file_mds_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TmpfileOp) GetParent() *FID {
@@ -2267,7 +2356,7 @@ type OrphanReleaseOp struct {
 
 func (x *OrphanReleaseOp) Reset() {
 	*x = OrphanReleaseOp{}
-	mi := &file_mds_proto_msgTypes[22]
+	mi := &file_mds_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2279,7 +2368,7 @@ func (x *OrphanReleaseOp) String() string {
 func (*OrphanReleaseOp) ProtoMessage() {}
 
 func (x *OrphanReleaseOp) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[22]
+	mi := &file_mds_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2292,7 +2381,7 @@ func (x *OrphanReleaseOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrphanReleaseOp.ProtoReflect.Descriptor instead.
 func (*OrphanReleaseOp) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{22}
+	return file_mds_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *OrphanReleaseOp) GetFids() []*FID {
@@ -2344,7 +2433,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_mds_proto_msgTypes[23]
+	mi := &file_mds_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2356,7 +2445,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[23]
+	mi := &file_mds_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2369,7 +2458,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{23}
+	return file_mds_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Reply) GetErrno() int32 {
@@ -2455,7 +2544,7 @@ type LoggedCommand struct {
 
 func (x *LoggedCommand) Reset() {
 	*x = LoggedCommand{}
-	mi := &file_mds_proto_msgTypes[24]
+	mi := &file_mds_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2467,7 +2556,7 @@ func (x *LoggedCommand) String() string {
 func (*LoggedCommand) ProtoMessage() {}
 
 func (x *LoggedCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[24]
+	mi := &file_mds_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2480,7 +2569,7 @@ func (x *LoggedCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoggedCommand.ProtoReflect.Descriptor instead.
 func (*LoggedCommand) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{24}
+	return file_mds_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *LoggedCommand) GetIndex() uint64 {
@@ -2515,7 +2604,7 @@ type ReplayRequest struct {
 
 func (x *ReplayRequest) Reset() {
 	*x = ReplayRequest{}
-	mi := &file_mds_proto_msgTypes[25]
+	mi := &file_mds_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2527,7 +2616,7 @@ func (x *ReplayRequest) String() string {
 func (*ReplayRequest) ProtoMessage() {}
 
 func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[25]
+	mi := &file_mds_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2540,7 +2629,7 @@ func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequest.ProtoReflect.Descriptor instead.
 func (*ReplayRequest) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{25}
+	return file_mds_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReplayRequest) GetClientId() uint64 {
@@ -2573,7 +2662,7 @@ type ReplayReply struct {
 
 func (x *ReplayReply) Reset() {
 	*x = ReplayReply{}
-	mi := &file_mds_proto_msgTypes[26]
+	mi := &file_mds_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2585,7 +2674,7 @@ func (x *ReplayReply) String() string {
 func (*ReplayReply) ProtoMessage() {}
 
 func (x *ReplayReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[26]
+	mi := &file_mds_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2598,7 +2687,7 @@ func (x *ReplayReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayReply.ProtoReflect.Descriptor instead.
 func (*ReplayReply) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{26}
+	return file_mds_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReplayReply) GetRecovering() bool {
@@ -2633,7 +2722,7 @@ type SyncRequest struct {
 
 func (x *SyncRequest) Reset() {
 	*x = SyncRequest{}
-	mi := &file_mds_proto_msgTypes[27]
+	mi := &file_mds_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2645,7 +2734,7 @@ func (x *SyncRequest) String() string {
 func (*SyncRequest) ProtoMessage() {}
 
 func (x *SyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[27]
+	mi := &file_mds_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2658,7 +2747,7 @@ func (x *SyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
 func (*SyncRequest) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{27}
+	return file_mds_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SyncRequest) GetForce() bool {
@@ -2677,7 +2766,7 @@ type SyncReply struct {
 
 func (x *SyncReply) Reset() {
 	*x = SyncReply{}
-	mi := &file_mds_proto_msgTypes[28]
+	mi := &file_mds_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2689,7 +2778,7 @@ func (x *SyncReply) String() string {
 func (*SyncReply) ProtoMessage() {}
 
 func (x *SyncReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[28]
+	mi := &file_mds_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2702,7 +2791,7 @@ func (x *SyncReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncReply.ProtoReflect.Descriptor instead.
 func (*SyncReply) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{28}
+	return file_mds_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SyncReply) GetCommitted() uint64 {
@@ -2723,7 +2812,7 @@ type TrimRepliesOp struct {
 
 func (x *TrimRepliesOp) Reset() {
 	*x = TrimRepliesOp{}
-	mi := &file_mds_proto_msgTypes[29]
+	mi := &file_mds_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2735,7 +2824,7 @@ func (x *TrimRepliesOp) String() string {
 func (*TrimRepliesOp) ProtoMessage() {}
 
 func (x *TrimRepliesOp) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[29]
+	mi := &file_mds_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2748,7 +2837,7 @@ func (x *TrimRepliesOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimRepliesOp.ProtoReflect.Descriptor instead.
 func (*TrimRepliesOp) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{29}
+	return file_mds_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TrimRepliesOp) GetBeforeNs() int64 {
@@ -2769,7 +2858,7 @@ type LookupRequest struct {
 
 func (x *LookupRequest) Reset() {
 	*x = LookupRequest{}
-	mi := &file_mds_proto_msgTypes[30]
+	mi := &file_mds_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2781,7 +2870,7 @@ func (x *LookupRequest) String() string {
 func (*LookupRequest) ProtoMessage() {}
 
 func (x *LookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[30]
+	mi := &file_mds_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2794,7 +2883,7 @@ func (x *LookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupRequest.ProtoReflect.Descriptor instead.
 func (*LookupRequest) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{30}
+	return file_mds_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *LookupRequest) GetParent() *FID {
@@ -2828,7 +2917,7 @@ type GetattrRequest struct {
 
 func (x *GetattrRequest) Reset() {
 	*x = GetattrRequest{}
-	mi := &file_mds_proto_msgTypes[31]
+	mi := &file_mds_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2840,7 +2929,7 @@ func (x *GetattrRequest) String() string {
 func (*GetattrRequest) ProtoMessage() {}
 
 func (x *GetattrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[31]
+	mi := &file_mds_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2853,7 +2942,7 @@ func (x *GetattrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetattrRequest.ProtoReflect.Descriptor instead.
 func (*GetattrRequest) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{31}
+	return file_mds_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetattrRequest) GetFid() *FID {
@@ -2883,7 +2972,7 @@ type ReaddirRequest struct {
 
 func (x *ReaddirRequest) Reset() {
 	*x = ReaddirRequest{}
-	mi := &file_mds_proto_msgTypes[32]
+	mi := &file_mds_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2895,7 +2984,7 @@ func (x *ReaddirRequest) String() string {
 func (*ReaddirRequest) ProtoMessage() {}
 
 func (x *ReaddirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[32]
+	mi := &file_mds_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2908,7 +2997,7 @@ func (x *ReaddirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReaddirRequest.ProtoReflect.Descriptor instead.
 func (*ReaddirRequest) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{32}
+	return file_mds_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReaddirRequest) GetFid() *FID {
@@ -2959,7 +3048,7 @@ type DirEntry struct {
 
 func (x *DirEntry) Reset() {
 	*x = DirEntry{}
-	mi := &file_mds_proto_msgTypes[33]
+	mi := &file_mds_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2971,7 +3060,7 @@ func (x *DirEntry) String() string {
 func (*DirEntry) ProtoMessage() {}
 
 func (x *DirEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[33]
+	mi := &file_mds_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2984,7 +3073,7 @@ func (x *DirEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DirEntry.ProtoReflect.Descriptor instead.
 func (*DirEntry) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{33}
+	return file_mds_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DirEntry) GetName() []byte {
@@ -3033,7 +3122,7 @@ type ReaddirReply struct {
 
 func (x *ReaddirReply) Reset() {
 	*x = ReaddirReply{}
-	mi := &file_mds_proto_msgTypes[34]
+	mi := &file_mds_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3045,7 +3134,7 @@ func (x *ReaddirReply) String() string {
 func (*ReaddirReply) ProtoMessage() {}
 
 func (x *ReaddirReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[34]
+	mi := &file_mds_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3058,7 +3147,7 @@ func (x *ReaddirReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReaddirReply.ProtoReflect.Descriptor instead.
 func (*ReaddirReply) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{34}
+	return file_mds_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReaddirReply) GetErrno() int32 {
@@ -3093,7 +3182,7 @@ type XattrRequest struct {
 
 func (x *XattrRequest) Reset() {
 	*x = XattrRequest{}
-	mi := &file_mds_proto_msgTypes[35]
+	mi := &file_mds_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3105,7 +3194,7 @@ func (x *XattrRequest) String() string {
 func (*XattrRequest) ProtoMessage() {}
 
 func (x *XattrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[35]
+	mi := &file_mds_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3118,7 +3207,7 @@ func (x *XattrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XattrRequest.ProtoReflect.Descriptor instead.
 func (*XattrRequest) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{35}
+	return file_mds_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *XattrRequest) GetFid() *FID {
@@ -3153,7 +3242,7 @@ type XattrReply struct {
 
 func (x *XattrReply) Reset() {
 	*x = XattrReply{}
-	mi := &file_mds_proto_msgTypes[36]
+	mi := &file_mds_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3165,7 +3254,7 @@ func (x *XattrReply) String() string {
 func (*XattrReply) ProtoMessage() {}
 
 func (x *XattrReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[36]
+	mi := &file_mds_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3178,7 +3267,7 @@ func (x *XattrReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XattrReply.ProtoReflect.Descriptor instead.
 func (*XattrReply) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{36}
+	return file_mds_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *XattrReply) GetErrno() int32 {
@@ -3215,7 +3304,7 @@ type Fid2PathRequest struct {
 
 func (x *Fid2PathRequest) Reset() {
 	*x = Fid2PathRequest{}
-	mi := &file_mds_proto_msgTypes[37]
+	mi := &file_mds_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3227,7 +3316,7 @@ func (x *Fid2PathRequest) String() string {
 func (*Fid2PathRequest) ProtoMessage() {}
 
 func (x *Fid2PathRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[37]
+	mi := &file_mds_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3240,7 +3329,7 @@ func (x *Fid2PathRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fid2PathRequest.ProtoReflect.Descriptor instead.
 func (*Fid2PathRequest) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{37}
+	return file_mds_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Fid2PathRequest) GetFid() *FID {
@@ -3270,7 +3359,7 @@ type Fid2PathReply struct {
 
 func (x *Fid2PathReply) Reset() {
 	*x = Fid2PathReply{}
-	mi := &file_mds_proto_msgTypes[38]
+	mi := &file_mds_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3282,7 +3371,7 @@ func (x *Fid2PathReply) String() string {
 func (*Fid2PathReply) ProtoMessage() {}
 
 func (x *Fid2PathReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[38]
+	mi := &file_mds_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3295,7 +3384,7 @@ func (x *Fid2PathReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fid2PathReply.ProtoReflect.Descriptor instead.
 func (*Fid2PathReply) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{38}
+	return file_mds_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Fid2PathReply) GetErrno() int32 {
@@ -3329,7 +3418,7 @@ type PathTail struct {
 
 func (x *PathTail) Reset() {
 	*x = PathTail{}
-	mi := &file_mds_proto_msgTypes[39]
+	mi := &file_mds_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3341,7 +3430,7 @@ func (x *PathTail) String() string {
 func (*PathTail) ProtoMessage() {}
 
 func (x *PathTail) ProtoReflect() protoreflect.Message {
-	mi := &file_mds_proto_msgTypes[39]
+	mi := &file_mds_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3354,7 +3443,7 @@ func (x *PathTail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathTail.ProtoReflect.Descriptor instead.
 func (*PathTail) Descriptor() ([]byte, []int) {
-	return file_mds_proto_rawDescGZIP(), []int{39}
+	return file_mds_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PathTail) GetParent() *FID {
@@ -3375,7 +3464,7 @@ var File_mds_proto protoreflect.FileDescriptor
 
 const file_mds_proto_rawDesc = "" +
 	"\n" +
-	"\tmds.proto\x12\bnacre.v1\x1a\fcommon.proto\x1a\vlfsck.proto\"\xbb\f\n" +
+	"\tmds.proto\x12\bnacre.v1\x1a\fcommon.proto\x1a\vlfsck.proto\"\xf9\f\n" +
 	"\aCommand\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x1d\n" +
 	"\n" +
@@ -3423,7 +3512,8 @@ const file_mds_proto_rawDesc = "" +
 	"\n" +
 	"dtx_forget\x18? \x01(\v2\x15.nacre.v1.DtxForgetOpH\x00R\tdtxForget\x126\n" +
 	"\n" +
-	"dtx_status\x18@ \x01(\v2\x15.nacre.v1.DtxStatusOpH\x00R\tdtxStatusB\x04\n" +
+	"dtx_status\x18@ \x01(\v2\x15.nacre.v1.DtxStatusOpH\x00R\tdtxStatus\x12<\n" +
+	"\fremote_entry\x18A \x01(\v2\x17.nacre.v1.RemoteEntryOpH\x00R\vremoteEntryB\x04\n" +
 	"\x02op\"\xa4\x03\n" +
 	"\bCreateOp\x12%\n" +
 	"\x06parent\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
@@ -3474,7 +3564,12 @@ const file_mds_proto_rawDesc = "" +
 	"\vDtxForgetOp\x12\x12\n" +
 	"\x04txid\x18\x01 \x01(\x04R\x04txid\"!\n" +
 	"\vDtxStatusOp\x12\x12\n" +
-	"\x04txid\x18\x01 \x01(\x04R\x04txid\"\x8f\x02\n" +
+	"\x04txid\x18\x01 \x01(\x04R\x04txid\"\x7f\n" +
+	"\rRemoteEntryOp\x12%\n" +
+	"\x06parent\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\fR\x04name\x12\x1f\n" +
+	"\x03fid\x18\x03 \x01(\v2\r.nacre.v1.FIDR\x03fid\x12\x12\n" +
+	"\x04type\x18\x04 \x01(\rR\x04type\"\x8f\x02\n" +
 	"\tDtxRecord\x12\x12\n" +
 	"\x04txid\x18\x01 \x01(\x04R\x04txid\x12%\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x11.nacre.v1.DtxKindR\x04kind\x12 \n" +
@@ -3664,7 +3759,7 @@ func file_mds_proto_rawDescGZIP() []byte {
 }
 
 var file_mds_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_mds_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_mds_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_mds_proto_goTypes = []any{
 	(DtxKind)(0),            // 0: nacre.v1.DtxKind
 	(SetattrValid)(0),       // 1: nacre.v1.SetattrValid
@@ -3677,125 +3772,129 @@ var file_mds_proto_goTypes = []any{
 	(*DtxResolveOp)(nil),    // 8: nacre.v1.DtxResolveOp
 	(*DtxForgetOp)(nil),     // 9: nacre.v1.DtxForgetOp
 	(*DtxStatusOp)(nil),     // 10: nacre.v1.DtxStatusOp
-	(*DtxRecord)(nil),       // 11: nacre.v1.DtxRecord
-	(*RenameOp)(nil),        // 12: nacre.v1.RenameOp
-	(*SetattrOp)(nil),       // 13: nacre.v1.SetattrOp
-	(*SetxattrOp)(nil),      // 14: nacre.v1.SetxattrOp
-	(*RemovexattrOp)(nil),   // 15: nacre.v1.RemovexattrOp
-	(*SetLayoutOp)(nil),     // 16: nacre.v1.SetLayoutOp
-	(*PoolExtendOp)(nil),    // 17: nacre.v1.PoolExtendOp
-	(*PoolResetOp)(nil),     // 18: nacre.v1.PoolResetOp
-	(*SeqGrantOp)(nil),      // 19: nacre.v1.SeqGrantOp
-	(*DestroyDoneOp)(nil),   // 20: nacre.v1.DestroyDoneOp
-	(*OpenUnlinkOp)(nil),    // 21: nacre.v1.OpenUnlinkOp
-	(*OpenRenameOp)(nil),    // 22: nacre.v1.OpenRenameOp
-	(*TmpfileOp)(nil),       // 23: nacre.v1.TmpfileOp
-	(*OrphanReleaseOp)(nil), // 24: nacre.v1.OrphanReleaseOp
-	(*Reply)(nil),           // 25: nacre.v1.Reply
-	(*LoggedCommand)(nil),   // 26: nacre.v1.LoggedCommand
-	(*ReplayRequest)(nil),   // 27: nacre.v1.ReplayRequest
-	(*ReplayReply)(nil),     // 28: nacre.v1.ReplayReply
-	(*SyncRequest)(nil),     // 29: nacre.v1.SyncRequest
-	(*SyncReply)(nil),       // 30: nacre.v1.SyncReply
-	(*TrimRepliesOp)(nil),   // 31: nacre.v1.TrimRepliesOp
-	(*LookupRequest)(nil),   // 32: nacre.v1.LookupRequest
-	(*GetattrRequest)(nil),  // 33: nacre.v1.GetattrRequest
-	(*ReaddirRequest)(nil),  // 34: nacre.v1.ReaddirRequest
-	(*DirEntry)(nil),        // 35: nacre.v1.DirEntry
-	(*ReaddirReply)(nil),    // 36: nacre.v1.ReaddirReply
-	(*XattrRequest)(nil),    // 37: nacre.v1.XattrRequest
-	(*XattrReply)(nil),      // 38: nacre.v1.XattrReply
-	(*Fid2PathRequest)(nil), // 39: nacre.v1.Fid2PathRequest
-	(*Fid2PathReply)(nil),   // 40: nacre.v1.Fid2PathReply
-	(*PathTail)(nil),        // 41: nacre.v1.PathTail
-	(*Cred)(nil),            // 42: nacre.v1.Cred
-	(*LfsckRepairOp)(nil),   // 43: nacre.v1.LfsckRepairOp
-	(*LfsckStateOp)(nil),    // 44: nacre.v1.LfsckStateOp
-	(*FaultOp)(nil),         // 45: nacre.v1.FaultOp
-	(*FID)(nil),             // 46: nacre.v1.FID
-	(*Layout)(nil),          // 47: nacre.v1.Layout
-	(*Inode)(nil),           // 48: nacre.v1.Inode
-	(*StripeObject)(nil),    // 49: nacre.v1.StripeObject
+	(*RemoteEntryOp)(nil),   // 11: nacre.v1.RemoteEntryOp
+	(*DtxRecord)(nil),       // 12: nacre.v1.DtxRecord
+	(*RenameOp)(nil),        // 13: nacre.v1.RenameOp
+	(*SetattrOp)(nil),       // 14: nacre.v1.SetattrOp
+	(*SetxattrOp)(nil),      // 15: nacre.v1.SetxattrOp
+	(*RemovexattrOp)(nil),   // 16: nacre.v1.RemovexattrOp
+	(*SetLayoutOp)(nil),     // 17: nacre.v1.SetLayoutOp
+	(*PoolExtendOp)(nil),    // 18: nacre.v1.PoolExtendOp
+	(*PoolResetOp)(nil),     // 19: nacre.v1.PoolResetOp
+	(*SeqGrantOp)(nil),      // 20: nacre.v1.SeqGrantOp
+	(*DestroyDoneOp)(nil),   // 21: nacre.v1.DestroyDoneOp
+	(*OpenUnlinkOp)(nil),    // 22: nacre.v1.OpenUnlinkOp
+	(*OpenRenameOp)(nil),    // 23: nacre.v1.OpenRenameOp
+	(*TmpfileOp)(nil),       // 24: nacre.v1.TmpfileOp
+	(*OrphanReleaseOp)(nil), // 25: nacre.v1.OrphanReleaseOp
+	(*Reply)(nil),           // 26: nacre.v1.Reply
+	(*LoggedCommand)(nil),   // 27: nacre.v1.LoggedCommand
+	(*ReplayRequest)(nil),   // 28: nacre.v1.ReplayRequest
+	(*ReplayReply)(nil),     // 29: nacre.v1.ReplayReply
+	(*SyncRequest)(nil),     // 30: nacre.v1.SyncRequest
+	(*SyncReply)(nil),       // 31: nacre.v1.SyncReply
+	(*TrimRepliesOp)(nil),   // 32: nacre.v1.TrimRepliesOp
+	(*LookupRequest)(nil),   // 33: nacre.v1.LookupRequest
+	(*GetattrRequest)(nil),  // 34: nacre.v1.GetattrRequest
+	(*ReaddirRequest)(nil),  // 35: nacre.v1.ReaddirRequest
+	(*DirEntry)(nil),        // 36: nacre.v1.DirEntry
+	(*ReaddirReply)(nil),    // 37: nacre.v1.ReaddirReply
+	(*XattrRequest)(nil),    // 38: nacre.v1.XattrRequest
+	(*XattrReply)(nil),      // 39: nacre.v1.XattrReply
+	(*Fid2PathRequest)(nil), // 40: nacre.v1.Fid2PathRequest
+	(*Fid2PathReply)(nil),   // 41: nacre.v1.Fid2PathReply
+	(*PathTail)(nil),        // 42: nacre.v1.PathTail
+	(*Cred)(nil),            // 43: nacre.v1.Cred
+	(*LfsckRepairOp)(nil),   // 44: nacre.v1.LfsckRepairOp
+	(*LfsckStateOp)(nil),    // 45: nacre.v1.LfsckStateOp
+	(*FaultOp)(nil),         // 46: nacre.v1.FaultOp
+	(*FID)(nil),             // 47: nacre.v1.FID
+	(*Layout)(nil),          // 48: nacre.v1.Layout
+	(*Inode)(nil),           // 49: nacre.v1.Inode
+	(*StripeObject)(nil),    // 50: nacre.v1.StripeObject
 }
 var file_mds_proto_depIdxs = []int32{
-	42, // 0: nacre.v1.Command.cred:type_name -> nacre.v1.Cred
+	43, // 0: nacre.v1.Command.cred:type_name -> nacre.v1.Cred
 	3,  // 1: nacre.v1.Command.create:type_name -> nacre.v1.CreateOp
 	4,  // 2: nacre.v1.Command.link:type_name -> nacre.v1.LinkOp
 	5,  // 3: nacre.v1.Command.unlink:type_name -> nacre.v1.UnlinkOp
-	12, // 4: nacre.v1.Command.rename:type_name -> nacre.v1.RenameOp
-	13, // 5: nacre.v1.Command.setattr:type_name -> nacre.v1.SetattrOp
-	14, // 6: nacre.v1.Command.setxattr:type_name -> nacre.v1.SetxattrOp
-	15, // 7: nacre.v1.Command.removexattr:type_name -> nacre.v1.RemovexattrOp
-	16, // 8: nacre.v1.Command.set_layout:type_name -> nacre.v1.SetLayoutOp
-	43, // 9: nacre.v1.Command.lfsck_repair:type_name -> nacre.v1.LfsckRepairOp
-	44, // 10: nacre.v1.Command.lfsck_state:type_name -> nacre.v1.LfsckStateOp
-	45, // 11: nacre.v1.Command.fault:type_name -> nacre.v1.FaultOp
-	17, // 12: nacre.v1.Command.pool_extend:type_name -> nacre.v1.PoolExtendOp
-	18, // 13: nacre.v1.Command.pool_reset:type_name -> nacre.v1.PoolResetOp
-	19, // 14: nacre.v1.Command.seq_grant:type_name -> nacre.v1.SeqGrantOp
-	20, // 15: nacre.v1.Command.destroy_done:type_name -> nacre.v1.DestroyDoneOp
-	31, // 16: nacre.v1.Command.trim_replies:type_name -> nacre.v1.TrimRepliesOp
-	21, // 17: nacre.v1.Command.open_unlink:type_name -> nacre.v1.OpenUnlinkOp
-	22, // 18: nacre.v1.Command.open_rename:type_name -> nacre.v1.OpenRenameOp
-	23, // 19: nacre.v1.Command.tmpfile:type_name -> nacre.v1.TmpfileOp
-	24, // 20: nacre.v1.Command.orphan_release:type_name -> nacre.v1.OrphanReleaseOp
+	13, // 4: nacre.v1.Command.rename:type_name -> nacre.v1.RenameOp
+	14, // 5: nacre.v1.Command.setattr:type_name -> nacre.v1.SetattrOp
+	15, // 6: nacre.v1.Command.setxattr:type_name -> nacre.v1.SetxattrOp
+	16, // 7: nacre.v1.Command.removexattr:type_name -> nacre.v1.RemovexattrOp
+	17, // 8: nacre.v1.Command.set_layout:type_name -> nacre.v1.SetLayoutOp
+	44, // 9: nacre.v1.Command.lfsck_repair:type_name -> nacre.v1.LfsckRepairOp
+	45, // 10: nacre.v1.Command.lfsck_state:type_name -> nacre.v1.LfsckStateOp
+	46, // 11: nacre.v1.Command.fault:type_name -> nacre.v1.FaultOp
+	18, // 12: nacre.v1.Command.pool_extend:type_name -> nacre.v1.PoolExtendOp
+	19, // 13: nacre.v1.Command.pool_reset:type_name -> nacre.v1.PoolResetOp
+	20, // 14: nacre.v1.Command.seq_grant:type_name -> nacre.v1.SeqGrantOp
+	21, // 15: nacre.v1.Command.destroy_done:type_name -> nacre.v1.DestroyDoneOp
+	32, // 16: nacre.v1.Command.trim_replies:type_name -> nacre.v1.TrimRepliesOp
+	22, // 17: nacre.v1.Command.open_unlink:type_name -> nacre.v1.OpenUnlinkOp
+	23, // 18: nacre.v1.Command.open_rename:type_name -> nacre.v1.OpenRenameOp
+	24, // 19: nacre.v1.Command.tmpfile:type_name -> nacre.v1.TmpfileOp
+	25, // 20: nacre.v1.Command.orphan_release:type_name -> nacre.v1.OrphanReleaseOp
 	6,  // 21: nacre.v1.Command.dtx_prepare:type_name -> nacre.v1.DtxPrepareOp
 	7,  // 22: nacre.v1.Command.dtx_finish:type_name -> nacre.v1.DtxFinishOp
 	8,  // 23: nacre.v1.Command.dtx_resolve:type_name -> nacre.v1.DtxResolveOp
 	9,  // 24: nacre.v1.Command.dtx_forget:type_name -> nacre.v1.DtxForgetOp
 	10, // 25: nacre.v1.Command.dtx_status:type_name -> nacre.v1.DtxStatusOp
-	46, // 26: nacre.v1.CreateOp.parent:type_name -> nacre.v1.FID
-	47, // 27: nacre.v1.CreateOp.layout:type_name -> nacre.v1.Layout
-	48, // 28: nacre.v1.CreateOp.remote:type_name -> nacre.v1.Inode
-	46, // 29: nacre.v1.LinkOp.fid:type_name -> nacre.v1.FID
-	46, // 30: nacre.v1.LinkOp.parent:type_name -> nacre.v1.FID
-	46, // 31: nacre.v1.UnlinkOp.parent:type_name -> nacre.v1.FID
-	48, // 32: nacre.v1.UnlinkOp.remote:type_name -> nacre.v1.Inode
-	0,  // 33: nacre.v1.DtxPrepareOp.kind:type_name -> nacre.v1.DtxKind
-	46, // 34: nacre.v1.DtxPrepareOp.parent:type_name -> nacre.v1.FID
-	48, // 35: nacre.v1.DtxPrepareOp.inode:type_name -> nacre.v1.Inode
-	46, // 36: nacre.v1.DtxPrepareOp.fid:type_name -> nacre.v1.FID
-	0,  // 37: nacre.v1.DtxRecord.kind:type_name -> nacre.v1.DtxKind
-	46, // 38: nacre.v1.DtxRecord.fid:type_name -> nacre.v1.FID
-	46, // 39: nacre.v1.DtxRecord.parent:type_name -> nacre.v1.FID
-	46, // 40: nacre.v1.RenameOp.src_parent:type_name -> nacre.v1.FID
-	46, // 41: nacre.v1.RenameOp.dst_parent:type_name -> nacre.v1.FID
-	46, // 42: nacre.v1.SetattrOp.fid:type_name -> nacre.v1.FID
-	46, // 43: nacre.v1.SetxattrOp.fid:type_name -> nacre.v1.FID
-	46, // 44: nacre.v1.RemovexattrOp.fid:type_name -> nacre.v1.FID
-	46, // 45: nacre.v1.SetLayoutOp.fid:type_name -> nacre.v1.FID
-	47, // 46: nacre.v1.SetLayoutOp.layout:type_name -> nacre.v1.Layout
-	49, // 47: nacre.v1.DestroyDoneOp.objects:type_name -> nacre.v1.StripeObject
-	5,  // 48: nacre.v1.OpenUnlinkOp.unlink:type_name -> nacre.v1.UnlinkOp
-	46, // 49: nacre.v1.OpenUnlinkOp.open:type_name -> nacre.v1.FID
-	12, // 50: nacre.v1.OpenRenameOp.rename:type_name -> nacre.v1.RenameOp
-	46, // 51: nacre.v1.OpenRenameOp.open:type_name -> nacre.v1.FID
-	46, // 52: nacre.v1.TmpfileOp.parent:type_name -> nacre.v1.FID
-	47, // 53: nacre.v1.TmpfileOp.layout:type_name -> nacre.v1.Layout
-	46, // 54: nacre.v1.OrphanReleaseOp.fids:type_name -> nacre.v1.FID
-	46, // 55: nacre.v1.OrphanReleaseOp.share:type_name -> nacre.v1.FID
-	48, // 56: nacre.v1.Reply.inode:type_name -> nacre.v1.Inode
-	26, // 57: nacre.v1.Reply.replay:type_name -> nacre.v1.LoggedCommand
-	26, // 58: nacre.v1.ReplayRequest.commands:type_name -> nacre.v1.LoggedCommand
-	46, // 59: nacre.v1.LookupRequest.parent:type_name -> nacre.v1.FID
-	42, // 60: nacre.v1.LookupRequest.cred:type_name -> nacre.v1.Cred
-	46, // 61: nacre.v1.GetattrRequest.fid:type_name -> nacre.v1.FID
-	46, // 62: nacre.v1.ReaddirRequest.fid:type_name -> nacre.v1.FID
-	42, // 63: nacre.v1.ReaddirRequest.cred:type_name -> nacre.v1.Cred
-	46, // 64: nacre.v1.DirEntry.fid:type_name -> nacre.v1.FID
-	48, // 65: nacre.v1.DirEntry.inode:type_name -> nacre.v1.Inode
-	35, // 66: nacre.v1.ReaddirReply.entries:type_name -> nacre.v1.DirEntry
-	46, // 67: nacre.v1.XattrRequest.fid:type_name -> nacre.v1.FID
-	42, // 68: nacre.v1.XattrRequest.cred:type_name -> nacre.v1.Cred
-	46, // 69: nacre.v1.Fid2PathRequest.fid:type_name -> nacre.v1.FID
-	42, // 70: nacre.v1.Fid2PathRequest.cred:type_name -> nacre.v1.Cred
-	41, // 71: nacre.v1.Fid2PathReply.tails:type_name -> nacre.v1.PathTail
-	46, // 72: nacre.v1.PathTail.parent:type_name -> nacre.v1.FID
-	73, // [73:73] is the sub-list for method output_type
-	73, // [73:73] is the sub-list for method input_type
-	73, // [73:73] is the sub-list for extension type_name
-	73, // [73:73] is the sub-list for extension extendee
-	0,  // [0:73] is the sub-list for field type_name
+	11, // 26: nacre.v1.Command.remote_entry:type_name -> nacre.v1.RemoteEntryOp
+	47, // 27: nacre.v1.CreateOp.parent:type_name -> nacre.v1.FID
+	48, // 28: nacre.v1.CreateOp.layout:type_name -> nacre.v1.Layout
+	49, // 29: nacre.v1.CreateOp.remote:type_name -> nacre.v1.Inode
+	47, // 30: nacre.v1.LinkOp.fid:type_name -> nacre.v1.FID
+	47, // 31: nacre.v1.LinkOp.parent:type_name -> nacre.v1.FID
+	47, // 32: nacre.v1.UnlinkOp.parent:type_name -> nacre.v1.FID
+	49, // 33: nacre.v1.UnlinkOp.remote:type_name -> nacre.v1.Inode
+	0,  // 34: nacre.v1.DtxPrepareOp.kind:type_name -> nacre.v1.DtxKind
+	47, // 35: nacre.v1.DtxPrepareOp.parent:type_name -> nacre.v1.FID
+	49, // 36: nacre.v1.DtxPrepareOp.inode:type_name -> nacre.v1.Inode
+	47, // 37: nacre.v1.DtxPrepareOp.fid:type_name -> nacre.v1.FID
+	47, // 38: nacre.v1.RemoteEntryOp.parent:type_name -> nacre.v1.FID
+	47, // 39: nacre.v1.RemoteEntryOp.fid:type_name -> nacre.v1.FID
+	0,  // 40: nacre.v1.DtxRecord.kind:type_name -> nacre.v1.DtxKind
+	47, // 41: nacre.v1.DtxRecord.fid:type_name -> nacre.v1.FID
+	47, // 42: nacre.v1.DtxRecord.parent:type_name -> nacre.v1.FID
+	47, // 43: nacre.v1.RenameOp.src_parent:type_name -> nacre.v1.FID
+	47, // 44: nacre.v1.RenameOp.dst_parent:type_name -> nacre.v1.FID
+	47, // 45: nacre.v1.SetattrOp.fid:type_name -> nacre.v1.FID
+	47, // 46: nacre.v1.SetxattrOp.fid:type_name -> nacre.v1.FID
+	47, // 47: nacre.v1.RemovexattrOp.fid:type_name -> nacre.v1.FID
+	47, // 48: nacre.v1.SetLayoutOp.fid:type_name -> nacre.v1.FID
+	48, // 49: nacre.v1.SetLayoutOp.layout:type_name -> nacre.v1.Layout
+	50, // 50: nacre.v1.DestroyDoneOp.objects:type_name -> nacre.v1.StripeObject
+	5,  // 51: nacre.v1.OpenUnlinkOp.unlink:type_name -> nacre.v1.UnlinkOp
+	47, // 52: nacre.v1.OpenUnlinkOp.open:type_name -> nacre.v1.FID
+	13, // 53: nacre.v1.OpenRenameOp.rename:type_name -> nacre.v1.RenameOp
+	47, // 54: nacre.v1.OpenRenameOp.open:type_name -> nacre.v1.FID
+	47, // 55: nacre.v1.TmpfileOp.parent:type_name -> nacre.v1.FID
+	48, // 56: nacre.v1.TmpfileOp.layout:type_name -> nacre.v1.Layout
+	47, // 57: nacre.v1.OrphanReleaseOp.fids:type_name -> nacre.v1.FID
+	47, // 58: nacre.v1.OrphanReleaseOp.share:type_name -> nacre.v1.FID
+	49, // 59: nacre.v1.Reply.inode:type_name -> nacre.v1.Inode
+	27, // 60: nacre.v1.Reply.replay:type_name -> nacre.v1.LoggedCommand
+	27, // 61: nacre.v1.ReplayRequest.commands:type_name -> nacre.v1.LoggedCommand
+	47, // 62: nacre.v1.LookupRequest.parent:type_name -> nacre.v1.FID
+	43, // 63: nacre.v1.LookupRequest.cred:type_name -> nacre.v1.Cred
+	47, // 64: nacre.v1.GetattrRequest.fid:type_name -> nacre.v1.FID
+	47, // 65: nacre.v1.ReaddirRequest.fid:type_name -> nacre.v1.FID
+	43, // 66: nacre.v1.ReaddirRequest.cred:type_name -> nacre.v1.Cred
+	47, // 67: nacre.v1.DirEntry.fid:type_name -> nacre.v1.FID
+	49, // 68: nacre.v1.DirEntry.inode:type_name -> nacre.v1.Inode
+	36, // 69: nacre.v1.ReaddirReply.entries:type_name -> nacre.v1.DirEntry
+	47, // 70: nacre.v1.XattrRequest.fid:type_name -> nacre.v1.FID
+	43, // 71: nacre.v1.XattrRequest.cred:type_name -> nacre.v1.Cred
+	47, // 72: nacre.v1.Fid2PathRequest.fid:type_name -> nacre.v1.FID
+	43, // 73: nacre.v1.Fid2PathRequest.cred:type_name -> nacre.v1.Cred
+	42, // 74: nacre.v1.Fid2PathReply.tails:type_name -> nacre.v1.PathTail
+	47, // 75: nacre.v1.PathTail.parent:type_name -> nacre.v1.FID
+	76, // [76:76] is the sub-list for method output_type
+	76, // [76:76] is the sub-list for method input_type
+	76, // [76:76] is the sub-list for extension type_name
+	76, // [76:76] is the sub-list for extension extendee
+	0,  // [0:76] is the sub-list for field type_name
 }
 
 func init() { file_mds_proto_init() }
@@ -3831,6 +3930,7 @@ func file_mds_proto_init() {
 		(*Command_DtxResolve)(nil),
 		(*Command_DtxForget)(nil),
 		(*Command_DtxStatus)(nil),
+		(*Command_RemoteEntry)(nil),
 	}
 	file_mds_proto_msgTypes[1].OneofWrappers = []any{}
 	type x struct{}
@@ -3839,7 +3939,7 @@ func file_mds_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mds_proto_rawDesc), len(file_mds_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   40,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -37,6 +37,9 @@ const (
 	Orphan          Kind = "orphan"
 	OrphanDir       Kind = "orphan_dir"
 	LostParent      Kind = "lost_parent"
+	// namespace across MDTs (remote directories)
+	RemoteDangling Kind = "remote_dangling"
+	RemoteLostName Kind = "remote_lost_name"
 	// layout (§5.3)
 	OSTObjectMissing  Kind = "ost_object_missing"
 	PFIDMissingParent Kind = "pfid_missing_parent"
@@ -97,6 +100,8 @@ var Kinds = []Damage{
 	{Orphan, "namespace", "file", "orphan", "-o", "1", "lost+found", "remove the directory entry and the linkEA: nothing names the object"},
 	{OrphanDir, "namespace", "dir", "orphan", "-o", "1", "lost+found", "remove a directory's entry and linkEA (its parent's nlink follows)"},
 	{LostParent, "namespace", "file", "lost_dirent", "-o", "1", "lost+found", "remove the file's directory (which holds only it) with both entries; the file's linkEA names the lost directory"},
+	{RemoteDangling, "namespace", "dir", "remote_dangling", "", "1", "empty", "remove an empty remote directory's object on its MDT, keep its entry on the parent's MDT (a cluster of several MDTs: nacre mkdir -i)"},
+	{RemoteLostName, "namespace", "dir", "remote_lost_dirent", "", "1", "intact", "remove a remote directory's entry on the parent's MDT (the parent's nlink follows); the directory keeps its linkEA on its own MDT (a cluster of several MDTs: nacre mkdir -i)"},
 	// layout (§5.3)
 	{OSTObjectMissing, "layout", "file", "dangling", "-c", "1", "stripe-lost", "delete the OST object of stripe I"},
 	{PFIDMissingParent, "layout", "file", "unmatched_pair", "", "1", "intact", "make stripe I's PFID name a FID that does not exist"},
@@ -119,4 +124,17 @@ func LookupKind(name string) (Damage, bool) {
 		}
 	}
 	return Damage{}, false
+}
+
+// OnParentMDT reports whether kind damages the parent's MDT rather than
+// the object's (they differ for a remote directory).
+func OnParentMDT(kind Kind) bool { return kind == RemoteLostName }
+
+// MDTsNeeded is how many MDTs the fixture of kind needs: 2 for the kinds
+// of remote directories, else 1.
+func MDTsNeeded(kind Kind) int {
+	if kind == RemoteDangling || kind == RemoteLostName {
+		return 2
+	}
+	return 1
 }

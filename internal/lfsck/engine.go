@@ -52,6 +52,22 @@ type Env struct {
 	// server's environment, read by cmd/nacre); the zero value is the
 	// default.
 	Tuning Tuning
+	// Remote reaches the other MDTs, for the names that cross MDTs
+	// (remote directories); nil: one MDT.
+	Remote Remote
+}
+
+// Remote is what the namespace check asks of the other MDTs. Errors that
+// say an object or a name does not exist unwrap to syscall.ENOENT.
+type Remote interface {
+	// Getattr reads an object, with its linkEA, on the MDT that holds it.
+	Getattr(ctx context.Context, f fid.FID) (*pb.Inode, error)
+	// Lookup reads parent/name on the MDT that holds parent: the FID it
+	// names and whether the entry is remote.
+	Lookup(ctx context.Context, parent fid.FID, name string) (fid.FID, bool, error)
+	// Relink puts the remote entry parent/name -> f (of type typ, DT_*)
+	// back on the parent's MDT, if the name is free.
+	Relink(ctx context.Context, parent fid.FID, name string, f fid.FID, typ uint32) error
 }
 
 // Tuning adjusts how a run shares the machine with clients.

@@ -94,6 +94,10 @@ const (
 	KNsOrphanDirent = 11 // entries of a directory that does not exist
 	// the linkEA is marked overflowed (names left out) but holds every name
 	KNsLinkEAOverflow = 12
+	// a remote entry whose directory is missing on its MDT
+	KNsRemoteDangling = 13
+	// a remote directory whose entry on the parent's MDT is missing
+	KNsRemoteLost = 14
 
 	// layout
 	KLyDangling   = 1 // a layout slot names an OST object that does not exist
@@ -112,7 +116,8 @@ var KindNames = map[uint32]map[uint32]string{
 	Scrub: {KOIMissing: "missing", KOIStale: "stale", KOIConflict: "conflict", KOIDangling: "dangling", KOIGarbage: "garbage"},
 	Namespace: {KNsDirent: "dirent", KNsLinkEA: "linkea", KNsNlinks: "nlinks", KNsDangling: "dangling", KNsBadType: "bad_file_type",
 		KNsLostDirent: "lost_dirent", KNsUnmatched: "unmatched_pairs", KNsMultiRef: "multiple_referenced", KNsOrphan: "orphan",
-		KNsUnknown: "unknown", KNsOrphanDirent: "orphan_dirents", KNsLinkEAOverflow: "linkea_overflow"},
+		KNsUnknown: "unknown", KNsOrphanDirent: "orphan_dirents", KNsLinkEAOverflow: "linkea_overflow",
+		KNsRemoteDangling: "remote_dangling", KNsRemoteLost: "remote_lost_dirent"},
 	Layout: {KLyDangling: "dangling", KLyUnmatched: "unmatched_pair", KLyMultiRef: "multiple_referenced", KLyOrphan: "orphan",
 		KLyOwner: "inconsistent_owner", KLyStripeIdx: "bad_stripe_index", KLyOthers: "others", KLyBadLayout: "bad_layout",
 		KLyUnreadable: "unreadable_record"},

@@ -55,6 +55,9 @@ func startReq(k fault.Damage, dry bool) *pb.LfsckStartRequest {
 func TestEveryFaultKind(t *testing.T) {
 	t.Parallel() // arms no fault point (tiers_test.go)
 	for _, k := range fault.Kinds {
+		if fault.MDTsNeeded(k.Kind) > 1 {
+			continue // test/itest/dne_test.go
+		}
 		t.Run(string(k.Kind), func(t *testing.T) {
 			h := newHarness(t, 2)
 			tr := buildTree(h)

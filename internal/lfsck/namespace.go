@@ -34,6 +34,10 @@ const (
 	itemEntry  = 1 // a directory entry names child (its linkEA did not match)
 	itemClaim  = 2 // child's linkEA names parent/name (no entry matched)
 	itemObject = 3 // child needs a look: flags say why
+	// The names that cross MDTs, paired in phase 2 by asking the other
+	// MDT (remote.go).
+	itemRemoteEntry = 4 // a remote entry here names child on another MDT
+	itemRemoteClaim = 5 // child's linkEA names parent/name on another MDT
 
 	flagGarbage = 1 // the entry does not decode or names no sane FID
 	flagNames   = 2 // a directory with no or several names
@@ -205,9 +209,12 @@ func (ns *nsCheck) scanObject(so *scanned) {
 			subdirs++
 		}
 		if mdt.DirentRemote(itD.Value()) {
-			// Its linkEA is on the other MDT: the check across MDTs
-			// pairs it, not this one.
+			// Its linkEA is on the other MDT: phase 2 asks it.
 			r.led.add(Namespace, tStat+sRemote, 1)
+			if !rebuild {
+				ns.items = append(ns.items, &pb.LfsckTraceItem{Kind: itemRemoteEntry, Child: cf.PB(), Parent: o.fid.PB(), Name: append([]byte(nil), name...),
+					Type: uint32(ctyp), Local: local})
+			}
 			continue
 		}
 		ns.names.entry(ns.names.hash(o.fid, name, cf, ctyp), local)
@@ -215,7 +222,12 @@ func (ns *nsCheck) scanObject(so *scanned) {
 	if o.fid != fid.Root {
 		for _, l := range o.links {
 			if l.remote {
-				continue // its entry is on the other MDT
+				// Its entry is on the other MDT: phase 2 asks it.
+				if !rebuild {
+					ns.items = append(ns.items, &pb.LfsckTraceItem{Kind: itemRemoteClaim, Child: o.fid.PB(), Parent: l.parent.PB(), Name: append([]byte(nil), l.name...),
+						Type: uint32(typ), Local: local})
+				}
+				continue
 			}
 			ns.names.claim(ns.names.hash(l.parent, l.name, o.fid, typ), local)
 		}
@@ -559,9 +571,23 @@ func (ns *nsCheck) traceScan() error {
 			}
 			continue
 		}
-		if err := ns.reconcile(fid.FromPB(group[0].Child), group, claims, planned); err != nil {
-			if err := r.failed(Namespace, 2, err); err != nil {
-				return err
+		local := group[:0:0]
+		for _, it := range group {
+			if it.Kind != itemRemoteEntry && it.Kind != itemRemoteClaim {
+				local = append(local, it)
+				continue
+			}
+			if err := ns.verifyRemote(it); err != nil {
+				if err := r.failed(Namespace, 2, err); err != nil {
+					return err
+				}
+			}
+		}
+		if len(local) > 0 {
+			if err := ns.reconcile(fid.FromPB(group[0].Child), local, claims, planned); err != nil {
+				if err := r.failed(Namespace, 2, err); err != nil {
+					return err
+				}
 			}
 		}
 		if err := r.rep.flush(); err != nil {

@@ -161,6 +161,17 @@ func (p *mdtPeers) order(index uint32) []*peerRep {
 // call sends an MDT-internal command to MDT index, trying its replicas
 // until the leader answers or ctx ends.
 func (p *mdtPeers) call(ctx context.Context, index uint32, cmd *pb.Command) (*pb.Reply, error) {
+	var rep *pb.Reply
+	err := p.with(ctx, index, func(c *mdrpc.MDS) (err error) {
+		rep, err = c.Mutate(ctx, cmd)
+		return err
+	})
+	return rep, err
+}
+
+// with runs fn on MDT index's replicas in turn until one answers (the
+// leader, for what only a leader serves) or ctx ends.
+func (p *mdtPeers) with(ctx context.Context, index uint32, fn func(c *mdrpc.MDS) error) error {
 	var last error
 	for attempt := 0; ; attempt++ {
 		rs := p.order(index)
@@ -168,20 +179,20 @@ func (p *mdtPeers) call(ctx context.Context, index uint32, cmd *pb.Command) (*pb
 			last = fmt.Errorf("MDT%04x is not in the configuration the MGS gave", index)
 		}
 		for _, r := range rs {
-			rep, err := r.cli.Mutate(ctx, cmd)
+			err := fn(r.cli)
 			if err == nil {
 				p.mu.Lock()
 				p.good[index] = r.id
 				p.mu.Unlock()
-				return rep, nil
+				return nil
 			}
 			last = err
 			if ctx.Err() != nil {
-				return nil, fmt.Errorf("MDT%04x: %w", index, last)
+				return fmt.Errorf("MDT%04x: %w", index, last)
 			}
 		}
 		if err := sleepCtx(ctx, min(20*time.Millisecond<<min(attempt, 6), time.Second)); err != nil {
-			return nil, fmt.Errorf("MDT%04x did not answer: %w", index, last)
+			return fmt.Errorf("MDT%04x did not answer: %w", index, last)
 		}
 	}
 }
@@ -435,4 +446,71 @@ func (s *Server) notHere(f fid.FID, what string) *pb.Reply {
 		return nil
 	}
 	return &pb.Reply{Errno: int32(syscall.EXDEV), Message: fmt.Sprintf("%s: %s is on MDT%04x, and this directory on %s (cross-MDT %ss are not supported yet)", what, f, on, s.id.Label(), what)}
+}
+
+// remoteMDTs is the checker's view of the other MDTs (lfsck.Remote).
+type remoteMDTs struct{ s *Server }
+
+func (m remoteMDTs) mdtOf(f fid.FID) (uint32, error) {
+	idx, ok := m.s.peers.mdtOf(f)
+	if !ok {
+		m.s.freshConfig()
+		if idx, ok = m.s.peers.mdtOf(f); !ok {
+			return 0, fmt.Errorf("no MDT serves the sequence of %s in the FLD", f)
+		}
+	}
+	return idx, nil
+}
+
+// replyErr turns an errno reply into an error that unwraps to it.
+func replyErr(what string, errNo int32, msg string) error {
+	if errNo == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: %s: %w", what, msg, syscall.Errno(errNo))
+}
+
+func (m remoteMDTs) Getattr(ctx context.Context, f fid.FID) (*pb.Inode, error) {
+	idx, err := m.mdtOf(f)
+	if err != nil {
+		return nil, err
+	}
+	var rep *pb.Reply
+	if err := m.s.peers.with(ctx, idx, func(c *mdrpc.MDS) (err error) {
+		rep, err = c.Getattr(ctx, &pb.GetattrRequest{Fid: f.PB(), WantLinks: true})
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	return rep.Inode, replyErr("getattr "+f.String(), rep.Errno, rep.Message)
+}
+
+func (m remoteMDTs) Lookup(ctx context.Context, parent fid.FID, name string) (fid.FID, bool, error) {
+	idx, err := m.mdtOf(parent)
+	if err != nil {
+		return fid.FID{}, false, err
+	}
+	var rep *pb.Reply
+	if err := m.s.peers.with(ctx, idx, func(c *mdrpc.MDS) (err error) {
+		rep, err = c.Lookup(ctx, &pb.LookupRequest{Parent: parent.PB(), Name: []byte(name)})
+		return err
+	}); err != nil {
+		return fid.FID{}, false, err
+	}
+	if err := replyErr(fmt.Sprintf("lookup %q in %s", name, parent), rep.Errno, rep.Message); err != nil {
+		return fid.FID{}, false, err
+	}
+	return fid.FromPB(rep.Inode.Fid), rep.Inode.Flags&uint32(pb.InodeFlag_INODE_FLAG_REMOTE) != 0, nil
+}
+
+func (m remoteMDTs) Relink(ctx context.Context, parent fid.FID, name string, f fid.FID, typ uint32) error {
+	idx, err := m.mdtOf(parent)
+	if err != nil {
+		return err
+	}
+	rep, err := m.s.peers.call(ctx, idx, &pb.Command{Op: &pb.Command_RemoteEntry{RemoteEntry: &pb.RemoteEntryOp{Parent: parent.PB(), Name: []byte(name), Fid: f.PB(), Type: typ}}})
+	if err != nil {
+		return err
+	}
+	return replyErr(fmt.Sprintf("put back %q in %s", name, parent), rep.Errno, rep.Message)
 }

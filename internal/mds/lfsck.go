@@ -36,7 +36,8 @@ func (s *Server) startChecker(g *grpc.Server, reg *prometheus.Registry) {
 		s.log.Warn("NACRE_FAULTS", "err", err)
 	}
 	c := lfsck.New(lfsck.Env{Target: s.t, Propose: s.propose, OSTs: s.lfsckOSTs, Log: s.log,
-		Activity: func() uint64 { return s.group.AppliedIndex() }, Invalidate: s.invalidateClients, Tuning: s.opts.Checker})
+		Activity: func() uint64 { return s.group.AppliedIndex() }, Invalidate: s.invalidateClients, Tuning: s.opts.Checker,
+		Remote: remoteMDTs{s}})
 	checkers.Store(s, c)
 	if reg != nil {
 		s.lfsckMetrics = newLfsckCollector(c, s.id.Name())

@@ -347,7 +347,7 @@ func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error)
 		return nil, err
 	}
 	switch cmd.Op.(type) {
-	case *pb.Command_DtxPrepare, *pb.Command_DtxFinish, *pb.Command_DtxResolve, *pb.Command_DtxForget, *pb.Command_DtxStatus:
+	case *pb.Command_DtxPrepare, *pb.Command_DtxFinish, *pb.Command_DtxResolve, *pb.Command_DtxForget, *pb.Command_DtxStatus, *pb.Command_RemoteEntry:
 		r, err := s.serveDtx(ctx, cmd)
 		if err == nil {
 			s.m.observe(op, start, r.Errno)

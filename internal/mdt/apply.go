@@ -263,6 +263,8 @@ func (x *txn) run() (*pb.Reply, error) {
 		return x.dtxResolve(op.DtxResolve)
 	case *pb.Command_DtxForget:
 		return x.dtxForget(op.DtxForget)
+	case *pb.Command_RemoteEntry:
+		return x.remoteEntry(op.RemoteEntry)
 	}
 	return nil, errf(syscall.EINVAL, "unknown command")
 }

@@ -471,3 +471,49 @@ func (t *Target) RemoteDir(parent fid.FID, name string, mode, umask uint32, cred
 	}
 	return ino, access, def, nil
 }
+
+// remoteEntry puts back a remote directory's entry that the checker of
+// the directory's MDT found lost.
+func (x *txn) remoteEntry(op *pb.RemoteEntryOp) (*pb.Reply, error) {
+	name := string(op.Name)
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	pf := fid.FromPB(op.Parent)
+	plocal, parent, err := x.getDir(pf, 0, "parent")
+	if err != nil {
+		return nil, err
+	}
+	if _, _, found, err := lookupName(x.b, plocal, name); err != nil {
+		return nil, err
+	} else if found {
+		return nil, errf(syscall.EEXIST, "entry %q in %s names something else now", name, pf)
+	}
+	typ := uint8(op.Type)
+	x.b.Set(DirentKey(plocal, name), encodeRemoteDirent(fid.FromPB(op.Fid), typ))
+	if uint32(typ) == syscall.S_IFDIR>>12 {
+		parent.Nlink++
+	}
+	x.touch(parent)
+	x.put(plocal, parent)
+	return &pb.Reply{}, nil
+}
+
+// DtxInvolves reports whether a cross-MDT transaction this MDT keeps a
+// record of concerns f (the checker leaves such names alone: they are
+// changing).
+func DtxInvolves(r kv.Reader, f fid.FID) bool {
+	lo := []byte{pfxDtx}
+	it, err := r.NewIter(lo, kv.PrefixEnd(lo))
+	if err != nil {
+		return true
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		rec := &pb.DtxRecord{}
+		if proto.Unmarshal(it.Value(), rec) == nil && fid.FromPB(rec.Fid) == f {
+			return true
+		}
+	}
+	return false
+}

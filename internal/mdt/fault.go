@@ -65,6 +65,8 @@ var faultBuilders = map[fault.Kind]faultBuilder{
 	fault.Orphan:            orphan,
 	fault.OrphanDir:         orphan,
 	fault.LostParent:        lostParent,
+	fault.RemoteDangling:    remoteDangling,
+	fault.RemoteLostName:    remoteLostName,
 	fault.OSTObjectMissing:  ostObjectMissing,
 	fault.PFIDMissingParent: ostRecord(pfidMissingParent),
 	fault.PFIDOtherFile:     ostRecord(pfidOtherFile),
@@ -82,6 +84,14 @@ var faultBuilders = map[fault.Kind]faultBuilder{
 func (t *Target) BuildFault(req *pb.FaultInjectRequest) (*pb.FaultOp, []OSTFault, error) {
 	r := kv.Reader(t.db)
 	f := fid.FromPB(req.Fid)
+	if fault.OnParentMDT(fault.Kind(req.Kind)) {
+		// The object is on another MDT: only its entry is here.
+		b := &faultBuild{t: t, r: r, req: req, f: f, name: string(req.Name), ch: &pb.LfsckRepair{}, pf: fid.FromPB(req.Parent)}
+		if err := faultBuilders[fault.Kind(req.Kind)](b); err != nil {
+			return nil, nil, err
+		}
+		return &pb.FaultOp{Kind: req.Kind, Change: b.ch}, nil, nil
+	}
 	local, ino, err := getInode(r, f)
 	if err != nil {
 		return nil, nil, fmt.Errorf("fault %s: %w", req.Kind, err)
@@ -399,6 +409,52 @@ func dangling(b *faultBuild) error {
 		}
 	}
 	return b.removeObject(true)
+}
+
+// remoteDangling removes a remote directory's object; its entry is on
+// the parent's MDT, which this one is not.
+func remoteDangling(b *faultBuild) error {
+	if err := b.needDir(); err != nil {
+		return err
+	}
+	if len(b.ino.Links) != 1 || !b.ino.Links[0].Remote {
+		return b.errorf("%s is not a remote directory (make one with nacre mkdir -i)", b.f)
+	}
+	if empty, err := dirEmpty(b.r, b.local); err != nil || !empty {
+		return b.errorf("the directory must be empty")
+	}
+	return b.removeObject(false)
+}
+
+// remoteLostName removes a remote directory's entry, here on its
+// parent's MDT; the directory stays on its own.
+func remoteLostName(b *faultBuild) error {
+	if b.pf.IsZero() || b.name == "" {
+		return b.errorf("needs the directory's parent and name")
+	}
+	var err error
+	if b.plocal, b.pino, err = getInode(b.r, b.pf); err != nil {
+		return b.errorf("the parent %s is not on %s: %v", b.pf, b.t.id.Label(), err)
+	}
+	b.dk = DirentKey(b.plocal, b.name)
+	if b.dv, err = b.r.Get(b.dk); err != nil {
+		return b.errorf("no entry %q in %s", b.name, b.pf)
+	}
+	if cf, _, ok := decodeDirent(b.dv); !ok || cf != b.f || !direntRemote(b.dv) {
+		return b.errorf("entry %q is not the remote directory %s (make one with nacre mkdir -i)", b.name, b.f)
+	}
+	pv, err := b.r.Get(ObjKey(b.plocal))
+	if err != nil {
+		return err
+	}
+	b.cond(ObjKey(b.plocal), pv)
+	b.cond(b.dk, b.dv)
+	b.del(b.dk)
+	if b.pino.Nlink > 2 {
+		b.pino.Nlink--
+	}
+	b.set(ObjKey(b.plocal), mustMarshal(b.pino))
+	return nil
 }
 
 // Namespace kinds: the linkEA.

@@ -294,3 +294,69 @@ func TestRemoteDirectoryCrashes(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 func procAlive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+// TestRemoteDirectoryDamage: the two kinds of damage to a remote
+// directory's halves, each found by the checker of the MDT that holds
+// the half left, in a dry run without changing anything, repaired by a
+// real run, and clean after.
+func TestRemoteDirectoryDamage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster of two MDTs")
+	}
+	cl := testcluster.Start(t, testcluster.Options{MDTs: 2, OSTs: 1})
+	c := cl.Client(t)
+	ctx := context.Background()
+	cases := []struct {
+		kind, counter string
+		finder        string // the MDT whose checker finds it
+		back          bool   // the repair gives the directory back
+	}{
+		{"remote_dangling", "remote_dangling", "0", false},
+		{"remote_lost_name", "remote_lost_dirent", "1", true},
+	}
+	for i, tc := range cases {
+		t.Run(tc.kind, func(t *testing.T) {
+			name := fmt.Sprintf("r%d", i)
+			if out, err := cl.Run("mkdir", "-i", "1", "/"+name); err != nil {
+				t.Fatalf("mkdir -i 1: %v\n%s", err, out)
+			}
+			checkerClean(t, cl)
+			if out, err := cl.Run("fault", "inject", tc.kind, "--path", "/"+name); err != nil {
+				t.Fatalf("inject %s: %v\n%s", tc.kind, err, out)
+			}
+			dry := lfsckRun(t, cl, "--mdt", tc.finder, "-n")
+			if got := dry.Components["namespace"].Counters[tc.counter]; got.Inconsistent != 1 || got.Repaired != 0 {
+				t.Fatalf("dry run on MDT%s: want 1 namespace.%s found, none repaired; got %s", tc.finder, tc.counter, summary(dry))
+			}
+			if f, _ := found(dry); f != 1 {
+				t.Fatalf("dry run on MDT%s: %s", tc.finder, summary(dry))
+			}
+			real := lfsckRun(t, cl, "--mdt", tc.finder)
+			if got := real.Components["namespace"].Counters[tc.counter]; got.Repaired != 1 {
+				t.Fatalf("real run on MDT%s: want namespace.%s repaired; got %s", tc.finder, tc.counter, summary(real))
+			}
+			checkerClean(t, cl)
+			_, err := c.Lookup(ctx, fid.Root, name)
+			if !tc.back {
+				if !errors.Is(err, syscall.ENOENT) {
+					t.Fatalf("after the repair the dangling name is still there: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("after the repair the directory has no name: %v", err)
+			}
+			d, err := c.Resolve(ctx, "/"+name, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := c.Create(ctx, fid.FromPB(d.Fid), "f", syscall.S_IFREG|0o644, client.CreateOpts{}); err != nil {
+				t.Fatalf("create in the directory given back: %v", err)
+			}
+			root, _ := c.Getattr(ctx, fid.Root)
+			if root.Nlink != 3 {
+				t.Fatalf("root nlink %d after the name came back, want 3", root.Nlink)
+			}
+		})
+	}
+}

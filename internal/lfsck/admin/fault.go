@@ -103,8 +103,17 @@ func inject(ctx context.Context, e cli.Env, kind, path string, stripe uint32) er
 	if (kd.Target == "dir") != isDir {
 		return fmt.Errorf("fault %s needs a %s; %s is not one", kind, kd.Target, path)
 	}
-	// Faults go to the MDT that holds the object (MDT0 with one MDT).
-	fc, err := k.faultClient(0)
+	// Faults go to the MDT that holds the object, or for the kinds that
+	// damage a remote directory's entry, to the parent's.
+	on := fid.FromPB(obj.Fid)
+	if fault.OnParentMDT(kd.Kind) {
+		on = fid.FromPB(parent.Fid)
+	}
+	idx, err := k.c.MDTOf(on)
+	if err != nil {
+		return err
+	}
+	fc, err := k.faultClient(idx)
 	if err != nil {
 		return err
 	}
