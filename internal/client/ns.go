@@ -154,6 +154,9 @@ func (c *Client) Remove(ctx context.Context, parent fid.FID, name string, dir bo
 const (
 	RenameNoReplace = 1
 	RenameExchange  = 2
+	// RenameWhiteout leaves a whiteout (a character device 0:0) at the
+	// old name, as overlayfs asks of its upper layer.
+	RenameWhiteout = 4
 )
 
 // Rename moves sp/sn to dp/dn, replacing dn unless flags say otherwise.

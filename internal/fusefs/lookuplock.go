@@ -439,8 +439,10 @@ func (fs *FS) renamed(sp fid.FID, oldName string, dp fid.FID, newName string, fl
 		// EEXIST (RENAME_NOREPLACE) and ENOENT change nothing.
 		return
 	}
-	if flags&client.RenameExchange == 0 {
+	if flags&(client.RenameExchange|client.RenameWhiteout) == 0 {
 		fs.namesChanged(sp, oldName, false, nil)
+	} else if flags&client.RenameWhiteout != 0 {
+		fs.namesChanged(sp, oldName, true, nil) // the whiteout has the name now
 	}
 	fs.namesChanged(dp, newName, true, nil)
 }

@@ -526,8 +526,8 @@ func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName
 	if !st.Ok() {
 		return st
 	}
-	if in.Flags&^uint32(client.RenameNoReplace|client.RenameExchange) != 0 {
-		return fuse.EINVAL // RENAME_WHITEOUT
+	if in.Flags&^uint32(client.RenameNoReplace|client.RenameExchange|client.RenameWhiteout) != 0 {
+		return fuse.EINVAL
 	}
 	if in.Newdir == rootID && newName == nacreDirName {
 		return fuse.EPERM

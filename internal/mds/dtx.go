@@ -514,3 +514,7 @@ func (m remoteMDTs) Relink(ctx context.Context, parent fid.FID, name string, f f
 	}
 	return replyErr(fmt.Sprintf("put back %q in %s", name, parent), rep.Errno, rep.Message)
 }
+
+// renameWhiteout is RENAME_WHITEOUT: the rename leaves a new object (the
+// whiteout) at the old name.
+const renameWhiteout = 4

@@ -429,6 +429,11 @@ func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error)
 		if r := s.notHere(fid.FromPB(o.Rename.DstParent), "rename"); r != nil {
 			return r, nil
 		}
+		if o.Rename.Flags&renameWhiteout != 0 {
+			if err := s.waitFIDs(ctx); err != nil { // the whiteout is a new object
+				return nil, err
+			}
+		}
 	case *pb.Command_Setattr, *pb.Command_Removexattr:
 	default:
 		return nil, errno.Errorf(errno.InvalidArgument, "%s: clients may not send %T", s.id.Label(), cmd.Op)

@@ -107,6 +107,11 @@ func (o *openFiles) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, err
 		if r := s.notHere(fid.FromPB(c.OpenRename.GetRename().GetDstParent()), "rename"); r != nil {
 			return r, nil
 		}
+		if c.OpenRename.GetRename().GetFlags()&renameWhiteout != 0 {
+			if err := s.waitFIDs(ctx); err != nil {
+				return nil, err
+			}
+		}
 	case *pb.Command_OrphanRelease:
 		op = "release"
 		s.shareReleased(cmd)

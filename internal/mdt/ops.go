@@ -384,6 +384,9 @@ func (x *txn) isAncestor(a fid.FID, d fid.FID) (bool, error) {
 const (
 	renameNoReplace = 1
 	renameExchange  = 2
+	// renameWhiteout leaves a whiteout (a character device 0:0, as
+	// overlayfs reads one) at the old name, in the same batch.
+	renameWhiteout = 4
 )
 
 // loaded is an inode read once and written once, even when two roles of a
@@ -398,7 +401,8 @@ func (x *txn) rename(op *pb.RenameOp) (*pb.Reply, error) {
 	if err := checkName(dstName); err != nil {
 		return nil, err
 	}
-	if op.Flags&^(renameNoReplace|renameExchange) != 0 || op.Flags == renameNoReplace|renameExchange {
+	if op.Flags&^(renameNoReplace|renameExchange|renameWhiteout) != 0 || op.Flags&(renameNoReplace|renameExchange) == renameNoReplace|renameExchange ||
+		op.Flags&(renameExchange|renameWhiteout) == renameExchange|renameWhiteout {
 		return nil, errf(syscall.EINVAL, "rename flags %#x", op.Flags)
 	}
 	spf, dpf := fid.FromPB(op.SrcParent), fid.FromPB(op.DstParent)
@@ -491,6 +495,11 @@ func (x *txn) rename(op *pb.RenameOp) (*pb.Reply, error) {
 	}
 	x.b.Delete(DirentKey(sp.local, srcName))
 	x.b.Set(DirentKey(dp.local, dstName), encodeDirent(sf, styp))
+	if op.Flags&renameWhiteout != 0 {
+		if err := x.whiteout(sp.local, spf, srcName); err != nil {
+			return nil, err
+		}
+	}
 	replaceLink(s.ino, spf, srcName, dpf, dstName, x.index)
 	s.ino.CtimeNs = x.now
 	x.put(s.local, s.ino)
@@ -507,6 +516,27 @@ func (x *txn) rename(op *pb.RenameOp) (*pb.Reply, error) {
 		x.put(dp.local, dp.ino)
 	}
 	return &pb.Reply{Inode: stripLinks(s.ino)}, nil
+}
+
+// whiteout makes the whiteout a rename with RENAME_WHITEOUT leaves at
+// the name it moved from: a character device 0:0 with no permission bits
+// (Linux's WHITEOUT_MODE), owned by the caller.
+func (x *txn) whiteout(plocal uint64, pf fid.FID, name string) error {
+	f, err := x.allocFID()
+	if err != nil {
+		return err
+	}
+	ino := &pb.Inode{
+		Fid: f.PB(), Mode: syscall.S_IFCHR, Uid: x.cred.Uid, Gid: x.cred.Gid, Nlink: 1,
+		AtimeNs: x.now, MtimeNs: x.now, CtimeNs: x.now, BtimeNs: x.now,
+		Links: []*pb.LinkEntry{{Parent: pf.PB(), Name: []byte(name)}},
+	}
+	local := x.allocLocal()
+	x.b.Set(OIKey(f), putU64(local))
+	x.put(local, ino)
+	x.b.Set(DirentKey(plocal, name), encodeDirent(f, DirentType(syscall.S_IFCHR)))
+	x.t.inodes++
+	return nil
 }
 
 func (x *txn) exchange(op *pb.RenameOp, spf, dpf fid.FID, sp, dp, s, d *loaded, sf, df fid.FID, styp, dtyp uint8) (*pb.Reply, error) {

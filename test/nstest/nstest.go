@@ -288,6 +288,28 @@ var Scenarios = []Scenario{
 		}
 		e.wantErr(e.ns.Rename(e.dir, "a", e.dir, "nothing", 2), syscall.ENOENT, "exchange with missing")
 	}},
+	{"RenameWhiteoutLeavesACharacterDevice", func(e *env) {
+		a := e.file(e.dir, "a")
+		e.must(e.ns.Rename(e.dir, "a", e.dir, "b", 4), "RENAME_WHITEOUT")
+		if id(e.lookup(e.dir, "b")) != id(a) {
+			e.t.Fatal("the file did not move")
+		}
+		w := e.lookup(e.dir, "a")
+		if w.Mode != syscall.S_IFCHR || w.Rdev != 0 || id(w) == id(a) || w.Nlink != 1 {
+			e.t.Fatalf("the whiteout left at the old name: %v, want a character device 0:0 with mode 0", w)
+		}
+		if got := e.names(e.dir); got != "a,b" {
+			e.t.Fatalf("names %s", got)
+		}
+		// It replaces what the new name held, with NOREPLACE refuses to.
+		e.file(e.dir, "c")
+		e.must(e.ns.Rename(e.dir, "b", e.dir, "c", 4), "RENAME_WHITEOUT over a file")
+		e.wantErr(e.ns.Rename(e.dir, "c", e.dir, "a", 4|1), syscall.EEXIST, "RENAME_WHITEOUT|RENAME_NOREPLACE onto a name")
+		e.wantErr(e.ns.Rename(e.dir, "c", e.dir, "a", 4|2), syscall.EINVAL, "RENAME_WHITEOUT|RENAME_EXCHANGE")
+		if got := e.names(e.dir); got != "a,b,c" {
+			e.t.Fatalf("names %s", got)
+		}
+	}},
 	{"RenameBetweenHardLinksIsNoop", func(e *env) {
 		f := e.file(e.dir, "a")
 		_, err := e.ns.Link(id(f), e.dir, "b")
