@@ -28,9 +28,10 @@ const (
 type DtxKind int32
 
 const (
-	DtxKind_DTX_NONE  DtxKind = 0
-	DtxKind_DTX_MKDIR DtxKind = 1 // a remote directory is made
-	DtxKind_DTX_RMDIR DtxKind = 2 // a remote directory is removed
+	DtxKind_DTX_NONE   DtxKind = 0
+	DtxKind_DTX_MKDIR  DtxKind = 1 // a remote directory is made
+	DtxKind_DTX_RMDIR  DtxKind = 2 // a remote directory is removed
+	DtxKind_DTX_RENAME DtxKind = 3 // a remote directory's name moves (both parents on the coordinator)
 )
 
 // Enum value maps for DtxKind.
@@ -39,11 +40,13 @@ var (
 		0: "DTX_NONE",
 		1: "DTX_MKDIR",
 		2: "DTX_RMDIR",
+		3: "DTX_RENAME",
 	}
 	DtxKind_value = map[string]int32{
-		"DTX_NONE":  0,
-		"DTX_MKDIR": 1,
-		"DTX_RMDIR": 2,
+		"DTX_NONE":   0,
+		"DTX_MKDIR":  1,
+		"DTX_RMDIR":  2,
+		"DTX_RENAME": 3,
 	}
 )
 
@@ -1021,16 +1024,19 @@ func (x *UnlinkOp) GetTxid() uint64 {
 // rmdir checks that the directory is empty and keeps an intent that
 // refuses new names in it. Applying it again (same txid) answers the same.
 type DtxPrepareOp struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Txid          uint64                 `protobuf:"varint,1,opt,name=txid,proto3" json:"txid,omitempty"`
-	Coordinator   uint32                 `protobuf:"varint,2,opt,name=coordinator,proto3" json:"coordinator,omitempty"` // the MDT that decides
-	Kind          DtxKind                `protobuf:"varint,3,opt,name=kind,proto3,enum=nacre.v1.DtxKind" json:"kind,omitempty"`
-	Parent        *FID                   `protobuf:"bytes,4,opt,name=parent,proto3" json:"parent,omitempty"` // on the coordinator
-	Name          []byte                 `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
-	Inode         *Inode                 `protobuf:"bytes,6,opt,name=inode,proto3" json:"inode,omitempty"` // mkdir: the new directory, without FID
-	AclAccess     []byte                 `protobuf:"bytes,7,opt,name=acl_access,json=aclAccess,proto3" json:"acl_access,omitempty"`
-	AclDefault    []byte                 `protobuf:"bytes,8,opt,name=acl_default,json=aclDefault,proto3" json:"acl_default,omitempty"`
-	Fid           *FID                   `protobuf:"bytes,9,opt,name=fid,proto3" json:"fid,omitempty"` // rmdir: the directory
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Txid        uint64                 `protobuf:"varint,1,opt,name=txid,proto3" json:"txid,omitempty"`
+	Coordinator uint32                 `protobuf:"varint,2,opt,name=coordinator,proto3" json:"coordinator,omitempty"` // the MDT that decides
+	Kind        DtxKind                `protobuf:"varint,3,opt,name=kind,proto3,enum=nacre.v1.DtxKind" json:"kind,omitempty"`
+	Parent      *FID                   `protobuf:"bytes,4,opt,name=parent,proto3" json:"parent,omitempty"` // on the coordinator
+	Name        []byte                 `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	Inode       *Inode                 `protobuf:"bytes,6,opt,name=inode,proto3" json:"inode,omitempty"` // mkdir: the new directory, without FID
+	AclAccess   []byte                 `protobuf:"bytes,7,opt,name=acl_access,json=aclAccess,proto3" json:"acl_access,omitempty"`
+	AclDefault  []byte                 `protobuf:"bytes,8,opt,name=acl_default,json=aclDefault,proto3" json:"acl_default,omitempty"`
+	Fid         *FID                   `protobuf:"bytes,9,opt,name=fid,proto3" json:"fid,omitempty"` // rmdir, rename: the directory
+	// rename: parent and name are the new ones; these the old.
+	OldParent     *FID   `protobuf:"bytes,10,opt,name=old_parent,json=oldParent,proto3" json:"old_parent,omitempty"`
+	OldName       []byte `protobuf:"bytes,11,opt,name=old_name,json=oldName,proto3" json:"old_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1124,6 +1130,20 @@ func (x *DtxPrepareOp) GetAclDefault() []byte {
 func (x *DtxPrepareOp) GetFid() *FID {
 	if x != nil {
 		return x.Fid
+	}
+	return nil
+}
+
+func (x *DtxPrepareOp) GetOldParent() *FID {
+	if x != nil {
+		return x.OldParent
+	}
+	return nil
+}
+
+func (x *DtxPrepareOp) GetOldName() []byte {
+	if x != nil {
+		return x.OldName
 	}
 	return nil
 }
@@ -1412,8 +1432,10 @@ type DtxRecord struct {
 	Fid           *FID                   `protobuf:"bytes,5,opt,name=fid,proto3" json:"fid,omitempty"`                  // the remote directory
 	Parent        *FID                   `protobuf:"bytes,6,opt,name=parent,proto3" json:"parent,omitempty"`
 	Name          []byte                 `protobuf:"bytes,7,opt,name=name,proto3" json:"name,omitempty"`
-	TimeNs        int64                  `protobuf:"varint,8,opt,name=time_ns,json=timeNs,proto3" json:"time_ns,omitempty"` // when it was written
-	Committed     bool                   `protobuf:"varint,9,opt,name=committed,proto3" json:"committed,omitempty"`         // coordinator: the outcome
+	TimeNs        int64                  `protobuf:"varint,8,opt,name=time_ns,json=timeNs,proto3" json:"time_ns,omitempty"`          // when it was written
+	Committed     bool                   `protobuf:"varint,9,opt,name=committed,proto3" json:"committed,omitempty"`                  // coordinator: the outcome
+	OldParent     *FID                   `protobuf:"bytes,10,opt,name=old_parent,json=oldParent,proto3" json:"old_parent,omitempty"` // rename: the name it had
+	OldName       []byte                 `protobuf:"bytes,11,opt,name=old_name,json=oldName,proto3" json:"old_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1511,13 +1533,32 @@ func (x *DtxRecord) GetCommitted() bool {
 	return false
 }
 
+func (x *DtxRecord) GetOldParent() *FID {
+	if x != nil {
+		return x.OldParent
+	}
+	return nil
+}
+
+func (x *DtxRecord) GetOldName() []byte {
+	if x != nil {
+		return x.OldName
+	}
+	return nil
+}
+
 type RenameOp struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SrcParent     *FID                   `protobuf:"bytes,1,opt,name=src_parent,json=srcParent,proto3" json:"src_parent,omitempty"`
-	SrcName       []byte                 `protobuf:"bytes,2,opt,name=src_name,json=srcName,proto3" json:"src_name,omitempty"`
-	DstParent     *FID                   `protobuf:"bytes,3,opt,name=dst_parent,json=dstParent,proto3" json:"dst_parent,omitempty"`
-	DstName       []byte                 `protobuf:"bytes,4,opt,name=dst_name,json=dstName,proto3" json:"dst_name,omitempty"`
-	Flags         uint32                 `protobuf:"varint,5,opt,name=flags,proto3" json:"flags,omitempty"` // 1 = RENAME_NOREPLACE, 2 = RENAME_EXCHANGE
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SrcParent *FID                   `protobuf:"bytes,1,opt,name=src_parent,json=srcParent,proto3" json:"src_parent,omitempty"`
+	SrcName   []byte                 `protobuf:"bytes,2,opt,name=src_name,json=srcName,proto3" json:"src_name,omitempty"`
+	DstParent *FID                   `protobuf:"bytes,3,opt,name=dst_parent,json=dstParent,proto3" json:"dst_parent,omitempty"`
+	DstName   []byte                 `protobuf:"bytes,4,opt,name=dst_name,json=dstName,proto3" json:"dst_name,omitempty"`
+	Flags     uint32                 `protobuf:"varint,5,opt,name=flags,proto3" json:"flags,omitempty"` // 1 = RENAME_NOREPLACE, 2 = RENAME_EXCHANGE, 4 = RENAME_WHITEOUT
+	// remote and txid are set by the parents' MDS, never by clients: the
+	// source is a directory on another MDT, which took part in the
+	// transaction txid (its linkEA follows the move).
+	Remote        *Inode `protobuf:"bytes,6,opt,name=remote,proto3" json:"remote,omitempty"`
+	Txid          uint64 `protobuf:"varint,7,opt,name=txid,proto3" json:"txid,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1583,6 +1624,20 @@ func (x *RenameOp) GetDstName() []byte {
 func (x *RenameOp) GetFlags() uint32 {
 	if x != nil {
 		return x.Flags
+	}
+	return 0
+}
+
+func (x *RenameOp) GetRemote() *Inode {
+	if x != nil {
+		return x.Remote
+	}
+	return nil
+}
+
+func (x *RenameOp) GetTxid() uint64 {
+	if x != nil {
+		return x.Txid
 	}
 	return 0
 }
@@ -3542,7 +3597,7 @@ const file_mds_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\fR\x04name\x12\x10\n" +
 	"\x03dir\x18\x03 \x01(\bR\x03dir\x12'\n" +
 	"\x06remote\x18\x04 \x01(\v2\x0f.nacre.v1.InodeR\x06remote\x12\x12\n" +
-	"\x04txid\x18\x05 \x01(\x04R\x04txid\"\xae\x02\n" +
+	"\x04txid\x18\x05 \x01(\x04R\x04txid\"\xf7\x02\n" +
 	"\fDtxPrepareOp\x12\x12\n" +
 	"\x04txid\x18\x01 \x01(\x04R\x04txid\x12 \n" +
 	"\vcoordinator\x18\x02 \x01(\rR\vcoordinator\x12%\n" +
@@ -3554,7 +3609,11 @@ const file_mds_proto_rawDesc = "" +
 	"acl_access\x18\a \x01(\fR\taclAccess\x12\x1f\n" +
 	"\vacl_default\x18\b \x01(\fR\n" +
 	"aclDefault\x12\x1f\n" +
-	"\x03fid\x18\t \x01(\v2\r.nacre.v1.FIDR\x03fid\"?\n" +
+	"\x03fid\x18\t \x01(\v2\r.nacre.v1.FIDR\x03fid\x12,\n" +
+	"\n" +
+	"old_parent\x18\n" +
+	" \x01(\v2\r.nacre.v1.FIDR\toldParent\x12\x19\n" +
+	"\bold_name\x18\v \x01(\fR\aoldName\"?\n" +
 	"\vDtxFinishOp\x12\x12\n" +
 	"\x04txid\x18\x01 \x01(\x04R\x04txid\x12\x1c\n" +
 	"\tcommitted\x18\x02 \x01(\bR\tcommitted\"D\n" +
@@ -3569,7 +3628,7 @@ const file_mds_proto_rawDesc = "" +
 	"\x06parent\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\fR\x04name\x12\x1f\n" +
 	"\x03fid\x18\x03 \x01(\v2\r.nacre.v1.FIDR\x03fid\x12\x12\n" +
-	"\x04type\x18\x04 \x01(\rR\x04type\"\x8f\x02\n" +
+	"\x04type\x18\x04 \x01(\rR\x04type\"\xd8\x02\n" +
 	"\tDtxRecord\x12\x12\n" +
 	"\x04txid\x18\x01 \x01(\x04R\x04txid\x12%\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x11.nacre.v1.DtxKindR\x04kind\x12 \n" +
@@ -3579,7 +3638,11 @@ const file_mds_proto_rawDesc = "" +
 	"\x06parent\x18\x06 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
 	"\x04name\x18\a \x01(\fR\x04name\x12\x17\n" +
 	"\atime_ns\x18\b \x01(\x03R\x06timeNs\x12\x1c\n" +
-	"\tcommitted\x18\t \x01(\bR\tcommitted\"\xb2\x01\n" +
+	"\tcommitted\x18\t \x01(\bR\tcommitted\x12,\n" +
+	"\n" +
+	"old_parent\x18\n" +
+	" \x01(\v2\r.nacre.v1.FIDR\toldParent\x12\x19\n" +
+	"\bold_name\x18\v \x01(\fR\aoldName\"\xef\x01\n" +
 	"\bRenameOp\x12,\n" +
 	"\n" +
 	"src_parent\x18\x01 \x01(\v2\r.nacre.v1.FIDR\tsrcParent\x12\x19\n" +
@@ -3587,7 +3650,9 @@ const file_mds_proto_rawDesc = "" +
 	"\n" +
 	"dst_parent\x18\x03 \x01(\v2\r.nacre.v1.FIDR\tdstParent\x12\x19\n" +
 	"\bdst_name\x18\x04 \x01(\fR\adstName\x12\x14\n" +
-	"\x05flags\x18\x05 \x01(\rR\x05flags\"\x8f\x02\n" +
+	"\x05flags\x18\x05 \x01(\rR\x05flags\x12'\n" +
+	"\x06remote\x18\x06 \x01(\v2\x0f.nacre.v1.InodeR\x06remote\x12\x12\n" +
+	"\x04txid\x18\a \x01(\x04R\x04txid\"\x8f\x02\n" +
 	"\tSetattrOp\x12\x1f\n" +
 	"\x03fid\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x03fid\x12\x14\n" +
 	"\x05valid\x18\x02 \x01(\rR\x05valid\x12\x12\n" +
@@ -3723,11 +3788,13 @@ const file_mds_proto_rawDesc = "" +
 	"\x05tails\x18\x03 \x03(\v2\x12.nacre.v1.PathTailR\x05tails\"E\n" +
 	"\bPathTail\x12%\n" +
 	"\x06parent\x18\x01 \x01(\v2\r.nacre.v1.FIDR\x06parent\x12\x12\n" +
-	"\x04path\x18\x02 \x01(\fR\x04path*5\n" +
+	"\x04path\x18\x02 \x01(\fR\x04path*E\n" +
 	"\aDtxKind\x12\f\n" +
 	"\bDTX_NONE\x10\x00\x12\r\n" +
 	"\tDTX_MKDIR\x10\x01\x12\r\n" +
-	"\tDTX_RMDIR\x10\x02*\xd9\x02\n" +
+	"\tDTX_RMDIR\x10\x02\x12\x0e\n" +
+	"\n" +
+	"DTX_RENAME\x10\x03*\xd9\x02\n" +
 	"\fSetattrValid\x12\x10\n" +
 	"\fSETATTR_NONE\x10\x00\x12\x10\n" +
 	"\fSETATTR_MODE\x10\x01\x12\x0f\n" +
@@ -3852,49 +3919,52 @@ var file_mds_proto_depIdxs = []int32{
 	47, // 35: nacre.v1.DtxPrepareOp.parent:type_name -> nacre.v1.FID
 	49, // 36: nacre.v1.DtxPrepareOp.inode:type_name -> nacre.v1.Inode
 	47, // 37: nacre.v1.DtxPrepareOp.fid:type_name -> nacre.v1.FID
-	47, // 38: nacre.v1.RemoteEntryOp.parent:type_name -> nacre.v1.FID
-	47, // 39: nacre.v1.RemoteEntryOp.fid:type_name -> nacre.v1.FID
-	0,  // 40: nacre.v1.DtxRecord.kind:type_name -> nacre.v1.DtxKind
-	47, // 41: nacre.v1.DtxRecord.fid:type_name -> nacre.v1.FID
-	47, // 42: nacre.v1.DtxRecord.parent:type_name -> nacre.v1.FID
-	47, // 43: nacre.v1.RenameOp.src_parent:type_name -> nacre.v1.FID
-	47, // 44: nacre.v1.RenameOp.dst_parent:type_name -> nacre.v1.FID
-	47, // 45: nacre.v1.SetattrOp.fid:type_name -> nacre.v1.FID
-	47, // 46: nacre.v1.SetxattrOp.fid:type_name -> nacre.v1.FID
-	47, // 47: nacre.v1.RemovexattrOp.fid:type_name -> nacre.v1.FID
-	47, // 48: nacre.v1.SetLayoutOp.fid:type_name -> nacre.v1.FID
-	48, // 49: nacre.v1.SetLayoutOp.layout:type_name -> nacre.v1.Layout
-	50, // 50: nacre.v1.DestroyDoneOp.objects:type_name -> nacre.v1.StripeObject
-	5,  // 51: nacre.v1.OpenUnlinkOp.unlink:type_name -> nacre.v1.UnlinkOp
-	47, // 52: nacre.v1.OpenUnlinkOp.open:type_name -> nacre.v1.FID
-	13, // 53: nacre.v1.OpenRenameOp.rename:type_name -> nacre.v1.RenameOp
-	47, // 54: nacre.v1.OpenRenameOp.open:type_name -> nacre.v1.FID
-	47, // 55: nacre.v1.TmpfileOp.parent:type_name -> nacre.v1.FID
-	48, // 56: nacre.v1.TmpfileOp.layout:type_name -> nacre.v1.Layout
-	47, // 57: nacre.v1.OrphanReleaseOp.fids:type_name -> nacre.v1.FID
-	47, // 58: nacre.v1.OrphanReleaseOp.share:type_name -> nacre.v1.FID
-	49, // 59: nacre.v1.Reply.inode:type_name -> nacre.v1.Inode
-	27, // 60: nacre.v1.Reply.replay:type_name -> nacre.v1.LoggedCommand
-	27, // 61: nacre.v1.ReplayRequest.commands:type_name -> nacre.v1.LoggedCommand
-	47, // 62: nacre.v1.LookupRequest.parent:type_name -> nacre.v1.FID
-	43, // 63: nacre.v1.LookupRequest.cred:type_name -> nacre.v1.Cred
-	47, // 64: nacre.v1.GetattrRequest.fid:type_name -> nacre.v1.FID
-	47, // 65: nacre.v1.ReaddirRequest.fid:type_name -> nacre.v1.FID
-	43, // 66: nacre.v1.ReaddirRequest.cred:type_name -> nacre.v1.Cred
-	47, // 67: nacre.v1.DirEntry.fid:type_name -> nacre.v1.FID
-	49, // 68: nacre.v1.DirEntry.inode:type_name -> nacre.v1.Inode
-	36, // 69: nacre.v1.ReaddirReply.entries:type_name -> nacre.v1.DirEntry
-	47, // 70: nacre.v1.XattrRequest.fid:type_name -> nacre.v1.FID
-	43, // 71: nacre.v1.XattrRequest.cred:type_name -> nacre.v1.Cred
-	47, // 72: nacre.v1.Fid2PathRequest.fid:type_name -> nacre.v1.FID
-	43, // 73: nacre.v1.Fid2PathRequest.cred:type_name -> nacre.v1.Cred
-	42, // 74: nacre.v1.Fid2PathReply.tails:type_name -> nacre.v1.PathTail
-	47, // 75: nacre.v1.PathTail.parent:type_name -> nacre.v1.FID
-	76, // [76:76] is the sub-list for method output_type
-	76, // [76:76] is the sub-list for method input_type
-	76, // [76:76] is the sub-list for extension type_name
-	76, // [76:76] is the sub-list for extension extendee
-	0,  // [0:76] is the sub-list for field type_name
+	47, // 38: nacre.v1.DtxPrepareOp.old_parent:type_name -> nacre.v1.FID
+	47, // 39: nacre.v1.RemoteEntryOp.parent:type_name -> nacre.v1.FID
+	47, // 40: nacre.v1.RemoteEntryOp.fid:type_name -> nacre.v1.FID
+	0,  // 41: nacre.v1.DtxRecord.kind:type_name -> nacre.v1.DtxKind
+	47, // 42: nacre.v1.DtxRecord.fid:type_name -> nacre.v1.FID
+	47, // 43: nacre.v1.DtxRecord.parent:type_name -> nacre.v1.FID
+	47, // 44: nacre.v1.DtxRecord.old_parent:type_name -> nacre.v1.FID
+	47, // 45: nacre.v1.RenameOp.src_parent:type_name -> nacre.v1.FID
+	47, // 46: nacre.v1.RenameOp.dst_parent:type_name -> nacre.v1.FID
+	49, // 47: nacre.v1.RenameOp.remote:type_name -> nacre.v1.Inode
+	47, // 48: nacre.v1.SetattrOp.fid:type_name -> nacre.v1.FID
+	47, // 49: nacre.v1.SetxattrOp.fid:type_name -> nacre.v1.FID
+	47, // 50: nacre.v1.RemovexattrOp.fid:type_name -> nacre.v1.FID
+	47, // 51: nacre.v1.SetLayoutOp.fid:type_name -> nacre.v1.FID
+	48, // 52: nacre.v1.SetLayoutOp.layout:type_name -> nacre.v1.Layout
+	50, // 53: nacre.v1.DestroyDoneOp.objects:type_name -> nacre.v1.StripeObject
+	5,  // 54: nacre.v1.OpenUnlinkOp.unlink:type_name -> nacre.v1.UnlinkOp
+	47, // 55: nacre.v1.OpenUnlinkOp.open:type_name -> nacre.v1.FID
+	13, // 56: nacre.v1.OpenRenameOp.rename:type_name -> nacre.v1.RenameOp
+	47, // 57: nacre.v1.OpenRenameOp.open:type_name -> nacre.v1.FID
+	47, // 58: nacre.v1.TmpfileOp.parent:type_name -> nacre.v1.FID
+	48, // 59: nacre.v1.TmpfileOp.layout:type_name -> nacre.v1.Layout
+	47, // 60: nacre.v1.OrphanReleaseOp.fids:type_name -> nacre.v1.FID
+	47, // 61: nacre.v1.OrphanReleaseOp.share:type_name -> nacre.v1.FID
+	49, // 62: nacre.v1.Reply.inode:type_name -> nacre.v1.Inode
+	27, // 63: nacre.v1.Reply.replay:type_name -> nacre.v1.LoggedCommand
+	27, // 64: nacre.v1.ReplayRequest.commands:type_name -> nacre.v1.LoggedCommand
+	47, // 65: nacre.v1.LookupRequest.parent:type_name -> nacre.v1.FID
+	43, // 66: nacre.v1.LookupRequest.cred:type_name -> nacre.v1.Cred
+	47, // 67: nacre.v1.GetattrRequest.fid:type_name -> nacre.v1.FID
+	47, // 68: nacre.v1.ReaddirRequest.fid:type_name -> nacre.v1.FID
+	43, // 69: nacre.v1.ReaddirRequest.cred:type_name -> nacre.v1.Cred
+	47, // 70: nacre.v1.DirEntry.fid:type_name -> nacre.v1.FID
+	49, // 71: nacre.v1.DirEntry.inode:type_name -> nacre.v1.Inode
+	36, // 72: nacre.v1.ReaddirReply.entries:type_name -> nacre.v1.DirEntry
+	47, // 73: nacre.v1.XattrRequest.fid:type_name -> nacre.v1.FID
+	43, // 74: nacre.v1.XattrRequest.cred:type_name -> nacre.v1.Cred
+	47, // 75: nacre.v1.Fid2PathRequest.fid:type_name -> nacre.v1.FID
+	43, // 76: nacre.v1.Fid2PathRequest.cred:type_name -> nacre.v1.Cred
+	42, // 77: nacre.v1.Fid2PathReply.tails:type_name -> nacre.v1.PathTail
+	47, // 78: nacre.v1.PathTail.parent:type_name -> nacre.v1.FID
+	79, // [79:79] is the sub-list for method output_type
+	79, // [79:79] is the sub-list for method input_type
+	79, // [79:79] is the sub-list for extension type_name
+	79, // [79:79] is the sub-list for extension extendee
+	0,  // [0:79] is the sub-list for field type_name
 }
 
 func init() { file_mds_proto_init() }

@@ -312,6 +312,37 @@ func (s *Server) remoteRmdir(ctx context.Context, cmd *pb.Command, op *pb.Unlink
 	return s.decide(ctx, cmd, on, txid)
 }
 
+// remoteRename moves the name of a directory of another MDT between
+// directories of this one: its MDT checks it is there and keeps an
+// intent, the move here decides, and its linkEA follows at the finish.
+func (s *Server) remoteRename(ctx context.Context, cmd *pb.Command, op *pb.RenameOp, f fid.FID) (*pb.Reply, error) {
+	on, ok := s.peers.mdtOf(f)
+	if !ok {
+		s.freshConfig()
+		if on, ok = s.peers.mdtOf(f); !ok {
+			return nil, errno.Errorf(errno.Unavailable, "rename %q: no MDT serves the sequence of %s in the FLD the MGS gave", op.SrcName, f)
+		}
+	}
+	txid := s.newTxid(on)
+	if err := fault.Hit(FaultDtxBeforePrepare); err != nil {
+		return nil, err
+	}
+	prep, err := s.peers.call(ctx, on, &pb.Command{Op: &pb.Command_DtxPrepare{DtxPrepare: &pb.DtxPrepareOp{
+		Txid: txid, Coordinator: s.id.Index, Kind: pb.DtxKind_DTX_RENAME, Parent: op.DstParent, Name: op.DstName, Fid: f.PB(),
+		OldParent: op.SrcParent, OldName: op.SrcName}}})
+	if err != nil {
+		return nil, errno.Errorf(errno.Unavailable, "rename %q on MDT%04x: %v", op.SrcName, on, err)
+	}
+	if prep.Errno != 0 {
+		return &pb.Reply{Errno: prep.Errno, Message: prep.Message}, nil
+	}
+	if err := fault.Hit(FaultDtxAfterPrepare); err != nil {
+		return nil, err
+	}
+	op.Remote, op.Txid = prep.Inode, txid
+	return s.decide(ctx, cmd, on, txid)
+}
+
 // decide proposes the client's command, which decides txid, synced (the
 // participant acts on the outcome, so it must outlive a crash here), and
 // answers; telling the participant and forgetting the outcome follow in
@@ -433,6 +464,8 @@ func carriesDtx(cmd *pb.Command) bool {
 		return o.Create.Txid != 0 || o.Create.Remote != nil
 	case *pb.Command_Unlink:
 		return o.Unlink.Txid != 0 || o.Unlink.Remote != nil
+	case *pb.Command_Rename:
+		return o.Rename.Txid != 0 || o.Rename.Remote != nil
 	}
 	return false
 }

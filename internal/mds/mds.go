@@ -429,6 +429,13 @@ func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error)
 		if r := s.notHere(fid.FromPB(o.Rename.DstParent), "rename"); r != nil {
 			return r, nil
 		}
+		if f, remote, err := s.t.Entry(fid.FromPB(o.Rename.SrcParent), string(o.Rename.SrcName)); err == nil && remote {
+			r, err := s.remoteRename(ctx, cmd, o.Rename, f)
+			if err == nil {
+				s.m.observe(op, start, r.Errno)
+			}
+			return r, err
+		}
 		if o.Rename.Flags&renameWhiteout != 0 {
 			if err := s.waitFIDs(ctx); err != nil { // the whiteout is a new object
 				return nil, err

@@ -107,6 +107,20 @@ func (o *openFiles) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, err
 		if r := s.notHere(fid.FromPB(c.OpenRename.GetRename().GetDstParent()), "rename"); r != nil {
 			return r, nil
 		}
+		rn := c.OpenRename.GetRename()
+		if rn.GetTxid() != 0 || rn.GetRemote() != nil {
+			return nil, errno.Errorf(errno.InvalidArgument, "%s: a client's command may not carry a cross-MDT transaction", s.id.Label())
+		}
+		if f, remote, err := s.t.Entry(fid.FromPB(rn.GetSrcParent()), string(rn.GetSrcName())); err == nil && remote {
+			// A directory of another MDT: moved in a transaction with it
+			// (what it replaces is refused, so no orphan is kept).
+			r, err := s.remoteRename(ctx, &pb.Command{ClientId: cmd.ClientId, RequestId: cmd.RequestId, AckedBelow: cmd.AckedBelow, Cred: cmd.Cred, NowNs: cmd.NowNs,
+				Op: &pb.Command_Rename{Rename: rn}}, rn, f)
+			if err == nil {
+				s.m.observe("rename", start, r.Errno)
+			}
+			return r, err
+		}
 		if c.OpenRename.GetRename().GetFlags()&renameWhiteout != 0 {
 			if err := s.waitFIDs(ctx); err != nil {
 				return nil, err

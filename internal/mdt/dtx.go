@@ -118,6 +118,10 @@ func dtxOf(cmd *pb.Command) (txid uint64, kind pb.DtxKind, remote *pb.Inode, par
 		if o.Unlink.Txid != 0 {
 			return o.Unlink.Txid, pb.DtxKind_DTX_RMDIR, o.Unlink.Remote, o.Unlink.Parent, o.Unlink.Name
 		}
+	case *pb.Command_Rename:
+		if o.Rename.Txid != 0 {
+			return o.Rename.Txid, pb.DtxKind_DTX_RENAME, o.Rename.Remote, o.Rename.DstParent, o.Rename.DstName
+		}
 	}
 	return 0, 0, nil, nil, nil
 }
@@ -293,6 +297,23 @@ func (x *txn) dtxPrepare(op *pb.DtxPrepareOp) (*pb.Reply, error) {
 		out := cloneInode(ino)
 		out.Links = nil
 		return &pb.Reply{Inode: out}, nil
+	case pb.DtxKind_DTX_RENAME:
+		f := fid.FromPB(op.Fid)
+		_, ino, err := x.get(f)
+		if err != nil {
+			return nil, err
+		}
+		if !isDir(ino) || !hasLink(ino, fid.FromPB(op.OldParent), string(op.OldName)) {
+			return nil, errf(syscall.ENOENT, "rename %q: %s is not the directory named so", op.OldName, f)
+		}
+		if _, busy := x.t.removing[f]; busy {
+			return nil, errf(syscall.ENOENT, "rename %q: %s is being removed", op.OldName, f)
+		}
+		rec.Fid, rec.OldParent, rec.OldName = op.Fid, op.OldParent, op.OldName
+		x.putDtx(rec)
+		out := cloneInode(ino)
+		out.Links = nil
+		return &pb.Reply{Inode: out}, nil
 	}
 	return nil, errf(syscall.EINVAL, "transaction %#x of unknown kind %v", op.Txid, op.Kind)
 }
@@ -307,6 +328,22 @@ func (x *txn) dtxFinish(op *pb.DtxFinishOp) (*pb.Reply, error) {
 		return &pb.Reply{}, nil // finished before
 	}
 	f := fid.FromPB(rec.Fid)
+	if rec.Kind == pb.DtxKind_DTX_RENAME && op.Committed {
+		// The name moved on the coordinator: the linkEA follows.
+		local, ino, err := x.get(f)
+		switch {
+		case err == nil:
+			for _, l := range ino.Links {
+				if fid.FromPB(l.Parent) == fid.FromPB(rec.OldParent) && string(l.Name) == string(rec.OldName) {
+					l.Parent, l.Name, l.Remote = rec.Parent, rec.Name, true
+				}
+			}
+			ino.CtimeNs = x.now
+			x.put(local, ino)
+		case ErrnoOf(err) != syscall.ENOENT:
+			return nil, err
+		}
+	}
 	destroy := (rec.Kind == pb.DtxKind_DTX_MKDIR && !op.Committed) || (rec.Kind == pb.DtxKind_DTX_RMDIR && op.Committed)
 	if destroy {
 		local, ino, err := x.get(f)
@@ -516,4 +553,73 @@ func DtxInvolves(r kv.Reader, f fid.FID) bool {
 		}
 	}
 	return false
+}
+
+func hasLink(ino *pb.Inode, parent fid.FID, name string) bool {
+	for _, l := range ino.Links {
+		if fid.FromPB(l.Parent) == parent && string(l.Name) == name {
+			return true
+		}
+	}
+	return false
+}
+
+// renameRemote moves the name of a directory of another MDT between two
+// directories of this one (or within one), in transaction op.Txid: the
+// participant's linkEA follows at its finish. Called by rename once the
+// parents are read and the source entry found remote.
+func (x *txn) renameRemote(op *pb.RenameOp, spf, dpf fid.FID, sp, dp *loaded, sf fid.FID, styp uint8) (*pb.Reply, error) {
+	srcName, dstName := string(op.SrcName), string(op.DstName)
+	if err := x.decided(op.Txid); err != nil {
+		return nil, err
+	}
+	if op.Remote == nil || fid.FromPB(op.Remote.Fid) != sf {
+		return nil, errf(syscall.ENOENT, "rename %q: the name no longer leads to %s", srcName, fid.FromPB(op.Remote.GetFid()))
+	}
+	if op.Flags&^renameNoReplace != 0 {
+		return nil, errf(syscall.EXDEV, "rename %q: exchanging or leaving a whiteout for a directory on another MDT is not supported", srcName)
+	}
+	if stickyDenies(sp.ino, op.Remote, x.cred) {
+		return nil, errf(syscall.EPERM, "rename %q: sticky directory", srcName)
+	}
+	if spf == dpf && srcName == dstName {
+		return &pb.Reply{Inode: stripLinks(op.Remote)}, nil
+	}
+	if _, _, found, err := lookupName(x.b, dp.local, dstName); err != nil {
+		return nil, err
+	} else if found {
+		if op.Flags&renameNoReplace != 0 {
+			return nil, errf(syscall.EEXIST, "rename to %q in %s", dstName, dpf)
+		}
+		return nil, errf(syscall.EXDEV, "rename %q onto %q: replacing a name by a directory of another MDT is not supported", srcName, dstName)
+	}
+	if spf != dpf {
+		if in, err := x.isAncestor(sf, dpf); err != nil {
+			return nil, err
+		} else if in {
+			return nil, errf(syscall.EINVAL, "move directory %q into itself", srcName)
+		}
+		if x.cred.Uid != 0 && !(op.Remote.Uid == x.cred.Uid && op.Remote.Mode&0o200 != 0) && op.Remote.Mode&0o002 == 0 {
+			// Its ".." changes: write access to it, by its mode bits (its
+			// ACL is on its own MDT).
+			return nil, errf(syscall.EACCES, "move directory %q to another parent", srcName)
+		}
+	}
+	x.b.Delete(DirentKey(sp.local, srcName))
+	x.b.Set(DirentKey(dp.local, dstName), encodeRemoteDirent(sf, styp))
+	if spf != dpf {
+		if sp.ino.Nlink > 2 {
+			sp.ino.Nlink--
+		}
+		dp.ino.Nlink++
+	}
+	x.touch(sp.ino)
+	x.put(sp.local, sp.ino)
+	if dpf != spf {
+		x.touch(dp.ino)
+		x.put(dp.local, dp.ino)
+	}
+	out := stripLinks(op.Remote)
+	out.CtimeNs = x.now
+	return &pb.Reply{Inode: out}, nil
 }

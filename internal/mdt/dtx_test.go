@@ -262,3 +262,64 @@ func TestOnlyMDT0HoldsTheRoot(t *testing.T) {
 		t.Fatalf("objects: MDT0 %d, MDT1 %d; want 1 and 0", w.m0.T.Inodes(), w.m1.T.Inodes())
 	}
 }
+
+func TestRemoteRename(t *testing.T) {
+	w := newTwoMDTs(t)
+	mk := DtxID(1, 0, 1)
+	prep := w.prepareMkdir(t, mk, "r")
+	w.decideMkdir(t, 1, mk, "r", prep.Inode)
+	w.finish(t, mk, true)
+	rf := fid.FromPB(prep.Inode.Fid)
+	d := w.do(t, w.m0, &pb.Command{ClientId: 7, RequestId: 2, Op: &pb.Command_Create{Create: &pb.CreateOp{Parent: fid.Root.PB(), Name: []byte("d"), Mode: syscall.S_IFDIR | 0o755}}})
+	df := fid.FromPB(d.Inode.Fid)
+	create(t, w.m0, 7, 3, df, "taken", nil, []uint32{0})
+
+	prepRename := func(txid uint64, to fid.FID, name string) *pb.Reply {
+		return w.do(t, w.m1, &pb.Command{Op: &pb.Command_DtxPrepare{DtxPrepare: &pb.DtxPrepareOp{
+			Txid: txid, Coordinator: 0, Kind: pb.DtxKind_DTX_RENAME, Parent: to.PB(), Name: []byte(name), Fid: rf.PB(),
+			OldParent: fid.Root.PB(), OldName: []byte("r")}}})
+	}
+	decide := func(req, txid uint64, to fid.FID, name string, remote *pb.Inode) *pb.Reply {
+		return w.do(t, w.m0, &pb.Command{ClientId: 7, RequestId: req, Op: &pb.Command_Rename{Rename: &pb.RenameOp{
+			SrcParent: fid.Root.PB(), SrcName: []byte("r"), DstParent: to.PB(), DstName: []byte(name), Remote: remote, Txid: txid}}})
+	}
+	// Onto a name that exists: refused, aborted, the linkEA unchanged.
+	ab := DtxID(2, 0, 1)
+	p := prepRename(ab, df, "taken")
+	if r := decide(4, ab, df, "taken", p.Inode); r.Errno != int32(syscall.EXDEV) {
+		t.Fatalf("remote rename onto an existing name: %v, want EXDEV", r)
+	}
+	w.finish(t, ab, false)
+	if dir, _ := w.m1.T.Getattr(rf, true); fid.FromPB(dir.Links[0].Parent) != fid.Root || string(dir.Links[0].Name) != "r" {
+		t.Fatalf("an aborted rename changed the linkEA: %v", dir.Links)
+	}
+	// To another directory of MDT0: both halves follow.
+	mv := DtxID(3, 0, 1)
+	p = prepRename(mv, df, "s")
+	if p.Errno != 0 {
+		t.Fatalf("prepare: %v", p)
+	}
+	if r := decide(5, mv, df, "s", p.Inode); r.Errno != 0 {
+		t.Fatalf("decide: %v", r)
+	}
+	w.finish(t, mv, true)
+	got, err := w.m0.T.Lookup(df, "s", nil)
+	if err != nil || fid.FromPB(got.Fid) != rf || got.Flags&uint32(pb.InodeFlag_INODE_FLAG_REMOTE) == 0 {
+		t.Fatalf("lookup of the new name: %v %v", got, err)
+	}
+	if _, err := w.m0.T.Lookup(fid.Root, "r", nil); ErrnoOf(err) != syscall.ENOENT {
+		t.Fatalf("the old name is still there: %v", err)
+	}
+	dir, _ := w.m1.T.Getattr(rf, true)
+	if len(dir.Links) != 1 || fid.FromPB(dir.Links[0].Parent) != df || string(dir.Links[0].Name) != "s" || !dir.Links[0].Remote {
+		t.Fatalf("linkEA after the move: %v, want d/s (remote)", dir.Links)
+	}
+	root, _ := w.m0.T.Getattr(fid.Root, false)
+	dd, _ := w.m0.T.Getattr(df, false)
+	if root.Nlink != 3 || dd.Nlink != 3 {
+		t.Fatalf("nlink root %d (want 3: d), d %d (want 3: s)", root.Nlink, dd.Nlink)
+	}
+	if n := records(t, w.m1); n != 0 {
+		t.Fatalf("MDT1 keeps %d records", n)
+	}
+}

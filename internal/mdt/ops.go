@@ -424,7 +424,11 @@ func (x *txn) rename(op *pb.RenameOp) (*pb.Reply, error) {
 		return nil, errf(syscall.ENOENT, "rename %q in %s", srcName, spf)
 	}
 	if sremote {
-		return nil, errf(syscall.EXDEV, "rename %q: it is a directory on another MDT (cross-MDT renames are not supported yet; mv copies)", srcName)
+		if op.Txid != 0 {
+			return x.renameRemote(op, spf, dpf, &sp, &dp, sf, styp)
+		}
+		// Its MDS moves it in a transaction with the directory's MDT.
+		return nil, errf(syscall.EXDEV, "rename %q: it is a directory on another MDT", srcName)
 	}
 	var s loaded
 	if s.local, s.ino, err = x.get(sf); err != nil {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	pb "nacre/api/nacrepb"
 	"nacre/internal/cli"
 	"nacre/internal/client"
 	"nacre/internal/fid"
@@ -178,8 +179,18 @@ func TestRemoteDirectories(t *testing.T) {
 	if err := os.Link(filepath.Join(r, "h"), m.Path("local", "h")); !errors.Is(err, syscall.EXDEV) {
 		t.Fatalf("link across MDTs: %v, want EXDEV", err)
 	}
-	if err := os.Rename(r, m.Path("r2")); !errors.Is(err, syscall.EXDEV) {
-		t.Fatalf("rename of a remote directory: %v, want EXDEV", err)
+	// A remote directory's own name moves between directories of its
+	// parent's MDT (its linkEA on MDT1 follows); not below itself.
+	must(os.Rename(r, m.Path("local", "r2")))
+	if b, err := os.ReadFile(m.Path("local", "r2", "h")); err != nil || string(b) != "on MDT1" {
+		t.Fatalf("read through the moved remote directory: %q %v", b, err)
+	}
+	if err := os.Rename(m.Path("local"), m.Path("local", "r2", "inside")); err == nil {
+		t.Fatal("a directory moved below a remote directory of its own")
+	}
+	must(os.Rename(m.Path("local", "r2"), r))
+	if paths, err := c.Fid2Path(ctx, fid.FromPB(mustResolve(t, c, "/r/d/g").Fid)); err != nil || len(paths) != 2 {
+		t.Fatalf("fid2path after moving the remote directory there and back: %v %v", paths, err)
 	}
 	// fid2path crosses MDTs both ways.
 	if out, err := cl.Run("mkdir", "-i", "0", "/r/back"); err != nil {
@@ -230,9 +241,9 @@ func TestRemoteDirectoryCrashes(t *testing.T) {
 	ctx := context.Background()
 	points := []string{"mds.dtx.before_prepare", "mds.dtx.after_prepare", "mds.dtx.after_commit", "mds.dtx.after_finish"}
 	for i, point := range points {
-		for _, op := range []string{"mkdir", "rmdir"} {
+		for _, op := range []string{"mkdir", "rmdir", "rename"} {
 			name := fmt.Sprintf("d%d", i)
-			if op == "rmdir" {
+			if op != "mkdir" {
 				// The directory to remove, made without a fault.
 				if _, _, err := c.Create(ctx, fid.Root, name, syscall.S_IFDIR|0o755, client.CreateOpts{Exclusive: true, MDT: ptr(uint32(1))}); err != nil {
 					t.Fatalf("%s: make %s: %v", point, name, err)
@@ -243,12 +254,15 @@ func TestRemoteDirectoryCrashes(t *testing.T) {
 			}
 			done := make(chan error, 1)
 			go func() {
-				if op == "mkdir" {
+				switch op {
+				case "mkdir":
 					_, _, err := c.Create(ctx, fid.Root, name, syscall.S_IFDIR|0o755, client.CreateOpts{Exclusive: true, MDT: ptr(uint32(1))})
 					done <- err
-					return
+				case "rmdir":
+					done <- c.Rmdir(ctx, fid.Root, name)
+				default:
+					done <- c.Rename(ctx, fid.Root, name, fid.Root, name+"m", 0)
 				}
-				done <- c.Rmdir(ctx, fid.Root, name)
 			}()
 			pid := cl.Pid("mdt0")
 			if !wait.Poll(20*time.Second, func() bool { return !procAlive(pid) }) {
@@ -267,12 +281,24 @@ func TestRemoteDirectoryCrashes(t *testing.T) {
 			if op == "mkdir" && err != nil {
 				t.Fatalf("after mkdir with a crash at %s: %v", point, err)
 			}
-			if op == "rmdir" && !errors.Is(err, syscall.ENOENT) {
-				t.Fatalf("after rmdir with a crash at %s: the name is there (%v)", point, err)
+			if op != "mkdir" && !errors.Is(err, syscall.ENOENT) {
+				t.Fatalf("after %s with a crash at %s: the name is there (%v)", op, point, err)
 			}
 			want := uint64(0)
-			if op == "mkdir" {
+			if op != "rmdir" {
 				want = 1
+			}
+			if op == "rename" {
+				moved, err := c.Lookup(ctx, fid.Root, name+"m")
+				if err != nil {
+					t.Fatalf("after rename with a crash at %s: the new name: %v", point, err)
+				}
+				if !wait.Poll(30*time.Second, func() bool {
+					ino, err := c.GetattrLinks(ctx, fid.FromPB(moved.Fid))
+					return err == nil && len(ino.Links) == 1 && string(ino.Links[0].Name) == name+"m"
+				}) {
+					t.Fatalf("after rename with a crash at %s: the linkEA on MDT1 never followed", point)
+				}
 			}
 			// What the crash left open is finished within seconds.
 			if !wait.Poll(30*time.Second, func() bool {
@@ -281,8 +307,13 @@ func TestRemoteDirectoryCrashes(t *testing.T) {
 			}) {
 				t.Fatalf("%s %s, crash at %s: transactions still open: %v", op, name, point, dtxOpen(t, cl))
 			}
-			if op == "mkdir" {
+			switch op {
+			case "mkdir":
 				if err := c.Rmdir(ctx, fid.Root, name); err != nil {
+					t.Fatal(err)
+				}
+			case "rename":
+				if err := c.Rmdir(ctx, fid.Root, name+"m"); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -359,4 +390,13 @@ func TestRemoteDirectoryDamage(t *testing.T) {
 			}
 		})
 	}
+}
+
+func mustResolve(t *testing.T, c *client.Client, p string) *pb.Inode {
+	t.Helper()
+	ino, err := c.Resolve(context.Background(), p, false)
+	if err != nil {
+		t.Fatalf("resolve %s: %v", p, err)
+	}
+	return ino
 }
