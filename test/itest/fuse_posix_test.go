@@ -1,12 +1,16 @@
 package itest
 
 import (
+	"context"
 	"os"
 	"sort"
+	"syscall"
 	"testing"
 
 	"github.com/hanwen/go-fuse/v2/posixtest"
 
+	"nacre/internal/client"
+	"nacre/internal/fid"
 	"nacre/test/testcluster"
 )
 
@@ -45,6 +49,36 @@ func TestFusePosixSuite(t *testing.T) {
 				t.Fatal(err)
 			}
 			posixtest.All[name](t, dir)
+		})
+	}
+}
+
+// TestFusePosixSuiteOnTwoMDTs runs the suite on a cluster of two MDTs,
+// every other case in a directory made on MDT1 (a remote directory of
+// the root, on MDT0): through the mount, a remote directory behaves as
+// any other.
+func TestFusePosixSuiteOnTwoMDTs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster of two MDTs")
+	}
+	needFUSE(t)
+	cl := testcluster.Start(t, testcluster.Options{MDTs: 2, OSTs: 1})
+	c := cl.Client(t)
+	m := mountFuse(t, cl)
+	names := make([]string, 0, len(posixtest.All))
+	for name := range posixtest.All {
+		if notLinux[name] == "" {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	for i, name := range names {
+		t.Run(name, func(t *testing.T) {
+			on := uint32(i % 2)
+			if _, _, err := c.Create(context.Background(), fid.Root, "posix-"+name, syscall.S_IFDIR|0o755, client.CreateOpts{Exclusive: true, MDT: &on}); err != nil {
+				t.Fatal(err)
+			}
+			posixtest.All[name](t, m.Path("posix-"+name))
 		})
 	}
 }
