@@ -263,83 +263,69 @@ func (s *Server) remoteMkdir(ctx context.Context, cmd *pb.Command, op *pb.Create
 	if err != nil {
 		return &pb.Reply{Errno: errnoOf(err), Message: err.Error()}, nil
 	}
-	txid := s.newTxid(on)
-	if err := fault.Hit(FaultDtxBeforePrepare); err != nil {
-		return nil, err
-	}
-	prep, err := s.peers.call(ctx, on, &pb.Command{Op: &pb.Command_DtxPrepare{DtxPrepare: &pb.DtxPrepareOp{
-		Txid: txid, Coordinator: s.id.Index, Kind: pb.DtxKind_DTX_MKDIR, Parent: op.Parent, Name: op.Name,
-		Inode: ino, AclAccess: access, AclDefault: def}}})
-	if err != nil {
-		return nil, errno.Errorf(errno.Unavailable, "mkdir %q on MDT%04x: %v", op.Name, on, err)
-	}
-	if prep.Errno != 0 {
-		return &pb.Reply{Errno: prep.Errno, Message: prep.Message}, nil
-	}
-	if err := fault.Hit(FaultDtxAfterPrepare); err != nil {
-		return nil, err
-	}
-	op.Remote, op.Txid = prep.Inode, txid
-	return s.decide(ctx, cmd, on, txid)
+	return s.transact(ctx, cmd, "mkdir "+string(op.Name), on,
+		&pb.DtxPrepareOp{Kind: pb.DtxKind_DTX_MKDIR, Parent: op.Parent, Name: op.Name, Inode: ino, AclAccess: access, AclDefault: def},
+		func(remote *pb.Inode, txid uint64) { op.Remote, op.Txid = remote, txid })
 }
 
 // remoteRmdir removes a remote directory: checked empty (and closed to
 // new names) on its MDT, its name removed here, then the directory there.
 func (s *Server) remoteRmdir(ctx context.Context, cmd *pb.Command, op *pb.UnlinkOp, f fid.FID) (*pb.Reply, error) {
-	on, ok := s.peers.mdtOf(f)
-	if !ok {
-		s.freshConfig()
-		if on, ok = s.peers.mdtOf(f); !ok {
-			return nil, errno.Errorf(errno.Unavailable, "rmdir %q: no MDT serves the sequence of %s in the FLD the MGS gave", op.Name, f)
-		}
-	}
-	txid := s.newTxid(on)
-	if err := fault.Hit(FaultDtxBeforePrepare); err != nil {
-		return nil, err
-	}
-	prep, err := s.peers.call(ctx, on, &pb.Command{Op: &pb.Command_DtxPrepare{DtxPrepare: &pb.DtxPrepareOp{
-		Txid: txid, Coordinator: s.id.Index, Kind: pb.DtxKind_DTX_RMDIR, Parent: op.Parent, Name: op.Name, Fid: f.PB()}}})
+	on, err := s.mdtOfFID(f)
 	if err != nil {
-		return nil, errno.Errorf(errno.Unavailable, "rmdir %q on MDT%04x: %v", op.Name, on, err)
-	}
-	if prep.Errno != 0 {
-		return &pb.Reply{Errno: prep.Errno, Message: prep.Message}, nil
-	}
-	if err := fault.Hit(FaultDtxAfterPrepare); err != nil {
 		return nil, err
 	}
-	op.Remote, op.Txid = prep.Inode, txid
-	return s.decide(ctx, cmd, on, txid)
+	return s.transact(ctx, cmd, "rmdir "+string(op.Name), on,
+		&pb.DtxPrepareOp{Kind: pb.DtxKind_DTX_RMDIR, Parent: op.Parent, Name: op.Name, Fid: f.PB()},
+		func(remote *pb.Inode, txid uint64) { op.Remote, op.Txid = remote, txid })
 }
 
 // remoteRename moves the name of a directory of another MDT between
 // directories of this one: its MDT checks it is there and keeps an
 // intent, the move here decides, and its linkEA follows at the finish.
 func (s *Server) remoteRename(ctx context.Context, cmd *pb.Command, op *pb.RenameOp, f fid.FID) (*pb.Reply, error) {
+	on, err := s.mdtOfFID(f)
+	if err != nil {
+		return nil, err
+	}
+	return s.transact(ctx, cmd, "rename "+string(op.SrcName), on,
+		&pb.DtxPrepareOp{Kind: pb.DtxKind_DTX_RENAME, Parent: op.DstParent, Name: op.DstName, Fid: f.PB(), OldParent: op.SrcParent, OldName: op.SrcName},
+		func(remote *pb.Inode, txid uint64) { op.Remote, op.Txid = remote, txid })
+}
+
+// mdtOfFID is the MDT that holds f, reading the FLD again if it does not
+// know f's sequence yet.
+func (s *Server) mdtOfFID(f fid.FID) (uint32, error) {
 	on, ok := s.peers.mdtOf(f)
 	if !ok {
 		s.freshConfig()
 		if on, ok = s.peers.mdtOf(f); !ok {
-			return nil, errno.Errorf(errno.Unavailable, "rename %q: no MDT serves the sequence of %s in the FLD the MGS gave", op.SrcName, f)
+			return 0, errno.Errorf(errno.Unavailable, "no MDT serves the sequence of %s in the FLD the MGS gave", f)
 		}
 	}
+	return on, nil
+}
+
+// transact runs a cross-MDT transaction with MDT on: prep there (its
+// txid and coordinator filled here), then set puts what it answered and
+// the txid in the client's command, which decides.
+func (s *Server) transact(ctx context.Context, cmd *pb.Command, what string, on uint32, prep *pb.DtxPrepareOp, set func(remote *pb.Inode, txid uint64)) (*pb.Reply, error) {
 	txid := s.newTxid(on)
+	prep.Txid, prep.Coordinator = txid, s.id.Index
 	if err := fault.Hit(FaultDtxBeforePrepare); err != nil {
 		return nil, err
 	}
-	prep, err := s.peers.call(ctx, on, &pb.Command{Op: &pb.Command_DtxPrepare{DtxPrepare: &pb.DtxPrepareOp{
-		Txid: txid, Coordinator: s.id.Index, Kind: pb.DtxKind_DTX_RENAME, Parent: op.DstParent, Name: op.DstName, Fid: f.PB(),
-		OldParent: op.SrcParent, OldName: op.SrcName}}})
+	rep, err := s.peers.call(ctx, on, &pb.Command{Op: &pb.Command_DtxPrepare{DtxPrepare: prep}})
 	if err != nil {
-		return nil, errno.Errorf(errno.Unavailable, "rename %q on MDT%04x: %v", op.SrcName, on, err)
+		return nil, errno.Errorf(errno.Unavailable, "%s on MDT%04x: %v", what, on, err)
 	}
-	if prep.Errno != 0 {
-		return &pb.Reply{Errno: prep.Errno, Message: prep.Message}, nil
+	if rep.Errno != 0 {
+		return &pb.Reply{Errno: rep.Errno, Message: rep.Message}, nil
 	}
 	if err := fault.Hit(FaultDtxAfterPrepare); err != nil {
 		return nil, err
 	}
-	op.Remote, op.Txid = prep.Inode, txid
+	set(rep.Inode, txid)
 	return s.decide(ctx, cmd, on, txid)
 }
 
@@ -484,16 +470,7 @@ func (s *Server) notHere(f fid.FID, what string) *pb.Reply {
 // remoteMDTs is the checker's view of the other MDTs (lfsck.Remote).
 type remoteMDTs struct{ s *Server }
 
-func (m remoteMDTs) mdtOf(f fid.FID) (uint32, error) {
-	idx, ok := m.s.peers.mdtOf(f)
-	if !ok {
-		m.s.freshConfig()
-		if idx, ok = m.s.peers.mdtOf(f); !ok {
-			return 0, fmt.Errorf("no MDT serves the sequence of %s in the FLD", f)
-		}
-	}
-	return idx, nil
-}
+func (m remoteMDTs) mdtOf(f fid.FID) (uint32, error) { return m.s.mdtOfFID(f) }
 
 // replyErr turns an errno reply into an error that unwraps to it.
 func replyErr(what string, errNo int32, msg string) error {

@@ -607,18 +607,7 @@ func (x *txn) renameRemote(op *pb.RenameOp, spf, dpf fid.FID, sp, dp *loaded, sf
 	}
 	x.b.Delete(DirentKey(sp.local, srcName))
 	x.b.Set(DirentKey(dp.local, dstName), encodeRemoteDirent(sf, styp))
-	if spf != dpf {
-		if sp.ino.Nlink > 2 {
-			sp.ino.Nlink--
-		}
-		dp.ino.Nlink++
-	}
-	x.touch(sp.ino)
-	x.put(sp.local, sp.ino)
-	if dpf != spf {
-		x.touch(dp.ino)
-		x.put(dp.local, dp.ino)
-	}
+	x.renamedParents(spf, dpf, sp, dp, true)
 	out := stripLinks(op.Remote)
 	out.CtimeNs = x.now
 	return &pb.Reply{Inode: out}, nil

@@ -507,7 +507,14 @@ func (x *txn) rename(op *pb.RenameOp) (*pb.Reply, error) {
 	replaceLink(s.ino, spf, srcName, dpf, dstName, x.index)
 	s.ino.CtimeNs = x.now
 	x.put(s.local, s.ino)
-	if isDir(s.ino) && spf != dpf {
+	x.renamedParents(spf, dpf, &sp, &dp, isDir(s.ino))
+	return &pb.Reply{Inode: stripLinks(s.ino)}, nil
+}
+
+// renamedParents writes a rename's parents back, touched: a directory
+// that moved to another parent moves a link count with it.
+func (x *txn) renamedParents(spf, dpf fid.FID, sp, dp *loaded, dir bool) {
+	if dir && spf != dpf {
 		if sp.ino.Nlink > 2 {
 			sp.ino.Nlink--
 		}
@@ -519,7 +526,6 @@ func (x *txn) rename(op *pb.RenameOp) (*pb.Reply, error) {
 		x.touch(dp.ino)
 		x.put(dp.local, dp.ino)
 	}
-	return &pb.Reply{Inode: stripLinks(s.ino)}, nil
 }
 
 // whiteout makes the whiteout a rename with RENAME_WHITEOUT leaves at
