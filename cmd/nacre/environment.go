@@ -72,6 +72,8 @@ var envVars = []envVar{
 		"the share of time the checker's scan takes while clients are active, above 0 and at most 1 (1: never yield)"},
 	{"NACRE_LFSCK_SUMMARIES", "serve (MDT)", "1",
 		"0 turns the OST summaries off: the layout check checks every stripe object by object"},
+	{"NACRE_DTX_RESOLVE_AFTER", "serve (MDT)", "5s",
+		"how long a cross-MDT transaction's intent may stay pending before its MDT asks the coordinating MDT for the outcome (a crash between the steps)"},
 	{"NACRE_TEST_SEQ_GRANT", "serve (MDT)", "64/2",
 		"tests only: COUNT/LOW, ask the MGS for COUNT FID sequences whenever fewer than LOW sequences' worth of FIDs remain"},
 	{"NACRE_PYTHON", "bench age --darshan", "python3", "the Python that reads Darshan logs"},
@@ -151,6 +153,7 @@ func (e environ) serverOptions(log *slog.Logger) server.Options {
 		Checker:            e.checkerTuning(),
 		ReadBarrierTimeout: e.duration("NACRE_READ_BARRIER_TIMEOUT"),
 		RecoveryWindow:     e.duration("NACRE_RECOVERY_WINDOW"),
+		DtxResolveAfter:    e.duration("NACRE_DTX_RESOLVE_AFTER"),
 		BootID:             e.bootID(),
 	}
 	return o

@@ -29,13 +29,13 @@ const (
 	FaultDtxAfterFinish   = "mds.dtx.after_finish"
 )
 
-// dtxResolveAfter is how long a participant's intent may stay pending
-// before its MDS asks the coordinator; a transaction's steps take
-// milliseconds, so an intent this old lost its coordinator's MDS.
-// dtxTendEvery is how often the leader looks.
+// DefaultDtxResolveAfter is how long a participant's intent may stay
+// pending before its MDS asks the coordinator (Options.DtxResolveAfter);
+// a transaction's steps take milliseconds, so an intent this old lost its
+// coordinator's MDS. dtxTendEvery is how often the leader looks.
 const (
-	dtxResolveAfter = 5 * time.Second
-	dtxTendEvery    = time.Second
+	DefaultDtxResolveAfter = 5 * time.Second
+	dtxTendEvery           = time.Second
 )
 
 // mdtPeers reaches the other MDTs' servers through the metadata RPC, as
@@ -137,6 +137,14 @@ func (p *mdtPeers) mdtOf(f fid.FID) (uint32, bool) {
 		}
 	}
 	return 0, false
+}
+
+// remoteEntry reports whether parent/name leads to another MDT, and
+// where. It reads the store even with one MDT: the configuration, which
+// lists the others, is not read yet right after a start.
+func (s *Server) remoteEntry(parent *pb.FID, name []byte) (fid.FID, bool) {
+	f, remote, err := s.t.Entry(fid.FromPB(parent), string(name))
+	return f, err == nil && remote
 }
 
 func (p *mdtPeers) known(index uint32) bool {
@@ -405,7 +413,7 @@ func (s *Server) tendDtx() {
 			continue
 		}
 		for _, rec := range recs {
-			if time.Since(time.Unix(0, rec.TimeNs)) < dtxResolveAfter {
+			if time.Since(time.Unix(0, rec.TimeNs)) < grace(s.opts.DtxResolveAfter, DefaultDtxResolveAfter) {
 				continue
 			}
 			ctx, cancel := s.ctx(5 * time.Second)

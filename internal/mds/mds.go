@@ -411,10 +411,9 @@ func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error)
 			return r, nil
 		}
 	case *pb.Command_Unlink:
-		if f, remote, err := s.t.Entry(fid.FromPB(o.Unlink.Parent), string(o.Unlink.Name)); err == nil && remote {
-			if !o.Unlink.Dir {
-				return &pb.Reply{Errno: int32(syscall.EISDIR), Message: fmt.Sprintf("unlink %q: a directory (on another MDT)", o.Unlink.Name)}, nil
-			}
+		// Remote entries are directories: only an rmdir looks (a plain
+		// unlink of one is refused by apply, EISDIR).
+		if f, remote := s.remoteEntry(o.Unlink.Parent, o.Unlink.Name); o.Unlink.Dir && remote {
 			r, err := s.remoteRmdir(ctx, cmd, o.Unlink, f)
 			if err == nil {
 				s.m.observe(op, start, r.Errno)
@@ -429,7 +428,7 @@ func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error)
 		if r := s.notHere(fid.FromPB(o.Rename.DstParent), "rename"); r != nil {
 			return r, nil
 		}
-		if f, remote, err := s.t.Entry(fid.FromPB(o.Rename.SrcParent), string(o.Rename.SrcName)); err == nil && remote {
+		if f, remote := s.remoteEntry(o.Rename.SrcParent, o.Rename.SrcName); remote {
 			r, err := s.remoteRename(ctx, cmd, o.Rename, f)
 			if err == nil {
 				s.m.observe(op, start, r.Errno)

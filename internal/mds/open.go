@@ -2,9 +2,7 @@ package mds
 
 import (
 	"context"
-	"fmt"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -89,12 +87,9 @@ func (o *openFiles) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, err
 		if u.GetTxid() != 0 || u.GetRemote() != nil {
 			return nil, errno.Errorf(errno.InvalidArgument, "%s: a client's command may not carry a cross-MDT transaction", s.id.Label())
 		}
-		if f, remote, err := s.t.Entry(fid.FromPB(u.GetParent()), string(u.GetName())); err == nil && remote {
+		if f, remote := s.remoteEntry(u.GetParent(), u.GetName()); u.Dir && remote {
 			// A remote directory: removed in a transaction with its
 			// MDT, which keeps no orphan of it for this client.
-			if !u.Dir {
-				return &pb.Reply{Errno: int32(syscall.EISDIR), Message: fmt.Sprintf("unlink %q: a directory (on another MDT)", u.Name)}, nil
-			}
 			r, err := s.remoteRmdir(ctx, &pb.Command{ClientId: cmd.ClientId, RequestId: cmd.RequestId, AckedBelow: cmd.AckedBelow, Cred: cmd.Cred, NowNs: cmd.NowNs,
 				Op: &pb.Command_Unlink{Unlink: u}}, u, f)
 			if err == nil {
@@ -111,7 +106,7 @@ func (o *openFiles) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, err
 		if rn.GetTxid() != 0 || rn.GetRemote() != nil {
 			return nil, errno.Errorf(errno.InvalidArgument, "%s: a client's command may not carry a cross-MDT transaction", s.id.Label())
 		}
-		if f, remote, err := s.t.Entry(fid.FromPB(rn.GetSrcParent()), string(rn.GetSrcName())); err == nil && remote {
+		if f, remote := s.remoteEntry(rn.GetSrcParent(), rn.GetSrcName()); remote {
 			// A directory of another MDT: moved in a transaction with it
 			// (what it replaces is refused, so no orphan is kept).
 			r, err := s.remoteRename(ctx, &pb.Command{ClientId: cmd.ClientId, RequestId: cmd.RequestId, AckedBelow: cmd.AckedBelow, Cred: cmd.Cred, NowNs: cmd.NowNs,

@@ -37,6 +37,10 @@ type Options struct {
 	// Faults lists fault points armed as the server starts
 	// ("name=action,...", fault.ArmList).
 	Faults string
+	// DtxResolveAfter is how long a cross-MDT transaction's intent stays
+	// pending here before this MDS asks its coordinator for the outcome
+	// (0: DefaultDtxResolveAfter; dtx.go).
+	DtxResolveAfter time.Duration
 }
 
 // grace is d, or def if d is 0, or none if d is negative.

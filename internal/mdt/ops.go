@@ -291,8 +291,12 @@ func (x *txn) unlink(op *pb.UnlinkOp) (*pb.Reply, error) {
 		return nil, errf(syscall.ENOENT, "remove %q from %s", name, pf)
 	}
 	if remote {
-		// Its MDS removes it in a transaction with the other MDT; here
-		// the object would look missing and the name dangling.
+		// A remote directory: its MDS removes it in a transaction with
+		// the other MDT; here the object would look missing and the name
+		// dangling.
+		if !op.Dir {
+			return nil, errf(syscall.EISDIR, "unlink %q: a directory (on another MDT)", name)
+		}
 		return nil, errf(syscall.EXDEV, "remove %q from %s: it leads to another MDT", name, pf)
 	}
 	clocal, child, err := x.get(cf)

@@ -236,7 +236,8 @@ func TestRemoteDirectoryCrashes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crashes an MDT of a cluster of two, again and again")
 	}
-	cl := testcluster.Start(t, testcluster.Options{MDTs: 2, OSTs: 1})
+	// An intent waits 1 s, not 5, before its MDT asks the coordinator.
+	cl := testcluster.Start(t, testcluster.Options{MDTs: 2, OSTs: 1, Env: []string{"NACRE_DTX_RESOLVE_AFTER=1s"}})
 	c := cl.Client(t)
 	ctx := context.Background()
 	points := []string{"mds.dtx.before_prepare", "mds.dtx.after_prepare", "mds.dtx.after_commit", "mds.dtx.after_finish"}
