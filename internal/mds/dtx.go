@@ -139,6 +139,15 @@ func (p *mdtPeers) mdtOf(f fid.FID) (uint32, bool) {
 	return 0, false
 }
 
+// remoteDir reports whether an rmdir removes a remote directory, and
+// which (a plain unlink is not looked at: remote entries are directories).
+func (s *Server) remoteDir(u *pb.UnlinkOp) (fid.FID, bool) {
+	if u == nil || !u.Dir {
+		return fid.FID{}, false
+	}
+	return s.remoteEntry(u.Parent, u.Name)
+}
+
 // remoteEntry reports whether parent/name leads to another MDT, and
 // where. It reads the store even with one MDT: the configuration, which
 // lists the others, is not read yet right after a start.

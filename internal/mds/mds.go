@@ -413,7 +413,7 @@ func (s *Server) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, error)
 	case *pb.Command_Unlink:
 		// Remote entries are directories: only an rmdir looks (a plain
 		// unlink of one is refused by apply, EISDIR).
-		if f, remote := s.remoteEntry(o.Unlink.Parent, o.Unlink.Name); o.Unlink.Dir && remote {
+		if f, remote := s.remoteDir(o.Unlink); remote {
 			r, err := s.remoteRmdir(ctx, cmd, o.Unlink, f)
 			if err == nil {
 				s.m.observe(op, start, r.Errno)

@@ -87,7 +87,7 @@ func (o *openFiles) Mutate(ctx context.Context, cmd *pb.Command) (*pb.Reply, err
 		if u.GetTxid() != 0 || u.GetRemote() != nil {
 			return nil, errno.Errorf(errno.InvalidArgument, "%s: a client's command may not carry a cross-MDT transaction", s.id.Label())
 		}
-		if f, remote := s.remoteEntry(u.GetParent(), u.GetName()); u.Dir && remote {
+		if f, remote := s.remoteDir(u); remote {
 			// A remote directory: removed in a transaction with its
 			// MDT, which keeps no orphan of it for this client.
 			r, err := s.remoteRmdir(ctx, &pb.Command{ClientId: cmd.ClientId, RequestId: cmd.RequestId, AckedBelow: cmd.AckedBelow, Cred: cmd.Cred, NowNs: cmd.NowNs,
