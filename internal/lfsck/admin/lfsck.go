@@ -215,6 +215,43 @@ func Query(ctx context.Context, e cli.Env, mdtIdx int, all, jsonOut, wait bool) 
 	return printReports(e, reps, jsonOut)
 }
 
+// AllReports is the JSON of a query of several MDTs (-A): each MDT's
+// report, and the figures added over them.
+type AllReports struct {
+	MDTs  []*lfsck.Report                   `json:"mdts"`
+	Total map[string]*lfsck.ComponentReport `json:"total"`
+}
+
+// totalOf adds the figures of each component over reports: checked,
+// found, repaired, failed, and each kind's counts (the statuses and
+// phases are each MDT's own).
+func totalOf(reps []*lfsck.Report) map[string]*lfsck.ComponentReport {
+	out := map[string]*lfsck.ComponentReport{}
+	for _, r := range reps {
+		for name, c := range r.Components {
+			t := out[name]
+			if t == nil {
+				t = &lfsck.ComponentReport{Counters: map[string]lfsck.Count{}, Stats: map[string]uint64{}}
+				out[name] = t
+			}
+			t.Checked += c.Checked
+			t.Inconsistent += c.Inconsistent
+			t.Repaired += c.Repaired
+			t.Failed += c.Failed
+			for k, v := range c.Counters {
+				n := t.Counters[k]
+				n.Inconsistent += v.Inconsistent
+				n.Repaired += v.Repaired
+				t.Counters[k] = n
+			}
+			for k, v := range c.Stats {
+				t.Stats[k] += v
+			}
+		}
+	}
+	return out
+}
+
 func printReports(e cli.Env, reps []*lfsck.Report, jsonOut bool) error {
 	if jsonOut {
 		enc := json.NewEncoder(e.Out)
@@ -222,7 +259,7 @@ func printReports(e cli.Env, reps []*lfsck.Report, jsonOut bool) error {
 		if len(reps) == 1 {
 			return enc.Encode(reps[0])
 		}
-		return enc.Encode(reps)
+		return enc.Encode(AllReports{MDTs: reps, Total: totalOf(reps)})
 	}
 	for _, r := range reps {
 		state := "idle"
@@ -257,6 +294,15 @@ func printReports(e cli.Env, reps []*lfsck.Report, jsonOut bool) error {
 				fmt.Fprintf(e.Out, "  (not checked on %s: down or not answering; run again once up)", strings.Join(osts, ", "))
 			}
 			fmt.Fprintln(e.Out)
+		}
+	}
+	if len(reps) > 1 {
+		fmt.Fprintf(e.Out, "total of %d MDTs:\n", len(reps))
+		total := totalOf(reps)
+		for _, name := range []string{"scrub", "namespace", "layout"} {
+			if c := total[name]; c != nil {
+				fmt.Fprintf(e.Out, "  %-9s %-16s checked %-9d inconsistent %-6d repaired %-6d failed %d\n", name, "", c.Checked, c.Inconsistent, c.Repaired, c.Failed)
+			}
 		}
 	}
 	return nil
