@@ -27,6 +27,7 @@ var Points = map[string]string{
 	"mds.dtx.after_prepare":   "mdt",
 	"mds.dtx.after_commit":    "mdt",
 	"mds.dtx.after_finish":    "mdt",
+	"mds.dtx.served":          "mdt",
 	"raft.isolate":            "mdt",
 	"raft.log.sync":           "mdt",
 	"raft.log.powercut":       "mdt",

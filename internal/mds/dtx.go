@@ -27,6 +27,8 @@ const (
 	FaultDtxAfterPrepare  = "mds.dtx.after_prepare"
 	FaultDtxAfterCommit   = "mds.dtx.after_commit"
 	FaultDtxAfterFinish   = "mds.dtx.after_finish"
+	// FaultDtxServed is the participant's: a step applied, not answered.
+	FaultDtxServed = "mds.dtx.served"
 )
 
 // DefaultDtxResolveAfter is how long a participant's intent may stay
@@ -261,7 +263,13 @@ func (s *Server) serveDtx(ctx context.Context, cmd *pb.Command) (*pb.Reply, erro
 			}
 		}
 	}
-	return s.propose(ctx, cmd)
+	r, err := s.propose(ctx, cmd)
+	if err == nil {
+		if err := fault.Hit(FaultDtxServed); err != nil {
+			return nil, err
+		}
+	}
+	return r, err
 }
 
 // remoteMkdir makes a directory on another MDT (nacre mkdir -i): the

@@ -235,17 +235,13 @@ func (x *txn) dtxPrepare(op *pb.DtxPrepareOp) (*pb.Reply, error) {
 		return nil, err
 	}
 	if rec != nil {
-		// A retried prepare: answer as the first time.
-		if rec.Kind == pb.DtxKind_DTX_MKDIR {
-			_, ino, err := x.get(fid.FromPB(rec.Fid))
-			if err != nil {
-				return nil, err
-			}
-			out := cloneInode(ino)
-			out.Links = nil
-			return &pb.Reply{Inode: out}, nil
+		// A retried prepare (the answer was lost): answer as the first
+		// time, with the directory.
+		_, ino, err := x.get(fid.FromPB(rec.Fid))
+		if err != nil {
+			return nil, err
 		}
-		return &pb.Reply{}, nil
+		return &pb.Reply{Inode: stripLinks(ino)}, nil
 	}
 	rec = &pb.DtxRecord{Txid: op.Txid, Kind: op.Kind, Peer: op.Coordinator, Parent: op.Parent, Name: op.Name, TimeNs: x.now}
 	switch op.Kind {

@@ -233,6 +233,9 @@ func TestRemoteRmdir(t *testing.T) {
 	if prep.Errno != 0 {
 		t.Fatalf("prepare rmdir: %v", prep)
 	}
+	if again := prepRm(rm); again.Errno != 0 || fid.FromPB(again.Inode.GetFid()) != rf {
+		t.Fatalf("a retried prepare of the rmdir answered %v, not the directory", again)
+	}
 	r := w.do(t, w.m0, &pb.Command{ClientId: 7, RequestId: 4, Op: &pb.Command_Unlink{Unlink: &pb.UnlinkOp{Parent: fid.Root.PB(), Name: []byte("r"), Dir: true, Remote: prep.Inode, Txid: rm}}})
 	if r.Errno != 0 {
 		t.Fatalf("decide rmdir: %v", r)

@@ -229,9 +229,10 @@ func TestRemoteDirectories(t *testing.T) {
 }
 
 // TestRemoteDirectoryCrashes kills MDT0's server (the coordinator) at each
-// step of a remote mkdir and rmdir: after the restart the operation is
-// done exactly once, nothing is left half done on either MDT, and the
-// checker finds nothing.
+// step of a remote mkdir, rmdir and rename, and MDT1's (the participant)
+// once it applied its first step: after the restart the operation is done
+// exactly once, nothing is left half done on either MDT, and the checker
+// finds nothing.
 func TestRemoteDirectoryCrashes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crashes an MDT of a cluster of two, again and again")
@@ -240,8 +241,14 @@ func TestRemoteDirectoryCrashes(t *testing.T) {
 	cl := testcluster.Start(t, testcluster.Options{MDTs: 2, OSTs: 1, Env: []string{"NACRE_DTX_RESOLVE_AFTER=1s"}})
 	c := cl.Client(t)
 	ctx := context.Background()
-	points := []string{"mds.dtx.before_prepare", "mds.dtx.after_prepare", "mds.dtx.after_commit", "mds.dtx.after_finish"}
+	// Each point crashes MDT0's server (the coordinator), but the last,
+	// which crashes MDT1's (the participant) once it applied a step.
+	points := []string{"mds.dtx.before_prepare", "mds.dtx.after_prepare", "mds.dtx.after_commit", "mds.dtx.after_finish", "mds.dtx.served"}
 	for i, point := range points {
+		victim := "mdt0"
+		if point == "mds.dtx.served" {
+			victim = "mdt1"
+		}
 		for _, op := range []string{"mkdir", "rmdir", "rename"} {
 			name := fmt.Sprintf("d%d", i)
 			if op != "mkdir" {
@@ -250,7 +257,7 @@ func TestRemoteDirectoryCrashes(t *testing.T) {
 					t.Fatalf("%s: make %s: %v", point, name, err)
 				}
 			}
-			if out, err := cl.Run("fault", "arm", point+"=crash*1", "--target", "mdt0"); err != nil {
+			if out, err := cl.Run("fault", "arm", point+"=crash*1", "--target", victim); err != nil {
 				t.Fatalf("arm %s: %v\n%s", point, err, out)
 			}
 			done := make(chan error, 1)
@@ -265,9 +272,9 @@ func TestRemoteDirectoryCrashes(t *testing.T) {
 					done <- c.Rename(ctx, fid.Root, name, fid.Root, name+"m", 0)
 				}
 			}()
-			pid := cl.Pid("mdt0")
+			pid := cl.Pid(victim)
 			if !wait.Poll(20*time.Second, func() bool { return !procAlive(pid) }) {
-				t.Fatalf("%s %s: MDT0 did not crash at %s", op, name, point)
+				t.Fatalf("%s %s: %s did not crash at %s", op, name, victim, point)
 			}
 			cl.Restart()
 			select {
