@@ -408,3 +408,87 @@ func mustResolve(t *testing.T, c *client.Client, p string) *pb.Inode {
 	}
 	return ino
 }
+
+// TestRemoteDirectoryRaces: one client makes and removes a remote
+// directory again and again while another creates and removes files in
+// it. Every create lands in a directory that exists until its rmdir (an
+// rmdir either finds it empty and holds it, or answers ENOTEMPTY), nothing
+// is left behind, and the checker finds nothing.
+func TestRemoteDirectoryRaces(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster of two MDTs")
+	}
+	cl := testcluster.Start(t, testcluster.Options{MDTs: 2, OSTs: 1})
+	a, b := cl.Client(t), cl.Client(t)
+	ctx := context.Background()
+	one := uint32(1)
+	stop := time.Now().Add(4 * time.Second)
+	var made, removed, created int
+	errs := make(chan error, 2)
+	go func() {
+		for time.Now().Before(stop) {
+			if _, _, err := a.Create(ctx, fid.Root, "x", syscall.S_IFDIR|0o777, client.CreateOpts{Exclusive: true, MDT: &one}); err != nil && !errors.Is(err, syscall.EEXIST) {
+				errs <- fmt.Errorf("mkdir: %w", err)
+				return
+			} else if err == nil {
+				made++
+			}
+			err := a.Rmdir(ctx, fid.Root, "x")
+			switch {
+			case err == nil:
+				removed++
+			case errors.Is(err, syscall.ENOTEMPTY):
+			default:
+				errs <- fmt.Errorf("rmdir: %w", err)
+				return
+			}
+		}
+		errs <- nil
+	}()
+	go func() {
+		for i := 0; time.Now().Before(stop); i++ {
+			x, err := b.Lookup(ctx, fid.Root, "x")
+			if errors.Is(err, syscall.ENOENT) {
+				continue
+			}
+			if err != nil {
+				errs <- fmt.Errorf("lookup: %w", err)
+				return
+			}
+			name := fmt.Sprint("f", i)
+			_, _, err = b.Create(ctx, fid.FromPB(x.Fid), name, syscall.S_IFREG|0o644, client.CreateOpts{Exclusive: true})
+			if errors.Is(err, syscall.ENOENT) {
+				continue // removed (or being removed) in between
+			}
+			if err != nil {
+				errs <- fmt.Errorf("create: %w", err)
+				return
+			}
+			created++
+			if _, err := b.Unlink(ctx, fid.FromPB(x.Fid), name); err != nil && !errors.Is(err, syscall.ENOENT) {
+				errs <- fmt.Errorf("unlink: %w", err)
+				return
+			}
+		}
+		errs <- nil
+	}()
+	for i := 0; i < 2; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%d mkdirs, %d rmdirs, %d files made inside", made, removed, created)
+	if made < 10 || removed < 5 || created < 10 {
+		t.Fatalf("too little happened to race: %d mkdirs, %d rmdirs, %d creates", made, removed, created)
+	}
+	if err := a.Rmdir(ctx, fid.Root, "x"); err != nil && !errors.Is(err, syscall.ENOENT) {
+		t.Fatal(err)
+	}
+	if !wait.Poll(15*time.Second, func() bool {
+		o := dtxOpen(t, cl)
+		return o[0] == 0 && o[1] == 0 && maps.Equal(mdtInodes(t, a), map[uint32]uint64{0: 1, 1: 0})
+	}) {
+		t.Fatalf("left behind: objects %v, transactions %v", mdtInodes(t, a), dtxOpen(t, cl))
+	}
+	checkerClean(t, cl)
+}
