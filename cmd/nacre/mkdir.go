@@ -20,15 +20,16 @@ func newMkdirCommand(g *globals) *cobra.Command {
 		Long: `Make directories. With -i INDEX each directory named (not the parents -p
 makes) is made on MDT INDEX, as Lustre's lfs mkdir -i: a remote directory
 when its parent is on another MDT. Its files and subdirectories stay on
-that MDT unless made remote again.`,
+that MDT unless made remote again. -i -1 picks the MDT with the most free
+inodes (the lowest index of those tied), for spreading users' or jobs'
+trees over the MDTs.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var on *uint32
+			var on *int
 			if cmd.Flags().Changed("mdt-index") {
-				if f.mdt < 0 || f.mdt > 0xffff {
-					return fmt.Errorf("-i %d: an MDT index is 0 or more (nacre df lists the MDTs)", f.mdt)
+				if f.mdt < -1 || f.mdt > 0xffff {
+					return fmt.Errorf("-i %d: an MDT index is 0 or more, or -1 for the MDT with the most free inodes (nacre df lists the MDTs)", f.mdt)
 				}
-				v := uint32(f.mdt)
-				on = &v
+				on = &f.mdt
 			}
 			m := -1 // 0777 less the umask, as mkdir(1)
 			if cmd.Flags().Changed("mode") {
@@ -42,6 +43,6 @@ that MDT unless made remote again.`,
 		}}
 	cmd.Flags().BoolVarP(&f.parents, "parents", "p", false, "make parents as needed, no error if existing")
 	cmd.Flags().StringVarP(&f.mode, "mode", "m", "", "permission bits (octal; default 0777 less the umask, as mkdir)")
-	cmd.Flags().IntVarP(&f.mdt, "mdt-index", "i", 0, "make each directory on this MDT (a remote directory if its parent is on another)")
+	cmd.Flags().IntVarP(&f.mdt, "mdt-index", "i", 0, "make each directory on this MDT (a remote directory if its parent is on another); -1: the MDT with the most free inodes")
 	return cmd
 }

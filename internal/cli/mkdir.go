@@ -18,8 +18,9 @@ import (
 // A mode of -1 is mkdir(1)'s default: 0777 less the umask (which the MDT
 // applies, unless the parent has a default ACL); parents made by -p also
 // get u+wx, as mkdir -p gives them.
-// With on set, each directory named is made on MDT *on.
-func Mkdir(ctx context.Context, e Env, args []string, parents bool, mode int, on *uint32) error {
+// With on set, each directory named is made on MDT *on (-1: the one
+// with the most free inodes, chosen for each).
+func Mkdir(ctx context.Context, e Env, args []string, parents bool, mode int, on *int) error {
 	c, ops, err := e.openEach(ctx, args)
 	if err != nil {
 		return err
@@ -42,7 +43,18 @@ func Mkdir(ctx context.Context, e Env, args []string, parents bool, mode int, on
 	return r.result()
 }
 
-func mkdir(ctx context.Context, c *client.Client, p string, parents bool, mode int, on *uint32) error {
+func mkdir(ctx context.Context, c *client.Client, p string, parents bool, mode int, on *int) error {
+	var mdt *uint32
+	if on != nil {
+		idx := uint32(*on)
+		if *on < 0 {
+			var err error
+			if idx, err = emptiestMDT(ctx, c); err != nil {
+				return err
+			}
+		}
+		mdt = &idx
+	}
 	made := func(parent fid.FID, name string, last bool) (*pb.Inode, error) {
 		m, mask := uint32(0o777), umask()
 		switch {
@@ -54,7 +66,7 @@ func mkdir(ctx context.Context, c *client.Client, p string, parents bool, mode i
 		}
 		o := client.CreateOpts{Exclusive: true, Umask: mask}
 		if last {
-			o.MDT = on
+			o.MDT = mdt
 		}
 		ino, _, err := c.Create(ctx, parent, name, syscall.S_IFDIR|m&0o7777, o)
 		return ino, err
@@ -94,4 +106,45 @@ func mkdir(ctx context.Context, c *client.Client, p string, parents bool, mode i
 		cur = fidOf(ino)
 	}
 	return nil
+}
+
+// emptiestMDT is where mkdir -i -1 puts a directory: the MDT with the
+// most free inodes; of those tied (within 5 %, as MDTs whose stores
+// share a device are), the one that holds the fewest, then the lowest
+// index.
+func emptiestMDT(ctx context.Context, c *client.Client) (uint32, error) {
+	st, err := c.MDTStatfs(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("read the MDTs' free inodes (for -i -1): %w", err)
+	}
+	idx, ok := pickEmptiest(st)
+	if !ok {
+		return 0, fmt.Errorf("no MDT answered statfs (for -i -1)")
+	}
+	return idx, nil
+}
+
+func pickEmptiest(st map[uint32]*pb.Statfs) (uint32, bool) {
+	used := func(s *pb.Statfs) uint64 { return s.InodesTotal - s.InodesFree }
+	better := func(a, b uint32) bool {
+		sa, sb := st[a], st[b]
+		// Free counts within 5 % of each other are a tie (Lustre's QOS
+		// threshold): on one device they differ by what changed between
+		// two reads.
+		hi, lo := max(sa.InodesFree, sb.InodesFree), min(sa.InodesFree, sb.InodesFree)
+		switch {
+		case hi-lo > hi/20:
+			return sa.InodesFree > sb.InodesFree
+		case used(sa) != used(sb):
+			return used(sa) < used(sb)
+		}
+		return a < b
+	}
+	best, found := uint32(0), false
+	for idx := range st {
+		if !found || better(idx, best) {
+			best, found = idx, true
+		}
+	}
+	return best, found
 }

@@ -225,6 +225,14 @@ func TestRemoteDirectories(t *testing.T) {
 	if st.Nlink != 3 {
 		t.Fatalf("root nlink %d after the rmdir, want 3", st.Nlink)
 	}
+	// -i -1: the MDT with the most free inodes; on one device, the one
+	// that holds fewer (MDT1 holds none now).
+	if out, err := cl.Run("mkdir", "-i", "-1", "/auto"); err != nil {
+		t.Fatalf("mkdir -i -1: %v\n%s", err, out)
+	}
+	if out, err := cl.Run("getdirstripe", "/auto"); err != nil || !strings.Contains(out, "lmv_stripe_offset: 1") {
+		t.Fatalf("mkdir -i -1 with MDT1 empty made: %v %s", err, out)
+	}
 	checkerClean(t, cl)
 }
 
