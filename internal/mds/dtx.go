@@ -43,9 +43,9 @@ const (
 // mdtPeers reaches the other MDTs' servers through the metadata RPC, as
 // the MGS lists them, and routes FIDs through the FLD.
 type mdtPeers struct {
-	self uint32
-	tc   func() *pki.Creds
-	fs   string
+	self  uint32
+	creds *pki.Creds // this target's, to dial the others with (nil: no TLS)
+	fs    string
 
 	mu   sync.Mutex
 	reps map[uint32][]*peerRep
@@ -60,8 +60,7 @@ type peerRep struct {
 }
 
 func newMDTPeers(self uint32, fsname string, creds *pki.Creds) *mdtPeers {
-	return &mdtPeers{self: self, fs: fsname, tc: func() *pki.Creds { return creds },
-		reps: map[uint32][]*peerRep{}, good: map[uint32]uint64{}}
+	return &mdtPeers{self: self, fs: fsname, creds: creds, reps: map[uint32][]*peerRep{}, good: map[uint32]uint64{}}
 }
 
 // update takes the MDT replicas and the FLD from a configuration read.
@@ -94,9 +93,8 @@ func (p *mdtPeers) update(cfg *pb.ClusterConfig) {
 			have = &peerRep{id: ti.ReplicaId, addr: ti.DataAddr}
 			p.reps[ti.Index] = append(p.reps[ti.Index], have)
 		}
-		var creds = p.tc()
-		if creds != nil {
-			have.cli = mdrpc.NewMDS(ti.DataAddr, p.fs, creds.ClientConfig())
+		if p.creds != nil {
+			have.cli = mdrpc.NewMDS(ti.DataAddr, p.fs, p.creds.ClientConfig())
 		} else {
 			have.cli = mdrpc.NewMDS(ti.DataAddr, p.fs, nil)
 		}
@@ -236,7 +234,8 @@ func (s *Server) fromPeer(ctx context.Context) error {
 }
 
 // serveDtx applies one step another MDS sends: prepare and finish as the
-// participant, resolve and forget as the coordinator; status is read only.
+// participant, resolve and forget as the coordinator, a remote entry the
+// checker of another MDT puts back; status is read only.
 func (s *Server) serveDtx(ctx context.Context, cmd *pb.Command) (*pb.Reply, error) {
 	if err := s.fromPeer(ctx); err != nil {
 		return nil, err
