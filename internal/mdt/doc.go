@@ -27,12 +27,15 @@
 //	"I" FID(16)                               OI: FID -> local key (u64)
 //	"O" local(8)                              object: nacrepb.Inode (LMA = Inode.fid,
 //	                                           linkEA = Inode.links, layout EA = Inode.layout)
-//	"D" parentLocal(8) hash(8) name           directory entry -> child FID(16) + type(1)
+//	"D" parentLocal(8) hash(8) name           directory entry -> child FID(16) + type(1) [+ flags(1): 1 = the
+//	                                           child is on another MDT, a remote directory (dtx.go)]
 //	"X" local(8) name                         extended attribute value
 //	"R" client(8) request(8)                  reply cache: nacrepb.Reply
 //	"U" ost(4) seq(8) oid(8)                  OST objects waiting to be destroyed
 //	"P" FID(16)                               open-unlinked object (-> client, local key), kept until its last
 //	                                           close (internal/mdt/open.go)
+//	"T" txid(8)                               cross-MDT transaction: nacrepb.DtxRecord, a participant's
+//	                                           intent or a coordinator's outcome (dtx.go)
 //	"K" ...                                   checker state (internal/lfsck)
 //
 // Names in keys ("D", "X") are the name's bytes as given, not necessarily
