@@ -83,12 +83,12 @@ func newBenchPopdCommand(g *globals) *cobra.Command {
 // newBenchLfsckCommand is `nacre bench lfsck`.
 func newBenchLfsckCommand(g *globals) *cobra.Command {
 	var lb struct {
-		sizes, osts, plot, from, nodeCPU string
-		json, load                       bool
+		sizes, osts, plot, from, nodeCPU, mdts string
+		json, load                             bool
 	}
 	var o bench.LfsckBenchOptions
 	cmd := &cobra.Command{
-		Use:   "lfsck [--sizes 100k,200k,...] [--osts 2,4,8 --ost-files N] [--node-cpu CORES|ROLE=CORES,...] [--load] [--json] [--plot DIR]",
+		Use:   "lfsck [--sizes 100k,200k,...] [--osts 2,4,8 --ost-files N] [--mdts 1,4 --mdt-files N] [--node-cpu CORES|ROLE=CORES,...] [--load] [--json] [--plot DIR]",
 		Short: "Checker benchmarks: scan speed as a PopD tree grows, 2/4/8 OSTs, create rate under the checker",
 		Long: `Seed 003's unloaded test: grows a PopD tree on the cluster of --mgs to each
 of --sizes and runs each component (namespace, scrub, layout, all) at full
@@ -103,8 +103,12 @@ Seed 003's test under load (--load): the create rate alone, with the
 namespace check at full speed, and with speed limits of 1/5 to 4/5 of its
 full speed under the same load, --load-seconds each.
 
+Several MDTs (--mdts): starts a local cluster per MDT count, puts
+--mdt-files files in a tree on every MDT, runs the namespace check on every
+MDT at once; each MDT's objects/s, which should not fall as MDTs are added.
+
 --node-cpu gives the target processes of the clusters it starts (--osts,
---interleave) CPU budgets, each in a cgroup of its own, as nacre up
+--mdts, --interleave) CPU budgets, each in a cgroup of its own, as nacre up
 --node-cpu does: eight OSTs on two cores then behave as eight small nodes
 instead of taking the MDT's core. The budgets are printed with the
 results and recorded in each point's node_cpu.`,
@@ -137,6 +141,18 @@ results and recorded in each point's node_cpu.`,
 						return fmt.Errorf("--osts %q: give OST counts of 1 or more, such as 2,4,8", lb.osts)
 					}
 					o.OSTCounts = append(o.OSTCounts, n)
+				}
+			}
+			if lb.mdts != "" {
+				for _, f := range strings.Split(lb.mdts, ",") {
+					n, err := strconv.Atoi(strings.TrimSpace(f))
+					if err != nil {
+						return fmt.Errorf("--mdts %q: give MDT counts such as 1,2,4", lb.mdts)
+					}
+					if err := localcluster.CheckMDTs(n); err != nil {
+						return err
+					}
+					o.MDTCounts = append(o.MDTCounts, n)
 				}
 			}
 			if cmd.Flags().Changed("node-cpu") {
@@ -175,6 +191,8 @@ results and recorded in each point's node_cpu.`,
 	f.IntVar(&o.StripeCount, "stripe-count", 0, "stripe count of the scaling tree's files")
 	f.StringVar(&lb.osts, "osts", "", "OST counts for Table I (e.g. 2,4,8): a local cluster each")
 	f.IntVar(&o.OSTFiles, "ost-files", 100000, "files for the Table I runs")
+	f.StringVar(&lb.mdts, "mdts", "", "MDT counts (e.g. 1,4): a local cluster each, --mdt-files files on every MDT, the namespace check on every MDT at once; each MDT's rate")
+	f.IntVar(&o.MDTFiles, "mdt-files", 50000, "files on each MDT for the --mdts runs")
 	f.IntVar(&o.OSTStripes, "ost-stripe-count", -1, "stripe count of the Table I files (-1: every OST, as seed 000)")
 	f.StringVar(&o.ClusterDir, "cluster-dir", "", "where to put the Table I clusters (default: a temporary directory)")
 	f.BoolVar(&o.OSTRestart, "ost-restart", false, "restart each Table I cluster after populating it, so that the runs read the stores' tables (as on a file system that has been up a while), not the memtables of the bulk load")

@@ -224,6 +224,11 @@ type LfsckBenchOptions struct {
 	// system that has been up a while, and not from the memtables the
 	// bulk load left (which double the MDT's CPU per run).
 	OSTRestart bool
+	// MDTCounts: a fresh local cluster per MDT count, MDTFiles files in
+	// a tree on each MDT, the namespace check run on every MDT at once;
+	// each MDT's rate is what must not fall as MDTs are added.
+	MDTCounts []int
+	MDTFiles  int
 	// NodeCPU gives the target processes of the clusters the benchmark
 	// starts (Table I, Interleave) CPU budgets by role, as `nacre up
 	// --node-cpu` does; zero: none.
@@ -251,6 +256,8 @@ type LfsckBenchOptions struct {
 type LfsckPoint struct {
 	Files       int     `json:"files"`
 	OSTs        int     `json:"osts,omitempty"`
+	MDTs        int     `json:"mdts,omitempty"` // MDT counts: the cluster's MDTs
+	MDT         *uint32 `json:"mdt,omitempty"`  // MDT counts: the MDT this run checked`
 	Component   string  `json:"component"`
 	Objects     uint64  `json:"objects"`
 	Stripes     uint64  `json:"stripes,omitempty"`
@@ -288,6 +295,7 @@ type LfsckBenchResult struct {
 	CPUs      int          `json:"cpus"`
 	Scaling   []LfsckPoint `json:"scaling,omitempty"`
 	TableI    []LfsckPoint `json:"table1,omitempty"`
+	MDTScale  []LfsckPoint `json:"mdt_scale,omitempty"`
 	Load      []LoadPoint  `json:"load,omitempty"`
 	LoadFiles int          `json:"load_files,omitempty"`
 }
@@ -378,8 +386,8 @@ func say(w io.Writer, format string, args ...any) {
 func RunLfsckBench(ctx context.Context, o LfsckBenchOptions) (*LfsckBenchResult, error) {
 	host, _ := os.Hostname()
 	res := &LfsckBenchResult{Benchmark: "lfsck", Start: time.Now().UTC(), Host: host, CPUs: runtime.NumCPU()}
-	if !o.NodeCPU.IsZero() && len(o.OSTCounts) == 0 && !(o.Interleave && len(o.Sizes) > 0) {
-		return nil, fmt.Errorf("--node-cpu %s gives budgets to the clusters the benchmark starts (--osts, --interleave); the cluster of --mgs runs with those `nacre up --node-cpu` gave it", o.NodeCPU)
+	if !o.NodeCPU.IsZero() && len(o.OSTCounts) == 0 && len(o.MDTCounts) == 0 && !(o.Interleave && len(o.Sizes) > 0) {
+		return nil, fmt.Errorf("--node-cpu %s gives budgets to the clusters the benchmark starts (--osts, --mdts, --interleave); the cluster of --mgs runs with those `nacre up --node-cpu` gave it", o.NodeCPU)
 	}
 	if len(o.Sizes) > 0 && o.Interleave {
 		if o.Load {
@@ -437,7 +445,109 @@ func RunLfsckBench(ctx context.Context, o LfsckBenchOptions) (*LfsckBenchResult,
 			return res, err
 		}
 	}
+	for _, n := range o.MDTCounts {
+		pts, err := runMDTs(ctx, o, n)
+		res.MDTScale = append(res.MDTScale, pts...)
+		if err != nil {
+			return res, err
+		}
+	}
 	return res, nil
+}
+
+// runMDTs starts a local cluster of n MDTs, puts MDTFiles files in a tree
+// on each (/m<k>, a remote directory on MDT k), and runs the namespace
+// check on every MDT at once, Repeat times: a point per MDT and run.
+func runMDTs(ctx context.Context, o LfsckBenchOptions, n int) ([]LfsckPoint, error) {
+	base := o.ClusterDir
+	if base == "" {
+		d, err := os.MkdirTemp("", "nacre-bench-lfsck-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		base = d
+	}
+	dir := filepath.Join(base, fmt.Sprintf("mdts%d", n))
+	os.RemoveAll(dir)
+	defer localcluster.Down(dir, io.Discard)
+	say(o.Progress, "starting a cluster with %d MDT(s) in %s", n, dir)
+	lc, err := localcluster.Up(ctx, localcluster.Options{Dir: dir, MDTs: n, OSTs: 1, Binary: o.Binary, Out: io.Discard, NodeCPU: o.NodeCPU})
+	if err != nil {
+		return nil, err
+	}
+	if err := waitPools(ctx, lc.MGS, 1); err != nil {
+		return nil, err
+	}
+	cl, err := client.New(ctx, client.Config{MGS: lc.MGS})
+	if err != nil {
+		return nil, err
+	}
+	for k := 0; k < n; k++ {
+		on := uint32(k)
+		if _, _, err := cl.Create(ctx, fid.Root, fmt.Sprintf("m%d", k), syscall.S_IFDIR|0o755, client.CreateOpts{Exclusive: true, MDT: &on}); err != nil {
+			cl.Close()
+			return nil, err
+		}
+	}
+	cl.Close()
+	for k := 0; k < n; k++ {
+		say(o.Progress, "populating /m%d on MDT%04x: %d files", k, k, o.MDTFiles)
+		if _, err := PopD(ctx, PopDOptions{MGS: lc.MGS, Root: fmt.Sprintf("m%d", k), Dirs: o.Dirs, Subdirs: o.Subdirs, Threads: o.Threads,
+			Files: o.MDTFiles, StripeCount: 1, Progress: o.Progress}); err != nil {
+			return nil, err
+		}
+	}
+	c, err := admin.Dial(ctx, lc.MGS, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	all := func() ([]*lfsck.Report, error) {
+		reps := make([]*lfsck.Report, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for k := 0; k < n; k++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				reps[k], errs[k] = c.Run(ctx, uint32(k), &pb.LfsckStartRequest{Types: []string{"namespace"}, Reset_: true})
+			}()
+		}
+		wg.Wait()
+		return reps, errors.Join(errs...)
+	}
+	say(o.Progress, "settling: one unmeasured run on every MDT, then %s", o.Settle)
+	if _, err := all(); err != nil {
+		return nil, err
+	}
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(o.Settle):
+	}
+	var out []LfsckPoint
+	for r := 0; r < max(o.Repeat, 1); r++ {
+		reps, err := all()
+		if err != nil {
+			return out, err
+		}
+		for k, rep := range reps {
+			if f, _ := countFound(rep); f != 0 {
+				return out, fmt.Errorf("the checker found %d inconsistencies on MDT%04x in a benchmark tree", f, k)
+			}
+			cr := rep.Components["namespace"]
+			idx := uint32(k)
+			p := LfsckPoint{Files: o.MDTFiles, MDTs: n, MDT: &idx, Component: "namespace", Objects: cr.Stats["objects"],
+				Seconds: cr.RunTimePhase1 + cr.RunTimePhase2, NodeCPU: nodeCPU(o)}
+			if p.Seconds > 0 {
+				p.ObjectsPerS = round1(float64(p.Objects) / p.Seconds)
+			}
+			say(o.Progress, "%d MDTs  MDT%04x  namespace %9d objects in %6.2f s: %10.0f objects/s%s", n, k, p.Objects, p.Seconds, p.ObjectsPerS, budgetNote(o))
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }
 
 // runOSTs starts a local cluster with n OSTs, populates it with files
