@@ -339,9 +339,21 @@ func (s *Server) transact(ctx context.Context, cmd *pb.Command, what string, on 
 	if err := fault.Hit(FaultDtxBeforePrepare); err != nil {
 		return nil, err
 	}
-	rep, err := s.peers.call(ctx, on, &pb.Command{Op: &pb.Command_DtxPrepare{DtxPrepare: prep}})
-	if err != nil {
-		return nil, errno.Errorf(errno.Unavailable, "%s on MDT%04x: %v", what, on, err)
+	var rep *pb.Reply
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		var err error
+		if rep, err = s.peers.call(ctx, on, &pb.Command{Op: &pb.Command_DtxPrepare{DtxPrepare: prep}}); err != nil {
+			return nil, errno.Errorf(errno.Unavailable, "%s on MDT%04x: %v", what, on, err)
+		}
+		if rep.Errno != int32(syscall.EAGAIN) {
+			break
+		}
+		// The directory is in another transaction still (its finish
+		// is on its way, or its coordinator crashed and the outcome is
+		// being resolved).
+		if err := sleepCtx(ctx, wait); err != nil {
+			return nil, errno.Errorf(errno.Unavailable, "%s on MDT%04x: %s", what, on, rep.Message)
+		}
 	}
 	if rep.Errno != 0 {
 		return &pb.Reply{Errno: rep.Errno, Message: rep.Message}, nil

@@ -264,11 +264,21 @@ func (x *txn) dtxPrepare(op *pb.DtxPrepareOp) (*pb.Reply, error) {
 		x.t.inodes++
 		rec.Fid = f.PB()
 		x.putDtx(rec)
+		x.t.pending[f] = pendingIntent{op.Txid, op.Kind}
 		out := cloneInode(ino)
 		out.Links = nil
 		return &pb.Reply{Inode: out}, nil
+	}
+	// A directory takes part in one transaction at a time: the one
+	// before may be finishing (its finish follows its answer) or wait
+	// for its coordinator's outcome after a crash. Its coordinator tries
+	// again shortly.
+	f := fid.FromPB(op.Fid)
+	if p, busy := x.t.pending[f]; busy {
+		return nil, errf(syscall.EAGAIN, "%s takes part in cross-MDT transaction %#x still (%v); try again", f, p.txid, p.kind)
+	}
+	switch op.Kind {
 	case pb.DtxKind_DTX_RMDIR:
-		f := fid.FromPB(op.Fid)
 		local, ino, err := x.get(f)
 		if err != nil {
 			return nil, err
@@ -276,10 +286,6 @@ func (x *txn) dtxPrepare(op *pb.DtxPrepareOp) (*pb.Reply, error) {
 		if !isDir(ino) {
 			return nil, errf(syscall.ENOTDIR, "rmdir %q: %s is not a directory", op.Name, f)
 		}
-		// Another rmdir's intent may hold it still: a coordinator that
-		// crashed before deciding, whose client asks again. That one
-		// will be aborted (its coordinator never decided it); this one
-		// takes over the hold.
 		empty, err := dirEmpty(x.b, local)
 		if err != nil {
 			return nil, err
@@ -289,12 +295,11 @@ func (x *txn) dtxPrepare(op *pb.DtxPrepareOp) (*pb.Reply, error) {
 		}
 		rec.Fid = op.Fid
 		x.putDtx(rec)
-		x.t.removing[f] = op.Txid
+		x.t.pending[f] = pendingIntent{op.Txid, op.Kind}
 		out := cloneInode(ino)
 		out.Links = nil
 		return &pb.Reply{Inode: out}, nil
 	case pb.DtxKind_DTX_RENAME:
-		f := fid.FromPB(op.Fid)
 		_, ino, err := x.get(f)
 		if err != nil {
 			return nil, err
@@ -302,11 +307,9 @@ func (x *txn) dtxPrepare(op *pb.DtxPrepareOp) (*pb.Reply, error) {
 		if !isDir(ino) || !hasLink(ino, fid.FromPB(op.OldParent), string(op.OldName)) {
 			return nil, errf(syscall.ENOENT, "rename %q: %s is not the directory named so", op.OldName, f)
 		}
-		if _, busy := x.t.removing[f]; busy {
-			return nil, errf(syscall.ENOENT, "rename %q: %s is being removed", op.OldName, f)
-		}
 		rec.Fid, rec.OldParent, rec.OldName = op.Fid, op.OldParent, op.OldName
 		x.putDtx(rec)
+		x.t.pending[f] = pendingIntent{op.Txid, op.Kind}
 		out := cloneInode(ino)
 		out.Links = nil
 		return &pb.Reply{Inode: out}, nil
@@ -351,8 +354,8 @@ func (x *txn) dtxFinish(op *pb.DtxFinishOp) (*pb.Reply, error) {
 			return nil, err
 		}
 	}
-	if x.t.removing[f] == op.Txid {
-		delete(x.t.removing, f)
+	if x.t.pending[f].txid == op.Txid {
+		delete(x.t.pending, f)
 	}
 	x.b.Delete(dtxKey(op.Txid))
 	return &pb.Reply{}, nil
@@ -390,13 +393,19 @@ func (x *txn) dtxForget(op *pb.DtxForgetOp) (*pb.Reply, error) {
 	return &pb.Reply{}, nil
 }
 
-// loadRemoving rebuilds the set of directories a pending rmdir intent
-// holds (Target.removing) from the records.
-func (t *Target) loadRemoving() error {
-	t.removing = map[fid.FID]uint64{}
+// pendingIntent is a participant's intent on a directory (Target.pending).
+type pendingIntent struct {
+	txid uint64
+	kind pb.DtxKind
+}
+
+// loadPending rebuilds Target.pending, the directories a pending intent
+// holds, from the records.
+func (t *Target) loadPending() error {
+	t.pending = map[fid.FID]pendingIntent{}
 	var holds []*pb.DtxRecord
 	err := t.scanDtx(t.db, func(rec *pb.DtxRecord) {
-		if !rec.Coordinator && rec.Kind == pb.DtxKind_DTX_RMDIR {
+		if !rec.Coordinator && rec.Fid != nil {
 			holds = append(holds, rec)
 		}
 	})
@@ -404,7 +413,7 @@ func (t *Target) loadRemoving() error {
 	// prepared.
 	sort.SliceStable(holds, func(i, j int) bool { return holds[i].TimeNs < holds[j].TimeNs })
 	for _, rec := range holds {
-		t.removing[fid.FromPB(rec.Fid)] = rec.Txid
+		t.pending[fid.FromPB(rec.Fid)] = pendingIntent{rec.Txid, rec.Kind}
 	}
 	return err
 }

@@ -302,6 +302,10 @@ func TestRemoteRename(t *testing.T) {
 	if p.Errno != 0 {
 		t.Fatalf("prepare: %v", p)
 	}
+	// One transaction at a time on a directory: another waits.
+	if r := prepRename(DtxID(9, 0, 1), df, "t"); r.Errno != int32(syscall.EAGAIN) {
+		t.Fatalf("a second prepare while the first is pending: %v, want EAGAIN", r)
+	}
 	if r := decide(5, mv, df, "s", p.Inode); r.Errno != 0 {
 		t.Fatalf("decide: %v", r)
 	}

@@ -20,7 +20,7 @@ func (x *txn) getDir(f fid.FID, access uint32, what string) (uint64, *pb.Inode, 
 	if !isDir(ino) {
 		return 0, nil, errf(syscall.ENOTDIR, "%s %s is not a directory", what, f)
 	}
-	if _, gone := x.t.removing[f]; gone && access&accW != 0 {
+	if x.t.pending[f].kind == pb.DtxKind_DTX_RMDIR && access&accW != 0 {
 		// An rmdir decided on another MDT may remove it any moment.
 		return 0, nil, errf(syscall.ENOENT, "%s %s is being removed", what, f)
 	}

@@ -38,9 +38,10 @@ type Target struct {
 	c          caches
 	// dq is where DestroyQueue starts.
 	dq destroyQueueState
-	// removing: the directories a pending cross-MDT rmdir holds (dtx.go),
-	// which take no new names. Apply's alone.
-	removing map[fid.FID]uint64
+	// pending: the directories a participant's pending intent holds
+	// (dtx.go): one transaction at a time each, and none takes new names
+	// while an rmdir holds it. Apply's alone.
+	pending map[fid.FID]pendingIntent
 }
 
 // rootLocal is the root directory's local key.
@@ -159,7 +160,7 @@ func (t *Target) load() error {
 	if _, root, err := getInode(t.db, fid.Root); err == nil {
 		t.rootLayout = root.Layout
 	}
-	if err := t.loadRemoving(); err != nil {
+	if err := t.loadPending(); err != nil {
 		return fmt.Errorf("load cross-MDT transactions: %w", err)
 	}
 	if err := t.loadReplyIndex(); err != nil {

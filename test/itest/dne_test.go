@@ -189,6 +189,19 @@ func TestRemoteDirectories(t *testing.T) {
 		t.Fatal("a directory moved below a remote directory of its own")
 	}
 	must(os.Rename(m.Path("local", "r2"), r))
+	// Renames in a row: each waits for the one before to finish on MDT1
+	// (its linkEA), not refused.
+	cur := "/r"
+	for i := 0; i < 20; i++ {
+		next := fmt.Sprintf("/r-%d", i)
+		if err := c.Rename(ctx, fid.Root, cur[1:], fid.Root, next[1:], 0); err != nil {
+			t.Fatalf("rename %d of a remote directory in a row: %v", i, err)
+		}
+		cur = next
+	}
+	if err := c.Rename(ctx, fid.Root, cur[1:], fid.Root, "r", 0); err != nil {
+		t.Fatal(err)
+	}
 	if paths, err := c.Fid2Path(ctx, fid.FromPB(mustResolve(t, c, "/r/d/g").Fid)); err != nil || len(paths) != 2 {
 		t.Fatalf("fid2path after moving the remote directory there and back: %v %v", paths, err)
 	}
