@@ -340,7 +340,7 @@ func (s *Server) transact(ctx context.Context, cmd *pb.Command, what string, on 
 		return nil, err
 	}
 	var rep *pb.Reply
-	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+	for wait := time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
 		var err error
 		if rep, err = s.peers.call(ctx, on, &pb.Command{Op: &pb.Command_DtxPrepare{DtxPrepare: prep}}); err != nil {
 			return nil, errno.Errorf(errno.Unavailable, "%s on MDT%04x: %v", what, on, err)
