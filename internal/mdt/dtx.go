@@ -173,15 +173,9 @@ func (x *txn) createRemote(op *pb.CreateOp) (*pb.Reply, error) {
 	if !isDir(op.Remote) || op.Remote.Fid == nil {
 		return nil, errf(syscall.EINVAL, "a remote entry must name a directory with a FID")
 	}
-	pf := fid.FromPB(op.Parent)
-	plocal, parent, err := x.getDir(pf, accW|accX, "parent")
+	plocal, parent, err := x.dirWithFreeName(fid.FromPB(op.Parent), accW|accX, name, "create")
 	if err != nil {
 		return nil, err
-	}
-	if _, _, found, err := lookupName(x.b, plocal, name); err != nil {
-		return nil, err
-	} else if found {
-		return nil, errf(syscall.EEXIST, "create %q in %s", name, pf)
 	}
 	x.b.Set(DirentKey(plocal, name), encodeRemoteDirent(fid.FromPB(op.Remote.Fid), DirentType(op.Remote.Mode)))
 	parent.Nlink++
@@ -521,15 +515,9 @@ func (x *txn) remoteEntry(op *pb.RemoteEntryOp) (*pb.Reply, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
-	pf := fid.FromPB(op.Parent)
-	plocal, parent, err := x.getDir(pf, 0, "parent")
+	plocal, parent, err := x.dirWithFreeName(fid.FromPB(op.Parent), 0, name, "put back")
 	if err != nil {
 		return nil, err
-	}
-	if _, _, found, err := lookupName(x.b, plocal, name); err != nil {
-		return nil, err
-	} else if found {
-		return nil, errf(syscall.EEXIST, "entry %q in %s names something else now", name, pf)
 	}
 	typ := uint8(op.Type)
 	x.b.Set(DirentKey(plocal, name), encodeRemoteDirent(fid.FromPB(op.Fid), typ))

@@ -30,6 +30,21 @@ func (x *txn) getDir(f fid.FID, access uint32, what string) (uint64, *pb.Inode, 
 	return local, ino, nil
 }
 
+// dirWithFreeName reads directory f (getDir) and checks that it has no
+// entry name, which what ("link", "create") is to add.
+func (x *txn) dirWithFreeName(f fid.FID, access uint32, name, what string) (uint64, *pb.Inode, error) {
+	local, dir, err := x.getDir(f, access, "parent")
+	if err != nil {
+		return 0, nil, err
+	}
+	if _, _, found, err := lookupName(x.b, local, name); err != nil {
+		return 0, nil, err
+	} else if found {
+		return 0, nil, errf(syscall.EEXIST, "%s %q in %s", what, name, f)
+	}
+	return local, dir, nil
+}
+
 func (x *txn) touch(ino *pb.Inode) {
 	ino.MtimeNs = x.now
 	ino.CtimeNs = x.now
@@ -231,14 +246,9 @@ func (x *txn) link(op *pb.LinkOp) (*pb.Reply, error) {
 		return nil, errf(syscall.EPERM, "hard link to %s: uid %d is not the owner and may not both read and write it (protected_hardlinks)", f, x.cred.Uid)
 	}
 	pf := fid.FromPB(op.Parent)
-	plocal, parent, err := x.getDir(pf, accW|accX, "parent")
+	plocal, parent, err := x.dirWithFreeName(pf, accW|accX, name, "link")
 	if err != nil {
 		return nil, err
-	}
-	if _, _, found, err := lookupName(x.b, plocal, name); err != nil {
-		return nil, err
-	} else if found {
-		return nil, errf(syscall.EEXIST, "link %q in %s", name, pf)
 	}
 	if ino.Nlink >= maxLinks {
 		return nil, errf(syscall.EMLINK, "link to %s", f)
