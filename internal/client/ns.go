@@ -396,10 +396,11 @@ func (c *Client) Readdir(ctx context.Context, f fid.FID, cookie uint64, max int,
 }
 
 // remoteAttrs fills in the attributes of the entries of directory d that
-// lead to another MDT, which d's MDT could not give. An entry whose MDT
-// does not answer is left without them: readdir still lists its name, and
-// a lookup of it says what is wrong.
+// lead to another MDT, which d's MDT could not give, several at a time. An
+// entry whose MDT does not answer is left without them: readdir still
+// lists its name, and a lookup of it says what is wrong.
 func (c *Client) remoteAttrs(ctx context.Context, d fid.FID, ents []*pb.DirEntry) {
+	var remote []*pb.DirEntry
 	var home *mdtConn
 	for _, e := range ents {
 		if e.Inode != nil {
@@ -411,14 +412,19 @@ func (c *Client) remoteAttrs(ctx context.Context, d fid.FID, ents []*pb.DirEntry
 				return
 			}
 		}
-		f := fid.FromPB(e.Fid)
-		if m, err := c.mdtFor(f); err != nil || m == home {
-			continue // a dangling entry: its MDT has no object for it
-		}
-		if ino, err := c.Getattr(ctx, f); err == nil {
-			e.Inode = ino
-		}
+		if m, err := c.mdtFor(fid.FromPB(e.Fid)); err == nil && m != home {
+			remote = append(remote, e)
+		} // else a dangling entry: its MDT has no object for it
 	}
+	if len(remote) == 0 {
+		return
+	}
+	_ = parallel(ctx, len(remote), ioParallel, func(ctx context.Context, i int) error {
+		if ino, err := c.Getattr(ctx, fid.FromPB(remote[i].Fid)); err == nil {
+			remote[i].Inode = ino
+		}
+		return nil // the others still get theirs
+	})
 }
 
 // ReadDirAll lists a whole directory.
