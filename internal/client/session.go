@@ -515,8 +515,8 @@ func (s *Session) Closed(ctx context.Context, fids []fid.FID) {
 }
 
 // byMDT splits fids by the MDT that holds them, in the order of their
-// first FIDs. A FID no MDT is known for goes with the first group: the
-// request fails there, and says so.
+// first FIDs. A FID no MDT is known for goes with MDT0's: the request
+// fails there for it, and says so.
 func (c *Client) byMDT(fids []fid.FID) [][]fid.FID {
 	var out [][]fid.FID
 	at := map[uint32]int{}
