@@ -459,26 +459,11 @@ func RunLfsckBench(ctx context.Context, o LfsckBenchOptions) (*LfsckBenchResult,
 // on each (/m<k>, a remote directory on MDT k), and runs the namespace
 // check on every MDT at once, Repeat times: a point per MDT and run.
 func runMDTs(ctx context.Context, o LfsckBenchOptions, n int) ([]LfsckPoint, error) {
-	base := o.ClusterDir
-	if base == "" {
-		d, err := os.MkdirTemp("", "nacre-bench-lfsck-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(d)
-		base = d
-	}
-	dir := filepath.Join(base, fmt.Sprintf("mdts%d", n))
-	os.RemoveAll(dir)
-	defer localcluster.Down(dir, io.Discard)
-	say(o.Progress, "starting a cluster with %d MDT(s) in %s", n, dir)
-	lc, err := localcluster.Up(ctx, localcluster.Options{Dir: dir, MDTs: n, OSTs: 1, Binary: o.Binary, Out: io.Discard, NodeCPU: o.NodeCPU})
+	lc, stop, err := startCluster(ctx, o.ClusterDir, fmt.Sprintf("mdts%d", n), localcluster.Options{MDTs: n, OSTs: 1, Binary: o.Binary, NodeCPU: o.NodeCPU}, o.Progress)
 	if err != nil {
 		return nil, err
 	}
-	if err := waitPools(ctx, lc.MGS, 1); err != nil {
-		return nil, err
-	}
+	defer stop()
 	cl, err := client.New(ctx, client.Config{MGS: lc.MGS})
 	if err != nil {
 		return nil, err
@@ -617,34 +602,42 @@ func runOSTs(ctx context.Context, o LfsckBenchOptions, n int) ([]LfsckPoint, err
 // named name under o.ClusterDir (or a temporary directory) and waits for
 // its pools; stop stops it and removes a temporary directory.
 func benchCluster(ctx context.Context, o LfsckBenchOptions, name string, n int) (*localcluster.Cluster, func(), error) {
-	base := o.ClusterDir
-	if base == "" {
-		d, err := os.MkdirTemp("", "nacre-bench-lfsck-")
+	return startCluster(ctx, o.ClusterDir, name, localcluster.Options{OSTs: n, Binary: o.Binary, NodeCPU: o.NodeCPU}, o.Progress)
+}
+
+// startCluster starts a fresh local cluster as lo says, in a directory
+// named name under base (or under a temporary directory if base is ""),
+// and waits for its pools; stop stops it and removes a temporary
+// directory (one under base stays, to be looked at).
+func startCluster(ctx context.Context, base, name string, lo localcluster.Options, progress io.Writer) (*localcluster.Cluster, func(), error) {
+	temp := base == ""
+	if temp {
+		d, err := os.MkdirTemp("", "nacre-bench-")
 		if err != nil {
 			return nil, nil, err
 		}
 		base = d
 	}
-	dir := filepath.Join(base, name)
-	os.RemoveAll(dir)
+	lo.Dir, lo.Out = filepath.Join(base, name), io.Discard
+	os.RemoveAll(lo.Dir)
 	stop := func() {
-		localcluster.Down(dir, io.Discard)
-		if o.ClusterDir == "" {
+		localcluster.Down(lo.Dir, io.Discard)
+		if temp {
 			os.RemoveAll(base)
 		}
 	}
-	say(o.Progress, "starting a cluster with %d OSTs in %s", n, dir)
-	lc, err := localcluster.Up(ctx, localcluster.Options{Dir: dir, OSTs: n, Binary: o.Binary, Out: io.Discard, NodeCPU: o.NodeCPU})
+	say(progress, "starting a cluster with %d MDT(s) and %d OST(s) in %s", max(lo.MDTs, 1), lo.OSTs, lo.Dir)
+	lc, err := localcluster.Up(ctx, lo)
 	if err != nil {
 		stop()
 		return nil, nil, err
 	}
 	if msg := lc.BudgetSummary(); msg != "" {
-		say(o.Progress, "%s", msg)
+		say(progress, "%s", msg)
 	}
-	// The MDS learns of the OSTs and fills their pools in the first second
+	// The MDSs learn of the OSTs and fill their pools in the first second
 	// or two; files made before then get fewer stripes than -1 means.
-	if err := waitPools(ctx, lc.MGS, n); err != nil {
+	if err := waitPools(ctx, lc.MGS, lo.OSTs); err != nil {
 		stop()
 		return nil, nil, err
 	}

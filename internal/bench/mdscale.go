@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/jedib0t/go-pretty/v6/table"
@@ -69,21 +67,12 @@ func RunMDScale(ctx context.Context, o MDScaleOptions) (*MDScaleResult, error) {
 	if o.OSTs == 0 {
 		o.OSTs = 1
 	}
-	base := o.ClusterDir
-	if base == "" {
-		d, err := os.MkdirTemp("", "nacre-bench-md-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(d)
-		base = d
-	}
 	res := &MDScaleResult{Benchmark: "md-mdts", Workers: o.MD.Workers, Items: o.MD.Items, OSTs: o.OSTs, Start: time.Now()}
 	if !o.NodeCPU.IsZero() {
 		res.NodeCPU = o.NodeCPU.String()
 	}
 	for _, n := range o.MDTCounts {
-		r, err := mdScaleOne(ctx, o, filepath.Join(base, fmt.Sprintf("mdts%d", n)), n)
+		r, err := mdScaleOne(ctx, o, n)
 		if err != nil {
 			return nil, fmt.Errorf("%d MDTs: %w", n, err)
 		}
@@ -102,23 +91,13 @@ func RunMDScale(ctx context.Context, o MDScaleOptions) (*MDScaleResult, error) {
 	return res, nil
 }
 
-func mdScaleOne(ctx context.Context, o MDScaleOptions, dir string, n int) (*MDResult, error) {
-	os.RemoveAll(dir)
-	defer func() {
-		localcluster.Down(dir, io.Discard)
-		os.RemoveAll(dir)
-	}()
-	say(o.Progress, "starting a cluster with %d MDT(s) and %d OST(s) in %s", n, o.OSTs, dir)
-	lc, err := localcluster.Up(ctx, localcluster.Options{Dir: dir, MDTs: n, OSTs: o.OSTs, Binary: o.Binary, Out: io.Discard, NodeCPU: o.NodeCPU})
+func mdScaleOne(ctx context.Context, o MDScaleOptions, n int) (*MDResult, error) {
+	lc, stop, err := startCluster(ctx, o.ClusterDir, fmt.Sprintf("mdts%d", n),
+		localcluster.Options{MDTs: n, OSTs: o.OSTs, Binary: o.Binary, NodeCPU: o.NodeCPU}, o.Progress)
 	if err != nil {
 		return nil, err
 	}
-	if msg := lc.BudgetSummary(); msg != "" {
-		say(o.Progress, "%s", msg)
-	}
-	if err := waitPools(ctx, lc.MGS, o.OSTs); err != nil {
-		return nil, err
-	}
+	defer stop()
 	md := o.MD
 	md.MGS, md.TLS, md.SpreadMDTs, md.Progress = lc.MGS, lc.TLS, n, o.Progress
 	return RunMD(ctx, md)

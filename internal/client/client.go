@@ -472,13 +472,7 @@ func (c *Client) mdtFor(f fid.FID) (*mdtConn, error) {
 func (c *Client) mdtFromFLD(f fid.FID) (*mdtConn, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	idx, known := uint32(0), f.Seq < fid.SeqNormal // the root and .nacre are MDT0's
-	for _, r := range c.fld {
-		if f.Seq >= r.Start && f.Seq < r.End {
-			idx, known = r.Mdt, true
-			break
-		}
-	}
+	idx, known := fid.MDTOf(c.fld, f)
 	if !known {
 		if len(c.mdts) == 1 && c.mdts[0] != nil {
 			return c.mdts[0], true, nil // one MDT: nothing to choose

@@ -134,3 +134,18 @@ type ObjID struct {
 }
 
 func (o ObjID) String() string { return fmt.Sprintf("0x%x:0x%x", o.Seq, o.Oid) }
+
+// MDTOf looks f up in the FLD (the MGS's sequence ranges): the MDT that
+// holds it. The root and .nacre (sequences below SeqNormal) are MDT0's;
+// ok is false for a sequence no range covers.
+func MDTOf(fld []*nacrepb.SeqRange, f FID) (mdt uint32, ok bool) {
+	if f.Seq < SeqNormal {
+		return 0, true
+	}
+	for _, r := range fld {
+		if f.Seq >= r.Start && f.Seq < r.End {
+			return r.Mdt, true
+		}
+	}
+	return 0, false
+}

@@ -1,6 +1,10 @@
 package fid
 
-import "testing"
+import (
+	"testing"
+
+	"nacre/api/nacrepb"
+)
 
 func TestParseFormatRoundTrip(t *testing.T) {
 	cases := []struct {
@@ -40,5 +44,24 @@ func TestBinaryOrderMatchesFIDOrder(t *testing.T) {
 	}
 	if _, err := FromBytes([]byte{1, 2}); err == nil {
 		t.Fatal("short slice accepted")
+	}
+}
+
+func TestMDTOf(t *testing.T) {
+	fld := []*nacrepb.SeqRange{{Start: SeqNormal, End: SeqNormal + 64, Mdt: 0}, {Start: SeqNormal + 64, End: SeqNormal + 128, Mdt: 1}}
+	for _, tc := range []struct {
+		f      FID
+		mdt    uint32
+		routed bool
+	}{
+		{Root, 0, true},
+		{DotNacreFid, 0, true},
+		{FID{Seq: SeqNormal + 3, Oid: 1}, 0, true},
+		{FID{Seq: SeqNormal + 64, Oid: 1}, 1, true},
+		{FID{Seq: SeqNormal + 128, Oid: 1}, 0, false},
+	} {
+		if mdt, ok := MDTOf(fld, tc.f); mdt != tc.mdt || ok != tc.routed {
+			t.Errorf("MDTOf(%s) = %d %v, want %d %v", tc.f, mdt, ok, tc.mdt, tc.routed)
+		}
 	}
 }

@@ -126,17 +126,9 @@ func (p *mdtPeers) close() {
 // mdtOf is the MDT that holds f (ok false: the FLD read last does not
 // know f's sequence).
 func (p *mdtPeers) mdtOf(f fid.FID) (uint32, bool) {
-	if f.Seq < fid.SeqNormal {
-		return 0, true // the root and .nacre
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, r := range p.fld {
-		if f.Seq >= r.Start && f.Seq < r.End {
-			return r.Mdt, true
-		}
-	}
-	return 0, false
+	return fid.MDTOf(p.fld, f)
 }
 
 // remoteDir reports whether an rmdir removes a remote directory, and
