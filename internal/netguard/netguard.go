@@ -80,8 +80,10 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		l.mu.Unlock()
 		if !ok {
-			c.Close()
+			// Counted before the close: a peer that sees its connection
+			// closed finds it counted.
 			l.refused.Add(1)
+			c.Close()
 			if l.warn != nil {
 				l.warn.Warn(ip, "connection refused: the peer holds too many open", "port", l.what, "open", n, "limit", limit)
 			}
